@@ -1,0 +1,141 @@
+package adapter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// ErrNotFound is returned by Get and Status when the external system has no
+// such object.
+var ErrNotFound = errors.New("adapter: not found")
+
+// Capabilities tell the reconciler what a route's API offers.
+type Capabilities struct {
+	// IdempotencyKey: the API deduplicates writes by key for KeyRetention
+	// from the key's first receipt.
+	IdempotencyKey bool
+	KeyRetention   time.Duration
+	// StatusQuery: Status can look a write up by request id / key.
+	StatusQuery bool
+	// ReflectionDelay: how long a completed write may stay invisible to Status.
+	ReflectionDelay time.Duration
+	// Search: Search lists recent objects by account in a time window.
+	Search bool
+	// SearchOmitsBody: Search results lack the body; Get each candidate.
+	SearchOmitsBody bool
+}
+
+// WriteRequest is one attempt of an intent's write. IdempotencyKey is the
+// same on every attempt; AttemptID differs. Payload is the frozen canonical
+// payload.
+type WriteRequest struct {
+	IntentID         string
+	AttemptID        string
+	RequestID        string
+	IdempotencyKey   string
+	Account          string
+	ParentExternalID string
+	Payload          json.RawMessage
+}
+
+// WriteResult is what a success response said.
+type WriteResult struct {
+	ExternalID string
+	LiveURL    string
+	StatusCode int
+}
+
+// Record is an external object as read back: a search candidate or a
+// readback. Payload is rebuilt in the shape of the intent payload so that
+// its canon/v1 hash can be compared with the intent's.
+type Record struct {
+	ExternalID string
+	LiveURL    string
+	AuthorID   string
+	ParentID   string
+	Visibility string
+	CreatedAt  time.Time
+	Payload    json.RawMessage
+	// Partial is true when the listing omitted fields (body, assets):
+	// the reconciler must Get the full record before matching.
+	Partial bool
+}
+
+// SearchQuery asks for objects written as Account in [From, To].
+type SearchQuery struct {
+	Account string
+	From    time.Time
+	To      time.Time
+}
+
+// Status states.
+const (
+	StatusCompleted  = "completed"
+	StatusProcessing = "processing"
+	StatusFailed     = "failed"
+)
+
+// StatusResult is the external system's own record of a write.
+type StatusResult struct {
+	State      string // completed | processing | failed
+	ExternalID string
+	LiveURL    string
+	// Version is the object's current version; AppliedVersion the version
+	// this write produced. They differ when someone changed it later.
+	Version        string
+	AppliedVersion string
+	// Payload is the change as the system applied it (canonical shape).
+	Payload        json.RawMessage
+	Code           string   // failure code
+	PartialEffects []string // effects that exist despite a failure
+	ReceivedAt     time.Time
+}
+
+// StatusQuery identifies a write for Status.
+type StatusQuery struct {
+	RequestID      string
+	IdempotencyKey string
+	Account        string
+}
+
+// Writer makes the external write. It must not retry: one call, one
+// attempt. Errors are *CallError (or wrap one); anything else is treated as
+// unknown.
+type Writer interface {
+	Write(ctx context.Context, req WriteRequest) (WriteResult, error)
+}
+
+// Searcher lists candidates read-only.
+type Searcher interface {
+	Search(ctx context.Context, q SearchQuery) ([]Record, error)
+}
+
+// Reader reads one object back (ErrNotFound when absent) and probes a live
+// URL without credentials, returning its HTTP status.
+type Reader interface {
+	Get(ctx context.Context, externalID string) (Record, error)
+	Probe(ctx context.Context, liveURL string) (int, error)
+}
+
+// StatusQuerier is optional: APIs that can look a write up by id.
+type StatusQuerier interface {
+	Status(ctx context.Context, q StatusQuery) (StatusResult, error)
+}
+
+// Adapter is the whole port. Implementations that also implement
+// StatusQuerier must say so in Capabilities.
+type Adapter interface {
+	Capabilities() Capabilities
+	Writer
+	Searcher
+	Reader
+}
+
+// PayloadNormalizer is optional: it validates a caller's payload and returns
+// it in the route's canonical shape (the same shape Record.Payload has), so
+// that a readback's hash can equal the intent's. Errors name the field.
+type PayloadNormalizer interface {
+	NormalizePayload(payload json.RawMessage) (json.RawMessage, error)
+}

@@ -1,0 +1,178 @@
+package adapter
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"os"
+	"sync/atomic"
+	"syscall"
+)
+
+// Class is the classification of one attempt that did not succeed.
+type Class string
+
+const (
+	// NotSent: the request provably never left this process (DNS failure,
+	// dial refused, TLS handshake failure): nothing can have executed.
+	NotSent Class = "not_sent"
+	// Rejected: the server answered that it did not execute it (definite 4xx).
+	Rejected Class = "rejected"
+	// Unknown: the request was written and no definite answer came back.
+	Unknown Class = "unknown"
+)
+
+// CallError is the classified failure of one attempt. Code is a stable
+// machine code; Message is safe to store (no header, no body, no query).
+type CallError struct {
+	Class      Class
+	Code       string
+	StatusCode int
+	Retryable  bool
+	Message    string
+}
+
+func (e *CallError) Error() string {
+	if e.StatusCode != 0 {
+		return fmt.Sprintf("%s: %s (HTTP %d)", e.Class, e.Code, e.StatusCode)
+	}
+	return fmt.Sprintf("%s: %s", e.Class, e.Code)
+}
+
+// StatusPolicy decides what an HTTP status means for a write.
+type StatusPolicy struct {
+	// Definite4xx are 4xx codes that prove the write was not executed.
+	// Default: every 4xx but 408, 409 and 425/429.
+	Definite4xx func(code int) bool
+	// Retryable4xx are 4xx codes that prove non-execution and invite a retry.
+	Retryable4xx func(code int) bool
+}
+
+// DefaultStatusPolicy: 429 and 425 are retryable rejections; 408 and 409
+// (the server may still be working on an earlier request with the same key)
+// are unknown; other 4xx are definite rejections; every 5xx is unknown
+// except 501.
+func DefaultStatusPolicy() StatusPolicy {
+	return StatusPolicy{
+		Definite4xx: func(code int) bool {
+			return code >= 400 && code < 500 && code != 408 && code != 409 && code != 425 && code != 429
+		},
+		Retryable4xx: func(code int) bool { return code == 429 || code == 425 },
+	}
+}
+
+// Classify turns a status code into nil (2xx) or a *CallError.
+func (p StatusPolicy) Classify(code int) error {
+	switch {
+	case code >= 200 && code < 300:
+		return nil
+	case p.Retryable4xx != nil && p.Retryable4xx(code):
+		return &CallError{Class: Rejected, Code: "http_retryable", StatusCode: code, Retryable: true, Message: "the server refused the request and invites a retry"}
+	case p.Definite4xx != nil && p.Definite4xx(code):
+		return &CallError{Class: Rejected, Code: "http_rejected", StatusCode: code, Message: "the server refused the request"}
+	case code == 501:
+		return &CallError{Class: Rejected, Code: "http_not_implemented", StatusCode: code, Message: "the server does not implement the request"}
+	case code == 502 || code == 504:
+		return &CallError{Class: Unknown, Code: "gateway_error", StatusCode: code, Message: "a gateway failed after the request was sent"}
+	default:
+		return &CallError{Class: Unknown, Code: "http_ambiguous", StatusCode: code, Message: "the response does not prove whether the request executed"}
+	}
+}
+
+// Response is a read response: status and body (bounded).
+type Response struct {
+	StatusCode int
+	Header     http.Header
+	Body       []byte
+}
+
+// MaxResponseBody bounds what Do reads.
+const MaxResponseBody = 4 << 20
+
+// Do sends one request and classifies a failure. It never retries: the
+// request's GetBody is cleared, so net/http cannot replay it either (it
+// would otherwise replay requests carrying an Idempotency-Key header).
+// Whether the request was written is observed with httptrace, not guessed.
+func Do(ctx context.Context, client *http.Client, req *http.Request) (*Response, error) {
+	var wrote, writeErr atomic.Bool
+	trace := &httptrace.ClientTrace{
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			wrote.Store(true)
+			if info.Err != nil {
+				writeErr.Store(true)
+			}
+		},
+	}
+	req = req.WithContext(httptrace.WithClientTrace(ctx, trace))
+	req.GetBody = nil
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, classifyTransport(ctx, req, err, wrote.Load())
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBody))
+	if err != nil {
+		return nil, &CallError{Class: Unknown, Code: "response_lost", StatusCode: resp.StatusCode,
+			Message: fmt.Sprintf("%s %s: the response was cut off after the request was sent", req.Method, req.URL.Host)}
+	}
+	return &Response{StatusCode: resp.StatusCode, Header: resp.Header, Body: body}, nil
+}
+
+func classifyTransport(ctx context.Context, req *http.Request, err error, wrote bool) error {
+	where := req.Method + " " + req.URL.Host
+	if !wrote {
+		code := "not_sent"
+		var dnsErr *net.DNSError
+		var opErr *net.OpError
+		var tlsErr *tls.RecordHeaderError
+		switch {
+		case errors.As(err, &dnsErr):
+			code = "dns_failure"
+		case errors.Is(err, syscall.ECONNREFUSED):
+			code = "connection_refused"
+		case errors.As(err, &tlsErr):
+			code = "tls_failure"
+		case errors.As(err, &opErr) && opErr.Op == "dial":
+			code = "dial_failure"
+		case ctx.Err() != nil:
+			code = "cancelled_before_send"
+		}
+		return &CallError{Class: NotSent, Code: code, Retryable: true,
+			Message: where + ": the request was never written"}
+	}
+	code := "transport_error"
+	switch {
+	case errors.Is(err, context.Canceled) || errors.Is(ctx.Err(), context.Canceled):
+		code = "cancelled_after_send"
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || isTimeout(err):
+		code = "timeout_after_send"
+	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		code = "connection_reset"
+	}
+	return &CallError{Class: Unknown, Code: code, Message: where + ": no answer after the request was written"}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// NewRequest builds a request with a body that net/http will not replay.
+func NewRequest(ctx context.Context, method, url string, body []byte) (*http.Request, error) {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, r)
+	if err != nil {
+		return nil, &CallError{Class: NotSent, Code: "bad_request", Message: "cannot build the request"}
+	}
+	req.GetBody = nil
+	return req, nil
+}

@@ -1,0 +1,192 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// SchemaV1 is the envelope schema this version writes and reads.
+const SchemaV1 = "settle.event/v1"
+
+// MaxEventSize bounds a decoded event (the payload is frozen inside
+// IntentRecorded, so this also bounds a payload).
+const MaxEventSize = 1 << 20
+
+// Event is one fact on the log. EventID equals MsgID(IntentID, Version).
+type Event struct {
+	Schema    string    `json:"schema"`
+	EventID   string    `json:"event_id"`
+	IntentID  string    `json:"intent_id"`
+	Version   uint64    `json:"version"`
+	Type      Type      `json:"type"`
+	At        time.Time `json:"at"`
+	Actor     string    `json:"actor"`
+	AttemptID string    `json:"attempt_id,omitempty"`
+	Data      Data      `json:"-"`
+}
+
+// New builds an event for intent at version with the given body.
+func New(intentID string, version uint64, at time.Time, actor, attemptID string, data Data) Event {
+	return Event{
+		Schema:    SchemaV1,
+		EventID:   MsgID(intentID, version),
+		IntentID:  intentID,
+		Version:   version,
+		Type:      data.EventType(),
+		At:        at.UTC(),
+		Actor:     actor,
+		AttemptID: attemptID,
+		Data:      data,
+	}
+}
+
+type wire struct {
+	Schema    string          `json:"schema"`
+	EventID   string          `json:"event_id"`
+	IntentID  string          `json:"intent_id"`
+	Version   uint64          `json:"version"`
+	Type      Type            `json:"type"`
+	At        time.Time       `json:"at"`
+	Actor     string          `json:"actor"`
+	AttemptID string          `json:"attempt_id,omitempty"`
+	Data      json.RawMessage `json:"data"`
+}
+
+// Validate checks the envelope and its body.
+func (e Event) Validate() error {
+	if e.Schema != SchemaV1 {
+		return &DecodeError{Kind: ErrUnknownSchema, Field: "schema", Reason: fmt.Sprintf("%q (this version reads %s)", clip(e.Schema), SchemaV1)}
+	}
+	if err := ValidateIntentID(e.IntentID); err != nil {
+		return &DecodeError{Kind: ErrBadID, Field: "intent_id", Reason: err.(*FieldError).Reason}
+	}
+	if e.Version == 0 {
+		return &DecodeError{Kind: ErrMissingField, Field: "version", Reason: "must be ≥ 1"}
+	}
+	if e.EventID != MsgID(e.IntentID, e.Version) {
+		return &DecodeError{Kind: ErrBadID, Field: "event_id", Reason: fmt.Sprintf("%q is not %s", clip(e.EventID), MsgID(e.IntentID, e.Version))}
+	}
+	if e.Type == "" {
+		return &DecodeError{Kind: ErrMissingField, Field: "type", Reason: "is required"}
+	}
+	if !e.Type.Known() {
+		return &DecodeError{Kind: ErrUnknownType, Field: "type", Reason: fmt.Sprintf("%q", clip(string(e.Type)))}
+	}
+	if e.At.IsZero() {
+		return &DecodeError{Kind: ErrMissingField, Field: "at", Reason: "is required"}
+	}
+	if strings.TrimSpace(e.Actor) == "" {
+		return &DecodeError{Kind: ErrMissingField, Field: "actor", Reason: "is required"}
+	}
+	if e.AttemptID != "" {
+		id, _, err := ParseAttemptID(e.AttemptID)
+		if err != nil {
+			return &DecodeError{Kind: ErrBadID, Field: "attempt_id", Reason: err.(*FieldError).Reason}
+		}
+		if id != e.IntentID {
+			return &DecodeError{Kind: ErrBadID, Field: "attempt_id", Reason: "belongs to another intent"}
+		}
+	}
+	if e.Data == nil {
+		return &DecodeError{Kind: ErrMissingField, Field: "data", Reason: "is required"}
+	}
+	if e.Data.EventType() != e.Type {
+		return &DecodeError{Kind: ErrInvalidField, Field: "data", Reason: fmt.Sprintf("body is %s, envelope says %s", e.Data.EventType(), e.Type)}
+	}
+	if e.Type == WriteStarted && e.AttemptID == "" {
+		return &DecodeError{Kind: ErrMissingField, Field: "attempt_id", Reason: "WriteStarted needs its attempt id"}
+	}
+	if err := e.Data.Validate(); err != nil {
+		fe, ok := err.(*FieldError)
+		if !ok {
+			return &DecodeError{Kind: ErrInvalidField, Field: "data", Reason: err.Error()}
+		}
+		kind := ErrInvalidField
+		if fe.Reason == "is required" {
+			kind = ErrMissingField
+		}
+		return &DecodeError{Kind: kind, Field: fe.Field, Reason: fe.Reason}
+	}
+	return nil
+}
+
+// Encode validates and marshals an event.
+func Encode(e Event) ([]byte, error) {
+	if err := e.Validate(); err != nil {
+		return nil, fmt.Errorf("encode %s v%d: %w", e.Type, e.Version, err)
+	}
+	b, err := e.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("encode %s v%d: %w", e.Type, e.Version, err)
+	}
+	return b, nil
+}
+
+// Decode parses one event strictly: unknown fields, a missing field, an
+// unknown schema or type, or an inconsistent id give a *DecodeError that
+// matches the sentinels with errors.Is. It never panics.
+func Decode(b []byte) (Event, error) {
+	if len(b) > MaxEventSize {
+		return Event{}, &DecodeError{Kind: ErrMalformed, Reason: fmt.Sprintf("%d bytes exceeds %d", len(b), MaxEventSize)}
+	}
+	var w wire
+	if err := strictUnmarshal(b, &w); err != nil {
+		return Event{}, &DecodeError{Kind: ErrMalformed, Reason: err.Error()}
+	}
+	// Report the schema first: a future schema may have any shape of data.
+	if w.Schema == "" {
+		return Event{}, &DecodeError{Kind: ErrMissingField, Field: "schema", Reason: "is required"}
+	}
+	if w.Schema != SchemaV1 {
+		return Event{}, &DecodeError{Kind: ErrUnknownSchema, Field: "schema", Reason: fmt.Sprintf("%q (this version reads %s)", clip(w.Schema), SchemaV1)}
+	}
+	if w.Type == "" {
+		return Event{}, &DecodeError{Kind: ErrMissingField, Field: "type", Reason: "is required"}
+	}
+	data := NewData(w.Type)
+	if data == nil {
+		return Event{}, &DecodeError{Kind: ErrUnknownType, Field: "type", Reason: fmt.Sprintf("%q", clip(string(w.Type)))}
+	}
+	if len(w.Data) == 0 || bytes.Equal(w.Data, []byte("null")) {
+		return Event{}, &DecodeError{Kind: ErrMissingField, Field: "data", Reason: "is required"}
+	}
+	if err := strictUnmarshal(w.Data, data); err != nil {
+		return Event{}, &DecodeError{Kind: ErrInvalidField, Field: "data", Reason: err.Error()}
+	}
+	e := Event{
+		Schema: w.Schema, EventID: w.EventID, IntentID: w.IntentID, Version: w.Version,
+		Type: w.Type, At: w.At, Actor: w.Actor, AttemptID: w.AttemptID, Data: data,
+	}
+	if err := e.Validate(); err != nil {
+		return Event{}, err
+	}
+	return e, nil
+}
+
+func strictUnmarshal(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("trailing data after the JSON document")
+	}
+	return nil
+}
+
+// MarshalJSON renders the envelope with its data, for APIs and audit output.
+func (e Event) MarshalJSON() ([]byte, error) {
+	data, err := json.Marshal(e.Data)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(wire{
+		Schema: e.Schema, EventID: e.EventID, IntentID: e.IntentID, Version: e.Version,
+		Type: e.Type, At: e.At, Actor: e.Actor, AttemptID: e.AttemptID, Data: data,
+	})
+}

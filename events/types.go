@@ -1,0 +1,614 @@
+package events
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Type is an event type. The set is closed: Decode refuses any other.
+type Type string
+
+// The lifecycle's event types. Each row of the lifecycle table in
+// ARCHITECTURE.md names the state it enters.
+const (
+	IntentRecorded       Type = "IntentRecorded"       // -> recorded
+	ApprovalRequired     Type = "ApprovalRequired"     // -> awaiting_approval
+	Approved             Type = "Approved"             // -> approved
+	WriteStarted         Type = "WriteStarted"         // -> write_started (acked before the call)
+	WriteSucceeded       Type = "WriteSucceeded"       // -> verifying (response seen, readback pending)
+	WriteConfirmed       Type = "WriteConfirmed"       // -> confirmed (route trusts the response)
+	WriteRejected        Type = "WriteRejected"        // -> rejected (proven not executed)
+	OutcomeUnknown       Type = "OutcomeUnknown"       // -> unknown
+	ReconcileStarted     Type = "ReconcileStarted"     // -> reconciling
+	CheckDeferred        Type = "CheckDeferred"        // -> unknown (wait, next_check_at)
+	CandidateFound       Type = "CandidateFound"       // -> verifying
+	ReadbackPassed       Type = "ReadbackPassed"       // -> confirmed
+	ReadbackFailed       Type = "ReadbackFailed"       // -> manual_action
+	TargetProcessing     Type = "TargetProcessing"     // -> in_progress
+	SearchWindowElapsed  Type = "SearchWindowElapsed"  // -> not_found
+	StatusNotFound       Type = "StatusNotFound"       // -> not_found
+	TargetFailed         Type = "TargetFailed"         // -> failed
+	RetryClaimed         Type = "RetryClaimed"         // -> retry_claimed
+	ClaimExpired         Type = "ClaimExpired"         // -> unknown (reconcile again, never write)
+	ManualActionRequired Type = "ManualActionRequired" // -> manual_action
+	OperatorConfirmed    Type = "OperatorConfirmed"    // manual_action -> confirmed
+	OperatorReleased     Type = "OperatorReleased"     // manual_action -> recorded (proven not executed, re-approved)
+	Abandoned            Type = "Abandoned"            // -> abandoned
+)
+
+// Data is the typed body of an event. Validate reports the first invalid
+// field as a *FieldError whose Field is prefixed "data.".
+type Data interface {
+	EventType() Type
+	Validate() error
+}
+
+var registry = map[Type]func() Data{
+	IntentRecorded:       func() Data { return &IntentRecordedData{} },
+	ApprovalRequired:     func() Data { return &ApprovalRequiredData{} },
+	Approved:             func() Data { return &ApprovedData{} },
+	WriteStarted:         func() Data { return &WriteStartedData{} },
+	WriteSucceeded:       func() Data { return &WriteSucceededData{} },
+	WriteConfirmed:       func() Data { return &WriteConfirmedData{} },
+	WriteRejected:        func() Data { return &WriteRejectedData{} },
+	OutcomeUnknown:       func() Data { return &OutcomeUnknownData{} },
+	ReconcileStarted:     func() Data { return &ReconcileStartedData{} },
+	CheckDeferred:        func() Data { return &CheckDeferredData{} },
+	CandidateFound:       func() Data { return &CandidateFoundData{} },
+	ReadbackPassed:       func() Data { return &ReadbackPassedData{} },
+	ReadbackFailed:       func() Data { return &ReadbackFailedData{} },
+	TargetProcessing:     func() Data { return &TargetProcessingData{} },
+	SearchWindowElapsed:  func() Data { return &SearchWindowElapsedData{} },
+	StatusNotFound:       func() Data { return &StatusNotFoundData{} },
+	TargetFailed:         func() Data { return &TargetFailedData{} },
+	RetryClaimed:         func() Data { return &RetryClaimedData{} },
+	ClaimExpired:         func() Data { return &ClaimExpiredData{} },
+	ManualActionRequired: func() Data { return &ManualActionRequiredData{} },
+	OperatorConfirmed:    func() Data { return &OperatorConfirmedData{} },
+	OperatorReleased:     func() Data { return &OperatorReleasedData{} },
+	Abandoned:            func() Data { return &AbandonedData{} },
+}
+
+// AllTypes lists every event type, sorted.
+func AllTypes() []Type {
+	out := make([]Type, 0, len(registry))
+	for t := range registry {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// Known reports whether t is a type this version decodes.
+func (t Type) Known() bool { _, ok := registry[t]; return ok }
+
+// NewData returns an empty Data value for t, or nil for an unknown type.
+func NewData(t Type) Data {
+	f, ok := registry[t]
+	if !ok {
+		return nil
+	}
+	return f()
+}
+
+// Duration is a time.Duration that travels as a Go duration string ("90s").
+type Duration time.Duration
+
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string like \"90s\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration %q: %v", s, err)
+	}
+	if v < 0 {
+		return fmt.Errorf("duration %q is negative", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Approval policies for retries and first writes.
+const (
+	PolicyAuto     = "auto"     // no human needed
+	PolicyApproval = "approval" // an Approved event must precede
+	PolicyNever    = "never"    // never retried automatically: manual_action
+)
+
+// Policy is the route policy frozen into an intent when it is recorded, so
+// that a fold of the log never depends on configuration that changed later.
+type Policy struct {
+	// FirstWrite is the approval policy for the first attempt (auto|approval).
+	FirstWrite string `json:"first_write"`
+	// Retry is the approval policy for a retry after not_found (auto|approval|never).
+	Retry string `json:"retry"`
+	// RetryBudget is the number of attempts allowed after the first.
+	RetryBudget int `json:"retry_budget"`
+	// AttemptDeadline: a write_started older than this is unknown.
+	AttemptDeadline Duration `json:"attempt_deadline"`
+	// SearchBefore/SearchAfter: the candidate search window around planned_at
+	// (and around each attempt's start).
+	SearchBefore Duration `json:"search_before"`
+	SearchAfter  Duration `json:"search_after"`
+	// KeyRetention is how long the external API remembers an idempotency
+	// key from its first receipt; 0 means the API has no idempotency key.
+	KeyRetention Duration `json:"key_retention,omitempty"`
+	// RetentionMargin is subtracted from KeyRetention before a retry.
+	RetentionMargin Duration `json:"retention_margin,omitempty"`
+	// TrustResponse: a success response confirms without readback.
+	TrustResponse bool `json:"trust_response,omitempty"`
+	// ClockSkew is the allowance for clocks of different instances.
+	ClockSkew Duration `json:"clock_skew,omitempty"`
+}
+
+// Validate checks a policy; field names are prefixed with prefix.
+func (p Policy) Validate(prefix string) error {
+	switch p.FirstWrite {
+	case PolicyAuto, PolicyApproval:
+	default:
+		return &FieldError{Field: prefix + "first_write", Reason: fmt.Sprintf("%q is not auto or approval", p.FirstWrite)}
+	}
+	switch p.Retry {
+	case PolicyAuto, PolicyApproval, PolicyNever:
+	default:
+		return &FieldError{Field: prefix + "retry", Reason: fmt.Sprintf("%q is not auto, approval or never", p.Retry)}
+	}
+	if p.RetryBudget < 0 || p.RetryBudget > 10 {
+		return &FieldError{Field: prefix + "retry_budget", Reason: fmt.Sprintf("%d is outside 0..10", p.RetryBudget)}
+	}
+	if p.AttemptDeadline <= 0 {
+		return &FieldError{Field: prefix + "attempt_deadline", Reason: "must be positive"}
+	}
+	if p.SearchAfter <= 0 {
+		return &FieldError{Field: prefix + "search_after", Reason: "must be positive"}
+	}
+	if p.KeyRetention > 0 && p.RetentionMargin >= p.KeyRetention {
+		return &FieldError{Field: prefix + "retention_margin", Reason: "must be shorter than key_retention"}
+	}
+	return nil
+}
+
+// Check is one readback check with its result. Detail is a safe,
+// human-readable note (never a secret or a raw response body).
+type Check struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Receipt is the proven result of an intent. It holds no secret.
+type Receipt struct {
+	ExternalID     string    `json:"external_id"`
+	LiveURL        string    `json:"live_url,omitempty"`
+	Checks         []Check   `json:"checks,omitempty"`
+	ReadbackAt     time.Time `json:"readback_at,omitzero"`
+	PayloadSHA256  string    `json:"payload_sha256"`
+	Source         string    `json:"source"` // response | readback | status | operator
+	IdempotencyKey string    `json:"idempotency_key,omitempty"`
+	RequestID      string    `json:"request_id,omitempty"`
+	AttemptID      string    `json:"attempt_id,omitempty"`
+}
+
+// Validate checks a receipt.
+func (r *Receipt) Validate(prefix string) error {
+	if r.ExternalID == "" {
+		return &FieldError{Field: prefix + "external_id", Reason: "is required"}
+	}
+	if r.Source == "" {
+		return &FieldError{Field: prefix + "source", Reason: "is required"}
+	}
+	for i, c := range r.Checks {
+		if !c.OK && r.Source == "readback" {
+			return &FieldError{Field: fmt.Sprintf("%schecks[%d]", prefix, i), Reason: "a receipt cannot hold a failed check"}
+		}
+	}
+	return nil
+}
+
+// CandidateRef is a candidate seen by a search or a status query.
+type CandidateRef struct {
+	ExternalID string `json:"external_id"`
+	LiveURL    string `json:"live_url,omitempty"`
+	Match      bool   `json:"match"`
+	// Mismatch lists the identity fields that differed (author, payload, parent).
+	Mismatch []string `json:"mismatch,omitempty"`
+}
+
+// Evidence is what an operator needs to decide a manual action.
+type Evidence struct {
+	Candidates   []CandidateRef `json:"candidates,omitempty"`
+	Checks       []Check        `json:"checks,omitempty"`
+	Attempts     []AttemptRef   `json:"attempts,omitempty"`
+	Queried      []string       `json:"queried,omitempty"`
+	Unverified   []string       `json:"unverified,omitempty"`
+	LastVersion  string         `json:"last_confirmed_version,omitempty"`
+	CurrentState string         `json:"current_state,omitempty"`
+}
+
+// AttemptRef is one attempt in evidence.
+type AttemptRef struct {
+	AttemptID string    `json:"attempt_id"`
+	StartedAt time.Time `json:"started_at"`
+	Outcome   string    `json:"outcome,omitempty"`
+}
+
+func required(field, v string) error {
+	if strings.TrimSpace(v) == "" {
+		return &FieldError{Field: field, Reason: "is required"}
+	}
+	return nil
+}
+
+func requiredTime(field string, t time.Time) error {
+	if t.IsZero() {
+		return &FieldError{Field: field, Reason: "is required"}
+	}
+	return nil
+}
+
+// --- event bodies ---
+
+// IntentRecordedData freezes everything the intent needs: the payload, its
+// canonical hash, the ids and the route policy.
+type IntentRecordedData struct {
+	Tenant           string          `json:"tenant"`
+	Route            string          `json:"route"`
+	Account          string          `json:"account"`
+	RequestID        string          `json:"request_id"`
+	IdempotencyKey   string          `json:"idempotency_key"`
+	ParentExternalID string          `json:"parent_external_id,omitempty"`
+	Payload          json.RawMessage `json:"payload"`
+	PayloadSHA256    string          `json:"payload_sha256"`
+	Canon            string          `json:"canon"`
+	PlannedAt        time.Time       `json:"planned_at"`
+	ExpiresAt        time.Time       `json:"expires_at,omitzero"`
+	Policy           Policy          `json:"policy"`
+}
+
+func (*IntentRecordedData) EventType() Type { return IntentRecorded }
+func (d *IntentRecordedData) Validate() error {
+	if err := ValidateToken("data.tenant", d.Tenant); err != nil {
+		return err
+	}
+	if err := ValidateToken("data.route", d.Route); err != nil {
+		return err
+	}
+	if err := ValidateFreeform("data.account", d.Account); err != nil {
+		return err
+	}
+	if err := ValidateFreeform("data.request_id", d.RequestID); err != nil {
+		return err
+	}
+	if err := required("data.idempotency_key", d.IdempotencyKey); err != nil {
+		return err
+	}
+	if d.ParentExternalID != "" {
+		if err := ValidateFreeform("data.parent_external_id", d.ParentExternalID); err != nil {
+			return err
+		}
+	}
+	if len(d.Payload) == 0 {
+		return &FieldError{Field: "data.payload", Reason: "is required"}
+	}
+	if len(d.PayloadSHA256) != 64 {
+		return &FieldError{Field: "data.payload_sha256", Reason: "must be 64 hex characters"}
+	}
+	if d.Canon != CanonV1 {
+		return &FieldError{Field: "data.canon", Reason: fmt.Sprintf("%q is not %s", d.Canon, CanonV1)}
+	}
+	if err := requiredTime("data.planned_at", d.PlannedAt); err != nil {
+		return err
+	}
+	return d.Policy.Validate("data.policy.")
+}
+
+// ApprovalRequiredData: a human must approve before the next write.
+type ApprovalRequiredData struct {
+	For    string `json:"for"` // first_write | retry
+	Reason string `json:"reason"`
+}
+
+func (*ApprovalRequiredData) EventType() Type { return ApprovalRequired }
+func (d *ApprovalRequiredData) Validate() error {
+	if d.For != "first_write" && d.For != "retry" {
+		return &FieldError{Field: "data.for", Reason: fmt.Sprintf("%q is not first_write or retry", d.For)}
+	}
+	return nil
+}
+
+// ApprovedData records who approved and why.
+type ApprovedData struct {
+	Operator string `json:"operator"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+func (*ApprovedData) EventType() Type   { return Approved }
+func (d *ApprovedData) Validate() error { return required("data.operator", d.Operator) }
+
+// WriteStartedData is appended and acknowledged before the external call.
+type WriteStartedData struct {
+	Attempt        int       `json:"attempt"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	Deadline       time.Time `json:"deadline"`
+	// ClaimOwner is the worker whose RetryClaimed this attempt uses (retries only).
+	ClaimOwner string `json:"claim_owner,omitempty"`
+}
+
+func (*WriteStartedData) EventType() Type { return WriteStarted }
+func (d *WriteStartedData) Validate() error {
+	if d.Attempt < 1 {
+		return &FieldError{Field: "data.attempt", Reason: "must be ≥ 1"}
+	}
+	if err := required("data.idempotency_key", d.IdempotencyKey); err != nil {
+		return err
+	}
+	return requiredTime("data.deadline", d.Deadline)
+}
+
+// WriteSucceededData: a success response; readback still pending.
+type WriteSucceededData struct {
+	ExternalID string `json:"external_id"`
+	LiveURL    string `json:"live_url,omitempty"`
+	StatusCode int    `json:"status_code"`
+}
+
+func (*WriteSucceededData) EventType() Type   { return WriteSucceeded }
+func (d *WriteSucceededData) Validate() error { return required("data.external_id", d.ExternalID) }
+
+// WriteConfirmedData: a success response on a route that trusts it.
+type WriteConfirmedData struct {
+	StatusCode int     `json:"status_code"`
+	Receipt    Receipt `json:"receipt"`
+}
+
+func (*WriteConfirmedData) EventType() Type   { return WriteConfirmed }
+func (d *WriteConfirmedData) Validate() error { return d.Receipt.Validate("data.receipt.") }
+
+// WriteRejectedData: the write is proven not executed.
+type WriteRejectedData struct {
+	Code       string `json:"code"`
+	Message    string `json:"message,omitempty"`
+	StatusCode int    `json:"status_code,omitempty"`
+	Retryable  bool   `json:"retryable"`
+}
+
+func (*WriteRejectedData) EventType() Type   { return WriteRejected }
+func (d *WriteRejectedData) Validate() error { return required("data.code", d.Code) }
+
+// OutcomeUnknownData: the request may have been executed.
+type OutcomeUnknownData struct {
+	Code       string `json:"code"`
+	Message    string `json:"message,omitempty"`
+	StatusCode int    `json:"status_code,omitempty"`
+}
+
+func (*OutcomeUnknownData) EventType() Type   { return OutcomeUnknown }
+func (d *OutcomeUnknownData) Validate() error { return required("data.code", d.Code) }
+
+// ReconcileStartedData: a worker took the intent for one reconciliation step.
+type ReconcileStartedData struct {
+	Worker     string    `json:"worker"`
+	LeaseUntil time.Time `json:"lease_until"`
+	Strategy   string    `json:"strategy"` // search | status | none
+	Check      int       `json:"check"`    // 1-based count of reconciliation steps
+}
+
+func (*ReconcileStartedData) EventType() Type { return ReconcileStarted }
+func (d *ReconcileStartedData) Validate() error {
+	if err := required("data.worker", d.Worker); err != nil {
+		return err
+	}
+	if err := required("data.strategy", d.Strategy); err != nil {
+		return err
+	}
+	return requiredTime("data.lease_until", d.LeaseUntil)
+}
+
+// CheckDeferredData: nothing conclusive yet; check again at NextCheckAt.
+type CheckDeferredData struct {
+	Reason      string         `json:"reason"` // eventual_consistency | lease_expired | ...
+	NextCheckAt time.Time      `json:"next_check_at"`
+	Candidates  []CandidateRef `json:"candidates,omitempty"`
+}
+
+func (*CheckDeferredData) EventType() Type { return CheckDeferred }
+func (d *CheckDeferredData) Validate() error {
+	if err := required("data.reason", d.Reason); err != nil {
+		return err
+	}
+	return requiredTime("data.next_check_at", d.NextCheckAt)
+}
+
+// CandidateFoundData: exactly one exact match; readback follows.
+type CandidateFoundData struct {
+	ExternalID string         `json:"external_id"`
+	LiveURL    string         `json:"live_url,omitempty"`
+	Source     string         `json:"source"` // search | status
+	Candidates []CandidateRef `json:"candidates,omitempty"`
+}
+
+func (*CandidateFoundData) EventType() Type { return CandidateFound }
+func (d *CandidateFoundData) Validate() error {
+	if err := required("data.external_id", d.ExternalID); err != nil {
+		return err
+	}
+	return required("data.source", d.Source)
+}
+
+// ReadbackPassedData carries the receipt.
+type ReadbackPassedData struct {
+	Receipt Receipt `json:"receipt"`
+}
+
+func (*ReadbackPassedData) EventType() Type { return ReadbackPassed }
+func (d *ReadbackPassedData) Validate() error {
+	if len(d.Receipt.Checks) == 0 && d.Receipt.Source == "readback" {
+		return &FieldError{Field: "data.receipt.checks", Reason: "a readback receipt needs its checks"}
+	}
+	return d.Receipt.Validate("data.receipt.")
+}
+
+// ReadbackFailedData names the failed checks.
+type ReadbackFailedData struct {
+	ExternalID string  `json:"external_id"`
+	Checks     []Check `json:"checks"`
+	Failed     []string `json:"failed"`
+}
+
+func (*ReadbackFailedData) EventType() Type { return ReadbackFailed }
+func (d *ReadbackFailedData) Validate() error {
+	if len(d.Failed) == 0 {
+		return &FieldError{Field: "data.failed", Reason: "must name at least one failed check"}
+	}
+	return nil
+}
+
+// TargetProcessingData: the status query says the target is still working.
+type TargetProcessingData struct {
+	Poll        int       `json:"poll"`
+	NextCheckAt time.Time `json:"next_check_at"`
+	Deadline    time.Time `json:"deadline"`
+}
+
+func (*TargetProcessingData) EventType() Type { return TargetProcessing }
+func (d *TargetProcessingData) Validate() error {
+	return requiredTime("data.next_check_at", d.NextCheckAt)
+}
+
+// SearchWindowElapsedData: the window closed with no exact match.
+type SearchWindowElapsedData struct {
+	WindowFrom time.Time      `json:"window_from"`
+	WindowTo   time.Time      `json:"window_to"`
+	Searches   int            `json:"searches"`
+	Candidates []CandidateRef `json:"candidates,omitempty"`
+}
+
+func (*SearchWindowElapsedData) EventType() Type { return SearchWindowElapsed }
+func (d *SearchWindowElapsedData) Validate() error {
+	return requiredTime("data.window_to", d.WindowTo)
+}
+
+// StatusNotFoundData: the status query said not found after the reflection delay.
+type StatusNotFoundData struct {
+	ReflectionDelay Duration `json:"reflection_delay"`
+	Queried         string   `json:"queried"`
+}
+
+func (*StatusNotFoundData) EventType() Type   { return StatusNotFound }
+func (d *StatusNotFoundData) Validate() error { return required("data.queried", d.Queried) }
+
+// TargetFailedData: a definite failure. PartialEffects lists what exists anyway.
+type TargetFailedData struct {
+	Code           string   `json:"code"`
+	Message        string   `json:"message,omitempty"`
+	PartialEffects []string `json:"partial_effects,omitempty"`
+}
+
+func (*TargetFailedData) EventType() Type   { return TargetFailed }
+func (d *TargetFailedData) Validate() error { return required("data.code", d.Code) }
+
+// RetryClaimedData: the CAS-won right to make the next attempt.
+type RetryClaimedData struct {
+	Owner          string    `json:"owner"`
+	LeaseUntil     time.Time `json:"lease_until"`
+	Attempt        int       `json:"attempt"`
+	BudgetLeft     int       `json:"budget_left"`
+	KeyValidUntil  time.Time `json:"key_valid_until,omitzero"`
+	ApprovedBy     string    `json:"approved_by,omitempty"`
+}
+
+func (*RetryClaimedData) EventType() Type { return RetryClaimed }
+func (d *RetryClaimedData) Validate() error {
+	if err := required("data.owner", d.Owner); err != nil {
+		return err
+	}
+	if d.Attempt < 2 {
+		return &FieldError{Field: "data.attempt", Reason: "a retry is attempt 2 or later"}
+	}
+	return requiredTime("data.lease_until", d.LeaseUntil)
+}
+
+// ClaimExpiredData: the claim's lease passed without a WriteStarted.
+type ClaimExpiredData struct {
+	Owner      string    `json:"owner"`
+	LeaseUntil time.Time `json:"lease_until"`
+}
+
+func (*ClaimExpiredData) EventType() Type   { return ClaimExpired }
+func (d *ClaimExpiredData) Validate() error { return required("data.owner", d.Owner) }
+
+// Manual action reasons (stable codes).
+const (
+	ReasonDuplicateExactMatches = "duplicate_exact_matches"
+	ReasonReadbackFailed        = "readback_failed"
+	ReasonKeyRetentionExpired   = "key_retention_expired"
+	ReasonNoQueryNoDedup        = "no_query_no_dedup"
+	ReasonRetryBudgetSpent      = "retry_budget_spent"
+	ReasonRetryNever            = "retry_policy_never"
+	ReasonPartialEffects        = "partial_effects"
+	ReasonProcessingDeadline    = "processing_deadline"
+	ReasonIntentExpired         = "intent_expired"
+	ReasonVersionConflict       = "version_conflict"
+)
+
+// ManualActionRequiredData hands the intent to a human.
+type ManualActionRequiredData struct {
+	Reason   string   `json:"reason"`
+	Message  string   `json:"message,omitempty"`
+	Owner    string   `json:"owner,omitempty"`
+	Evidence Evidence `json:"evidence"`
+}
+
+func (*ManualActionRequiredData) EventType() Type   { return ManualActionRequired }
+func (d *ManualActionRequiredData) Validate() error { return required("data.reason", d.Reason) }
+
+// OperatorConfirmedData: a human proved the effect and names it.
+type OperatorConfirmedData struct {
+	Operator string  `json:"operator"`
+	Reason   string  `json:"reason"`
+	Receipt  Receipt `json:"receipt"`
+}
+
+func (*OperatorConfirmedData) EventType() Type { return OperatorConfirmed }
+func (d *OperatorConfirmedData) Validate() error {
+	if err := required("data.operator", d.Operator); err != nil {
+		return err
+	}
+	if err := required("data.reason", d.Reason); err != nil {
+		return err
+	}
+	return d.Receipt.Validate("data.receipt.")
+}
+
+// OperatorReleasedData: a human proved the write was not executed and
+// approves a new attempt.
+type OperatorReleasedData struct {
+	Operator string `json:"operator"`
+	Reason   string `json:"reason"`
+}
+
+func (*OperatorReleasedData) EventType() Type { return OperatorReleased }
+func (d *OperatorReleasedData) Validate() error {
+	if err := required("data.operator", d.Operator); err != nil {
+		return err
+	}
+	return required("data.reason", d.Reason)
+}
+
+// AbandonedData: the intent will not be written (cancellation is not rollback).
+type AbandonedData struct {
+	By     string `json:"by"`
+	Reason string `json:"reason"`
+}
+
+func (*AbandonedData) EventType() Type   { return Abandoned }
+func (d *AbandonedData) Validate() error { return required("data.by", d.By) }
