@@ -1,0 +1,9 @@
+// Package embedded runs nats-server with JetStream inside the settle
+// process: the default deployment (`settle serve`, `settle demo`) and the
+// server every test and benchmark starts. It owns the server options,
+// including the durability mode (fsync on every write or the server
+// default), and 3-node clusters on loopback.
+//
+// embedded imports nats-server and nats.go only; it must never import
+// settle's domain packages (events, fsm, producer, consumers).
+package embedded

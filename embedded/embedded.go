@@ -1,0 +1,285 @@
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// Durability selects when JetStream fsyncs.
+type Durability string
+
+const (
+	// SyncAlways fsyncs every write before the publish is acknowledged: an
+	// acknowledged event survives power loss. Costs one fsync per append
+	// (batched appends share it).
+	SyncAlways Durability = "always"
+	// SyncDefault is the server default: writes reach the OS before the ack
+	// and are fsynced every sync interval (2 minutes). Survives a process
+	// crash, not a power loss or kernel crash: the Jepsen analysis of NATS
+	// 2.12 lost acknowledged writes under power loss with it.
+	SyncDefault Durability = "default"
+)
+
+// ParseDurability reads "always" or "default".
+func ParseDurability(s string) (Durability, error) {
+	switch Durability(s) {
+	case SyncAlways, SyncDefault:
+		return Durability(s), nil
+	}
+	return "", fmt.Errorf("durability %q: want %q or %q", s, SyncAlways, SyncDefault)
+}
+
+// Config of one embedded server.
+type Config struct {
+	// Dir is the JetStream store directory (required).
+	Dir string
+	// Durability: SyncAlways (default) or SyncDefault.
+	Durability Durability
+	// Host and Port the client listener binds; Port 0 picks a free port,
+	// Port -1 does not listen (in-process connections only).
+	Host string
+	Port int
+	// Name is the server name (required in a cluster).
+	Name string
+	// ClusterName, ClusterPort and Routes make the server a cluster member.
+	ClusterName string
+	ClusterPort int
+	Routes      []string
+	// Logs turns the server's own logging on (stderr).
+	Logs bool
+}
+
+// DefaultConfig returns a single-node, fsync-always config storing in dir.
+func DefaultConfig(dir string) Config {
+	return Config{Dir: dir, Durability: SyncAlways, Host: "127.0.0.1", Port: 0}
+}
+
+// Validate checks the config.
+func (c Config) Validate() error {
+	if c.Dir == "" {
+		return errors.New("embedded: config.Dir: is required")
+	}
+	if _, err := ParseDurability(string(c.Durability)); err != nil {
+		return fmt.Errorf("embedded: config.Durability: %w", err)
+	}
+	if c.Port < -1 || c.Port > 65535 {
+		return fmt.Errorf("embedded: config.Port: %d is not a port", c.Port)
+	}
+	if c.ClusterName != "" && c.Name == "" {
+		return errors.New("embedded: config.Name: is required in a cluster")
+	}
+	return nil
+}
+
+// Server is a running embedded nats-server.
+type Server struct {
+	*server.Server
+	cfg Config
+}
+
+// Start starts a server and waits until it accepts connections and
+// JetStream is ready.
+func Start(cfg Config) (*Server, error) {
+	if cfg.Durability == "" {
+		cfg.Durability = SyncAlways
+	}
+	if cfg.Host == "" {
+		cfg.Host = "127.0.0.1"
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	opts := &server.Options{
+		ServerName:             cfg.Name,
+		Host:                   cfg.Host,
+		Port:                   cfg.Port,
+		JetStream:              true,
+		StoreDir:               cfg.Dir,
+		SyncAlways:             cfg.Durability == SyncAlways,
+		NoLog:                  !cfg.Logs,
+		NoSigs:                 true,
+		DisableJetStreamBanner: true,
+		MaxPayload:             8 << 20,
+	}
+	if cfg.Port == 0 {
+		opts.Port = server.RANDOM_PORT
+	}
+	if cfg.Port == -1 {
+		opts.DontListen = true
+		opts.Port = 0
+	}
+	if cfg.ClusterName != "" {
+		opts.Cluster = server.ClusterOpts{Name: cfg.ClusterName, Host: cfg.Host, Port: cfg.ClusterPort}
+		for _, r := range cfg.Routes {
+			u, err := url.Parse(r)
+			if err != nil {
+				return nil, fmt.Errorf("embedded: route %q: %w", r, err)
+			}
+			opts.Routes = append(opts.Routes, u)
+		}
+	}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: new server: %w", err)
+	}
+	if cfg.Logs {
+		s.ConfigureLogger()
+	}
+	s.Start()
+	if !s.ReadyForConnections(30 * time.Second) {
+		s.Shutdown()
+		return nil, errors.New("embedded: server not ready for connections after 30s")
+	}
+	return &Server{Server: s, cfg: cfg}, nil
+}
+
+// Connect opens a client connection: in-process when the server does not
+// listen, over loopback otherwise.
+func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
+	opts = append([]nats.Option{nats.Name("settle"), nats.MaxReconnects(-1)}, opts...)
+	if s.cfg.Port == -1 {
+		opts = append(opts, nats.InProcessServer(s.Server))
+		return nats.Connect("", opts...)
+	}
+	return nats.Connect(s.ClientURL(), opts...)
+}
+
+// Config returns the config the server runs with.
+func (s *Server) Config() Config { return s.cfg }
+
+// Stop shuts the server down and waits for it.
+func (s *Server) Stop() {
+	s.Shutdown()
+	s.WaitForShutdown()
+}
+
+// FreePort returns a free TCP port on loopback.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Cluster is a set of servers routed to each other on loopback.
+type Cluster struct {
+	Servers []*Server
+	cfgs    []Config
+}
+
+// StartCluster starts n servers (3 for a real R3 cluster) storing under
+// dirs[i], and waits until JetStream has a meta leader.
+func StartCluster(name string, dirs []string, durability Durability) (*Cluster, error) {
+	n := len(dirs)
+	cports := make([]int, n)
+	cfgs := make([]Config, n)
+	for i := range cports {
+		p, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		cports[i] = p
+	}
+	var routes []string
+	for _, p := range cports {
+		routes = append(routes, "nats://127.0.0.1:"+strconv.Itoa(p))
+	}
+	c := &Cluster{}
+	for i := 0; i < n; i++ {
+		cfgs[i] = Config{Dir: dirs[i], Durability: durability, Host: "127.0.0.1", Port: 0,
+			Name: fmt.Sprintf("%s-%d", name, i+1), ClusterName: name, ClusterPort: cports[i], Routes: routes}
+	}
+	c.cfgs = cfgs
+	for i := 0; i < n; i++ {
+		s, err := Start(cfgs[i])
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+		c.Servers = append(c.Servers, s)
+	}
+	if err := c.WaitReady(60 * time.Second); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// WaitReady waits until every running server sees a JetStream meta leader.
+func (c *Cluster) WaitReady(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		ok := true
+		for _, s := range c.Servers {
+			if s == nil || !s.Running() {
+				continue
+			}
+			if s.JetStreamIsClustered() && s.JetStreamClusterPeers() == nil {
+				ok = false
+			}
+			if !s.JetStreamIsCurrent() {
+				ok = false
+			}
+		}
+		if ok {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return errors.New("embedded: cluster has no JetStream meta leader in time")
+}
+
+// URLs is a comma-separated client URL list of the running servers.
+func (c *Cluster) URLs() string {
+	out := ""
+	for _, s := range c.Servers {
+		if s == nil || !s.Running() {
+			continue
+		}
+		if out != "" {
+			out += ","
+		}
+		out += s.ClientURL()
+	}
+	return out
+}
+
+// Restart stops server i and starts it again with the same store.
+func (c *Cluster) Restart(i int) error {
+	c.Servers[i].Stop()
+	cfg := c.cfgs[i]
+	cfg.Port = portOf(c.Servers[i].ClientURL())
+	s, err := Start(cfg)
+	if err != nil {
+		return err
+	}
+	c.Servers[i] = s
+	return c.WaitReady(60 * time.Second)
+}
+
+func portOf(u string) int {
+	p, err := url.Parse(u)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(p.Port())
+	return n
+}
+
+// Stop stops every server.
+func (c *Cluster) Stop() {
+	for _, s := range c.Servers {
+		if s != nil {
+			s.Stop()
+		}
+	}
+}

@@ -1,0 +1,377 @@
+package fsm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/settle-dev/settle/events"
+)
+
+// Sentinel errors.
+var (
+	// ErrIllegalTransition: the event is not allowed in the intent's state.
+	ErrIllegalTransition = errors.New("illegal transition")
+	// ErrGuard: the transition exists but its guard refuses it (budget,
+	// approval, key, attempt order).
+	ErrGuard = errors.New("guard refused")
+	// ErrBadHistory: versions out of order, mixed intents, empty history.
+	ErrBadHistory = errors.New("bad history")
+)
+
+// TransitionError names the event, its version and the state it met.
+type TransitionError struct {
+	Kind    error
+	Type    events.Type
+	Version uint64
+	State   State
+	Reason  string
+}
+
+func (e *TransitionError) Error() string {
+	msg := fmt.Sprintf("%s: %s (version %d) in state %s", e.Kind, e.Type, e.Version, e.State)
+	if e.Reason != "" {
+		msg += ": " + e.Reason
+	}
+	return msg
+}
+
+func (e *TransitionError) Unwrap() error { return e.Kind }
+
+// Attempt is one external call of an intent.
+type Attempt struct {
+	N          int
+	ID         string
+	StartedAt  time.Time
+	Deadline   time.Time
+	ClaimOwner string
+	// Outcome is the event type that closed the attempt ("" while open).
+	Outcome events.Type
+	Code    string
+}
+
+// Claim is a won RetryClaimed whose attempt has not started.
+type Claim struct {
+	Owner      string
+	LeaseUntil time.Time
+	Attempt    int
+}
+
+// Intent is the fold of one intent's history. It is a value computed from
+// the log and nothing else: folding the same events always gives the same
+// Intent.
+type Intent struct {
+	ID      string
+	Version uint64
+	State   State
+	// Recorded is the frozen intent (payload, hash, ids, policy).
+	Recorded events.IntentRecordedData
+	Attempts []Attempt
+	// ExternalID and LiveURL are the last known external object.
+	ExternalID string
+	LiveURL    string
+	Receipt    *events.Receipt
+	// NextCheckAt is when the reconciler should look again (unknown,
+	// in_progress).
+	NextCheckAt time.Time
+	// Lease is the reconciling worker and until when it holds the intent.
+	LeaseOwner string
+	LeaseUntil time.Time
+	// Checks counts ReconcileStarted steps; Polls counts TargetProcessing.
+	Checks int
+	Polls  int
+	// ProcessingDeadline is when polling stops (set by the first
+	// TargetProcessing).
+	ProcessingDeadline time.Time
+	Claim              *Claim
+	ApprovalFor        string // first_write | retry while awaiting or approved
+	ApprovedBy         string
+	Released           bool // OperatorReleased since the last attempt
+	LastRejection      *events.WriteRejectedData
+	ManualReason       string
+	ManualOwner        string
+	Evidence           *events.Evidence
+	PartialEffects     []string
+	Failure            string
+	AbandonedFrom      State
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+	LastType           events.Type
+	// ConfirmedExternalIDs lists every external id ever confirmed (audit:
+	// at most one distinct).
+	ConfirmedExternalIDs []string
+}
+
+// Route, Account, RequestID are shortcuts into Recorded.
+func (i *Intent) Route() string     { return i.Recorded.Route }
+func (i *Intent) Account() string   { return i.Recorded.Account }
+func (i *Intent) RequestID() string { return i.Recorded.RequestID }
+
+// LastAttempt is the newest attempt or nil.
+func (i *Intent) LastAttempt() *Attempt {
+	if len(i.Attempts) == 0 {
+		return nil
+	}
+	return &i.Attempts[len(i.Attempts)-1]
+}
+
+// RetriesUsed is the number of attempts after the first.
+func (i *Intent) RetriesUsed() int {
+	if len(i.Attempts) == 0 {
+		return 0
+	}
+	return len(i.Attempts) - 1
+}
+
+// BudgetLeft is how many more retries the policy allows.
+func (i *Intent) BudgetLeft() int { return i.Recorded.Policy.RetryBudget - i.RetriesUsed() }
+
+// Fold rebuilds an intent from its history. An illegal history is refused
+// with a *TransitionError naming the event, its version and the state.
+func Fold(history []events.Event) (*Intent, error) {
+	if len(history) == 0 {
+		return nil, &TransitionError{Kind: ErrBadHistory, Reason: "empty history"}
+	}
+	i := &Intent{State: None}
+	for _, e := range history {
+		if err := i.Apply(e); err != nil {
+			return nil, err
+		}
+	}
+	return i, nil
+}
+
+// Can reports whether event type t is legal in the intent's state (the
+// looplab/fsm table; guards are checked by Apply).
+func (i *Intent) Can(t events.Type) bool {
+	return newMachine(i.State).Can(string(t))
+}
+
+// Apply checks that e may follow the intent's history and folds it in. On
+// error the intent is unchanged.
+func (i *Intent) Apply(e events.Event) error {
+	fail := func(kind error, reason string) error {
+		return &TransitionError{Kind: kind, Type: e.Type, Version: e.Version, State: i.State, Reason: reason}
+	}
+	if e.Version != i.Version+1 {
+		return fail(ErrBadHistory, fmt.Sprintf("expected version %d", i.Version+1))
+	}
+	if i.ID != "" && e.IntentID != i.ID {
+		return fail(ErrBadHistory, "event of another intent "+e.IntentID)
+	}
+	if e.Data == nil || e.Data.EventType() != e.Type {
+		return fail(ErrBadHistory, "event body does not match its type")
+	}
+	m := newMachine(i.State)
+	if err := m.Event(context.Background(), string(e.Type)); err != nil {
+		return fail(ErrIllegalTransition, "")
+	}
+	if err := i.guard(e); err != nil {
+		return fail(ErrGuard, err.Error())
+	}
+	to := State(m.Current())
+	i.fold(e, to)
+	return nil
+}
+
+// guard checks the conditions that the transition table alone cannot.
+func (i *Intent) guard(e events.Event) error {
+	p := i.Recorded.Policy
+	switch d := e.Data.(type) {
+	case *events.IntentRecordedData:
+		if e.IntentID != events.IntentID(d.Tenant, d.Route, d.RequestID) {
+			return errors.New("intent id is not derived from tenant, route and request id")
+		}
+		if d.IdempotencyKey != events.IdempotencyKey(e.IntentID) {
+			return errors.New("idempotency key is not derived from the intent")
+		}
+	case *events.WriteStartedData:
+		n := len(i.Attempts) + 1
+		if d.Attempt != n {
+			return fmt.Errorf("attempt %d, expected %d", d.Attempt, n)
+		}
+		if e.AttemptID != events.AttemptID(i.ID, n) {
+			return fmt.Errorf("attempt id %q, expected %q", e.AttemptID, events.AttemptID(i.ID, n))
+		}
+		if d.IdempotencyKey != i.Recorded.IdempotencyKey {
+			return errors.New("every attempt must carry the intent's idempotency key")
+		}
+		switch i.State {
+		case Recorded:
+			if n > 1 && !i.Released {
+				return errors.New("a retry needs a won claim or an operator release")
+			}
+			if n == 1 && p.FirstWrite == events.PolicyApproval {
+				return errors.New("the route requires approval before the first write")
+			}
+		case ApprovedState:
+			if n > 1 {
+				return errors.New("an approved retry still needs a won claim")
+			}
+		case RetryClaimed:
+			if i.Claim == nil || i.Claim.Attempt != n {
+				return errors.New("the claim is for another attempt")
+			}
+			if d.ClaimOwner != i.Claim.Owner {
+				return fmt.Errorf("claim belongs to %q", i.Claim.Owner)
+			}
+			if e.At.After(i.Claim.LeaseUntil) {
+				return errors.New("the claim's lease expired")
+			}
+		}
+	case *events.WriteSucceededData, *events.WriteConfirmedData, *events.WriteRejectedData, *events.OutcomeUnknownData:
+		if a := i.LastAttempt(); a == nil || e.AttemptID != a.ID {
+			return errors.New("outcome must name the open attempt")
+		}
+	case *events.RetryClaimedData:
+		n := len(i.Attempts) + 1
+		if d.Attempt != n {
+			return fmt.Errorf("claim for attempt %d, expected %d", d.Attempt, n)
+		}
+		if i.BudgetLeft() <= 0 {
+			return errors.New("retry budget spent")
+		}
+		if p.Retry == events.PolicyNever {
+			return errors.New("route policy never retries")
+		}
+		if p.Retry == events.PolicyApproval && i.State != ApprovedState {
+			return errors.New("route policy requires approval before a retry")
+		}
+		if i.State == Rejected && (i.LastRejection == nil || !i.LastRejection.Retryable) {
+			return errors.New("the rejection is not retryable")
+		}
+		if !e.At.Before(d.LeaseUntil) {
+			return errors.New("lease ends before it starts")
+		}
+	case *events.ClaimExpiredData:
+		if i.Claim == nil || !e.At.After(i.Claim.LeaseUntil) {
+			return errors.New("the claim's lease has not expired")
+		}
+	case *events.ReadbackPassedData:
+		if d.Receipt.PayloadSHA256 != i.Recorded.PayloadSHA256 {
+			return errors.New("receipt payload digest differs from the intent's")
+		}
+		for _, c := range d.Receipt.Checks {
+			if !c.OK {
+				return fmt.Errorf("check %s failed", c.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// fold applies e, already checked, moving to state to.
+func (i *Intent) fold(e events.Event, to State) {
+	from := i.State
+	i.Version = e.Version
+	i.State = to
+	i.UpdatedAt = e.At
+	i.LastType = e.Type
+	if to != Unknown && to != InProgress {
+		i.NextCheckAt = time.Time{}
+	}
+	if from == Reconciling {
+		i.LeaseOwner, i.LeaseUntil = "", time.Time{}
+	}
+	switch d := e.Data.(type) {
+	case *events.IntentRecordedData:
+		i.ID = e.IntentID
+		i.Recorded = *d
+		i.CreatedAt = e.At
+	case *events.ApprovalRequiredData:
+		i.ApprovalFor = d.For
+		i.ApprovedBy = ""
+	case *events.ApprovedData:
+		i.ApprovedBy = d.Operator
+	case *events.WriteStartedData:
+		i.Attempts = append(i.Attempts, Attempt{N: d.Attempt, ID: e.AttemptID, StartedAt: e.At, Deadline: d.Deadline, ClaimOwner: d.ClaimOwner})
+		i.Claim = nil
+		i.Released = false
+		i.ApprovalFor = ""
+	case *events.WriteSucceededData:
+		i.closeAttempt(e.Type, "")
+		i.ExternalID, i.LiveURL = d.ExternalID, d.LiveURL
+	case *events.WriteConfirmedData:
+		i.closeAttempt(e.Type, "")
+		i.confirm(d.Receipt)
+	case *events.WriteRejectedData:
+		i.closeAttempt(e.Type, d.Code)
+		i.LastRejection = d
+	case *events.OutcomeUnknownData:
+		i.closeAttempt(e.Type, d.Code)
+	case *events.ReconcileStartedData:
+		i.Checks++
+		i.LeaseOwner, i.LeaseUntil = d.Worker, d.LeaseUntil
+	case *events.CheckDeferredData:
+		i.NextCheckAt = d.NextCheckAt
+	case *events.CandidateFoundData:
+		i.ExternalID, i.LiveURL = d.ExternalID, d.LiveURL
+	case *events.ReadbackPassedData:
+		i.confirm(d.Receipt)
+	case *events.ReadbackFailedData:
+		i.ManualReason = events.ReasonReadbackFailed
+		i.Evidence = &events.Evidence{Checks: d.Checks, Unverified: d.Failed}
+	case *events.TargetProcessingData:
+		i.Polls++
+		i.NextCheckAt = d.NextCheckAt
+		if i.ProcessingDeadline.IsZero() {
+			i.ProcessingDeadline = d.Deadline
+		}
+	case *events.SearchWindowElapsedData, *events.StatusNotFoundData:
+	case *events.TargetFailedData:
+		i.Failure = d.Code
+		i.PartialEffects = d.PartialEffects
+	case *events.RetryClaimedData:
+		i.Claim = &Claim{Owner: d.Owner, LeaseUntil: d.LeaseUntil, Attempt: d.Attempt}
+	case *events.ClaimExpiredData:
+		i.Claim = nil
+		i.NextCheckAt = e.At
+	case *events.ManualActionRequiredData:
+		i.ManualReason = d.Reason
+		i.ManualOwner = d.Owner
+		ev := d.Evidence
+		i.Evidence = &ev
+		i.Claim = nil
+	case *events.OperatorConfirmedData:
+		i.confirm(d.Receipt)
+	case *events.OperatorReleasedData:
+		i.Released = true
+		i.ManualReason, i.ManualOwner, i.Evidence = "", "", nil
+	case *events.AbandonedData:
+		i.AbandonedFrom = from
+	}
+}
+
+func (i *Intent) closeAttempt(t events.Type, code string) {
+	if a := i.LastAttempt(); a != nil {
+		a.Outcome, a.Code = t, code
+	}
+}
+
+func (i *Intent) confirm(r events.Receipt) {
+	rc := r
+	i.Receipt = &rc
+	i.ExternalID = r.ExternalID
+	if r.LiveURL != "" {
+		i.LiveURL = r.LiveURL
+	}
+	for _, id := range i.ConfirmedExternalIDs {
+		if id == r.ExternalID {
+			return
+		}
+	}
+	i.ConfirmedExternalIDs = append(i.ConfirmedExternalIDs, r.ExternalID)
+}
+
+// Clone returns a deep-enough copy for speculative Apply.
+func (i *Intent) Clone() *Intent {
+	c := *i
+	c.Attempts = append([]Attempt(nil), i.Attempts...)
+	c.ConfirmedExternalIDs = append([]string(nil), i.ConfirmedExternalIDs...)
+	if i.Claim != nil {
+		cl := *i.Claim
+		c.Claim = &cl
+	}
+	return &c
+}

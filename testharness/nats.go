@@ -1,0 +1,95 @@
+package testharness
+
+import (
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/settle-dev/settle/embedded"
+)
+
+// Node is one embedded nats-server with JetStream and a t.TempDir() store,
+// plus a client connection. Restart keeps the store and the port.
+type Node struct {
+	t   testing.TB
+	Srv *embedded.Server
+	NC  *nats.Conn
+	JS  jetstream.JetStream
+	cfg embedded.Config
+}
+
+// StartNode starts a single node (fsync always unless durability says
+// otherwise) listening on loopback, and connects to it.
+func StartNode(t testing.TB, durability ...embedded.Durability) *Node {
+	t.Helper()
+	cfg := embedded.DefaultConfig(t.TempDir())
+	if len(durability) > 0 {
+		cfg.Durability = durability[0]
+	}
+	n := &Node{t: t, cfg: cfg}
+	n.start()
+	t.Cleanup(n.Stop)
+	return n
+}
+
+func (n *Node) start() {
+	n.t.Helper()
+	srv, err := embedded.Start(n.cfg)
+	if err != nil {
+		n.t.Fatalf("start nats-server: %v", err)
+	}
+	n.Srv = srv
+	n.cfg.Port = portOf(srv.ClientURL())
+	nc, js := n.Connect()
+	n.NC, n.JS = nc, js
+}
+
+// Connect opens another connection (a second "process").
+func (n *Node) Connect() (*nats.Conn, jetstream.JetStream) {
+	n.t.Helper()
+	nc, err := n.Srv.Connect()
+	if err != nil {
+		n.t.Fatalf("connect: %v", err)
+	}
+	n.t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		n.t.Fatalf("jetstream: %v", err)
+	}
+	return nc, js
+}
+
+// URL is the client URL.
+func (n *Node) URL() string { return n.Srv.ClientURL() }
+
+// Restart stops the server (the store stays) and starts it again on the
+// same port; NC and JS are replaced by fresh ones.
+func (n *Node) Restart() {
+	n.t.Helper()
+	n.NC.Close()
+	n.Srv.Stop()
+	n.start()
+}
+
+// Stop stops the server.
+func (n *Node) Stop() {
+	if n.NC != nil {
+		n.NC.Close()
+	}
+	if n.Srv != nil && n.Srv.Running() {
+		n.Srv.Stop()
+	}
+}
+
+// StartCluster starts a real 3-node cluster on loopback, each node with its
+// own t.TempDir() store.
+func StartCluster(t testing.TB, durability embedded.Durability) *embedded.Cluster {
+	t.Helper()
+	c, err := embedded.StartCluster("settle-test", []string{t.TempDir(), t.TempDir(), t.TempDir()}, durability)
+	if err != nil {
+		t.Fatalf("start cluster: %v", err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
