@@ -459,8 +459,8 @@ func (d *ReadbackPassedData) Validate() error {
 
 // ReadbackFailedData names the failed checks.
 type ReadbackFailedData struct {
-	ExternalID string  `json:"external_id"`
-	Checks     []Check `json:"checks"`
+	ExternalID string   `json:"external_id"`
+	Checks     []Check  `json:"checks"`
 	Failed     []string `json:"failed"`
 }
 
@@ -518,12 +518,12 @@ func (d *TargetFailedData) Validate() error { return required("data.code", d.Cod
 
 // RetryClaimedData: the CAS-won right to make the next attempt.
 type RetryClaimedData struct {
-	Owner          string    `json:"owner"`
-	LeaseUntil     time.Time `json:"lease_until"`
-	Attempt        int       `json:"attempt"`
-	BudgetLeft     int       `json:"budget_left"`
-	KeyValidUntil  time.Time `json:"key_valid_until,omitzero"`
-	ApprovedBy     string    `json:"approved_by,omitempty"`
+	Owner         string    `json:"owner"`
+	LeaseUntil    time.Time `json:"lease_until"`
+	Attempt       int       `json:"attempt"`
+	BudgetLeft    int       `json:"budget_left"`
+	KeyValidUntil time.Time `json:"key_valid_until,omitzero"`
+	ApprovedBy    string    `json:"approved_by,omitempty"`
 }
 
 func (*RetryClaimedData) EventType() Type { return RetryClaimed }

@@ -1,0 +1,306 @@
+package producer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fsm"
+)
+
+// Sentinel errors of the store.
+var (
+	// ErrConflict: another writer appended this version first (per-subject CAS).
+	ErrConflict = errors.New("append conflict")
+	// ErrNotFound: the intent has no history.
+	ErrNotFound = errors.New("intent not found")
+	// ErrAppendUnresolved: an append's ack was lost and the log could not be
+	// read to tell whether it landed. The event may or may not be on the log.
+	ErrAppendUnresolved = errors.New("append outcome unresolved")
+	// ErrCorruptHistory: the log holds an event this version cannot decode or
+	// a history the fsm refuses.
+	ErrCorruptHistory = errors.New("corrupt history")
+)
+
+// ConflictError says which version was lost and what the log has now.
+type ConflictError struct {
+	IntentID string
+	Version  uint64
+	// LastMsgID is the Nats-Msg-Id now last on the subject ("" if none).
+	LastMsgID string
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("append conflict: %s version %d: the log's last event is %q", e.IntentID, e.Version, e.LastMsgID)
+}
+
+func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// StoreConfig configures the stream.
+type StoreConfig struct {
+	// Stream is the stream name (default SETTLE_INTENTS).
+	Stream string
+	// Replicas is 1 (single node) or 3 (cluster).
+	Replicas int
+	// DuplicateWindow is how long Nats-Msg-Id dedup is remembered; a lost-ack
+	// retry must happen inside it (default 10m).
+	DuplicateWindow time.Duration
+	// AppendAttempts bounds publish attempts when an ack is lost (default 5).
+	AppendAttempts int
+	// AppendTimeout bounds one publish attempt (default 5s).
+	AppendTimeout time.Duration
+}
+
+// DefaultStoreConfig returns the defaults.
+func DefaultStoreConfig() StoreConfig {
+	return StoreConfig{Stream: "SETTLE_INTENTS", Replicas: 1, DuplicateWindow: 10 * time.Minute, AppendAttempts: 5, AppendTimeout: 5 * time.Second}
+}
+
+// Validate checks the config.
+func (c StoreConfig) Validate() error {
+	if c.Stream == "" {
+		return errors.New("store config: Stream: is required")
+	}
+	if c.Replicas != 1 && c.Replicas != 3 && c.Replicas != 5 {
+		return fmt.Errorf("store config: Replicas: %d (want 1, 3 or 5)", c.Replicas)
+	}
+	if c.DuplicateWindow < time.Minute {
+		return fmt.Errorf("store config: DuplicateWindow: %s is shorter than 1m", c.DuplicateWindow)
+	}
+	if c.AppendAttempts < 1 {
+		return errors.New("store config: AppendAttempts: must be ≥ 1")
+	}
+	if c.AppendTimeout <= 0 {
+		return errors.New("store config: AppendTimeout: must be positive")
+	}
+	return nil
+}
+
+// Stored is an event with its stream sequence.
+type Stored struct {
+	events.Event
+	Seq uint64
+}
+
+// History is an intent's events and the sequence of the last one (the CAS
+// token of the next append).
+type History struct {
+	Route   string
+	Events  []events.Event
+	LastSeq uint64
+}
+
+// Fold folds the history.
+func (h *History) Fold() (*fsm.Intent, error) {
+	if len(h.Events) == 0 {
+		return nil, ErrNotFound
+	}
+	i, err := fsm.Fold(h.Events)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorruptHistory, err)
+	}
+	return i, nil
+}
+
+// Store is the JetStream event store: one stream, one subject per intent.
+// It is safe for concurrent use.
+type Store struct {
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	cfg    StoreConfig
+}
+
+// OpenStore creates or updates the stream and returns the store.
+func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	sc := jetstream.StreamConfig{
+		Name:        cfg.Stream,
+		Description: "settle intents: one subject per intent, every lifecycle event",
+		Subjects:    []string{events.AllSubjects},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardNew,
+		Replicas:    cfg.Replicas,
+		Duplicates:  cfg.DuplicateWindow,
+		DenyDelete:  true,
+		DenyPurge:   true,
+		MaxMsgSize:  events.MaxEventSize + 4096,
+	}
+	st, err := js.CreateOrUpdateStream(ctx, sc)
+	if err != nil {
+		return nil, fmt.Errorf("open store: create stream %s: %w", cfg.Stream, err)
+	}
+	return &Store{js: js, stream: st, cfg: cfg}, nil
+}
+
+// Stream returns the underlying stream.
+func (s *Store) Stream() jetstream.Stream { return s.stream }
+
+// JetStream returns the JetStream context.
+func (s *Store) JetStream() jetstream.JetStream { return s.js }
+
+// Config returns the store config.
+func (s *Store) Config() StoreConfig { return s.cfg }
+
+// Append writes e on its intent's subject if the subject's last sequence is
+// still expectedLastSeq (0: the subject must be empty), with Nats-Msg-Id =
+// e.EventID. It returns the new event's stream sequence.
+//
+// An ack that is lost (timeout, disconnect) is an unknown result like any
+// other: Append retries the same publish (same Msg-Id, same CAS), and when
+// the server answers "wrong last sequence" (10071 on a single server, where
+// the retry is not reported as a duplicate; 10164 on replicated streams) it
+// reads the subject's last message: if its Msg-Id is ours, the first publish
+// had landed and Append reports success. Otherwise it returns a
+// *ConflictError matching ErrConflict.
+func (s *Store) Append(ctx context.Context, route string, e events.Event, expectedLastSeq uint64) (uint64, error) {
+	data, err := events.Encode(e)
+	if err != nil {
+		return 0, fmt.Errorf("append: %w", err)
+	}
+	subject := events.Subject(route, e.IntentID)
+	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, e.EventID)
+	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expectedLastSeq, 10))
+	msg.Header.Set(jetstream.ExpectedStreamHeader, s.cfg.Stream)
+	var lastErr error
+	for attempt := 0; attempt < s.cfg.AppendAttempts; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return 0, fmt.Errorf("append %s: %w: %w", e.EventID, ErrAppendUnresolved, lastErr)
+			case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
+			}
+		}
+		actx, cancel := context.WithTimeout(ctx, s.cfg.AppendTimeout)
+		ack, err := s.js.PublishMsg(actx, msg)
+		cancel()
+		if err == nil && !ack.Duplicate {
+			return ack.Sequence, nil
+		}
+		if err == nil || isWrongLastSeq(err) {
+			// A duplicate ack (R3) or a CAS refusal (R1) for our Msg-Id:
+			// either our earlier publish landed, or a competitor's event
+			// holds this version.
+			return s.resolveCAS(ctx, subject, e, data)
+		}
+		var apiErr jetstream.JetStreamError
+		if errors.As(err, &apiErr) && apiErr.APIError() != nil {
+			// A definite refusal by the server (not a lost ack).
+			return 0, fmt.Errorf("append %s: %w", e.EventID, err)
+		}
+		lastErr = err
+	}
+	// Every attempt lost its ack: read the log once more before giving up.
+	if seq, err := s.resolveCAS(ctx, subject, e, data); err == nil {
+		return seq, nil
+	}
+	return 0, fmt.Errorf("append %s: %w: %w", e.EventID, ErrAppendUnresolved, lastErr)
+}
+
+// resolveCAS decides whether e (encoded as data) is on the log. Msg-Ids
+// are <intent>:<version>, so a competitor's event at the same version has
+// the same Msg-Id: only identical bytes prove the event is ours.
+func (s *Store) resolveCAS(ctx context.Context, subject string, e events.Event, data []byte) (uint64, error) {
+	last, err := s.stream.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return 0, &ConflictError{IntentID: e.IntentID, Version: e.Version}
+		}
+		return 0, fmt.Errorf("append %s: read last: %w: %w", e.EventID, ErrAppendUnresolved, err)
+	}
+	lastID := last.Header.Get(jetstream.MsgIDHeader)
+	m := last
+	if lastID != e.EventID {
+		_, v, perr := events.ParseMsgID(lastID)
+		if perr != nil || v < e.Version {
+			return 0, &ConflictError{IntentID: e.IntentID, Version: e.Version, LastMsgID: lastID}
+		}
+		m, err = s.findVersion(ctx, subject, e.Version)
+		if err != nil {
+			return 0, &ConflictError{IntentID: e.IntentID, Version: e.Version, LastMsgID: lastID}
+		}
+	}
+	if bytes.Equal(m.Data, data) {
+		return m.Sequence, nil
+	}
+	return 0, &ConflictError{IntentID: e.IntentID, Version: e.Version, LastMsgID: lastID}
+}
+
+func (s *Store) findVersion(ctx context.Context, subject string, version uint64) (*jetstream.RawStreamMsg, error) {
+	var seq uint64 = 1
+	for v := uint64(1); ; v++ {
+		m, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if err != nil {
+			return nil, err
+		}
+		if v == version {
+			return m, nil
+		}
+		seq = m.Sequence + 1
+	}
+}
+
+func isWrongLastSeq(err error) bool {
+	var apiErr jetstream.JetStreamError
+	if !errors.As(err, &apiErr) || apiErr.APIError() == nil {
+		return false
+	}
+	c := apiErr.APIError().ErrorCode
+	return c == jetstream.JSErrCodeStreamWrongLastSequence || c == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+// Load reads an intent's whole history (ErrNotFound when it has none).
+// Events this version cannot decode make it fail with ErrCorruptHistory:
+// an intent is never folded from a partial history.
+func (s *Store) Load(ctx context.Context, route, intentID string) (*History, error) {
+	subject := events.Subject(route, intentID)
+	h := &History{Route: route}
+	var seq uint64 = 1
+	for {
+		m, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("load %s: %w", intentID, err)
+		}
+		e, err := events.Decode(m.Data)
+		if err != nil {
+			return nil, fmt.Errorf("load %s seq %d: %w: %w", intentID, m.Sequence, ErrCorruptHistory, err)
+		}
+		h.Events = append(h.Events, e)
+		h.LastSeq = m.Sequence
+		seq = m.Sequence + 1
+	}
+	if len(h.Events) == 0 {
+		return nil, fmt.Errorf("load %s: %w", intentID, ErrNotFound)
+	}
+	return h, nil
+}
+
+// FindRoute returns the route of an intent id by looking for its subject
+// under any route.
+func (s *Store) FindRoute(ctx context.Context, intentID string) (string, error) {
+	if err := events.ValidateIntentID(intentID); err != nil {
+		return "", err
+	}
+	m, err := s.stream.GetLastMsgForSubject(ctx, events.SubjectPrefix+".*."+intentID)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return "", fmt.Errorf("find %s: %w", intentID, ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("find %s: %w", intentID, err)
+	}
+	route, _, err := events.ParseSubject(m.Subject)
+	return route, err
+}

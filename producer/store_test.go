@@ -1,0 +1,264 @@
+package producer_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/producer"
+	"github.com/settle-dev/settle/testharness"
+)
+
+var t0 = time.Date(2026, 7, 22, 9, 0, 0, 0, time.UTC)
+
+func openStore(t *testing.T, js jetstream.JetStream) *producer.Store {
+	t.Helper()
+	s, err := producer.OpenStore(context.Background(), js, producer.DefaultStoreConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func recordedEvent(t *testing.T, requestID string) events.Event {
+	t.Helper()
+	id := events.IntentID("default", "social_post", requestID)
+	payload := []byte(`{"assets":[],"body":"hello"}`)
+	sum, err := events.PayloadSHA256(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return events.New(id, 1, t0, "test", "", &events.IntentRecordedData{
+		Tenant: "default", Route: "social_post", Account: "acct_1", RequestID: requestID,
+		IdempotencyKey: events.IdempotencyKey(id), Payload: payload, PayloadSHA256: sum,
+		Canon: events.CanonV1, PlannedAt: t0, Policy: producer.DefaultPolicy(),
+	})
+}
+
+func TestStreamDeniesDeleteAndPurge(t *testing.T) {
+	n := testharness.StartNode(t)
+	s := openStore(t, n.JS)
+	ctx := context.Background()
+	info, err := s.Stream().Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := info.Config
+	if !c.DenyDelete || !c.DenyPurge || c.Storage != jetstream.FileStorage || c.Duplicates != 10*time.Minute {
+		t.Fatalf("stream config: %+v", c)
+	}
+	if _, err := s.Append(ctx, "social_post", recordedEvent(t, "r1"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Stream().Purge(ctx); err == nil {
+		t.Fatal("purge succeeded on a deny-purge stream")
+	}
+	if err := s.Stream().DeleteMsg(ctx, 1); err == nil {
+		t.Fatal("delete succeeded on a deny-delete stream")
+	}
+}
+
+func TestConcurrentAppendersExactlyOneWinsEachVersion(t *testing.T) {
+	n := testharness.StartNode(t)
+	s := openStore(t, n.JS)
+	ctx := context.Background()
+	rec := recordedEvent(t, "race")
+	seq1, err := s.Append(ctx, "social_post", rec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two independent connections ("processes") race for versions 2..21.
+	_, js2 := n.Connect()
+	s2 := openStore(t, js2)
+	stores := []*producer.Store{s, s2}
+	lastSeq := seq1
+	for v := uint64(2); v <= 21; v++ {
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		seqs := make([]uint64, 2)
+		for w := 0; w < 2; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				actor := []string{"worker-a", "worker-b"}[w]
+				e := events.New(rec.IntentID, v, t0.Add(time.Duration(v)*time.Second), actor, "",
+					&events.ApprovalRequiredData{For: "retry", Reason: actor})
+				seqs[w], errs[w] = stores[w].Append(ctx, "social_post", e, lastSeq)
+			}(w)
+		}
+		wg.Wait()
+		wins := 0
+		for w := 0; w < 2; w++ {
+			if errs[w] == nil {
+				wins++
+				lastSeq = seqs[w]
+				continue
+			}
+			var ce *producer.ConflictError
+			if !errors.Is(errs[w], producer.ErrConflict) || !errors.As(errs[w], &ce) || ce.Version != v {
+				t.Fatalf("version %d: loser got %v, want ErrConflict", v, errs[w])
+			}
+		}
+		if wins != 1 {
+			t.Fatalf("version %d: %d winners (%v)", v, wins, errs)
+		}
+	}
+	h, err := s.Load(ctx, "social_post", rec.IntentID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Events) != 21 || h.LastSeq != lastSeq {
+		t.Fatalf("history has %d events, last seq %d (want 21, %d)", len(h.Events), h.LastSeq, lastSeq)
+	}
+	for i, e := range h.Events {
+		if e.Version != uint64(i+1) {
+			t.Fatalf("event %d has version %d", i, e.Version)
+		}
+	}
+}
+
+func TestAppendRetriedAfterLostAckIsSuccess(t *testing.T) {
+	n := testharness.StartNode(t)
+	s := openStore(t, n.JS)
+	ctx := context.Background()
+	rec := recordedEvent(t, "lost-ack")
+	seq1, err := s.Append(ctx, "social_post", rec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2 := events.New(rec.IntentID, 2, t0.Add(time.Second), "test", "", &events.ApprovalRequiredData{For: "first_write"})
+	data, err := events.Encode(e2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first publish lands but its ack is never read: a core publish
+	// with the same headers, flushed, and no ack awaited.
+	m := &nats.Msg{Subject: events.Subject("social_post", rec.IntentID), Data: data, Header: nats.Header{}}
+	m.Header.Set(jetstream.MsgIDHeader, e2.EventID)
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "1")
+	if err := n.NC.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		h, err := s.Load(ctx, "social_post", rec.IntentID)
+		return err == nil && len(h.Events) == 2
+	})
+	// The writer retries the same append (same Msg-Id, same CAS): on a
+	// single server the answer is 10071, which must resolve to success.
+	seq2, err := s.Append(ctx, "social_post", e2, seq1)
+	if err != nil {
+		t.Fatalf("retried append reported %v, want success", err)
+	}
+	h, err := s.Load(ctx, "social_post", rec.IntentID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Events) != 2 || h.LastSeq != seq2 {
+		t.Fatalf("history %d events, last seq %d, append said %d", len(h.Events), h.LastSeq, seq2)
+	}
+	// A competitor's different event at the same version (same Msg-Id!)
+	// is a conflict, not a success.
+	other := events.New(rec.IntentID, 2, t0.Add(2*time.Second), "someone-else", "", &events.ApprovalRequiredData{For: "first_write"})
+	if _, err := s.Append(ctx, "social_post", other, seq1); !errors.Is(err, producer.ErrConflict) {
+		t.Fatalf("competing append with the same Msg-Id: %v, want ErrConflict", err)
+	}
+	// And after more events, retrying version 2 again still resolves.
+	e3 := events.New(rec.IntentID, 3, t0.Add(3*time.Second), "test", "", &events.ApprovedData{Operator: "op"})
+	if _, err := s.Append(ctx, "social_post", e3, seq2); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Append(ctx, "social_post", e2, seq1); err != nil || got != seq2 {
+		t.Fatalf("late retry of v2: seq %d err %v (want %d)", got, err, seq2)
+	}
+}
+
+func TestLoadAfterServerRestartKeepsHistoryEndingAtWriteStarted(t *testing.T) {
+	n := testharness.StartNode(t)
+	s := openStore(t, n.JS)
+	ctx := context.Background()
+	rec := recordedEvent(t, "writer-dies")
+	seq, err := s.Append(ctx, "social_post", rec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := events.New(rec.IntentID, 2, t0.Add(time.Second), "test", events.AttemptID(rec.IntentID, 1),
+		&events.WriteStartedData{Attempt: 1, IdempotencyKey: events.IdempotencyKey(rec.IntentID), Deadline: t0.Add(time.Minute)})
+	if _, err := s.Append(ctx, "social_post", ws, seq); err != nil {
+		t.Fatal(err)
+	}
+	// The writer dies here: no outcome. The server restarts.
+	n.Restart()
+	s = openStore(t, n.JS)
+	h, err := s.Load(ctx, "social_post", rec.IntentID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i, err := h.Fold()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i.State != fsm.WriteStarted || len(h.Events) != 2 || i.LastAttempt().Outcome != "" {
+		t.Fatalf("after restart: state %s, %d events", i.State, len(h.Events))
+	}
+	route, err := s.FindRoute(ctx, rec.IntentID)
+	if err != nil || route != "social_post" {
+		t.Fatalf("FindRoute: %q %v", route, err)
+	}
+	if _, err := s.Load(ctx, "social_post", events.IntentID("default", "social_post", "nope")); !errors.Is(err, producer.ErrNotFound) {
+		t.Fatalf("missing intent: %v", err)
+	}
+}
+
+func TestLoadRefusesUndecodableEvent(t *testing.T) {
+	n := testharness.StartNode(t)
+	s := openStore(t, n.JS)
+	ctx := context.Background()
+	rec := recordedEvent(t, "corrupt")
+	if _, err := s.Append(ctx, "social_post", rec, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.JS.Publish(ctx, events.Subject("social_post", rec.IntentID), []byte(`{"schema":"settle.event/v9"}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Load(ctx, "social_post", rec.IntentID)
+	if !errors.Is(err, producer.ErrCorruptHistory) || !errors.Is(err, events.ErrUnknownSchema) {
+		t.Fatalf("want ErrCorruptHistory+ErrUnknownSchema, got %v", err)
+	}
+}
+
+func TestStoreConfigValidate(t *testing.T) {
+	c := producer.DefaultStoreConfig()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c.Replicas = 2
+	if err := c.Validate(); err == nil {
+		t.Fatal("replicas 2 accepted")
+	}
+	c = producer.DefaultStoreConfig()
+	c.DuplicateWindow = time.Second
+	if err := c.Validate(); err == nil {
+		t.Fatal("1s dedup window accepted")
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
