@@ -1,0 +1,211 @@
+package events
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+var at = time.Date(2026, 7, 22, 0, 0, 0, 0, time.UTC)
+
+func sampleRecorded() Event {
+	id := IntentID("acme", "social_post", "task:1")
+	payload := []byte(`{"assets":[],"body":"hi"}`)
+	sum, _ := PayloadSHA256(payload)
+	return New(id, 1, at, "test", "", &IntentRecordedData{
+		Tenant: "acme", Route: "social_post", Account: "acct_1", RequestID: "task:1",
+		IdempotencyKey: IdempotencyKey(id), Payload: payload, PayloadSHA256: sum, Canon: CanonV1, PlannedAt: at,
+		Policy: Policy{FirstWrite: "auto", Retry: "auto", RetryBudget: 1, AttemptDeadline: Duration(time.Minute), SearchAfter: Duration(time.Minute)},
+	})
+}
+
+func TestEncodeDecodeRoundTripEveryType(t *testing.T) {
+	rec := sampleRecorded()
+	id := rec.IntentID
+	bodies := map[Type]Data{
+		IntentRecorded:       rec.Data,
+		ApprovalRequired:     &ApprovalRequiredData{For: "retry", Reason: "policy"},
+		Approved:             &ApprovedData{Operator: "op"},
+		WriteStarted:         &WriteStartedData{Attempt: 1, IdempotencyKey: IdempotencyKey(id), Deadline: at},
+		WriteSucceeded:       &WriteSucceededData{ExternalID: "p1", StatusCode: 201},
+		WriteConfirmed:       &WriteConfirmedData{StatusCode: 201, Receipt: Receipt{ExternalID: "p1", Source: "response"}},
+		WriteRejected:        &WriteRejectedData{Code: "dns_failure", Retryable: true},
+		OutcomeUnknown:       &OutcomeUnknownData{Code: "timeout_after_send"},
+		ReconcileStarted:     &ReconcileStartedData{Worker: "w", LeaseUntil: at, Strategy: "search", Check: 1},
+		CheckDeferred:        &CheckDeferredData{Reason: "eventual_consistency", NextCheckAt: at},
+		CandidateFound:       &CandidateFoundData{ExternalID: "p1", Source: "search"},
+		ReadbackPassed:       &ReadbackPassedData{Receipt: Receipt{ExternalID: "p1", Source: "readback", Checks: []Check{{Name: "url", OK: true}}}},
+		ReadbackFailed:       &ReadbackFailedData{ExternalID: "p1", Failed: []string{"url"}},
+		TargetProcessing:     &TargetProcessingData{Poll: 1, NextCheckAt: at},
+		SearchWindowElapsed:  &SearchWindowElapsedData{WindowTo: at},
+		StatusNotFound:       &StatusNotFoundData{Queried: "request_id"},
+		TargetFailed:         &TargetFailedData{Code: "declined", PartialEffects: []string{"hold"}},
+		RetryClaimed:         &RetryClaimedData{Owner: "w", LeaseUntil: at, Attempt: 2},
+		ClaimExpired:         &ClaimExpiredData{Owner: "w", LeaseUntil: at},
+		ManualActionRequired: &ManualActionRequiredData{Reason: ReasonDuplicateExactMatches, Evidence: Evidence{Candidates: []CandidateRef{{ExternalID: "a", Match: true}}}},
+		OperatorConfirmed:    &OperatorConfirmedData{Operator: "op", Reason: "seen", Receipt: Receipt{ExternalID: "p1", Source: "operator"}},
+		OperatorReleased:     &OperatorReleasedData{Operator: "op", Reason: "absent"},
+		Abandoned:            &AbandonedData{By: "op", Reason: "cancel"},
+	}
+	if len(bodies) != len(AllTypes()) {
+		t.Fatalf("test covers %d of %d types", len(bodies), len(AllTypes()))
+	}
+	for typ, d := range bodies {
+		attempt := ""
+		if typ == WriteStarted {
+			attempt = AttemptID(id, 1)
+		}
+		e := New(id, 2, at, "test", attempt, d)
+		b, err := Encode(e)
+		if err != nil {
+			t.Fatalf("%s: %v", typ, err)
+		}
+		got, err := Decode(b)
+		if err != nil {
+			t.Fatalf("%s: %v", typ, err)
+		}
+		b2, _ := Encode(got)
+		if string(b) != string(b2) || got.Type != typ || got.EventID != MsgID(id, 2) {
+			t.Fatalf("%s: round trip differs:\n%s\n%s", typ, b, b2)
+		}
+	}
+}
+
+func TestDecodeErrorsAreTypedAndSpecific(t *testing.T) {
+	good, err := Encode(sampleRecorded())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutate := func(f func(m map[string]any)) []byte {
+		var m map[string]any
+		if err := json.Unmarshal(good, &m); err != nil {
+			t.Fatal(err)
+		}
+		f(m)
+		b, _ := json.Marshal(m)
+		return b
+	}
+	cases := []struct {
+		name  string
+		in    []byte
+		kind  error
+		field string
+	}{
+		{"not json", []byte("{"), ErrMalformed, ""},
+		{"trailing", append(append([]byte{}, good...), []byte(" {}")...), ErrMalformed, ""},
+		{"unknown schema", mutate(func(m map[string]any) { m["schema"] = "settle.event/v9" }), ErrUnknownSchema, "schema"},
+		{"no schema", mutate(func(m map[string]any) { delete(m, "schema") }), ErrMissingField, "schema"},
+		{"unknown type", mutate(func(m map[string]any) { m["type"] = "Teleported" }), ErrUnknownType, "type"},
+		{"missing type", mutate(func(m map[string]any) { delete(m, "type") }), ErrMissingField, "type"},
+		{"bad intent id", mutate(func(m map[string]any) { m["intent_id"] = "in_../../x" }), ErrBadID, "intent_id"},
+		{"event id mismatch", mutate(func(m map[string]any) { m["event_id"] = "x:1" }), ErrBadID, "event_id"},
+		{"version zero", mutate(func(m map[string]any) { m["version"] = 0 }), ErrMissingField, "version"},
+		{"no actor", mutate(func(m map[string]any) { m["actor"] = "" }), ErrMissingField, "actor"},
+		{"no time", mutate(func(m map[string]any) { delete(m, "at") }), ErrMissingField, "at"},
+		{"no data", mutate(func(m map[string]any) { delete(m, "data") }), ErrMissingField, "data"},
+		{"unknown field", mutate(func(m map[string]any) { m["extra"] = 1 }), ErrMalformed, ""},
+		{"unknown data field", mutate(func(m map[string]any) { m["data"].(map[string]any)["x"] = 1 }), ErrInvalidField, "data"},
+		{"missing data field", mutate(func(m map[string]any) { delete(m["data"].(map[string]any), "request_id") }), ErrMissingField, "data.request_id"},
+		{"bad route token", mutate(func(m map[string]any) { m["data"].(map[string]any)["route"] = "Social Post" }), ErrInvalidField, "data.route"},
+		{"bad policy", mutate(func(m map[string]any) {
+			m["data"].(map[string]any)["policy"].(map[string]any)["retry"] = "sometimes"
+		}), ErrInvalidField, "data.policy.retry"},
+		{"bad duration", mutate(func(m map[string]any) {
+			m["data"].(map[string]any)["policy"].(map[string]any)["attempt_deadline"] = "soon"
+		}), ErrInvalidField, "data"},
+		{"attempt of another intent", mutate(func(m map[string]any) {
+			m["attempt_id"] = AttemptID(IntentID("a", "b", "c"), 1)
+		}), ErrBadID, "attempt_id"},
+		{"too big", make([]byte, MaxEventSize+1), ErrMalformed, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Decode(c.in)
+			var de *DecodeError
+			if !errors.As(err, &de) {
+				t.Fatalf("want *DecodeError, got %v", err)
+			}
+			if !errors.Is(err, c.kind) {
+				t.Fatalf("want %v, got %v", c.kind, err)
+			}
+			if de.Field != c.field {
+				t.Fatalf("field %q, want %q (%v)", de.Field, c.field, err)
+			}
+		})
+	}
+}
+
+func TestIDs(t *testing.T) {
+	a := IntentID("acme", "social_post", "task:1")
+	if a != IntentID("acme", "social_post", "task:1") || a == IntentID("acme", "social_post", "task:2") {
+		t.Fatal("intent id not stable or not distinct")
+	}
+	// Boundaries cannot be shifted between parts.
+	if IntentID("ab", "c", "d") == IntentID("a", "bc", "d") {
+		t.Fatal("intent id ambiguous across parts")
+	}
+	if err := ValidateIntentID(a); err != nil {
+		t.Fatal(err)
+	}
+	if IdempotencyKey(a) != IdempotencyKey(a) || strings.Contains(IdempotencyKey(a), a) {
+		t.Fatal("idempotency key unstable or leaks the intent id")
+	}
+	id, n, err := ParseAttemptID(AttemptID(a, 3))
+	if err != nil || id != a || n != 3 {
+		t.Fatalf("ParseAttemptID: %s %d %v", id, n, err)
+	}
+	r, i, err := ParseSubject(Subject("social_post", a))
+	if err != nil || r != "social_post" || i != a {
+		t.Fatalf("ParseSubject: %s %s %v", r, i, err)
+	}
+	mi, v, err := ParseMsgID(MsgID(a, 7))
+	if err != nil || mi != a || v != 7 {
+		t.Fatalf("ParseMsgID: %s %d %v", mi, v, err)
+	}
+	for _, bad := range []string{"", "UPPER", "a.b", "a*", "a>", "a b", strings.Repeat("x", 65)} {
+		if err := ValidateToken("route", bad); !errors.Is(err, ErrInvalidField) || !strings.HasPrefix(err.Error(), "route: ") {
+			t.Errorf("token %q: %v", bad, err)
+		}
+	}
+	for _, bad := range []string{"", " x", "x\n", "a\x00b", string([]byte{0xff}), strings.Repeat("y", 257)} {
+		if err := ValidateFreeform("request_id", bad); !errors.Is(err, ErrInvalidField) {
+			t.Errorf("freeform %q accepted", bad)
+		}
+	}
+	if ToolKey("task", "step", "") == ToolKey("task", "step2", "") || ToolKey("t", "s", "") != ToolKey("t", "s", "") {
+		t.Fatal("tool keys")
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	good, _ := Encode(sampleRecorded())
+	f.Add(good)
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"schema":"settle.event/v1","type":"WriteStarted","data":{}}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := Decode(b)
+		if err != nil {
+			var de *DecodeError
+			if !errors.As(err, &de) {
+				t.Fatalf("error is not a *DecodeError: %v", err)
+			}
+			return
+		}
+		// Whatever decodes re-encodes and decodes to the same bytes.
+		b1, err := Encode(e)
+		if err != nil {
+			t.Fatalf("decoded event does not encode: %v", err)
+		}
+		e2, err := Decode(b1)
+		if err != nil {
+			t.Fatalf("re-decode: %v", err)
+		}
+		b2, _ := Encode(e2)
+		if string(b1) != string(b2) {
+			t.Fatalf("unstable encoding")
+		}
+	})
+}
