@@ -409,19 +409,7 @@ func Classify(intent *fsm.Intent, attemptID string, res adapter.WriteResult, err
 
 // appendTo appends the next event to h and folds it into intent.
 func (p *Producer) appendTo(ctx context.Context, h *History, intent *fsm.Intent, attemptID string, d events.Data) error {
-	e := events.New(intent.ID, intent.Version+1, p.cfg.Now(), p.cfg.Actor, attemptID, d)
-	next := intent.Clone()
-	if err := next.Apply(e); err != nil {
-		return fmt.Errorf("append %s: %w", e.Type, err)
-	}
-	seq, err := p.store.Append(ctx, h.Route, e, h.LastSeq)
-	if err != nil {
-		return err
-	}
-	h.Events = append(h.Events, e)
-	h.LastSeq = seq
-	*intent = *next
-	return nil
+	return p.store.AppendNext(ctx, h, intent, p.cfg.Actor, p.cfg.Now(), attemptID, d)
 }
 
 func (p *Producer) result(h *History, intent *fsm.Intent, replayed bool) *Result {
@@ -461,4 +449,20 @@ func (p *Producer) dryRun(pr *prepared, h *History) (*Result, error) {
 		rep.Reason = "already recorded: the stored state is returned, nothing is written"
 	}
 	return res, nil
+}
+
+// WriteAttempt makes the next attempt of a loaded intent: the first write
+// of a recorded (or approved) intent, or the retry under a claim that this
+// producer's Actor owns. It appends WriteStarted (CAS), calls the adapter
+// and appends the outcome, like Execute.
+func (p *Producer) WriteAttempt(ctx context.Context, h *History, intent *fsm.Intent) (*Result, error) {
+	route, ok := p.routes[intent.Route()]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownRoute, intent.Route())
+	}
+	owner := ""
+	if intent.State == fsm.RetryClaimed {
+		owner = p.cfg.Actor
+	}
+	return p.write(ctx, route, h, intent, owner)
 }

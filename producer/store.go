@@ -304,3 +304,23 @@ func (s *Store) FindRoute(ctx context.Context, intentID string) (string, error) 
 	route, _, err := events.ParseSubject(m.Subject)
 	return route, err
 }
+
+// AppendNext appends the event that follows intent (folded from h): it is
+// checked against the fsm first (an illegal event never reaches the log),
+// appended with CAS on h.LastSeq, then folded into intent and h. On error
+// intent and h are unchanged.
+func (s *Store) AppendNext(ctx context.Context, h *History, intent *fsm.Intent, actor string, at time.Time, attemptID string, d events.Data) error {
+	e := events.New(intent.ID, intent.Version+1, at, actor, attemptID, d)
+	next := intent.Clone()
+	if err := next.Apply(e); err != nil {
+		return fmt.Errorf("append %s: %w", e.Type, err)
+	}
+	seq, err := s.Append(ctx, h.Route, e, h.LastSeq)
+	if err != nil {
+		return err
+	}
+	h.Events = append(h.Events, e)
+	h.LastSeq = seq
+	*intent = *next
+	return nil
+}
