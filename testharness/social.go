@@ -1,0 +1,876 @@
+package testharness
+
+import (
+	"cmp"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"html"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Post is one post as the fake social API stores and serves it. The JSON
+// fields are what the API returns; the `json:"-"` fields are bookkeeping a
+// test can inspect through SocialAPI.Posts.
+type Post struct {
+	ID         string    `json:"id"`
+	URL        string    `json:"url"`
+	AuthorID   string    `json:"author_id"`
+	Body       string    `json:"body"`
+	Assets     []string  `json:"assets"`
+	ParentID   string    `json:"parent_id,omitempty"`
+	Visibility string    `json:"visibility"`
+	CreatedAt  time.Time `json:"created_at"`
+
+	// VisibleAt is when the post becomes visible to list, get and its page.
+	VisibleAt time.Time `json:"-"`
+	// IdempotencyKey and AttemptID are the Idempotency-Key and
+	// X-Settle-Attempt headers of the POST that created the post ("" for
+	// injected posts).
+	IdempotencyKey string `json:"-"`
+	AttemptID      string `json:"-"`
+	// PageNotFound makes the public page 404 although the API has the post
+	// (the URL404 fault).
+	PageNotFound bool `json:"-"`
+	// Injected is true for posts planted with Inject (not an effect).
+	Injected bool `json:"-"`
+
+	seq int64
+}
+
+func (p Post) clone() Post {
+	p.Assets = slices.Clone(p.Assets)
+	if p.Assets == nil {
+		p.Assets = []string{}
+	}
+	return p
+}
+
+// listItem is a post as the list endpoint returns it when OmitBodyInList is
+// set: no body, no assets.
+type listItem struct {
+	ID         string    `json:"id"`
+	URL        string    `json:"url"`
+	AuthorID   string    `json:"author_id"`
+	ParentID   string    `json:"parent_id,omitempty"`
+	Visibility string    `json:"visibility"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+// SocialConfig configures the fake social API.
+type SocialConfig struct {
+	// Token is the bearer token every /v1 request must carry. When empty a
+	// random token is generated; read it back with SocialAPI.Token.
+	Token string
+	// Now is the server's clock (created_at, visibility). Default time.Now.
+	Now func() time.Time
+	// HonorIdempotencyKey: a POST whose Idempotency-Key already created a
+	// post gets that post back with 200 and creates nothing.
+	HonorIdempotencyKey bool
+	// PageSize is the list page size (default 50).
+	PageSize int
+	// OmitBodyInList: list items lack body and assets.
+	OmitBodyInList bool
+	// DefaultVisibilityDelay delays the visibility of every created post.
+	DefaultVisibilityDelay time.Duration
+}
+
+// SocialOption changes a SocialConfig; any func(*SocialConfig) will do.
+type SocialOption func(*SocialConfig)
+
+// WithSocialToken sets the bearer token.
+func WithSocialToken(token string) SocialOption {
+	return func(c *SocialConfig) { c.Token = token }
+}
+
+// WithSocialClock injects the server clock (see ManualClock).
+func WithSocialClock(now func() time.Time) SocialOption {
+	return func(c *SocialConfig) { c.Now = now }
+}
+
+// WithIdempotencyKeys makes the server honour Idempotency-Key.
+func WithIdempotencyKeys() SocialOption {
+	return func(c *SocialConfig) { c.HonorIdempotencyKey = true }
+}
+
+// WithSocialPageSize sets the list page size.
+func WithSocialPageSize(n int) SocialOption {
+	return func(c *SocialConfig) { c.PageSize = n }
+}
+
+// WithOmitBodyInList makes list items omit body and assets.
+func WithOmitBodyInList() SocialOption {
+	return func(c *SocialConfig) { c.OmitBodyInList = true }
+}
+
+// WithVisibilityDelay delays the visibility of every created post.
+func WithVisibilityDelay(d time.Duration) SocialOption {
+	return func(c *SocialConfig) { c.DefaultVisibilityDelay = d }
+}
+
+// FaultKind names what a Fault does to one POST.
+type FaultKind int
+
+// Fault kinds. See the constructor of the same name for each.
+const (
+	FaultNone FaultKind = iota
+	FaultCommitThenDrop
+	FaultResetBeforeCommit
+	FaultDelay
+	FaultStatus
+	FaultVisibilityDelay
+	FaultDuplicate
+	FaultWrongAuthor
+	FaultWrongParent
+	FaultMissingAsset
+	FaultURL404
+	FaultDraft
+)
+
+var faultNames = map[FaultKind]string{
+	FaultNone:              "none",
+	FaultCommitThenDrop:    "commit_then_drop",
+	FaultResetBeforeCommit: "reset_before_commit",
+	FaultDelay:             "delay",
+	FaultStatus:            "status",
+	FaultVisibilityDelay:   "visibility_delay",
+	FaultDuplicate:         "duplicate",
+	FaultWrongAuthor:       "wrong_author",
+	FaultWrongParent:       "wrong_parent",
+	FaultMissingAsset:      "missing_asset",
+	FaultURL404:            "url_404",
+	FaultDraft:             "draft",
+}
+
+func (k FaultKind) String() string {
+	if s, ok := faultNames[k]; ok {
+		return s
+	}
+	return "fault(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Fault is what the next POST will suffer. Kind selects the behaviour;
+// Duration, Code and ID are its parameter. Drop, on a kind that commits,
+// closes the connection without a response after the commit (and after the
+// delay, for FaultDelay): "draft + response dropped" is Draft().Dropped().
+type Fault struct {
+	Kind     FaultKind
+	Duration time.Duration // FaultDelay, FaultVisibilityDelay
+	Code     int           // FaultStatus
+	ID       string        // FaultWrongAuthor, FaultWrongParent
+	Drop     bool
+}
+
+// Dropped returns f with Drop set.
+func (f Fault) Dropped() Fault { f.Drop = true; return f }
+
+func (f Fault) String() string {
+	s := f.Kind.String()
+	switch f.Kind {
+	case FaultDelay, FaultVisibilityDelay:
+		s += "(" + f.Duration.String() + ")"
+	case FaultStatus:
+		s += "(" + strconv.Itoa(f.Code) + ")"
+	case FaultWrongAuthor, FaultWrongParent:
+		s += "(" + f.ID + ")"
+	}
+	if f.Drop {
+		s += "+drop"
+	}
+	return s
+}
+
+// CommitThenDrop creates the post, then closes the connection without any
+// response: server-side success, the client sees EOF or a reset.
+func CommitThenDrop() Fault { return Fault{Kind: FaultCommitThenDrop} }
+
+// ResetBeforeCommit reads the request, creates nothing and resets the
+// connection (TCP RST): server-side failure, the client sees a reset.
+func ResetBeforeCommit() Fault { return Fault{Kind: FaultResetBeforeCommit} }
+
+// Delay creates the post, then waits d before responding. The wait ends
+// early when the client goes away or the server is closed.
+func Delay(d time.Duration) Fault { return Fault{Kind: FaultDelay, Duration: d} }
+
+// Status answers with code and a small JSON error body; creates nothing.
+func Status(code int) Fault { return Fault{Kind: FaultStatus, Code: code} }
+
+// VisibilityDelay creates the post invisible to list, get and its page
+// until the clock reaches created_at+d.
+func VisibilityDelay(d time.Duration) Fault { return Fault{Kind: FaultVisibilityDelay, Duration: d} }
+
+// Duplicate creates two identical posts (two effects) and answers with the
+// first.
+func Duplicate() Fault { return Fault{Kind: FaultDuplicate} }
+
+// WrongAuthor stores the post with author_id set to id.
+func WrongAuthor(id string) Fault { return Fault{Kind: FaultWrongAuthor, ID: id} }
+
+// WrongParent stores the post with parent_id set to id.
+func WrongParent(id string) Fault { return Fault{Kind: FaultWrongParent, ID: id} }
+
+// MissingAsset stores the post without its assets.
+func MissingAsset() Fault { return Fault{Kind: FaultMissingAsset} }
+
+// URL404 stores the post normally but its public page answers 404.
+func URL404() Fault { return Fault{Kind: FaultURL404} }
+
+// Draft stores the post with visibility "draft" (its page answers 404).
+func Draft() Fault { return Fault{Kind: FaultDraft} }
+
+// WriteRecord is what the fake saw of one POST /v1/posts.
+type WriteRecord struct {
+	IdempotencyKey string
+	AttemptID      string
+	Fault          Fault
+	// Status is the HTTP status the server answered (under a Delay fault, the
+	// one it answers after the delay, which a client that timed out never
+	// reads); 0 when the connection was dropped or reset instead.
+	Status int
+	// PostIDs are the posts this POST created.
+	PostIDs []string
+	// Replay is true when an honoured Idempotency-Key returned an earlier post.
+	Replay bool
+}
+
+// SocialAPI is a fake social-network posting API on a real HTTP server. It
+// counts effects (posts created through POST) and fails on purpose (Next).
+// All methods are safe for concurrent use.
+type SocialAPI struct {
+	srv   *httptest.Server
+	cfg   SocialConfig
+	token string
+
+	closeOnce sync.Once
+	closed    chan struct{}
+
+	mu          sync.Mutex
+	seq         int64
+	posts       []*Post
+	byID        map[string]*Post
+	firstForKey map[string]string // idempotency key -> first post id
+	effects     int
+	effectsKey  map[string]int
+	writes      int
+	reads       int
+	listCalls   int
+	faults      []Fault
+	writeLog    []WriteRecord
+}
+
+// NewSocialAPI starts a fake social API for a test and closes it with
+// t.Cleanup.
+func NewSocialAPI(t testing.TB, opts ...SocialOption) *SocialAPI {
+	t.Helper()
+	var cfg SocialConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s := NewSocialAPIServer(cfg)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// NewSocialAPIServer starts a fake social API outside a test (benchmarks,
+// demos). The caller must Close it.
+func NewSocialAPIServer(cfg SocialConfig) *SocialAPI {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.PageSize <= 0 {
+		cfg.PageSize = 50
+	}
+	token := cfg.Token
+	if token == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		token = "fake_" + hex.EncodeToString(b[:])
+	}
+	s := &SocialAPI{
+		cfg:         cfg,
+		token:       token,
+		closed:      make(chan struct{}),
+		byID:        map[string]*Post{},
+		firstForKey: map[string]string{},
+		effectsKey:  map[string]int{},
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/posts", s.handleCreate)
+	mux.HandleFunc("GET /v1/posts/{id}", s.handleGet)
+	mux.HandleFunc("GET /v1/accounts/{account}/posts", s.handleList)
+	mux.HandleFunc("GET /p/{id}", s.handlePage)
+	s.srv = httptest.NewServer(mux)
+	return s
+}
+
+// Close stops the server. Pending Delay faults end at once. Safe to call
+// more than once.
+func (s *SocialAPI) Close() {
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		s.srv.Close()
+	})
+}
+
+// URL is the server's base URL (no trailing slash).
+func (s *SocialAPI) URL() string { return s.srv.URL }
+
+// Token is the bearer token the server requires.
+func (s *SocialAPI) Token() string { return s.token }
+
+// Next queues faults; each POST that passes authentication consumes one, in
+// order. A POST with no queued fault behaves normally.
+func (s *SocialAPI) Next(f ...Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, f...)
+}
+
+// PendingFaults is how many queued faults have not been consumed yet.
+func (s *SocialAPI) PendingFaults() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.faults)
+}
+
+// Inject plants a post directly, as if someone else had posted it; it is not
+// an effect. Empty ID, URL, Visibility, CreatedAt and VisibleAt are filled in
+// (VisibleAt defaults to CreatedAt). It returns the stored post.
+func (s *SocialAPI) Inject(p Post) Post {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	p.seq = s.seq
+	if p.ID == "" {
+		p.ID = "p_" + strconv.FormatInt(p.seq, 10)
+	}
+	if p.URL == "" {
+		p.URL = s.srv.URL + "/p/" + p.ID
+	}
+	if p.Visibility == "" {
+		p.Visibility = "public"
+	}
+	if p.CreatedAt.IsZero() {
+		p.CreatedAt = s.cfg.Now().UTC()
+	}
+	if p.VisibleAt.IsZero() {
+		p.VisibleAt = p.CreatedAt
+	}
+	p.Injected = true
+	p = p.clone()
+	stored := p
+	s.posts = append(s.posts, &stored)
+	s.byID[stored.ID] = &stored
+	return stored.clone()
+}
+
+// Effects is the number of posts created through POST (duplicates count
+// twice; injected posts not at all).
+func (s *SocialAPI) Effects() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.effects
+}
+
+// EffectsForKey is the number of posts created by POSTs that carried
+// Idempotency-Key key.
+func (s *SocialAPI) EffectsForKey(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.effectsKey[key]
+}
+
+// Writes is the number of POST /v1/posts requests received, whatever
+// happened to them.
+func (s *SocialAPI) Writes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writes
+}
+
+// Reads is the number of list and get requests received.
+func (s *SocialAPI) Reads() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reads
+}
+
+// ListCalls is the number of list requests received.
+func (s *SocialAPI) ListCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listCalls
+}
+
+// Posts returns a copy of every stored post, in creation order.
+func (s *SocialAPI) Posts() []Post {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Post, len(s.posts))
+	for i, p := range s.posts {
+		out[i] = p.clone()
+	}
+	return out
+}
+
+// WriteLog returns what the server saw of each POST, in arrival order
+// (requests refused with 401 included, with a zero Fault). An entry is
+// complete once its client has observed the outcome; before that it may
+// hold only the headers.
+func (s *SocialAPI) WriteLog() []WriteRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]WriteRecord, len(s.writeLog))
+	for i, w := range s.writeLog {
+		w.PostIDs = slices.Clone(w.PostIDs)
+		out[i] = w
+	}
+	return out
+}
+
+// --- HTTP ---
+
+type createRequest struct {
+	Account  string   `json:"account"`
+	Body     *string  `json:"body"`
+	Assets   []string `json:"assets"`
+	ParentID string   `json:"parent_id"`
+}
+
+func (s *SocialAPI) authorized(r *http.Request) bool {
+	h := r.Header.Get("Authorization")
+	const prefix = "Bearer "
+	if len(h) < len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(h[len(prefix):]), []byte(s.token)) == 1
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, `{"error":{"code":"internal"}}`, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// writeError answers with a JSON error. Messages are fixed strings: nothing
+// from the request (and never the token) is echoed.
+func writeError(w http.ResponseWriter, code int, errCode, msg string) {
+	writeJSON(w, code, map[string]any{"error": map[string]string{"code": errCode, "message": msg}})
+}
+
+// record stores rec at index i of the write log. It is called before the
+// client gets its answer (or loses it), so the log is final by the time the
+// client has observed the outcome.
+func (s *SocialAPI) record(i int, rec WriteRecord) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writeLog[i] = rec
+}
+
+func (s *SocialAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
+	rec := WriteRecord{
+		IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		AttemptID:      r.Header.Get("X-Settle-Attempt"),
+	}
+	s.mu.Lock()
+	s.writes++
+	idx := len(s.writeLog)
+	s.writeLog = append(s.writeLog, rec)
+	s.mu.Unlock()
+
+	if !s.authorized(r) {
+		rec.Status = http.StatusUnauthorized
+		s.record(idx, rec)
+		writeError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid bearer token")
+		return
+	}
+	raw, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+
+	s.mu.Lock()
+	var f Fault
+	if len(s.faults) > 0 {
+		f = s.faults[0]
+		s.faults = s.faults[1:]
+	}
+	s.mu.Unlock()
+	rec.Fault = f
+
+	switch f.Kind {
+	case FaultResetBeforeCommit:
+		s.record(idx, rec)
+		resetConn(w)
+		return
+	case FaultStatus:
+		rec.Status = f.Code
+		s.record(idx, rec)
+		writeError(w, f.Code, "injected", "injected failure: "+http.StatusText(f.Code))
+		return
+	}
+	if readErr != nil {
+		rec.Status = http.StatusBadRequest
+		s.record(idx, rec)
+		writeError(w, http.StatusBadRequest, "bad_request", "cannot read the request body")
+		return
+	}
+	req, msg := parseCreate(raw)
+	if msg != "" {
+		rec.Status = http.StatusBadRequest
+		s.record(idx, rec)
+		writeError(w, http.StatusBadRequest, "invalid_request", msg)
+		return
+	}
+
+	resp, code := s.commit(req, &rec, f)
+	drop := f.Kind == FaultCommitThenDrop || f.Drop
+	if !drop {
+		rec.Status = code
+	}
+	s.record(idx, rec)
+
+	if f.Kind == FaultDelay && f.Duration > 0 {
+		timer := time.NewTimer(f.Duration)
+		select {
+		case <-timer.C:
+		case <-r.Context().Done():
+		case <-s.closed:
+		}
+		timer.Stop()
+	}
+	if drop {
+		dropConn(w)
+		return
+	}
+	writeJSON(w, code, resp)
+}
+
+func parseCreate(raw []byte) (createRequest, string) {
+	var req createRequest
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, "the body is not a valid post object"
+	}
+	if dec.More() {
+		return req, "trailing data after the post object"
+	}
+	if req.Account == "" {
+		return req, "account is required"
+	}
+	if req.Body == nil {
+		return req, "body is required"
+	}
+	for i, a := range req.Assets {
+		if !isSHA256Hex(a) {
+			return req, fmt.Sprintf("assets[%d] is not a lowercase hex sha256", i)
+		}
+	}
+	return req, ""
+}
+
+func isSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// commit stores the post(s) a POST creates (or finds the replayed one) and
+// returns the response body and status.
+func (s *SocialAPI) commit(req createRequest, rec *WriteRecord, f Fault) (Post, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := rec.IdempotencyKey
+	if s.cfg.HonorIdempotencyKey && key != "" {
+		if id, ok := s.firstForKey[key]; ok {
+			rec.Replay = true
+			return s.byID[id].clone(), http.StatusOK
+		}
+	}
+	now := s.cfg.Now().UTC()
+	p := Post{
+		AuthorID:       req.Account,
+		Body:           *req.Body,
+		Assets:         slices.Clone(req.Assets),
+		ParentID:       req.ParentID,
+		Visibility:     "public",
+		CreatedAt:      now,
+		VisibleAt:      now.Add(s.cfg.DefaultVisibilityDelay),
+		IdempotencyKey: key,
+		AttemptID:      rec.AttemptID,
+	}
+	switch f.Kind {
+	case FaultVisibilityDelay:
+		p.VisibleAt = now.Add(f.Duration)
+	case FaultWrongAuthor:
+		p.AuthorID = f.ID
+	case FaultWrongParent:
+		p.ParentID = f.ID
+	case FaultMissingAsset:
+		p.Assets = nil
+	case FaultURL404:
+		p.PageNotFound = true
+	case FaultDraft:
+		p.Visibility = "draft"
+	}
+	n := 1
+	if f.Kind == FaultDuplicate {
+		n = 2
+	}
+	var first Post
+	for i := 0; i < n; i++ {
+		s.seq++
+		c := p.clone()
+		c.seq = s.seq
+		c.ID = "p_" + strconv.FormatInt(c.seq, 10)
+		c.URL = s.srv.URL + "/p/" + c.ID
+		s.posts = append(s.posts, &c)
+		s.byID[c.ID] = &c
+		s.effects++
+		if key != "" {
+			s.effectsKey[key]++
+			if _, ok := s.firstForKey[key]; !ok {
+				s.firstForKey[key] = c.ID
+			}
+		}
+		rec.PostIDs = append(rec.PostIDs, c.ID)
+		if i == 0 {
+			first = c.clone()
+		}
+	}
+	return first, http.StatusCreated
+}
+
+// dropConn closes the connection without writing a response.
+func dropConn(w http.ResponseWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic("testharness: the response writer cannot be hijacked")
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	_ = conn.Close()
+}
+
+// resetConn closes the connection with SO_LINGER 0, which sends a TCP RST.
+func resetConn(w http.ResponseWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic("testharness: the response writer cannot be hijacked")
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+}
+
+func (p *Post) visible(now time.Time) bool { return !now.Before(p.VisibleAt) }
+
+func (s *SocialAPI) handleGet(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.reads++
+	s.mu.Unlock()
+	if !s.authorized(r) {
+		writeError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid bearer token")
+		return
+	}
+	id := r.PathValue("id")
+	s.mu.Lock()
+	p, ok := s.byID[id]
+	var out Post
+	if ok && p.visible(s.cfg.Now()) {
+		out = p.clone()
+	} else {
+		ok = false
+	}
+	s.mu.Unlock()
+	if !ok {
+		writeError(w, http.StatusNotFound, "not_found", "no such post")
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+type listResponse struct {
+	Items      []any  `json:"items"`
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// Cursors are "<created_at unix nanos>.<seq>" of the last item returned; the
+// next page starts strictly after it in (created_at desc, seq desc) order,
+// so posts created between pages do not shift it.
+func parseCursor(c string) (int64, int64, bool) {
+	a, b, ok := strings.Cut(c, ".")
+	if !ok {
+		return 0, 0, false
+	}
+	ns, err1 := strconv.ParseInt(a, 10, 64)
+	seq, err2 := strconv.ParseInt(b, 10, 64)
+	return ns, seq, err1 == nil && err2 == nil
+}
+
+func (s *SocialAPI) handleList(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.reads++
+	s.listCalls++
+	s.mu.Unlock()
+	if !s.authorized(r) {
+		writeError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid bearer token")
+		return
+	}
+	account := r.PathValue("account")
+	q := r.URL.Query()
+	var since, until time.Time
+	var err error
+	if v := q.Get("since"); v != "" {
+		if since, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request", "since is not an RFC 3339 time")
+			return
+		}
+	}
+	if v := q.Get("until"); v != "" {
+		if until, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request", "until is not an RFC 3339 time")
+			return
+		}
+	}
+	var curNS, curSeq int64
+	hasCursor := false
+	if v := q.Get("cursor"); v != "" {
+		var ok bool
+		if curNS, curSeq, ok = parseCursor(v); !ok {
+			writeError(w, http.StatusBadRequest, "invalid_request", "cursor is invalid")
+			return
+		}
+		hasCursor = true
+	}
+
+	s.mu.Lock()
+	now := s.cfg.Now()
+	var match []Post
+	for _, p := range s.posts {
+		if p.AuthorID != account || !p.visible(now) {
+			continue
+		}
+		if !since.IsZero() && p.CreatedAt.Before(since) {
+			continue
+		}
+		if !until.IsZero() && p.CreatedAt.After(until) {
+			continue
+		}
+		match = append(match, p.clone())
+	}
+	pageSize := s.cfg.PageSize
+	omit := s.cfg.OmitBodyInList
+	s.mu.Unlock()
+
+	// Newest first; equal created_at by creation order, newest first.
+	slices.SortFunc(match, func(a, b Post) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.seq, a.seq)
+	})
+	if hasCursor {
+		i := 0
+		for i < len(match) {
+			ns := match[i].CreatedAt.UnixNano()
+			if ns < curNS || (ns == curNS && match[i].seq < curSeq) {
+				break
+			}
+			i++
+		}
+		match = match[i:]
+	}
+	resp := listResponse{Items: []any{}}
+	if len(match) > pageSize {
+		last := match[pageSize-1]
+		resp.NextCursor = strconv.FormatInt(last.CreatedAt.UnixNano(), 10) + "." + strconv.FormatInt(last.seq, 10)
+		match = match[:pageSize]
+	}
+	for _, p := range match {
+		if omit {
+			resp.Items = append(resp.Items, listItem{ID: p.ID, URL: p.URL, AuthorID: p.AuthorID, ParentID: p.ParentID, Visibility: p.Visibility, CreatedAt: p.CreatedAt})
+		} else {
+			resp.Items = append(resp.Items, p)
+		}
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *SocialAPI) handlePage(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	p, ok := s.byID[id]
+	var body string
+	if ok {
+		ok = p.visible(s.cfg.Now()) && p.Visibility == "public" && !p.PageNotFound
+		body = p.Body
+	}
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if !ok {
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, "<!doctype html><title>Not found</title><p>This post is not available.</p>\n")
+		return
+	}
+	_, _ = fmt.Fprintf(w, "<!doctype html><title>Post %s</title><article>%s</article>\n", html.EscapeString(id), html.EscapeString(body))
+}
+
+// ManualClock is a clock a test moves by hand; pass its Now to
+// WithSocialClock. Safe for concurrent use.
+type ManualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewManualClock returns a clock set to t.
+func NewManualClock(t time.Time) *ManualClock { return &ManualClock{now: t} }
+
+// Now returns the clock's time.
+func (c *ManualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward by d.
+func (c *ManualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// Set sets the clock to t.
+func (c *ManualClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
