@@ -139,3 +139,11 @@ type Adapter interface {
 type PayloadNormalizer interface {
 	NormalizePayload(payload json.RawMessage) (json.RawMessage, error)
 }
+
+// Resembler is optional: it tells whether a record's payload, though not
+// equal to the intent's, looks like a damaged copy of it (the same text
+// with an asset missing, say). The reconciler hands such near matches to a
+// human instead of retrying, because a retry could duplicate the post.
+type Resembler interface {
+	Resembles(intentPayload, recordPayload json.RawMessage) bool
+}

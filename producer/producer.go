@@ -360,8 +360,9 @@ func (p *Producer) write(ctx context.Context, route Route, h *History, intent *f
 	if err := p.appendTo(ctx, h, intent, attemptID, started); err != nil {
 		return nil, err
 	}
-	// WriteStarted is acknowledged: only now may the request leave.
-	callCtx, cancel := context.WithDeadline(ctx, deadline)
+	// WriteStarted is acknowledged: only now may the request leave. The
+	// call's own timeout is real time (the injected clock may be a test's).
+	callCtx, cancel := context.WithTimeout(ctx, intent.Recorded.Policy.AttemptDeadline.D())
 	res, callErr := route.Adapter.Write(callCtx, adapter.WriteRequest{
 		IntentID: intent.ID, AttemptID: attemptID, RequestID: intent.Recorded.RequestID,
 		IdempotencyKey: intent.Recorded.IdempotencyKey, Account: intent.Recorded.Account,

@@ -53,6 +53,7 @@ type Adapter struct {
 var (
 	_ adapter.Adapter           = (*Adapter)(nil)
 	_ adapter.PayloadNormalizer = (*Adapter)(nil)
+	_ adapter.Resembler         = (*Adapter)(nil)
 )
 
 func configError(field, reason string) error {
@@ -494,4 +495,12 @@ func (a *Adapter) Probe(ctx context.Context, liveURL string) (int, error) {
 		return 0, fmt.Errorf("social: probe: %w", err)
 	}
 	return resp.StatusCode, nil
+}
+
+// Resembles reports a post with the intent's text but other assets (an
+// image lost on the way, say): a near match, not ours for certain.
+func (a *Adapter) Resembles(intentPayload, recordPayload json.RawMessage) bool {
+	ip, err1 := parsePayload(intentPayload)
+	rp, err2 := parsePayload(recordPayload)
+	return err1 == nil && err2 == nil && ip.Body == rp.Body
 }

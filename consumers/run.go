@@ -1,0 +1,243 @@
+package consumers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/producer"
+)
+
+// consumerConfig is the durable pull consumer every worker shares. Every
+// event of every intent is delivered; the message of an intent's LATEST
+// event is the intent's wake-up: it is Nak'ed with a delay while the intent
+// waits (eventual consistency, in-progress polling, a lease, a deadline)
+// and acked when the intent needs no reconciler. Older events' messages
+// are acked at once. Pending messages live in the consumer's replicated
+// state, so waiting survives the restart of any worker or server; the
+// times that decide anything are on the log, the delay is only a hint.
+func (r *Reconciler) consumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       r.cfg.Durable,
+		Description:   "settle reconciler: wakes intents that wait for settlement",
+		FilterSubject: events.AllSubjects,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       r.cfg.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: r.cfg.MaxAckPending,
+	}
+}
+
+// Run consumes the stream until ctx ends, stepping every intent that its
+// messages wake. It returns nil when ctx is cancelled.
+func (r *Reconciler) Run(ctx context.Context) error {
+	cons, err := r.store.Stream().CreateOrUpdateConsumer(ctx, r.consumerConfig())
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("reconciler: consumer: %w", err)
+	}
+	for ctx.Err() == nil {
+		batch, err := cons.Fetch(r.cfg.Batch, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			r.cfg.Logger.Warn("reconciler: fetch failed; retrying", "err", err)
+			sleep(ctx, 200*time.Millisecond)
+			continue
+		}
+		var msgs []jetstream.Msg
+		for m := range batch.Messages() {
+			msgs = append(msgs, m)
+		}
+		r.handleBatch(ctx, msgs)
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+type wake struct {
+	msg      jetstream.Msg
+	route    string
+	intentID string
+}
+
+// handleBatch steps the intents woken by one fetch. Intents that will
+// search the same route and account share list calls.
+func (r *Reconciler) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
+	sc := newSearchCache()
+	var live []wake
+	for _, m := range msgs {
+		w, ok := r.triage(ctx, m, sc)
+		if ok {
+			live = append(live, w)
+		}
+	}
+	for _, w := range live {
+		if ctx.Err() != nil {
+			return // unacked: redelivered to a live worker after AckWait
+		}
+		res, err := r.step(ctx, w.route, w.intentID, sc)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			r.cfg.Logger.Warn("reconciler: step failed; will retry", "intent", w.intentID, "err", err)
+			_ = w.msg.NakWithDelay(r.cfg.Recheck)
+		case len(res.Appended) > 0:
+			// The appended events' own messages carry the intent on.
+			_ = w.msg.Ack()
+		case res.Done:
+			_ = w.msg.Ack()
+		default:
+			_ = w.msg.NakWithDelay(min(res.Wait, r.cfg.MaxWait))
+		}
+	}
+}
+
+// triage acks messages that no longer matter (an older event of the
+// intent, a settled intent, an undecodable subject) and plans the
+// searches of the rest.
+func (r *Reconciler) triage(ctx context.Context, m jetstream.Msg, sc *searchCache) (wake, bool) {
+	route, intentID, err := events.ParseSubject(m.Subject())
+	if err != nil {
+		r.cfg.Logger.Warn("reconciler: message on a foreign subject is skipped", "subject", m.Subject())
+		_ = m.Ack()
+		return wake{}, false
+	}
+	_, version, err := events.ParseMsgID(m.Headers().Get(jetstream.MsgIDHeader))
+	if err != nil {
+		r.cfg.Logger.Warn("reconciler: message without a valid Nats-Msg-Id is skipped", "subject", m.Subject())
+		_ = m.Ack()
+		return wake{}, false
+	}
+	h, err := r.store.Load(ctx, route, intentID)
+	if err != nil {
+		if errors.Is(err, producer.ErrCorruptHistory) {
+			r.cfg.Logger.Error("reconciler: intent history cannot be folded; left for audit", "intent", intentID, "err", err)
+			_ = m.Ack()
+			return wake{}, false
+		}
+		_ = m.NakWithDelay(r.cfg.Recheck)
+		return wake{}, false
+	}
+	if uint64(len(h.Events)) > version {
+		_ = m.Ack() // a newer event's message carries the intent
+		return wake{}, false
+	}
+	intent, err := h.Fold()
+	if err != nil {
+		r.cfg.Logger.Error("reconciler: intent history cannot be folded; left for audit", "intent", intentID, "err", err)
+		_ = m.Ack()
+		return wake{}, false
+	}
+	if rt, ok := r.prod.Route(route); ok && intent.State == fsm.Reconciling && strategyOf(rt.Adapter.Capabilities()) == "search" {
+		from, to := Window(intent)
+		sc.plan(route, intent.Recorded.Account, from, to)
+	}
+	if (intent.State == fsm.Unknown || intent.State == fsm.InProgress) && !r.cfg.Now().Before(intent.NextCheckAt) {
+		if rt, ok := r.prod.Route(route); ok && strategyOf(rt.Adapter.Capabilities()) == "search" {
+			from, to := Window(intent)
+			sc.plan(route, intent.Recorded.Account, from, to)
+		}
+	}
+	return wake{msg: m, route: route, intentID: intentID}, true
+}
+
+// Report is a dry run of reconciliation: what the search found and what
+// the checks say, with nothing appended and nothing written.
+type Report struct {
+	IntentID   string
+	State      fsm.State
+	Strategy   string
+	WindowFrom time.Time
+	WindowTo   time.Time
+	Candidates []events.CandidateRef
+	Checks     []events.Check
+	// Would is the event a real step would append next.
+	Would events.Type
+	Note  string
+}
+
+// DryRun reports what reconciling the intent would find, appending
+// nothing and writing nothing (only read-only calls are made).
+func (r *Reconciler) DryRun(ctx context.Context, route, intentID string) (*Report, error) {
+	h, err := r.store.Load(ctx, route, intentID)
+	if err != nil {
+		return nil, fmt.Errorf("dry run %s: %w", intentID, err)
+	}
+	i, err := h.Fold()
+	if err != nil {
+		return nil, fmt.Errorf("dry run %s: %w", intentID, err)
+	}
+	rt, ok := r.prod.Route(route)
+	if !ok {
+		return nil, fmt.Errorf("dry run %s: %w: %q", intentID, producer.ErrUnknownRoute, route)
+	}
+	caps := rt.Adapter.Capabilities()
+	rep := &Report{IntentID: intentID, State: i.State, Strategy: strategyOf(caps)}
+	rep.WindowFrom, rep.WindowTo = Window(i)
+	sim := i.Clone()
+	if caps.Search && !caps.StatusQuery {
+		d, err := r.bySearch(ctx, sim, rt, caps, nil)
+		if err != nil {
+			return nil, err
+		}
+		rep.Would = d.EventType()
+		switch v := d.(type) {
+		case *events.CandidateFoundData:
+			rep.Candidates = v.Candidates
+			sim.ExternalID, sim.LiveURL = v.ExternalID, v.LiveURL
+			vd, err := r.verify(ctx, sim, rt, caps)
+			if err != nil {
+				return nil, err
+			}
+			switch c := vd.(type) {
+			case *events.ReadbackPassedData:
+				rep.Checks = c.Receipt.Checks
+				rep.Note = "one exact match; readback passes: would confirm"
+			case *events.ReadbackFailedData:
+				rep.Checks = c.Checks
+				rep.Note = "one exact match; readback fails: would hand off"
+			}
+		case *events.ManualActionRequiredData:
+			rep.Candidates = v.Evidence.Candidates
+			rep.Note = v.Message
+		case *events.CheckDeferredData:
+			rep.Candidates = v.Candidates
+			rep.Note = "no exact match yet; the window is open: would wait"
+		case *events.SearchWindowElapsedData:
+			rep.Candidates = v.Candidates
+			rep.Note = "no exact match and the window closed: would be not_found"
+		}
+		return rep, nil
+	}
+	if caps.StatusQuery {
+		d, err := r.byStatus(ctx, sim, rt, caps)
+		if err != nil {
+			return nil, err
+		}
+		rep.Would = d.EventType()
+		rep.Note = "status query answered " + string(d.EventType())
+		return rep, nil
+	}
+	rep.Note = "the route has no status query and no search: would hand off"
+	rep.Would = events.ManualActionRequired
+	return rep, nil
+}
