@@ -158,7 +158,7 @@ func (r *Reconciler) bySearch(ctx context.Context, i *fsm.Intent, route producer
 		return &events.CandidateFoundData{ExternalID: exact[0].ExternalID, LiveURL: exact[0].LiveURL, Source: "search", Candidates: refs}, nil
 	case len(exact) > 1:
 		return &events.ManualActionRequiredData{Reason: events.ReasonDuplicateExactMatches, Owner: "operators",
-			Message: fmt.Sprintf("%d exact matches: the write executed more than once; nothing was picked or deleted", len(exact)),
+			Message:  fmt.Sprintf("%d exact matches: the write executed more than once; nothing was picked or deleted", len(exact)),
 			Evidence: events.Evidence{Candidates: refs, Attempts: attemptRefs(i), Queried: []string{"search by account and window"}}}, nil
 	}
 	from, to := Window(i)
