@@ -1,0 +1,199 @@
+package consumers
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/producer"
+	"github.com/settle-dev/settle/testharness"
+)
+
+// runWorkers starts n reconcilers with Run (half of them on their own
+// connection, like separate processes) and a driver that moves the clock
+// until done() holds. It fails the test if that takes too long.
+func (w *world) runWorkers(n int, step time.Duration, done func() bool) []*Reconciler {
+	w.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var rs []*Reconciler
+	for k := 0; k < n; k++ {
+		store := w.store
+		if k%2 == 1 {
+			_, js := w.node.Connect()
+			s, err := producer.OpenStore(ctx, js, producer.DefaultStoreConfig())
+			if err != nil {
+				w.t.Fatal(err)
+			}
+			store = s
+		}
+		r := w.reconciler(fmt.Sprintf("worker-%d", k), store)
+		rs = append(rs, r)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.Run(ctx); err != nil {
+				w.t.Error(err)
+			}
+		}()
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for !done() {
+		if time.Now().After(deadline) {
+			cancel()
+			wg.Wait()
+			w.t.Fatal("workers did not settle the intents in 90s")
+		}
+		time.Sleep(5 * time.Millisecond)
+		w.clock.Advance(step)
+	}
+	cancel()
+	wg.Wait()
+	return rs
+}
+
+func (w *world) allIn(ids []string, states ...fsm.State) func() bool {
+	return func() bool {
+		for _, id := range ids {
+			h, err := w.store.Load(context.Background(), "social_post", id)
+			if err != nil {
+				return false
+			}
+			i, err := h.Fold()
+			if err != nil {
+				w.t.Errorf("fold %s: %v", id, err)
+				return true
+			}
+			ok := false
+			for _, s := range states {
+				ok = ok || i.State == s
+			}
+			if !ok {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+func TestEightWorkersFiftyNotFoundIntentsExactlyOneRetryEach(t *testing.T) {
+	w := newWorld(t, func(p *events.Policy) {
+		p.SearchAfter = events.Duration(10 * time.Minute)
+	})
+	var ids []string
+	for k := 0; k < 50; k++ {
+		w.api.Next(testharness.ResetBeforeCommit())
+		res := w.execute(fmt.Sprintf("task:%d", k), fmt.Sprintf("post %d", k))
+		if res.State != fsm.Unknown {
+			t.Fatalf("intent %d: %s", k, res.State)
+		}
+		ids = append(ids, res.IntentID)
+	}
+	if w.api.Effects() != 0 {
+		t.Fatal("setup created effects")
+	}
+	w.runWorkers(8, 5*time.Second, w.allIn(ids, fsm.Confirmed, fsm.ManualAction))
+	for _, id := range ids {
+		i := w.intent(id)
+		h := w.history(id)
+		if i.State != fsm.Confirmed {
+			t.Errorf("%s: %s (%s)", id, i.State, i.ManualReason)
+		}
+		if got := w.api.EffectsForKey(i.Recorded.IdempotencyKey); got != 1 {
+			t.Errorf("%s: %d effects", id, got)
+		}
+		if count(h, events.WriteStarted) != 2 || count(h, events.SearchWindowElapsed) < 1 {
+			t.Errorf("%s: history %v", id, typesOf(h))
+		}
+		// A claim may expire under the fast clock, but only one claim is
+		// ever followed by a write.
+		if i.Attempts[1].ClaimOwner == "" {
+			t.Errorf("%s: retry without claim owner", id)
+		}
+	}
+	if w.api.Effects() != 50 || w.api.Writes() != 100 {
+		t.Fatalf("effects %d writes %d, want 50 and 100", w.api.Effects(), w.api.Writes())
+	}
+}
+
+func TestBatchedSearchSharesListCalls(t *testing.T) {
+	w := newWorld(t, nil)
+	var ids []string
+	for k := 0; k < 10; k++ {
+		w.api.Next(testharness.CommitThenDrop())
+		ids = append(ids, w.execute(fmt.Sprintf("task:%d", k), fmt.Sprintf("post %d", k)).IntentID)
+		w.clock.Advance(time.Second) // overlapping windows
+	}
+	r := w.reconciler("w1", nil)
+	ctx := context.Background()
+	cons, err := w.store.Stream().CreateOrUpdateConsumer(ctx, r.consumerConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Step 1: one fetch wakes all ten unknown intents; ReconcileStarted.
+	// Step 2: the next fetch holds their ReconcileStarted messages: the
+	// searches of all ten are planned together.
+	before := w.api.ListCalls()
+	for round := 0; round < 6; round++ {
+		batch, err := cons.Fetch(200, jetstream.FetchMaxWait(500*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var msgs []jetstream.Msg
+		for m := range batch.Messages() {
+			msgs = append(msgs, m)
+		}
+		r.handleBatch(ctx, msgs)
+		if w.allIn(ids, fsm.Confirmed)() {
+			break
+		}
+	}
+	if !w.allIn(ids, fsm.Confirmed)() {
+		t.Fatal("not all confirmed")
+	}
+	lists := w.api.ListCalls() - before
+	if lists >= len(ids) || lists < 1 {
+		t.Fatalf("%d list calls for %d intents: the batch did not share searches", lists, len(ids))
+	}
+	t.Logf("%d intents reconciled with %d list calls", len(ids), lists)
+}
+
+func TestRunSurvivesWorkerRestartWhileWaiting(t *testing.T) {
+	w := newWorld(t, nil)
+	w.api.Next(testharness.VisibilityDelay(3 * time.Minute).Dropped())
+	res := w.execute("task:1", "hello")
+	// A first worker runs while the post is invisible, then stops.
+	ctx, cancel := context.WithCancel(context.Background())
+	r1 := w.reconciler("first", nil)
+	go func() { _ = r1.Run(ctx) }()
+	waitUntil(t, func() bool { return count(w.history(res.IntentID), events.CheckDeferred) > 0 })
+	cancel()
+	// The server restarts too; a new worker on a new connection finishes.
+	w.node.Restart()
+	store, err := producer.OpenStore(context.Background(), w.node.JS, producer.DefaultStoreConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.store = store
+	w.runWorkers(1, 10*time.Second, w.allIn([]string{res.IntentID}, fsm.Confirmed))
+	if w.api.Effects() != 1 || w.api.Writes() != 1 {
+		t.Fatalf("effects %d writes %d", w.api.Effects(), w.api.Writes())
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 30s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
