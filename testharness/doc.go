@@ -4,5 +4,6 @@
 // that count effects and fail on purpose, a seeded simulation and the
 // invariant checks it asserts.
 //
-// It never mocks NATS. Production code must never import testharness.
+// It never mocks NATS. Only tests, benchmarks and the self-contained
+// `settle demo` import it; the settle service (serve) never does.
 package testharness

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	m := &Main{Stdout: os.Stdout, Stderr: os.Stderr}
+	if err := m.Run(ctx, os.Args[1:]); err != nil {
+		if errors.Is(err, errUsage) {
+			os.Exit(2)
+		}
+		fmt.Fprintln(os.Stderr, "settle:", err)
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("usage")
+
+// Main runs one settle command.
+type Main struct {
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+const usage = `settle records every external write before it happens and settles lost responses without a second write.
+
+Usage:
+  settle demo [--keep DIR]   a post whose response is dropped, reconciled to a receipt (embedded NATS, fake API)
+  settle version
+
+Run 'settle <command> -h' for a command's flags.
+`
+
+// Run dispatches args to a command.
+func (m *Main) Run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(m.Stderr, usage)
+		return errUsage
+	}
+	switch args[0] {
+	case "demo":
+		return m.demo(ctx, args[1:])
+	case "version":
+		fmt.Fprintln(m.Stdout, "settle", version)
+		return nil
+	case "-h", "--help", "help":
+		fmt.Fprint(m.Stdout, usage)
+		return nil
+	}
+	fmt.Fprintf(m.Stderr, "settle: unknown command %q\n\n%s", args[0], usage)
+	return errUsage
+}
+
+const version = "0.1.0-dev"
