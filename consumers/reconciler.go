@@ -115,6 +115,7 @@ type Reconciler struct {
 	// write; an error aborts the step as if the worker died there.
 	hookAfterClaim func(intentID string) error
 	readCalls      countingReads
+	cache          historyCache
 }
 
 type countingReads struct {
@@ -167,7 +168,7 @@ func (r *Reconciler) Step(ctx context.Context, route, intentID string) (StepResu
 func (r *Reconciler) step(ctx context.Context, route, intentID string, sc *searchCache) (StepResult, error) {
 	var res StepResult
 	for i := 0; i < 16; i++ {
-		h, err := r.store.Load(ctx, route, intentID)
+		h, err := r.cache.load(ctx, r.store, route, intentID)
 		if err != nil {
 			return res, fmt.Errorf("step %s: %w", intentID, err)
 		}
@@ -178,7 +179,10 @@ func (r *Reconciler) step(ctx context.Context, route, intentID string, sc *searc
 		res.State = intent.State
 		next, wait, err := r.advance(ctx, h, intent, sc)
 		if errors.Is(err, producer.ErrConflict) {
-			continue // another worker moved it: reload and look again
+			continue // another worker moved it: refresh and look again
+		}
+		if err == nil {
+			_, _ = r.cache.put(h, nil) // keep what this step appended
 		}
 		if err != nil {
 			return res, err

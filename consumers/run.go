@@ -127,7 +127,7 @@ func (r *Reconciler) triage(ctx context.Context, m jetstream.Msg, sc *searchCach
 		_ = m.Ack()
 		return wake{}, false
 	}
-	h, err := r.store.Load(ctx, route, intentID)
+	h, err := r.cache.load(ctx, r.store, route, intentID)
 	if err != nil {
 		if errors.Is(err, producer.ErrCorruptHistory) {
 			r.cfg.Logger.Error("reconciler: intent history cannot be folded; left for audit", "intent", intentID, "err", err)

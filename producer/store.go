@@ -263,29 +263,41 @@ func isWrongLastSeq(err error) bool {
 // Events this version cannot decode make it fail with ErrCorruptHistory:
 // an intent is never folded from a partial history.
 func (s *Store) Load(ctx context.Context, route, intentID string) (*History, error) {
-	subject := events.Subject(route, intentID)
 	h := &History{Route: route}
-	var seq uint64 = 1
-	for {
-		m, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("load %s: %w", intentID, err)
-		}
-		e, err := events.Decode(m.Data)
-		if err != nil {
-			return nil, fmt.Errorf("load %s seq %d: %w: %w", intentID, m.Sequence, ErrCorruptHistory, err)
-		}
-		h.Events = append(h.Events, e)
-		h.LastSeq = m.Sequence
-		seq = m.Sequence + 1
+	if err := s.Refresh(ctx, h, intentID); err != nil {
+		return nil, err
 	}
 	if len(h.Events) == 0 {
 		return nil, fmt.Errorf("load %s: %w", intentID, ErrNotFound)
 	}
 	return h, nil
+}
+
+// Refresh appends to h the intent's events stored after h.LastSeq. The
+// stream is append-only (no delete, no purge), so a cached history only
+// ever grows: refreshing costs one read per new event plus one.
+func (s *Store) Refresh(ctx context.Context, h *History, intentID string) error {
+	subject := events.Subject(h.Route, intentID)
+	seq := h.LastSeq + 1
+	for {
+		m, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("load %s: %w", intentID, err)
+		}
+		e, err := events.Decode(m.Data)
+		if err != nil {
+			return fmt.Errorf("load %s seq %d: %w: %w", intentID, m.Sequence, ErrCorruptHistory, err)
+		}
+		if e.IntentID != intentID || e.Version != uint64(len(h.Events))+1 {
+			return fmt.Errorf("load %s seq %d: %w: event %s out of order", intentID, m.Sequence, ErrCorruptHistory, e.EventID)
+		}
+		h.Events = append(h.Events, e)
+		h.LastSeq = m.Sequence
+		seq = m.Sequence + 1
+	}
 }
 
 // FindRoute returns the route of an intent id by looking for its subject
