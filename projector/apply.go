@@ -1,0 +1,399 @@
+package projector
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fsm"
+)
+
+// Quarantine codes: why an event was not applied.
+const (
+	QuarantineUnknownSchema     = "unknown_schema"
+	QuarantineUnknownType       = "unknown_type"
+	QuarantineMalformed         = "malformed"
+	QuarantineMissingField      = "missing_field"
+	QuarantineInvalidField      = "invalid_field"
+	QuarantineBadID             = "bad_id"
+	QuarantineBadSubject        = "bad_subject"      // not settle.intents.<route>.<intent_id>
+	QuarantineSubjectMismatch   = "subject_mismatch" // envelope intent_id is not the subject's
+	QuarantineRouteMismatch     = "route_mismatch"   // recorded route is not the subject's
+	QuarantineIllegalTransition = "illegal_transition"
+	QuarantineGuardRefused      = "guard_refused"
+	QuarantineBadHistory        = "bad_history" // version gap or duplicate, mixed intents
+)
+
+func decodeCode(err error) string {
+	switch {
+	case errors.Is(err, events.ErrUnknownSchema):
+		return QuarantineUnknownSchema
+	case errors.Is(err, events.ErrUnknownType):
+		return QuarantineUnknownType
+	case errors.Is(err, events.ErrMissingField):
+		return QuarantineMissingField
+	case errors.Is(err, events.ErrBadID):
+		return QuarantineBadID
+	case errors.Is(err, events.ErrInvalidField):
+		return QuarantineInvalidField
+	default:
+		return QuarantineMalformed
+	}
+}
+
+func foldCode(err error) string {
+	switch {
+	case errors.Is(err, fsm.ErrIllegalTransition):
+		return QuarantineIllegalTransition
+	case errors.Is(err, fsm.ErrGuard):
+		return QuarantineGuardRefused
+	default:
+		return QuarantineBadHistory
+	}
+}
+
+// stmts are the writer's prepared statements.
+type stmts struct {
+	insertEvent, upsertIntent, upsertReceipt, deleteReceipt, insertQuarantine, loadEvents *sql.Stmt
+}
+
+const upsertIntentSQL = `INSERT INTO intents (intent_id, tenant, route, account, request_id, idempotency_key,
+	state, attempts, external_id, live_url, last_event_type, last_event_at, version, last_seq, next_check_at,
+	manual_reason, manual_owner, evidence, failure, unknown_since, created_at, updated_at, payload_sha256, planned_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (intent_id) DO UPDATE SET
+	state = excluded.state, attempts = excluded.attempts, external_id = excluded.external_id,
+	live_url = excluded.live_url, last_event_type = excluded.last_event_type,
+	last_event_at = excluded.last_event_at, version = excluded.version, last_seq = excluded.last_seq,
+	next_check_at = excluded.next_check_at, manual_reason = excluded.manual_reason,
+	manual_owner = excluded.manual_owner, evidence = excluded.evidence, failure = excluded.failure,
+	unknown_since = excluded.unknown_since, updated_at = excluded.updated_at`
+
+const upsertReceiptSQL = `INSERT INTO receipts (intent_id, external_id, live_url, payload_sha256, source,
+	readback_at, checks, request_id, idempotency_key, attempt_id)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (intent_id) DO UPDATE SET
+	external_id = excluded.external_id, live_url = excluded.live_url, payload_sha256 = excluded.payload_sha256,
+	source = excluded.source, readback_at = excluded.readback_at, checks = excluded.checks,
+	request_id = excluded.request_id, idempotency_key = excluded.idempotency_key, attempt_id = excluded.attempt_id`
+
+func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
+	var err error
+	prep := func(q string) *sql.Stmt {
+		if err != nil {
+			return nil
+		}
+		var st *sql.Stmt
+		st, err = db.PrepareContext(ctx, q)
+		return st
+	}
+	s.insertEvent = prep(`INSERT INTO events (seq, intent_id, version, type, at, actor, attempt_id, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+	s.upsertIntent = prep(upsertIntentSQL)
+	s.upsertReceipt = prep(upsertReceiptSQL)
+	s.deleteReceipt = prep(`DELETE FROM receipts WHERE intent_id = ?`)
+	s.insertQuarantine = prep(`INSERT INTO quarantine (seq, subject, intent_id, code, reason, raw) VALUES (?, ?, ?, ?, ?, ?)`)
+	s.loadEvents = prep(`SELECT seq, raw FROM events WHERE intent_id = ? ORDER BY version`)
+	if err != nil {
+		s.close()
+		return fmt.Errorf("prepare: %w", err)
+	}
+	return nil
+}
+
+func (s *stmts) close() {
+	for _, st := range []*sql.Stmt{s.insertEvent, s.upsertIntent, s.upsertReceipt, s.deleteReceipt, s.insertQuarantine, s.loadEvents} {
+		if st != nil {
+			st.Close()
+		}
+	}
+}
+
+// batchTx is one batch being applied: its transaction and the intents it
+// changed, which reach the cache only once the transaction commits.
+type batchTx struct {
+	ctx                                         context.Context
+	insertEvent, upsertReceipt, deleteReceipt   *sql.Stmt
+	upsertIntent, insertQuarantine, loadEvents  *sql.Stmt
+	pending                                     map[string]*folded
+	hadReceipt                                  map[string]bool
+	order                                       []string
+	applied, quarantined, skipped, hits, misses uint64
+}
+
+type quarantined struct {
+	seq                             uint64
+	subject, intentID, code, reason string
+}
+
+// applyBatch applies msgs (ascending stream sequences) in one transaction
+// that also moves the checkpoint. Messages at or below the checkpoint in
+// SQL are skipped. On any error nothing of the batch is kept.
+func (p *Projector) applyBatch(ctx context.Context, msgs []rawMsg) error {
+	p.applyMu.Lock()
+	defer p.applyMu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	tx, err := p.w.BeginTx(ctx, nil)
+	if err != nil {
+		return &applyError{fmt.Errorf("begin: %w", err)}
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = tx.Rollback()
+		}
+	}()
+	var cp uint64
+	if err := tx.QueryRowContext(ctx, `SELECT seq FROM checkpoint WHERE id = 1`).Scan(&cp); err != nil {
+		return &applyError{fmt.Errorf("read checkpoint: %w", err)}
+	}
+	if cp != p.checkpoint {
+		// Someone else wrote this database: what we hold may be stale.
+		p.log.Warn("projector: checkpoint moved under us, dropping the cache", "db", p.cfg.DBPath, "ours", p.checkpoint, "sql", cp)
+		p.cache.purge()
+		p.checkpoint = cp
+		p.cp.Store(cp)
+		p.cachedN.Store(0)
+	}
+	b := &batchTx{
+		ctx:         ctx,
+		insertEvent: tx.StmtContext(ctx, p.st.insertEvent), upsertIntent: tx.StmtContext(ctx, p.st.upsertIntent),
+		upsertReceipt: tx.StmtContext(ctx, p.st.upsertReceipt), deleteReceipt: tx.StmtContext(ctx, p.st.deleteReceipt),
+		insertQuarantine: tx.StmtContext(ctx, p.st.insertQuarantine), loadEvents: tx.StmtContext(ctx, p.st.loadEvents),
+		pending: make(map[string]*folded), hadReceipt: make(map[string]bool),
+	}
+	var qs []quarantined
+	start := cp
+	for _, m := range msgs {
+		if m.seq <= cp {
+			b.skipped++
+			continue
+		}
+		q, err := p.applyOne(b, m)
+		if err != nil {
+			return &applyError{fmt.Errorf("apply seq %d (%s): %w", m.seq, m.subject, err)}
+		}
+		if q != nil {
+			if _, err := b.insertQuarantine.ExecContext(ctx, q.seq, q.subject, q.intentID, q.code, q.reason, m.data); err != nil {
+				return &applyError{fmt.Errorf("quarantine seq %d: %w", m.seq, err)}
+			}
+			qs = append(qs, *q)
+			b.quarantined++
+		} else {
+			b.applied++
+		}
+		cp = m.seq
+	}
+	if cp == start {
+		p.skipped.Add(b.skipped)
+		return nil
+	}
+	for _, id := range b.order {
+		if err := b.writeViews(id, b.pending[id]); err != nil {
+			return &applyError{fmt.Errorf("write views of %s: %w", id, err)}
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE checkpoint SET seq = ? WHERE id = 1`, cp); err != nil {
+		return &applyError{fmt.Errorf("write checkpoint: %w", err)}
+	}
+	if p.beforeCommit != nil {
+		p.beforeCommit(cp)
+	}
+	if err := tx.Commit(); err != nil {
+		return &applyError{fmt.Errorf("commit checkpoint %d: %w", cp, err)}
+	}
+	committed = true
+	p.checkpoint = cp
+	for _, id := range b.order {
+		f := b.pending[id]
+		if f.intent.State.Terminal() {
+			p.cache.remove(id)
+		} else {
+			p.cache.put(id, f)
+		}
+	}
+	p.cp.Store(cp)
+	p.cachedN.Store(int64(p.cache.len()))
+	p.applied.Add(b.applied)
+	p.quarantined.Add(b.quarantined)
+	p.skipped.Add(b.skipped)
+	p.hits.Add(b.hits)
+	p.misses.Add(b.misses)
+	p.batches.Add(1)
+	for _, q := range qs {
+		p.log.Warn("projector: event quarantined", "seq", q.seq, "subject", q.subject, "intent_id", q.intentID, "code", q.code, "reason", q.reason)
+	}
+	if p.afterCommit != nil {
+		p.afterCommit(cp)
+	}
+	p.notify()
+	return nil
+}
+
+// applyOne folds one message into the batch, or says why it is
+// quarantined. An error is a database failure.
+func (p *Projector) applyOne(b *batchTx, m rawMsg) (*quarantined, error) {
+	q := func(intentID, code, reason string) (*quarantined, error) {
+		return &quarantined{seq: m.seq, subject: m.subject, intentID: intentID, code: code, reason: reason}, nil
+	}
+	route, subjID, err := events.ParseSubject(m.subject)
+	if err != nil {
+		return q("", QuarantineBadSubject, err.Error())
+	}
+	e, err := events.Decode(m.data)
+	if err != nil {
+		return q(subjID, decodeCode(err), err.Error())
+	}
+	if e.IntentID != subjID {
+		return q(subjID, QuarantineSubjectMismatch, fmt.Sprintf("envelope intent_id %s on the subject of %s", e.IntentID, subjID))
+	}
+	if d, ok := e.Data.(*events.IntentRecordedData); ok && d.Route != route {
+		return q(subjID, QuarantineRouteMismatch, fmt.Sprintf("recorded route %q on a %q subject", d.Route, route))
+	}
+	prev, inBatch, err := p.lookup(b, subjID)
+	if err != nil {
+		return nil, err
+	}
+	if prev != nil && prev.intent.Recorded.Route != route {
+		// Off its subject the event escaped the per-subject CAS.
+		return q(subjID, QuarantineRouteMismatch, fmt.Sprintf("intent recorded on route %q, event on a %q subject", prev.intent.Recorded.Route, route))
+	}
+	var next *fsm.Intent
+	switch {
+	case prev == nil:
+		next = &fsm.Intent{State: fsm.None}
+	case inBatch:
+		next = prev.intent // uncommitted: Apply leaves it unchanged on error
+	default:
+		next = prev.intent.Clone()
+	}
+	if err := next.Apply(e); err != nil {
+		return q(subjID, foldCode(err), err.Error())
+	}
+	var since time.Time
+	if prev != nil {
+		since = prev.unknownSince
+	}
+	f := &folded{intent: next, unknownSince: unsettledSince(since, next, e), lastSeq: m.seq}
+	if _, err := b.insertEvent.ExecContext(b.ctx, m.seq, e.IntentID, int64(e.Version), string(e.Type),
+		fmtTimeNN(e.At), e.Actor, e.AttemptID, string(m.data)); err != nil {
+		return nil, fmt.Errorf("insert event: %w", err)
+	}
+	if !inBatch {
+		b.order = append(b.order, subjID)
+		b.hadReceipt[subjID] = prev != nil && prev.intent.Receipt != nil
+	}
+	b.pending[subjID] = f
+	return nil, nil
+}
+
+// lookup returns the intent's state before m: from this batch, the cache,
+// or re-folded from the events table (nil when it has no history).
+func (p *Projector) lookup(b *batchTx, id string) (f *folded, inBatch bool, err error) {
+	if f, ok := b.pending[id]; ok {
+		return f, true, nil
+	}
+	if f, ok := p.cache.get(id); ok {
+		b.hits++
+		return f, false, nil
+	}
+	b.misses++
+	f, err = refold(b.ctx, b.loadEvents, id)
+	return f, false, err
+}
+
+// refold rebuilds an intent from its applied events. The table holds only
+// events that were applied, so a failure here is corruption.
+func refold(ctx context.Context, load *sql.Stmt, id string) (*folded, error) {
+	rows, err := load.QueryContext(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("load history: %w", err)
+	}
+	defer rows.Close()
+	var f *folded
+	for rows.Next() {
+		var (
+			seq int64
+			raw string
+		)
+		if err := rows.Scan(&seq, &raw); err != nil {
+			return nil, fmt.Errorf("load history: %w", err)
+		}
+		e, err := events.Decode([]byte(raw))
+		if err != nil {
+			return nil, fmt.Errorf("stored history of %s: %w", id, err)
+		}
+		if f == nil {
+			f = &folded{intent: &fsm.Intent{State: fsm.None}}
+		}
+		if err := f.intent.Apply(e); err != nil {
+			return nil, fmt.Errorf("stored history of %s: %w", id, err)
+		}
+		f.unknownSince = unsettledSince(f.unknownSince, f.intent, e)
+		f.lastSeq = uint64(seq)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load history: %w", err)
+	}
+	return f, nil
+}
+
+// unsettledSince carries the start of an intent's unsettled episode: it
+// begins when the intent enters unknown and lasts through reconciliation
+// (reconciling, in_progress, and verifying reached from reconciling) until
+// the intent leaves for any other state.
+func unsettledSince(prev time.Time, i *fsm.Intent, e events.Event) time.Time {
+	switch i.State {
+	case fsm.Unknown, fsm.Reconciling, fsm.InProgress:
+		if prev.IsZero() {
+			return e.At
+		}
+		return prev
+	case fsm.Verifying:
+		return prev
+	}
+	return time.Time{}
+}
+
+// writeViews upserts the intent row and its receipt.
+func (b *batchTx) writeViews(id string, f *folded) error {
+	v := viewOf(f.intent, f.unknownSince, f.lastSeq)
+	var evidence any
+	if v.Evidence != nil {
+		j, err := json.Marshal(v.Evidence)
+		if err != nil {
+			return err
+		}
+		evidence = string(j)
+	}
+	if _, err := b.upsertIntent.ExecContext(b.ctx, v.IntentID, v.Tenant, v.Route, v.Account, v.RequestID, v.IdempotencyKey,
+		string(v.State), v.Attempts, v.ExternalID, v.LiveURL, string(v.LastEventType), fmtTimeNN(v.LastEventAt),
+		int64(v.Version), int64(v.LastSeq), fmtTime(v.NextCheckAt), v.ManualReason, v.ManualOwner, evidence, v.Failure,
+		fmtTime(v.UnknownSince), fmtTimeNN(v.CreatedAt), fmtTimeNN(v.UpdatedAt), v.PayloadSHA256, fmtTimeNN(v.PlannedAt)); err != nil {
+		return err
+	}
+	r := v.Receipt
+	if r == nil {
+		if b.hadReceipt[id] {
+			_, err := b.deleteReceipt.ExecContext(b.ctx, id)
+			return err
+		}
+		return nil
+	}
+	checks := r.Checks
+	if checks == nil {
+		checks = []events.Check{}
+	}
+	cj, err := json.Marshal(checks)
+	if err != nil {
+		return err
+	}
+	_, err = b.upsertReceipt.ExecContext(b.ctx, id, r.ExternalID, r.LiveURL, r.PayloadSHA256, r.Source,
+		fmtTime(r.ReadbackAt), string(cj), r.RequestID, r.IdempotencyKey, r.AttemptID)
+	return err
+}

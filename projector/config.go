@@ -1,0 +1,85 @@
+package projector
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+)
+
+// Config configures a Projector.
+type Config struct {
+	// Stream is the JetStream stream of intents (default SETTLE_INTENTS).
+	Stream string
+	// DBPath is the SQLite database file (required; created if absent).
+	DBPath string
+	// Durable names the projection on the server: its ordered consumers are
+	// called <Durable>_<unique>_<n> (default "settle-projector"). The
+	// position is the SQL checkpoint, never a server-side consumer.
+	Durable string
+	// Batch is the most events applied in one SQL transaction (default 256).
+	Batch int
+	// CacheSize bounds the LRU of folded non-terminal intents (default 4096).
+	CacheSize int
+	// Logger receives quarantine warnings and consumer errors
+	// (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults; DBPath must still be set.
+func DefaultConfig() Config {
+	return Config{Stream: "SETTLE_INTENTS", Durable: "settle-projector", Batch: 256, CacheSize: 4096}
+}
+
+// MaxBatch bounds Config.Batch.
+const MaxBatch = 10000
+
+// Validate checks the config; errors name the field.
+func (c Config) Validate() error {
+	if c.Stream == "" {
+		return errors.New("projector config: Stream: is required")
+	}
+	if strings.ContainsAny(c.Stream, ".*> \t\r\n") {
+		return fmt.Errorf("projector config: Stream: %q is not a stream name", c.Stream)
+	}
+	if c.DBPath == "" {
+		return errors.New("projector config: DBPath: is required")
+	}
+	if strings.ContainsRune(c.DBPath, '?') {
+		return fmt.Errorf("projector config: DBPath: %q must not contain '?'", c.DBPath)
+	}
+	if c.Durable == "" {
+		return errors.New("projector config: Durable: is required")
+	}
+	if len(c.Durable) > 64 || strings.ContainsAny(c.Durable, ".*>/\\ \t\r\n") {
+		return fmt.Errorf("projector config: Durable: %q is not a consumer name (≤64 bytes, no . * > / \\ or white space)", c.Durable)
+	}
+	if c.Batch < 1 || c.Batch > MaxBatch {
+		return fmt.Errorf("projector config: Batch: %d is outside 1..%d", c.Batch, MaxBatch)
+	}
+	if c.CacheSize < 1 {
+		return fmt.Errorf("projector config: CacheSize: %d must be ≥ 1", c.CacheSize)
+	}
+	return nil
+}
+
+// withDefaults fills zero fields from DefaultConfig.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Stream == "" {
+		c.Stream = d.Stream
+	}
+	if c.Durable == "" {
+		c.Durable = d.Durable
+	}
+	if c.Batch == 0 {
+		c.Batch = d.Batch
+	}
+	if c.CacheSize == 0 {
+		c.CacheSize = d.CacheSize
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}

@@ -1,0 +1,34 @@
+// Package projector owns settle's read model: the receipt views (intents,
+// receipts, per-intent event timelines, quarantine) kept in an embedded
+// SQLite database (modernc.org/sqlite, pure Go), the checkpoint that says how
+// far into the JetStream log those views are, and the queries the API, the
+// CLI and the audit read them with.
+//
+// The log is the truth and the views are a fold of it. The projector reads
+// the intents stream with an ordered consumer that starts at checkpoint+1;
+// the checkpoint lives in SQL, in the same transaction as the view rows it
+// covers, so a crash at any point either keeps a whole batch or none of it,
+// and an event at or below the checkpoint is skipped: every event is applied
+// exactly once. No position is kept on the NATS server; Config.Durable only
+// names the projector's (ephemeral) consumers.
+//
+// Applying an event folds it onto the intent's history with
+// (*fsm.Intent).Apply. The history is the events table (each event's raw
+// bytes, once per stream sequence); a bounded LRU of folded intents saves
+// re-reading it, but SQL stays authoritative: a cache miss re-folds from
+// the table, and the cache is dropped whenever the checkpoint in SQL is not
+// the one this process wrote. Terminal intents are never kept in memory.
+//
+// An event that cannot be applied (unknown schema or type, malformed,
+// illegal transition, refused guard, version gap) is never a crash and never
+// silently dropped: it is written to the quarantine table with its sequence,
+// subject, a stable code and the reason, logged at warn level, counted in
+// Stats, and the checkpoint moves past it.
+//
+// Rebuilding from an empty database gives the same views: Dump renders a
+// canonical snapshot of every table for that comparison (tests, audit).
+//
+// projector imports events, fsm, nats.go's jetstream and database/sql. It
+// must never import producer's Execute path, consumers, api or testharness
+// (its tests may use testharness and producer.Store to build a real log).
+package projector

@@ -1,0 +1,401 @@
+package projector
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/settle-dev/settle/events"
+)
+
+// Sentinel errors.
+var (
+	// ErrNotFound: no intent (or no event) matches.
+	ErrNotFound = errors.New("projector: not found")
+	// ErrSchema: the database was written by another schema version.
+	ErrSchema = errors.New("projector: schema mismatch")
+	// ErrStreamMismatch: the database projects another stream, or a stream
+	// shorter than its checkpoint (recreated): rebuild it.
+	ErrStreamMismatch = errors.New("projector: database does not match the stream")
+	// ErrClosed: the projector was closed.
+	ErrClosed = errors.New("projector: closed")
+)
+
+// Stats are counters since Open.
+type Stats struct {
+	// Checkpoint is the stream sequence of the last event applied or
+	// quarantined.
+	Checkpoint uint64
+	// Applied counts events folded into the views.
+	Applied uint64
+	// Quarantined counts events written to the quarantine table.
+	Quarantined uint64
+	// Skipped counts deliveries at or below the checkpoint (redeliveries
+	// after a consumer reset or a competing projector).
+	Skipped uint64
+	// Batches counts committed transactions.
+	Batches uint64
+	// CacheHits and CacheMisses count lookups of folded intents; a miss
+	// re-folds the intent from the events table.
+	CacheHits   uint64
+	CacheMisses uint64
+	// Cached is the number of folded intents in memory now.
+	Cached int
+}
+
+// Projector keeps the receipt views of one stream in one SQLite database.
+// Queries are safe for concurrent use with each other and with Run or
+// CatchUp; Run and CatchUp serialise with each other.
+type Projector struct {
+	cfg    Config
+	log    *slog.Logger
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	w      *sql.DB // the single writer connection
+	r      *sql.DB // read-only pool
+	st     stmts
+
+	consumeMu sync.Mutex // held by the one Run/CatchUp that consumes
+
+	applyMu    sync.Mutex // held while a batch is applied
+	cache      *lru
+	checkpoint uint64
+	closed     bool
+	done       chan struct{} // closed by Close: stops Run and CatchUp
+
+	progressMu sync.Mutex
+	progress   chan struct{} // closed and replaced after every commit
+
+	applied, quarantined, skipped, batches, hits, misses atomic.Uint64
+	cachedN                                              atomic.Int64
+	cp                                                   atomic.Uint64
+
+	// test hooks, called inside applyMu with the batch's new checkpoint.
+	beforeCommit func(seq uint64)
+	afterCommit  func(seq uint64)
+}
+
+// Open opens (or creates) the database at cfg.DBPath and checks that it
+// projects cfg.Stream. Zero fields of cfg take their DefaultConfig values.
+func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Projector, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if js == nil {
+		return nil, errors.New("open projector: JetStream is nil")
+	}
+	stream, err := js.Stream(ctx, cfg.Stream)
+	if err != nil {
+		return nil, fmt.Errorf("open projector: stream %s: %w", cfg.Stream, err)
+	}
+	w, r, err := openDBs(ctx, cfg.DBPath)
+	if err != nil {
+		return nil, fmt.Errorf("open projector: %w", err)
+	}
+	p := &Projector{cfg: cfg, log: cfg.Logger, js: js, stream: stream, w: w, r: r,
+		cache: newLRU(cfg.CacheSize), progress: make(chan struct{}), done: make(chan struct{})}
+	if err := p.init(ctx); err != nil {
+		w.Close()
+		r.Close()
+		return nil, fmt.Errorf("open projector: %w", err)
+	}
+	return p, nil
+}
+
+func (p *Projector) init(ctx context.Context) error {
+	have, err := metaValue(ctx, p.w, "stream")
+	if err != nil {
+		return err
+	}
+	if have != "" && have != p.cfg.Stream {
+		return fmt.Errorf("%w: %s projects stream %q, not %q", ErrStreamMismatch, p.cfg.DBPath, have, p.cfg.Stream)
+	}
+	if have == "" {
+		if _, err := p.w.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('stream', ?)`, p.cfg.Stream); err != nil {
+			return err
+		}
+	}
+	if err := p.w.QueryRowContext(ctx, `SELECT seq FROM checkpoint WHERE id = 1`).Scan(&p.checkpoint); err != nil {
+		return err
+	}
+	p.cp.Store(p.checkpoint)
+	if last := p.stream.CachedInfo().State.LastSeq; p.checkpoint > last {
+		return fmt.Errorf("%w: checkpoint %d is past the stream's last sequence %d (was the stream recreated?): rebuild %s",
+			ErrStreamMismatch, p.checkpoint, last, p.cfg.DBPath)
+	}
+	if err := p.checkLastApplied(ctx); err != nil {
+		return err
+	}
+	return p.st.prepare(ctx, p.w)
+}
+
+// checkLastApplied compares the message at the checkpoint with the bytes
+// the database recorded for it: a recreated stream that grew past the
+// checkpoint would otherwise be projected on top of another history.
+func (p *Projector) checkLastApplied(ctx context.Context) error {
+	if p.checkpoint == 0 {
+		return nil
+	}
+	var stored []byte
+	err := p.w.QueryRowContext(ctx, `SELECT CAST(raw AS BLOB) FROM events WHERE seq = ?1
+		UNION ALL SELECT raw FROM quarantine WHERE seq = ?1`, int64(p.checkpoint)).Scan(&stored)
+	if err != nil {
+		return fmt.Errorf("read the event at checkpoint %d: %w", p.checkpoint, err)
+	}
+	m, err := p.stream.GetMsg(ctx, p.checkpoint)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		p.log.Warn("projector: the event at the checkpoint is no longer in the stream; cannot prove the database projects it",
+			"stream", p.cfg.Stream, "checkpoint", p.checkpoint)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read stream seq %d: %w", p.checkpoint, err)
+	}
+	if !bytes.Equal(m.Data, stored) {
+		return fmt.Errorf("%w: stream %s holds another event at the checkpoint %d than %s applied (was the stream recreated?): rebuild it",
+			ErrStreamMismatch, p.cfg.Stream, p.checkpoint, p.cfg.DBPath)
+	}
+	return nil
+}
+
+// Config returns the effective config.
+func (p *Projector) Config() Config { return p.cfg }
+
+// Close closes the database after the batch in progress, if any: a Run or
+// CatchUp in progress returns ErrClosed.
+func (p *Projector) Close() error {
+	p.applyMu.Lock()
+	if p.closed {
+		p.applyMu.Unlock()
+		return nil
+	}
+	p.closed = true
+	close(p.done)
+	p.applyMu.Unlock()
+	p.st.close()
+	return errors.Join(p.w.Close(), p.r.Close())
+}
+
+// Stats returns the counters.
+func (p *Projector) Stats() Stats {
+	return Stats{
+		Checkpoint:  p.cp.Load(),
+		Applied:     p.applied.Load(),
+		Quarantined: p.quarantined.Load(),
+		Skipped:     p.skipped.Load(),
+		Batches:     p.batches.Load(),
+		CacheHits:   p.hits.Load(),
+		CacheMisses: p.misses.Load(),
+		Cached:      int(p.cachedN.Load()),
+	}
+}
+
+// Run applies the stream from the checkpoint on, as events arrive, until
+// ctx ends (it then returns nil). Consumer errors (a server restart, a
+// lost connection) are logged and the consumer is recreated at the
+// checkpoint; a database error ends Run with that error.
+func (p *Projector) Run(ctx context.Context) error {
+	p.consumeMu.Lock()
+	defer p.release()
+	err := p.consume(ctx, false, 0)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// CatchUp applies every event the stream holds when it is called and
+// returns. When a Run is in progress it waits for Run to get there.
+func (p *Projector) CatchUp(ctx context.Context) error {
+	info, err := p.stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("catch up: stream %s: %w", p.cfg.Stream, err)
+	}
+	target := info.State.LastSeq
+	for {
+		if p.cp.Load() >= target {
+			return nil
+		}
+		if p.consumeMu.TryLock() {
+			err := p.consume(ctx, true, target)
+			p.release()
+			if err != nil {
+				return fmt.Errorf("catch up to %d: %w", target, err)
+			}
+			return nil
+		}
+		// Another Run/CatchUp consumes: wait for its progress.
+		ch := p.progressCh()
+		if p.cp.Load() >= target {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("catch up to %d: %w", target, ctx.Err())
+		case <-p.done:
+			return fmt.Errorf("catch up to %d: %w", target, ErrClosed)
+		case <-ch:
+		}
+	}
+}
+
+func (p *Projector) release() {
+	p.consumeMu.Unlock()
+	p.notify()
+}
+
+func (p *Projector) progressCh() <-chan struct{} {
+	p.progressMu.Lock()
+	defer p.progressMu.Unlock()
+	return p.progress
+}
+
+func (p *Projector) notify() {
+	p.progressMu.Lock()
+	close(p.progress)
+	p.progress = make(chan struct{})
+	p.progressMu.Unlock()
+}
+
+// applyError is a database failure: consuming cannot go on.
+type applyError struct{ err error }
+
+func (e *applyError) Error() string { return e.err.Error() }
+func (e *applyError) Unwrap() error { return e.err }
+
+// consume reads the stream from checkpoint+1 with an ordered consumer and
+// applies it in batches. With untilCaughtUp it returns once the checkpoint
+// reaches target or the consumer reports nothing pending.
+func (p *Projector) consume(parent context.Context, untilCaughtUp bool, target uint64) error {
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-p.done:
+			cancel(ErrClosed)
+		case <-ctx.Done():
+		}
+	}()
+	err := p.consumeLoop(ctx, untilCaughtUp, target)
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
+}
+
+func (p *Projector) consumeLoop(ctx context.Context, untilCaughtUp bool, target uint64) error {
+	backoff := 50 * time.Millisecond
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if untilCaughtUp && p.cp.Load() >= target {
+			return nil
+		}
+		done, err := p.consumeOnce(ctx, untilCaughtUp, target)
+		if err == nil && done {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var ae *applyError
+		if errors.As(err, &ae) || errors.Is(err, ErrClosed) {
+			return err
+		}
+		if err == nil {
+			backoff = 50 * time.Millisecond
+			continue // the checkpoint moved on: resume there at once
+		}
+		p.log.Warn("projector: consumer error, resuming from checkpoint", "stream", p.cfg.Stream, "checkpoint", p.cp.Load(), "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (p *Projector) consumeOnce(ctx context.Context, untilCaughtUp bool, target uint64) (done bool, err error) {
+	cons, err := p.js.OrderedConsumer(ctx, p.cfg.Stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects:    []string{events.AllSubjects},
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       p.cp.Load() + 1,
+		InactiveThreshold: time.Minute,
+		NamePrefix:        p.cfg.Durable + "_" + nuid.Next(),
+	})
+	if err != nil {
+		return false, fmt.Errorf("ordered consumer: %w", err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(max(2*p.cfg.Batch, 64)))
+	if err != nil {
+		return false, fmt.Errorf("ordered consumer: %w", err)
+	}
+	defer func() {
+		it.Stop()
+		if info := cons.CachedInfo(); info != nil {
+			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = p.js.DeleteConsumer(dctx, p.cfg.Stream, info.Name)
+			cancel()
+		}
+	}()
+	batch := make([]rawMsg, 0, p.cfg.Batch)
+	next := func() (rawMsg, error) {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			return rawMsg{}, err
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			return rawMsg{}, fmt.Errorf("message metadata: %w", err)
+		}
+		return rawMsg{seq: meta.Sequence.Stream, subject: m.Subject(), data: m.Data(), pending: meta.NumPending}, nil
+	}
+	for {
+		m, err := next()
+		if err != nil {
+			return false, err
+		}
+		batch = append(batch[:0], m)
+		for m.pending > 0 && len(batch) < p.cfg.Batch {
+			if m, err = next(); err != nil {
+				break
+			}
+			batch = append(batch, m)
+		}
+		if aerr := p.applyBatch(ctx, batch); aerr != nil {
+			return false, aerr
+		}
+		if err != nil {
+			return false, err
+		}
+		last := batch[len(batch)-1]
+		if untilCaughtUp && (p.cp.Load() >= target || last.pending == 0) {
+			return true, nil
+		}
+		if p.cp.Load() > last.seq {
+			// Another projector wrote this database past what we read:
+			// resume from its checkpoint rather than skip our way there.
+			return false, nil
+		}
+	}
+}
+
+// rawMsg is one stream message as the projector needs it.
+type rawMsg struct {
+	seq     uint64
+	subject string
+	data    []byte
+	pending uint64
+}
