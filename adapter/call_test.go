@@ -1,0 +1,98 @@
+package adapter_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/adapter"
+)
+
+// A server that answers the first request of each connection, then reads
+// the second one and drops the connection without an answer. net/http
+// resends a request that carries an Idempotency-Key on a fresh connection
+// when a reused one breaks after the write (a duplicate delivery);
+// adapter.Do must not: the outcome is unknown and only settle decides.
+func TestDoNeverResendsAfterAWrittenRequestOnAReusedConnection(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var requests atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func(c net.Conn) {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for k := 0; ; k++ {
+					req, err := http.ReadRequest(r)
+					if err != nil {
+						return
+					}
+					requests.Add(1)
+					_, _ = io.Copy(io.Discard, req.Body)
+					if k == 1 {
+						if tc, ok := c.(*net.TCPConn); ok {
+							_ = tc.SetLinger(0) // RST after the request was read
+						}
+						return
+					}
+					_, _ = c.Write([]byte("HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}"))
+				}
+			}(c)
+		}
+	}()
+	client := &http.Client{Timeout: 2 * time.Second}
+	send := func() error {
+		req, err := adapter.NewRequest(context.Background(), "POST", "http://"+l.Addr().String()+"/v1/posts", []byte(`{"body":"x"}`))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Idempotency-Key", "sk_same")
+		_, err = adapter.Do(context.Background(), client, req)
+		return err
+	}
+	if err := send(); err != nil {
+		t.Fatal(err)
+	}
+	err = send() // reuses the pooled connection; the server reads it and drops it
+	var ce *adapter.CallError
+	if !errors.As(err, &ce) || ce.Class != adapter.Unknown {
+		t.Fatalf("second send: %v, want an unknown outcome", err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := requests.Load(); n != 2 {
+		t.Fatalf("the server received %d requests: the written request was resent behind settle's back", n)
+	}
+}
+
+func TestStatusPolicyClassifies(t *testing.T) {
+	p := adapter.DefaultStatusPolicy()
+	cases := map[int]adapter.Class{400: adapter.Rejected, 404: adapter.Rejected, 422: adapter.Rejected, 429: adapter.Rejected,
+		408: adapter.Unknown, 409: adapter.Unknown, 500: adapter.Unknown, 502: adapter.Unknown, 503: adapter.Unknown, 504: adapter.Unknown, 501: adapter.Rejected}
+	for code, class := range cases {
+		err := p.Classify(code)
+		var ce *adapter.CallError
+		if !errors.As(err, &ce) || ce.Class != class || ce.StatusCode != code {
+			t.Errorf("HTTP %d: %v, want %s", code, err, class)
+		}
+	}
+	if err := p.Classify(201); err != nil {
+		t.Errorf("201: %v", err)
+	}
+	var ce *adapter.CallError
+	if errors.As(p.Classify(429), &ce); !ce.Retryable {
+		t.Error("429 must be retryable")
+	}
+}
