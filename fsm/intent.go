@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	lfsm "github.com/looplab/fsm"
+
 	"github.com/settle-dev/settle/events"
 )
 
@@ -145,7 +147,7 @@ func Fold(history []events.Event) (*Intent, error) {
 // Can reports whether event type t is legal in the intent's state (the
 // looplab/fsm table; guards are checked by Apply).
 func (i *Intent) Can(t events.Type) bool {
-	return newMachine(i.State).Can(string(t))
+	return withMachine(i.State, func(m *lfsm.FSM) bool { return m.Can(string(t)) })
 }
 
 // Apply checks that e may follow the intent's history and folds it in. On
@@ -163,17 +165,28 @@ func (i *Intent) Apply(e events.Event) error {
 	if e.Data == nil || e.Data.EventType() != e.Type {
 		return fail(ErrBadHistory, "event body does not match its type")
 	}
-	m := newMachine(i.State)
-	if err := m.Event(context.Background(), string(e.Type)); err != nil {
+	to, ok := withMachine(i.State, func(m *lfsm.FSM) moved {
+		if err := m.Event(context.Background(), string(e.Type)); err != nil {
+			return moved{}
+		}
+		return moved{State(m.Current()), true}
+	}).unpack()
+	if !ok {
 		return fail(ErrIllegalTransition, "")
 	}
 	if err := i.guard(e); err != nil {
 		return fail(ErrGuard, err.Error())
 	}
-	to := State(m.Current())
 	i.fold(e, to)
 	return nil
 }
+
+type moved struct {
+	to State
+	ok bool
+}
+
+func (m moved) unpack() (State, bool) { return m.to, m.ok }
 
 // guard checks the conditions that the transition table alone cannot.
 func (i *Intent) guard(e events.Event) error {

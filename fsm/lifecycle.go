@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"sort"
+	"sync"
 
 	lfsm "github.com/looplab/fsm"
 
@@ -107,6 +108,18 @@ var lfsmEvents = func() lfsm.Events {
 // and folding must stay pure anyway.
 func newMachine(s State) *lfsm.FSM {
 	return lfsm.NewFSM(string(s), lfsmEvents, nil)
+}
+
+// machines recycles callback-free machines: building one costs more than
+// folding an event. A machine taken from the pool is SetState to the
+// intent's state before use, so no state leaks between intents.
+var machines = sync.Pool{New: func() any { return newMachine(None) }}
+
+func withMachine[T any](s State, f func(m *lfsm.FSM) T) T {
+	m := machines.Get().(*lfsm.FSM)
+	m.SetState(string(s))
+	defer machines.Put(m)
+	return f(m)
 }
 
 // target returns the state t leads to from s, or false when illegal.
