@@ -214,23 +214,25 @@ func StartCluster(name string, dirs []string, durability Durability) (*Cluster, 
 	return c, nil
 }
 
-// WaitReady waits until every running server sees a JetStream meta leader.
+// WaitReady waits until one running server is the JetStream meta leader
+// and every running server is current with it.
 func (c *Cluster) WaitReady(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		ok := true
+		leaders, current, running := 0, 0, 0
 		for _, s := range c.Servers {
 			if s == nil || !s.Running() {
 				continue
 			}
-			if s.JetStreamIsClustered() && s.JetStreamClusterPeers() == nil {
-				ok = false
+			running++
+			if s.JetStreamIsLeader() {
+				leaders++
 			}
-			if !s.JetStreamIsCurrent() {
-				ok = false
+			if s.JetStreamIsCurrent() {
+				current++
 			}
 		}
-		if ok {
+		if leaders == 1 && current == running {
 			return nil
 		}
 		time.Sleep(50 * time.Millisecond)

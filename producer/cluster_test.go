@@ -1,0 +1,101 @@
+package producer_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/settle-dev/settle/embedded"
+	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/producer"
+	"github.com/settle-dev/settle/testharness"
+)
+
+// On a replicated (R3) stream a retried append with the same Msg-Id is
+// answered as a duplicate; so is a competitor's different event at the
+// same version, because Msg-Ids are <intent>:<version>. Append must tell
+// the two apart by content.
+func TestClusterR3DuplicateAckIsResolvedByContent(t *testing.T) {
+	c := testharness.StartCluster(t, embedded.SyncAlways)
+	nc, err := nats.Connect(c.URLs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cfg := producer.DefaultStoreConfig()
+	cfg.Replicas = 3
+	var s *producer.Store
+	for {
+		s, err = producer.OpenStore(ctx, js, cfg)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond) // the meta leader may still be settling
+	}
+	info, err := s.Stream().Info(ctx)
+	if err != nil || info.Config.Replicas != 3 {
+		t.Fatalf("stream replicas: %v %v", info, err)
+	}
+	rec := recordedEvent(t, "r3")
+	seq1, err := s.Append(ctx, "social_post", rec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2 := events.New(rec.IntentID, 2, t0.Add(time.Second), "writer-a", "", &events.ApprovalRequiredData{For: "first_write"})
+	seq2, err := s.Append(ctx, "social_post", e2, seq1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The writer retries after a lost ack: success, same sequence.
+	again, err := s.Append(ctx, "social_post", e2, seq1)
+	if err != nil || again != seq2 {
+		t.Fatalf("retried append: seq %d err %v (want %d)", again, err, seq2)
+	}
+	// What the server itself answers a competitor's publish (the trap).
+	data, _ := events.Encode(events.New(rec.IntentID, 2, t0.Add(3*time.Second), "writer-c", "", &events.ApprovalRequiredData{For: "first_write"}))
+	m := &nats.Msg{Subject: events.Subject("social_post", rec.IntentID), Data: data, Header: nats.Header{}}
+	m.Header.Set(jetstream.MsgIDHeader, e2.EventID)
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "1")
+	ack, perr := js.PublishMsg(ctx, m)
+	switch {
+	case perr == nil && ack.Duplicate:
+		t.Logf("R3 answered a competitor's publish with a duplicate ack (seq %d): only content tells it apart", ack.Sequence)
+	case perr == nil:
+		t.Fatalf("the server stored a second version 2 at seq %d", ack.Sequence)
+	default:
+		t.Logf("R3 answered a competitor's publish with %v", perr)
+	}
+	// A competitor's different event at version 2: conflict, not success.
+	other := events.New(rec.IntentID, 2, t0.Add(2*time.Second), "writer-b", "", &events.ApprovalRequiredData{For: "first_write"})
+	if _, err := s.Append(ctx, "social_post", other, seq1); !errors.Is(err, producer.ErrConflict) {
+		t.Fatalf("competing append on R3: %v, want ErrConflict", err)
+	}
+	h, err := s.Load(ctx, "social_post", rec.IntentID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Events) != 2 || h.Events[1].Actor != "writer-a" {
+		t.Fatalf("history %d events, v2 by %s", len(h.Events), h.Events[1].Actor)
+	}
+	// The log survives the loss of a node: restart one and read again.
+	if err := c.Restart(1); err != nil {
+		t.Fatal(err)
+	}
+	h, err = s.Load(ctx, "social_post", rec.IntentID)
+	if err != nil || len(h.Events) != 2 {
+		t.Fatalf("after a node restart: %v", err)
+	}
+}
