@@ -30,7 +30,7 @@ func TestClusterR3DuplicateAckIsResolvedByContent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cfg := producer.DefaultStoreConfig()
 	cfg.Replicas = 3
@@ -94,8 +94,21 @@ func TestClusterR3DuplicateAckIsResolvedByContent(t *testing.T) {
 	if err := c.Restart(1); err != nil {
 		t.Fatal(err)
 	}
-	h, err = s.Load(ctx, "social_post", rec.IntentID)
-	if err != nil || len(h.Events) != 2 {
-		t.Fatalf("after a node restart: %v", err)
+	// The stream may be electing a leader: retry the read for a while.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		lctx, lcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		h, err = s.Load(lctx, "social_post", rec.IntentID)
+		lcancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a node restart: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(h.Events) != 2 {
+		t.Fatalf("after a node restart: %d events", len(h.Events))
 	}
 }
