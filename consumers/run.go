@@ -45,7 +45,18 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		return fmt.Errorf("reconciler: consumer: %w", err)
 	}
 	for ctx.Err() == nil {
-		batch, err := cons.Fetch(r.cfg.Batch, jetstream.FetchMaxWait(time.Second))
+		// Take what is pending at once; when nothing is, block for the
+		// first message, then take whatever else is pending with it.
+		msgs, err := fetch(cons.FetchNoWait(r.cfg.Batch))
+		if err == nil && len(msgs) == 0 {
+			msgs, err = fetch(cons.Fetch(1, jetstream.FetchMaxWait(time.Second)))
+			if err == nil && len(msgs) == 1 && r.cfg.Batch > 1 {
+				more, merr := fetch(cons.FetchNoWait(r.cfg.Batch - 1))
+				if merr == nil {
+					msgs = append(msgs, more...)
+				}
+			}
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -54,13 +65,20 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			sleep(ctx, 200*time.Millisecond)
 			continue
 		}
-		var msgs []jetstream.Msg
-		for m := range batch.Messages() {
-			msgs = append(msgs, m)
-		}
 		r.handleBatch(ctx, msgs)
 	}
 	return nil
+}
+
+func fetch(batch jetstream.MessageBatch, err error) ([]jetstream.Msg, error) {
+	if err != nil {
+		return nil, err
+	}
+	var msgs []jetstream.Msg
+	for m := range batch.Messages() {
+		msgs = append(msgs, m)
+	}
+	return msgs, batch.Error()
 }
 
 func sleep(ctx context.Context, d time.Duration) {

@@ -143,14 +143,11 @@ func (r *Reconciler) bySearch(ctx context.Context, i *fsm.Intent, route producer
 	}
 	var refs []events.CandidateRef
 	var exact []events.CandidateRef
-	near := false
 	for _, rec := range recs {
 		ref := Match(i, rec)
 		refs = append(refs, ref)
 		if ref.Match {
 			exact = append(exact, ref)
-		} else if nearMatch(route, i, rec, ref) {
-			near = true
 		}
 	}
 	switch {
@@ -168,6 +165,10 @@ func (r *Reconciler) bySearch(ctx context.Context, i *fsm.Intent, route producer
 			next = to
 		}
 		return &events.CheckDeferredData{Reason: "eventual_consistency", NextCheckAt: next, Candidates: refs}, nil
+	}
+	near := false // only worth computing once no exact match can come
+	for k, rec := range recs {
+		near = near || nearMatch(route, i, rec, refs[k])
 	}
 	if near {
 		return &events.ManualActionRequiredData{Reason: ReasonNearMatch, Owner: "operators",
