@@ -55,6 +55,9 @@ type Config struct {
 	Rand *rand.Rand
 	// Logger receives one line per step.
 	Logger *slog.Logger
+	// OnStep, if set, is told of every step that appended (for metrics and
+	// progress). It must not block.
+	OnStep func(route, intentID string, res StepResult)
 }
 
 // DefaultConfig returns production defaults with a unique worker name.
@@ -156,6 +159,9 @@ type StepResult struct {
 	// Done: no reconciler will act on this intent again (settled or a
 	// human's turn).
 	Done bool
+	// Since is the intent's last attempt (OnStep only), to measure how
+	// long settling took.
+	Since *fsm.Attempt
 }
 
 // Step loads an intent and advances it as far as it can now, appending
@@ -192,6 +198,10 @@ func (r *Reconciler) step(ctx context.Context, route, intentID string, sc *searc
 		if len(next) == 0 {
 			res.Wait = wait
 			res.Done = wait == 0
+			if r.cfg.OnStep != nil && len(res.Appended) > 0 {
+				res.Since = intent.LastAttempt()
+				r.cfg.OnStep(route, intentID, res)
+			}
 			return res, nil
 		}
 	}

@@ -61,6 +61,9 @@ type Config struct {
 	// OutcomeTimeout bounds recording an outcome after the call, even when
 	// the caller's context is cancelled (default 30s).
 	OutcomeTimeout time.Duration
+	// OnCall, if set, is told of every external write attempt and its
+	// classified outcome (for metrics). It must not block.
+	OnCall func(route string, outcome events.Type)
 }
 
 // DefaultConfig returns a config with tenant "default".
@@ -370,6 +373,9 @@ func (p *Producer) write(ctx context.Context, route Route, h *History, intent *f
 	})
 	cancel()
 	outcome := Classify(intent, attemptID, res, callErr)
+	if p.cfg.OnCall != nil {
+		p.cfg.OnCall(route.Name, outcome.EventType())
+	}
 	// Record the outcome even if the caller gave up: the call happened.
 	octx, ocancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.OutcomeTimeout)
 	defer ocancel()
