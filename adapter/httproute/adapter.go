@@ -1,0 +1,791 @@
+package httproute
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/settle-dev/settle/adapter"
+	"github.com/settle-dev/settle/events"
+)
+
+var (
+	_ adapter.Adapter           = (*Adapter)(nil)
+	_ adapter.StatusQuerier     = (*Adapter)(nil)
+	_ adapter.PayloadNormalizer = (*Adapter)(nil)
+	_ adapter.Resembler         = (*Adapter)(nil)
+)
+
+// Errors of methods a route did not configure. Go cannot drop a method
+// from a type, so *Adapter always has Status and Get; Capabilities tells
+// the reconciler which ones to use (StatusQuery is true exactly when the
+// route has a status section).
+var (
+	// ErrNoStatusQuery is returned by Status on a route without a status
+	// section.
+	ErrNoStatusQuery = errors.New("httproute: the route has no status query")
+	// ErrNoReadback is returned by Get on a route without a readback
+	// section.
+	ErrNoReadback = errors.New("httproute: the route has no readback")
+)
+
+// secret is a resolved header value: it formats as [redacted] whatever
+// the verb, so that no log line or %+v of an Adapter can show it.
+type secret string
+
+func (secret) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, "[redacted]") }
+
+type resolvedHeader struct {
+	name  string
+	value secret
+}
+
+type tmplHeader struct {
+	name string
+	t    *template
+}
+
+type expectation struct {
+	path jpath
+	want *template
+}
+
+// holds: the document's value at path renders as want.
+func (e expectation) holds(s *scope) bool {
+	if !s.hasDoc {
+		return false
+	}
+	v, ok := e.path.eval(s.doc)
+	if !ok || v == nil {
+		return false
+	}
+	want, ok, err := e.want.render(s, nil, false)
+	return err == nil && ok && text(v) == want
+}
+
+type outcomeRule struct {
+	status    []int
+	match     []expectation
+	unless    []expectation
+	nonEmpty  []jpath
+	class     adapter.Class
+	retryable bool
+	code      string
+	message   string
+}
+
+func (r *outcomeRule) matches(code int, s *scope) bool {
+	if len(r.status) > 0 && !slices.Contains(r.status, code) {
+		return false
+	}
+	for _, m := range r.match {
+		if !m.holds(s) {
+			return false
+		}
+	}
+	if len(r.unless) > 0 {
+		all := true
+		for _, u := range r.unless {
+			all = all && u.holds(s)
+		}
+		if all {
+			return false
+		}
+	}
+	for _, p := range r.nonEmpty {
+		if !s.hasDoc {
+			return false
+		}
+		if v, ok := p.eval(s.doc); isEmpty(v, ok) {
+			return false
+		}
+	}
+	return true
+}
+
+// liveURL is either a raw value (a JSON path: the API's own URL) or a URL
+// template whose values are escaped.
+type liveURL struct {
+	raw *template
+	u   *urlTemplate
+}
+
+func (l *liveURL) render(s *scope) string {
+	switch {
+	case l == nil:
+		return ""
+	case l.raw != nil:
+		return renderText(l.raw, s)
+	}
+	str, ok, err := l.u.render(s, false)
+	if err != nil || !ok {
+		return ""
+	}
+	return str
+}
+
+type writeSpec struct {
+	method        string
+	url           *urlTemplate
+	idemHeader    string
+	attemptHeader string
+	headers       []tmplHeader
+	body          *vnode
+	form          bool
+	success       []int
+	externalID    *template
+	liveURL       *liveURL
+	expect        []expectation
+	require       []jpath
+	payload       *vnode
+	outcomes      []outcomeRule
+	errorCode     *jpath
+	overrides     map[int]string // status code -> definite_4xx | retryable_4xx | unknown
+}
+
+type recordSpec struct {
+	externalID *template
+	liveURL    *liveURL
+	authorID   *template
+	parentID   *template
+	visibility *template
+	createdAt  *template
+	payload    *vnode
+}
+
+type searchSpec struct {
+	url        *urlTemplate
+	items      jpath
+	nextCursor *jpath
+	maxPages   int
+	fields     recordSpec
+	omitsBody  bool
+}
+
+type readSpec struct {
+	url     *urlTemplate
+	item    *jpath
+	fields  recordSpec
+	expect  []expectation
+	require []jpath
+}
+
+type statusSpec struct {
+	url            *urlTemplate
+	item           *jpath
+	state          *template
+	stateMap       map[string]string
+	externalID     *template
+	liveURL        *liveURL
+	version        *template
+	appliedVersion *template
+	code           *template
+	partialEffects *template
+	receivedAt     *template
+	payload        *vnode
+	expect         []expectation
+	require        []jpath
+}
+
+// Adapter is the generic HTTP adapter of one declared route. It implements
+// adapter.Adapter, adapter.StatusQuerier (Status answers ErrNoStatusQuery
+// unless the route has a status section), adapter.PayloadNormalizer (from
+// payload.fields) and adapter.Resembler (from payload.near_match; false
+// when none is declared).
+//
+// Every call is one adapter.Do: never retried, classified with httptrace.
+// Route headers (credentials) are sent to base_url's origin only, never
+// with Probe, and never appear in an error, a record or a formatted
+// Adapter.
+type Adapter struct {
+	name        string
+	base        string
+	origin      string
+	client      *http.Client
+	headers     []resolvedHeader
+	caps        adapter.Capabilities
+	policy      adapter.StatusPolicy
+	routePolicy events.Policy
+	schema      *schema
+	write       *writeSpec
+	search      *searchSpec
+	readback    *readSpec
+	status      *statusSpec
+}
+
+// String names the route only: an Adapter never formats its headers.
+func (a *Adapter) String() string { return "httproute.Adapter(" + a.name + ")" }
+
+// GoString is String.
+func (a *Adapter) GoString() string { return a.String() }
+
+// Name is the route's name.
+func (a *Adapter) Name() string { return a.name }
+
+// Capabilities as declared by the route; StatusQuery and Search follow
+// from its status and search sections.
+func (a *Adapter) Capabilities() adapter.Capabilities { return a.caps }
+
+// NormalizePayload validates a payload against payload.fields and returns
+// its canonical form (canon/v1 of the declared fields, defaults applied,
+// omit_empty fields left out). Errors are *events.FieldError naming the
+// field (payload.body, payload.assets[2]); they never quote a value.
+// Without payload.fields any JSON value is accepted and canonicalised.
+func (a *Adapter) NormalizePayload(raw json.RawMessage) (json.RawMessage, error) {
+	return a.schema.normalize(raw)
+}
+
+// Resembles reports a record whose payload agrees with the intent's on
+// every payload.near_match field: a near match a retry could duplicate.
+func (a *Adapter) Resembles(intentPayload, recordPayload json.RawMessage) bool {
+	return a.schema.resembles(intentPayload, recordPayload)
+}
+
+func (a *Adapter) errorf(format string, args ...any) error {
+	return fmt.Errorf("httproute: route %s: "+format, append([]any{a.name}, args...)...)
+}
+
+func invalidRequest(code, msg string) error {
+	return &adapter.CallError{Class: adapter.NotSent, Code: code, Message: msg}
+}
+
+func unparseable(status int, what string) error {
+	return &adapter.CallError{Class: adapter.Unknown, Code: "response_unparseable", StatusCode: status,
+		Message: "the response to " + what + " cannot be parsed"}
+}
+
+func mismatch(status int, what string) error {
+	return &adapter.CallError{Class: adapter.Unknown, Code: "response_mismatch", StatusCode: status,
+		Message: "the response to " + what + " is not the expected one"}
+}
+
+// classify applies the route's status policy; codes listed as unknown are
+// unknown whatever the default says.
+func (a *Adapter) classify(code int) error {
+	if a.write != nil && a.write.overrides[code] == "unknown" {
+		return &adapter.CallError{Class: adapter.Unknown, Code: "http_ambiguous", StatusCode: code,
+			Message: "the response does not prove whether the request executed"}
+	}
+	return a.policy.Classify(code)
+}
+
+// sameOrigin: u goes to base_url's origin, without user info.
+func (a *Adapter) sameOrigin(u string) bool {
+	p, err := url.Parse(u)
+	return err == nil && p.User == nil && p.Scheme+"://"+p.Host == a.origin
+}
+
+func (a *Adapter) setRouteHeaders(r *http.Request) {
+	r.Header.Set("Accept", "application/json")
+	for _, h := range a.headers {
+		r.Header.Set(h.name, string(h.value))
+	}
+}
+
+// get sends one authenticated GET to the API and returns the response of
+// any status.
+func (a *Adapter) get(ctx context.Context, u string) (*adapter.Response, error) {
+	if !a.sameOrigin(u) {
+		return nil, invalidRequest("invalid_request", "the URL leaves base_url's origin")
+	}
+	hreq, err := adapter.NewRequest(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	a.setRouteHeaders(hreq)
+	return adapter.Do(ctx, a.client, hreq)
+}
+
+func renderText(t *template, s *scope) string {
+	if t == nil {
+		return ""
+	}
+	str, ok, err := t.render(s, nil, false)
+	if err != nil || !ok {
+		return ""
+	}
+	return str
+}
+
+// typedValue is the value of an expression keeping its JSON type when it
+// is one {{...}}.
+func typedValue(t *template, s *scope) (any, bool) {
+	if t == nil {
+		return nil, false
+	}
+	if e := t.whole(); e != nil {
+		return s.value(e)
+	}
+	str, ok, err := t.render(s, nil, false)
+	return str, ok && err == nil
+}
+
+// parseTime reads an RFC 3339 string or a number of Unix seconds; absent,
+// null, "" and 0 are the zero time.
+func parseTime(v any, ok bool) (time.Time, bool) {
+	if !ok || v == nil {
+		return time.Time{}, true
+	}
+	switch x := v.(type) {
+	case string:
+		if x == "" {
+			return time.Time{}, true
+		}
+		t, err := time.Parse(time.RFC3339Nano, x)
+		return t, err == nil
+	case json.Number:
+		if n, err := x.Int64(); err == nil {
+			if n == 0 {
+				return time.Time{}, true
+			}
+			return time.Unix(n, 0).UTC(), true
+		}
+		f, err := x.Float64()
+		if err != nil || f < 0 || f > 1e12 {
+			return time.Time{}, false
+		}
+		sec := int64(f)
+		return time.Unix(sec, int64((f-float64(sec))*1e9)).UTC(), true
+	}
+	return time.Time{}, false
+}
+
+// --- Write ---
+
+// Write makes one attempt: one request built from write.url, write.body
+// and the headers, sent once with adapter.Do. A payload that fails
+// payload.fields, an empty request variable the URL or body needs, or a
+// URL leaving base_url's origin is NotSent (not retryable). The response
+// is classified by write.outcomes (first match), then the status policy;
+// a success is mapped by write.response.
+func (a *Adapter) Write(ctx context.Context, req adapter.WriteRequest) (adapter.WriteResult, error) {
+	w := a.write
+	canon, err := a.NormalizePayload(req.Payload)
+	if err != nil {
+		return adapter.WriteResult{}, invalidRequest("invalid_payload", err.Error())
+	}
+	if a.caps.IdempotencyKey && req.IdempotencyKey == "" {
+		return adapter.WriteResult{}, invalidRequest("invalid_request", "the write request has no idempotency key; the route requires one")
+	}
+	for name, v := range map[string]string{"idempotency key": req.IdempotencyKey, "attempt id": req.AttemptID} {
+		if !printable(v) {
+			return adapter.WriteResult{}, invalidRequest("invalid_request", "the "+name+" contains control characters")
+		}
+	}
+	payload, err := decodeJSON(canon)
+	if err != nil {
+		return adapter.WriteResult{}, invalidRequest("invalid_payload", "the payload cannot be decoded")
+	}
+	s := &scope{
+		vars: map[string]string{
+			varBase: a.base, varAccount: req.Account, varRequestID: req.RequestID, varIntentID: req.IntentID,
+			varAttemptID: req.AttemptID, varIdempotencyKey: req.IdempotencyKey, varParent: req.ParentExternalID,
+		},
+		payload: payload, hasPay: true,
+	}
+	u, ok, err := w.url.render(s, true)
+	switch {
+	case err != nil:
+		return adapter.WriteResult{}, invalidRequest("invalid_request", err.Error())
+	case !ok:
+		return adapter.WriteResult{}, invalidRequest("invalid_request", "the write URL needs a payload value that is absent")
+	case !a.sameOrigin(u):
+		return adapter.WriteResult{}, invalidRequest("invalid_request", "the write URL leaves base_url's origin")
+	}
+	var body []byte
+	contentType := ""
+	if w.body != nil {
+		v, _, err := w.body.eval(s, true)
+		if err != nil {
+			return adapter.WriteResult{}, invalidRequest("invalid_request", err.Error())
+		}
+		if w.form {
+			m, _ := v.(map[string]any)
+			vals := url.Values{}
+			for k, x := range m {
+				vals.Set(k, text(x))
+			}
+			body, contentType = []byte(vals.Encode()), "application/x-www-form-urlencoded"
+		} else {
+			if body, err = json.Marshal(v); err != nil {
+				return adapter.WriteResult{}, invalidRequest("invalid_request", "cannot encode the request body")
+			}
+			contentType = "application/json"
+		}
+	}
+	hreq, err := adapter.NewRequest(ctx, w.method, u, body)
+	if err != nil {
+		return adapter.WriteResult{}, err
+	}
+	a.setRouteHeaders(hreq)
+	if contentType != "" {
+		hreq.Header.Set("Content-Type", contentType)
+	}
+	for _, h := range w.headers {
+		v := renderText(h.t, s)
+		if v == "" {
+			continue
+		}
+		if !printable(v) {
+			return adapter.WriteResult{}, invalidRequest("invalid_request", "the header "+h.name+" would contain control characters")
+		}
+		hreq.Header.Set(h.name, v)
+	}
+	if w.idemHeader != "" && req.IdempotencyKey != "" {
+		hreq.Header.Set(w.idemHeader, req.IdempotencyKey)
+	}
+	if w.attemptHeader != "" && req.AttemptID != "" {
+		hreq.Header.Set(w.attemptHeader, req.AttemptID)
+	}
+	resp, err := adapter.Do(ctx, a.client, hreq)
+	if err != nil {
+		return adapter.WriteResult{}, err
+	}
+	return a.writeOutcome(resp, s, canon)
+}
+
+func (a *Adapter) writeOutcome(resp *adapter.Response, s *scope, sent json.RawMessage) (adapter.WriteResult, error) {
+	w := a.write
+	code := resp.StatusCode
+	if doc, err := decodeJSON(resp.Body); err == nil {
+		s.doc, s.hasDoc = doc, true
+	}
+	for i := range w.outcomes {
+		r := &w.outcomes[i]
+		if r.matches(code, s) {
+			return adapter.WriteResult{}, &adapter.CallError{Class: r.class, Code: r.code, StatusCode: code, Retryable: r.retryable, Message: r.message}
+		}
+	}
+	if err := a.classify(code); err != nil {
+		var ce *adapter.CallError
+		if errors.As(err, &ce) && ce.Class == adapter.Rejected && !ce.Retryable && w.errorCode != nil && s.hasDoc {
+			if v, ok := w.errorCode.eval(s.doc); ok && isCode(text(v)) {
+				ce.Code = text(v)
+			}
+		}
+		return adapter.WriteResult{}, err
+	}
+	if len(w.success) > 0 && !slices.Contains(w.success, code) {
+		return adapter.WriteResult{}, &adapter.CallError{Class: adapter.Unknown, Code: "unexpected_status", StatusCode: code,
+			Message: "the API answered an unexpected success status"}
+	}
+	if !s.hasDoc && len(bytes.TrimSpace(resp.Body)) > 0 {
+		return adapter.WriteResult{}, unparseable(code, "the write")
+	}
+	ext := renderText(w.externalID, s)
+	if ext == "" {
+		return adapter.WriteResult{}, unparseable(code, "the write")
+	}
+	for _, p := range w.require {
+		if v, ok := p.eval(s.doc); !s.hasDoc || isEmpty(v, ok) {
+			return adapter.WriteResult{}, mismatch(code, "the write")
+		}
+	}
+	for _, e := range w.expect {
+		if !e.holds(s) {
+			return adapter.WriteResult{}, mismatch(code, "the write")
+		}
+	}
+	if w.payload != nil {
+		v, _, err := w.payload.eval(s, false)
+		m, isMap := v.(map[string]any)
+		if err != nil || !isMap {
+			return adapter.WriteResult{}, mismatch(code, "the write")
+		}
+		got, _, err := a.schema.shape(m)
+		if err != nil || !bytes.Equal(got, sent) {
+			return adapter.WriteResult{}, mismatch(code, "the write")
+		}
+	}
+	return adapter.WriteResult{ExternalID: ext, LiveURL: w.liveURL.render(s), StatusCode: code}, nil
+}
+
+// --- records ---
+
+// record maps one JSON object with spec. listing: it comes from a search
+// page (Partial when the route omits bodies or a required payload field is
+// absent).
+func (a *Adapter) record(item any, spec *recordSpec, vars map[string]string, listing bool) (adapter.Record, error) {
+	s := &scope{vars: vars, doc: item, hasDoc: true}
+	r := adapter.Record{
+		ExternalID: renderText(spec.externalID, s),
+		LiveURL:    spec.liveURL.render(s),
+		AuthorID:   renderText(spec.authorID, s),
+		ParentID:   renderText(spec.parentID, s),
+		Visibility: renderText(spec.visibility, s),
+	}
+	if spec.createdAt != nil {
+		t, ok := parseTime(typedValue(spec.createdAt, s))
+		if !ok {
+			return adapter.Record{}, errors.New("created_at is not an RFC 3339 time or Unix seconds")
+		}
+		r.CreatedAt = t
+	}
+	if listing && a.search.omitsBody {
+		r.Partial = true
+		return r, nil
+	}
+	if spec.payload != nil {
+		v, _, err := spec.payload.eval(s, false)
+		m, isMap := v.(map[string]any)
+		if err != nil || !isMap {
+			return adapter.Record{}, errors.New("the payload mapping did not yield an object")
+		}
+		pl, missing, err := a.schema.shape(m)
+		if listing && missing {
+			r.Partial = true
+			return r, nil
+		}
+		if err != nil {
+			return adapter.Record{}, errors.New("cannot rebuild its payload")
+		}
+		r.Payload = pl
+	}
+	return r, nil
+}
+
+// --- Search ---
+
+// Search lists q.Account's objects in [q.From, q.To] (a zero bound is
+// left out of the query), following next_cursor for at most max_pages
+// pages; items are deduplicated by external id. A route without a search
+// section returns nil, nil.
+func (a *Adapter) Search(ctx context.Context, q adapter.SearchQuery) ([]adapter.Record, error) {
+	ss := a.search
+	if ss == nil {
+		return nil, nil
+	}
+	if q.Account == "" {
+		return nil, a.errorf("search: the account is required")
+	}
+	if !q.From.IsZero() && !q.To.IsZero() && q.To.Before(q.From) {
+		return nil, a.errorf("search: the window ends before it starts")
+	}
+	vars := map[string]string{varBase: a.base, varAccount: q.Account}
+	var out []adapter.Record
+	seen := map[string]bool{}
+	cursor := ""
+	for page := 1; ; page++ {
+		if page > ss.maxPages {
+			return nil, a.errorf("search: more than %d pages in one window; narrow the window", ss.maxPages)
+		}
+		s := &scope{vars: map[string]string{varBase: a.base, varAccount: q.Account, varCursor: cursor},
+			times: map[string]time.Time{varFrom: q.From, varTo: q.To}}
+		u, ok, err := ss.url.render(s, false)
+		if err != nil || !ok {
+			return nil, a.errorf("search page %d: the search URL cannot be built", page)
+		}
+		resp, err := a.get(ctx, u)
+		if err != nil {
+			return nil, a.errorf("search page %d: %w", page, err)
+		}
+		if err := a.classify(resp.StatusCode); err != nil {
+			return nil, a.errorf("search page %d: %w", page, err)
+		}
+		doc, err := decodeJSON(resp.Body)
+		if err != nil {
+			return nil, a.errorf("search page %d: %w", page, unparseable(resp.StatusCode, "a search"))
+		}
+		var items []any
+		if v, ok := ss.items.eval(doc); ok && v != nil {
+			if items, ok = v.([]any); !ok {
+				return nil, a.errorf("search page %d: %w", page, unparseable(resp.StatusCode, "a search"))
+			}
+		}
+		for _, it := range items {
+			rec, err := a.record(it, &ss.fields, vars, true)
+			if err != nil || rec.ExternalID == "" {
+				return nil, a.errorf("search page %d: %w", page, unparseable(resp.StatusCode, "a search"))
+			}
+			if seen[rec.ExternalID] {
+				continue
+			}
+			seen[rec.ExternalID] = true
+			out = append(out, rec)
+		}
+		if ss.nextCursor == nil {
+			return out, nil
+		}
+		v, ok := ss.nextCursor.eval(doc)
+		next := ""
+		if ok {
+			next = text(v)
+		}
+		if next == "" {
+			return out, nil
+		}
+		if next == cursor {
+			return nil, a.errorf("search page %d: the cursor did not advance", page)
+		}
+		cursor = next
+	}
+}
+
+// read GETs u and returns the item of the response: adapter.ErrNotFound
+// on 404 or when item is absent.
+func (a *Adapter) read(ctx context.Context, u string, item *jpath, expect []expectation, require []jpath, vars map[string]string, what string) (any, int, error) {
+	resp, err := a.get(ctx, u)
+	if err != nil {
+		return nil, 0, a.errorf("%s: %w", what, err)
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		return nil, resp.StatusCode, adapter.ErrNotFound
+	}
+	if err := a.classify(resp.StatusCode); err != nil {
+		return nil, resp.StatusCode, a.errorf("%s: %w", what, err)
+	}
+	doc, err := decodeJSON(resp.Body)
+	if err != nil {
+		return nil, resp.StatusCode, a.errorf("%s: %w", what, unparseable(resp.StatusCode, "a "+what))
+	}
+	if item != nil {
+		v, ok := item.eval(doc)
+		if !ok || v == nil {
+			return nil, resp.StatusCode, adapter.ErrNotFound
+		}
+		doc = v
+	}
+	s := &scope{vars: vars, doc: doc, hasDoc: true}
+	for _, p := range require {
+		if v, ok := p.eval(doc); isEmpty(v, ok) {
+			return nil, resp.StatusCode, a.errorf("%s: %w", what, unparseable(resp.StatusCode, "a "+what))
+		}
+	}
+	for _, e := range expect {
+		if !e.holds(s) {
+			return nil, resp.StatusCode, a.errorf("%s: %w", what, unparseable(resp.StatusCode, "a "+what))
+		}
+	}
+	return doc, resp.StatusCode, nil
+}
+
+// Get reads one object back (readback.url with {{external_id}});
+// adapter.ErrNotFound on 404 or an absent readback.item. A route without
+// a readback section answers ErrNoReadback.
+func (a *Adapter) Get(ctx context.Context, externalID string) (adapter.Record, error) {
+	rs := a.readback
+	if rs == nil {
+		return adapter.Record{}, ErrNoReadback
+	}
+	if externalID == "" {
+		return adapter.Record{}, a.errorf("get: the external id is required")
+	}
+	vars := map[string]string{varBase: a.base, varExternalID: externalID}
+	u, ok, err := rs.url.render(&scope{vars: vars}, false)
+	if err != nil || !ok {
+		return adapter.Record{}, a.errorf("get: the readback URL cannot be built")
+	}
+	doc, code, err := a.read(ctx, u, rs.item, rs.expect, rs.require, vars, "get")
+	if err != nil {
+		return adapter.Record{}, err
+	}
+	rec, err := a.record(doc, &rs.fields, vars, false)
+	if err != nil || rec.ExternalID == "" {
+		return adapter.Record{}, a.errorf("get: %w", unparseable(code, "a get"))
+	}
+	return rec, nil
+}
+
+// Status looks the write up (status.url with {{request_id}} or
+// {{idempotency_key}}); adapter.ErrNotFound on 404 or an absent
+// status.item. The state is mapped by status.map; code is kept for failed
+// states only. A route without a status section answers ErrNoStatusQuery
+// (and its Capabilities().StatusQuery is false).
+func (a *Adapter) Status(ctx context.Context, q adapter.StatusQuery) (adapter.StatusResult, error) {
+	ss := a.status
+	if ss == nil {
+		return adapter.StatusResult{}, ErrNoStatusQuery
+	}
+	vars := map[string]string{varBase: a.base, varRequestID: q.RequestID, varIdempotencyKey: q.IdempotencyKey, varAccount: q.Account}
+	u, ok, err := ss.url.render(&scope{vars: vars}, true)
+	if err != nil {
+		return adapter.StatusResult{}, a.errorf("status: %s", err.Error())
+	}
+	if !ok {
+		return adapter.StatusResult{}, a.errorf("status: the status URL cannot be built")
+	}
+	doc, code, err := a.read(ctx, u, ss.item, ss.expect, ss.require, vars, "status")
+	if err != nil {
+		return adapter.StatusResult{}, err
+	}
+	s := &scope{vars: vars, doc: doc, hasDoc: true}
+	raw := renderText(ss.state, s)
+	state := raw
+	if len(ss.stateMap) > 0 {
+		state = ss.stateMap[raw]
+	}
+	switch state {
+	case adapter.StatusCompleted, adapter.StatusProcessing, adapter.StatusFailed:
+	default:
+		return adapter.StatusResult{}, a.errorf("status: %w", unparseable(code, "a status query"))
+	}
+	out := adapter.StatusResult{
+		State:          state,
+		ExternalID:     renderText(ss.externalID, s),
+		LiveURL:        ss.liveURL.render(s),
+		Version:        renderText(ss.version, s),
+		AppliedVersion: renderText(ss.appliedVersion, s),
+	}
+	if state == adapter.StatusFailed {
+		out.Code = renderText(ss.code, s)
+	}
+	if v, ok := typedValue(ss.partialEffects, s); ok && v != nil {
+		l, isList := v.([]any)
+		if !isList {
+			return adapter.StatusResult{}, a.errorf("status: %w", unparseable(code, "a status query"))
+		}
+		out.PartialEffects = make([]string, 0, len(l))
+		for _, x := range l {
+			out.PartialEffects = append(out.PartialEffects, text(x))
+		}
+	}
+	if ss.receivedAt != nil {
+		t, ok := parseTime(typedValue(ss.receivedAt, s))
+		if !ok {
+			return adapter.StatusResult{}, a.errorf("status: %w", unparseable(code, "a status query"))
+		}
+		out.ReceivedAt = t
+	}
+	// The payload is evidence: when a required field is absent it is left
+	// out, so the hash check fails rather than guessing.
+	if ss.payload != nil {
+		if v, _, err := ss.payload.eval(s, false); err == nil {
+			if m, isMap := v.(map[string]any); isMap {
+				if pl, missing, err := a.schema.shape(m); err == nil && !missing {
+					out.Payload = pl
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// Probe GETs a live URL with no header at all (no credentials: a live URL
+// is public) and returns its status. Redirects are not followed: a
+// redirect (to a login page, say) is reported as its 3xx.
+func (a *Adapter) Probe(ctx context.Context, liveURL string) (int, error) {
+	u, err := url.Parse(liveURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return 0, a.errorf("probe: the live URL is not an absolute http(s) URL")
+	}
+	u.User = nil // net/http would turn user info into an Authorization header
+	hreq, err := adapter.NewRequest(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := adapter.Do(ctx, a.client, hreq)
+	if err != nil {
+		return 0, a.errorf("probe: %w", err)
+	}
+	return resp.StatusCode, nil
+}
+
+// Policy is the route policy Build puts in the producer.Route.
+func (a *Adapter) Policy() events.Policy { return a.routePolicy }

@@ -1,0 +1,827 @@
+package httproute
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/settle-dev/settle/adapter"
+	"github.com/settle-dev/settle/events"
+)
+
+// Defaults and bounds.
+const (
+	// DefaultTimeout bounds each HTTP call of a route without timeout.
+	DefaultTimeout = 10 * time.Second
+	// MaxTimeout is the largest timeout a route may set.
+	MaxTimeout = 10 * time.Minute
+	// DefaultMaxPages bounds how many pages one Search reads.
+	DefaultMaxPages = 100
+	maxMaxPages     = 1000
+)
+
+var writeMethods = []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// compiler compiles one RouteConfig; problems are collected, each once.
+type compiler struct {
+	label    string
+	failed   map[string]bool
+	errs     []*RouteError
+	reported map[string]bool
+	prefix   string // prepended to reasons (a reused section)
+}
+
+// skip: field, or one of its ancestors, failed to decode (already
+// reported), so a check on it would only repeat the problem.
+func (c *compiler) skip(field string) bool {
+	if len(c.failed) == 0 {
+		return false
+	}
+	if c.failed[""] || c.failed[field] {
+		return true
+	}
+	for i := 0; i < len(field); i++ {
+		if (field[i] == '.' || field[i] == '[') && c.failed[field[:i]] {
+			return true
+		}
+	}
+	return false
+}
+
+// skipUnder: some field at or below prefix failed to decode.
+func (c *compiler) skipUnder(prefix string) bool {
+	if c.skip(prefix) {
+		return true
+	}
+	for f := range c.failed {
+		if strings.HasPrefix(f, prefix+".") || strings.HasPrefix(f, prefix+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+// report records a problem; a field gets at most one.
+func (c *compiler) report(field, reason string) {
+	if c.skip(field) || c.reported[field] {
+		return
+	}
+	if c.reported == nil {
+		c.reported = map[string]bool{}
+	}
+	c.reported[field] = true
+	c.errs = append(c.errs, &RouteError{Route: c.label, Field: field, Reason: c.prefix + reason})
+}
+
+// --- environment ---
+
+// resolveEnv replaces every ${env:NAME} in s. The error names the variable,
+// never a value.
+func resolveEnv(s string, env func(string) (string, bool)) (string, int, error) {
+	var b strings.Builder
+	refs := 0
+	rest := s
+	for {
+		i := strings.Index(rest, "${")
+		if i < 0 {
+			b.WriteString(rest)
+			return b.String(), refs, nil
+		}
+		b.WriteString(rest[:i])
+		end := strings.IndexByte(rest[i:], '}')
+		if end < 0 {
+			return "", refs, errors.New(`"${" is not closed; an environment reference is ${env:NAME}`)
+		}
+		ref := rest[i+2 : i+end]
+		name, ok := strings.CutPrefix(ref, "env:")
+		if !ok || !validEnvName(name) {
+			return "", refs, errors.New(`an environment reference is ${env:NAME} (NAME: letters, digits and _, not starting with a digit)`)
+		}
+		v, set := env(name)
+		switch {
+		case !set:
+			return "", refs, fmt.Errorf("environment variable %s is not set", name)
+		case v == "":
+			return "", refs, fmt.Errorf("environment variable %s is empty", name)
+		case !printable(v):
+			return "", refs, fmt.Errorf("environment variable %s contains control characters", name)
+		}
+		b.WriteString(v)
+		refs++
+		rest = rest[i+end+1:]
+	}
+}
+
+func validEnvName(s string) bool {
+	if s == "" || len(s) > 128 || (s[0] >= '0' && s[0] <= '9') {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '_' && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// printable refuses control characters (CR, LF, NUL, ...), which would
+// break a header.
+func printable(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < 0x20 && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// --- headers ---
+
+func validHeaderName(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+var reservedHeaders = []string{"host", "content-length", "transfer-encoding", "connection", "upgrade", "te", "trailer"}
+
+// sensitiveHeader: a header that carries credentials by its name.
+func sensitiveHeader(name string) bool {
+	n := strings.ToLower(name)
+	switch n {
+	case "authorization", "proxy-authorization", "cookie":
+		return true
+	}
+	for _, w := range []string{"token", "secret", "auth", "password", "passwd", "session", "signature", "credential", "api-key", "apikey", "api_key"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// --- compile ---
+
+// compile checks cfg and builds its Adapter. failed holds the fields that
+// failed to decode (nil for a RouteConfig built in Go).
+func compile(cfg RouteConfig, label string, failed map[string]bool) (*Adapter, []*RouteError) {
+	c := &compiler{label: label, failed: failed}
+	a := &Adapter{name: cfg.Name}
+	env := cfg.Env
+	if env == nil {
+		env = os.LookupEnv
+	}
+
+	if err := events.ValidateToken("name", cfg.Name); err != nil {
+		var fe *events.FieldError
+		if errors.As(err, &fe) {
+			c.report("name", fe.Reason)
+		}
+	}
+
+	// base_url
+	if cfg.BaseURL == "" {
+		c.report("base_url", "is required")
+	} else if strings.Contains(cfg.BaseURL, "{{") {
+		c.report("base_url", "takes no {{...}} template (only ${env:NAME})")
+	} else if base, _, err := resolveEnv(cfg.BaseURL, env); err != nil {
+		c.report("base_url", err.Error())
+	} else {
+		u, err := url.Parse(base)
+		switch {
+		case err != nil:
+			c.report("base_url", "is not a valid URL")
+		case u.Scheme != "http" && u.Scheme != "https":
+			c.report("base_url", "must be an http or https URL")
+		case u.Host == "":
+			c.report("base_url", "has no host")
+		case u.User != nil:
+			c.report("base_url", "must not carry credentials; send them in headers, from the environment")
+		case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+			c.report("base_url", "must not have a query or a fragment")
+		default:
+			a.base = strings.TrimRight(u.String(), "/")
+			a.origin = u.Scheme + "://" + u.Host
+		}
+	}
+
+	// headers
+	seen := map[string]bool{}
+	for _, h := range cfg.Headers {
+		field := fieldPath("headers", h.Name)
+		lower := strings.ToLower(h.Name)
+		switch {
+		case !validHeaderName(h.Name):
+			c.report(field, "is not a valid header name")
+			continue
+		case slices.Contains(reservedHeaders, lower):
+			c.report(field, "is set by the HTTP client, not by a route")
+			continue
+		case seen[lower]:
+			c.report(field, "is declared twice")
+			continue
+		case strings.Contains(h.Value, "{{"):
+			c.report(field, "takes no {{...}} template (only ${env:NAME}); per-request headers go in write.headers")
+			continue
+		}
+		seen[lower] = true
+		v, refs, err := resolveEnv(h.Value, env)
+		switch {
+		case err != nil:
+			c.report(field, err.Error())
+		case sensitiveHeader(h.Name) && refs == 0:
+			c.report(field, "carries credentials, which must come from the environment (${env:NAME}); a route file holds no secret")
+		case !printable(v):
+			c.report(field, "contains control characters")
+		default:
+			a.headers = append(a.headers, resolvedHeader{name: h.Name, value: secret(v)})
+		}
+	}
+
+	// timeout and client
+	timeout := cfg.Timeout
+	switch {
+	case timeout == 0:
+		timeout = DefaultTimeout
+	case timeout < 0 || timeout > MaxTimeout:
+		c.report("timeout", "must be between 1ms and "+MaxTimeout.String())
+	}
+	a.client = cfg.Client
+	if a.client == nil {
+		a.client = &http.Client{
+			Timeout: timeout,
+			// A redirect is an answer, not something to follow: a 3xx to a
+			// write is ambiguous, and a live URL redirecting to a login page
+			// is not a public page.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+
+	// payload
+	if cfg.Payload != nil {
+		a.schema = &schema{}
+		if len(cfg.Payload.Fields) > 0 {
+			a.schema.fields = compileFields(cfg.Payload.Fields, "payload.fields", c.report)
+		}
+		broken := (len(cfg.Payload.Fields) > 0 && a.schema.fields == nil) || c.skip("payload.fields") // reported
+		for i, f := range cfg.Payload.NearMatch {
+			if d := a.schema.declared(); !broken && (d == nil || !d[f]) {
+				c.report("payload.near_match["+strconv.Itoa(i)+"]", "is not a field of payload.fields")
+			}
+		}
+		a.schema.nearMatch = cfg.Payload.NearMatch
+	}
+	declared := a.schema.declared()
+
+	c.compileWrite(a, cfg.Write, declared)
+	if cfg.Search != nil {
+		c.compileSearch(a, cfg.Search, declared)
+	}
+	if cfg.Readback != nil {
+		c.compileReadback(a, cfg.Readback, cfg.Search)
+	}
+	if cfg.Status != nil {
+		c.compileStatus(a, cfg.Status, declared)
+	}
+
+	// capabilities
+	caps := cfg.Capabilities
+	a.caps = adapter.Capabilities{
+		IdempotencyKey:  caps.IdempotencyKey,
+		KeyRetention:    caps.KeyRetention,
+		StatusQuery:     cfg.Status != nil,
+		ReflectionDelay: caps.ReflectionDelay,
+		Search:          cfg.Search != nil,
+	}
+	if cfg.Search != nil {
+		a.caps.SearchOmitsBody = cfg.Search.OmitsBody
+	}
+	switch {
+	case caps.IdempotencyKey && caps.KeyRetention <= 0:
+		c.report("capabilities.key_retention", "is required when idempotency_key is true (the API's documented key retention, e.g. 24h)")
+	case !caps.IdempotencyKey && caps.KeyRetention > 0:
+		c.report("capabilities.key_retention", "only applies when idempotency_key is true")
+	}
+	if caps.IdempotencyKey && cfg.Write != nil && cfg.Write.IdempotencyHeader == "" && !c.skip("capabilities.idempotency_key") {
+		c.report("write.idempotency_header", "is required when capabilities.idempotency_key is true (the key must reach the API)")
+	}
+	if caps.StatusQuery != nil && *caps.StatusQuery != (cfg.Status != nil) && !c.skip("status") {
+		if *caps.StatusQuery {
+			c.report("capabilities.status_query", "is true, but the route has no status section")
+		} else {
+			c.report("capabilities.status_query", "is false, but the route has a status section")
+		}
+	}
+	if caps.Search != nil && *caps.Search != (cfg.Search != nil) && !c.skip("search") {
+		if *caps.Search {
+			c.report("capabilities.search", "is true, but the route has no search section")
+		} else {
+			c.report("capabilities.search", "is false, but the route has a search section")
+		}
+	}
+	if caps.ReflectionDelay > 0 && cfg.Status == nil && !c.skip("status") {
+		c.report("capabilities.reflection_delay", "only applies to a route with a status section")
+	}
+
+	// policy
+	policy := cfg.Policy
+	if policy == (events.Policy{}) {
+		policy = defaultPolicy()
+	}
+	if policy.KeyRetention == 0 && caps.IdempotencyKey {
+		policy.KeyRetention = events.Duration(caps.KeyRetention)
+	}
+	if !c.skipUnder("policy") {
+		if err := policy.Validate("policy."); err != nil {
+			var fe *events.FieldError
+			if errors.As(err, &fe) {
+				c.report(fe.Field, fe.Reason)
+			}
+		} else if !c.skipUnder("capabilities") {
+			if policy.KeyRetention > 0 && !caps.IdempotencyKey {
+				c.report("policy.key_retention", "applies to a route with capabilities.idempotency_key only")
+			} else if caps.IdempotencyKey && policy.KeyRetention.D() > caps.KeyRetention {
+				c.report("policy.key_retention", "must not exceed capabilities.key_retention: a retry past the API's retention could execute twice")
+			}
+		}
+	}
+	a.routePolicy = policy
+
+	if cfg.Readback == nil && cfg.Status == nil && !policy.TrustResponse && !c.skip("readback") && !c.skip("status") && !c.skip("policy.trust_response") {
+		c.report("readback", "is required: a route without a status section or policy.trust_response verifies its writes by reading them back")
+	}
+	if len(c.errs) > 0 {
+		return nil, c.errs
+	}
+	return a, nil
+}
+
+// contexts of templates.
+func writeCtx(declared map[string]bool) tctx {
+	return tctx{
+		vars:          []string{varBase, varAccount, varRequestID, varIntentID, varAttemptID, varIdempotencyKey, varParent},
+		payload:       true,
+		payloadFields: declared,
+	}
+}
+
+func withDoc(c tctx, doc string) tctx { c.doc = doc; return c }
+
+func (c *compiler) tmpl(s, field string, ctx tctx) *template {
+	if strings.Contains(s, "${") {
+		c.report(field, "${env:NAME} is only allowed in headers and base_url")
+		return nil
+	}
+	t, err := parseTemplate(s, ctx)
+	if err != nil {
+		c.report(field, err.Error())
+		return nil
+	}
+	return t
+}
+
+func (c *compiler) urlTmpl(s, field string, ctx tctx, needBase bool) *urlTemplate {
+	if s == "" {
+		c.report(field, "is required")
+		return nil
+	}
+	if strings.Contains(s, "${") {
+		c.report(field, "${env:NAME} is only allowed in headers and base_url")
+		return nil
+	}
+	u, err := parseURLTemplate(s, ctx, needBase)
+	if err != nil {
+		c.report(field, err.Error())
+		return nil
+	}
+	return u
+}
+
+// valueExpr compiles a value expression: a JSON path, a template or a
+// constant. Empty is absent (nil).
+func (c *compiler) valueExpr(s, field string, ctx tctx) *template {
+	if s == "" {
+		return nil
+	}
+	return c.tmpl(s, field, ctx)
+}
+
+func (c *compiler) path(s, field string) *jpath {
+	if s == "" {
+		return nil
+	}
+	p, err := parsePath(s)
+	if err != nil {
+		c.report(field, err.Error())
+		return nil
+	}
+	return &p
+}
+
+func (c *compiler) liveURL(s, field string, ctx tctx) *liveURL {
+	if s == "" {
+		return nil
+	}
+	t := c.tmpl(s, field, ctx)
+	if t == nil {
+		return nil
+	}
+	if t.whole() != nil || t.constant() {
+		return &liveURL{raw: t}
+	}
+	if u := c.urlTmpl(s, field, ctx, false); u != nil {
+		return &liveURL{u: u}
+	}
+	return nil
+}
+
+func (c *compiler) expectations(m map[string]string, field string, ctx tctx) []expectation {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var out []expectation
+	for _, k := range keys {
+		sub := fieldPath(field, k)
+		p, err := parsePath(k)
+		if err != nil {
+			c.report(sub, err.Error())
+			continue
+		}
+		t := c.tmpl(m[k], sub, ctx)
+		if t == nil {
+			continue
+		}
+		out = append(out, expectation{path: p, want: t})
+	}
+	return out
+}
+
+func (c *compiler) paths(l []string, field string) []jpath {
+	var out []jpath
+	for i, s := range l {
+		if p := c.path(s, field+"["+strconv.Itoa(i)+"]"); p != nil {
+			out = append(out, *p)
+		}
+	}
+	return out
+}
+
+// payloadTree compiles a payload mapping; with declared set, its keys
+// must be payload fields.
+func (c *compiler) payloadTree(v any, field string, ctx tctx, declared map[string]bool) *vnode {
+	if v == nil {
+		return nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		c.report(field, "must be a mapping of payload fields to values")
+		return nil
+	}
+	if declared != nil {
+		for k := range m {
+			if !declared[k] {
+				c.report(fieldPath(field, k), "is not a field of payload.fields")
+				return nil
+			}
+		}
+	}
+	return compileTree(m, field, ctx, c.report)
+}
+
+func isCode(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c != '_' && (c < 'a' || c > 'z') && (i == 0 || c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *compiler) compileWrite(a *Adapter, w *WriteConfig, declared map[string]bool) {
+	if w == nil {
+		c.report("write", "is required")
+		return
+	}
+	ws := &writeSpec{}
+	ctx := writeCtx(declared)
+	respCtx := withDoc(ctx, "the write's response")
+
+	switch {
+	case w.Method == "":
+		c.report("write.method", "is required (POST, PUT, PATCH or DELETE)")
+	case !slices.Contains(writeMethods, w.Method):
+		c.report("write.method", fmt.Sprintf("%q is not POST, PUT, PATCH or DELETE", clip(w.Method)))
+	default:
+		ws.method = w.Method
+	}
+	ws.url = c.urlTmpl(w.URL, "write.url", ctx, true)
+
+	for _, h := range []struct {
+		field string
+		name  string
+		dst   *string
+	}{{"write.idempotency_header", w.IdempotencyHeader, &ws.idemHeader}, {"write.attempt_header", w.AttemptHeader, &ws.attemptHeader}} {
+		switch {
+		case h.name == "":
+		case !validHeaderName(h.name):
+			c.report(h.field, "is not a valid header name")
+		case slices.Contains(reservedHeaders, strings.ToLower(h.name)):
+			c.report(h.field, "is set by the HTTP client, not by a route")
+		default:
+			*h.dst = h.name
+		}
+	}
+	names := make([]string, 0, len(w.Headers))
+	for k := range w.Headers {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		field := fieldPath("write.headers", name)
+		switch {
+		case !validHeaderName(name):
+			c.report(field, "is not a valid header name")
+		case slices.Contains(reservedHeaders, strings.ToLower(name)):
+			c.report(field, "is set by the HTTP client, not by a route")
+		case sensitiveHeader(name):
+			c.report(field, "carries credentials: declare it in the route's headers, from the environment (${env:NAME})")
+		case strings.EqualFold(name, w.IdempotencyHeader) || strings.EqualFold(name, w.AttemptHeader):
+			c.report(field, "is already set by idempotency_header or attempt_header")
+		default:
+			if t := c.tmpl(w.Headers[name], field, ctx); t != nil {
+				ws.headers = append(ws.headers, tmplHeader{name: name, t: t})
+			}
+		}
+	}
+
+	switch w.Encoding {
+	case "", "json":
+	case "form":
+		ws.form = true
+	default:
+		c.report("write.encoding", fmt.Sprintf("%q is not json or form", clip(w.Encoding)))
+	}
+	if w.Body != nil {
+		bodyCtx := ctx
+		bodyCtx.omitEmpty = true
+		if ws.form {
+			m, ok := w.Body.(map[string]any)
+			if !ok {
+				c.report("write.body", "a form body is a mapping of names to values")
+			}
+			for k, v := range m {
+				switch v.(type) {
+				case map[string]any, []any:
+					c.report(fieldPath("write.body", k), "a form body holds only scalar values")
+				}
+			}
+		}
+		ws.body = compileTree(w.Body, "write.body", bodyCtx, c.report)
+	}
+
+	// response
+	r := w.Response
+	for i, code := range r.Success {
+		if code < 200 || code > 299 {
+			c.report("write.response.success["+strconv.Itoa(i)+"]", "must be a 2xx status")
+		}
+	}
+	ws.success = r.Success
+	if r.ExternalID == "" {
+		c.report("write.response.external_id", "is required: a JSON path ($.id) or a template")
+	} else if t := c.tmpl(r.ExternalID, "write.response.external_id", respCtx); t != nil {
+		if t.constant() {
+			c.report("write.response.external_id", "is a constant; it must read the response ($.id) or the request ({{payload.id}})")
+		}
+		ws.externalID = t
+	}
+	ws.liveURL = c.liveURL(r.LiveURL, "write.response.live_url", respCtx)
+	ws.expect = c.expectations(r.Expect, "write.response.expect", respCtx)
+	ws.require = c.paths(r.Require, "write.response.require")
+	ws.payload = c.payloadTree(r.Payload, "write.response.payload", respCtx, declared)
+
+	for i, o := range w.Outcomes {
+		field := "write.outcomes[" + strconv.Itoa(i) + "]"
+		var rule outcomeRule
+		switch o.Outcome {
+		case "rejected":
+			rule.class = adapter.Rejected
+		case "retryable":
+			rule.class, rule.retryable = adapter.Rejected, true
+		case "unknown":
+			rule.class = adapter.Unknown
+		case "":
+			c.report(field+".outcome", "is required (rejected, retryable or unknown)")
+		default:
+			c.report(field+".outcome", fmt.Sprintf("%q is not rejected, retryable or unknown", clip(o.Outcome)))
+		}
+		if !isCode(o.Code) {
+			c.report(field+".code", "is required: a snake_case code of up to 64 characters")
+		}
+		if len(o.Message) > 200 || !printable(o.Message) || strings.Contains(o.Message, "{{") {
+			c.report(field+".message", "must be a fixed text of up to 200 printable characters")
+		}
+		for j, code := range o.Status {
+			if code < 100 || code > 599 {
+				c.report(field+".status["+strconv.Itoa(j)+"]", "is not an HTTP status")
+			}
+		}
+		if len(o.Status) == 0 && len(o.Match) == 0 && len(o.Unless) == 0 && len(o.NonEmpty) == 0 {
+			c.report(field, "needs a condition (status, match, unless or non_empty)")
+		}
+		rule.status = o.Status
+		rule.match = c.expectations(o.Match, field+".match", respCtx)
+		rule.unless = c.expectations(o.Unless, field+".unless", respCtx)
+		rule.nonEmpty = c.paths(o.NonEmpty, field+".non_empty")
+		rule.code, rule.message = o.Code, o.Message
+		if rule.message == "" {
+			rule.message = "the API answered " + strings.ReplaceAll(o.Code, "_", " ")
+		}
+		ws.outcomes = append(ws.outcomes, rule)
+	}
+	ws.errorCode = c.path(w.ErrorCode, "write.error_code")
+
+	a.policy = adapter.DefaultStatusPolicy()
+	if s := w.Status; s != nil {
+		lists := []struct {
+			field string
+			codes []int
+			lo    int
+			hi    int
+		}{{"write.status.definite_4xx", s.Definite4xx, 400, 499}, {"write.status.retryable_4xx", s.Retryable4xx, 400, 499}, {"write.status.unknown", s.Unknown, 400, 599}}
+		owner := map[int]string{}
+		for _, l := range lists {
+			for j, code := range l.codes {
+				f := l.field + "[" + strconv.Itoa(j) + "]"
+				switch {
+				case code < l.lo || code > l.hi:
+					c.report(f, fmt.Sprintf("%d is outside %d..%d", code, l.lo, l.hi))
+				case owner[code] != "":
+					c.report(f, fmt.Sprintf("%d is also listed in %s", code, owner[code]))
+				default:
+					owner[code] = strings.TrimPrefix(l.field, "write.status.")
+				}
+			}
+		}
+		ws.overrides = map[int]string{}
+		for code, list := range owner {
+			ws.overrides[code] = list
+		}
+		def := a.policy
+		a.policy = adapter.StatusPolicy{
+			Definite4xx: func(code int) bool {
+				if l, ok := ws.overrides[code]; ok {
+					return l == "definite_4xx"
+				}
+				return def.Definite4xx(code)
+			},
+			Retryable4xx: func(code int) bool {
+				if l, ok := ws.overrides[code]; ok {
+					return l == "retryable_4xx"
+				}
+				return def.Retryable4xx(code)
+			},
+		}
+	}
+	a.write = ws
+}
+
+func (c *compiler) recordSpec(r *RecordFields, field string, ctx tctx, declared map[string]bool) recordSpec {
+	var rs recordSpec
+	if r.ExternalID == "" {
+		c.report(field+".external_id", "is required: a JSON path ($.id) or a template")
+	} else if t := c.tmpl(r.ExternalID, field+".external_id", ctx); t != nil {
+		if t.constant() {
+			c.report(field+".external_id", "is a constant; it must read the item ($.id)")
+		}
+		rs.externalID = t
+	}
+	rs.liveURL = c.liveURL(r.LiveURL, field+".live_url", ctx)
+	rs.authorID = c.valueExpr(r.AuthorID, field+".author_id", ctx)
+	rs.parentID = c.valueExpr(r.ParentID, field+".parent_id", ctx)
+	rs.visibility = c.valueExpr(r.Visibility, field+".visibility", ctx)
+	rs.createdAt = c.valueExpr(r.CreatedAt, field+".created_at", ctx)
+	rs.payload = c.payloadTree(r.Payload, field+".payload", ctx, declared)
+	return rs
+}
+
+func (c *compiler) compileSearch(a *Adapter, s *SearchConfig, declared map[string]bool) {
+	ss := &searchSpec{omitsBody: s.OmitsBody, maxPages: s.MaxPages}
+	urlCtx := tctx{vars: []string{varBase, varAccount, varFrom, varTo, varCursor}}
+	ss.url = c.urlTmpl(s.URL, "search.url", urlCtx, true)
+	if s.Items == "" {
+		c.report("search.items", "is required: the JSON path of the page's array ($.items)")
+	} else if p := c.path(s.Items, "search.items"); p != nil {
+		ss.items = *p
+	}
+	ss.nextCursor = c.path(s.NextCursor, "search.next_cursor")
+	if ss.url != nil {
+		usesCursor := ss.url.uses(varCursor)
+		switch {
+		case usesCursor && s.NextCursor == "":
+			c.report("search.next_cursor", "is required: search.url uses {{cursor}}")
+		case !usesCursor && s.NextCursor != "":
+			c.report("search.url", "must use {{cursor}}: search.next_cursor is set")
+		}
+	}
+	switch {
+	case s.MaxPages == 0:
+		ss.maxPages = DefaultMaxPages
+	case s.MaxPages < 0 || s.MaxPages > maxMaxPages:
+		c.report("search.max_pages", fmt.Sprintf("must be between 1 and %d", maxMaxPages))
+	}
+	itemCtx := tctx{vars: []string{varBase, varAccount}, doc: "a listed item"}
+	ss.fields = c.recordSpec(&s.Fields, "search.fields", itemCtx, declared)
+	if s.Fields.Payload == nil && !s.OmitsBody {
+		c.report("search.fields.payload", "is required: candidates are matched by their payload (or set omits_body: true)")
+	}
+	a.search = ss
+}
+
+func (c *compiler) compileReadback(a *Adapter, r *ReadbackConfig, search *SearchConfig) {
+	rs := &readSpec{}
+	urlCtx := tctx{vars: []string{varBase, varExternalID}}
+	rs.url = c.urlTmpl(r.URL, "readback.url", urlCtx, true)
+	if rs.url != nil && !rs.url.uses(varExternalID) {
+		c.report("readback.url", "must use {{external_id}}")
+	}
+	rs.item = c.path(r.Item, "readback.item")
+	ctx := tctx{vars: []string{varBase, varExternalID}, doc: "the readback response"}
+	switch {
+	case r.Fields != nil:
+		rs.fields = c.recordSpec(r.Fields, "readback.fields", ctx, nil)
+		if r.Fields.Payload == nil {
+			c.report("readback.fields.payload", "is required: a readback is checked against the intent's payload")
+		}
+	case search != nil:
+		// Reused: a problem already found in search.fields is not repeated.
+		c.prefix = "(as readback.fields, which default to search.fields) "
+		rs.fields = c.recordSpec(&search.Fields, "search.fields", ctx, nil)
+		c.prefix = ""
+	default:
+		c.report("readback.fields", "is required (without a search section there are no fields to reuse)")
+	}
+	rs.expect = c.expectations(r.Expect, "readback.expect", ctx)
+	rs.require = c.paths(r.Require, "readback.require")
+	a.readback = rs
+}
+
+func (c *compiler) compileStatus(a *Adapter, s *StatusConfig, declared map[string]bool) {
+	ss := &statusSpec{}
+	vars := []string{varBase, varRequestID, varIdempotencyKey, varAccount}
+	ss.url = c.urlTmpl(s.URL, "status.url", tctx{vars: vars}, true)
+	if ss.url != nil && !ss.url.uses(varRequestID) && !ss.url.uses(varIdempotencyKey) {
+		c.report("status.url", "must use {{request_id}} or {{idempotency_key}} to name the write")
+	}
+	ctx := tctx{vars: vars, doc: "the status response"}
+	ss.item = c.path(s.Item, "status.item")
+	if s.State == "" {
+		c.report("status.state", "is required: a JSON path ($.state)")
+	} else {
+		ss.state = c.tmpl(s.State, "status.state", ctx)
+	}
+	keys := make([]string, 0, len(s.Map))
+	for k := range s.Map {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		switch s.Map[k] {
+		case adapter.StatusCompleted, adapter.StatusProcessing, adapter.StatusFailed:
+		default:
+			c.report(fieldPath("status.map", k), fmt.Sprintf("%q is not completed, processing or failed", clip(s.Map[k])))
+		}
+	}
+	ss.stateMap = s.Map
+	ss.externalID = c.valueExpr(s.ExternalID, "status.external_id", ctx)
+	ss.liveURL = c.liveURL(s.LiveURL, "status.live_url", ctx)
+	ss.version = c.valueExpr(s.Version, "status.version", ctx)
+	ss.appliedVersion = c.valueExpr(s.AppliedVersion, "status.applied_version", ctx)
+	ss.code = c.valueExpr(s.Code, "status.code", ctx)
+	ss.partialEffects = c.valueExpr(s.PartialEffects, "status.partial_effects", ctx)
+	ss.receivedAt = c.valueExpr(s.ReceivedAt, "status.received_at", ctx)
+	ss.payload = c.payloadTree(s.Payload, "status.payload", ctx, declared)
+	ss.expect = c.expectations(s.Expect, "status.expect", ctx)
+	ss.require = c.paths(s.Require, "status.require")
+	a.status = ss
+}

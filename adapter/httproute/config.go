@@ -1,0 +1,252 @@
+package httproute
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/settle-dev/settle/events"
+)
+
+// RouteError is one problem of a route file, or of a RouteConfig given to
+// Build. Route is the route's name ("routes[2]" when it has no valid name;
+// "" for a problem of the file itself); Field is the dotted path of the
+// offending key inside the route (write.url, search.fields.author_id,
+// headers.Authorization, payload.fields.body.type, ...). Reason never
+// holds a header value, an environment variable's value or a URL.
+type RouteError struct {
+	Route  string
+	Field  string
+	Reason string
+}
+
+// Error renders "route <name>: <field>: <reason>"; a problem of the file
+// itself renders "routes file: <field>: <reason>".
+func (e *RouteError) Error() string {
+	prefix := "route " + e.Route
+	if e.Route == "" {
+		prefix = "routes file"
+	}
+	if e.Field == "" {
+		return prefix + ": " + e.Reason
+	}
+	return prefix + ": " + e.Field + ": " + e.Reason
+}
+
+// RouteConfig is one route as declared in a route file. Parse returns it;
+// Build turns it into a producer.Route. It holds no secret: header values
+// and base_url keep their ${env:NAME} references, resolved by Build
+// through Env.
+//
+// Strings documented as templates use {{...}} (see the package
+// documentation); "value trees" (Body, payload mappings, defaults) are
+// decoded YAML: map[string]any, []any, string, int64, uint64, float64,
+// bool or nil.
+type RouteConfig struct {
+	// Name is the route's token, [a-z0-9_-]{1,64}.
+	Name string
+	// BaseURL is the API root, http(s), without credentials, query or
+	// fragment; it may be (or contain) ${env:NAME}.
+	BaseURL string
+	// Headers are sent with every API call (never with Probe). A value is
+	// text with ${env:NAME} references; credentials must come from them.
+	Headers []Header
+	// Timeout bounds each HTTP call (default 10s).
+	Timeout time.Duration
+
+	Write        *WriteConfig
+	Payload      *PayloadConfig
+	Search       *SearchConfig
+	Readback     *ReadbackConfig
+	Status       *StatusConfig
+	Capabilities CapabilitiesConfig
+	// Policy is the route policy (producer.DefaultPolicy() overridden by the
+	// file's policy section; key_retention defaults to the capability's).
+	Policy events.Policy
+
+	// Env resolves ${env:NAME}; nil means os.LookupEnv. Go only.
+	Env func(string) (string, bool)
+	// Client is the HTTP client; nil means one with Timeout that does not
+	// follow redirects. It must not retry. Go only.
+	Client *http.Client
+}
+
+// Header is one header of a route: Name and its Value text, with
+// ${env:NAME} references left unresolved.
+type Header struct {
+	Name  string
+	Value string
+}
+
+// WriteConfig is the external write (one request per attempt, never
+// retried).
+type WriteConfig struct {
+	// Method is POST, PUT, PATCH or DELETE.
+	Method string
+	// URL is a URL template starting with {{base}}/.
+	URL string
+	// IdempotencyHeader carries the intent's idempotency key (the same on
+	// every attempt); AttemptHeader the attempt id. Empty: not sent.
+	IdempotencyHeader string
+	AttemptHeader     string
+	// Headers are templated extra headers; a header rendering empty is not
+	// sent.
+	Headers map[string]string
+	// Body is the request body's value tree (nil: no body). Encoding is
+	// "json" (default) or "form" (a flat mapping, URL-encoded).
+	Body     any
+	Encoding string
+	// Response says what a success must look like.
+	Response ResponseConfig
+	// Outcomes are rules checked in order before the status policy; the
+	// first that matches decides.
+	Outcomes []OutcomeRule
+	// ErrorCode is a JSON path to the API's own error code: a definite
+	// rejection carries it (when it is snake_case) instead of http_rejected.
+	ErrorCode string
+	// Status overrides adapter.DefaultStatusPolicy for the listed codes.
+	Status *StatusPolicyConfig
+}
+
+// ResponseConfig maps a success response.
+type ResponseConfig struct {
+	// Success lists the success statuses (default: every 2xx); another
+	// 2xx is unknown (unexpected_status).
+	Success []int
+	// ExternalID (required) and LiveURL are value expressions: a JSON path
+	// ($.id) or a template ({{$.booking_id}}@v{{$.version}}).
+	ExternalID string
+	LiveURL    string
+	// Expect maps JSON paths to the template their value must equal;
+	// Require lists JSON paths that must not be empty. Otherwise the
+	// outcome is unknown (response_mismatch).
+	Expect  map[string]string
+	Require []string
+	// Payload, when set, rebuilds the payload from the response; it must
+	// hash like the payload sent, else unknown (response_mismatch).
+	Payload any
+}
+
+// OutcomeRule classifies a response before the status policy. Every
+// condition given must hold: Status (one of), Match (every JSON path
+// equals its template), Unless (not every one does), NonEmpty (every
+// JSON path holds a non-empty value).
+type OutcomeRule struct {
+	Status   []int
+	Match    map[string]string
+	Unless   map[string]string
+	NonEmpty []string
+	// Outcome is rejected (proven not executed), retryable (rejected and
+	// inviting a retry) or unknown.
+	Outcome string
+	// Code is the stable snake_case code recorded; Message a fixed text.
+	Code    string
+	Message string
+}
+
+// StatusPolicyConfig overrides how HTTP statuses classify a write.
+type StatusPolicyConfig struct {
+	Definite4xx  []int
+	Retryable4xx []int
+	Unknown      []int
+}
+
+// PayloadConfig declares the route's payload: validation and canonical
+// shape (adapter.PayloadNormalizer).
+type PayloadConfig struct {
+	// Fields, in the order they are checked. Unknown fields are refused.
+	Fields []FieldConfig
+	// NearMatch names fields on which a record that is not an exact match
+	// still resembles the intent (adapter.Resembler), e.g. [body].
+	NearMatch []string
+}
+
+// FieldConfig is one payload field.
+type FieldConfig struct {
+	Name string
+	// Type is string, sha256, integer, number, boolean, array, object or
+	// any.
+	Type      string
+	Required  bool
+	NonEmpty  bool // string: not blank; array, object: at least one element
+	OmitEmpty bool // "", [], {} and null are left out of the canonical form
+	Pattern   string
+	MinLength *int // bytes of a string, elements of an array
+	MaxLength *int
+	Minimum   *float64
+	Maximum   *float64
+	Enum      []string
+	// Default is used when the field is absent (a value tree).
+	Default any
+	// Items is the element of an array; Fields the fields of an object
+	// (none: any object).
+	Items  *FieldConfig
+	Fields []FieldConfig
+}
+
+// RecordFields maps a JSON object to an adapter.Record. Each is a value
+// expression; Payload is a value tree rebuilt in the intent's shape.
+type RecordFields struct {
+	ExternalID string
+	LiveURL    string
+	AuthorID   string
+	ParentID   string
+	Visibility string
+	CreatedAt  string
+	Payload    any
+}
+
+// SearchConfig lists an account's objects in a time window.
+type SearchConfig struct {
+	// URL may use {{account}}, {{from}}, {{to}} and {{cursor}}.
+	URL string
+	// Items is the JSON path of the page's array; NextCursor the path of the
+	// next page's cursor (none: one page).
+	Items      string
+	NextCursor string
+	MaxPages   int
+	Fields     RecordFields
+	// OmitsBody: listed items lack the payload; records are Partial.
+	OmitsBody bool
+}
+
+// ReadbackConfig reads one object back by external id.
+type ReadbackConfig struct {
+	URL string
+	// Item is the JSON path of the object in the response (default $).
+	Item string
+	// Fields default to the search's.
+	Fields  *RecordFields
+	Expect  map[string]string
+	Require []string
+}
+
+// StatusConfig looks a write up by request id or idempotency key.
+type StatusConfig struct {
+	URL   string
+	Item  string
+	State string
+	// Map maps the API's states to completed, processing or failed (none:
+	// those three words as they are).
+	Map            map[string]string
+	ExternalID     string
+	LiveURL        string
+	Version        string
+	AppliedVersion string
+	Code           string
+	PartialEffects string
+	ReceivedAt     string
+	Payload        any
+	Expect         map[string]string
+	Require        []string
+}
+
+// CapabilitiesConfig are the capabilities a route declares. StatusQuery
+// and Search follow from the status and search sections; when given they
+// must agree with them.
+type CapabilitiesConfig struct {
+	IdempotencyKey  bool
+	KeyRetention    time.Duration
+	ReflectionDelay time.Duration
+	StatusQuery     *bool
+	Search          *bool
+}

@@ -1,0 +1,151 @@
+package httproute_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/settle-dev/settle/adapter"
+	"github.com/settle-dev/settle/adapter/httproute"
+	"github.com/settle-dev/settle/events"
+)
+
+// secretToken is distinctive so that a leak into any string is caught.
+const secretToken = "s3cr3t-TOKEN-must-never-leak-9c1e"
+
+const (
+	asset1 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+	asset2 = "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752"
+)
+
+var examplesDir = filepath.Join("..", "..", "examples", "routes")
+
+func exampleFile(name string) string { return filepath.Join(examplesDir, name) }
+
+func readExample(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(exampleFile(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func envOf(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
+// exampleEnv points every example at base with the secret token.
+func exampleEnv(base string) map[string]string {
+	return map[string]string{
+		"SOCIAL_BASE_URL": base, "SOCIAL_TOKEN": secretToken,
+		"BOOKING_BASE_URL": base, "BOOKING_TOKEN": secretToken,
+		"PAYMENT_BASE_URL": base, "PAYMENT_TOKEN": secretToken,
+	}
+}
+
+// loadExample loads an example file with Load and returns its only route's
+// adapter.
+func loadExample(t testing.TB, name, base string) *httproute.Adapter {
+	t.Helper()
+	routes, err := httproute.Load(exampleFile(name), envOf(exampleEnv(base)))
+	if err != nil {
+		t.Fatalf("load %s: %v", name, err)
+	}
+	if len(routes) != 1 {
+		t.Fatalf("%s: %d routes", name, len(routes))
+	}
+	a, ok := routes[0].Adapter.(*httproute.Adapter)
+	if !ok {
+		t.Fatalf("%s: adapter is %T", name, routes[0].Adapter)
+	}
+	return a
+}
+
+// buildYAML parses and builds a route file's only route.
+func buildYAML(t testing.TB, data []byte, env map[string]string) *httproute.Adapter {
+	t.Helper()
+	cfgs, err := httproute.Parse(data, envOf(env))
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	r, err := httproute.Build(cfgs[0])
+	if err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	return r.Adapter.(*httproute.Adapter)
+}
+
+func callError(t testing.TB, err error) *adapter.CallError {
+	t.Helper()
+	noSecret(t, "error", err)
+	var ce *adapter.CallError
+	if !errors.As(err, &ce) {
+		t.Fatalf("want *adapter.CallError, got %T %v", err, err)
+	}
+	return ce
+}
+
+// sameClass asserts two adapters classified an attempt alike.
+func sameClass(t testing.TB, what string, gen, hand error) {
+	t.Helper()
+	g, h := callError(t, gen), callError(t, hand)
+	if g.Class != h.Class || g.Code != h.Code || g.Retryable != h.Retryable || g.StatusCode != h.StatusCode {
+		t.Fatalf("%s: generic %+v, hand-written %+v", what, *g, *h)
+	}
+}
+
+// noSecret fails when v, formatted in every common way, holds the token.
+func noSecret(t testing.TB, what string, v any) {
+	t.Helper()
+	if v == nil {
+		return
+	}
+	for _, f := range []string{"%v", "%+v", "%#v", "%s"} {
+		if s := fmt.Sprintf(f, v); strings.Contains(s, secretToken) {
+			t.Fatalf("%s leaks the secret with %s: %s", what, f, s)
+		}
+	}
+	if err, ok := v.(error); ok {
+		var ce *adapter.CallError
+		if errors.As(err, &ce) && strings.Contains(ce.Message, secretToken) {
+			t.Fatalf("%s: CallError message leaks the secret", what)
+		}
+	}
+	if b, err := json.Marshal(v); err == nil && strings.Contains(string(b), secretToken) {
+		t.Fatalf("%s leaks the secret in JSON", what)
+	}
+}
+
+func writeReq(n int, account, parent string, payload json.RawMessage) adapter.WriteRequest {
+	reqID := fmt.Sprintf("req-%d", n)
+	intent := events.IntentID("default", "route", reqID)
+	return adapter.WriteRequest{
+		IntentID:         intent,
+		AttemptID:        events.AttemptID(intent, 1),
+		RequestID:        reqID,
+		IdempotencyKey:   events.IdempotencyKey(intent),
+		Account:          account,
+		ParentExternalID: parent,
+		Payload:          payload,
+	}
+}
+
+func hashOf(t testing.TB, raw json.RawMessage) string {
+	t.Helper()
+	h, err := events.PayloadSHA256(raw)
+	if err != nil {
+		t.Fatalf("hash %s: %v", raw, err)
+	}
+	return h
+}
+
+var bg = context.Background()

@@ -1,0 +1,122 @@
+package httproute
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/producer"
+)
+
+func defaultPolicy() events.Policy { return producer.DefaultPolicy() }
+
+// Check returns every problem of a route file, each a *RouteError naming
+// route and field; nil when the file is valid. env resolves ${env:NAME}
+// (nil: os.LookupEnv); a missing variable is a problem of the header or
+// base_url that names it. No error holds a header value, an environment
+// value or a URL.
+func Check(data []byte, env func(string) (string, bool)) []error {
+	_, errs := parse(data, env)
+	if len(errs) == 0 {
+		return nil
+	}
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		out[i] = e
+	}
+	return out
+}
+
+func parse(data []byte, env func(string) (string, bool)) ([]RouteConfig, []*RouteError) {
+	if env == nil {
+		env = os.LookupEnv
+	}
+	cfgs, failed, errs := decodeFile(data)
+	for i := range cfgs {
+		cfgs[i].Env = env
+		label := cfgs[i].Name
+		if events.ValidateToken("name", label) != nil {
+			label = fmt.Sprintf("routes[%d]", i)
+		}
+		if failed[i][""] { // the route is not a mapping: reported
+			continue
+		}
+		_, cerrs := compile(cfgs[i], label, failed[i])
+		errs = append(errs, cerrs...)
+	}
+	return cfgs, errs
+}
+
+// Parse decodes and checks a route file. The error joins every problem
+// (see Check); the configs are returned only when there is none. env
+// resolves ${env:NAME} (nil: os.LookupEnv) and is kept in each config's
+// Env for Build.
+func Parse(data []byte, env func(string) (string, bool)) ([]RouteConfig, error) {
+	cfgs, errs := parse(data, env)
+	if len(errs) > 0 {
+		return nil, joinErrors(errs)
+	}
+	return cfgs, nil
+}
+
+func joinErrors(errs []*RouteError) error {
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		out[i] = e
+	}
+	return errors.Join(out...)
+}
+
+// Build checks cfg and returns its producer.Route: the route's name, a
+// generic *Adapter and its policy. The error joins every problem, each a
+// *RouteError. A RouteConfig built in Go should start its Policy from
+// producer.DefaultPolicy() (a zero Policy is taken as the default).
+func Build(cfg RouteConfig) (producer.Route, error) {
+	a, err := New(cfg)
+	if err != nil {
+		return producer.Route{}, err
+	}
+	return producer.Route{Name: cfg.Name, Adapter: a, Policy: a.routePolicy}, nil
+}
+
+// New checks cfg and returns its Adapter (Build without the Route).
+func New(cfg RouteConfig) (*Adapter, error) {
+	label := cfg.Name
+	if events.ValidateToken("name", label) != nil {
+		label = "?"
+	}
+	a, errs := compile(cfg, label, nil)
+	if len(errs) > 0 {
+		return nil, joinErrors(errs)
+	}
+	return a, nil
+}
+
+// Load reads a route file and builds every route in it. The error names
+// the file and joins every problem (each a *RouteError, see Check).
+func Load(path string, env func(string) (string, bool)) ([]producer.Route, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("httproute: %w", err)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	_ = f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("httproute: %w", err)
+	}
+	cfgs, err := Parse(data, env)
+	if err != nil {
+		return nil, fmt.Errorf("httproute: %s: %w", path, err)
+	}
+	routes := make([]producer.Route, 0, len(cfgs))
+	for _, cfg := range cfgs {
+		r, err := Build(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("httproute: %s: %w", path, err)
+		}
+		routes = append(routes, r)
+	}
+	return routes, nil
+}

@@ -1,0 +1,507 @@
+package httproute
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/settle-dev/settle/events"
+)
+
+// Payload field types.
+const (
+	typeString  = "string"
+	typeSHA256  = "sha256"
+	typeInteger = "integer"
+	typeNumber  = "number"
+	typeBoolean = "boolean"
+	typeArray   = "array"
+	typeObject  = "object"
+	typeAny     = "any"
+)
+
+var fieldTypes = []string{typeString, typeSHA256, typeInteger, typeNumber, typeBoolean, typeArray, typeObject, typeAny}
+
+type fieldSpec struct {
+	name      string
+	typ       string
+	required  bool
+	nonEmpty  bool
+	omitEmpty bool
+	pattern   *regexp.Regexp
+	minLen    int // -1: none
+	maxLen    int
+	min, max  *float64
+	enum      []string
+	items     *fieldSpec
+	fields    []*fieldSpec // object: nil = any object
+	def       json.RawMessage
+}
+
+// schema is a compiled payload section. A nil schema (or one without
+// fields) accepts any JSON value and only canonicalises it.
+type schema struct {
+	fields    []*fieldSpec
+	nearMatch []string
+}
+
+// compileField compiles one FieldConfig; problems go to report.
+func compileField(fc FieldConfig, field string, report func(field, reason string)) *fieldSpec {
+	f := &fieldSpec{name: fc.Name, typ: fc.Type, required: fc.Required, nonEmpty: fc.NonEmpty, omitEmpty: fc.OmitEmpty, minLen: -1, maxLen: -1, min: fc.Minimum, max: fc.Maximum}
+	ok := true
+	bad := func(sub, reason string) {
+		report(field+sub, reason)
+		ok = false
+	}
+	if f.typ == "" {
+		bad(".type", "is required (one of "+strings.Join(fieldTypes, ", ")+")")
+		return nil
+	}
+	if !slices.Contains(fieldTypes, f.typ) {
+		bad(".type", fmt.Sprintf("%q is not a type (one of %s)", f.typ, strings.Join(fieldTypes, ", ")))
+		return nil
+	}
+	stringy := f.typ == typeString || f.typ == typeSHA256
+	if fc.Pattern != "" {
+		re, err := regexp.Compile(fc.Pattern)
+		switch {
+		case !stringy:
+			bad(".pattern", "only applies to string fields")
+		case err != nil:
+			bad(".pattern", "is not a valid regular expression (RE2 syntax)")
+		default:
+			f.pattern = re
+		}
+	}
+	for _, l := range []struct {
+		sub string
+		v   *int
+		dst *int
+	}{{".min_length", fc.MinLength, &f.minLen}, {".max_length", fc.MaxLength, &f.maxLen}} {
+		if l.v == nil {
+			continue
+		}
+		switch {
+		case !stringy && f.typ != typeArray:
+			bad(l.sub, "only applies to string and array fields")
+		case *l.v < 0:
+			bad(l.sub, "must not be negative")
+		default:
+			*l.dst = *l.v
+		}
+	}
+	if f.minLen >= 0 && f.maxLen >= 0 && f.minLen > f.maxLen {
+		bad(".min_length", "must not exceed max_length")
+	}
+	if (f.min != nil || f.max != nil) && f.typ != typeInteger && f.typ != typeNumber {
+		bad(".minimum", "minimum and maximum only apply to integer and number fields")
+	}
+	if f.min != nil && f.max != nil && *f.min > *f.max {
+		bad(".minimum", "must not exceed maximum")
+	}
+	if len(fc.Enum) > 0 {
+		if f.typ != typeString {
+			bad(".enum", "only applies to string fields")
+		}
+		f.enum = fc.Enum
+	}
+	if fc.NonEmpty && f.typ != typeString && f.typ != typeArray && f.typ != typeObject {
+		bad(".non_empty", "only applies to string, array and object fields")
+	}
+	if fc.Items != nil {
+		if f.typ != typeArray {
+			bad(".items", "only applies to array fields")
+		} else if f.items = compileField(*fc.Items, field+".items", report); f.items == nil {
+			ok = false
+		}
+	}
+	if len(fc.Fields) > 0 {
+		if f.typ != typeObject {
+			bad(".fields", "only applies to object fields")
+		} else if f.fields = compileFields(fc.Fields, field+".fields", report); f.fields == nil {
+			ok = false
+		}
+	}
+	if !ok {
+		return nil
+	}
+	if fc.Default != nil {
+		if fc.Required {
+			report(field+".default", "a required field has no default")
+			return nil
+		}
+		raw, err := json.Marshal(fc.Default)
+		if err == nil {
+			raw, err = events.Canonicalize(raw)
+		}
+		if err != nil {
+			report(field+".default", "is not a JSON value")
+			return nil
+		}
+		if _, _, err := f.validate(raw, "default"); err != nil {
+			report(field+".default", "does not satisfy the field: "+strings.TrimPrefix(err.Error(), "default: "))
+			return nil
+		}
+		f.def = raw
+	}
+	return f
+}
+
+func compileFields(fcs []FieldConfig, field string, report func(field, reason string)) []*fieldSpec {
+	out := make([]*fieldSpec, 0, len(fcs))
+	seen := map[string]bool{}
+	ok := true
+	for _, fc := range fcs {
+		sub := fieldPath(field, fc.Name)
+		if !validFieldName(fc.Name) {
+			report(sub, "a payload field name is 1 to 64 characters of letters, digits and _")
+			ok = false
+			continue
+		}
+		if seen[fc.Name] {
+			report(sub, "is declared twice")
+			ok = false
+			continue
+		}
+		seen[fc.Name] = true
+		f := compileField(fc, sub, report)
+		if f == nil {
+			ok = false
+			continue
+		}
+		out = append(out, f)
+	}
+	if !ok {
+		return nil
+	}
+	return out
+}
+
+func validFieldName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '_' && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *schema) declared() map[string]bool {
+	if s == nil || s.fields == nil {
+		return nil
+	}
+	m := map[string]bool{}
+	for _, f := range s.fields {
+		m[f.name] = true
+	}
+	return m
+}
+
+func payloadError(field, reason string) error {
+	return &events.FieldError{Field: field, Reason: reason}
+}
+
+// payloadFieldPath renders parent.key, or parent["key"] when key is not
+// an identifier (the form of the hand-written adapters); long keys are cut.
+func payloadFieldPath(parent, key string) string {
+	plain := key != ""
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if c != '_' && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (i == 0 || c < '0' || c > '9') {
+			plain = false
+			break
+		}
+	}
+	if len(key) > 64 {
+		key = strings.ToValidUTF8(key[:64], "") + "..."
+		plain = false
+	}
+	if plain {
+		return parent + "." + key
+	}
+	return parent + "[" + strconv.Quote(key) + "]"
+}
+
+// normalize validates a caller's payload and returns its canonical form.
+// Errors are *events.FieldError naming the field (payload.body,
+// payload.assets[2], ...); they never quote a value.
+func (s *schema) normalize(raw json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, payloadError("payload", "is required")
+	}
+	canon, err := events.Canonicalize(raw)
+	if err != nil {
+		var ce *events.CanonError
+		if errors.As(err, &ce) {
+			return nil, payloadError("payload"+strings.TrimPrefix(ce.Path, "$"), ce.Reason)
+		}
+		return nil, payloadError("payload", "is not canonicalizable")
+	}
+	if s == nil || s.fields == nil {
+		return canon, nil
+	}
+	out, err := validateObject(s.fields, canon, "payload")
+	if err != nil {
+		return nil, err
+	}
+	c, err := events.Canonicalize(out)
+	if err != nil {
+		return nil, payloadError("payload", "is not canonicalizable")
+	}
+	return c, nil
+}
+
+func validateObject(fields []*fieldSpec, raw json.RawMessage, field string) (json.RawMessage, error) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, payloadError(field, "must be a JSON object")
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, payloadError(field, "must be a JSON object")
+	}
+	var unknown []string
+	known := make([]string, 0, len(fields))
+	for _, f := range fields {
+		known = append(known, f.name)
+	}
+	for k := range m {
+		if !slices.Contains(known, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return nil, payloadError(payloadFieldPath(field, unknown[0]), "is not a known field (known: "+strings.Join(known, ", ")+")")
+	}
+	out := make(map[string]json.RawMessage, len(fields))
+	for _, f := range fields {
+		sub := payloadFieldPath(field, f.name)
+		v, ok := m[f.name]
+		if !ok {
+			if f.required {
+				return nil, payloadError(sub, "is required")
+			}
+			if f.def != nil {
+				out[f.name] = f.def
+			}
+			continue
+		}
+		val, keep, err := f.validate(v, sub)
+		if err != nil {
+			return nil, err
+		}
+		if keep {
+			out[f.name] = val
+		}
+	}
+	return json.Marshal(out)
+}
+
+func rawEmpty(raw json.RawMessage) bool {
+	switch string(raw) {
+	case `""`, "null", "[]", "{}":
+		return true
+	}
+	return false
+}
+
+// validate checks one canonical value against f. keep is false when
+// omit_empty leaves it out.
+func (f *fieldSpec) validate(raw json.RawMessage, field string) (json.RawMessage, bool, error) {
+	if f.omitEmpty && rawEmpty(raw) && (f.typ == typeAny || string(raw) != "null") {
+		return nil, false, nil
+	}
+	switch f.typ {
+	case typeAny:
+		return raw, true, nil
+	case typeString, typeSHA256:
+		var s string
+		if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+			return nil, false, payloadError(field, "must be a string")
+		}
+		if f.typ == typeSHA256 && !isSHA256Hex(s) {
+			return nil, false, payloadError(field, "must be a sha256: 64 lowercase hex characters")
+		}
+		if f.nonEmpty && strings.TrimSpace(s) == "" {
+			return nil, false, payloadError(field, "must not be empty")
+		}
+		if f.minLen >= 0 && len(s) < f.minLen {
+			return nil, false, payloadError(field, fmt.Sprintf("must be at least %d bytes", f.minLen))
+		}
+		if f.maxLen >= 0 && len(s) > f.maxLen {
+			return nil, false, payloadError(field, fmt.Sprintf("must be at most %d bytes", f.maxLen))
+		}
+		if f.pattern != nil && !f.pattern.MatchString(s) {
+			return nil, false, payloadError(field, "must match "+f.pattern.String())
+		}
+		if len(f.enum) > 0 && !slices.Contains(f.enum, s) {
+			return nil, false, payloadError(field, "must be one of "+strings.Join(f.enum, ", "))
+		}
+	case typeInteger, typeNumber:
+		if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) {
+			return nil, false, payloadError(field, "must be "+article(f.typ))
+		}
+		var n float64
+		if f.typ == typeInteger {
+			i, err := strconv.ParseInt(string(raw), 10, 64)
+			if err != nil {
+				return nil, false, payloadError(field, "must be an integer")
+			}
+			n = float64(i)
+		} else {
+			x, err := strconv.ParseFloat(string(raw), 64)
+			if err != nil || math.IsInf(x, 0) {
+				return nil, false, payloadError(field, "must be a number")
+			}
+			n = x
+		}
+		if f.min != nil && n < *f.min {
+			return nil, false, payloadError(field, "must be >= "+strconv.FormatFloat(*f.min, 'g', -1, 64))
+		}
+		if f.max != nil && n > *f.max {
+			return nil, false, payloadError(field, "must be <= "+strconv.FormatFloat(*f.max, 'g', -1, 64))
+		}
+	case typeBoolean:
+		if string(raw) != "true" && string(raw) != "false" {
+			return nil, false, payloadError(field, "must be true or false")
+		}
+	case typeArray:
+		var items []json.RawMessage
+		if len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
+			return nil, false, payloadError(field, "must be an array")
+		}
+		if f.nonEmpty && len(items) == 0 {
+			return nil, false, payloadError(field, "must not be empty")
+		}
+		if f.minLen >= 0 && len(items) < f.minLen {
+			return nil, false, payloadError(field, fmt.Sprintf("must have at least %d elements", f.minLen))
+		}
+		if f.maxLen >= 0 && len(items) > f.maxLen {
+			return nil, false, payloadError(field, fmt.Sprintf("must have at most %d elements", f.maxLen))
+		}
+		if f.items != nil {
+			out := make([]json.RawMessage, 0, len(items))
+			for i, it := range items {
+				v, keep, err := f.items.validate(it, field+"["+strconv.Itoa(i)+"]")
+				if err != nil {
+					return nil, false, err
+				}
+				if !keep {
+					v = json.RawMessage("null")
+				}
+				out = append(out, v)
+			}
+			b, err := json.Marshal(out)
+			if err != nil {
+				return nil, false, payloadError(field, "must be an array")
+			}
+			return b, true, nil
+		}
+	case typeObject:
+		if len(raw) == 0 || raw[0] != '{' {
+			return nil, false, payloadError(field, "must be a JSON object")
+		}
+		if f.nonEmpty && string(raw) == "{}" {
+			return nil, false, payloadError(field, "must have at least one field")
+		}
+		if f.fields != nil {
+			out, err := validateObject(f.fields, raw, field)
+			if err != nil {
+				return nil, false, err
+			}
+			return out, true, nil
+		}
+	}
+	return raw, true, nil
+}
+
+func article(typ string) string {
+	if typ == typeInteger {
+		return "an integer"
+	}
+	return "a " + typ
+}
+
+func isSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// shape puts a payload rebuilt from a response into the intent's shape:
+// declared fields that are absent or null take their default or are left
+// out, omit_empty fields that are empty are left out, other keys are kept.
+// It does not validate values: a record is evidence, and a difference
+// shows in its hash. missing reports a required field that is absent.
+func (s *schema) shape(m map[string]any) (json.RawMessage, bool, error) {
+	missing := false
+	if s != nil {
+		for _, f := range s.fields {
+			v, ok := m[f.name]
+			if !ok || v == nil {
+				delete(m, f.name)
+				switch {
+				case f.def != nil:
+					m[f.name] = f.def
+				case f.required:
+					missing = true
+				}
+				continue
+			}
+			if f.omitEmpty && isEmpty(v, true) {
+				delete(m, f.name)
+			}
+		}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, missing, err
+	}
+	c, err := events.Canonicalize(b)
+	if err != nil {
+		return nil, missing, err
+	}
+	return c, missing, nil
+}
+
+// resembles: both payloads are objects that agree on every near_match
+// field (each present in both).
+func (s *schema) resembles(a, b json.RawMessage) bool {
+	if s == nil || len(s.nearMatch) == 0 {
+		return false
+	}
+	ca, err1 := events.Canonicalize(a)
+	cb, err2 := events.Canonicalize(b)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	var ma, mb map[string]json.RawMessage
+	if json.Unmarshal(ca, &ma) != nil || json.Unmarshal(cb, &mb) != nil || ma == nil || mb == nil {
+		return false
+	}
+	for _, f := range s.nearMatch {
+		va, ok1 := ma[f]
+		vb, ok2 := mb[f]
+		if !ok1 || !ok2 || !bytes.Equal(va, vb) {
+			return false
+		}
+	}
+	return true
+}

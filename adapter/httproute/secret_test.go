@@ -1,0 +1,177 @@
+package httproute_test
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/settle-dev/settle/adapter"
+	"github.com/settle-dev/settle/adapter/httproute"
+	"github.com/settle-dev/settle/testharness"
+)
+
+// TestSecretNeverLeaks sets SOCIAL_TOKEN in the environment and drives the
+// route through successes and failures (401 from the fake, bad URLs, a
+// closed server, bad env values): the token appears in no error string,
+// no Capabilities, no Record, no formatted config, adapter or route.
+func TestSecretNeverLeaks(t *testing.T) {
+	t.Setenv("SOCIAL_TOKEN", secretToken)
+	// The fake wants another token: every authenticated call is a 401.
+	api := testharness.NewSocialAPI(t, testharness.WithSocialToken("another-token"))
+	t.Setenv("SOCIAL_BASE_URL", api.URL())
+
+	routes, err := httproute.Load(exampleFile("social.yaml"), nil) // nil: os.LookupEnv
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := routes[0].Adapter.(*httproute.Adapter)
+	noSecret(t, "route", routes[0])
+	noSecret(t, "adapter", a)
+	noSecret(t, "capabilities", a.Capabilities())
+	cfgs, err := httproute.Parse(readExample(t, "social.yaml"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noSecret(t, "config", cfgs[0])
+
+	pl, _ := a.NormalizePayload(json.RawMessage(`{"body":"hi"}`))
+	_, err = a.Write(bg, writeReq(1, "acct", "", pl))
+	if ce := callError(t, err); ce.Class != adapter.Rejected || ce.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("401: %+v", *ce)
+	}
+	recs, err := a.Search(bg, adapter.SearchQuery{Account: "acct"})
+	noSecret(t, "search error", err)
+	noSecret(t, "records", recs)
+	if err == nil {
+		t.Fatal("search with a wrong token succeeded")
+	}
+	rec, err := a.Get(bg, "p_1")
+	noSecret(t, "get error", err)
+	noSecret(t, "record", rec)
+	_, err = a.Status(bg, adapter.StatusQuery{RequestID: "r"})
+	if !errors.Is(err, httproute.ErrNoStatusQuery) {
+		t.Fatalf("status on a route without one: %v", err)
+	}
+	for _, u := range []string{"::not a url", "ftp://x/y", "http://user:" + secretToken + "@127.0.0.1:1/p"} {
+		_, err := a.Probe(bg, u)
+		noSecret(t, "probe error", err)
+	}
+	_, err = a.Write(bg, writeReq(2, "", "", pl))
+	noSecret(t, "invalid write", err)
+	_, err = a.Write(bg, writeReq(3, "acct", "", json.RawMessage(`{"body":"`+secretToken+`","x":1}`)))
+	noSecret(t, "invalid payload", err)
+
+	// Successful calls with the right token: records hold no secret either.
+	good := testharness.NewSocialAPI(t, testharness.WithSocialToken(secretToken))
+	t.Setenv("SOCIAL_BASE_URL", good.URL())
+	g := loadExample(t, "social.yaml", good.URL())
+	res, err := g.Write(bg, writeReq(4, "acct", "", pl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noSecret(t, "write result", res)
+	recs, err = g.Search(bg, adapter.SearchQuery{Account: "acct"})
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("search: %v %v", recs, err)
+	}
+	noSecret(t, "records", recs)
+	rec, err = g.Get(bg, res.ExternalID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noSecret(t, "record", rec)
+
+	// A closed server: not sent.
+	good.Close()
+	_, err = g.Write(bg, writeReq(5, "acct", "", pl))
+	if ce := callError(t, err); ce.Class != adapter.NotSent {
+		t.Fatalf("closed server: %+v", *ce)
+	}
+	_, err = g.Search(bg, adapter.SearchQuery{Account: "acct"})
+	noSecret(t, "search of a closed server", err)
+
+	// Route file problems never echo an env value.
+	data := readExample(t, "social.yaml")
+	for _, env := range []map[string]string{
+		{"SOCIAL_BASE_URL": "http://" + secretToken + "@h", "SOCIAL_TOKEN": secretToken},
+		{"SOCIAL_BASE_URL": "ftp://" + secretToken, "SOCIAL_TOKEN": secretToken},
+		{"SOCIAL_BASE_URL": "http://h", "SOCIAL_TOKEN": secretToken + "\r\nX: y"},
+	} {
+		errs := httproute.Check(data, envOf(env))
+		if len(errs) != 1 {
+			t.Fatalf("%d errors: %v", len(errs), errs)
+		}
+		noSecret(t, "check error", errs[0])
+		_, err := httproute.Load(exampleFile("social.yaml"), envOf(env))
+		noSecret(t, "load error", err)
+	}
+}
+
+// TestCredentialsStayAtOrigin: route headers go to the API's calls only;
+// Probe sends no header at all.
+func TestCredentialsStayAtOrigin(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]http.Header{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.URL.Path] = r.Header.Clone()
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/posts":
+			_, _ = w.Write([]byte(`{"id":"p_1","url":"` + "http://" + r.Host + `/p/p_1"}`))
+		default:
+			_, _ = w.Write([]byte(`<p>public page</p>`))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	a := loadExample(t, "social.yaml", srv.URL)
+	pl, _ := a.NormalizePayload(json.RawMessage(`{"body":"hi"}`))
+	res, err := a.Write(bg, writeReq(1, "acct", "", pl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, err := a.Probe(bg, res.LiveURL); err != nil || code != http.StatusOK {
+		t.Fatalf("probe: %d %v", code, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := seen["/v1/posts"].Get("Authorization"); got != "Bearer "+secretToken {
+		t.Fatalf("the write carried Authorization %q", got)
+	}
+	page := seen["/p/p_1"]
+	for name := range page {
+		switch strings.ToLower(name) {
+		case "user-agent", "accept-encoding":
+		default:
+			t.Fatalf("the probe sent header %s", name)
+		}
+	}
+}
+
+// TestRedirectNotFollowed: a 3xx is an answer, never followed (a write
+// redirected elsewhere would carry credentials away).
+func TestRedirectNotFollowed(t *testing.T) {
+	var hits sync.Map
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Store(r.URL.Path, r.Header.Get("Authorization"))
+	}))
+	t.Cleanup(other.Close)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/stolen", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(srv.Close)
+	a := loadExample(t, "social.yaml", srv.URL)
+	pl, _ := a.NormalizePayload(json.RawMessage(`{"body":"hi"}`))
+	_, err := a.Write(bg, writeReq(1, "acct", "", pl))
+	if ce := callError(t, err); ce.Class != adapter.Unknown || ce.StatusCode != http.StatusTemporaryRedirect {
+		t.Fatalf("redirect: %+v", *ce)
+	}
+	if _, ok := hits.Load("/stolen"); ok {
+		t.Fatal("the redirect was followed")
+	}
+}
