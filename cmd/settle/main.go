@@ -35,6 +35,7 @@ const usage = `settle records every external write before it happens and settles
 
 Usage:
   settle demo [--keep DIR]   a post whose response is dropped, reconciled to a receipt (embedded NATS, fake API)
+  settle audit (--data DIR | --nats-url URL)   replay the log and check its invariants (non-zero exit on a violation)
   settle version
 
 Run 'settle <command> -h' for a command's flags.
@@ -49,6 +50,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	switch args[0] {
 	case "demo":
 		return m.demo(ctx, args[1:])
+	case "audit":
+		return m.audit(ctx, args[1:])
 	case "version":
 		fmt.Fprintln(m.Stdout, "settle", version)
 		return nil

@@ -1,0 +1,102 @@
+// Command downstream is a small service that acts on settle receipts: for
+// every confirmed write of a route it writes one "announcement" row into
+// its own SQLite database and prints it. A receipt delivered again (after a
+// crash, an unconfirmed ack, a second consumer) is recognised by its event
+// id and changes nothing. See README.md.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/settle-dev/settle/consumers"
+)
+
+func main() {
+	url := flag.String("nats-url", nats.DefaultURL, "NATS server `URL` holding settle's stream")
+	stream := flag.String("stream", "SETTLE_INTENTS", "the intents `stream`")
+	route := flag.String("route", "social_post", "announce confirmed receipts of this `route`")
+	durable := flag.String("durable", "announcer", "durable consumer `name` (its position survives restarts)")
+	dbPath := flag.String("db", "announcements.db", "SQLite `file` for announcements and applied event ids")
+	flag.Parse()
+	if err := run(*url, *stream, *route, *durable, *dbPath); err != nil {
+		fmt.Fprintln(os.Stderr, "downstream:", err)
+		os.Exit(1)
+	}
+}
+
+func run(url, stream, route, durable, dbPath string) error {
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+
+	db, err := consumers.OpenSQLite(dbPath)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS announcements (
+		event_id    TEXT NOT NULL,
+		intent_id   TEXT NOT NULL,
+		external_id TEXT NOT NULL,
+		live_url    TEXT NOT NULL,
+		announced   TEXT NOT NULL
+	)`); err != nil {
+		return err
+	}
+	dedup, err := consumers.NewDeduper(ctx, db, "")
+	if err != nil {
+		return err
+	}
+
+	nc, err := nats.Connect(url, nats.Name("settle-downstream-example"), nats.MaxReconnects(-1))
+	if err != nil {
+		return fmt.Errorf("connect %s: %w", url, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+
+	announce := func(ctx context.Context, d consumers.Delivery) error {
+		rc := d.Receipt()
+		now := time.Now().UTC().Format(time.RFC3339)
+		// The row and the event id commit together, or not at all.
+		applied, err := dedup.ApplyOnce(ctx, d.EventID, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO announcements (event_id, intent_id, external_id, live_url, announced)
+				VALUES (?, ?, ?, ?, ?)`, d.EventID, d.Event.IntentID, rc.ExternalID, rc.LiveURL, now)
+			return err
+		})
+		if err != nil {
+			return err // Nak'ed; redelivered with backoff
+		}
+		if !applied {
+			fmt.Printf("already announced %s (delivery %d): skipped\n", d.EventID, d.NumDelivered)
+			return nil
+		}
+		fmt.Printf("announced %s: %s %s (%s)\n", d.Event.IntentID, rc.ExternalID, rc.LiveURL, d.Event.Type)
+		return nil
+	}
+
+	stop, err := consumers.Subscribe(ctx, js, consumers.SubscribeConfig{
+		Stream: stream, Durable: durable, Routes: []string{route},
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+	}, announce)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("announcing confirmed receipts of route %s from %s (durable %s); Ctrl-C to stop\n", route, url, durable)
+	<-ctx.Done()
+	stop()
+	return nil
+}
