@@ -133,16 +133,23 @@ func Decode(b []byte) (Event, error) {
 	if len(b) > MaxEventSize {
 		return Event{}, &DecodeError{Kind: ErrMalformed, Reason: fmt.Sprintf("%d bytes exceeds %d", len(b), MaxEventSize)}
 	}
+	// Read the schema first, leniently: a future schema may add envelope
+	// fields, and must be reported as unknown, not as malformed.
+	var peek struct {
+		Schema string `json:"schema"`
+	}
+	if err := json.Unmarshal(b, &peek); err != nil {
+		return Event{}, &DecodeError{Kind: ErrMalformed, Reason: err.Error()}
+	}
+	if peek.Schema == "" {
+		return Event{}, &DecodeError{Kind: ErrMissingField, Field: "schema", Reason: "is required"}
+	}
+	if peek.Schema != SchemaV1 {
+		return Event{}, &DecodeError{Kind: ErrUnknownSchema, Field: "schema", Reason: fmt.Sprintf("%q (this version reads %s)", clip(peek.Schema), SchemaV1)}
+	}
 	var w wire
 	if err := strictUnmarshal(b, &w); err != nil {
 		return Event{}, &DecodeError{Kind: ErrMalformed, Reason: err.Error()}
-	}
-	// Report the schema first: a future schema may have any shape of data.
-	if w.Schema == "" {
-		return Event{}, &DecodeError{Kind: ErrMissingField, Field: "schema", Reason: "is required"}
-	}
-	if w.Schema != SchemaV1 {
-		return Event{}, &DecodeError{Kind: ErrUnknownSchema, Field: "schema", Reason: fmt.Sprintf("%q (this version reads %s)", clip(w.Schema), SchemaV1)}
 	}
 	if w.Type == "" {
 		return Event{}, &DecodeError{Kind: ErrMissingField, Field: "type", Reason: "is required"}

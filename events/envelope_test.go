@@ -96,6 +96,7 @@ func TestDecodeErrorsAreTypedAndSpecific(t *testing.T) {
 		{"not json", []byte("{"), ErrMalformed, ""},
 		{"trailing", append(append([]byte{}, good...), []byte(" {}")...), ErrMalformed, ""},
 		{"unknown schema", mutate(func(m map[string]any) { m["schema"] = "settle.event/v9" }), ErrUnknownSchema, "schema"},
+		{"future schema with new envelope fields", mutate(func(m map[string]any) { m["schema"] = "settle.event/v2"; m["trace"] = "x" }), ErrUnknownSchema, "schema"},
 		{"no schema", mutate(func(m map[string]any) { delete(m, "schema") }), ErrMissingField, "schema"},
 		{"unknown type", mutate(func(m map[string]any) { m["type"] = "Teleported" }), ErrUnknownType, "type"},
 		{"missing type", mutate(func(m map[string]any) { delete(m, "type") }), ErrMissingField, "type"},
