@@ -4,6 +4,7 @@
 // readback, at most one CAS-claimed retry with the same idempotency key),
 // the receipt subscription for downstream services, and audit replay.
 //
-// consumers imports events, fsm, adapter, producer and nats.go. It must
-// never import api, cmd or testharness (tests may).
+// consumers imports events, fsm, adapter, producer, projector (the audit
+// compares the projection with the fold) and nats.go. It must never import
+// api, cmd or testharness (tests may).
 package consumers
