@@ -1,0 +1,229 @@
+package api
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/producer"
+	"github.com/settle-dev/settle/projector"
+)
+
+// Scopes a Token may hold.
+const (
+	// ScopeSubmit: POST /v1/intents.
+	ScopeSubmit = "submit"
+	// ScopeRead: GET /v1/intents, GET /v1/intents/{id}, GET /metrics.
+	ScopeRead = "read"
+	// ScopeOperate: approve, resolve, abandon.
+	ScopeOperate = "operate"
+)
+
+// MinSecretLen is the shortest token secret Validate accepts.
+const MinSecretLen = 16
+
+// MaxMaxWait bounds Config.MaxWait.
+const MaxMaxWait = 10 * time.Minute
+
+// Token is one API credential. The secret is sent as
+// "Authorization: Bearer <secret>"; Name identifies the caller in logs and
+// is the operator recorded in operator events. Routes and Accounts, when
+// not empty, limit the intents the token may submit, read or operate on.
+type Token struct {
+	Name     string
+	Secret   string
+	Scopes   []string
+	Routes   []string
+	Accounts []string
+}
+
+// Config configures a Server.
+type Config struct {
+	// Producer executes submits and operator actions (required).
+	Producer *producer.Producer
+	// Projector serves lists, counts and metrics (required).
+	Projector *projector.Projector
+	// Tokens are the accepted credentials. At least one is required unless
+	// Dev is set.
+	Tokens []Token
+	// Dev serves requests without a token (operator from the request body,
+	// or "dev"). It is refused unless Addr is a loopback address, and in
+	// dev mode requests from non-loopback peers or with a non-loopback Host
+	// header (DNS rebinding) are refused. A request that does send a
+	// bearer token is authenticated as usual.
+	Dev bool
+	// Addr is the address the server listens on ("127.0.0.1:8080"). It is
+	// required with Dev, which needs it to be loopback (see CheckDevAddr).
+	Addr string
+	// Now is the clock of the metrics (unknown age).
+	Now func() time.Time
+	// MaxWait bounds ?wait= on submits.
+	MaxWait time.Duration
+	// Logger receives one line per request (never a header or a secret).
+	Logger *slog.Logger
+	// Metrics collects counters fed by the server and by the caller
+	// (ObserveReconcile, CountCall). Nil: New creates one.
+	Metrics *Metrics
+}
+
+// DefaultConfig returns a config with the defaults; Producer, Projector
+// and Tokens (or Dev with a loopback Addr) must still be set.
+func DefaultConfig() Config {
+	return Config{Now: time.Now, MaxWait: 30 * time.Second, Logger: slog.Default()}
+}
+
+// Validate checks the config. Errors name the field (Tokens[1].Secret,
+// MaxWait, ...) and never contain a secret.
+func (c Config) Validate() error {
+	bad := func(field, reason string) error { return fmt.Errorf("api config: %s: %s", field, reason) }
+	switch {
+	case c.Producer == nil:
+		return bad("Producer", "is required")
+	case c.Projector == nil:
+		return bad("Projector", "is required")
+	case c.Now == nil:
+		return bad("Now", "is required")
+	case c.Logger == nil:
+		return bad("Logger", "is required")
+	case c.MaxWait <= 0 || c.MaxWait > MaxMaxWait:
+		return bad("MaxWait", fmt.Sprintf("%s is outside (0, %s]", c.MaxWait, MaxMaxWait))
+	}
+	if c.Dev {
+		if err := CheckDevAddr(c.Addr); err != nil {
+			return bad("Addr", err.Error())
+		}
+	} else if len(c.Tokens) == 0 {
+		return bad("Tokens", "at least one token is required unless Dev is set")
+	}
+	names := map[string]bool{}
+	digests := map[[32]byte]bool{}
+	for i, t := range c.Tokens {
+		f := fmt.Sprintf("Tokens[%d].", i)
+		if err := validateName(t.Name); err != nil {
+			return bad(f+"Name", err.Error())
+		}
+		if names[t.Name] {
+			return bad(f+"Name", fmt.Sprintf("%q is used by two tokens", t.Name))
+		}
+		names[t.Name] = true
+		switch {
+		case len(t.Secret) < MinSecretLen:
+			return bad(f+"Secret", fmt.Sprintf("is shorter than %d bytes", MinSecretLen))
+		case !printableASCII(t.Secret):
+			return bad(f+"Secret", "must be printable ASCII without white space")
+		case strings.Contains(t.Name, t.Secret):
+			// The name is written to logs and events: it must not reveal the secret.
+			return bad(f+"Name", "must not contain the secret")
+		}
+		d := sha256.Sum256([]byte(t.Secret))
+		if digests[d] {
+			return bad(f+"Secret", "is the secret of another token")
+		}
+		digests[d] = true
+		if len(t.Scopes) == 0 {
+			return bad(f+"Scopes", "at least one scope is required")
+		}
+		for j, s := range t.Scopes {
+			if s != ScopeSubmit && s != ScopeRead && s != ScopeOperate {
+				return bad(fmt.Sprintf("%sScopes[%d]", f, j), fmt.Sprintf("%q is not submit, read or operate", s))
+			}
+		}
+		for j, r := range t.Routes {
+			if err := events.ValidateToken("route", r); err != nil {
+				return bad(fmt.Sprintf("%sRoutes[%d]", f, j), err.Error())
+			}
+		}
+		for j, a := range t.Accounts {
+			if err := events.ValidateFreeform("account", a); err != nil {
+				return bad(fmt.Sprintf("%sAccounts[%d]", f, j), err.Error())
+			}
+		}
+	}
+	return nil
+}
+
+// validateName checks a token or operator name: 1..64 bytes of printable
+// UTF-8, no surrounding space.
+func validateName(v string) error {
+	switch {
+	case v == "":
+		return errors.New("is required")
+	case len(v) > 64:
+		return fmt.Errorf("is %d bytes, the limit is 64", len(v))
+	case !utf8.ValidString(v):
+		return errors.New("is not valid UTF-8")
+	case strings.TrimSpace(v) != v:
+		return errors.New("has leading or trailing white space")
+	}
+	for _, r := range v {
+		if unicode.IsControl(r) {
+			return errors.New("has a control character")
+		}
+	}
+	return nil
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckDevAddr reports whether addr ("host:port") is a loopback listener,
+// the only kind dev mode (no authentication) may serve on. "localhost",
+// 127.0.0.0/8 and ::1 are loopback; an empty host (every interface),
+// 0.0.0.0, :: and any other name or address are not.
+func CheckDevAddr(addr string) error {
+	if addr == "" {
+		return errors.New("dev mode needs the listen address, and it must be loopback")
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port", addr)
+	}
+	if !isLoopbackHost(host) {
+		return fmt.Errorf("dev mode serves without authentication and may only listen on loopback (127.0.0.1, ::1, localhost), not %q", addr)
+	}
+	return nil
+}
+
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// principal is the authenticated caller of one request.
+type principal struct {
+	name     string
+	scopes   []string
+	routes   []string
+	accounts []string
+	dev      bool
+}
+
+func (p *principal) has(scope string) bool { return p.dev || slices.Contains(p.scopes, scope) }
+
+func (p *principal) routeAllowed(route string) bool {
+	return len(p.routes) == 0 || slices.Contains(p.routes, route)
+}
+
+func (p *principal) accountAllowed(account string) bool {
+	return len(p.accounts) == 0 || slices.Contains(p.accounts, account)
+}
+
+func (p *principal) unrestricted() bool { return len(p.routes) == 0 && len(p.accounts) == 0 }

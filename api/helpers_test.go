@@ -1,0 +1,425 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/adapter/social"
+	"github.com/settle-dev/settle/consumers"
+	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/producer"
+	"github.com/settle-dev/settle/projector"
+	"github.com/settle-dev/settle/testharness"
+)
+
+var t0 = time.Date(2026, 7, 22, 9, 0, 0, 0, time.UTC)
+
+// Test tokens. Secrets are long random-looking strings so that a scan for
+// them cannot match by accident.
+const (
+	secretAdmin     = "tok_admin_7f3a9c2e5b8d1f4a6c0e"
+	secretReader    = "tok_reader_2b7e9d4c1a8f3e6b5d0c"
+	secretSubmitter = "tok_submit_9c4e1b7a3f6d2e8c5a0b"
+	secretOperator  = "tok_operate_5a8c3e1f7b2d9e4c6a0f"
+	secretRouteLtd  = "tok_routeltd_3e9b6c2a8f1d5e7c4b0a"
+	secretAcctLtd   = "tok_acctltd_8d2f5b9e1c7a4e3b6d0c"
+	// routeSecret is the fake social API's bearer token (the route's own
+	// credential, held by the adapter).
+	routeSecret = "route_secret_4c9e2a7f1b8d3e6c5a0f"
+)
+
+func testTokens() []Token {
+	all := []string{ScopeSubmit, ScopeRead, ScopeOperate}
+	return []Token{
+		{Name: "admin", Secret: secretAdmin, Scopes: all},
+		{Name: "reader", Secret: secretReader, Scopes: []string{ScopeRead}},
+		{Name: "submitter", Secret: secretSubmitter, Scopes: []string{ScopeSubmit}},
+		{Name: "ops", Secret: secretOperator, Scopes: []string{ScopeOperate, ScopeRead}},
+		{Name: "route-limited", Secret: secretRouteLtd, Scopes: all, Routes: []string{"social_other"}},
+		{Name: "account-limited", Secret: secretAcctLtd, Scopes: all, Accounts: []string{"acct_other"}},
+	}
+}
+
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type envOptions struct {
+	dev    bool
+	tokens []Token
+	// maxWait bounds ?wait= (default 30s).
+	maxWait time.Duration
+}
+
+// env is a real embedded nats-server, the fake social API over real HTTP
+// (bearer token routeSecret), a producer with three routes, a running
+// projector on SQLite in t.TempDir(), and the API on a loopback
+// httptest server. Every component logs into logs.
+type env struct {
+	t      testing.TB
+	ctx    context.Context
+	node   *testharness.Node
+	clock  *testharness.ManualClock
+	social *testharness.SocialAPI
+	routes []producer.Route
+	store  *producer.Store
+	prod   *producer.Producer
+	proj   *projector.Projector
+	srv    *Server
+	http   *httptest.Server
+	logs   *syncBuffer
+	logger *slog.Logger
+	// seen, when set, collects every response (for the secret scan).
+	seen *transcript
+}
+
+func newEnv(t testing.TB, o envOptions) *env {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	n := testharness.StartNode(t)
+	clock := testharness.NewManualClock(t0)
+	api := testharness.NewSocialAPI(t, testharness.WithSocialClock(clock.Now), testharness.WithSocialToken(routeSecret))
+	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 10 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := producer.DefaultPolicy()
+	pol.ClockSkew = events.Duration(time.Second)
+	approval := pol
+	approval.FirstWrite = events.PolicyApproval
+	routes := []producer.Route{
+		{Name: "social_post", Adapter: ad, Policy: pol},
+		{Name: "social_other", Adapter: ad, Policy: pol},
+		{Name: "social_approval", Adapter: ad, Policy: approval},
+	}
+	store, err := producer.OpenStore(ctx, n.JS, producer.DefaultStoreConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := NewMetrics()
+	pc := producer.DefaultConfig()
+	pc.Now = clock.Now
+	pc.Actor = "api-writer"
+	pc.OnCall = func(route string, outcome events.Type) { metrics.CountCall(route, OutcomeLabel(outcome)) }
+	prod, err := producer.New(store, pc, routes...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proj, err := projector.Open(ctx, n.JS, projector.Config{DBPath: filepath.Join(t.TempDir(), "views.db"), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	projDone := make(chan struct{})
+	go func() { defer close(projDone); _ = proj.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-projDone; proj.Close() })
+
+	cfg := DefaultConfig()
+	cfg.Producer, cfg.Projector, cfg.Now, cfg.Logger, cfg.Metrics = prod, proj, clock.Now, logger, metrics
+	cfg.Dev = o.dev
+	if o.dev {
+		cfg.Addr = "127.0.0.1:0"
+	}
+	cfg.Tokens = o.tokens
+	if cfg.Tokens == nil && !o.dev {
+		cfg.Tokens = testTokens()
+	}
+	if o.maxWait > 0 {
+		cfg.MaxWait = o.maxWait
+	}
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	return &env{t: t, ctx: ctx, node: n, clock: clock, social: api, routes: routes, store: store, prod: prod,
+		proj: proj, srv: srv, http: hs, logs: logs, logger: logger}
+}
+
+// reconciler returns a reconciler over every route on the env's clock.
+func (e *env) reconciler(name string) *consumers.Reconciler {
+	e.t.Helper()
+	cfg := consumers.DefaultConfig()
+	cfg.Worker = name
+	cfg.Now = e.clock.Now
+	cfg.Recheck = time.Minute
+	cfg.MaxRecheck = 8 * time.Minute
+	cfg.MaxWait = 20 * time.Millisecond
+	cfg.AckWait = 2 * time.Second
+	cfg.Lease = 30 * time.Second
+	cfg.Rand = rand.New(rand.NewPCG(7, 7))
+	cfg.Logger = e.logger
+	r, err := consumers.NewReconciler(e.store, cfg, e.routes...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+// runReconciler runs a reconciler until the test ends.
+func (e *env) runReconciler(name string) {
+	e.t.Helper()
+	r := e.reconciler(name)
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(ctx) }()
+	e.t.Cleanup(func() { cancel(); <-done })
+}
+
+// settle steps an intent with a reconciler, moving the manual clock over
+// every wait, until no reconciler has anything to do.
+func (e *env) settle(route, intentID string) *fsm.Intent {
+	e.t.Helper()
+	r := e.reconciler("stepper")
+	for k := 0; k < 200; k++ {
+		res, err := r.Step(context.Background(), route, intentID)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if res.Done {
+			return e.intent(route, intentID)
+		}
+		if res.Wait > 0 {
+			e.clock.Advance(res.Wait)
+		}
+	}
+	e.t.Fatalf("intent %s did not settle", intentID)
+	return nil
+}
+
+func (e *env) history(route, intentID string) []events.Event {
+	e.t.Helper()
+	h, err := e.store.Load(context.Background(), route, intentID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return h.Events
+}
+
+func (e *env) intent(route, intentID string) *fsm.Intent {
+	e.t.Helper()
+	i, err := fsm.Fold(e.history(route, intentID))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return i
+}
+
+// catchUp waits until the projector has applied everything on the log.
+func (e *env) catchUp() {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e.proj.CatchUp(ctx); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// manualIntent creates an intent in manual_action: two exact duplicates
+// behind a dropped response.
+func (e *env) manualIntent(requestID string) string {
+	e.t.Helper()
+	e.social.Next(testharness.Duplicate().Dropped())
+	res, err := e.prod.Execute(context.Background(), producer.Request{Route: "social_post", Account: "acct_1",
+		RequestID: requestID, Payload: json.RawMessage(`{"body":"dup ` + requestID + `"}`)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if i := e.settle("social_post", res.IntentID); i.State != fsm.ManualAction {
+		e.t.Fatalf("want manual_action, got %s", i.State)
+	}
+	return res.IntentID
+}
+
+// response is one HTTP exchange.
+type response struct {
+	code   int
+	header http.Header
+	body   []byte
+}
+
+func (r *response) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("response %d is not a JSON object: %v: %s", r.code, err, r.body)
+	}
+	return m
+}
+
+func (r *response) str(t *testing.T, key string) string {
+	t.Helper()
+	s, _ := r.json(t)[key].(string)
+	return s
+}
+
+// problem checks that r is an RFC 9457 problem with status code (and,
+// when field is not empty, naming field) and returns it.
+func (r *response) problem(t *testing.T, code int, field string) map[string]any {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("status %d, want %d: %s", r.code, code, r.body)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("content type %q, want application/problem+json (%s)", ct, r.body)
+	}
+	m := r.json(t)
+	for _, k := range []string{"type", "title", "detail"} {
+		if s, _ := m[k].(string); s == "" {
+			t.Fatalf("problem without %s: %s", k, r.body)
+		}
+	}
+	if st, _ := m["status"].(float64); int(st) != code {
+		t.Fatalf("problem status %v, want %d", m["status"], code)
+	}
+	if field != "" && m["field"] != field {
+		t.Fatalf("problem field %v, want %q: %s", m["field"], field, r.body)
+	}
+	return m
+}
+
+// transcript collects every response body and header the tests saw (for
+// the secret scan).
+type transcript struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (tr *transcript) add(r *response) {
+	if tr == nil {
+		return
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for k, vs := range r.header {
+		tr.buf.WriteString(k + ": " + strings.Join(vs, ",") + "\n")
+	}
+	tr.buf.Write(r.body)
+	tr.buf.WriteByte('\n')
+}
+
+func (tr *transcript) String() string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.buf.String()
+}
+
+// do sends one request to the API. token "" sends no Authorization; hdr
+// are extra header pairs.
+func (e *env) do(method, path, token, body string, hdr ...string) *response {
+	e.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, e.http.URL+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i+1] == "" {
+			req.Header.Del(hdr[i])
+			continue
+		}
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := e.http.Client().Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r := &response{code: res.StatusCode, header: res.Header, body: b}
+	e.seen.add(r)
+	return r
+}
+
+func submitBodyJSON(route, account, requestID, payload string, extra ...string) string {
+	m := map[string]any{"route": route, "account": account, "payload": json.RawMessage(payload)}
+	if requestID != "" {
+		m["request_id"] = requestID
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		var v any
+		if err := json.Unmarshal([]byte(extra[i+1]), &v); err != nil {
+			v = extra[i+1]
+		}
+		m[extra[i]] = v
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+func countType(h []events.Event, t events.Type) int {
+	n := 0
+	for _, e := range h {
+		if e.Type == t {
+			n++
+		}
+	}
+	return n
+}
+
+func lastOf(h []events.Event, t events.Type) *events.Event {
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].Type == t {
+			return &h[i]
+		}
+	}
+	return nil
+}
+
+// newLoopbackServer serves h on a loopback httptest server until the test ends.
+func newLoopbackServer(t testing.TB, h http.Handler) *httptest.Server {
+	t.Helper()
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	return hs
+}
+
+func mustEncode(t *testing.T, e events.Event) []byte {
+	t.Helper()
+	b, err := events.Encode(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

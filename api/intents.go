@@ -1,0 +1,702 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/producer"
+	"github.com/settle-dev/settle/projector"
+)
+
+// executeTimeout bounds one Execute. The external call runs detached from
+// the client's connection: a client that hangs up must not turn a write
+// into an unknown outcome.
+const executeTimeout = 3 * time.Minute
+
+// Settled reports whether an intent in state s waits for nothing automatic:
+// its outcome is known (confirmed, rejected, failed, abandoned) or a human
+// must act (manual_action, awaiting_approval). ?wait= waits for it.
+func Settled(s fsm.State) bool {
+	switch s {
+	case fsm.Confirmed, fsm.Abandoned, fsm.Rejected, fsm.Failed, fsm.ManualAction, fsm.AwaitingApproval:
+		return true
+	}
+	return false
+}
+
+// AttemptView is one attempt of an intent.
+type AttemptView struct {
+	N          int         `json:"n"`
+	ID         string      `json:"attempt_id"`
+	StartedAt  time.Time   `json:"started_at"`
+	Deadline   time.Time   `json:"deadline"`
+	ClaimOwner string      `json:"claim_owner,omitempty"`
+	Outcome    events.Type `json:"outcome,omitempty"`
+	Code       string      `json:"code,omitempty"`
+}
+
+// IntentDetail is one intent as folded from the log: the projector's view
+// of it (same fields as list items) plus its payload, attempts, complete
+// history and the operator actions its state allows.
+type IntentDetail struct {
+	projector.IntentView
+	ParentExternalID string            `json:"parent_external_id,omitempty"`
+	ExpiresAt        time.Time         `json:"expires_at,omitzero"`
+	Payload          json.RawMessage   `json:"payload"`
+	ApprovalFor      string            `json:"approval_for,omitempty"`
+	ApprovedBy       string            `json:"approved_by,omitempty"`
+	AttemptHistory   []AttemptView     `json:"attempt_history"`
+	History          []json.RawMessage `json:"history"`
+	// Actions lists what an operator may do now: approve,
+	// resolve_confirmed, resolve_not_executed, abandon.
+	Actions []string `json:"actions"`
+	Settled bool     `json:"settled"`
+}
+
+// DryRunView is the answer to a dry run: what Execute would do.
+type DryRunView struct {
+	DryRun           bool            `json:"dry_run"`
+	IntentID         string          `json:"intent_id"`
+	Route            string          `json:"route"`
+	Subject          string          `json:"subject"`
+	IdempotencyKey   string          `json:"idempotency_key"`
+	PayloadSHA256    string          `json:"payload_sha256"`
+	CanonicalPayload json.RawMessage `json:"canonical_payload"`
+	ExistingState    fsm.State       `json:"existing_state,omitempty"`
+	WouldAppend      []events.Type   `json:"would_append"`
+	WouldWrite       bool            `json:"would_write"`
+	Reason           string          `json:"reason"`
+}
+
+func detailOf(h *producer.History) (*IntentDetail, error) {
+	v, err := projector.FoldView(h.Events)
+	if err != nil {
+		return nil, err
+	}
+	i, err := h.Fold()
+	if err != nil {
+		return nil, err
+	}
+	v.LastSeq = h.LastSeq
+	d := &IntentDetail{IntentView: *v, ParentExternalID: i.Recorded.ParentExternalID, Payload: i.Recorded.Payload,
+		ApprovalFor: i.ApprovalFor, ApprovedBy: i.ApprovedBy, Settled: Settled(i.State),
+		AttemptHistory: []AttemptView{}, History: make([]json.RawMessage, 0, len(h.Events)), Actions: actionsOf(i)}
+	if !i.Recorded.ExpiresAt.IsZero() {
+		d.ExpiresAt = i.Recorded.ExpiresAt.UTC()
+	}
+	for _, a := range i.Attempts {
+		d.AttemptHistory = append(d.AttemptHistory, AttemptView{N: a.N, ID: a.ID, StartedAt: a.StartedAt.UTC(),
+			Deadline: a.Deadline.UTC(), ClaimOwner: a.ClaimOwner, Outcome: a.Outcome, Code: a.Code})
+	}
+	for _, e := range h.Events {
+		b, err := events.Encode(e)
+		if err != nil {
+			return nil, err
+		}
+		d.History = append(d.History, b)
+	}
+	return d, nil
+}
+
+func actionsOf(i *fsm.Intent) []string {
+	out := []string{}
+	if i.Can(events.Approved) {
+		out = append(out, "approve")
+	}
+	if i.Can(events.OperatorConfirmed) {
+		out = append(out, "resolve_confirmed")
+	}
+	if i.Can(events.OperatorReleased) {
+		out = append(out, "resolve_not_executed")
+	}
+	if i.Can(events.Abandoned) {
+		out = append(out, "abandon")
+	}
+	return out
+}
+
+// --- in-flight requests ---
+
+// flights tracks submits executing in this process, by route and request
+// id: a second submit of the same id while the first executes gets 409
+// (or waits for it with ?wait=).
+type flights struct {
+	mu sync.Mutex
+	m  map[string]chan struct{}
+}
+
+func newFlights() *flights { return &flights{m: map[string]chan struct{}{}} }
+
+// begin claims key. It returns a release func, or the channel that closes
+// when the current holder releases.
+func (f *flights) begin(key string) (release func(), busy <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ch, ok := f.m[key]; ok {
+		return nil, ch
+	}
+	ch := make(chan struct{})
+	f.m[key] = ch
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			f.mu.Lock()
+			delete(f.m, key)
+			f.mu.Unlock()
+			close(ch)
+		})
+	}, nil
+}
+
+// --- POST /v1/intents ---
+
+type submitBody struct {
+	Route, Account, RequestID, ParentExternalID string
+	Payload                                     json.RawMessage
+	PlannedAt, ExpiresAt                        time.Time
+	DryRun                                      bool
+}
+
+func (s *Server) parseSubmit(w http.ResponseWriter, r *http.Request) (*submitBody, *Problem) {
+	data, prob := readJSONBody(w, r)
+	if prob != nil {
+		return nil, prob
+	}
+	var b submitBody
+	if prob := decodeObject(data, map[string]any{
+		"route": &b.Route, "account": &b.Account, "request_id": &b.RequestID,
+		"parent_external_id": &b.ParentExternalID, "payload": &b.Payload,
+		"planned_at": &b.PlannedAt, "expires_at": &b.ExpiresAt, "dry_run": &b.DryRun,
+	}); prob != nil {
+		return nil, prob
+	}
+	hdr := r.Header.Values("Idempotency-Key")
+	if len(hdr) > 1 {
+		return nil, invalid("request_id", "request_id: the Idempotency-Key header appears more than once")
+	}
+	if len(hdr) == 1 {
+		key, err := parseIdempotencyKey(hdr[0])
+		if err != nil {
+			return nil, invalid("request_id", "request_id: the Idempotency-Key header is not a valid sf-string: "+err.Error())
+		}
+		if key == "" {
+			return nil, invalid("request_id", "request_id: the Idempotency-Key header is empty")
+		}
+		if b.RequestID != "" && b.RequestID != key {
+			return nil, invalid("request_id", "request_id: the body's request_id and the Idempotency-Key header differ")
+		}
+		b.RequestID = key
+	}
+	if b.RequestID == "" {
+		return nil, invalid("request_id", "request_id: is required, in the body or as the Idempotency-Key header")
+	}
+	if err := events.ValidateToken("route", b.Route); err != nil {
+		return nil, fieldProblem(err)
+	}
+	if err := events.ValidateFreeform("account", b.Account); err != nil {
+		return nil, fieldProblem(err)
+	}
+	if err := events.ValidateFreeform("request_id", b.RequestID); err != nil {
+		return nil, fieldProblem(err)
+	}
+	if len(b.Payload) == 0 {
+		return nil, invalid("payload", "payload: is required")
+	}
+	return &b, nil
+}
+
+// parseWait reads ?wait= (a Go duration like 5s, or whole seconds),
+// bounded by MaxWait.
+func (s *Server) parseWait(q url.Values) (time.Duration, *Problem) {
+	v := q.Get("wait")
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		n, nerr := strconv.Atoi(v)
+		if nerr != nil {
+			return 0, invalid("wait", "wait: must be a duration like 5s")
+		}
+		d = time.Duration(n) * time.Second
+	}
+	if d < 0 {
+		return 0, invalid("wait", "wait: must not be negative")
+	}
+	return min(d, s.cfg.MaxWait), nil
+}
+
+func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, p *principal) error {
+	for k := range r.URL.Query() {
+		if k != "wait" {
+			return invalid(clip(k, 64), clip(k, 64)+": unknown query parameter")
+		}
+	}
+	wait, prob := s.parseWait(r.URL.Query())
+	if prob != nil {
+		return prob
+	}
+	b, prob := s.parseSubmit(w, r)
+	if prob != nil {
+		return prob
+	}
+	if !p.routeAllowed(b.Route) {
+		return newProblem(http.StatusForbidden, ProbForbidden, "the token may not use route "+b.Route).withField("route")
+	}
+	if !p.accountAllowed(b.Account) {
+		return newProblem(http.StatusForbidden, ProbForbidden, "the token may not use this account").withField("account")
+	}
+	req := producer.Request{Route: b.Route, Account: b.Account, RequestID: b.RequestID,
+		ParentExternalID: b.ParentExternalID, Payload: b.Payload, PlannedAt: b.PlannedAt,
+		ExpiresAt: b.ExpiresAt, DryRun: b.DryRun}
+
+	ctx := r.Context()
+	waitCtx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if b.DryRun {
+		res, err := s.cfg.Producer.Execute(ctx, req)
+		if err != nil {
+			return executeProblem(err, nil)
+		}
+		d := res.DryRun
+		writeJSON(w, http.StatusOK, DryRunView{DryRun: true, IntentID: d.IntentID, Route: res.Route, Subject: d.Subject,
+			IdempotencyKey: d.IdempotencyKey, PayloadSHA256: d.PayloadSHA256, CanonicalPayload: d.CanonicalPayload,
+			ExistingState: d.ExistingState, WouldAppend: d.WouldAppend, WouldWrite: d.WouldWrite, Reason: d.Reason})
+		return nil
+	}
+
+	key := b.Route + "\x00" + b.RequestID
+	var release func()
+	for release == nil {
+		var busy <-chan struct{}
+		release, busy = s.flights.begin(key)
+		if release != nil {
+			break
+		}
+		if wait == 0 {
+			w.Header().Set("Retry-After", "1")
+			return newProblem(http.StatusConflict, ProbInFlight, "a request with this request id is executing; retry later or send ?wait=")
+		}
+		select {
+		case <-busy:
+		case <-waitCtx.Done():
+			w.Header().Set("Retry-After", "1")
+			return newProblem(http.StatusConflict, ProbInFlight, "a request with this request id is still executing")
+		}
+	}
+	execCtx, execCancel := context.WithTimeout(context.WithoutCancel(ctx), executeTimeout)
+	res, err := s.cfg.Producer.Execute(execCtx, req)
+	execCancel()
+	release()
+	if err != nil {
+		return executeProblem(err, res)
+	}
+	// The answer is read from the log: fresh, with its stream sequence.
+	// Should that read fail after a write was made, Execute's own history
+	// answers: the write happened and the client must learn of it.
+	var h *producer.History
+	waited := wait > 0 && !Settled(res.State)
+	if waited {
+		h, err = s.awaitSettled(waitCtx, res.Route, res.IntentID)
+	} else {
+		h, err = s.cfg.Producer.Store().Load(ctx, res.Route, res.IntentID)
+		if err != nil && !res.Replayed && len(res.History) > 0 {
+			s.log.Warn("api: re-reading a submitted intent failed; answering from Execute's history", "intent", res.IntentID, "err", err.Error())
+			h, err = &producer.History{Route: res.Route, Events: res.History}, nil
+		}
+	}
+	if err != nil {
+		return err
+	}
+	i, err := h.Fold()
+	if err != nil {
+		return err
+	}
+	state := i.State
+	if state == fsm.WriteStarted && (res.Replayed || waited) {
+		w.Header().Set("Retry-After", "1")
+		return newProblem(http.StatusConflict, ProbInFlight, "the intent's write is in flight (write_started); retry later or send ?wait=").
+			withIntent(res.IntentID, string(state))
+	}
+	d, err := detailOf(h)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/v1/intents/"+res.IntentID)
+	if res.Replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+		writeJSON(w, http.StatusOK, d)
+		return nil
+	}
+	writeJSON(w, http.StatusCreated, d)
+	return nil
+}
+
+// OutcomeLabel is the outcome label of settle_external_calls_total for an
+// attempt's outcome event: confirmed, succeeded, rejected or unknown. Wire
+// it as producer.Config.OnCall = func(route string, o events.Type) {
+// metrics.CountCall(route, api.OutcomeLabel(o)) }, so that every write —
+// the API's and the reconcilers' — is counted once.
+func OutcomeLabel(t events.Type) string {
+	switch t {
+	case events.WriteConfirmed:
+		return "confirmed"
+	case events.WriteSucceeded:
+		return "succeeded"
+	case events.WriteRejected:
+		return "rejected"
+	case events.OutcomeUnknown:
+		return "unknown"
+	}
+	return strings.ToLower(string(t))
+}
+
+// executeProblem maps an Execute error.
+func executeProblem(err error, res *producer.Result) error {
+	switch {
+	case errors.Is(err, producer.ErrInvalidRequest):
+		return fieldProblem(err)
+	case errors.Is(err, producer.ErrUnknownRoute):
+		return invalid("route", "route: no such route is configured")
+	case errors.Is(err, producer.ErrPayloadMismatch):
+		return newProblem(http.StatusUnprocessableEntity, ProbPayloadMismatch,
+			"this request id is already recorded with a different payload, account or parent; nothing was written")
+	case errors.Is(err, producer.ErrOutcomeNotRecorded):
+		p := newProblem(http.StatusServiceUnavailable, ProbOutcomeUnsettled,
+			"the write was made but its outcome could not be recorded; the intent will be settled by reconciliation (resubmitting the same request is safe)")
+		if res != nil {
+			p.withIntent(res.IntentID, string(res.State))
+		}
+		return p
+	case errors.Is(err, producer.ErrConflict):
+		return newProblem(http.StatusConflict, ProbConflict, "the intent changed concurrently too often; retry")
+	}
+	return err
+}
+
+// awaitSettled polls the log until the intent is settled or ctx ends, and
+// returns the last history read.
+func (s *Server) awaitSettled(ctx context.Context, route, id string) (*producer.History, error) {
+	store := s.cfg.Producer.Store()
+	delay := 20 * time.Millisecond
+	var last *producer.History
+	for {
+		// The last read runs even when ctx has ended, so the answer is fresh.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		h, err := store.Load(rctx, route, id)
+		cancel()
+		if err != nil {
+			if last != nil && ctx.Err() != nil {
+				return last, nil
+			}
+			return nil, err
+		}
+		last = h
+		i, err := h.Fold()
+		if err != nil {
+			return nil, err
+		}
+		if Settled(i.State) || ctx.Err() != nil {
+			return h, nil
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		delay = min(2*delay, 250*time.Millisecond)
+	}
+}
+
+// --- GET /v1/intents/{id} ---
+
+// loadAuthorized loads the intent named by the path from the log and
+// checks that p may see it.
+func (s *Server) loadAuthorized(r *http.Request, p *principal) (*producer.History, *fsm.Intent, error) {
+	id := r.PathValue("id")
+	if err := events.ValidateIntentID(id); err != nil {
+		return nil, nil, invalid("intent_id", "intent_id: is not an intent id (in_ + 32 base32 characters)")
+	}
+	store := s.cfg.Producer.Store()
+	route, err := store.FindRoute(r.Context(), id)
+	if errors.Is(err, producer.ErrNotFound) {
+		return nil, nil, newProblem(http.StatusNotFound, ProbNotFound, "no such intent").withIntent(id, "")
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := store.Load(r.Context(), route, id)
+	if errors.Is(err, producer.ErrNotFound) {
+		return nil, nil, newProblem(http.StatusNotFound, ProbNotFound, "no such intent").withIntent(id, "")
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	i, err := h.Fold()
+	if err != nil {
+		return nil, nil, err
+	}
+	if !p.routeAllowed(i.Route()) || !p.accountAllowed(i.Account()) {
+		return nil, nil, newProblem(http.StatusForbidden, ProbForbidden, "the token may not see this intent's route or account").withIntent(id, "")
+	}
+	return h, i, nil
+}
+
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, p *principal) error {
+	h, _, err := s.loadAuthorized(r, p)
+	if err != nil {
+		return err
+	}
+	d, err := detailOf(h)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, d)
+	return nil
+}
+
+// --- GET /v1/intents ---
+
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request, p *principal) error {
+	q := r.URL.Query()
+	var f projector.Filter
+	for k, vs := range q {
+		name := clip(k, 64)
+		if len(vs) > 1 {
+			return invalid(name, name+": appears more than once")
+		}
+		v := vs[0]
+		switch k {
+		case "state":
+			st := fsm.State(v)
+			if st == fsm.None || !validState(st) {
+				return invalid("state", "state: is not a lifecycle state")
+			}
+			f.State = st
+		case "route":
+			if err := events.ValidateToken("route", v); err != nil {
+				return fieldProblem(err)
+			}
+			f.Route = v
+		case "account":
+			if err := events.ValidateFreeform("account", v); err != nil {
+				return fieldProblem(err)
+			}
+			f.Account = v
+		case "from", "to":
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return invalid(k, k+": must be an RFC 3339 time")
+			}
+			if k == "from" {
+				f.From = t
+			} else {
+				f.To = t
+			}
+		case "limit":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > projector.MaxLimit {
+				return invalid("limit", "limit: must be an integer in 1.."+strconv.Itoa(projector.MaxLimit))
+			}
+			f.Limit = n
+		case "after":
+			if v == "" || len(v) > 1024 {
+				return invalid("after", "after: is not a cursor from a previous page")
+			}
+			f.After = v
+		default:
+			return invalid(name, name+": unknown query parameter")
+		}
+	}
+	if f.Route == "" && len(p.routes) == 1 {
+		f.Route = p.routes[0]
+	}
+	if f.Account == "" && len(p.accounts) == 1 {
+		f.Account = p.accounts[0]
+	}
+	if (f.Route == "" && len(p.routes) > 0) || !p.routeAllowed(f.Route) {
+		return newProblem(http.StatusForbidden, ProbForbidden, "the token is limited to some routes: name one of them with ?route=").withField("route")
+	}
+	if (f.Account == "" && len(p.accounts) > 0) || !p.accountAllowed(f.Account) {
+		return newProblem(http.StatusForbidden, ProbForbidden, "the token is limited to some accounts: name one of them with ?account=").withField("account")
+	}
+	page, err := s.cfg.Projector.List(r.Context(), f)
+	if err != nil {
+		if f.After != "" && strings.Contains(err.Error(), "After:") {
+			return invalid("after", "after: is not a cursor from a previous page")
+		}
+		return err
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+func validState(s fsm.State) bool {
+	for _, x := range fsm.AllStates() {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// --- operator actions ---
+
+type actionBody struct {
+	Operator, Reason, Resolution, ExternalID, LiveURL string
+}
+
+// Resolutions of POST /v1/intents/{id}/resolve.
+const (
+	ResolutionConfirmed   = "confirmed"
+	ResolutionNotExecuted = "not_executed"
+	ResolutionAbandoned   = "abandoned"
+)
+
+func (s *Server) parseAction(w http.ResponseWriter, r *http.Request, p *principal, resolve bool) (*actionBody, string, *Problem) {
+	data, prob := readJSONBody(w, r)
+	if prob != nil {
+		return nil, "", prob
+	}
+	var b actionBody
+	fields := map[string]any{"operator": &b.Operator, "reason": &b.Reason}
+	if resolve {
+		fields["resolution"] = &b.Resolution
+		fields["external_id"] = &b.ExternalID
+		fields["live_url"] = &b.LiveURL
+	}
+	if prob := decodeObject(data, fields); prob != nil {
+		return nil, "", prob
+	}
+	// With a token the operator is the token's name, whatever the body
+	// says; in dev mode the body names the operator.
+	operator := p.name
+	if p.dev && b.Operator != "" {
+		if err := validateName(b.Operator); err != nil {
+			return nil, "", invalid("operator", "operator: "+err.Error())
+		}
+		operator = b.Operator
+	}
+	if strings.TrimSpace(b.Reason) == "" {
+		return nil, "", invalid("reason", "reason: is required (it is recorded with the decision)")
+	}
+	if len(b.Reason) > 2000 {
+		return nil, "", invalid("reason", "reason: is longer than 2000 bytes")
+	}
+	if resolve {
+		switch b.Resolution {
+		case ResolutionConfirmed:
+			if err := events.ValidateFreeform("external_id", b.ExternalID); err != nil {
+				return nil, "", fieldProblem(err)
+			}
+			if b.LiveURL != "" {
+				u, err := url.Parse(b.LiveURL)
+				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || len(b.LiveURL) > 2048 {
+					return nil, "", invalid("live_url", "live_url: must be an http(s) URL without credentials")
+				}
+			}
+		case ResolutionNotExecuted, ResolutionAbandoned:
+			if b.ExternalID != "" || b.LiveURL != "" {
+				return nil, "", invalid("external_id", "external_id: only a confirmed resolution names the external object")
+			}
+		case "":
+			return nil, "", invalid("resolution", "resolution: is required (confirmed, not_executed or abandoned)")
+		default:
+			return nil, "", invalid("resolution", "resolution: must be confirmed, not_executed or abandoned")
+		}
+	}
+	return &b, operator, nil
+}
+
+func (s *Server) handleApprove(w http.ResponseWriter, r *http.Request, p *principal) error {
+	return s.operate(w, r, p, false, func(ctx context.Context, route, id, operator string, b *actionBody) error {
+		_, err := s.cfg.Producer.Approve(ctx, route, id, operator, b.Reason)
+		return err
+	})
+}
+
+func (s *Server) handleAbandon(w http.ResponseWriter, r *http.Request, p *principal) error {
+	return s.operate(w, r, p, false, func(ctx context.Context, route, id, operator string, b *actionBody) error {
+		_, err := s.cfg.Producer.Abandon(ctx, route, id, operator, b.Reason)
+		return err
+	})
+}
+
+func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request, p *principal) error {
+	return s.operate(w, r, p, true, func(ctx context.Context, route, id, operator string, b *actionBody) error {
+		var err error
+		switch b.Resolution {
+		case ResolutionConfirmed:
+			_, err = s.cfg.Producer.ResolveConfirmed(ctx, route, id, operator, b.Reason, b.ExternalID, b.LiveURL)
+		case ResolutionNotExecuted:
+			_, err = s.cfg.Producer.ResolveReleased(ctx, route, id, operator, b.Reason)
+		case ResolutionAbandoned:
+			_, err = s.cfg.Producer.Abandon(ctx, route, id, operator, b.Reason)
+		}
+		return err
+	})
+}
+
+func (s *Server) operate(w http.ResponseWriter, r *http.Request, p *principal, resolve bool,
+	act func(ctx context.Context, route, id, operator string, b *actionBody) error) error {
+	h, i, err := s.loadAuthorized(r, p)
+	if err != nil {
+		return err
+	}
+	b, operator, prob := s.parseAction(w, r, p, resolve)
+	if prob != nil {
+		return prob
+	}
+	// The append is not tied to the client's connection: a decision that
+	// reached the log is reported by the next read, never half made.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
+	defer cancel()
+	if err := act(ctx, h.Route, i.ID, operator, b); err != nil {
+		switch {
+		case errors.Is(err, producer.ErrNotAllowed):
+			st := currentState(ctx, s, h.Route, i)
+			return newProblem(http.StatusConflict, ProbNotAllowed, "the intent is "+string(st)+"; this action is not allowed there").
+				withIntent(i.ID, string(st))
+		case errors.Is(err, producer.ErrInvalidRequest):
+			return fieldProblem(err)
+		case errors.Is(err, producer.ErrConflict):
+			return newProblem(http.StatusConflict, ProbConflict, "the intent changed while the action was recorded; reload and decide again").withIntent(i.ID, "")
+		case errors.Is(err, producer.ErrNotFound):
+			return newProblem(http.StatusNotFound, ProbNotFound, "no such intent").withIntent(i.ID, "")
+		}
+		return err
+	}
+	fresh, err := s.cfg.Producer.Store().Load(ctx, h.Route, i.ID)
+	if err != nil {
+		return err
+	}
+	d, err := detailOf(fresh)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, d)
+	return nil
+}
+
+// currentState re-reads the intent's state for a refusal (the one loaded
+// before the action may be stale).
+func currentState(ctx context.Context, s *Server, route string, i *fsm.Intent) fsm.State {
+	h, err := s.cfg.Producer.Store().Load(ctx, route, i.ID)
+	if err != nil {
+		return i.State
+	}
+	if j, err := h.Fold(); err == nil {
+		return j.State
+	}
+	return i.State
+}

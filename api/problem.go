@@ -1,0 +1,117 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/settle-dev/settle/events"
+)
+
+// ProblemTypePrefix prefixes every problem type URI (RFC 9457 "type").
+const ProblemTypePrefix = "urn:settle:problem:"
+
+// Problem is an RFC 9457 problem details document. Field names the
+// offending request field of a validation problem; IntentID and State
+// are set when the problem concerns one intent.
+type Problem struct {
+	Type     string `json:"type"`
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Detail   string `json:"detail,omitempty"`
+	Instance string `json:"instance,omitempty"`
+	Field    string `json:"field,omitempty"`
+	IntentID string `json:"intent_id,omitempty"`
+	State    string `json:"state,omitempty"`
+}
+
+// Problem types.
+const (
+	ProbInvalidRequest   = "invalid-request"
+	ProbUnauthorized     = "unauthorized"
+	ProbForbidden        = "forbidden"
+	ProbNotFound         = "not-found"
+	ProbMethodNotAllowed = "method-not-allowed"
+	ProbPayloadMismatch  = "payload-mismatch"
+	ProbInFlight         = "request-in-flight"
+	ProbNotAllowed       = "action-not-allowed"
+	ProbConflict         = "conflict"
+	ProbUnsupportedMedia = "unsupported-media-type"
+	ProbTooLarge         = "request-too-large"
+	ProbUnavailable      = "unavailable"
+	ProbOutcomeUnsettled = "outcome-not-recorded"
+	ProbInternal         = "internal"
+)
+
+var problemTitles = map[string]string{
+	ProbInvalidRequest:   "The request is invalid",
+	ProbUnauthorized:     "Authentication is required",
+	ProbForbidden:        "The token may not do this",
+	ProbNotFound:         "Not found",
+	ProbMethodNotAllowed: "Method not allowed",
+	ProbPayloadMismatch:  "The request id is already used with another payload",
+	ProbInFlight:         "A request with this request id is still in flight",
+	ProbNotAllowed:       "The action is not allowed in the intent's state",
+	ProbConflict:         "The intent changed concurrently",
+	ProbUnsupportedMedia: "The body must be application/json",
+	ProbTooLarge:         "The request body is too large",
+	ProbUnavailable:      "A dependency is unavailable",
+	ProbOutcomeUnsettled: "The write happened but its outcome is not recorded yet",
+	ProbInternal:         "Internal error",
+}
+
+func newProblem(status int, kind, detail string) *Problem {
+	return &Problem{Type: ProblemTypePrefix + kind, Title: problemTitles[kind], Status: status, Detail: detail}
+}
+
+func (p *Problem) withField(f string) *Problem { p.Field = f; return p }
+
+func (p *Problem) withIntent(id, state string) *Problem { p.IntentID, p.State = id, state; return p }
+
+func (p *Problem) Error() string { return p.Title + ": " + p.Detail }
+
+func writeProblem(w http.ResponseWriter, p *Problem) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+func jsonEncode(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// invalid is a 400 naming field.
+func invalid(field, detail string) *Problem {
+	return newProblem(http.StatusBadRequest, ProbInvalidRequest, detail).withField(field)
+}
+
+// fieldProblem maps an error wrapping *events.FieldError to a 400 naming
+// the field as the API calls it ("data.reason" of an event body is the
+// request's "reason").
+func fieldProblem(err error) *Problem {
+	var fe *events.FieldError
+	if errors.As(err, &fe) {
+		f := apiField(fe.Field)
+		return invalid(f, f+": "+fe.Reason)
+	}
+	return newProblem(http.StatusBadRequest, ProbInvalidRequest, "the request is invalid")
+}
+
+func apiField(f string) string {
+	f = strings.TrimPrefix(f, "data.")
+	f = strings.TrimPrefix(f, "receipt.")
+	if f == "by" {
+		f = "operator"
+	}
+	return f
+}

@@ -1,0 +1,271 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/settle-dev/settle/producer"
+)
+
+// Server is settle's HTTP API. It implements http.Handler.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	keys    *keyring
+	metrics *Metrics
+	mux     *http.ServeMux
+	flights *flights
+	routes  []route
+}
+
+// route is one served endpoint. scope "" is public (no token).
+type route struct {
+	method  string
+	pattern string
+	scope   string
+	// unrestricted: the token must have no route or account limits (the
+	// endpoint reports on every route and account).
+	unrestricted bool
+	handle       func(w http.ResponseWriter, r *http.Request, p *principal) error
+}
+
+// New validates cfg and returns the server. Tokens are kept as digests of
+// their secrets.
+func New(cfg Config) (*Server, error) {
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Tokens = slices.Clone(cfg.Tokens)
+	s := &Server{cfg: cfg, log: cfg.Logger, keys: newKeyring(cfg.Tokens), metrics: cfg.Metrics,
+		mux: http.NewServeMux(), flights: newFlights()}
+	for i := range s.cfg.Tokens {
+		s.cfg.Tokens[i].Secret = "" // only the digests are needed from here on
+	}
+	s.routes = []route{
+		{method: "GET", pattern: "/healthz", handle: s.handleHealth},
+		{method: "GET", pattern: "/readyz", handle: s.handleReady},
+		{method: "GET", pattern: "/openapi.json", handle: s.handleOpenAPI},
+		{method: "GET", pattern: "/console", handle: s.handleConsole},
+		{method: "GET", pattern: "/metrics", scope: ScopeRead, unrestricted: true, handle: s.handleMetrics},
+		{method: "POST", pattern: "/v1/intents", scope: ScopeSubmit, handle: s.handleSubmit},
+		{method: "GET", pattern: "/v1/intents", scope: ScopeRead, handle: s.handleList},
+		{method: "GET", pattern: "/v1/intents/{id}", scope: ScopeRead, handle: s.handleGet},
+		{method: "POST", pattern: "/v1/intents/{id}/approve", scope: ScopeOperate, handle: s.handleApprove},
+		{method: "POST", pattern: "/v1/intents/{id}/resolve", scope: ScopeOperate, handle: s.handleResolve},
+		{method: "POST", pattern: "/v1/intents/{id}/abandon", scope: ScopeOperate, handle: s.handleAbandon},
+	}
+	allowed := map[string][]string{}
+	var patterns []string
+	for _, rt := range s.routes {
+		s.mux.Handle(rt.method+" "+rt.pattern, s.endpoint(rt))
+		if _, ok := allowed[rt.pattern]; !ok {
+			patterns = append(patterns, rt.pattern)
+		}
+		allowed[rt.pattern] = append(allowed[rt.pattern], rt.method)
+	}
+	for _, p := range patterns {
+		methods := allowed[p]
+		if slices.Contains(methods, "GET") {
+			methods = append(methods, "HEAD")
+		}
+		allow := strings.Join(methods, ", ")
+		s.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeProblem(w, newProblem(http.StatusMethodNotAllowed, ProbMethodNotAllowed, r.Method+" is not served here; allowed: "+allow))
+		})
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, newProblem(http.StatusNotFound, ProbNotFound, "no such endpoint; see /openapi.json"))
+	})
+	return s, nil
+}
+
+// Metrics returns the server's metrics (feed ObserveReconcile and
+// CountCall from the reconciler's wiring).
+func (s *Server) Metrics() *Metrics { return s.metrics }
+
+// Routes lists the served endpoints as "METHOD /pattern".
+func (s *Server) Routes() []string {
+	out := make([]string, len(s.routes))
+	for i, rt := range s.routes {
+		out[i] = rt.method + " " + rt.pattern
+	}
+	return out
+}
+
+// statusWriter records the status code and the caller of a request for
+// the access log and the metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	code   int
+	caller string
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// ServeHTTP serves one request: routing, the dev-mode guard, auth,
+// the handler, then one access-log line and the request counter.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	sw := &statusWriter{ResponseWriter: w}
+	start := time.Now()
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("api: handler panic", "method", r.Method, "path", clip(r.URL.Path, 200), "panic", fmt.Sprint(v))
+			if sw.code == 0 {
+				writeProblem(sw, newProblem(http.StatusInternalServerError, ProbInternal, "internal error"))
+			}
+		}
+		if sw.code == 0 {
+			sw.code = http.StatusOK
+		}
+		s.metrics.countHTTP(sw.code)
+		s.log.Info("http request", "method", r.Method, "path", clip(r.URL.Path, 200), "status", sw.code,
+			"caller", sw.caller, "duration", time.Since(start).Round(time.Microsecond))
+	}()
+	if s.cfg.Dev && !devRequestOK(r) {
+		writeProblem(sw, newProblem(http.StatusForbidden, ProbForbidden, "dev mode serves loopback clients with a loopback Host only"))
+		return
+	}
+	s.mux.ServeHTTP(sw, r)
+}
+
+// endpoint wraps a route's handler with authentication, authorization and
+// error mapping.
+func (s *Server) endpoint(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p *principal
+		if rt.scope != "" {
+			var aerr authError
+			p, aerr = s.authenticate(r)
+			if aerr != "" {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="settle"`)
+				detail := "send Authorization: Bearer <token>"
+				if aerr == authInvalid {
+					w.Header().Set("WWW-Authenticate", `Bearer realm="settle", error="invalid_token"`)
+					detail = "the bearer token is not valid"
+				}
+				writeProblem(w, newProblem(http.StatusUnauthorized, ProbUnauthorized, detail))
+				return
+			}
+			if sw, ok := w.(*statusWriter); ok {
+				sw.caller = p.name
+			}
+			if !p.has(rt.scope) {
+				writeProblem(w, newProblem(http.StatusForbidden, ProbForbidden, "the token lacks the "+rt.scope+" scope"))
+				return
+			}
+			if rt.unrestricted && !p.unrestricted() {
+				writeProblem(w, newProblem(http.StatusForbidden, ProbForbidden, "this endpoint reports on every route and account; the token is limited to some"))
+				return
+			}
+		}
+		if err := rt.handle(w, r, p); err != nil {
+			s.fail(w, r, err)
+		}
+	})
+}
+
+// fail writes the problem for err. A *Problem is written as is; other
+// errors are failures of the log or the database (503) or bugs (500):
+// their text goes to the log, not to the client.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var p *Problem
+	if errors.As(err, &p) {
+		writeProblem(w, p)
+		return
+	}
+	status, kind, detail := http.StatusServiceUnavailable, ProbUnavailable, "the log or the projector could not be reached; retry"
+	if errors.Is(err, producer.ErrCorruptHistory) {
+		status, kind, detail = http.StatusInternalServerError, ProbInternal, "the intent's history cannot be folded"
+	}
+	s.log.Error("api: request failed", "method", r.Method, "path", clip(r.URL.Path, 200), "status", status, "err", err.Error())
+	w.Header().Set("Retry-After", "1")
+	writeProblem(w, newProblem(status, kind, detail))
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ *principal) error {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+// readiness is the body of /readyz.
+type readiness struct {
+	Problem
+	Checks map[string]string `json:"checks"`
+}
+
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request, _ *principal) error {
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	checks := map[string]string{"nats": "ok", "stream": "ok", "projector": "ok"}
+	ok := true
+	failed := func(name string, err error) {
+		ok = false
+		checks[name] = "failed"
+		s.log.Warn("api: not ready", "check", name, "err", err.Error())
+	}
+	store := s.cfg.Producer.Store()
+	if nc := store.JetStream().Conn(); nc == nil || !nc.IsConnected() {
+		failed("nats", errors.New("not connected"))
+	}
+	if _, err := store.Stream().Info(ctx); err != nil {
+		failed("stream", err)
+	}
+	if _, err := s.cfg.Projector.Checkpoint(ctx); err != nil {
+		failed("projector", err)
+	}
+	if !ok {
+		p := newProblem(http.StatusServiceUnavailable, ProbUnavailable, "not ready")
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_ = jsonEncode(w, readiness{Problem: *p, Checks: checks})
+		return nil
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "checks": checks})
+	return nil
+}
+
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, _ *principal) error {
+	g, err := s.readGauges(r.Context())
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	s.metrics.writeExposition(w, g)
+	return nil
+}
