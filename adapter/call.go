@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +12,8 @@ import (
 	"os"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/cockroachdb/errors"
 )
 
 // Class is the classification of one attempt that did not succeed.

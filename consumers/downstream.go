@@ -3,7 +3,6 @@ package consumers
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -11,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cockroachdb/errors"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/events"

@@ -2,7 +2,6 @@ package consumers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -10,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"

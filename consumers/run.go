@@ -2,10 +2,10 @@ package consumers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
+	"github.com/cockroachdb/errors"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/events"

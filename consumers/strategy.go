@@ -2,11 +2,12 @@ package consumers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"

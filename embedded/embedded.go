@@ -1,13 +1,13 @@
 package embedded
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"strconv"
 	"time"
 
+	"github.com/cockroachdb/errors"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )

@@ -2,10 +2,10 @@ package fsm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
+	"github.com/cockroachdb/errors"
 	lfsm "github.com/looplab/fsm"
 
 	"github.com/settle-dev/settle/events"

@@ -2,8 +2,9 @@ package producer
 
 import (
 	"context"
-	"errors"
 	"fmt"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"

@@ -3,9 +3,10 @@ package producer
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"

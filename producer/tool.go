@@ -3,9 +3,10 @@ package producer
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/events"
 )
