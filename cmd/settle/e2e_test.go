@@ -1,0 +1,291 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/testharness"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// settleBinary builds cmd/settle once per test run: the end-to-end tests
+// drive the real binary, as a user would.
+func settleBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "settle-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "settle")
+		out, err := exec.Command("go", "build", "-race", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// server is one running `settle serve` process.
+type server struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	url    string
+	stderr *syncBuffer
+	done   chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func startServe(t *testing.T, dataDir string, api *testharness.SocialAPI) *server {
+	t.Helper()
+	addr := freeAddr(t)
+	cmd := exec.Command(settleBinary(t), "serve", "--dev", "--addr", addr, "--data", dataDir,
+		"--routes", "../../examples/routes/social.yaml", "--workers", "2")
+	cmd.Env = append(os.Environ(), "SOCIAL_BASE_URL="+api.URL(), "SOCIAL_TOKEN="+api.Token())
+	s := &server{t: t, cmd: cmd, url: "http://" + addr, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	cmd.Stderr = s.stderr
+	cmd.Stdout = s.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(s.url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return s
+			}
+		}
+		select {
+		case err := <-s.done:
+			t.Fatalf("settle serve exited: %v\n%s", err, s.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("settle serve not ready in 60s\n%s", s.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (s *server) stop() {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		s.t.Fatal(err)
+	}
+	select {
+	case err := <-s.done:
+		if err != nil {
+			s.t.Fatalf("settle serve exited with %v after SIGTERM\n%s", err, s.stderr.String())
+		}
+	case <-time.After(90 * time.Second):
+		s.t.Fatalf("settle serve did not stop after SIGTERM\n%s", s.stderr.String())
+	}
+}
+
+type reply struct {
+	code   int
+	header http.Header
+	body   map[string]any
+	raw    string
+}
+
+func (s *server) call(method, path string, body any) reply {
+	s.t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		r = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, s.url+path, r)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	return reply{code: resp.StatusCode, header: resp.Header, body: m, raw: string(raw)}
+}
+
+func (s *server) waitState(id string, states ...string) reply {
+	s.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r := s.call("GET", "/v1/intents/"+id, nil)
+		for _, st := range states {
+			if r.code == 200 && r.body["state"] == st {
+				return r
+			}
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("intent %s stayed %v (%d)\n%s", id, r.body["state"], r.code, s.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestServeEndToEndDroppedResponseSettlesWithOneEffect(t *testing.T) {
+	api := testharness.NewSocialAPI(t)
+	s := startServe(t, t.TempDir(), api)
+	submit := map[string]any{"route": "social_post", "account": "acct_1", "request_id": "agent-7:post",
+		"payload": map[string]any{"body": "hello from the e2e test"}}
+	api.Next(testharness.CommitThenDrop())
+	first := s.call("POST", "/v1/intents", submit)
+	if first.code != 201 && first.code != 200 {
+		t.Fatalf("submit: %d %s", first.code, first.raw)
+	}
+	id, _ := first.body["intent_id"].(string)
+	if id == "" {
+		t.Fatalf("submit answer has no intent_id: %s", first.raw)
+	}
+	got := s.waitState(id, "confirmed")
+	if api.Effects() != 1 || api.Writes() != 1 {
+		t.Fatalf("effects %d writes %d", api.Effects(), api.Writes())
+	}
+	if !strings.Contains(got.raw, "ReadbackPassed") {
+		t.Fatalf("history lacks the readback: %s", got.raw)
+	}
+	// The same submit again: the stored result, replayed; no write.
+	again := s.call("POST", "/v1/intents", submit)
+	if again.code >= 300 || again.header.Get("Idempotent-Replayed") != "true" || again.body["state"] != "confirmed" {
+		t.Fatalf("repeat: %d replayed=%q %s", again.code, again.header.Get("Idempotent-Replayed"), again.raw)
+	}
+	// A different payload under the same request id: 422, no write.
+	submit["payload"] = map[string]any{"body": "something else"}
+	diff := s.call("POST", "/v1/intents", submit)
+	if diff.code != 422 || !strings.HasPrefix(diff.header.Get("Content-Type"), "application/problem+json") {
+		t.Fatalf("different payload: %d %s", diff.code, diff.raw)
+	}
+	if api.Effects() != 1 || api.Writes() != 1 {
+		t.Fatalf("after repeats: effects %d writes %d", api.Effects(), api.Writes())
+	}
+	s.stop()
+	if strings.Contains(s.stderr.String(), api.Token()) {
+		t.Fatal("the route's secret token appeared in settle's output")
+	}
+}
+
+func TestServeSIGTERMDuringBurstLosesNothing(t *testing.T) {
+	api := testharness.NewSocialAPI(t)
+	data := t.TempDir()
+	s := startServe(t, data, api)
+	const n = 40
+	// Some writes are slow, so SIGTERM finds them in flight.
+	for k := 0; k < n; k += 4 {
+		api.Next(testharness.Delay(300*time.Millisecond), testharness.CommitThenDrop())
+	}
+	var wg sync.WaitGroup
+	for k := 0; k < n; k++ {
+		wg.Add(1)
+		go func(k int) {
+			defer wg.Done()
+			body, _ := json.Marshal(map[string]any{"route": "social_post", "account": "acct_1",
+				"request_id": fmt.Sprintf("burst:%d", k), "payload": map[string]any{"body": fmt.Sprintf("burst post %d", k)}})
+			resp, err := http.Post(s.url+"/v1/intents", "application/json", bytes.NewReader(body))
+			if err == nil {
+				resp.Body.Close()
+			}
+		}(k)
+		if k == n/2 {
+			go func() { _ = s.cmd.Process.Signal(syscall.SIGTERM) }()
+		}
+	}
+	wg.Wait()
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, s.stderr.String())
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatal("no exit after SIGTERM")
+	}
+	// Restart: the reconcilers settle whatever the burst left unknown.
+	s2 := startServe(t, data, api)
+	list := s2.call("GET", "/v1/intents?limit=200", nil)
+	items, _ := list.body["items"].([]any)
+	for _, it := range items {
+		id := it.(map[string]any)["intent_id"].(string)
+		s2.waitState(id, "confirmed", "manual_action", "verifying", "rejected")
+	}
+	s2.stop()
+	// The audit replays the log: it passes, and no intent wrote twice.
+	var out, errb bytes.Buffer
+	m := &Main{Stdout: &out, Stderr: &errb}
+	if err := m.Run(t.Context(), []string{"audit", "--data", filepath.Join(data, "jetstream")}); err != nil {
+		t.Fatalf("audit after the burst: %v\n%s\n%s", err, out.String(), errb.String())
+	}
+	for _, p := range api.WriteLog() {
+		if c := api.EffectsForKey(p.IdempotencyKey); c > 1 {
+			t.Fatalf("key %s has %d effects", p.IdempotencyKey, c)
+		}
+	}
+	t.Logf("burst: %d submits, %d intents on the log, %d writes, %d effects", n, len(items), api.Writes(), api.Effects())
+}
+
+func TestRoutesCheckNamesRouteAndField(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "routes.yaml")
+	if err := os.WriteFile(bad, []byte("version: 1\nroutes:\n  - name: broken\n    base_url: http://127.0.0.1:1\n    write: {method: POST, url: \"{{nope}}\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	m := &Main{Stdout: &out, Stderr: &errb}
+	err := m.Run(t.Context(), []string{"routes", "check", bad})
+	if err == nil || !strings.Contains(errb.String(), "route broken: write.url") {
+		t.Fatalf("routes check: %v\n%s", err, errb.String())
+	}
+	t.Setenv("SOCIAL_BASE_URL", "http://127.0.0.1:9")
+	t.Setenv("SOCIAL_TOKEN", "x")
+	out.Reset()
+	if err := m.Run(t.Context(), []string{"routes", "check", "../../examples/routes/social.yaml"}); err != nil || !strings.Contains(out.String(), "OK") {
+		t.Fatalf("example routes: %v %s", err, out.String())
+	}
+}
