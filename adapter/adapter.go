@@ -3,8 +3,9 @@ package adapter
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
+
+	"github.com/cockroachdb/errors"
 )
 
 // ErrNotFound is returned by Get and Status when the external system has no
