@@ -1,0 +1,176 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/settle-dev/settle/consumers"
+	"github.com/settle-dev/settle/embedded"
+	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/producer"
+	"github.com/settle-dev/settle/projector"
+	"github.com/settle-dev/settle/testharness"
+)
+
+// replayLog appends n events: finished intents of six events each
+// (recorded, started, unknown, reconciling, found, read back), the shape of
+// a dropped response settled by reconciliation.
+func replayLog(b *testing.B, js jetstream.JetStream, n int) *producer.Store {
+	b.Helper()
+	ctx := context.Background()
+	store, err := producer.OpenStore(ctx, js, producer.DefaultStoreConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Date(2026, 7, 22, 9, 0, 0, 0, time.UTC)
+	payload := []byte(`{"assets":[],"body":"replay"}`)
+	sum, _ := events.PayloadSHA256(payload)
+	for k := 0; k*6 < n; k++ {
+		req := "replay:" + strconv.Itoa(k)
+		id := events.IntentID("default", "social_post", req)
+		at := t0.Add(time.Duration(k) * time.Millisecond)
+		key := events.IdempotencyKey(id)
+		rec := &events.IntentRecordedData{Tenant: "default", Route: "social_post", Account: "acct_1", RequestID: req,
+			IdempotencyKey: key, Payload: payload, PayloadSHA256: sum, Canon: events.CanonV1, PlannedAt: at, Policy: producer.DefaultPolicy()}
+		evs := []struct {
+			attempt string
+			d       events.Data
+		}{
+			{"", rec},
+			{events.AttemptID(id, 1), &events.WriteStartedData{Attempt: 1, IdempotencyKey: key, Deadline: at.Add(time.Minute)}},
+			{events.AttemptID(id, 1), &events.OutcomeUnknownData{Code: "connection_reset"}},
+			{"", &events.ReconcileStartedData{Worker: "w", LeaseUntil: at.Add(time.Minute), Strategy: "search", Check: 1}},
+			{"", &events.CandidateFoundData{ExternalID: "p_" + strconv.Itoa(k), Source: "search"}},
+			{"", &events.ReadbackPassedData{Receipt: events.Receipt{ExternalID: "p_" + strconv.Itoa(k), PayloadSHA256: sum, Source: "readback",
+				ReadbackAt: at, Checks: []events.Check{{Name: "url", OK: true}, {Name: "author", OK: true}, {Name: "payload", OK: true}, {Name: "parent", OK: true}, {Name: "visibility", OK: true}}}}},
+		}
+		var last uint64
+		for v, e := range evs {
+			seq, err := store.Append(ctx, "social_post", events.New(id, uint64(v+1), at, "bench", e.attempt, e.d), last)
+			if err != nil {
+				b.Fatal(err)
+			}
+			last = seq
+		}
+	}
+	return store
+}
+
+func heapMiB() float64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return float64(m.HeapInuse) / (1 << 20)
+}
+
+// BenchmarkReplay measures, on one log and in one run: a raw ordered-
+// consumer read (the baseline), the audit replay and a projection into a
+// fresh SQLite database, each as events/s and as a ratio to the raw read;
+// and the Go heap in use (after a GC) before and after each, to show
+// whether memory grows with finished intents. SETTLE_BENCH_EVENTS sets the log size (default 60000;
+// BENCHMARKS.md records a 1M-event run).
+func BenchmarkReplay(b *testing.B) {
+	n := 60000
+	if v, err := strconv.Atoi(os.Getenv("SETTLE_BENCH_EVENTS")); err == nil && v > 0 {
+		n = v
+	}
+	node := testharness.StartNode(b, embedded.SyncDefault)
+	store := replayLog(b, node.JS, n)
+	info, err := store.Stream().Info(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	total := info.State.Msgs
+	dir := b.TempDir()
+	ctx := context.Background()
+	baseHeap := heapMiB()
+	var raw, audit, proj time.Duration
+	var auditHeap, projHeap, dbMiB float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if got := readRaw(b, node.JS, total); got != total {
+			b.Fatalf("raw read %d of %d", got, total)
+		}
+		raw += time.Since(start)
+
+		start = time.Now()
+		rep, err := consumers.Audit(ctx, node.JS, consumers.DefaultAuditConfig())
+		if err != nil {
+			b.Fatal(err)
+		}
+		audit += time.Since(start)
+		if !rep.OK() || rep.Events != total {
+			b.Fatalf("audit: ok %v, %d of %d events, violations %v", rep.OK(), rep.Events, total, rep.Violations)
+		}
+		auditHeap = heapMiB()
+		rep = nil
+
+		start = time.Now()
+		cfg := projector.DefaultConfig()
+		cfg.DBPath = filepath.Join(dir, fmt.Sprintf("views-%d.db", i))
+		p, err := projector.Open(ctx, node.JS, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := p.CatchUp(ctx); err != nil {
+			b.Fatal(err)
+		}
+		proj += time.Since(start)
+		projHeap = heapMiB()
+		p.Close()
+		if st, err := os.Stat(cfg.DBPath); err == nil {
+			dbMiB = float64(st.Size()) / (1 << 20)
+		}
+	}
+	b.StopTimer()
+	events := float64(total) * float64(b.N)
+	rawRate := events / raw.Seconds()
+	b.ReportMetric(float64(total), "events_in_log")
+	b.ReportMetric(rawRate, "raw_read_events/s")
+	b.ReportMetric(events/audit.Seconds(), "audit_events/s")
+	b.ReportMetric(events/audit.Seconds()/rawRate, "audit/raw")
+	b.ReportMetric(events/proj.Seconds(), "projected_events/s")
+	b.ReportMetric(events/proj.Seconds()/rawRate, "projection/raw")
+	b.ReportMetric(baseHeap, "base_heap_MiB")
+	b.ReportMetric(auditHeap, "audit_heap_MiB")
+	b.ReportMetric(projHeap, "projector_heap_MiB")
+	b.ReportMetric(dbMiB, "sqlite_MiB")
+}
+
+// readRaw reads total messages of the intents stream with an ordered
+// consumer, touching each message's data and metadata: the baseline.
+func readRaw(b *testing.B, js jetstream.JetStream, total uint64) uint64 {
+	b.Helper()
+	ctx := context.Background()
+	cons, err := js.OrderedConsumer(ctx, "SETTLE_INTENTS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.AllSubjects}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(512))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer it.Stop()
+	var n uint64
+	for n < total {
+		m, err := it.Next()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := m.Metadata(); err != nil {
+			b.Fatal(err)
+		}
+		_ = m.Data()
+		n++
+	}
+	return n
+}
