@@ -399,3 +399,62 @@ func TestNoQueryNoDedupHandsOffAndNeverWritesAgain(t *testing.T) {
 		t.Fatalf("writes %d after restarts", api.Writes())
 	}
 }
+
+func TestCancellationIsNotRollback(t *testing.T) {
+	clock := testharness.NewManualClock(t0)
+	api := testharness.NewSocialAPI(t, testharness.WithSocialClock(clock.Now))
+	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &statusWorld{world: routeWorld(t, clock, "blind_post", blind{ad})}
+	ctx := context.Background()
+	// The write executed but its response was lost; nothing can prove it.
+	api.Next(testharness.CommitThenDrop())
+	res := w.submit("t:1", `{"body":"x"}`)
+	i := w.settleRoute(w.reconciler("w1", nil), res.IntentID)
+	if i.State != fsm.ManualAction {
+		t.Fatalf("state %s", i.State)
+	}
+	// The caller cancels: recorded, and the record says an effect may exist.
+	if _, err := w.prod.Abandon(ctx, "blind_post", res.IntentID, "alice", "no longer needed"); err != nil {
+		t.Fatal(err)
+	}
+	i = w.load(res.IntentID)
+	if i.State != fsm.Abandoned || !i.EffectPossible || api.Effects() != 1 {
+		t.Fatalf("abandoned: state %s effect possible %v effects %d", i.State, i.EffectPossible, api.Effects())
+	}
+	// Nothing is rolled back or written after the cancellation.
+	if sr, err := w.reconciler("w2", nil).Step(ctx, "blind_post", res.IntentID); err != nil || len(sr.Appended) != 0 || api.Writes() != 1 {
+		t.Fatalf("after abandon: %+v %v writes %d", sr, err, api.Writes())
+	}
+	// Later the write proves executed: it is reported as such on the log.
+	post := api.Posts()[0]
+	if _, err := w.prod.ResolveConfirmed(ctx, "blind_post", res.IntentID, "bob", "found it on the timeline", post.ID, post.URL); err != nil {
+		t.Fatal(err)
+	}
+	i = w.load(res.IntentID)
+	h := w.events(res.IntentID)
+	if i.State != fsm.Confirmed || i.Receipt.ExternalID != post.ID || h[len(h)-2].Type != events.Abandoned || h[len(h)-1].Type != events.OperatorConfirmed {
+		t.Fatalf("late proof: state %s history %v", i.State, typesOf(h))
+	}
+	// An intent abandoned before any write carries no possible effect.
+	w2 := newBookingWorld(t)
+	pol := producer.DefaultPolicy()
+	pol.FirstWrite = events.PolicyApproval
+	w2.route.Policy = pol
+	p2, err := producer.New(w2.store, producer.Config{Tenant: "default", Actor: "writer", Now: w2.clock.Now, OutcomeTimeout: time.Minute}, w2.route)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := p2.Execute(ctx, producer.Request{Route: w2.route.Name, Account: "acct_1", RequestID: "t:2", Payload: json.RawMessage(change8)})
+	if err != nil || r2.State != fsm.AwaitingApproval {
+		t.Fatalf("approval route: %v %v", r2, err)
+	}
+	if _, err := p2.Abandon(ctx, w2.route.Name, r2.IntentID, "alice", "changed plans"); err != nil {
+		t.Fatal(err)
+	}
+	if got := w2.load(r2.IntentID); got.State != fsm.Abandoned || got.EffectPossible || w2.bk.Writes() != 0 {
+		t.Fatalf("abandoned before writing: %s possible %v writes %d", got.State, got.EffectPossible, w2.bk.Writes())
+	}
+}

@@ -34,7 +34,7 @@ const (
 	RetryClaimed         Type = "RetryClaimed"         // -> retry_claimed
 	ClaimExpired         Type = "ClaimExpired"         // -> unknown (reconcile again, never write)
 	ManualActionRequired Type = "ManualActionRequired" // -> manual_action
-	OperatorConfirmed    Type = "OperatorConfirmed"    // manual_action -> confirmed
+	OperatorConfirmed    Type = "OperatorConfirmed"    // manual_action/abandoned -> confirmed
 	OperatorReleased     Type = "OperatorReleased"     // manual_action -> recorded (proven not executed, re-approved)
 	Abandoned            Type = "Abandoned"            // -> abandoned
 )
@@ -604,10 +604,14 @@ func (d *OperatorReleasedData) Validate() error {
 	return required("data.reason", d.Reason)
 }
 
-// AbandonedData: the intent will not be written (cancellation is not rollback).
+// AbandonedData: the intent will not be written (cancellation is not
+// rollback). EffectPossible: an earlier attempt may have executed (its
+// outcome was not a proven rejection), so the external system may still
+// hold the effect; if it proves executed, OperatorConfirmed records it.
 type AbandonedData struct {
-	By     string `json:"by"`
-	Reason string `json:"reason"`
+	By             string `json:"by"`
+	Reason         string `json:"reason"`
+	EffectPossible bool   `json:"effect_possible,omitempty"`
 }
 
 func (*AbandonedData) EventType() Type   { return Abandoned }

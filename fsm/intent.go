@@ -97,9 +97,11 @@ type Intent struct {
 	PartialEffects     []string
 	Failure            string
 	AbandonedFrom      State
-	CreatedAt          time.Time
-	UpdatedAt          time.Time
-	LastType           events.Type
+	// EffectPossible: abandoned while an attempt may have executed.
+	EffectPossible bool
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	LastType       events.Type
 	// ConfirmedExternalIDs lists every external id ever confirmed (audit:
 	// at most one distinct).
 	ConfirmedExternalIDs []string
@@ -353,6 +355,7 @@ func (i *Intent) fold(e events.Event, to State) {
 		i.ManualReason, i.ManualOwner, i.Evidence = "", "", nil
 	case *events.AbandonedData:
 		i.AbandonedFrom = from
+		i.EffectPossible = d.EffectPossible
 	}
 }
 

@@ -64,7 +64,7 @@ var Transitions = []Transition{
 	{events.RetryClaimed, []State{NotFound, Rejected, ApprovedState}, RetryClaimed},
 	{events.ClaimExpired, []State{RetryClaimed}, Unknown},
 	{events.ManualActionRequired, []State{Recorded, Unknown, Reconciling, InProgress, NotFound, Failed, Rejected, RetryClaimed, AwaitingApproval}, ManualAction},
-	{events.OperatorConfirmed, []State{ManualAction}, Confirmed},
+	{events.OperatorConfirmed, []State{ManualAction, Abandoned}, Confirmed},
 	{events.OperatorReleased, []State{ManualAction}, Recorded},
 	{events.Abandoned, []State{Recorded, AwaitingApproval, ApprovedState, Rejected, NotFound, Failed, ManualAction}, Abandoned},
 }
@@ -88,8 +88,10 @@ func AllStates() []State {
 	return append([]State{None}, out...)
 }
 
-// Terminal reports whether no event can follow s.
-func (s State) Terminal() bool { return s == Confirmed || s == Abandoned }
+// Terminal reports whether no event can follow s. Abandoned is not:
+// cancellation is not rollback, and a write that later proves executed is
+// recorded on it (OperatorConfirmed).
+func (s State) Terminal() bool { return s == Confirmed }
 
 var lfsmEvents = func() lfsm.Events {
 	var out lfsm.Events

@@ -25,7 +25,15 @@ func (p *Producer) Approve(ctx context.Context, route, intentID, operator, reaso
 // rollback: a write that already happened stays on the external system,
 // and an audit reports an abandoned intent whose effect is later found.
 func (p *Producer) Abandon(ctx context.Context, route, intentID, by, reason string) (*fsm.Intent, error) {
-	return p.operate(ctx, route, intentID, &events.AbandonedData{By: by, Reason: reason})
+	h, i, err := p.load(ctx, route, intentID)
+	if err != nil {
+		return nil, err
+	}
+	possible := false
+	for _, a := range i.Attempts {
+		possible = possible || a.Outcome != events.WriteRejected
+	}
+	return i, p.appendOperator(ctx, h, i, &events.AbandonedData{By: by, Reason: reason, EffectPossible: possible})
 }
 
 // ResolveConfirmed closes a manual action with the external object the
