@@ -78,11 +78,12 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func startServe(t *testing.T, dataDir string, api *testharness.SocialAPI) *server {
+func startServe(t *testing.T, dataDir string, api *testharness.SocialAPI, extra ...string) *server {
 	t.Helper()
 	addr := freeAddr(t)
-	cmd := exec.Command(settleBinary(t), "serve", "--dev", "--addr", addr, "--data", dataDir,
-		"--routes", "../../examples/routes/social.yaml", "--workers", "2")
+	args := append([]string{"serve", "--dev", "--addr", addr, "--data", dataDir,
+		"--routes", "../../examples/routes/social.yaml", "--workers", "2"}, extra...)
+	cmd := exec.Command(settleBinary(t), args...)
 	cmd.Env = append(os.Environ(), "SOCIAL_BASE_URL="+api.URL(), "SOCIAL_TOKEN="+api.Token())
 	s := &server{t: t, cmd: cmd, url: "http://" + addr, stderr: &syncBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = s.stderr
@@ -288,4 +289,45 @@ func TestRoutesCheckNamesRouteAndField(t *testing.T) {
 	if err := m.Run(t.Context(), []string{"routes", "check", "../../examples/routes/social.yaml"}); err != nil || !strings.Contains(out.String(), "OK") {
 		t.Fatalf("example routes: %v %s", err, out.String())
 	}
+}
+
+// Two settle processes on one NATS server: their reconcilers share the
+// stream, every step of an intent is taken by one of them (CAS), and every
+// lost response settles with exactly one effect.
+func TestTwoProcessesShareTheLog(t *testing.T) {
+	node := testharness.StartNode(t)
+	api := testharness.NewSocialAPI(t)
+	a := startServe(t, t.TempDir(), api, "--nats-url", node.URL())
+	b := startServe(t, t.TempDir(), api, "--nats-url", node.URL())
+	const n = 20
+	var ids []string
+	for k := 0; k < n; k++ {
+		api.Next(testharness.CommitThenDrop())
+		srv := a
+		if k%2 == 1 {
+			srv = b
+		}
+		r := srv.call("POST", "/v1/intents", map[string]any{"route": "social_post", "account": "acct_1",
+			"request_id": fmt.Sprintf("two:%d", k), "payload": map[string]any{"body": fmt.Sprintf("two processes %d", k)}})
+		if r.code != 201 {
+			t.Fatalf("submit %d: %d %s", k, r.code, r.raw)
+		}
+		ids = append(ids, r.body["intent_id"].(string))
+	}
+	actors := map[string]bool{}
+	for _, id := range ids {
+		r := a.waitState(id, "confirmed")
+		for _, h := range r.body["history"].([]any) {
+			e := h.(map[string]any)
+			if e["type"] == "ReconcileStarted" || e["type"] == "ReadbackPassed" {
+				actors[e["actor"].(string)] = true
+			}
+		}
+	}
+	if api.Effects() != n || api.Writes() != n {
+		t.Fatalf("effects %d writes %d, want %d", api.Effects(), api.Writes(), n)
+	}
+	a.stop()
+	b.stop()
+	t.Logf("reconciling workers seen: %v", actors)
 }
