@@ -862,20 +862,32 @@ func decodeCode(err error) string {
 type secretPattern struct {
 	name string
 	re   *regexp.Regexp
+	// hints: the pattern can only match text whose lower-case form holds
+	// one of these; the regexp runs only then (most events hold none).
+	hints []string
 }
 
 var secretPatterns = []secretPattern{
-	{"an Authorization header", regexp.MustCompile(`(?i)\b(?:proxy-)?authorization\\?"?\s*[:=]`)},
-	{"a bearer token", regexp.MustCompile(`(?i)\bbearer\s+([A-Za-z0-9\-._~+/]{8,}=*)`)},
-	{"a Stripe key", regexp.MustCompile(`\b[sr]k_(?:live|test)_[0-9A-Za-z]{8,}`)},
-	{"a GitHub token", regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})`)},
-	{"a Slack token", regexp.MustCompile(`\bxox[bpars]-[A-Za-z0-9-]{10,}`)},
-	{"an AWS access key id", regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`)},
-	{"a private key", regexp.MustCompile(`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----`)},
-	{"a password", regexp.MustCompile(`(?i)\bpass(?:word|wd)?\\?"\s*:\s*\\?"([^"\\]+)`)},
-	{"an API key", regexp.MustCompile(`(?i)\b(?:x-)?api[_-]?key\\?"?\s*[:=]\s*\\?"?([A-Za-z0-9\-._~+/=]{8,})`)},
-	{"a token", regexp.MustCompile(`(?i)(?:\b|_)(?:access_|auth_|refresh_|id_)?token\\?"\s*:\s*\\?"([A-Za-z0-9\-._~+/=]{16,})`)},
-	{"a client secret", regexp.MustCompile(`(?i)\b(?:client_secret|secret_key|api_secret)\\?"\s*:\s*\\?"([^"\\]{8,})`)},
+	{"an Authorization header", regexp.MustCompile(`(?i)\b(?:proxy-)?authorization\\?"?\s*[:=]`), []string{"authorization"}},
+	{"a bearer token", regexp.MustCompile(`(?i)\bbearer\s+([A-Za-z0-9\-._~+/]{8,}=*)`), []string{"bearer"}},
+	{"a Stripe key", regexp.MustCompile(`\b[sr]k_(?:live|test)_[0-9A-Za-z]{8,}`), []string{"k_live_", "k_test_"}},
+	{"a GitHub token", regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})`), []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"}},
+	{"a Slack token", regexp.MustCompile(`\bxox[bpars]-[A-Za-z0-9-]{10,}`), []string{"xox"}},
+	{"an AWS access key id", regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`), []string{"akia", "asia"}},
+	{"a private key", regexp.MustCompile(`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----`), []string{"private key"}},
+	{"a password", regexp.MustCompile(`(?i)\bpass(?:word|wd)?\\?"\s*:\s*\\?"([^"\\]+)`), []string{"pass"}},
+	{"an API key", regexp.MustCompile(`(?i)\b(?:x-)?api[_-]?key\\?"?\s*[:=]\s*\\?"?([A-Za-z0-9\-._~+/=]{8,})`), []string{"api"}},
+	{"a token", regexp.MustCompile(`(?i)(?:\b|_)(?:access_|auth_|refresh_|id_)?token\\?"\s*:\s*\\?"([A-Za-z0-9\-._~+/=]{16,})`), []string{"token"}},
+	{"a client secret", regexp.MustCompile(`(?i)\b(?:client_secret|secret_key|api_secret)\\?"\s*:\s*\\?"([^"\\]{8,})`), []string{"client_secret", "secret_key", "api_secret"}},
+}
+
+func hinted(lower string, hints []string) bool {
+	for _, h := range hints {
+		if strings.Contains(lower, h) {
+			return true
+		}
+	}
+	return false
 }
 
 // settleKey is the shape of settle's idempotency keys: not a secret.
@@ -913,7 +925,11 @@ func scanSecrets(b []byte) []secretHit {
 
 func scanText(s string, base int) []secretHit {
 	var hits []secretHit
+	lower := strings.ToLower(s)
 	for _, p := range secretPatterns {
+		if !hinted(lower, p.hints) {
+			continue
+		}
 		for _, m := range p.re.FindAllStringSubmatchIndex(s, -1) {
 			if len(m) >= 4 && m[2] >= 0 && settleKey.MatchString(s[m[2]:m[3]]) {
 				continue
