@@ -331,3 +331,58 @@ func TestTwoProcessesShareTheLog(t *testing.T) {
 	b.stop()
 	t.Logf("reconciling workers seen: %v", actors)
 }
+
+// The CLI over the API: list and show a manual_action intent, then resolve
+// it; the state changes on the log with the operator recorded.
+func TestCLIListShowResolve(t *testing.T) {
+	api := testharness.NewSocialAPI(t)
+	s := startServe(t, t.TempDir(), api)
+	api.Next(testharness.Duplicate().Dropped())
+	r := s.call("POST", "/v1/intents", map[string]any{"route": "social_post", "account": "acct_1",
+		"request_id": "cli:1", "payload": map[string]any{"body": "posted twice by the API"}})
+	id, _ := r.body["intent_id"].(string)
+	s.waitState(id, "manual_action")
+	run := func(args ...string) (string, error) {
+		var out, errb bytes.Buffer
+		m := &Main{Stdout: &out, Stderr: &errb}
+		err := m.Run(t.Context(), append(args, "--api", s.url))
+		return out.String() + errb.String(), err
+	}
+	// Wait for the views to catch up with the log.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := run("intents", "list", "--state", "manual_action")
+		if err == nil && strings.Contains(out, id) && strings.Contains(out, "duplicate_exact_matches") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("list: %v\n%s", err, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	out, err := run("intents", "show", id)
+	if err != nil || !strings.Contains(out, "manual_action") || !strings.Contains(out, "ManualActionRequired") {
+		t.Fatalf("show: %v\n%s", err, out)
+	}
+	out, err = run("intents", "show", id, "--json")
+	var js map[string]any
+	if err != nil || json.Unmarshal([]byte(strings.TrimSpace(out)), &js) != nil || js["intent_id"] != id {
+		t.Fatalf("show --json: %v\n%s", err, out)
+	}
+	// An action the state forbids is refused with the API's reason.
+	if out, err := run("approve", id, "--reason", "why not", "--operator", "alice"); err == nil {
+		t.Fatalf("approve on manual_action succeeded: %s", out)
+	}
+	out, err = run("resolve", id, "--resolution", "abandoned", "--reason", "duplicates cleaned up by hand", "--operator", "alice")
+	if err != nil || !strings.Contains(out, "abandoned") {
+		t.Fatalf("resolve: %v\n%s", err, out)
+	}
+	got := s.call("GET", "/v1/intents/"+id, nil)
+	if got.body["state"] != "abandoned" || !strings.Contains(got.raw, `"by":"alice"`) {
+		t.Fatalf("after resolve: %s", got.raw)
+	}
+	if api.Writes() != 1 {
+		t.Fatalf("writes %d", api.Writes())
+	}
+	s.stop()
+}
