@@ -27,7 +27,7 @@ lint:
 
 # Long seeded simulation and fault runs (not part of make test).
 soak:
-	$(GO) test -race -count=1 -timeout 60m -run 'Simulation|Soak' ./consumers/ -args -sim.intents=2000 -sim.seed=$(SEED)
+	$(GO) test -race -count=1 -timeout 60m -run 'Simulation|Soak' ./consumers/ -args -sim.intents=2000 -sim.seed=$(SEED) -sim.bound=55m
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./events/

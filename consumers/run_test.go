@@ -47,12 +47,12 @@ func (w *world) runWorkers(n int, step time.Duration, done func() bool) []*Recon
 		}()
 	}
 	// A liveness bound, not a speed assertion (make bench measures speed).
-	deadline := time.Now().Add(4 * time.Minute)
+	deadline := time.Now().Add(*simBound)
 	for !done() {
 		if time.Now().After(deadline) {
 			cancel()
 			wg.Wait()
-			w.t.Fatal("workers did not settle the intents in 4 minutes")
+			w.t.Fatalf("workers did not settle the intents in %s", *simBound)
 		}
 		time.Sleep(5 * time.Millisecond)
 		w.clock.Advance(step)

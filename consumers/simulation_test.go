@@ -15,6 +15,7 @@ import (
 var (
 	simSeed    = flag.Uint64("sim.seed", 1, "seed of the randomized reconciliation simulation")
 	simIntents = flag.Int("sim.intents", 120, "intents in the randomized reconciliation simulation")
+	simBound   = flag.Duration("sim.bound", 4*time.Minute, "liveness bound of a multi-worker run (not a speed assertion)")
 )
 
 type simCase struct {
