@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,20 +46,33 @@ func loadTokens(path string) ([]api.Token, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--tokens: %w", err)
 	}
+	toks, err := parseTokens(b, os.LookupEnv)
+	if err != nil {
+		return nil, fmt.Errorf("--tokens %s: %w", path, err)
+	}
+	return toks, nil
+}
+
+// parseTokens reads a token file; errors name the entry and field and
+// never hold a secret.
+func parseTokens(b []byte, env func(string) (string, bool)) ([]api.Token, error) {
 	var tf tokenFile
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&tf); err != nil {
-		return nil, fmt.Errorf("--tokens %s: %w", path, err)
+		return nil, fmt.Errorf("not a token file: %w", err)
+	}
+	if len(tf.Tokens) == 0 {
+		return nil, errors.New("tokens: at least one token is required")
 	}
 	var out []api.Token
 	for i, t := range tf.Tokens {
 		if t.SecretEnv == "" {
-			return nil, fmt.Errorf("--tokens %s: tokens[%d].secret_env: is required (secrets come from the environment)", path, i)
+			return nil, fmt.Errorf("tokens[%d].secret_env: is required (secrets come from the environment)", i)
 		}
-		secret, ok := os.LookupEnv(t.SecretEnv)
+		secret, ok := env(t.SecretEnv)
 		if !ok || secret == "" {
-			return nil, fmt.Errorf("--tokens %s: tokens[%d].secret_env: environment variable %s is not set", path, i, t.SecretEnv)
+			return nil, fmt.Errorf("tokens[%d].secret_env: environment variable %q is not set", i, t.SecretEnv)
 		}
 		out = append(out, api.Token{Name: t.Name, Secret: secret, Scopes: t.Scopes, Routes: t.Routes, Accounts: t.Accounts})
 	}
