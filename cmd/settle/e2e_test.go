@@ -81,10 +81,22 @@ func freeAddr(t *testing.T) string {
 func startServe(t *testing.T, dataDir string, api *testharness.SocialAPI, extra ...string) *server {
 	t.Helper()
 	addr := freeAddr(t)
-	args := append([]string{"serve", "--dev", "--addr", addr, "--data", dataDir,
-		"--routes", "../../examples/routes/social.yaml", "--workers", "2"}, extra...)
+	mode := []string{"--dev"}
+	var env []string
+	for k := 0; k < len(extra); k++ {
+		if extra[k] == "--tokens" {
+			mode = nil
+		}
+		if strings.HasPrefix(extra[k], "ENV:") {
+			env = append(env, strings.TrimPrefix(extra[k], "ENV:"))
+			extra = append(extra[:k:k], extra[k+1:]...)
+			k--
+		}
+	}
+	args := append(append([]string{"serve", "--addr", addr, "--data", dataDir,
+		"--routes", "../../examples/routes/social.yaml", "--workers", "2"}, mode...), extra...)
 	cmd := exec.Command(settleBinary(t), args...)
-	cmd.Env = append(os.Environ(), "SOCIAL_BASE_URL="+api.URL(), "SOCIAL_TOKEN="+api.Token())
+	cmd.Env = append(append(os.Environ(), "SOCIAL_BASE_URL="+api.URL(), "SOCIAL_TOKEN="+api.Token()), env...)
 	s := &server{t: t, cmd: cmd, url: "http://" + addr, stderr: &syncBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = s.stderr
 	cmd.Stdout = s.stderr
@@ -385,4 +397,44 @@ func TestCLIListShowResolve(t *testing.T) {
 		t.Fatalf("writes %d", api.Writes())
 	}
 	s.stop()
+}
+
+// Without --dev, serve needs --tokens; requests without or with a wrong
+// token are refused, a token of the right scope is served, and neither the
+// token nor the route's secret reaches the process output.
+func TestServeWithTokens(t *testing.T) {
+	api := testharness.NewSocialAPI(t)
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens.json")
+	secret := "agent-token-0123456789abcdef0123456789"
+	if err := os.WriteFile(tokens, []byte(`{"tokens":[{"name":"agent","secret_env":"AGENT_TOKEN","scopes":["submit","read"]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, filepath.Join(dir, "data"), api, "--tokens", tokens, "ENV:AGENT_TOKEN="+secret)
+	get := func(token string) int {
+		req, _ := http.NewRequest("GET", s.url+"/v1/intents", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if c := get(""); c != 401 {
+		t.Fatalf("no token: %d", c)
+	}
+	if c := get("wrong-token-0123456789abcdef0123456789"); c != 401 {
+		t.Fatalf("wrong token: %d", c)
+	}
+	if c := get(secret); c != 200 {
+		t.Fatalf("good token: %d", c)
+	}
+	s.stop()
+	out := s.stderr.String()
+	if strings.Contains(out, secret) || strings.Contains(out, api.Token()) {
+		t.Fatal("a secret appeared in settle's output")
+	}
 }
