@@ -2,14 +2,11 @@ package testharness
 
 import (
 	"bytes"
-	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -269,12 +266,8 @@ type bkHeld struct {
 // safe for concurrent use. Every method and request first completes the
 // processing changes that are due by the injected clock.
 type BookingAPI struct {
-	srv   *httptest.Server
-	cfg   BookingConfig
-	token string
-
-	closeOnce sync.Once
-	closed    chan struct{}
+	fakeServer[bookingFaultSpec]
+	cfg BookingConfig
 
 	mu         sync.Mutex
 	bookings   map[string]*Booking
@@ -285,7 +278,6 @@ type BookingAPI struct {
 	effectsReq map[string]int
 	writes     int
 	reads      int
-	faults     []bookingFaultSpec
 	held       []*bkHeld
 }
 
@@ -293,13 +285,7 @@ type BookingAPI struct {
 // t.Cleanup.
 func NewBookingAPI(t testing.TB, opts ...BookingOption) *BookingAPI {
 	t.Helper()
-	var cfg BookingConfig
-	for _, o := range opts {
-		o(&cfg)
-	}
-	b := NewBookingAPIServer(cfg)
-	t.Cleanup(b.Close)
-	return b
+	return startForTest(t, opts, NewBookingAPIServer)
 }
 
 // NewBookingAPIServer starts a fake booking API outside a test. The caller
@@ -311,14 +297,8 @@ func NewBookingAPIServer(cfg BookingConfig) *BookingAPI {
 	if cfg.KeyRetention <= 0 {
 		cfg.KeyRetention = 24 * time.Hour
 	}
-	token := cfg.Token
-	if token == "" {
-		token = randomFakeToken()
-	}
 	b := &BookingAPI{
 		cfg:        cfg,
-		token:      token,
-		closed:     make(chan struct{}),
 		bookings:   map[string]*Booking{},
 		keys:       map[string]*bkKey{},
 		requests:   map[string][]*bkChange{},
@@ -328,24 +308,9 @@ func NewBookingAPIServer(cfg BookingConfig) *BookingAPI {
 	mux.HandleFunc("PUT /v1/bookings/{id}", b.handlePut)
 	mux.HandleFunc("GET /v1/bookings/{id}", b.handleGet)
 	mux.HandleFunc("GET /v1/requests/{request_id}", b.handleStatus)
-	b.srv = httptest.NewServer(mux)
+	b.start(cfg.Token, mux)
 	return b
 }
-
-// Close stops the server. Held requests and pending Delay faults end at
-// once. Safe to call more than once.
-func (b *BookingAPI) Close() {
-	b.closeOnce.Do(func() {
-		close(b.closed)
-		b.srv.Close()
-	})
-}
-
-// URL is the server's base URL (no trailing slash).
-func (b *BookingAPI) URL() string { return b.srv.URL }
-
-// Token is the bearer token the server requires.
-func (b *BookingAPI) Token() string { return b.token }
 
 // Next queues faults; each authenticated PUT consumes one, in order. It
 // panics on a fault kind the booking API does not implement, or on a
@@ -366,16 +331,7 @@ func (b *BookingAPI) Next(faults ...BookingFault) {
 		}
 		specs = append(specs, s)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.faults = append(b.faults, specs...)
-}
-
-// PendingFaults is how many queued faults have not been consumed yet.
-func (b *BookingAPI) PendingFaults() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.faults)
+	b.queueFaults(specs...)
 }
 
 // Seed creates or replaces a booking at version (not an effect).
@@ -716,17 +672,6 @@ func bookingFingerprint(bookingID string, raw []byte) (string, bool) {
 	return hex.EncodeToString(h.Sum(nil)), true
 }
 
-func (b *BookingAPI) popFault() bookingFaultSpec {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.faults) == 0 {
-		return bookingFaultSpec{}
-	}
-	f := b.faults[0]
-	b.faults = b.faults[1:]
-	return f
-}
-
 func bookingError(w http.ResponseWriter, code int, errCode, msg string) {
 	writeJSON(w, code, map[string]any{"error": errCode, "message": msg})
 }
@@ -742,7 +687,7 @@ func (b *BookingAPI) handlePut(w http.ResponseWriter, r *http.Request) {
 	b.mu.Lock()
 	b.writes++
 	b.mu.Unlock()
-	if !bearerOK(r, b.token) {
+	if !b.authorized(r) {
 		bookingError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid bearer token")
 		return
 	}
@@ -805,13 +750,7 @@ func (b *BookingAPI) handlePut(w http.ResponseWriter, r *http.Request) {
 	b.mu.Unlock()
 
 	if f.kind == FaultDelay && f.dur > 0 {
-		timer := time.NewTimer(f.dur)
-		select {
-		case <-timer.C:
-		case <-r.Context().Done():
-		case <-b.closed:
-		}
-		timer.Stop()
+		b.sleep(f.dur, r.Context().Done())
 	}
 	if f.kind == FaultCommitThenDrop || f.drop {
 		dropConn(w)
@@ -824,7 +763,7 @@ func (b *BookingAPI) handleGet(w http.ResponseWriter, r *http.Request) {
 	b.mu.Lock()
 	b.reads++
 	b.mu.Unlock()
-	if !bearerOK(r, b.token) {
+	if !b.authorized(r) {
 		bookingError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid bearer token")
 		return
 	}
@@ -867,7 +806,7 @@ func (b *BookingAPI) handleStatus(w http.ResponseWriter, r *http.Request) {
 	b.mu.Lock()
 	b.reads++
 	b.mu.Unlock()
-	if !bearerOK(r, b.token) {
+	if !b.authorized(r) {
 		bookingError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid bearer token")
 		return
 	}
@@ -907,20 +846,4 @@ func (b *BookingAPI) handleStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// bearerOK reports whether r carries "Authorization: Bearer <token>".
-func bearerOK(r *http.Request, token string) bool {
-	h := r.Header.Get("Authorization")
-	const prefix = "Bearer "
-	if len(h) < len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(h[len(prefix):]), []byte(token)) == 1
-}
-
-func randomFakeToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return "fake_" + hex.EncodeToString(b[:])
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"sync"
 	"testing"
@@ -92,12 +91,8 @@ type payKey struct {
 //     stored and sent. Delay(d).Dropped() drops it instead of answering.
 //   - Status(code): answered with code; nothing is claimed or charged.
 type PaymentAPI struct {
-	srv   *httptest.Server
-	cfg   PaymentConfig
-	token string
-
-	closeOnce sync.Once
-	closed    chan struct{}
+	fakeServer[Fault]
+	cfg PaymentConfig
 
 	mu         sync.Mutex
 	seq        int
@@ -107,20 +102,13 @@ type PaymentAPI struct {
 	effectsKey map[string]int
 	writes     int
 	reads      int
-	faults     []Fault
 }
 
 // NewPaymentAPI starts a fake payment API for a test and closes it with
 // t.Cleanup.
 func NewPaymentAPI(t testing.TB, opts ...PaymentOption) *PaymentAPI {
 	t.Helper()
-	var cfg PaymentConfig
-	for _, o := range opts {
-		o(&cfg)
-	}
-	p := NewPaymentAPIServer(cfg)
-	t.Cleanup(p.Close)
-	return p
+	return startForTest(t, opts, NewPaymentAPIServer)
 }
 
 // NewPaymentAPIServer starts a fake payment API outside a test. The caller
@@ -132,14 +120,8 @@ func NewPaymentAPIServer(cfg PaymentConfig) *PaymentAPI {
 	if cfg.KeyRetention <= 0 {
 		cfg.KeyRetention = 24 * time.Hour
 	}
-	token := cfg.Token
-	if token == "" {
-		token = randomFakeToken()
-	}
 	p := &PaymentAPI{
 		cfg:        cfg,
-		token:      token,
-		closed:     make(chan struct{}),
 		byID:       map[string]*Charge{},
 		keys:       map[string]*payKey{},
 		effectsKey: map[string]int{},
@@ -148,24 +130,9 @@ func NewPaymentAPIServer(cfg PaymentConfig) *PaymentAPI {
 	mux.HandleFunc("POST /v1/charges", p.handleCreate)
 	mux.HandleFunc("GET /v1/charges", p.handleLookup)
 	mux.HandleFunc("GET /v1/charges/{id}", p.handleGet)
-	p.srv = httptest.NewServer(mux)
+	p.start(cfg.Token, mux)
 	return p
 }
-
-// Close stops the server. Pending Delay faults end at once. Safe to call
-// more than once.
-func (p *PaymentAPI) Close() {
-	p.closeOnce.Do(func() {
-		close(p.closed)
-		p.srv.Close()
-	})
-}
-
-// URL is the server's base URL (no trailing slash).
-func (p *PaymentAPI) URL() string { return p.srv.URL }
-
-// Token is the bearer token the server requires.
-func (p *PaymentAPI) Token() string { return p.token }
 
 // Next queues faults; each authenticated POST consumes one, in order. It
 // panics on a fault kind the payment API does not implement.
@@ -177,16 +144,7 @@ func (p *PaymentAPI) Next(faults ...Fault) {
 			panic("testharness: the payment API does not implement fault " + f.String())
 		}
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.faults = append(p.faults, faults...)
-}
-
-// PendingFaults is how many queued faults have not been consumed yet.
-func (p *PaymentAPI) PendingFaults() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.faults)
+	p.queueFaults(faults...)
 }
 
 // Charges is the number of charges created (effects).
@@ -288,22 +246,11 @@ func paymentError(w http.ResponseWriter, code int, typ, errCode, msg string) {
 	writeJSON(w, code, map[string]any{"error": map[string]string{"type": typ, "code": errCode, "message": msg}})
 }
 
-func (p *PaymentAPI) popFault() Fault {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.faults) == 0 {
-		return Fault{}
-	}
-	f := p.faults[0]
-	p.faults = p.faults[1:]
-	return f
-}
-
 func (p *PaymentAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	p.writes++
 	p.mu.Unlock()
-	if !bearerOK(r, p.token) {
+	if !p.authorized(r) {
 		paymentError(w, http.StatusUnauthorized, "authentication_error", "unauthorized", "missing or invalid bearer token")
 		return
 	}
@@ -397,12 +344,7 @@ func (p *PaymentAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 
 	if f.Kind == FaultDelay && f.Duration > 0 {
 		// Still in flight: the work goes on even when the client leaves.
-		timer := time.NewTimer(f.Duration)
-		select {
-		case <-timer.C:
-		case <-p.closed:
-		}
-		timer.Stop()
+		p.sleep(f.Duration, nil)
 	}
 	p.mu.Lock()
 	k.inFlight, k.status, k.body = false, http.StatusCreated, body
@@ -424,7 +366,7 @@ func (p *PaymentAPI) handleLookup(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	p.reads++
 	p.mu.Unlock()
-	if !bearerOK(r, p.token) {
+	if !p.authorized(r) {
 		paymentError(w, http.StatusUnauthorized, "authentication_error", "unauthorized", "missing or invalid bearer token")
 		return
 	}
@@ -457,7 +399,7 @@ func (p *PaymentAPI) handleGet(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	p.reads++
 	p.mu.Unlock()
-	if !bearerOK(r, p.token) {
+	if !p.authorized(r) {
 		paymentError(w, http.StatusUnauthorized, "authentication_error", "unauthorized", "missing or invalid bearer token")
 		return
 	}

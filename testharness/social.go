@@ -2,16 +2,11 @@ package testharness
 
 import (
 	"cmp"
-	"crypto/rand"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"html"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -248,12 +243,8 @@ type WriteRecord struct {
 // counts effects (posts created through POST) and fails on purpose (Next).
 // All methods are safe for concurrent use.
 type SocialAPI struct {
-	srv   *httptest.Server
-	cfg   SocialConfig
-	token string
-
-	closeOnce sync.Once
-	closed    chan struct{}
+	fakeServer[Fault]
+	cfg SocialConfig
 
 	mu          sync.Mutex
 	seq         int64
@@ -265,7 +256,6 @@ type SocialAPI struct {
 	writes      int
 	reads       int
 	listCalls   int
-	faults      []Fault
 	writeLog    []WriteRecord
 }
 
@@ -273,13 +263,7 @@ type SocialAPI struct {
 // t.Cleanup.
 func NewSocialAPI(t testing.TB, opts ...SocialOption) *SocialAPI {
 	t.Helper()
-	var cfg SocialConfig
-	for _, o := range opts {
-		o(&cfg)
-	}
-	s := NewSocialAPIServer(cfg)
-	t.Cleanup(s.Close)
-	return s
+	return startForTest(t, opts, NewSocialAPIServer)
 }
 
 // NewSocialAPIServer starts a fake social API outside a test (benchmarks,
@@ -291,16 +275,8 @@ func NewSocialAPIServer(cfg SocialConfig) *SocialAPI {
 	if cfg.PageSize <= 0 {
 		cfg.PageSize = 50
 	}
-	token := cfg.Token
-	if token == "" {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		token = "fake_" + hex.EncodeToString(b[:])
-	}
 	s := &SocialAPI{
 		cfg:         cfg,
-		token:       token,
-		closed:      make(chan struct{}),
 		byID:        map[string]*Post{},
 		firstForKey: map[string]string{},
 		effectsKey:  map[string]int{},
@@ -310,39 +286,13 @@ func NewSocialAPIServer(cfg SocialConfig) *SocialAPI {
 	mux.HandleFunc("GET /v1/posts/{id}", s.handleGet)
 	mux.HandleFunc("GET /v1/accounts/{account}/posts", s.handleList)
 	mux.HandleFunc("GET /p/{id}", s.handlePage)
-	s.srv = httptest.NewServer(mux)
+	s.start(cfg.Token, mux)
 	return s
 }
 
-// Close stops the server. Pending Delay faults end at once. Safe to call
-// more than once.
-func (s *SocialAPI) Close() {
-	s.closeOnce.Do(func() {
-		close(s.closed)
-		s.srv.Close()
-	})
-}
-
-// URL is the server's base URL (no trailing slash).
-func (s *SocialAPI) URL() string { return s.srv.URL }
-
-// Token is the bearer token the server requires.
-func (s *SocialAPI) Token() string { return s.token }
-
 // Next queues faults; each POST that passes authentication consumes one, in
 // order. A POST with no queued fault behaves normally.
-func (s *SocialAPI) Next(f ...Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = append(s.faults, f...)
-}
-
-// PendingFaults is how many queued faults have not been consumed yet.
-func (s *SocialAPI) PendingFaults() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.faults)
-}
+func (s *SocialAPI) Next(f ...Fault) { s.queueFaults(f...) }
 
 // Inject plants a post directly, as if someone else had posted it; it is not
 // an effect. Empty ID, URL, Visibility, CreatedAt and VisibleAt are filled in
@@ -448,26 +398,6 @@ type createRequest struct {
 	ParentID string   `json:"parent_id"`
 }
 
-func (s *SocialAPI) authorized(r *http.Request) bool {
-	h := r.Header.Get("Authorization")
-	const prefix = "Bearer "
-	if len(h) < len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(h[len(prefix):]), []byte(s.token)) == 1
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, `{"error":{"code":"internal"}}`, http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(append(b, '\n'))
-}
-
 // writeError answers with a JSON error. Messages are fixed strings: nothing
 // from the request (and never the token) is echoed.
 func writeError(w http.ResponseWriter, code int, errCode, msg string) {
@@ -502,13 +432,7 @@ func (s *SocialAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	raw, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
 
-	s.mu.Lock()
-	var f Fault
-	if len(s.faults) > 0 {
-		f = s.faults[0]
-		s.faults = s.faults[1:]
-	}
-	s.mu.Unlock()
+	f := s.popFault()
 	rec.Fault = f
 
 	switch f.Kind {
@@ -544,13 +468,7 @@ func (s *SocialAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 	s.record(idx, rec)
 
 	if f.Kind == FaultDelay && f.Duration > 0 {
-		timer := time.NewTimer(f.Duration)
-		select {
-		case <-timer.C:
-		case <-r.Context().Done():
-		case <-s.closed:
-		}
-		timer.Stop()
+		s.sleep(f.Duration, r.Context().Done())
 	}
 	if drop {
 		dropConn(w)
@@ -660,35 +578,6 @@ func (s *SocialAPI) commit(req createRequest, rec *WriteRecord, f Fault) (Post, 
 		}
 	}
 	return first, http.StatusCreated
-}
-
-// dropConn closes the connection without writing a response.
-func dropConn(w http.ResponseWriter) {
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		panic("testharness: the response writer cannot be hijacked")
-	}
-	conn, _, err := hj.Hijack()
-	if err != nil {
-		return
-	}
-	_ = conn.Close()
-}
-
-// resetConn closes the connection with SO_LINGER 0, which sends a TCP RST.
-func resetConn(w http.ResponseWriter) {
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		panic("testharness: the response writer cannot be hijacked")
-	}
-	conn, _, err := hj.Hijack()
-	if err != nil {
-		return
-	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		_ = tc.SetLinger(0)
-	}
-	_ = conn.Close()
 }
 
 func (p *Post) visible(now time.Time) bool { return !now.Before(p.VisibleAt) }

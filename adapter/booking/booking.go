@@ -1,14 +1,12 @@
 package booking
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,34 +55,16 @@ var (
 )
 
 func configError(field, reason string) error {
-	return fmt.Errorf("booking: %w", &events.FieldError{Field: "config." + field, Reason: reason})
+	return adapter.ConfigError("booking", field, reason)
 }
 
 // New validates cfg, fills its defaults and returns an Adapter. Errors name
 // the field (config.BaseURL, config.Token, config.KeyRetention, ...) and
 // never echo its value.
 func New(cfg Config) (*Adapter, error) {
-	if cfg.BaseURL == "" {
-		return nil, configError("BaseURL", "is required")
-	}
-	u, err := url.Parse(cfg.BaseURL)
-	switch {
-	case err != nil:
-		return nil, configError("BaseURL", "is not a valid URL")
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, configError("BaseURL", "must be an http or https URL")
-	case u.Host == "":
-		return nil, configError("BaseURL", "has no host")
-	case u.User != nil:
-		return nil, configError("BaseURL", "must not carry credentials; use Token")
-	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-		return nil, configError("BaseURL", "must not have a query or a fragment")
-	}
-	if cfg.Token == "" {
-		return nil, configError("Token", "is required")
-	}
-	if !validHeaderValue(cfg.Token) || strings.ContainsAny(cfg.Token, " \t") {
-		return nil, configError("Token", "must be printable and contain no white space")
+	u, err := adapter.CheckEndpoint("booking", cfg.BaseURL, cfg.Token)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.KeyRetention <= 0 {
 		return nil, configError("KeyRetention", "is required and must be positive (the service's documented Idempotency-Key retention)")
@@ -93,12 +73,7 @@ func New(cfg Config) (*Adapter, error) {
 		return nil, configError("ReflectionDelay", "must not be negative")
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{
-			Timeout: DefaultTimeout,
-			// A redirect is an answer, not something to follow: a 3xx to a
-			// write is ambiguous.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
+		cfg.Client = adapter.NewHTTPClient(DefaultTimeout)
 	}
 	if cfg.Status.Definite4xx == nil && cfg.Status.Retryable4xx == nil {
 		cfg.Status = adapter.DefaultStatusPolicy()
@@ -130,10 +105,6 @@ type payload struct {
 	ExpectedVersion int64           `json:"expected_version"`
 }
 
-func payloadError(field, reason string) error {
-	return &events.FieldError{Field: field, Reason: reason}
-}
-
 // NormalizePayload validates a caller's payload and returns its canonical
 // form (canon/v1 of {"booking_id","change","expected_version"}):
 //
@@ -159,65 +130,41 @@ func NormalizePayload(raw json.RawMessage) (json.RawMessage, error) {
 
 func parsePayload(raw []byte) (payload, error) {
 	var p payload
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return p, payloadError("payload", "is required")
-	}
-	canon, err := events.Canonicalize(raw)
+	m, err := adapter.PayloadObject(raw, "booking_id", "expected_version", "change")
 	if err != nil {
-		var ce *events.CanonError
-		if errors.As(err, &ce) {
-			return p, payloadError("payload"+strings.TrimPrefix(ce.Path, "$"), ce.Reason)
-		}
-		return p, payloadError("payload", "is not canonicalizable")
-	}
-	if canon[0] != '{' {
-		return p, payloadError("payload", "must be a JSON object")
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(canon, &m); err != nil {
-		return p, payloadError("payload", "must be a JSON object")
-	}
-	var unknown []string
-	for k := range m {
-		if k != "booking_id" && k != "expected_version" && k != "change" {
-			unknown = append(unknown, k)
-		}
-	}
-	if len(unknown) > 0 {
-		slices.Sort(unknown)
-		return p, payloadError(fieldPath("payload", unknown[0]), "is not a known field (known: booking_id, expected_version, change)")
+		return p, err
 	}
 
 	id, ok := m["booking_id"]
 	if !ok {
-		return p, payloadError("payload.booking_id", "is required")
+		return p, adapter.PayloadError("payload.booking_id", "is required")
 	}
 	if string(id) == "null" || json.Unmarshal(id, &p.BookingID) != nil {
-		return p, payloadError("payload.booking_id", "must be a string")
+		return p, adapter.PayloadError("payload.booking_id", "must be a string")
 	}
 	if !validBookingID(p.BookingID) {
-		return p, payloadError("payload.booking_id", "must be 1 to 128 characters of A-Z a-z 0-9 . _ : -")
+		return p, adapter.PayloadError("payload.booking_id", "must be 1 to 128 characters of A-Z a-z 0-9 . _ : -")
 	}
 
 	v, ok := m["expected_version"]
 	if !ok {
-		return p, payloadError("payload.expected_version", "is required (the version the change was approved against)")
+		return p, adapter.PayloadError("payload.expected_version", "is required (the version the change was approved against)")
 	}
 	n, err := strconv.ParseInt(string(v), 10, 64)
 	if err != nil || n < 0 {
-		return p, payloadError("payload.expected_version", "must be an integer >= 0")
+		return p, adapter.PayloadError("payload.expected_version", "must be an integer >= 0")
 	}
 	p.ExpectedVersion = n
 
 	ch, ok := m["change"]
 	if !ok {
-		return p, payloadError("payload.change", "is required")
+		return p, adapter.PayloadError("payload.change", "is required")
 	}
 	if ch[0] != '{' {
-		return p, payloadError("payload.change", "must be a JSON object")
+		return p, adapter.PayloadError("payload.change", "must be a JSON object")
 	}
 	if string(ch) == "{}" {
-		return p, payloadError("payload.change", "must change at least one field")
+		return p, adapter.PayloadError("payload.change", "must change at least one field")
 	}
 	p.Change = ch
 	return p, nil
@@ -236,39 +183,10 @@ func validBookingID(s string) bool {
 	return s != "." && s != ".."
 }
 
-// fieldPath renders parent.key, or parent["key"] when key is not a plain
-// identifier; long keys are cut.
-func fieldPath(parent, key string) string {
-	plain := key != ""
-	for i := 0; i < len(key); i++ {
-		c := key[i]
-		if c != '_' && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (i == 0 || c < '0' || c > '9') {
-			plain = false
-			break
-		}
-	}
-	if len(key) > 64 {
-		key = strings.ToValidUTF8(key[:64], "") + "..."
-		plain = false
-	}
-	if plain {
-		return parent + "." + key
-	}
-	return parent + "[" + strconv.Quote(key) + "]"
-}
-
 // canonicalPayload is the canon/v1 form of p: what NormalizePayload returns
 // and what Status rebuilds from the service's record.
 func canonicalPayload(p payload) (json.RawMessage, error) {
-	b, err := json.Marshal(p)
-	if err != nil {
-		return nil, err
-	}
-	c, err := events.Canonicalize(b)
-	if err != nil {
-		return nil, err
-	}
-	return json.RawMessage(c), nil
+	return adapter.CanonicalJSON(p)
 }
 
 // ExternalID names a booking at a version: "<booking_id>@v<version>".
@@ -277,26 +195,6 @@ func ExternalID(bookingID string, version int64) string {
 }
 
 // --- HTTP ---
-
-// validHeaderValue refuses control characters (CR, LF, NUL, ...), which
-// net/http would refuse before sending.
-func validHeaderValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < 0x20 || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-func invalidRequest(code, msg string) error {
-	return &adapter.CallError{Class: adapter.NotSent, Code: code, Message: msg}
-}
-
-func unparseable(status int, what string) error {
-	return &adapter.CallError{Class: adapter.Unknown, Code: "response_unparseable", StatusCode: status,
-		Message: "the response to " + what + " cannot be parsed"}
-}
 
 func (a *Adapter) bookingURL(id string) string {
 	return a.base + "/v1/bookings/" + url.PathEscape(id)
@@ -338,22 +236,22 @@ type putAnswer struct {
 func (a *Adapter) Write(ctx context.Context, req adapter.WriteRequest) (adapter.WriteResult, error) {
 	p, err := parsePayload(req.Payload)
 	if err != nil {
-		return adapter.WriteResult{}, invalidRequest("invalid_payload", err.Error())
+		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_payload", err.Error())
 	}
 	if req.RequestID == "" {
-		return adapter.WriteResult{}, invalidRequest("invalid_request", "the write request has no request id")
+		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "the write request has no request id")
 	}
 	if req.IdempotencyKey == "" {
-		return adapter.WriteResult{}, invalidRequest("invalid_request", "the write request has no idempotency key; the booking service requires one")
+		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "the write request has no idempotency key; the booking service requires one")
 	}
 	for name, v := range map[string]string{"idempotency key": req.IdempotencyKey, "attempt id": req.AttemptID} {
-		if !validHeaderValue(v) {
-			return adapter.WriteResult{}, invalidRequest("invalid_request", "the "+name+" contains control characters")
+		if !adapter.ValidHeaderValue(v) {
+			return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "the "+name+" contains control characters")
 		}
 	}
 	body, err := json.Marshal(putBody{RequestID: req.RequestID, ExpectedVersion: p.ExpectedVersion, Change: p.Change})
 	if err != nil {
-		return adapter.WriteResult{}, invalidRequest("invalid_request", "cannot encode the request body")
+		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "cannot encode the request body")
 	}
 	hreq, err := adapter.NewRequest(ctx, http.MethodPut, a.bookingURL(p.BookingID), body)
 	if err != nil {
@@ -385,7 +283,7 @@ func (a *Adapter) writeOutcome(resp *adapter.Response, p payload, requestID stri
 	switch {
 	case code == http.StatusOK:
 		if !parsed || ans.Status != "completed" || ans.BookingID != p.BookingID || ans.RequestID != requestID || ans.Version <= 0 {
-			return adapter.WriteResult{}, unparseable(code, "the write")
+			return adapter.WriteResult{}, adapter.Unparseable(code, "the write")
 		}
 		return adapter.WriteResult{ExternalID: ExternalID(p.BookingID, ans.Version), LiveURL: a.bookingURL(p.BookingID), StatusCode: code}, nil
 	case code == http.StatusAccepted:
@@ -429,13 +327,7 @@ func isCode(s string) bool {
 // get sends one authenticated GET to the API and returns the response of
 // any status.
 func (a *Adapter) get(ctx context.Context, u string) (*adapter.Response, error) {
-	hreq, err := adapter.NewRequest(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	hreq.Header.Set("Authorization", "Bearer "+a.cfg.Token)
-	hreq.Header.Set("Accept", "application/json")
-	return adapter.Do(ctx, a.cfg.Client, hreq)
+	return adapter.AuthGet(ctx, a.cfg.Client, a.cfg.Token, u)
 }
 
 // statusAnswer is the service's record of one request.
@@ -475,12 +367,12 @@ func (a *Adapter) Status(ctx context.Context, q adapter.StatusQuery) (adapter.St
 	}
 	var s statusAnswer
 	if err := json.Unmarshal(resp.Body, &s); err != nil || s.RequestID != q.RequestID || s.BookingID == "" {
-		return adapter.StatusResult{}, fmt.Errorf("booking: status: %w", unparseable(resp.StatusCode, "a status query"))
+		return adapter.StatusResult{}, fmt.Errorf("booking: status: %w", adapter.Unparseable(resp.StatusCode, "a status query"))
 	}
 	switch s.State {
 	case adapter.StatusCompleted, adapter.StatusProcessing, adapter.StatusFailed:
 	default:
-		return adapter.StatusResult{}, fmt.Errorf("booking: status: %w", unparseable(resp.StatusCode, "a status query"))
+		return adapter.StatusResult{}, fmt.Errorf("booking: status: %w", adapter.Unparseable(resp.StatusCode, "a status query"))
 	}
 	out := adapter.StatusResult{
 		State:          s.State,
@@ -552,11 +444,11 @@ func (a *Adapter) Get(ctx context.Context, externalID string) (adapter.Record, e
 	}
 	var b apiBooking
 	if err := json.Unmarshal(resp.Body, &b); err != nil || b.BookingID != id || len(b.Data) == 0 {
-		return adapter.Record{}, fmt.Errorf("booking: get: %w", unparseable(resp.StatusCode, "a get"))
+		return adapter.Record{}, fmt.Errorf("booking: get: %w", adapter.Unparseable(resp.StatusCode, "a get"))
 	}
 	raw, err := json.Marshal(currentState{BookingID: b.BookingID, Data: b.Data, UpdatedByRequest: b.UpdatedByRequest, Version: b.Version})
 	if err != nil {
-		return adapter.Record{}, fmt.Errorf("booking: get: %w", unparseable(resp.StatusCode, "a get"))
+		return adapter.Record{}, fmt.Errorf("booking: get: %w", adapter.Unparseable(resp.StatusCode, "a get"))
 	}
 	pl, err := events.Canonicalize(raw)
 	if err != nil {

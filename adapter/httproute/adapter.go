@@ -252,15 +252,6 @@ func (a *Adapter) errorf(format string, args ...any) error {
 	return fmt.Errorf("httproute: route %s: "+format, append([]any{a.name}, args...)...)
 }
 
-func invalidRequest(code, msg string) error {
-	return &adapter.CallError{Class: adapter.NotSent, Code: code, Message: msg}
-}
-
-func unparseable(status int, what string) error {
-	return &adapter.CallError{Class: adapter.Unknown, Code: "response_unparseable", StatusCode: status,
-		Message: "the response to " + what + " cannot be parsed"}
-}
-
 func mismatch(status int, what string) error {
 	return &adapter.CallError{Class: adapter.Unknown, Code: "response_mismatch", StatusCode: status,
 		Message: "the response to " + what + " is not the expected one"}
@@ -293,7 +284,7 @@ func (a *Adapter) setRouteHeaders(r *http.Request) {
 // any status.
 func (a *Adapter) get(ctx context.Context, u string) (*adapter.Response, error) {
 	if !a.sameOrigin(u) {
-		return nil, invalidRequest("invalid_request", "the URL leaves base_url's origin")
+		return nil, adapter.InvalidRequest("invalid_request", "the URL leaves base_url's origin")
 	}
 	hreq, err := adapter.NewRequest(ctx, http.MethodGet, u, nil)
 	if err != nil {
@@ -369,19 +360,19 @@ func (a *Adapter) Write(ctx context.Context, req adapter.WriteRequest) (adapter.
 	w := a.write
 	canon, err := a.NormalizePayload(req.Payload)
 	if err != nil {
-		return adapter.WriteResult{}, invalidRequest("invalid_payload", err.Error())
+		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_payload", err.Error())
 	}
 	if a.caps.IdempotencyKey && req.IdempotencyKey == "" {
-		return adapter.WriteResult{}, invalidRequest("invalid_request", "the write request has no idempotency key; the route requires one")
+		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "the write request has no idempotency key; the route requires one")
 	}
 	for name, v := range map[string]string{"idempotency key": req.IdempotencyKey, "attempt id": req.AttemptID} {
 		if !printable(v) {
-			return adapter.WriteResult{}, invalidRequest("invalid_request", "the "+name+" contains control characters")
+			return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "the "+name+" contains control characters")
 		}
 	}
 	payload, err := decodeJSON(canon)
 	if err != nil {
-		return adapter.WriteResult{}, invalidRequest("invalid_payload", "the payload cannot be decoded")
+		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_payload", "the payload cannot be decoded")
 	}
 	s := &scope{
 		vars: map[string]string{
@@ -393,18 +384,18 @@ func (a *Adapter) Write(ctx context.Context, req adapter.WriteRequest) (adapter.
 	u, ok, err := w.url.render(s, true)
 	switch {
 	case err != nil:
-		return adapter.WriteResult{}, invalidRequest("invalid_request", err.Error())
+		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", err.Error())
 	case !ok:
-		return adapter.WriteResult{}, invalidRequest("invalid_request", "the write URL needs a payload value that is absent")
+		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "the write URL needs a payload value that is absent")
 	case !a.sameOrigin(u):
-		return adapter.WriteResult{}, invalidRequest("invalid_request", "the write URL leaves base_url's origin")
+		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "the write URL leaves base_url's origin")
 	}
 	var body []byte
 	contentType := ""
 	if w.body != nil {
 		v, _, err := w.body.eval(s, true)
 		if err != nil {
-			return adapter.WriteResult{}, invalidRequest("invalid_request", err.Error())
+			return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", err.Error())
 		}
 		if w.form {
 			m, _ := v.(map[string]any)
@@ -415,7 +406,7 @@ func (a *Adapter) Write(ctx context.Context, req adapter.WriteRequest) (adapter.
 			body, contentType = []byte(vals.Encode()), "application/x-www-form-urlencoded"
 		} else {
 			if body, err = json.Marshal(v); err != nil {
-				return adapter.WriteResult{}, invalidRequest("invalid_request", "cannot encode the request body")
+				return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "cannot encode the request body")
 			}
 			contentType = "application/json"
 		}
@@ -434,7 +425,7 @@ func (a *Adapter) Write(ctx context.Context, req adapter.WriteRequest) (adapter.
 			continue
 		}
 		if !printable(v) {
-			return adapter.WriteResult{}, invalidRequest("invalid_request", "the header "+h.name+" would contain control characters")
+			return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "the header "+h.name+" would contain control characters")
 		}
 		hreq.Header.Set(h.name, v)
 	}
@@ -477,11 +468,11 @@ func (a *Adapter) writeOutcome(resp *adapter.Response, s *scope, sent json.RawMe
 			Message: "the API answered an unexpected success status"}
 	}
 	if !s.hasDoc && len(bytes.TrimSpace(resp.Body)) > 0 {
-		return adapter.WriteResult{}, unparseable(code, "the write")
+		return adapter.WriteResult{}, adapter.Unparseable(code, "the write")
 	}
 	ext := renderText(w.externalID, s)
 	if ext == "" {
-		return adapter.WriteResult{}, unparseable(code, "the write")
+		return adapter.WriteResult{}, adapter.Unparseable(code, "the write")
 	}
 	for _, p := range w.require {
 		if v, ok := p.eval(s.doc); !s.hasDoc || isEmpty(v, ok) {
@@ -591,18 +582,18 @@ func (a *Adapter) Search(ctx context.Context, q adapter.SearchQuery) ([]adapter.
 		}
 		doc, err := decodeJSON(resp.Body)
 		if err != nil {
-			return nil, a.errorf("search page %d: %w", page, unparseable(resp.StatusCode, "a search"))
+			return nil, a.errorf("search page %d: %w", page, adapter.Unparseable(resp.StatusCode, "a search"))
 		}
 		var items []any
 		if v, ok := ss.items.eval(doc); ok && v != nil {
 			if items, ok = v.([]any); !ok {
-				return nil, a.errorf("search page %d: %w", page, unparseable(resp.StatusCode, "a search"))
+				return nil, a.errorf("search page %d: %w", page, adapter.Unparseable(resp.StatusCode, "a search"))
 			}
 		}
 		for _, it := range items {
 			rec, err := a.record(it, &ss.fields, vars, true)
 			if err != nil || rec.ExternalID == "" {
-				return nil, a.errorf("search page %d: %w", page, unparseable(resp.StatusCode, "a search"))
+				return nil, a.errorf("search page %d: %w", page, adapter.Unparseable(resp.StatusCode, "a search"))
 			}
 			if seen[rec.ExternalID] {
 				continue
@@ -643,7 +634,7 @@ func (a *Adapter) read(ctx context.Context, u string, item *jpath, expect []expe
 	}
 	doc, err := decodeJSON(resp.Body)
 	if err != nil {
-		return nil, resp.StatusCode, a.errorf("%s: %w", what, unparseable(resp.StatusCode, "a "+what))
+		return nil, resp.StatusCode, a.errorf("%s: %w", what, adapter.Unparseable(resp.StatusCode, "a "+what))
 	}
 	if item != nil {
 		v, ok := item.eval(doc)
@@ -655,12 +646,12 @@ func (a *Adapter) read(ctx context.Context, u string, item *jpath, expect []expe
 	s := &scope{vars: vars, doc: doc, hasDoc: true}
 	for _, p := range require {
 		if v, ok := p.eval(doc); isEmpty(v, ok) {
-			return nil, resp.StatusCode, a.errorf("%s: %w", what, unparseable(resp.StatusCode, "a "+what))
+			return nil, resp.StatusCode, a.errorf("%s: %w", what, adapter.Unparseable(resp.StatusCode, "a "+what))
 		}
 	}
 	for _, e := range expect {
 		if !e.holds(s) {
-			return nil, resp.StatusCode, a.errorf("%s: %w", what, unparseable(resp.StatusCode, "a "+what))
+			return nil, resp.StatusCode, a.errorf("%s: %w", what, adapter.Unparseable(resp.StatusCode, "a "+what))
 		}
 	}
 	return doc, resp.StatusCode, nil
@@ -688,7 +679,7 @@ func (a *Adapter) Get(ctx context.Context, externalID string) (adapter.Record, e
 	}
 	rec, err := a.record(doc, &rs.fields, vars, false)
 	if err != nil || rec.ExternalID == "" {
-		return adapter.Record{}, a.errorf("get: %w", unparseable(code, "a get"))
+		return adapter.Record{}, a.errorf("get: %w", adapter.Unparseable(code, "a get"))
 	}
 	return rec, nil
 }
@@ -724,7 +715,7 @@ func (a *Adapter) Status(ctx context.Context, q adapter.StatusQuery) (adapter.St
 	switch state {
 	case adapter.StatusCompleted, adapter.StatusProcessing, adapter.StatusFailed:
 	default:
-		return adapter.StatusResult{}, a.errorf("status: %w", unparseable(code, "a status query"))
+		return adapter.StatusResult{}, a.errorf("status: %w", adapter.Unparseable(code, "a status query"))
 	}
 	out := adapter.StatusResult{
 		State:          state,
@@ -739,7 +730,7 @@ func (a *Adapter) Status(ctx context.Context, q adapter.StatusQuery) (adapter.St
 	if v, ok := typedValue(ss.partialEffects, s); ok && v != nil {
 		l, isList := v.([]any)
 		if !isList {
-			return adapter.StatusResult{}, a.errorf("status: %w", unparseable(code, "a status query"))
+			return adapter.StatusResult{}, a.errorf("status: %w", adapter.Unparseable(code, "a status query"))
 		}
 		out.PartialEffects = make([]string, 0, len(l))
 		for _, x := range l {
@@ -749,7 +740,7 @@ func (a *Adapter) Status(ctx context.Context, q adapter.StatusQuery) (adapter.St
 	if ss.receivedAt != nil {
 		t, ok := parseTime(typedValue(ss.receivedAt, s))
 		if !ok {
-			return adapter.StatusResult{}, a.errorf("status: %w", unparseable(code, "a status query"))
+			return adapter.StatusResult{}, a.errorf("status: %w", adapter.Unparseable(code, "a status query"))
 		}
 		out.ReceivedAt = t
 	}

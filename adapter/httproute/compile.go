@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -202,19 +201,10 @@ func compile(cfg RouteConfig, label string, failed map[string]bool) (*Adapter, [
 	} else if base, _, err := resolveEnv(cfg.BaseURL, env); err != nil {
 		c.report("base_url", err.Error())
 	} else {
-		u, err := url.Parse(base)
-		switch {
-		case err != nil:
-			c.report("base_url", "is not a valid URL")
-		case u.Scheme != "http" && u.Scheme != "https":
-			c.report("base_url", "must be an http or https URL")
-		case u.Host == "":
-			c.report("base_url", "has no host")
-		case u.User != nil:
-			c.report("base_url", "must not carry credentials; send them in headers, from the environment")
-		case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-			c.report("base_url", "must not have a query or a fragment")
-		default:
+		u, err := adapter.CheckBaseURL(base, "send them in headers, from the environment")
+		if err != nil {
+			c.report("base_url", err.Error())
+		} else {
 			a.base = strings.TrimRight(u.String(), "/")
 			a.origin = u.Scheme + "://" + u.Host
 		}
@@ -263,13 +253,7 @@ func compile(cfg RouteConfig, label string, failed map[string]bool) (*Adapter, [
 	}
 	a.client = cfg.Client
 	if a.client == nil {
-		a.client = &http.Client{
-			Timeout: timeout,
-			// A redirect is an answer, not something to follow: a 3xx to a
-			// write is ambiguous, and a live URL redirecting to a login page
-			// is not a public page.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
+		a.client = adapter.NewHTTPClient(timeout)
 	}
 
 	// payload

@@ -3,7 +3,6 @@ package httproute
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -11,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
 )
 
@@ -207,45 +207,13 @@ func (s *schema) declared() map[string]bool {
 	return m
 }
 
-func payloadError(field, reason string) error {
-	return &events.FieldError{Field: field, Reason: reason}
-}
-
-// payloadFieldPath renders parent.key, or parent["key"] when key is not
-// an identifier (the form of the hand-written adapters); long keys are cut.
-func payloadFieldPath(parent, key string) string {
-	plain := key != ""
-	for i := 0; i < len(key); i++ {
-		c := key[i]
-		if c != '_' && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (i == 0 || c < '0' || c > '9') {
-			plain = false
-			break
-		}
-	}
-	if len(key) > 64 {
-		key = strings.ToValidUTF8(key[:64], "") + "..."
-		plain = false
-	}
-	if plain {
-		return parent + "." + key
-	}
-	return parent + "[" + strconv.Quote(key) + "]"
-}
-
 // normalize validates a caller's payload and returns its canonical form.
 // Errors are *events.FieldError naming the field (payload.body,
 // payload.assets[2], ...); they never quote a value.
 func (s *schema) normalize(raw json.RawMessage) (json.RawMessage, error) {
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return nil, payloadError("payload", "is required")
-	}
-	canon, err := events.Canonicalize(raw)
+	canon, err := adapter.CanonicalizePayload(raw)
 	if err != nil {
-		var ce *events.CanonError
-		if errors.As(err, &ce) {
-			return nil, payloadError("payload"+strings.TrimPrefix(ce.Path, "$"), ce.Reason)
-		}
-		return nil, payloadError("payload", "is not canonicalizable")
+		return nil, err
 	}
 	if s == nil || s.fields == nil {
 		return canon, nil
@@ -256,40 +224,27 @@ func (s *schema) normalize(raw json.RawMessage) (json.RawMessage, error) {
 	}
 	c, err := events.Canonicalize(out)
 	if err != nil {
-		return nil, payloadError("payload", "is not canonicalizable")
+		return nil, adapter.PayloadError("payload", "is not canonicalizable")
 	}
 	return c, nil
 }
 
 func validateObject(fields []*fieldSpec, raw json.RawMessage, field string) (json.RawMessage, error) {
-	if len(raw) == 0 || raw[0] != '{' {
-		return nil, payloadError(field, "must be a JSON object")
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, payloadError(field, "must be a JSON object")
-	}
-	var unknown []string
 	known := make([]string, 0, len(fields))
 	for _, f := range fields {
 		known = append(known, f.name)
 	}
-	for k := range m {
-		if !slices.Contains(known, k) {
-			unknown = append(unknown, k)
-		}
-	}
-	if len(unknown) > 0 {
-		slices.Sort(unknown)
-		return nil, payloadError(payloadFieldPath(field, unknown[0]), "is not a known field (known: "+strings.Join(known, ", ")+")")
+	m, err := adapter.ObjectMembers(raw, field, known...)
+	if err != nil {
+		return nil, err
 	}
 	out := make(map[string]json.RawMessage, len(fields))
 	for _, f := range fields {
-		sub := payloadFieldPath(field, f.name)
+		sub := adapter.FieldPath(field, f.name)
 		v, ok := m[f.name]
 		if !ok {
 			if f.required {
-				return nil, payloadError(sub, "is required")
+				return nil, adapter.PayloadError(sub, "is required")
 			}
 			if f.def != nil {
 				out[f.name] = f.def
@@ -327,67 +282,67 @@ func (f *fieldSpec) validate(raw json.RawMessage, field string) (json.RawMessage
 	case typeString, typeSHA256:
 		var s string
 		if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-			return nil, false, payloadError(field, "must be a string")
+			return nil, false, adapter.PayloadError(field, "must be a string")
 		}
-		if f.typ == typeSHA256 && !isSHA256Hex(s) {
-			return nil, false, payloadError(field, "must be a sha256: 64 lowercase hex characters")
+		if f.typ == typeSHA256 && !adapter.IsSHA256Hex(s) {
+			return nil, false, adapter.PayloadError(field, "must be a sha256: 64 lowercase hex characters")
 		}
 		if f.nonEmpty && strings.TrimSpace(s) == "" {
-			return nil, false, payloadError(field, "must not be empty")
+			return nil, false, adapter.PayloadError(field, "must not be empty")
 		}
 		if f.minLen >= 0 && len(s) < f.minLen {
-			return nil, false, payloadError(field, fmt.Sprintf("must be at least %d bytes", f.minLen))
+			return nil, false, adapter.PayloadError(field, fmt.Sprintf("must be at least %d bytes", f.minLen))
 		}
 		if f.maxLen >= 0 && len(s) > f.maxLen {
-			return nil, false, payloadError(field, fmt.Sprintf("must be at most %d bytes", f.maxLen))
+			return nil, false, adapter.PayloadError(field, fmt.Sprintf("must be at most %d bytes", f.maxLen))
 		}
 		if f.pattern != nil && !f.pattern.MatchString(s) {
-			return nil, false, payloadError(field, "must match "+f.pattern.String())
+			return nil, false, adapter.PayloadError(field, "must match "+f.pattern.String())
 		}
 		if len(f.enum) > 0 && !slices.Contains(f.enum, s) {
-			return nil, false, payloadError(field, "must be one of "+strings.Join(f.enum, ", "))
+			return nil, false, adapter.PayloadError(field, "must be one of "+strings.Join(f.enum, ", "))
 		}
 	case typeInteger, typeNumber:
 		if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) {
-			return nil, false, payloadError(field, "must be "+article(f.typ))
+			return nil, false, adapter.PayloadError(field, "must be "+article(f.typ))
 		}
 		var n float64
 		if f.typ == typeInteger {
 			i, err := strconv.ParseInt(string(raw), 10, 64)
 			if err != nil {
-				return nil, false, payloadError(field, "must be an integer")
+				return nil, false, adapter.PayloadError(field, "must be an integer")
 			}
 			n = float64(i)
 		} else {
 			x, err := strconv.ParseFloat(string(raw), 64)
 			if err != nil || math.IsInf(x, 0) {
-				return nil, false, payloadError(field, "must be a number")
+				return nil, false, adapter.PayloadError(field, "must be a number")
 			}
 			n = x
 		}
 		if f.min != nil && n < *f.min {
-			return nil, false, payloadError(field, "must be >= "+strconv.FormatFloat(*f.min, 'g', -1, 64))
+			return nil, false, adapter.PayloadError(field, "must be >= "+strconv.FormatFloat(*f.min, 'g', -1, 64))
 		}
 		if f.max != nil && n > *f.max {
-			return nil, false, payloadError(field, "must be <= "+strconv.FormatFloat(*f.max, 'g', -1, 64))
+			return nil, false, adapter.PayloadError(field, "must be <= "+strconv.FormatFloat(*f.max, 'g', -1, 64))
 		}
 	case typeBoolean:
 		if string(raw) != "true" && string(raw) != "false" {
-			return nil, false, payloadError(field, "must be true or false")
+			return nil, false, adapter.PayloadError(field, "must be true or false")
 		}
 	case typeArray:
 		var items []json.RawMessage
 		if len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
-			return nil, false, payloadError(field, "must be an array")
+			return nil, false, adapter.PayloadError(field, "must be an array")
 		}
 		if f.nonEmpty && len(items) == 0 {
-			return nil, false, payloadError(field, "must not be empty")
+			return nil, false, adapter.PayloadError(field, "must not be empty")
 		}
 		if f.minLen >= 0 && len(items) < f.minLen {
-			return nil, false, payloadError(field, fmt.Sprintf("must have at least %d elements", f.minLen))
+			return nil, false, adapter.PayloadError(field, fmt.Sprintf("must have at least %d elements", f.minLen))
 		}
 		if f.maxLen >= 0 && len(items) > f.maxLen {
-			return nil, false, payloadError(field, fmt.Sprintf("must have at most %d elements", f.maxLen))
+			return nil, false, adapter.PayloadError(field, fmt.Sprintf("must have at most %d elements", f.maxLen))
 		}
 		if f.items != nil {
 			out := make([]json.RawMessage, 0, len(items))
@@ -403,16 +358,16 @@ func (f *fieldSpec) validate(raw json.RawMessage, field string) (json.RawMessage
 			}
 			b, err := json.Marshal(out)
 			if err != nil {
-				return nil, false, payloadError(field, "must be an array")
+				return nil, false, adapter.PayloadError(field, "must be an array")
 			}
 			return b, true, nil
 		}
 	case typeObject:
 		if len(raw) == 0 || raw[0] != '{' {
-			return nil, false, payloadError(field, "must be a JSON object")
+			return nil, false, adapter.PayloadError(field, "must be a JSON object")
 		}
 		if f.nonEmpty && string(raw) == "{}" {
-			return nil, false, payloadError(field, "must have at least one field")
+			return nil, false, adapter.PayloadError(field, "must have at least one field")
 		}
 		if f.fields != nil {
 			out, err := validateObject(f.fields, raw, field)
@@ -430,19 +385,6 @@ func article(typ string) string {
 		return "an integer"
 	}
 	return "a " + typ
-}
-
-func isSHA256Hex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // shape puts a payload rebuilt from a response into the intent's shape:

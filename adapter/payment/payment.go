@@ -8,13 +8,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/events"
 )
 
 // DefaultTimeout is the timeout of the default HTTP client.
@@ -53,43 +51,22 @@ var (
 )
 
 func configError(field, reason string) error {
-	return fmt.Errorf("payment: %w", &events.FieldError{Field: "config." + field, Reason: reason})
+	return adapter.ConfigError("payment", field, reason)
 }
 
 // New validates cfg, fills its defaults and returns an Adapter. Errors name
 // the field (config.BaseURL, config.Token, config.KeyRetention) and never
 // echo its value.
 func New(cfg Config) (*Adapter, error) {
-	if cfg.BaseURL == "" {
-		return nil, configError("BaseURL", "is required")
-	}
-	u, err := url.Parse(cfg.BaseURL)
-	switch {
-	case err != nil:
-		return nil, configError("BaseURL", "is not a valid URL")
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, configError("BaseURL", "must be an http or https URL")
-	case u.Host == "":
-		return nil, configError("BaseURL", "has no host")
-	case u.User != nil:
-		return nil, configError("BaseURL", "must not carry credentials; use Token")
-	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-		return nil, configError("BaseURL", "must not have a query or a fragment")
-	}
-	if cfg.Token == "" {
-		return nil, configError("Token", "is required")
-	}
-	if !validHeaderValue(cfg.Token) || strings.ContainsAny(cfg.Token, " \t") {
-		return nil, configError("Token", "must be printable and contain no white space")
+	u, err := adapter.CheckEndpoint("payment", cfg.BaseURL, cfg.Token)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.KeyRetention <= 0 {
 		return nil, configError("KeyRetention", "is required and must be positive (the API's documented Idempotency-Key retention)")
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{
-			Timeout:       DefaultTimeout,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
+		cfg.Client = adapter.NewHTTPClient(DefaultTimeout)
 	}
 	if cfg.Status.Definite4xx == nil && cfg.Status.Retryable4xx == nil {
 		cfg.Status = adapter.DefaultStatusPolicy()
@@ -124,10 +101,6 @@ type payload struct {
 	Description string `json:"description,omitempty"`
 }
 
-func payloadError(field, reason string) error {
-	return &events.FieldError{Field: field, Reason: reason}
-}
-
 // NormalizePayload validates a caller's payload and returns its canonical
 // form (canon/v1 of {"amount","currency","customer"[,"description"]}):
 //
@@ -153,72 +126,46 @@ func NormalizePayload(raw json.RawMessage) (json.RawMessage, error) {
 
 func parsePayload(raw []byte) (payload, error) {
 	var p payload
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return p, payloadError("payload", "is required")
-	}
-	canon, err := events.Canonicalize(raw)
+	m, err := adapter.PayloadObject(raw, "amount", "currency", "customer", "description")
 	if err != nil {
-		var ce *events.CanonError
-		if errors.As(err, &ce) {
-			return p, payloadError("payload"+strings.TrimPrefix(ce.Path, "$"), ce.Reason)
-		}
-		return p, payloadError("payload", "is not canonicalizable")
-	}
-	if canon[0] != '{' {
-		return p, payloadError("payload", "must be a JSON object")
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(canon, &m); err != nil {
-		return p, payloadError("payload", "must be a JSON object")
-	}
-	var unknown []string
-	for k := range m {
-		switch k {
-		case "amount", "currency", "customer", "description":
-		default:
-			unknown = append(unknown, k)
-		}
-	}
-	if len(unknown) > 0 {
-		slices.Sort(unknown)
-		return p, payloadError(fieldPath("payload", unknown[0]), "is not a known field (known: amount, currency, customer, description)")
+		return p, err
 	}
 
 	am, ok := m["amount"]
 	if !ok {
-		return p, payloadError("payload.amount", "is required")
+		return p, adapter.PayloadError("payload.amount", "is required")
 	}
 	n, err := strconv.ParseInt(string(am), 10, 64)
 	if err != nil || n <= 0 {
-		return p, payloadError("payload.amount", "must be an integer > 0 in the currency's smallest unit")
+		return p, adapter.PayloadError("payload.amount", "must be an integer > 0 in the currency's smallest unit")
 	}
 	p.Amount = n
 
 	cur, ok := m["currency"]
 	if !ok {
-		return p, payloadError("payload.currency", "is required")
+		return p, adapter.PayloadError("payload.currency", "is required")
 	}
 	if string(cur) == "null" || json.Unmarshal(cur, &p.Currency) != nil || !isLowerISO4217(p.Currency) {
-		return p, payloadError("payload.currency", `must be three lowercase letters (ISO 4217, e.g. "jpy")`)
+		return p, adapter.PayloadError("payload.currency", `must be three lowercase letters (ISO 4217, e.g. "jpy")`)
 	}
 
 	cu, ok := m["customer"]
 	if !ok {
-		return p, payloadError("payload.customer", "is required")
+		return p, adapter.PayloadError("payload.customer", "is required")
 	}
 	if string(cu) == "null" || json.Unmarshal(cu, &p.Customer) != nil {
-		return p, payloadError("payload.customer", "must be a string")
+		return p, adapter.PayloadError("payload.customer", "must be a string")
 	}
-	if strings.TrimSpace(p.Customer) == "" || len(p.Customer) > MaxCustomerLen || !validHeaderValue(p.Customer) {
-		return p, payloadError("payload.customer", "must be 1 to 255 bytes without control characters")
+	if strings.TrimSpace(p.Customer) == "" || len(p.Customer) > MaxCustomerLen || !adapter.ValidHeaderValue(p.Customer) {
+		return p, adapter.PayloadError("payload.customer", "must be 1 to 255 bytes without control characters")
 	}
 
 	if d, ok := m["description"]; ok {
 		if string(d) == "null" || json.Unmarshal(d, &p.Description) != nil {
-			return p, payloadError("payload.description", "must be a string")
+			return p, adapter.PayloadError("payload.description", "must be a string")
 		}
 		if len(p.Description) > MaxDescriptionLen {
-			return p, payloadError("payload.description", "must be at most 1000 bytes")
+			return p, adapter.PayloadError("payload.description", "must be at most 1000 bytes")
 		}
 	}
 	return p, nil
@@ -236,61 +183,13 @@ func isLowerISO4217(s string) bool {
 	return true
 }
 
-// fieldPath renders parent.key, or parent["key"] when key is not a plain
-// identifier; long keys are cut.
-func fieldPath(parent, key string) string {
-	plain := key != ""
-	for i := 0; i < len(key); i++ {
-		c := key[i]
-		if c != '_' && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (i == 0 || c < '0' || c > '9') {
-			plain = false
-			break
-		}
-	}
-	if len(key) > 64 {
-		key = strings.ToValidUTF8(key[:64], "") + "..."
-		plain = false
-	}
-	if plain {
-		return parent + "." + key
-	}
-	return parent + "[" + strconv.Quote(key) + "]"
-}
-
 // canonicalPayload is the canon/v1 form of p: what NormalizePayload returns
 // and what Status and Get rebuild from a charge.
 func canonicalPayload(p payload) (json.RawMessage, error) {
-	b, err := json.Marshal(p)
-	if err != nil {
-		return nil, err
-	}
-	c, err := events.Canonicalize(b)
-	if err != nil {
-		return nil, err
-	}
-	return json.RawMessage(c), nil
+	return adapter.CanonicalJSON(p)
 }
 
 // --- HTTP ---
-
-// validHeaderValue refuses control characters (CR, LF, NUL, ...).
-func validHeaderValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < 0x20 || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-func invalidRequest(code, msg string) error {
-	return &adapter.CallError{Class: adapter.NotSent, Code: code, Message: msg}
-}
-
-func unparseable(status int, what string) error {
-	return &adapter.CallError{Class: adapter.Unknown, Code: "response_unparseable", StatusCode: status,
-		Message: "the response to " + what + " cannot be parsed"}
-}
 
 func (a *Adapter) chargeURL(id string) string {
 	return a.base + "/v1/charges/" + url.PathEscape(id)
@@ -333,19 +232,19 @@ type apiError struct {
 func (a *Adapter) Write(ctx context.Context, req adapter.WriteRequest) (adapter.WriteResult, error) {
 	p, err := parsePayload(req.Payload)
 	if err != nil {
-		return adapter.WriteResult{}, invalidRequest("invalid_payload", err.Error())
+		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_payload", err.Error())
 	}
 	if req.IdempotencyKey == "" {
-		return adapter.WriteResult{}, invalidRequest("invalid_request", "the write request has no idempotency key; a charge is never sent without one")
+		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "the write request has no idempotency key; a charge is never sent without one")
 	}
 	for name, v := range map[string]string{"idempotency key": req.IdempotencyKey, "attempt id": req.AttemptID} {
-		if !validHeaderValue(v) {
-			return adapter.WriteResult{}, invalidRequest("invalid_request", "the "+name+" contains control characters")
+		if !adapter.ValidHeaderValue(v) {
+			return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "the "+name+" contains control characters")
 		}
 	}
 	body, err := canonicalPayload(p)
 	if err != nil {
-		return adapter.WriteResult{}, invalidRequest("invalid_request", "cannot encode the request body")
+		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "cannot encode the request body")
 	}
 	hreq, err := adapter.NewRequest(ctx, http.MethodPost, a.base+"/v1/charges", body)
 	if err != nil {
@@ -387,7 +286,7 @@ func (a *Adapter) writeOutcome(resp *adapter.Response, sent json.RawMessage) (ad
 	}
 	var c apiCharge
 	if err := json.Unmarshal(resp.Body, &c); err != nil || c.ID == "" {
-		return adapter.WriteResult{}, unparseable(code, "the write")
+		return adapter.WriteResult{}, adapter.Unparseable(code, "the write")
 	}
 	if pl, err := c.payload(); err != nil || !bytes.Equal(pl, sent) {
 		return adapter.WriteResult{}, &adapter.CallError{Class: adapter.Unknown, Code: "response_mismatch", StatusCode: code,
@@ -416,13 +315,7 @@ func isCode(s string) bool {
 // get sends one authenticated GET to the API and returns the response of
 // any status.
 func (a *Adapter) get(ctx context.Context, u string) (*adapter.Response, error) {
-	hreq, err := adapter.NewRequest(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	hreq.Header.Set("Authorization", "Bearer "+a.cfg.Token)
-	hreq.Header.Set("Accept", "application/json")
-	return adapter.Do(ctx, a.cfg.Client, hreq)
+	return adapter.AuthGet(ctx, a.cfg.Client, a.cfg.Token, u)
 }
 
 // readCharge GETs u and decodes a charge; adapter.ErrNotFound on 404.
@@ -439,7 +332,7 @@ func (a *Adapter) readCharge(ctx context.Context, u, what string) (apiCharge, er
 	}
 	var c apiCharge
 	if err := json.Unmarshal(resp.Body, &c); err != nil || c.ID == "" {
-		return apiCharge{}, fmt.Errorf("payment: %s: %w", what, unparseable(resp.StatusCode, "a "+what))
+		return apiCharge{}, fmt.Errorf("payment: %s: %w", what, adapter.Unparseable(resp.StatusCode, "a "+what))
 	}
 	return c, nil
 }
@@ -466,7 +359,7 @@ func (a *Adapter) Status(ctx context.Context, q adapter.StatusQuery) (adapter.St
 	case "failed":
 		out.State, out.Code = adapter.StatusFailed, "charge_failed"
 	default:
-		return adapter.StatusResult{}, fmt.Errorf("payment: status: %w", unparseable(http.StatusOK, "a status lookup"))
+		return adapter.StatusResult{}, fmt.Errorf("payment: status: %w", adapter.Unparseable(http.StatusOK, "a status lookup"))
 	}
 	if c.Created > 0 {
 		out.ReceivedAt = time.Unix(c.Created, 0).UTC()

@@ -1,20 +1,17 @@
 package social
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/events"
 )
 
 // DefaultTimeout is the timeout of the default HTTP client.
@@ -57,33 +54,15 @@ var (
 )
 
 func configError(field, reason string) error {
-	return fmt.Errorf("social: %w", &events.FieldError{Field: "config." + field, Reason: reason})
+	return adapter.ConfigError("social", field, reason)
 }
 
 // New validates cfg, fills its defaults and returns an Adapter. Errors name
 // the field (config.BaseURL, config.Token, ...) and never echo its value.
 func New(cfg Config) (*Adapter, error) {
-	if cfg.BaseURL == "" {
-		return nil, configError("BaseURL", "is required")
-	}
-	u, err := url.Parse(cfg.BaseURL)
-	switch {
-	case err != nil:
-		return nil, configError("BaseURL", "is not a valid URL")
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, configError("BaseURL", "must be an http or https URL")
-	case u.Host == "":
-		return nil, configError("BaseURL", "has no host")
-	case u.User != nil:
-		return nil, configError("BaseURL", "must not carry credentials; use Token")
-	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-		return nil, configError("BaseURL", "must not have a query or a fragment")
-	}
-	if cfg.Token == "" {
-		return nil, configError("Token", "is required")
-	}
-	if !validHeaderValue(cfg.Token) || strings.ContainsAny(cfg.Token, " \t") {
-		return nil, configError("Token", "must be printable and contain no white space")
+	u, err := adapter.CheckEndpoint("social", cfg.BaseURL, cfg.Token)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.KeyRetention < 0 {
 		return nil, configError("KeyRetention", "must not be negative")
@@ -92,13 +71,7 @@ func New(cfg Config) (*Adapter, error) {
 		return nil, configError("KeyRetention", "is required when IdempotencyKey is set")
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{
-			Timeout: DefaultTimeout,
-			// A redirect is an answer, not something to follow: a 3xx to a
-			// write is ambiguous, and a live URL redirecting to a login page
-			// is not a public page.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
+		cfg.Client = adapter.NewHTTPClient(DefaultTimeout)
 	}
 	if cfg.Status.Definite4xx == nil && cfg.Status.Retryable4xx == nil {
 		cfg.Status = adapter.DefaultStatusPolicy()
@@ -126,10 +99,6 @@ type payload struct {
 	Body   string   `json:"body"`
 }
 
-func payloadError(field, reason string) error {
-	return &events.FieldError{Field: field, Reason: reason}
-}
-
 // NormalizePayload validates a caller's payload, {"body": non-empty string,
 // "assets": [sha256 hex, ...] (optional)}, and returns its canonical form:
 // canon/v1 of {"assets":[...],"body":"..."}, assets always present and in
@@ -150,99 +119,41 @@ func NormalizePayload(raw json.RawMessage) (json.RawMessage, error) {
 
 func parsePayload(raw []byte) (payload, error) {
 	var p payload
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return p, payloadError("payload", "is required")
-	}
-	canon, err := events.Canonicalize(raw)
+	m, err := adapter.PayloadObject(raw, "body", "assets")
 	if err != nil {
-		var ce *events.CanonError
-		if errors.As(err, &ce) {
-			return p, payloadError("payload"+strings.TrimPrefix(ce.Path, "$"), ce.Reason)
-		}
-		return p, payloadError("payload", "is not canonicalizable")
-	}
-	if canon[0] != '{' {
-		return p, payloadError("payload", "must be a JSON object")
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(canon, &m); err != nil {
-		return p, payloadError("payload", "must be a JSON object")
-	}
-	var unknown []string
-	for k := range m {
-		if k != "body" && k != "assets" {
-			unknown = append(unknown, k)
-		}
-	}
-	if len(unknown) > 0 {
-		slices.Sort(unknown)
-		return p, payloadError(fieldPath("payload", unknown[0]), "is not a known field (known: body, assets)")
+		return p, err
 	}
 
 	b, ok := m["body"]
 	if !ok {
-		return p, payloadError("payload.body", "is required")
+		return p, adapter.PayloadError("payload.body", "is required")
 	}
 	if string(b) == "null" || json.Unmarshal(b, &p.Body) != nil {
-		return p, payloadError("payload.body", "must be a string")
+		return p, adapter.PayloadError("payload.body", "must be a string")
 	}
 	if strings.TrimSpace(p.Body) == "" {
-		return p, payloadError("payload.body", "must not be empty")
+		return p, adapter.PayloadError("payload.body", "must not be empty")
 	}
 
 	p.Assets = []string{}
 	if as, ok := m["assets"]; ok {
 		var items []json.RawMessage
 		if string(as) == "null" || json.Unmarshal(as, &items) != nil {
-			return p, payloadError("payload.assets", "must be an array of sha256 hex strings")
+			return p, adapter.PayloadError("payload.assets", "must be an array of sha256 hex strings")
 		}
 		for i, it := range items {
 			field := "payload.assets[" + strconv.Itoa(i) + "]"
 			var s string
 			if string(it) == "null" || json.Unmarshal(it, &s) != nil {
-				return p, payloadError(field, "must be a string")
+				return p, adapter.PayloadError(field, "must be a string")
 			}
-			if !isSHA256Hex(s) {
-				return p, payloadError(field, "must be a sha256: 64 lowercase hex characters")
+			if !adapter.IsSHA256Hex(s) {
+				return p, adapter.PayloadError(field, "must be a sha256: 64 lowercase hex characters")
 			}
 			p.Assets = append(p.Assets, s)
 		}
 	}
 	return p, nil
-}
-
-// fieldPath renders parent.key, or parent["key"] when key is not a plain
-// identifier; long keys are cut.
-func fieldPath(parent, key string) string {
-	plain := key != ""
-	for i := 0; i < len(key); i++ {
-		c := key[i]
-		if c != '_' && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (i == 0 || c < '0' || c > '9') {
-			plain = false
-			break
-		}
-	}
-	if len(key) > 64 {
-		key = strings.ToValidUTF8(key[:64], "") + "..."
-		plain = false
-	}
-	if plain {
-		return parent + "." + key
-	}
-	return parent + "[" + strconv.Quote(key) + "]"
-}
-
-func isSHA256Hex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // canonicalPayload builds the canonical payload from a body and assets, as
@@ -251,15 +162,7 @@ func canonicalPayload(body string, assets []string) (json.RawMessage, error) {
 	if assets == nil {
 		assets = []string{}
 	}
-	b, err := json.Marshal(payload{Assets: assets, Body: body})
-	if err != nil {
-		return nil, err
-	}
-	c, err := events.Canonicalize(b)
-	if err != nil {
-		return nil, err
-	}
-	return json.RawMessage(c), nil
+	return adapter.CanonicalJSON(payload{Assets: assets, Body: body})
 }
 
 // --- HTTP ---
@@ -284,45 +187,25 @@ type createBody struct {
 	ParentID string   `json:"parent_id,omitempty"`
 }
 
-// validHeaderValue refuses control characters (CR, LF, NUL, ...), which
-// net/http would refuse before sending.
-func validHeaderValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < 0x20 || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-func invalidRequest(code, msg string) error {
-	return &adapter.CallError{Class: adapter.NotSent, Code: code, Message: msg}
-}
-
-func unparseable(status int, what string) error {
-	return &adapter.CallError{Class: adapter.Unknown, Code: "response_unparseable", StatusCode: status,
-		Message: "the response to " + what + " cannot be parsed"}
-}
-
 // Write creates the post: one POST /v1/posts, never retried. Failures are
 // *adapter.CallError; a write that cannot be built (bad payload, no account)
 // is NotSent and not retryable.
 func (a *Adapter) Write(ctx context.Context, req adapter.WriteRequest) (adapter.WriteResult, error) {
 	p, err := parsePayload(req.Payload)
 	if err != nil {
-		return adapter.WriteResult{}, invalidRequest("invalid_payload", err.Error())
+		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_payload", err.Error())
 	}
 	if req.Account == "" {
-		return adapter.WriteResult{}, invalidRequest("invalid_request", "the write request has no account")
+		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "the write request has no account")
 	}
 	for name, v := range map[string]string{"idempotency key": req.IdempotencyKey, "attempt id": req.AttemptID} {
-		if !validHeaderValue(v) {
-			return adapter.WriteResult{}, invalidRequest("invalid_request", "the "+name+" contains control characters")
+		if !adapter.ValidHeaderValue(v) {
+			return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "the "+name+" contains control characters")
 		}
 	}
 	body, err := json.Marshal(createBody{Account: req.Account, Body: p.Body, Assets: p.Assets, ParentID: req.ParentExternalID})
 	if err != nil {
-		return adapter.WriteResult{}, invalidRequest("invalid_request", "cannot encode the request body")
+		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "cannot encode the request body")
 	}
 	hreq, err := adapter.NewRequest(ctx, http.MethodPost, a.base+"/v1/posts", body)
 	if err != nil {
@@ -346,20 +229,14 @@ func (a *Adapter) Write(ctx context.Context, req adapter.WriteRequest) (adapter.
 	}
 	var created apiPost
 	if err := json.Unmarshal(resp.Body, &created); err != nil || created.ID == "" {
-		return adapter.WriteResult{}, unparseable(resp.StatusCode, "the write")
+		return adapter.WriteResult{}, adapter.Unparseable(resp.StatusCode, "the write")
 	}
 	return adapter.WriteResult{ExternalID: created.ID, LiveURL: created.URL, StatusCode: resp.StatusCode}, nil
 }
 
 // get sends one authenticated GET and returns the response of any status.
 func (a *Adapter) get(ctx context.Context, u string) (*adapter.Response, error) {
-	hreq, err := adapter.NewRequest(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	hreq.Header.Set("Authorization", "Bearer "+a.cfg.Token)
-	hreq.Header.Set("Accept", "application/json")
-	return adapter.Do(ctx, a.cfg.Client, hreq)
+	return adapter.AuthGet(ctx, a.cfg.Client, a.cfg.Token, u)
 }
 
 // record turns an API post into a Record. listing says it came from the
@@ -428,11 +305,11 @@ func (a *Adapter) Search(ctx context.Context, q adapter.SearchQuery) ([]adapter.
 			NextCursor string    `json:"next_cursor"`
 		}
 		if err := json.Unmarshal(resp.Body, &lr); err != nil {
-			return nil, fmt.Errorf("social: search page %d: %w", page, unparseable(resp.StatusCode, "a search"))
+			return nil, fmt.Errorf("social: search page %d: %w", page, adapter.Unparseable(resp.StatusCode, "a search"))
 		}
 		for _, it := range lr.Items {
 			if it.ID == "" {
-				return nil, fmt.Errorf("social: search page %d: %w", page, unparseable(resp.StatusCode, "a search"))
+				return nil, fmt.Errorf("social: search page %d: %w", page, adapter.Unparseable(resp.StatusCode, "a search"))
 			}
 			if seen[it.ID] {
 				continue
@@ -472,7 +349,7 @@ func (a *Adapter) Get(ctx context.Context, externalID string) (adapter.Record, e
 	}
 	var p apiPost
 	if err := json.Unmarshal(resp.Body, &p); err != nil || p.ID == "" {
-		return adapter.Record{}, fmt.Errorf("social: get: %w", unparseable(resp.StatusCode, "a get"))
+		return adapter.Record{}, fmt.Errorf("social: get: %w", adapter.Unparseable(resp.StatusCode, "a get"))
 	}
 	return a.record(p, false)
 }

@@ -1,0 +1,271 @@
+package adapter_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/adapter"
+	"github.com/settle-dev/settle/events"
+)
+
+func TestConfigErrorNamesPackageAndField(t *testing.T) {
+	err := adapter.ConfigError("social", "BaseURL", "is required")
+	if got, want := err.Error(), "social: config.BaseURL: is required"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	var fe *events.FieldError
+	if !errors.As(err, &fe) || fe.Field != "config.BaseURL" || fe.Reason != "is required" {
+		t.Fatalf("not a *events.FieldError for config.BaseURL: %#v", err)
+	}
+}
+
+func TestCheckBaseURL(t *testing.T) {
+	for _, c := range []struct{ in, reason string }{
+		{"", "is required"},
+		{"://x", "is not a valid URL"},
+		{"ftp://example.com", "must be an http or https URL"},
+		{"example.com", "must be an http or https URL"},
+		{"http://", "has no host"},
+		{"https://user:secret@example.com", "must not carry credentials; use Token"},
+		{"https://example.com/?q=1", "must not have a query or a fragment"},
+		{"https://example.com/?", "must not have a query or a fragment"},
+		{"https://example.com/#top", "must not have a query or a fragment"},
+	} {
+		u, err := adapter.CheckBaseURL(c.in, "use Token")
+		if err == nil || err.Error() != c.reason || u != nil {
+			t.Errorf("CheckBaseURL(%q) = %v, %v; want reason %q", c.in, u, err, c.reason)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("CheckBaseURL(%q) echoes the credentials: %v", c.in, err)
+		}
+	}
+	u, err := adapter.CheckBaseURL("https://api.example.com:8443/root/", "use Token")
+	if err != nil || u.Host != "api.example.com:8443" || u.Path != "/root/" {
+		t.Fatalf("valid URL: %v, %v", u, err)
+	}
+}
+
+func TestCheckToken(t *testing.T) {
+	for _, c := range []struct{ in, reason string }{
+		{"", "is required"},
+		{"a b", "must be printable and contain no white space"},
+		{"a\tb", "must be printable and contain no white space"},
+		{"a\r\nX-Evil: 1", "must be printable and contain no white space"},
+		{"a\x00", "must be printable and contain no white space"},
+		{"a\x7f", "must be printable and contain no white space"},
+	} {
+		err := adapter.CheckToken(c.in)
+		if err == nil || err.Error() != c.reason {
+			t.Errorf("CheckToken(%q) = %v; want %q", c.in, err, c.reason)
+		}
+	}
+	if err := adapter.CheckToken("sk_live_abc-123.x"); err != nil {
+		t.Fatalf("valid token refused: %v", err)
+	}
+}
+
+func TestValidHeaderValue(t *testing.T) {
+	for in, want := range map[string]bool{"": true, "k-1 2": true, "a\tb": false, "a\nb": false, "\x00": false, "\x7f": false, "é": true} {
+		if got := adapter.ValidHeaderValue(in); got != want {
+			t.Errorf("ValidHeaderValue(%q) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+func TestNewHTTPClientDoesNotFollowRedirects(t *testing.T) {
+	var followed bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/login" {
+			followed = true
+		}
+		http.Redirect(w, r, "/login", http.StatusFound)
+	}))
+	defer srv.Close()
+	c := adapter.NewHTTPClient(3 * time.Second)
+	if c.Timeout != 3*time.Second {
+		t.Fatalf("timeout %v", c.Timeout)
+	}
+	resp, err := c.Get(srv.URL + "/p/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusFound || followed {
+		t.Fatalf("status %d, followed %v: want the 302 itself", resp.StatusCode, followed)
+	}
+}
+
+func TestCallErrorHelpers(t *testing.T) {
+	var ce *adapter.CallError
+	err := adapter.InvalidRequest("invalid_payload", "payload.body: is required")
+	if !errors.As(err, &ce) || ce.Class != adapter.NotSent || ce.Code != "invalid_payload" || ce.Retryable || ce.Message != "payload.body: is required" {
+		t.Fatalf("InvalidRequest: %#v", err)
+	}
+	err = adapter.Unparseable(200, "a get")
+	if !errors.As(err, &ce) || ce.Class != adapter.Unknown || ce.Code != "response_unparseable" || ce.StatusCode != 200 ||
+		ce.Message != "the response to a get cannot be parsed" {
+		t.Fatalf("Unparseable: %#v", err)
+	}
+}
+
+func TestAuthGetSendsTokenAndAccept(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || r.Header.Get("Authorization") != "Bearer tok" || r.Header.Get("Accept") != "application/json" {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		w.WriteHeader(http.StatusTeapot)
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	defer srv.Close()
+	resp, err := adapter.AuthGet(context.Background(), srv.Client(), "tok", srv.URL+"/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusTeapot || string(resp.Body) != `{"ok":true}` {
+		t.Fatalf("got %d %s", resp.StatusCode, resp.Body)
+	}
+}
+
+func TestFieldPath(t *testing.T) {
+	long := strings.Repeat("k", 70)
+	for _, c := range []struct{ key, want string }{
+		{"body", "payload.body"},
+		{"_a1", "payload._a1"},
+		{"a_B9", "payload.a_B9"},
+		{"1a", `payload["1a"]`},
+		{"x y", `payload["x y"]`},
+		{"", `payload[""]`},
+		{"é", `payload["é"]`},
+		{long, `payload["` + strings.Repeat("k", 64) + `..."]`},
+	} {
+		if got := adapter.FieldPath("payload", c.key); got != c.want {
+			t.Errorf("FieldPath(%q) = %q, want %q", c.key, got, c.want)
+		}
+	}
+	// A cut never splits a UTF-8 sequence.
+	if got := adapter.FieldPath("p", strings.Repeat("a", 63)+"éé"); got != `p["`+strings.Repeat("a", 63)+`..."]` {
+		t.Errorf("cut key: %q", got)
+	}
+}
+
+func TestIsSHA256Hex(t *testing.T) {
+	ok := strings.Repeat("0123456789abcdef", 4)
+	for in, want := range map[string]bool{
+		ok:                            true,
+		strings.ToUpper(ok):           false,
+		ok[:63]:                       false,
+		ok + "0":                      false,
+		ok[:63] + "g":                 false,
+		"":                            false,
+		strings.Repeat("f", 64):       true,
+		strings.Repeat(" ", 64):       false,
+		strings.Repeat("a", 63) + "/": false,
+	} {
+		if got := adapter.IsSHA256Hex(in); got != want {
+			t.Errorf("IsSHA256Hex(%q) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+func fieldError(t *testing.T, err error) *events.FieldError {
+	t.Helper()
+	var fe *events.FieldError
+	if !errors.As(err, &fe) {
+		t.Fatalf("not a *events.FieldError: %#v", err)
+	}
+	return fe
+}
+
+func TestCanonicalizePayload(t *testing.T) {
+	for _, c := range []struct{ in, field, reason string }{
+		{"", "payload", "is required"},
+		{" \n\t", "payload", "is required"},
+		{`{"a":1,"a":2}`, "payload.a", `duplicate object key "a"`},
+		{`{"a":[1,{"b":1e400}]}`, "payload.a[1].b", "number 1e400 overflows float64"},
+		{`{`, "payload", "invalid JSON: unexpected end of input, expected an object key string"},
+	} {
+		out, err := adapter.CanonicalizePayload([]byte(c.in))
+		if out != nil {
+			t.Errorf("%q: output %s with an error", c.in, out)
+		}
+		fe := fieldError(t, err)
+		if fe.Field != c.field || fe.Reason != c.reason {
+			t.Errorf("%q: got %s: %s, want %s: %s", c.in, fe.Field, fe.Reason, c.field, c.reason)
+		}
+	}
+	out, err := adapter.CanonicalizePayload([]byte(` {"b": 1, "a": [true]} `))
+	if err != nil || string(out) != `{"a":[true],"b":1}` {
+		t.Fatalf("got %s, %v", out, err)
+	}
+	// Any JSON value is canonical; being an object is ObjectMembers' check.
+	if out, err := adapter.CanonicalizePayload([]byte(`[1]`)); err != nil || string(out) != `[1]` {
+		t.Fatalf("array: %s, %v", out, err)
+	}
+}
+
+func TestObjectMembers(t *testing.T) {
+	for _, c := range []struct{ in, field, reason string }{
+		{``, "payload.x", "must be a JSON object"},
+		{`[1]`, "payload.x", "must be a JSON object"},
+		{`"s"`, "payload.x", "must be a JSON object"},
+		{`{"a":`, "payload.x", "must be a JSON object"},
+		{`{"b":1,"zz":1,"x y":2,"a":3}`, `payload.x["x y"]`, "is not a known field (known: b, a)"},
+		{`{"b":1,"zz":1,"c":2}`, "payload.x.c", "is not a known field (known: b, a)"},
+	} {
+		m, err := adapter.ObjectMembers([]byte(c.in), "payload.x", "b", "a")
+		if m != nil {
+			t.Errorf("%q: members with an error", c.in)
+		}
+		fe := fieldError(t, err)
+		if fe.Field != c.field || fe.Reason != c.reason {
+			t.Errorf("%q: got %s: %s, want %s: %s", c.in, fe.Field, fe.Reason, c.field, c.reason)
+		}
+	}
+	m, err := adapter.ObjectMembers([]byte(`{"a":[1],"b":null}`), "payload", "b", "a")
+	if err != nil || len(m) != 2 || string(m["a"]) != "[1]" || string(m["b"]) != "null" {
+		t.Fatalf("got %v, %v", m, err)
+	}
+	if _, err := adapter.ObjectMembers([]byte(`{"a":1}`), "payload"); fieldError(t, err).Reason != "is not a known field (known: )" {
+		t.Fatalf("no known members: %v", err)
+	}
+}
+
+func TestPayloadObject(t *testing.T) {
+	for _, c := range []struct{ in, field, reason string }{
+		{"  ", "payload", "is required"},
+		{`{"body":"x","body":"y"}`, "payload.body", `duplicate object key "body"`},
+		{`["body"]`, "payload", "must be a JSON object"},
+		{`null`, "payload", "must be a JSON object"},
+		{`{"body":"x","Assets":[]}`, "payload.Assets", "is not a known field (known: body, assets)"},
+	} {
+		_, err := adapter.PayloadObject([]byte(c.in), "body", "assets")
+		fe := fieldError(t, err)
+		if fe.Field != c.field || fe.Reason != c.reason {
+			t.Errorf("%q: got %s: %s, want %s: %s", c.in, fe.Field, fe.Reason, c.field, c.reason)
+		}
+	}
+	m, err := adapter.PayloadObject([]byte(`{"body":"x","assets":[ ]}`), "body", "assets")
+	if err != nil || string(m["body"]) != `"x"` || string(m["assets"]) != `[]` {
+		t.Fatalf("got %v, %v", m, err)
+	}
+}
+
+func TestCanonicalJSON(t *testing.T) {
+	type p struct {
+		B string   `json:"b"`
+		A []string `json:"a"`
+	}
+	out, err := adapter.CanonicalJSON(p{B: "<x>", A: []string{}})
+	if err != nil || string(out) != `{"a":[],"b":"<x>"}` {
+		t.Fatalf("got %s, %v", out, err)
+	}
+	if _, err := adapter.CanonicalJSON(func() {}); err == nil {
+		t.Fatal("a func encoded")
+	}
+}

@@ -1,0 +1,173 @@
+package testharness
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeServer is what the fake APIs (SocialAPI, BookingAPI, PaymentAPI)
+// share: a real HTTP server, the bearer token it requires, the signal that
+// it is closing and the queue of faults its writes consume. F is the
+// API's fault type. The zero value is not usable: call start.
+type fakeServer[F any] struct {
+	srv   *httptest.Server
+	token string
+
+	closeOnce sync.Once
+	closed    chan struct{}
+
+	faultMu sync.Mutex
+	faults  []F
+}
+
+// start serves h on a new loopback server that requires token (a random
+// one when empty). Handlers may use the server once start returns.
+func (f *fakeServer[F]) start(token string, h http.Handler) {
+	if token == "" {
+		token = randomFakeToken()
+	}
+	f.token = token
+	f.closed = make(chan struct{})
+	f.srv = httptest.NewServer(h)
+}
+
+// startForTest builds a config from opts, starts a server with newServer
+// and closes it with t.Cleanup.
+func startForTest[C any, O ~func(*C), S interface{ Close() }](t testing.TB, opts []O, newServer func(C) S) S {
+	t.Helper()
+	var cfg C
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s := newServer(cfg)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Close stops the server. Pending Delay faults (and the booking API's held
+// requests) end at once. Safe to call more than once.
+func (f *fakeServer[F]) Close() {
+	f.closeOnce.Do(func() {
+		close(f.closed)
+		f.srv.Close()
+	})
+}
+
+// URL is the server's base URL (no trailing slash).
+func (f *fakeServer[F]) URL() string { return f.srv.URL }
+
+// Token is the bearer token the server requires.
+func (f *fakeServer[F]) Token() string { return f.token }
+
+// PendingFaults is how many queued faults have not been consumed yet.
+func (f *fakeServer[F]) PendingFaults() int {
+	f.faultMu.Lock()
+	defer f.faultMu.Unlock()
+	return len(f.faults)
+}
+
+// queueFaults appends faults to the queue.
+func (f *fakeServer[F]) queueFaults(faults ...F) {
+	f.faultMu.Lock()
+	defer f.faultMu.Unlock()
+	f.faults = append(f.faults, faults...)
+}
+
+// popFault takes the next queued fault; the zero F (no fault) when none.
+func (f *fakeServer[F]) popFault() F {
+	f.faultMu.Lock()
+	defer f.faultMu.Unlock()
+	var next F
+	if len(f.faults) > 0 {
+		next = f.faults[0]
+		f.faults = f.faults[1:]
+	}
+	return next
+}
+
+// authorized reports whether r carries the server's bearer token.
+func (f *fakeServer[F]) authorized(r *http.Request) bool { return bearerOK(r, f.token) }
+
+// sleep waits d, ending early when done is closed (a nil done never is) or
+// the server is closed.
+func (f *fakeServer[F]) sleep(d time.Duration, done <-chan struct{}) {
+	timer := time.NewTimer(d)
+	select {
+	case <-timer.C:
+	case <-done:
+	case <-f.closed:
+	}
+	timer.Stop()
+}
+
+// bearerOK reports whether r carries "Authorization: Bearer <token>".
+func bearerOK(r *http.Request, token string) bool {
+	h := r.Header.Get("Authorization")
+	const prefix = "Bearer "
+	if len(h) < len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(h[len(prefix):]), []byte(token)) == 1
+}
+
+func randomFakeToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "fake_" + hex.EncodeToString(b[:])
+}
+
+// writeJSON answers code with v as JSON and a trailing newline. Each API
+// builds its own error body on it; error messages are fixed strings:
+// nothing from the request (and never the token) is echoed.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, `{"error":{"code":"internal"}}`, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// hijack takes the connection over from net/http; nil when it is already
+// gone.
+func hijack(w http.ResponseWriter) net.Conn {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic("testharness: the response writer cannot be hijacked")
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		return nil
+	}
+	return conn
+}
+
+// dropConn closes the connection without writing a response.
+func dropConn(w http.ResponseWriter) {
+	if conn := hijack(w); conn != nil {
+		_ = conn.Close()
+	}
+}
+
+// resetConn closes the connection with SO_LINGER 0, which sends a TCP RST.
+func resetConn(w http.ResponseWriter) {
+	conn := hijack(w)
+	if conn == nil {
+		return
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+}
