@@ -346,6 +346,13 @@ func (g *generator) walkTo(k int, target fsm.State, must events.Type) genIntent 
 // each event type the walks did not use, shuffled.
 func generate(t testing.TB, seed int64, perState int) []genIntent {
 	t.Helper()
+	// The generator's own consistency checks panic deep in the walk; turn
+	// them into a test failure that names the seed.
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("generator (seed %d): %v", seed, r)
+		}
+	}()
 	g := newGenerator(seed)
 	var out []genIntent
 	k := 0
