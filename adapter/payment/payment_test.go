@@ -45,39 +45,6 @@ func newAdapter(t *testing.T, baseURL string, mod func(*payment.Config)) *paymen
 	return a
 }
 
-func noToken(t *testing.T, err error) {
-	t.Helper()
-	if err == nil {
-		return
-	}
-	if strings.Contains(err.Error(), token) {
-		t.Fatalf("error leaks the token: %v", err)
-	}
-	var ce *adapter.CallError
-	if errors.As(err, &ce) && strings.Contains(ce.Message, token) {
-		t.Fatalf("error message leaks the token: %q", ce.Message)
-	}
-}
-
-func callError(t *testing.T, err error) *adapter.CallError {
-	t.Helper()
-	noToken(t, err)
-	var ce *adapter.CallError
-	if !errors.As(err, &ce) {
-		t.Fatalf("want *adapter.CallError, got %T %v", err, err)
-	}
-	return ce
-}
-
-func hash(t *testing.T, p []byte) string {
-	t.Helper()
-	h, err := events.PayloadSHA256(p)
-	if err != nil {
-		t.Fatalf("hash %s: %v", p, err)
-	}
-	return h
-}
-
 func writeReq(t *testing.T, raw string, attempt string) adapter.WriteRequest {
 	t.Helper()
 	p, err := payment.NormalizePayload(json.RawMessage(raw))
@@ -409,3 +376,12 @@ func FuzzNormalizePayload(f *testing.F) {
 		}
 	})
 }
+
+func noToken(t *testing.T, err error) { t.Helper(); testharness.NoSecret(t, err, token) }
+
+func callError(t *testing.T, err error) *adapter.CallError {
+	t.Helper()
+	return testharness.CallErrorOf(t, err, token)
+}
+
+func hash(t *testing.T, p []byte) string { t.Helper(); return testharness.Hash(t, p) }

@@ -47,29 +47,6 @@ func newAdapter(t *testing.T, baseURL string, mod func(*social.Config)) *social.
 
 // noToken fails the test if err (its text or its CallError message) holds
 // the token.
-func noToken(t *testing.T, err error) {
-	t.Helper()
-	if err == nil {
-		return
-	}
-	if strings.Contains(err.Error(), token) {
-		t.Fatalf("error leaks the token: %v", err)
-	}
-	var ce *adapter.CallError
-	if errors.As(err, &ce) && strings.Contains(ce.Message, token) {
-		t.Fatalf("error message leaks the token: %q", ce.Message)
-	}
-}
-
-func callError(t *testing.T, err error) *adapter.CallError {
-	t.Helper()
-	noToken(t, err)
-	var ce *adapter.CallError
-	if !errors.As(err, &ce) {
-		t.Fatalf("want *adapter.CallError, got %T %v", err, err)
-	}
-	return ce
-}
 
 func normalize(t *testing.T, raw string) json.RawMessage {
 	t.Helper()
@@ -78,15 +55,6 @@ func normalize(t *testing.T, raw string) json.RawMessage {
 		t.Fatalf("normalize %s: %v", raw, err)
 	}
 	return p
-}
-
-func hash(t *testing.T, p []byte) string {
-	t.Helper()
-	h, err := events.PayloadSHA256(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
 }
 
 func writeReq(t *testing.T, raw string) adapter.WriteRequest {
@@ -714,3 +682,12 @@ func FuzzNormalizePayload(f *testing.F) {
 		}
 	})
 }
+
+func noToken(t *testing.T, err error) { t.Helper(); testharness.NoSecret(t, err, token) }
+
+func callError(t *testing.T, err error) *adapter.CallError {
+	t.Helper()
+	return testharness.CallErrorOf(t, err, token)
+}
+
+func hash(t *testing.T, p []byte) string { t.Helper(); return testharness.Hash(t, p) }
