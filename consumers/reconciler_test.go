@@ -499,3 +499,47 @@ type testRecord struct {
 func (r testRecord) record() adapter.Record {
 	return adapter.Record{ExternalID: "p_x", AuthorID: r.author, ParentID: r.parent, Payload: r.payload, Visibility: "public"}
 }
+
+func TestRecordedIntentOfADeadWriterIsStartedOnceAfterTheGrace(t *testing.T) {
+	w := newWorld(t, nil)
+	// A writer recorded an intent and died before WriteStarted.
+	seed := w.history(w.execute("seed", "seed post").IntentID)[0].Data.(*events.IntentRecordedData)
+	id := events.IntentID("default", "social_post", "task:orphan")
+	d := *seed
+	d.RequestID, d.IdempotencyKey = "task:orphan", events.IdempotencyKey(id)
+	d.Payload, _ = social.NormalizePayload(json.RawMessage(`{"body":"orphaned intent"}`))
+	d.PayloadSHA256, _ = events.PayloadSHA256(d.Payload)
+	h := &producer.History{Route: "social_post"}
+	if err := w.store.AppendNext(context.Background(), h, &fsm.Intent{State: fsm.None, ID: id}, "dead", w.clock.Now(), "", &d); err != nil {
+		t.Fatal(err)
+	}
+	writes := w.api.Writes()
+	r := w.reconciler("w1", nil)
+	sr, err := r.Step(context.Background(), "social_post", id)
+	if err != nil || len(sr.Appended) != 0 || sr.Wait <= 0 || w.api.Writes() != writes {
+		t.Fatalf("inside the grace: %+v %v", sr, err)
+	}
+	i := w.settle(r, id)
+	if i.State != fsm.Confirmed || w.api.EffectsForKey(d.IdempotencyKey) != 1 || len(i.Attempts) != 1 {
+		t.Fatalf("state %s effects %d attempts %d", i.State, w.api.EffectsForKey(d.IdempotencyKey), len(i.Attempts))
+	}
+}
+
+func TestFirstWriteApprovalThenTheReconcilerWrites(t *testing.T) {
+	w := newWorld(t, func(p *events.Policy) { p.FirstWrite = events.PolicyApproval })
+	res := w.execute("task:1", "needs a human first")
+	if res.State != fsm.AwaitingApproval || w.api.Writes() != 0 {
+		t.Fatalf("state %s writes %d", res.State, w.api.Writes())
+	}
+	r := w.reconciler("w1", nil)
+	if sr, err := r.Step(context.Background(), "social_post", res.IntentID); err != nil || !sr.Done || w.api.Writes() != 0 {
+		t.Fatalf("unapproved: %+v %v writes %d", sr, err, w.api.Writes())
+	}
+	if _, err := w.prod.Approve(context.Background(), "social_post", res.IntentID, "alice", "reviewed"); err != nil {
+		t.Fatal(err)
+	}
+	i := w.settle(r, res.IntentID)
+	if i.State != fsm.Confirmed || w.api.Effects() != 1 || i.ApprovedBy != "alice" {
+		t.Fatalf("state %s effects %d approved by %q", i.State, w.api.Effects(), i.ApprovedBy)
+	}
+}
