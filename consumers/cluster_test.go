@@ -1,0 +1,102 @@
+package consumers
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/settle-dev/settle/adapter/social"
+	"github.com/settle-dev/settle/embedded"
+	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/producer"
+	"github.com/settle-dev/settle/testharness"
+)
+
+// On a real 3-node cluster (R3 stream), two workers connected to different
+// nodes settle dropped responses while one node restarts under them.
+func TestClusterReconcilesThroughANodeRestart(t *testing.T) {
+	c := testharness.StartCluster(t, embedded.SyncAlways)
+	connect := func(url string) jetstream.JetStream {
+		nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return js
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cfg := producer.DefaultStoreConfig()
+	cfg.Replicas = 3
+	open := func(js jetstream.JetStream) *producer.Store {
+		for {
+			s, err := producer.OpenStore(ctx, js, cfg)
+			if err == nil {
+				return s
+			}
+			if ctx.Err() != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	all := c.URLs()
+	store := open(connect(all))
+	clock := testharness.NewManualClock(t0)
+	api := testharness.NewSocialAPI(t, testharness.WithSocialClock(clock.Now))
+	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := producer.DefaultPolicy()
+	pol.ClockSkew = events.Duration(time.Second)
+	w := &world{t: t, clock: clock, api: api, route: producer.Route{Name: "social_post", Adapter: ad, Policy: pol}, store: store}
+	pc := producer.DefaultConfig()
+	pc.Now, pc.Actor = clock.Now, "writer"
+	if w.prod, err = producer.New(store, pc, w.route); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for k := 0; k < 20; k++ {
+		api.Next(testharness.CommitThenDrop())
+		ids = append(ids, w.execute(fmt.Sprintf("r3:%d", k), fmt.Sprintf("cluster post %d", k)).IntentID)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for k, srv := range c.Servers[:2] {
+		r := w.reconciler(fmt.Sprintf("node%d-worker", k), open(connect(srv.ClientURL())))
+		r.cfg.MaxWait = 100 * time.Millisecond
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = r.Run(wctx) }()
+	}
+	// Restart the third node while the workers run.
+	if err := c.Restart(2); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for !w.allIn(ids, fsm.Confirmed)() {
+		if time.Now().After(deadline) {
+			stop()
+			wg.Wait()
+			t.Fatal("not all confirmed in 3 minutes")
+		}
+		time.Sleep(50 * time.Millisecond)
+		clock.Advance(10 * time.Second)
+	}
+	stop()
+	wg.Wait()
+	if api.Effects() != 20 || api.Writes() != 20 {
+		t.Fatalf("effects %d writes %d, want 20", api.Effects(), api.Writes())
+	}
+}
