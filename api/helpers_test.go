@@ -52,24 +52,6 @@ func testTokens() []Token {
 	}
 }
 
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type envOptions struct {
 	dev    bool
 	tokens []Token
@@ -93,7 +75,7 @@ type env struct {
 	proj   *projector.Projector
 	srv    *Server
 	http   *httptest.Server
-	logs   *syncBuffer
+	logs   *testharness.SyncBuffer
 	logger *slog.Logger
 	// seen, when set, collects every response (for the secret scan).
 	seen *transcript
@@ -103,7 +85,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	logs := &syncBuffer{}
+	logs := &testharness.SyncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	n := testharness.StartNode(t)
 	clock := testharness.NewManualClock(t0)

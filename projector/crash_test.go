@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/testharness"
 )
 
 // The crash test runs the projector in a child process (this test binary,
@@ -97,7 +98,7 @@ func runAndKill(t *testing.T, url, db, mode string, stopAt uint64) (committed, b
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), helperEnv+"="+mode, helperURL+"="+url, helperDB+"="+db,
 		helperStopAt+"="+strconv.FormatUint(stopAt, 10))
-	var stderr syncBuffer
+	var stderr testharness.SyncBuffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/testharness"
 )
 
 func TestConfigValidateNamesTheField(t *testing.T) {
@@ -96,7 +97,7 @@ func TestOpenRefusesAStreamBehindTheCheckpoint(t *testing.T) {
 func TestQuarantineKeepsGoing(t *testing.T) {
 	ctx := context.Background()
 	lg := newTestLog(t)
-	logs := &syncBuffer{}
+	logs := &testharness.SyncBuffer{}
 	p := openProjector(t, lg.node.JS, "", func(c *Config) {
 		c.Batch = 3
 		c.Logger = slog.New(slog.NewTextHandler(logs, nil))

@@ -759,12 +759,21 @@ func (b *BookingAPI) handlePut(w http.ResponseWriter, r *http.Request) {
 	b.writeReply(w, rep)
 }
 
-func (b *BookingAPI) handleGet(w http.ResponseWriter, r *http.Request) {
+// acceptRead counts a read and checks its bearer token, answering 401
+// when it is missing or wrong.
+func (b *BookingAPI) acceptRead(w http.ResponseWriter, r *http.Request) bool {
 	b.mu.Lock()
 	b.reads++
 	b.mu.Unlock()
 	if !b.authorized(r) {
 		bookingError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid bearer token")
+		return false
+	}
+	return true
+}
+
+func (b *BookingAPI) handleGet(w http.ResponseWriter, r *http.Request) {
+	if !b.acceptRead(w, r) {
 		return
 	}
 	b.mu.Lock()
@@ -803,11 +812,7 @@ type bookingStatusJSON struct {
 // now-ReflectionDelay: a request received later is unknown (404), a change
 // that ended later is still processing.
 func (b *BookingAPI) handleStatus(w http.ResponseWriter, r *http.Request) {
-	b.mu.Lock()
-	b.reads++
-	b.mu.Unlock()
-	if !b.authorized(r) {
-		bookingError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid bearer token")
+	if !b.acceptRead(w, r) {
 		return
 	}
 	b.mu.Lock()

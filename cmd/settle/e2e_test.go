@@ -52,21 +52,9 @@ type server struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	url    string
-	stderr *syncBuffer
+	stderr *testharness.SyncBuffer
 	done   chan error
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -97,7 +85,7 @@ func startServe(t *testing.T, dataDir string, api *testharness.SocialAPI, extra 
 		"--routes", "../../examples/routes/social.yaml", "--workers", "2"}, mode...), extra...)
 	cmd := exec.Command(settleBinary(t), args...)
 	cmd.Env = append(append(os.Environ(), "SOCIAL_BASE_URL="+api.URL(), "SOCIAL_TOKEN="+api.Token()), env...)
-	s := &server{t: t, cmd: cmd, url: "http://" + addr, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	s := &server{t: t, cmd: cmd, url: "http://" + addr, stderr: &testharness.SyncBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = s.stderr
 	cmd.Stdout = s.stderr
 	if err := cmd.Start(); err != nil {
