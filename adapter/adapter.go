@@ -12,6 +12,11 @@ import (
 // such object.
 var ErrNotFound = errors.New("adapter: not found")
 
+// ErrAccountMismatch is returned (wrapped) by IdentityChecker.CheckAccount
+// when the route's credential does not act as the intent's account: a write
+// would be authored by someone else and could never be matched as ours.
+var ErrAccountMismatch = errors.New("adapter: account is not the credential's identity")
+
 // Capabilities tell the reconciler what a route's API offers.
 type Capabilities struct {
 	// IdempotencyKey: the API deduplicates writes by key for KeyRetention
@@ -26,6 +31,17 @@ type Capabilities struct {
 	Search bool
 	// SearchOmitsBody: Search results lack the body; Get each candidate.
 	SearchOmitsBody bool
+	// SearchAuthoritative: every record Search returns carries the object's
+	// author and (on routes whose writes have a parent) its parent, so a
+	// window that closes without an exact match proves that no write of
+	// this account with this payload landed in it. Only such a search may
+	// license a retry; any other search can only find, never clear.
+	SearchAuthoritative bool
+	// Correlation: every write carries a marker naming its intent, and
+	// Record.CorrelationID reads it back. An exact match then requires the
+	// marker to name the intent, and a record naming another intent is
+	// never ours.
+	Correlation bool
 }
 
 // WriteRequest is one attempt of an intent's write. IdempotencyKey is the
@@ -62,6 +78,9 @@ type Record struct {
 	// Partial is true when the listing omitted fields (body, assets):
 	// the reconciler must Get the full record before matching.
 	Partial bool
+	// CorrelationID is the intent id the object's correlation marker names
+	// ("" when it carries none); read only on routes with Correlation.
+	CorrelationID string
 }
 
 // SearchQuery asks for objects written as Account in [From, To].
@@ -132,6 +151,15 @@ type Adapter interface {
 	Writer
 	Searcher
 	Reader
+}
+
+// IdentityChecker is optional: before an intent is recorded, it checks that
+// the route's credential acts as account (for example by reading the
+// credential's own user), so that a write is never sent under an identity
+// that no search or readback could tie to the intent. A mismatch is an
+// error wrapping ErrAccountMismatch; nothing is recorded or written.
+type IdentityChecker interface {
+	CheckAccount(ctx context.Context, account string) error
 }
 
 // PayloadNormalizer is optional: it validates a caller's payload and returns

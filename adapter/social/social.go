@@ -88,6 +88,8 @@ func (a *Adapter) Capabilities() adapter.Capabilities {
 		StatusQuery:     false,
 		Search:          true,
 		SearchOmitsBody: a.cfg.OmitsBody,
+		// Every listed post carries author_id and parent_id.
+		SearchAuthoritative: true,
 	}
 }
 
