@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -28,19 +29,44 @@ var (
 // findChromium returns a Chromium binary: /usr/bin/chromium, another
 // Chromium or Chrome on PATH, or — once per test binary, as root and unless
 // SETTLE_NO_BROWSER_INSTALL is set — Debian's chromium installed with
-// apt-get. It skips the test, saying why, when none can be had.
+// apt-get. When none can be had it skips the test, saying why — except
+// under CI=true (.ci/run installs Chromium), where it fails: the console
+// must not go untested where it matters.
 func findChromium(t *testing.T) string {
 	t.Helper()
-	lookup := func() string {
-		if st, err := os.Stat(chromiumPath); err == nil && !st.IsDir() {
-			return chromiumPath
+	return findBrowser(t, os.Getenv("CI") != "", lookupChromium)
+}
+
+// lookupChromium is the browser lookup of findChromium.
+func lookupChromium() string {
+	if st, err := os.Stat(chromiumPath); err == nil && !st.IsDir() {
+		return chromiumPath
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless_shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
 		}
-		for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless_shell"} {
-			if p, err := exec.LookPath(name); err == nil {
-				return p
-			}
+	}
+	return ""
+}
+
+// skipper is the part of testing.TB findBrowser uses, so that its CI
+// behaviour can be tested without failing the test that tests it.
+type skipper interface {
+	Helper()
+	Logf(format string, args ...any)
+	Skip(args ...any)
+	Fatal(args ...any)
+}
+
+func findBrowser(t skipper, ci bool, lookup func() string) string {
+	t.Helper()
+	skip := func(why string) {
+		if ci {
+			t.Fatal("CI=true and no browser for the console test: " + why)
+			return
 		}
-		return ""
+		t.Skip(why)
 	}
 	if p := lookup(); p != "" {
 		return p
@@ -48,9 +74,11 @@ func findChromium(t *testing.T) string {
 	why := "no Chromium at " + chromiumPath + " or on PATH"
 	switch {
 	case os.Getenv("SETTLE_NO_BROWSER_INSTALL") != "":
-		t.Skip(why + "; SETTLE_NO_BROWSER_INSTALL is set, so no install was tried (apt-get install chromium to run this test)")
+		skip(why + "; SETTLE_NO_BROWSER_INSTALL is set, so no install was tried (apt-get install chromium to run this test)")
+		return ""
 	case os.Geteuid() != 0:
-		t.Skip(why + "; not root, so no install was tried (apt-get install chromium to run this test)")
+		skip(why + "; not root, so no install was tried (apt-get install chromium to run this test)")
+		return ""
 	}
 	installOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
@@ -73,7 +101,7 @@ func findChromium(t *testing.T) string {
 	if p := lookup(); p != "" {
 		return p
 	}
-	t.Skip(why + "; " + installResult)
+	skip(why + "; " + installResult)
 	return ""
 }
 
@@ -251,5 +279,37 @@ func screenshot(t *testing.T, ctx context.Context, suffix string) {
 	}
 	if err := os.WriteFile(path+suffix, png, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// recordingT records what findBrowser asks of the test.
+type recordingT struct {
+	skipped, fatal string
+}
+
+func (r *recordingT) Helper()             {}
+func (r *recordingT) Logf(string, ...any) {}
+func (r *recordingT) Skip(args ...any)    { r.skipped = strings.TrimSpace(fmt.Sprintln(args...)) }
+func (r *recordingT) Fatal(args ...any)   { r.fatal = strings.TrimSpace(fmt.Sprintln(args...)) }
+func noBrowser() string                   { return "" }
+func someBrowser() string                 { return "/opt/browser" }
+
+// Without a browser the console test skips on a developer's machine but
+// fails under CI=true (where .ci/run installs Chromium).
+func TestBrowserMissingFailsUnderCI(t *testing.T) {
+	t.Setenv("SETTLE_NO_BROWSER_INSTALL", "1") // no apt-get from this test
+	var dev, ci recordingT
+	if p := findBrowser(&dev, false, noBrowser); p != "" || dev.skipped == "" || dev.fatal != "" {
+		t.Fatalf("developer machine: path %q skip %q fatal %q", p, dev.skipped, dev.fatal)
+	}
+	if p := findBrowser(&ci, true, noBrowser); p != "" || ci.fatal == "" || ci.skipped != "" {
+		t.Fatalf("CI: path %q skip %q fatal %q", p, ci.skipped, ci.fatal)
+	}
+	if !strings.Contains(ci.fatal, "CI=true") {
+		t.Fatalf("CI failure does not say why: %q", ci.fatal)
+	}
+	var found recordingT
+	if p := findBrowser(&found, true, someBrowser); p != "/opt/browser" || found.fatal != "" || found.skipped != "" {
+		t.Fatalf("with a browser: %q %+v", p, found)
 	}
 }
