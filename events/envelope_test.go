@@ -210,3 +210,27 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestScopedIntentIDNamesTenantRouteAccountAndRequest(t *testing.T) {
+	base := ScopedIntentID("acme", "social_post", "acct_1", "task:1")
+	if err := ValidateIntentID(base); err != nil {
+		t.Fatal(err)
+	}
+	for name, other := range map[string]string{
+		"tenant":  ScopedIntentID("other", "social_post", "acct_1", "task:1"),
+		"route":   ScopedIntentID("acme", "social_other", "acct_1", "task:1"),
+		"account": ScopedIntentID("acme", "social_post", "acct_2", "task:1"),
+		"request": ScopedIntentID("acme", "social_post", "acct_1", "task:2"),
+		"v1":      IntentID("acme", "social_post", "task:1"),
+		"shifted": ScopedIntentID("acme", "social_post", "acct_1t", "ask:1"),
+	} {
+		if other == base {
+			t.Errorf("changing the %s keeps the id", name)
+		}
+	}
+	if !DerivedIntentID(base, "acme", "social_post", "acct_1", "task:1") ||
+		!DerivedIntentID(IntentID("acme", "social_post", "task:1"), "acme", "social_post", "acct_1", "task:1") ||
+		DerivedIntentID(base, "acme", "social_post", "acct_2", "task:1") {
+		t.Error("DerivedIntentID accepts the wrong ids")
+	}
+}

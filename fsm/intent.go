@@ -195,8 +195,8 @@ func (i *Intent) guard(e events.Event) error {
 	p := i.Recorded.Policy
 	switch d := e.Data.(type) {
 	case *events.IntentRecordedData:
-		if e.IntentID != events.IntentID(d.Tenant, d.Route, d.RequestID) {
-			return errors.New("intent id is not derived from tenant, route and request id")
+		if !events.DerivedIntentID(e.IntentID, d.Tenant, d.Route, d.Account, d.RequestID) {
+			return errors.New("intent id is not derived from tenant, route, account and request id")
 		}
 		if d.IdempotencyKey != events.IdempotencyKey(e.IntentID) {
 			return errors.New("idempotency key is not derived from the intent")

@@ -174,6 +174,9 @@ type DryRunReport struct {
 type prepared struct {
 	route    Route
 	intentID string
+	// legacyID is the intent's "intent/v1" id (without the account),
+	// under which an intent recorded before ScopedIntentID may exist.
+	legacyID string
 	rec      events.IntentRecordedData
 }
 
@@ -225,8 +228,8 @@ func (p *Producer) prepare(req Request) (*prepared, error) {
 	if planned.IsZero() {
 		planned = now
 	}
-	id := events.IntentID(req.Tenant, req.Route, req.RequestID)
-	return &prepared{route: route, intentID: id, rec: events.IntentRecordedData{
+	id := events.ScopedIntentID(req.Tenant, req.Route, req.Account, req.RequestID)
+	return &prepared{route: route, intentID: id, legacyID: events.IntentID(req.Tenant, req.Route, req.RequestID), rec: events.IntentRecordedData{
 		Tenant: req.Tenant, Route: req.Route, Account: req.Account, RequestID: req.RequestID,
 		IdempotencyKey: events.IdempotencyKey(id), ParentExternalID: req.ParentExternalID,
 		Payload: canon, PayloadSHA256: sum, Canon: events.CanonV1,
@@ -268,7 +271,7 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 	}
 	recordedNow := false
 	for round := 0; round < 5; round++ {
-		h, err := p.store.Load(ctx, pr.rec.Route, pr.intentID)
+		h, err := p.loadPrepared(ctx, pr)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return nil, fmt.Errorf("execute: %w", err)
 		}
@@ -446,6 +449,9 @@ func (p *Producer) dryRun(pr *prepared, h *History) (*Result, error) {
 	}
 	res.Intent, res.State, res.History = intent, intent.State, h.Events
 	rep.ExistingState = intent.State
+	// An intent recorded under its v1 id (see load) is reported as is.
+	rep.IntentID, res.IntentID, rep.Subject = intent.ID, intent.ID, events.Subject(pr.rec.Route, intent.ID)
+	rep.IdempotencyKey = intent.Recorded.IdempotencyKey
 	if err := sameRequest(intent.Recorded, pr.rec); err != nil {
 		return nil, err
 	}

@@ -342,7 +342,7 @@ func TestListPagingAndFilters(t *testing.T) {
 	if _, err := p.Get(ctx, events.IntentID("acme", "x", "nope")); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Get unknown: %v", err)
 	}
-	if _, err := p.ByRequestID(ctx, "acme", "social_post", "nope"); !errors.Is(err, ErrNotFound) {
+	if _, err := p.ByRequestID(ctx, "acme", "social_post", "acct_1", "nope"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("ByRequestID unknown: %v", err)
 	}
 	if _, err := p.ByExternalID(ctx, "nope"); !errors.Is(err, ErrNotFound) {

@@ -157,7 +157,7 @@ func TestProjectionEqualsFold(t *testing.T) {
 		if got, want := jsonOf(t, v), jsonOf(t, fv); got != want {
 			t.Fatalf("%s view differs from FoldView:\n got  %s\n want %s", id, got, want)
 		}
-		rv, err := b.ByRequestID(ctx, f.Recorded.Tenant, f.Recorded.Route, f.Recorded.RequestID)
+		rv, err := b.ByRequestID(ctx, f.Recorded.Tenant, f.Recorded.Route, f.Recorded.Account, f.Recorded.RequestID)
 		if err != nil {
 			t.Fatalf("ByRequestID %s: %v", id, err)
 		}

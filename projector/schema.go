@@ -12,7 +12,10 @@ import (
 
 // SchemaVersion names the layout of the views. A database written by
 // another version is refused: rebuild it from the log.
-const SchemaVersion = "settle.projector/v1"
+//
+// v2: request ids are scoped per account (events.ScopedIntentID), so one
+// tenant, route and request id may name several intents.
+const SchemaVersion = "settle.projector/v2"
 
 // Times are stored as fixed-width UTC text, so that they sort and compare
 // as strings and stay readable; a zero time is NULL.
@@ -57,7 +60,7 @@ var schema = []string{
 		payload_sha256  TEXT NOT NULL,
 		planned_at      TEXT NOT NULL
 	) STRICT`,
-	`CREATE UNIQUE INDEX IF NOT EXISTS intents_by_request ON intents (tenant, route, request_id)`,
+	`CREATE INDEX IF NOT EXISTS intents_by_request ON intents (tenant, route, account, request_id)`,
 	`CREATE INDEX IF NOT EXISTS intents_by_external ON intents (external_id) WHERE external_id != ''`,
 	`CREATE INDEX IF NOT EXISTS intents_by_created ON intents (created_at, intent_id)`,
 	`CREATE INDEX IF NOT EXISTS intents_by_state ON intents (state, created_at, intent_id)`,

@@ -64,6 +64,8 @@ type Quarantine struct {
 
 // Filter selects intents for List. Zero fields match everything.
 type Filter struct {
+	// Tenant, when set, lists only that tenant's intents.
+	Tenant  string
 	State   fsm.State
 	Route   string
 	Account string
@@ -239,10 +241,13 @@ func (p *Projector) Get(ctx context.Context, intentID string) (*IntentView, erro
 	return p.one(ctx, "get "+intentID, `WHERE i.intent_id = ?`, intentID)
 }
 
-// ByRequestID returns the intent a caller's request id maps to.
-func (p *Projector) ByRequestID(ctx context.Context, tenant, route, requestID string) (*IntentView, error) {
-	return p.one(ctx, fmt.Sprintf("by request id %s/%s/%q", tenant, route, requestID),
-		`WHERE i.tenant = ? AND i.route = ? AND i.request_id = ?`, tenant, route, requestID)
+// ByRequestID returns the intent a caller's request id maps to: request
+// ids are scoped per tenant, route and account (the newest, should an
+// intent under its v1 id and a scoped one both exist).
+func (p *Projector) ByRequestID(ctx context.Context, tenant, route, account, requestID string) (*IntentView, error) {
+	return p.one(ctx, fmt.Sprintf("by request id %s/%s/%q/%q", tenant, route, account, requestID),
+		`WHERE i.tenant = ? AND i.route = ? AND i.account = ? AND i.request_id = ? ORDER BY i.created_at DESC LIMIT 1`,
+		tenant, route, account, requestID)
 }
 
 // ByExternalID returns every intent whose last known external object is
@@ -305,6 +310,9 @@ func (p *Projector) List(ctx context.Context, f Filter) (Page, error) {
 		conds []string
 		args  []any
 	)
+	if f.Tenant != "" {
+		conds, args = append(conds, "i.tenant = ?"), append(args, f.Tenant)
+	}
 	if f.State != "" {
 		conds, args = append(conds, "i.state = ?"), append(args, string(f.State))
 	}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/errors"
+	"github.com/gofrs/flock"
+)
+
+// The layout of a data directory (serve --data, audit --data, views
+// rebuild --data).
+const (
+	lockFile      = "settle.lock"
+	jetstreamDir  = "jetstream"
+	viewsFile     = "views.db"
+	dataDirPerm   = 0o700
+	dataFilePerm  = 0o600
+	lockRetryNote = "stop that process first (kill PID, then wait for it to exit), or give another --data"
+)
+
+// ErrDataDirInUse: another process holds the data directory's lock.
+var ErrDataDirInUse = errors.New("data directory in use")
+
+// dataDir is a locked data directory. One process owns a data directory
+// for its whole life: two embedded nats-servers on one JetStream store, or
+// an offline audit next to a live server, corrupt or misread the log.
+type dataDir struct {
+	path string
+	lock *flock.Flock
+}
+
+// lockDataDir takes the exclusive lock of dir for command ("settle
+// serve"). With create, dir is created (0700) when missing; an existing
+// dir is tightened to 0700, since it holds payloads. The lock is an
+// advisory flock on dir/settle.lock, released by the kernel when the
+// process dies; the file names the holder's pid for the next one.
+func lockDataDir(dir, command string, create bool) (*dataDir, error) {
+	if dir == "" {
+		return nil, errors.New("--data: is required")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--data %s: %w", dir, err)
+	}
+	st, err := os.Stat(abs)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && create:
+		if err := os.MkdirAll(abs, dataDirPerm); err != nil {
+			return nil, fmt.Errorf("--data %s: %w", dir, err)
+		}
+	case err != nil:
+		return nil, errors.WithHint(fmt.Errorf("--data %s: %w", dir, err), "give the directory settle serve --data uses")
+	case !st.IsDir():
+		return nil, fmt.Errorf("--data %s: not a directory", dir)
+	case create && st.Mode().Perm()&0o077 != 0:
+		if err := os.Chmod(abs, dataDirPerm); err != nil {
+			return nil, fmt.Errorf("--data %s: cannot make it private (0700): %w", dir, err)
+		}
+	}
+	path := filepath.Join(abs, lockFile)
+	fl := flock.New(path, flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(dataFilePerm))
+	ok, err := fl.TryLock()
+	if err != nil {
+		return nil, fmt.Errorf("--data %s: lock %s: %w", dir, path, err)
+	}
+	if !ok {
+		holder := describeHolder(path)
+		return nil, errors.WithHint(fmt.Errorf("%w: %s is locked by %s", ErrDataDirInUse, abs, holder), lockRetryNote)
+	}
+	info := fmt.Sprintf("pid %d\ncommand %s\nsince %s\n", os.Getpid(), command, time.Now().UTC().Format(time.RFC3339))
+	// The pid is a courtesy for the next process's message; the flock is
+	// what excludes it.
+	_ = os.WriteFile(path, []byte(info), dataFilePerm)
+	return &dataDir{path: abs, lock: fl}, nil
+}
+
+// describeHolder reads the pid and command the lock's holder wrote.
+func describeHolder(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "another process"
+	}
+	var pid, cmd, since string
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(line, " ")
+		switch k {
+		case "pid":
+			if _, err := strconv.Atoi(v); err == nil {
+				pid = v
+			}
+		case "command":
+			cmd = v
+		case "since":
+			since = v
+		}
+	}
+	if pid == "" {
+		return "another process"
+	}
+	s := "pid " + pid
+	if cmd != "" {
+		s += " (" + clipLine(cmd, 64)
+		if since != "" {
+			s += ", since " + clipLine(since, 40)
+		}
+		s += ")"
+	}
+	return s
+}
+
+func clipLine(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// Store is the JetStream store directory inside the data directory.
+func (d *dataDir) Store() string { return filepath.Join(d.path, jetstreamDir) }
+
+// Views is the projector's SQLite file inside the data directory.
+func (d *dataDir) Views() string { return filepath.Join(d.path, viewsFile) }
+
+// Path is the data directory.
+func (d *dataDir) Path() string { return d.path }
+
+// Unlock releases the lock (the kernel does it too when the process ends).
+func (d *dataDir) Unlock() {
+	if d != nil && d.lock != nil {
+		_ = d.lock.Unlock()
+	}
+}
+
+// privateViews makes the views file (and SQLite's side files) readable by
+// the owner only: the views hold payloads. A missing file is created
+// empty with 0600 so that SQLite keeps that mode.
+func privateViews(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, dataFilePerm)
+	if err != nil {
+		return fmt.Errorf("views %s: %w", path, err)
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, dataFilePerm); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("views %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// auditStoreDir maps audit's --data to the JetStream store: the data
+// directory given to serve (DIR/jetstream is its store). For logs written
+// before, the store directory itself (DIR/jetstream/... of an older
+// serve, or any nats-server store_dir) is accepted too, and said so.
+func auditStoreDir(dir string) (lockDir, store string, err error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", "", fmt.Errorf("--data %s: %w", dir, err)
+	}
+	if isDir(filepath.Join(abs, jetstreamDir, "jetstream")) || isFile(filepath.Join(abs, lockFile)) || isFile(filepath.Join(abs, viewsFile)) {
+		return abs, filepath.Join(abs, jetstreamDir), nil
+	}
+	if isDir(filepath.Join(abs, "jetstream")) && (isFile(filepath.Join(filepath.Dir(abs), lockFile)) || isFile(filepath.Join(filepath.Dir(abs), viewsFile))) {
+		// DIR is serve's store: lock its data directory.
+		return filepath.Dir(abs), abs, nil
+	}
+	return "", "", errors.WithHint(fmt.Errorf("--data %s: not a settle data directory (no %s/ store, no %s)", dir, jetstreamDir, viewsFile),
+		"give the directory settle serve --data used, or --nats-url for a running server")
+}
+
+func isDir(p string) bool  { st, err := os.Stat(p); return err == nil && st.IsDir() }
+func isFile(p string) bool { st, err := os.Stat(p); return err == nil && !st.IsDir() }
