@@ -20,7 +20,11 @@ func newKeyring(tokens []Token) *keyring {
 	k := &keyring{}
 	for _, t := range tokens {
 		k.digests = append(k.digests, sha256.Sum256([]byte(t.Secret)))
-		k.tokens = append(k.tokens, principal{name: t.Name, scopes: slices.Clone(t.Scopes),
+		tenant := t.Tenant
+		if tenant == "" {
+			tenant = DefaultTenant
+		}
+		k.tokens = append(k.tokens, principal{name: t.Name, tenant: tenant, scopes: slices.Clone(t.Scopes),
 			routes: slices.Clone(t.Routes), accounts: slices.Clone(t.Accounts)})
 	}
 	return k
@@ -75,7 +79,7 @@ func bearer(r *http.Request) (string, authError) {
 // authenticate returns the caller of r, or the reason it has none.
 func (s *Server) authenticate(r *http.Request) (*principal, authError) {
 	if s.cfg.Dev && r.Header.Get("Authorization") == "" {
-		return &principal{name: "dev", dev: true}, ""
+		return &principal{name: "dev", tenant: DefaultTenant, dev: true}, ""
 	}
 	secret, aerr := bearer(r)
 	if aerr != "" {

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 )
@@ -29,6 +31,10 @@ func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, *Problem) {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
 			return nil, newProblem(http.StatusRequestEntityTooLarge, ProbTooLarge, fmt.Sprintf("the body exceeds %d bytes", MaxBodyBytes))
+		}
+		var ne net.Error
+		if errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+			return nil, newProblem(http.StatusRequestTimeout, ProbTimeout, "the body did not arrive within the server's read timeout; nothing was recorded")
 		}
 		return nil, invalid("body", "the body could not be read")
 	}

@@ -34,16 +34,36 @@ const MinSecretLen = 16
 // MaxMaxWait bounds Config.MaxWait.
 const MaxMaxWait = 10 * time.Minute
 
+// DefaultTenant is the tenant of a token that names none, and of dev mode.
+const DefaultTenant = "default"
+
 // Token is one API credential. The secret is sent as
 // "Authorization: Bearer <secret>"; Name identifies the caller in logs and
-// is the operator recorded in operator events. Routes and Accounts, when
-// not empty, limit the intents the token may submit, read or operate on.
+// is the operator recorded in operator events. Tenant (DefaultTenant when
+// empty) scopes everything the token does: its request ids name intents
+// of that tenant only, and it sees no other tenant's intents. Routes and
+// Accounts, when not empty, limit the intents the token may submit, read
+// or operate on.
 type Token struct {
 	Name     string
 	Secret   string
+	Tenant   string
 	Scopes   []string
 	Routes   []string
 	Accounts []string
+}
+
+// TokenError is a problem with one token of Config.Tokens. Field is the
+// Go field ("Secret", "Scopes[1]"); callers that read tokens from a file
+// map it to the file's names.
+type TokenError struct {
+	Index  int
+	Field  string
+	Reason string
+}
+
+func (e *TokenError) Error() string {
+	return fmt.Sprintf("api config: Tokens[%d].%s: %s", e.Index, e.Field, e.Reason)
 }
 
 // Config configures a Server.
@@ -71,14 +91,24 @@ type Config struct {
 	// Logger receives one line per request (never a header or a secret).
 	Logger *slog.Logger
 	// Metrics collects counters fed by the server and by the caller
-	// (ObserveReconcile, CountCall). Nil: New creates one.
+	// (CountCall, ObserveWrite, ObserveSettle). Nil: New creates one.
 	Metrics *Metrics
+	// ReadTimeout bounds reading a whole request, body included (a body
+	// trickled slower is cut off); ReadHeaderTimeout the headers alone;
+	// IdleTimeout a kept-alive connection between requests; MaxHeaderBytes
+	// the request headers (larger: 431). Applied by HTTPServer.
+	ReadTimeout       time.Duration
+	ReadHeaderTimeout time.Duration
+	IdleTimeout       time.Duration
+	MaxHeaderBytes    int
 }
 
 // DefaultConfig returns a config with the defaults; Producer, Projector
 // and Tokens (or Dev with a loopback Addr) must still be set.
 func DefaultConfig() Config {
-	return Config{Now: time.Now, MaxWait: 30 * time.Second, Logger: slog.Default()}
+	return Config{Now: time.Now, MaxWait: 30 * time.Second, Logger: slog.Default(),
+		ReadTimeout: 60 * time.Second, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+		MaxHeaderBytes: 64 << 10}
 }
 
 // Validate checks the config. Errors name the field (Tokens[1].Secret,
@@ -104,51 +134,90 @@ func (c Config) Validate() error {
 	} else if len(c.Tokens) == 0 {
 		return bad("Tokens", "at least one token is required unless Dev is set")
 	}
+	if c.ReadTimeout <= 0 || c.ReadHeaderTimeout <= 0 || c.IdleTimeout <= 0 {
+		return bad("ReadTimeout", "ReadTimeout, ReadHeaderTimeout and IdleTimeout must be positive")
+	}
+	if c.MaxHeaderBytes < 4096 {
+		return bad("MaxHeaderBytes", "must be at least 4096")
+	}
+	var routes []string
+	if c.Producer != nil {
+		routes = c.Producer.RouteNames()
+	}
+	return ValidateTokens(c.Tokens, routes)
+}
+
+// ValidateTokens checks tokens: names, secrets, tenant, scopes and limits.
+// A route limit must name one of routes (nil: routes are not checked).
+// The error is a *TokenError naming token and field; it never contains a
+// secret.
+func ValidateTokens(tokens []Token, routes []string) error {
 	names := map[string]bool{}
 	digests := map[[32]byte]bool{}
-	for i, t := range c.Tokens {
-		f := fmt.Sprintf("Tokens[%d].", i)
+	for i, t := range tokens {
+		bad := func(field, reason string) error { return &TokenError{Index: i, Field: field, Reason: reason} }
 		if err := validateName(t.Name); err != nil {
-			return bad(f+"Name", err.Error())
+			return bad("Name", err.Error())
 		}
 		if names[t.Name] {
-			return bad(f+"Name", fmt.Sprintf("%q is used by two tokens", t.Name))
+			return bad("Name", fmt.Sprintf("%q is used by two tokens", t.Name))
 		}
 		names[t.Name] = true
 		switch {
 		case len(t.Secret) < MinSecretLen:
-			return bad(f+"Secret", fmt.Sprintf("is shorter than %d bytes", MinSecretLen))
+			return bad("Secret", fmt.Sprintf("is shorter than %d bytes", MinSecretLen))
 		case !printableASCII(t.Secret):
-			return bad(f+"Secret", "must be printable ASCII without white space")
+			return bad("Secret", "must be printable ASCII without white space")
 		case strings.Contains(t.Name, t.Secret):
 			// The name is written to logs and events: it must not reveal the secret.
-			return bad(f+"Name", "must not contain the secret")
+			return bad("Name", "must not contain the secret")
 		}
 		d := sha256.Sum256([]byte(t.Secret))
 		if digests[d] {
-			return bad(f+"Secret", "is the secret of another token")
+			return bad("Secret", "is the secret of another token")
 		}
 		digests[d] = true
+		if t.Tenant != "" {
+			if err := events.ValidateToken("tenant", t.Tenant); err != nil {
+				var fe *events.FieldError
+				if errors.As(err, &fe) {
+					return bad("Tenant", fe.Reason)
+				}
+				return bad("Tenant", err.Error())
+			}
+		}
 		if len(t.Scopes) == 0 {
-			return bad(f+"Scopes", "at least one scope is required")
+			return bad("Scopes", "at least one scope is required")
 		}
 		for j, s := range t.Scopes {
 			if s != ScopeSubmit && s != ScopeRead && s != ScopeOperate {
-				return bad(fmt.Sprintf("%sScopes[%d]", f, j), fmt.Sprintf("%q is not submit, read or operate", s))
+				return bad(fmt.Sprintf("Scopes[%d]", j), fmt.Sprintf("%q is not submit, read or operate", s))
 			}
 		}
 		for j, r := range t.Routes {
 			if err := events.ValidateToken("route", r); err != nil {
-				return bad(fmt.Sprintf("%sRoutes[%d]", f, j), err.Error())
+				return bad(fmt.Sprintf("Routes[%d]", j), reasonOf(err))
+			}
+			if routes != nil && !slices.Contains(routes, r) {
+				return bad(fmt.Sprintf("Routes[%d]", j), fmt.Sprintf("route %q is not configured (configured: %s)", r, strings.Join(routes, ", ")))
 			}
 		}
 		for j, a := range t.Accounts {
 			if err := events.ValidateFreeform("account", a); err != nil {
-				return bad(fmt.Sprintf("%sAccounts[%d]", f, j), err.Error())
+				return bad(fmt.Sprintf("Accounts[%d]", j), reasonOf(err))
 			}
 		}
 	}
 	return nil
+}
+
+// reasonOf is a FieldError's reason (the field is named by the caller).
+func reasonOf(err error) string {
+	var fe *events.FieldError
+	if errors.As(err, &fe) {
+		return fe.Reason
+	}
+	return err.Error()
 }
 
 // validateName checks a token or operator name: 1..64 bytes of printable
@@ -210,10 +279,17 @@ func isLoopbackHost(host string) bool {
 // principal is the authenticated caller of one request.
 type principal struct {
 	name     string
+	tenant   string
 	scopes   []string
 	routes   []string
 	accounts []string
 	dev      bool
+}
+
+// mayRead: p may see intent (tenant, route, account): read scope, its
+// tenant, and its route and account limits.
+func (p *principal) mayRead(tenant, route, account string) bool {
+	return p.has(ScopeRead) && p.tenant == tenant && p.routeAllowed(route) && p.accountAllowed(account)
 }
 
 func (p *principal) has(scope string) bool { return p.dev || slices.Contains(p.scopes, scope) }
@@ -226,4 +302,8 @@ func (p *principal) accountAllowed(account string) bool {
 	return len(p.accounts) == 0 || slices.Contains(p.accounts, account)
 }
 
-func (p *principal) unrestricted() bool { return len(p.routes) == 0 && len(p.accounts) == 0 }
+// unrestricted: no route or account limit, and the default tenant (the
+// operator's): such a token may read figures over every intent.
+func (p *principal) unrestricted() bool {
+	return len(p.routes) == 0 && len(p.accounts) == 0 && p.tenant == DefaultTenant
+}

@@ -32,6 +32,7 @@ const (
 	secretAdmin     = "tok_admin_7f3a9c2e5b8d1f4a6c0e"
 	secretReader    = "tok_reader_2b7e9d4c1a8f3e6b5d0c"
 	secretSubmitter = "tok_submit_9c4e1b7a3f6d2e8c5a0b"
+	secretAgent     = "tok_agent_6e1c8a3f9b2d7e4c5a0d"
 	secretOperator  = "tok_operate_5a8c3e1f7b2d9e4c6a0f"
 	secretRouteLtd  = "tok_routeltd_3e9b6c2a8f1d5e7c4b0a"
 	secretAcctLtd   = "tok_acctltd_8d2f5b9e1c7a4e3b6d0c"
@@ -46,6 +47,7 @@ func testTokens() []Token {
 		{Name: "admin", Secret: secretAdmin, Scopes: all},
 		{Name: "reader", Secret: secretReader, Scopes: []string{ScopeRead}},
 		{Name: "submitter", Secret: secretSubmitter, Scopes: []string{ScopeSubmit}},
+		{Name: "agent", Secret: secretAgent, Scopes: []string{ScopeSubmit, ScopeRead}},
 		{Name: "ops", Secret: secretOperator, Scopes: []string{ScopeOperate, ScopeRead}},
 		{Name: "route-limited", Secret: secretRouteLtd, Scopes: all, Routes: []string{"social_other"}},
 		{Name: "account-limited", Secret: secretAcctLtd, Scopes: all, Accounts: []string{"acct_other"}},

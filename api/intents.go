@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -179,20 +181,23 @@ func (s *Server) parseSubmit(w http.ResponseWriter, r *http.Request) (*submitBod
 	}); prob != nil {
 		return nil, prob
 	}
-	hdr := r.Header.Values("Idempotency-Key")
+	hdr := r.Header.Values(IdempotencyKeyHeader)
 	if len(hdr) > 1 {
-		return nil, invalid("request_id", "request_id: the Idempotency-Key header appears more than once")
+		return nil, invalid(IdempotencyKeyHeader, IdempotencyKeyHeader+": the header appears more than once")
 	}
 	if len(hdr) == 1 {
 		key, err := parseIdempotencyKey(hdr[0])
 		if err != nil {
-			return nil, invalid("request_id", "request_id: the Idempotency-Key header is not a valid sf-string: "+err.Error())
+			return nil, invalid(IdempotencyKeyHeader, IdempotencyKeyHeader+": is not a valid sf-string (\"key\") or bare key: "+err.Error())
 		}
 		if key == "" {
-			return nil, invalid("request_id", "request_id: the Idempotency-Key header is empty")
+			return nil, invalid(IdempotencyKeyHeader, IdempotencyKeyHeader+": the header is empty")
+		}
+		if err := events.ValidateFreeform("request_id", key); err != nil {
+			return nil, invalid(IdempotencyKeyHeader, IdempotencyKeyHeader+": "+reasonOf(err))
 		}
 		if b.RequestID != "" && b.RequestID != key {
-			return nil, invalid("request_id", "request_id: the body's request_id and the Idempotency-Key header differ")
+			return nil, invalid(IdempotencyKeyHeader, IdempotencyKeyHeader+": the header and the body's request_id differ")
 		}
 		b.RequestID = key
 	}
@@ -214,20 +219,32 @@ func (s *Server) parseSubmit(w http.ResponseWriter, r *http.Request) (*submitBod
 	return &b, nil
 }
 
-// parseWait reads ?wait= (a Go duration like 5s, or whole seconds),
-// bounded by MaxWait.
+// IdempotencyKeyHeader is the header of the IETF Idempotency-Key draft:
+// the request id, as an sf-string ("key") or a bare key.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// maxWaitSeconds is the largest ?wait= in whole seconds that a
+// time.Duration holds.
+const maxWaitSeconds = math.MaxInt64 / int64(time.Second)
+
+// parseWait reads ?wait= (a Go duration like 5s, or whole seconds). A
+// value beyond MaxWait waits MaxWait; a negative one, or one too large
+// for a duration, is refused.
 func (s *Server) parseWait(q url.Values) (time.Duration, *Problem) {
 	v := q.Get("wait")
 	if v == "" {
 		return 0, nil
 	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		n, nerr := strconv.Atoi(v)
-		if nerr != nil {
-			return 0, invalid("wait", "wait: must be a duration like 5s")
+	var d time.Duration
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n > maxWaitSeconds {
+			return 0, invalid("wait", fmt.Sprintf("wait: %s seconds is out of range (the server waits at most %s)", clip(v, 32), s.cfg.MaxWait))
 		}
 		d = time.Duration(n) * time.Second
+	} else if errors.Is(err, strconv.ErrRange) {
+		return 0, invalid("wait", fmt.Sprintf("wait: %s is out of range (the server waits at most %s)", clip(v, 32), s.cfg.MaxWait))
+	} else if d, err = time.ParseDuration(v); err != nil {
+		return 0, invalid("wait", "wait: must be a duration like 5s or whole seconds, within range")
 	}
 	if d < 0 {
 		return 0, invalid("wait", "wait: must not be negative")
@@ -236,11 +253,6 @@ func (s *Server) parseWait(q url.Values) (time.Duration, *Problem) {
 }
 
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, p *principal) error {
-	for k := range r.URL.Query() {
-		if k != "wait" {
-			return invalid(clip(k, 64), clip(k, 64)+": unknown query parameter")
-		}
-	}
 	wait, prob := s.parseWait(r.URL.Query())
 	if prob != nil {
 		return prob
@@ -255,7 +267,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, p *princip
 	if !p.accountAllowed(b.Account) {
 		return newProblem(http.StatusForbidden, ProbForbidden, "the token may not use this account").withField("account")
 	}
-	req := producer.Request{Route: b.Route, Account: b.Account, RequestID: b.RequestID,
+	req := producer.Request{Tenant: p.tenant, Route: b.Route, Account: b.Account, RequestID: b.RequestID,
 		ParentExternalID: b.ParentExternalID, Payload: b.Payload, PlannedAt: b.PlannedAt,
 		ExpiresAt: b.ExpiresAt, DryRun: b.DryRun}
 
@@ -268,13 +280,20 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, p *princip
 			return executeProblem(err, nil)
 		}
 		d := res.DryRun
+		if d.ExistingState != "" && !p.mayRead(p.tenant, b.Route, b.Account) {
+			return replayForbidden()
+		}
+		wouldAppend := d.WouldAppend
+		if wouldAppend == nil {
+			wouldAppend = []events.Type{}
+		}
 		writeJSON(w, http.StatusOK, DryRunView{DryRun: true, IntentID: d.IntentID, Route: res.Route, Subject: d.Subject,
 			IdempotencyKey: d.IdempotencyKey, PayloadSHA256: d.PayloadSHA256, CanonicalPayload: d.CanonicalPayload,
-			ExistingState: d.ExistingState, WouldAppend: d.WouldAppend, WouldWrite: d.WouldWrite, Reason: d.Reason})
+			ExistingState: d.ExistingState, WouldAppend: wouldAppend, WouldWrite: d.WouldWrite, Reason: d.Reason})
 		return nil
 	}
 
-	key := b.Route + "\x00" + b.RequestID
+	key := p.tenant + "\x00" + b.Route + "\x00" + b.Account + "\x00" + b.RequestID
 	var release func()
 	for release == nil {
 		var busy <-chan struct{}
@@ -300,6 +319,15 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, p *princip
 	if err != nil {
 		return executeProblem(err, res)
 	}
+	// A replay shows the intent as it is now: only to a token that may
+	// read it (the request's tenant, route and account are the token's
+	// already; the read scope is what a submit-only token lacks).
+	if res.Replayed && !p.mayRead(p.tenant, b.Route, b.Account) {
+		return replayForbidden()
+	}
+	if !res.Replayed {
+		s.metrics.observeSubmitWrite(res.Route, res.History)
+	}
 	// The answer is read from the log: fresh, with its stream sequence.
 	// Should that read fail after a write was made, Execute's own history
 	// answers: the write happened and the client must learn of it.
@@ -310,7 +338,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, p *princip
 	} else {
 		h, err = s.cfg.Producer.Store().Load(ctx, res.Route, res.IntentID)
 		if err != nil && !res.Replayed && len(res.History) > 0 {
-			s.log.Warn("api: re-reading a submitted intent failed; answering from Execute's history", "intent", res.IntentID, "err", err.Error())
+			s.log.Warn("api: re-reading a submitted intent failed; answering from Execute's history", "intent", res.IntentID, "err", SafeError(err))
 			h, err = &producer.History{Route: res.Route, Events: res.History}, nil
 		}
 	}
@@ -339,6 +367,13 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, p *princip
 	}
 	writeJSON(w, http.StatusCreated, d)
 	return nil
+}
+
+// replayForbidden: the request id names an existing intent the token may
+// not read. Nothing of the intent is shown.
+func replayForbidden() *Problem {
+	return newProblem(http.StatusForbidden, ProbForbidden,
+		"this request id names an existing intent, and the token lacks the read scope to be shown it; nothing was written").withField(IdempotencyKeyHeader)
 }
 
 // OutcomeLabel is the outcome label of settle_external_calls_total for an
@@ -446,6 +481,10 @@ func (s *Server) loadAuthorized(r *http.Request, p *principal) (*producer.Histor
 	if err != nil {
 		return nil, nil, err
 	}
+	if i.Recorded.Tenant != p.tenant {
+		// Another tenant's intent: not even its existence is shown.
+		return nil, nil, newProblem(http.StatusNotFound, ProbNotFound, "no such intent").withIntent(id, "")
+	}
 	if !p.routeAllowed(i.Route()) || !p.accountAllowed(i.Account()) {
 		return nil, nil, newProblem(http.StatusForbidden, ProbForbidden, "the token may not see this intent's route or account").withIntent(id, "")
 	}
@@ -468,13 +507,10 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, p *principal)
 // --- GET /v1/intents ---
 
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request, p *principal) error {
-	q := r.URL.Query()
-	var f projector.Filter
+	q := r.URL.Query() // checked by checkQuery: known parameters, each once
+	f := projector.Filter{Tenant: p.tenant}
 	for k, vs := range q {
 		name := clip(k, 64)
-		if len(vs) > 1 {
-			return invalid(name, name+": appears more than once")
-		}
 		v := vs[0]
 		switch k {
 		case "state":
@@ -540,6 +576,9 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, p *principal
 	writeJSON(w, http.StatusOK, page)
 	return nil
 }
+
+// listParams are the query parameters of GET /v1/intents.
+var listParams = []string{"state", "route", "account", "from", "to", "limit", "after"}
 
 func validState(s fsm.State) bool {
 	for _, x := range fsm.AllStates() {

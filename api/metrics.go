@@ -2,54 +2,66 @@ package api
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"math"
-	"slices"
-	"sort"
+	"net/http"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
 )
 
-// ReconcileBuckets are the upper bounds (seconds) of the
-// settle_reconcile_latency_seconds histogram.
-var ReconcileBuckets = []float64{0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
+// LatencyBuckets are the upper bounds (seconds) of the write and settle
+// latency histograms: from a fast API call to an unknown outcome settled
+// after an hour of eventual consistency.
+var LatencyBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
 
-// Metrics holds the counters and the histogram the server exposes on
-// /metrics next to the gauges it reads from the projector. It is safe for
-// concurrent use; the zero value is not, use NewMetrics.
+// Metrics holds what /metrics exposes, in its own Prometheus registry
+// (client_golang: the exposition format, its escaping and content
+// negotiation are the library's, not hand-written). Counters and
+// histograms are fed by the server and by the caller's wiring
+// (CountCall, ObserveWrite, ObserveSettle); the gauges over intents are
+// read from the projector at each scrape. Safe for concurrent use; make
+// one with NewMetrics.
 type Metrics struct {
-	mu         sync.Mutex
-	recBuckets []uint64 // cumulative per ReconcileBuckets bound
-	recCount   uint64
-	recSum     float64
-	calls      map[[2]string]uint64 // route, outcome
-	http       map[int]uint64       // status code
+	reg      *prometheus.Registry
+	calls    *prometheus.CounterVec
+	writes   *prometheus.HistogramVec
+	settles  *prometheus.HistogramVec
+	http     *prometheus.CounterVec
+	intents  *prometheus.GaugeVec
+	oldest   prometheus.Gauge
+	checkpnt prometheus.Gauge
 }
 
-// NewMetrics returns empty metrics.
+// NewMetrics returns empty metrics in a new registry (with the Go runtime
+// and process collectors).
 func NewMetrics() *Metrics {
-	return &Metrics{recBuckets: make([]uint64, len(ReconcileBuckets)), calls: map[[2]string]uint64{}, http: map[int]uint64{}}
-}
-
-// ObserveReconcile records how long an unknown outcome took to settle
-// (from unknown to a settled state), e.g. from the reconciler's step hook.
-// Negative durations count as 0.
-func (m *Metrics) ObserveReconcile(d time.Duration) {
-	s := max(d.Seconds(), 0)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.recCount++
-	m.recSum += s
-	for i, b := range ReconcileBuckets {
-		if s <= b {
-			m.recBuckets[i]++
-		}
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "settle_external_calls_total",
+			Help: "External write calls by route and outcome (confirmed, succeeded, rejected, unknown)."}, []string{"route", "outcome"}),
+		writes: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "settle_write_latency_seconds",
+			Help:    "Duration of one external write attempt, from its acknowledged WriteStarted to its outcome, by route and outcome.",
+			Buckets: LatencyBuckets}, []string{"route", "outcome"}),
+		settles: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "settle_settle_latency_seconds",
+			Help:    "Time from an unknown outcome to the intent's settlement (confirmed, failed, abandoned or handed to a human: manual_action), by route and result. Writes whose outcome was known at once are not counted.",
+			Buckets: LatencyBuckets}, []string{"route", "result"}),
+		http: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "settle_http_requests_total",
+			Help: "HTTP requests served by status code."}, []string{"code"}),
+		intents: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "settle_intents",
+			Help: "Intents per lifecycle state (projector view)."}, []string{"state"}),
+		oldest: prometheus.NewGauge(prometheus.GaugeOpts{Name: "settle_unknown_oldest_age_seconds",
+			Help: "Age of the oldest unsettled unknown outcome (0 when none)."}),
+		checkpnt: prometheus.NewGauge(prometheus.GaugeOpts{Name: "settle_projector_checkpoint_sequence",
+			Help: "Stream sequence the projector's views are at."}),
 	}
+	m.reg.MustRegister(m.calls, m.writes, m.settles, m.http, m.intents, m.oldest, m.checkpnt,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
 }
 
 // CountCall counts one external call of route with its outcome (e.g.
@@ -57,104 +69,115 @@ func (m *Metrics) ObserveReconcile(d time.Duration) {
 // producer.Config.OnCall (see OutcomeLabel); the server does not count
 // calls itself, so nothing is counted twice.
 func (m *Metrics) CountCall(route, outcome string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.calls[[2]string{route, outcome}]++
+	m.calls.WithLabelValues(route, outcome).Inc()
+}
+
+// ObserveWrite records one write attempt's duration (WriteStarted to its
+// outcome). The server observes the writes of its submits; the caller's
+// wiring observes the reconcilers' retries. Negative durations count as 0.
+func (m *Metrics) ObserveWrite(route, outcome string, d time.Duration) {
+	m.writes.WithLabelValues(route, outcome).Observe(max(d.Seconds(), 0))
+}
+
+// ObserveSettle records how long an unknown outcome took to settle, with
+// the state it settled in. Feed it with SettleLatency.
+func (m *Metrics) ObserveSettle(route, result string, d time.Duration) {
+	m.settles.WithLabelValues(route, result).Observe(max(d.Seconds(), 0))
+}
+
+// observeSubmitWrite records the write a submit's Execute made: the last
+// attempt of its history, when it started and ended in this history.
+func (m *Metrics) observeSubmitWrite(route string, h []events.Event) {
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].Type != events.WriteStarted {
+			continue
+		}
+		for _, o := range h[i+1:] {
+			if o.AttemptID == h[i].AttemptID && IsOutcome(o.Type) {
+				m.ObserveWrite(route, OutcomeLabel(o.Type), o.At.Sub(h[i].At))
+				return
+			}
+		}
+		return
+	}
+}
+
+// IsOutcome reports whether t closes a write attempt.
+func IsOutcome(t events.Type) bool {
+	switch t {
+	case events.WriteConfirmed, events.WriteSucceeded, events.WriteRejected, events.OutcomeUnknown:
+		return true
+	}
+	return false
+}
+
+// SettleLatency reads, from an intent's history, how long its unknown
+// outcome took to settle: from the first OutcomeUnknown to the last
+// event, when that event left the intent settled (confirmed, failed,
+// abandoned, manual_action). ok is false for an intent that never had an
+// unknown outcome or is not settled.
+func SettleLatency(h []events.Event) (d time.Duration, result fsm.State, ok bool) {
+	if len(h) == 0 {
+		return 0, "", false
+	}
+	i, err := fsm.Fold(h)
+	if err != nil {
+		return 0, "", false
+	}
+	switch i.State {
+	case fsm.Confirmed, fsm.Failed, fsm.Abandoned, fsm.ManualAction:
+	default:
+		return 0, "", false
+	}
+	for _, e := range h {
+		if e.Type == events.OutcomeUnknown {
+			return h[len(h)-1].At.Sub(e.At), i.State, true
+		}
+	}
+	return 0, "", false
 }
 
 func (m *Metrics) countHTTP(code int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.http[code]++
+	m.http.WithLabelValues(strconv.Itoa(code)).Inc()
 }
 
-// labelValue escapes a Prometheus label value (backslash, quote, newline).
-func labelValue(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
-}
-
-func fmtFloat(f float64) string {
-	switch {
-	case math.IsInf(f, 1):
-		return "+Inf"
-	case math.IsInf(f, -1):
-		return "-Inf"
-	case math.IsNaN(f):
-		return "NaN"
+// readGauges sets the gauges from the projector.
+func (s *Server) readGauges(ctx context.Context) error {
+	states, err := s.cfg.Projector.CountByState(ctx)
+	if err != nil {
+		return err
 	}
-	return strconv.FormatFloat(f, 'g', -1, 64)
-}
-
-// gauges are what /metrics reads from the projector.
-type gauges struct {
-	states     map[fsm.State]int
-	oldest     time.Duration
-	haveOldest bool
-	checkpoint uint64
-}
-
-// writeExposition renders the Prometheus text exposition format 0.0.4.
-func (m *Metrics) writeExposition(w io.Writer, g gauges) {
-	b := &strings.Builder{}
-	fmt.Fprintf(b, "# HELP settle_intents Intents per lifecycle state (projector view).\n# TYPE settle_intents gauge\n")
-	states := make([]string, 0, len(g.states))
-	for s := range g.states {
-		states = append(states, string(s))
+	oldest, haveOldest, err := s.cfg.Projector.OldestUnknownAge(ctx, s.cfg.Now())
+	if err != nil {
+		return err
 	}
-	sort.Strings(states)
-	for _, s := range states {
-		fmt.Fprintf(b, "settle_intents{state=\"%s\"} %d\n", labelValue(s), g.states[fsm.State(s)])
+	cp, err := s.cfg.Projector.Checkpoint(ctx)
+	if err != nil {
+		return err
+	}
+	m := s.metrics
+	for _, st := range fsm.AllStates() {
+		if st != fsm.None {
+			m.intents.WithLabelValues(string(st)).Set(float64(states[st]))
+		}
+	}
+	for st, n := range states {
+		m.intents.WithLabelValues(string(st)).Set(float64(n))
 	}
 	age := 0.0
-	if g.haveOldest {
-		age = max(g.oldest.Seconds(), 0)
+	if haveOldest {
+		age = max(oldest.Seconds(), 0)
 	}
-	fmt.Fprintf(b, "# HELP settle_unknown_oldest_age_seconds Age of the oldest unsettled unknown outcome (0 when none).\n# TYPE settle_unknown_oldest_age_seconds gauge\nsettle_unknown_oldest_age_seconds %s\n", fmtFloat(age))
-	fmt.Fprintf(b, "# HELP settle_projector_checkpoint_sequence Stream sequence the projector's views are at.\n# TYPE settle_projector_checkpoint_sequence gauge\nsettle_projector_checkpoint_sequence %d\n", g.checkpoint)
-
-	m.mu.Lock()
-	fmt.Fprintf(b, "# HELP settle_reconcile_latency_seconds Time from an unknown outcome to its settlement.\n# TYPE settle_reconcile_latency_seconds histogram\n")
-	for i, bound := range ReconcileBuckets {
-		fmt.Fprintf(b, "settle_reconcile_latency_seconds_bucket{le=\"%s\"} %d\n", fmtFloat(bound), m.recBuckets[i])
-	}
-	fmt.Fprintf(b, "settle_reconcile_latency_seconds_bucket{le=\"+Inf\"} %d\n", m.recCount)
-	fmt.Fprintf(b, "settle_reconcile_latency_seconds_sum %s\nsettle_reconcile_latency_seconds_count %d\n", fmtFloat(m.recSum), m.recCount)
-
-	fmt.Fprintf(b, "# HELP settle_external_calls_total External write calls by route and outcome.\n# TYPE settle_external_calls_total counter\n")
-	keys := make([][2]string, 0, len(m.calls))
-	for k := range m.calls {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b [2]string) int { return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1]) })
-	for _, k := range keys {
-		fmt.Fprintf(b, "settle_external_calls_total{route=\"%s\",outcome=\"%s\"} %d\n", labelValue(k[0]), labelValue(k[1]), m.calls[k])
-	}
-
-	fmt.Fprintf(b, "# HELP settle_http_requests_total HTTP requests served by status code.\n# TYPE settle_http_requests_total counter\n")
-	codes := make([]int, 0, len(m.http))
-	for c := range m.http {
-		codes = append(codes, c)
-	}
-	sort.Ints(codes)
-	for _, c := range codes {
-		fmt.Fprintf(b, "settle_http_requests_total{code=\"%d\"} %d\n", c, m.http[c])
-	}
-	m.mu.Unlock()
-	_, _ = io.WriteString(w, b.String())
+	m.oldest.Set(age)
+	m.checkpnt.Set(float64(cp))
+	return nil
 }
 
-// readGauges reads the projector's gauges.
-func (s *Server) readGauges(ctx context.Context) (gauges, error) {
-	var g gauges
-	var err error
-	if g.states, err = s.cfg.Projector.CountByState(ctx); err != nil {
-		return g, err
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, _ *principal) error {
+	if err := s.readGauges(r.Context()); err != nil {
+		return err
 	}
-	if g.oldest, g.haveOldest, err = s.cfg.Projector.OldestUnknownAge(ctx, s.cfg.Now()); err != nil {
-		return g, err
-	}
-	if g.checkpoint, err = s.cfg.Projector.Checkpoint(ctx); err != nil {
-		return g, err
-	}
-	return g, nil
+	w.Header().Set("Cache-Control", "no-store")
+	promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}).ServeHTTP(w, r)
+	return nil
 }

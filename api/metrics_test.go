@@ -9,24 +9,45 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/testharness"
 )
 
 func TestMetricsExposeTheNamedSeries(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.social.Next(testharness.CommitThenDrop())
-	if r := e.do("POST", "/v1/intents", secretSubmitter, submitBodyJSON("social_post", "acct_1", "m-1", `{"body":"m"}`)); r.code != http.StatusCreated {
-		t.Fatalf("submit: %d %s", r.code, r.body)
+	dropped := e.do("POST", "/v1/intents", secretSubmitter, submitBodyJSON("social_post", "acct_1", "m-1", `{"body":"m"}`))
+	if dropped.code != http.StatusCreated {
+		t.Fatalf("submit: %d %s", dropped.code, dropped.body)
 	}
-	if r := e.do("POST", "/v1/intents", secretSubmitter, submitBodyJSON("social_post", "acct_1", "m-2", `{"body":"m2"}`)); r.code != http.StatusCreated {
-		t.Fatalf("submit: %d %s", r.code, r.body)
+	plain := e.do("POST", "/v1/intents", secretSubmitter, submitBodyJSON("social_post", "acct_1", "m-2", `{"body":"m2"}`))
+	if plain.code != http.StatusCreated {
+		t.Fatalf("submit: %d %s", plain.code, plain.body)
 	}
 	e.do("GET", "/v1/intents/nope", secretReader, "")
-	e.srv.Metrics().ObserveReconcile(3 * time.Second)
-	e.srv.Metrics().ObserveReconcile(90 * time.Second)
 	e.srv.Metrics().CountCall("social_post", `odd"label\`)
-	e.catchUp()
+
+	// Settle latency counts only the intent whose outcome was unknown:
+	// from its OutcomeUnknown to its settlement, on the log's clock.
 	e.clock.Advance(42 * time.Second)
+	var settled []string
+	for _, id := range []string{dropped.str(t, "intent_id"), plain.str(t, "intent_id")} {
+		if i := e.settle("social_post", id); i.State != fsm.Confirmed {
+			t.Fatalf("%s settled as %s", id, i.State)
+		}
+		d, result, ok := SettleLatency(e.history("social_post", id))
+		if ok {
+			e.srv.Metrics().ObserveSettle("social_post", string(result), d)
+			settled = append(settled, id)
+			if d < 42*time.Second {
+				t.Fatalf("settle latency %s, the unknown lasted at least 42s on the log", d)
+			}
+		}
+	}
+	if len(settled) != 1 || settled[0] != dropped.str(t, "intent_id") {
+		t.Fatalf("settle latency observed for %v, want only the dropped response's intent", settled)
+	}
+	e.catchUp()
 
 	r := e.do("GET", "/metrics", secretReader, "")
 	if r.code != http.StatusOK || !strings.HasPrefix(r.header.Get("Content-Type"), "text/plain; version=0.0.4") {
@@ -35,31 +56,35 @@ func TestMetricsExposeTheNamedSeries(t *testing.T) {
 	text := string(r.body)
 	for _, want := range []string{
 		"# TYPE settle_intents gauge",
-		`settle_intents{state="unknown"} 1`,
-		`settle_intents{state="verifying"} 1`,
-		`settle_intents{state="confirmed"} 0`,
+		`settle_intents{state="confirmed"} 2`,
+		`settle_intents{state="unknown"} 0`,
 		"# TYPE settle_unknown_oldest_age_seconds gauge",
-		"settle_unknown_oldest_age_seconds 42",
-		"# TYPE settle_reconcile_latency_seconds histogram",
-		`settle_reconcile_latency_seconds_bucket{le="5"} 1`,
-		`settle_reconcile_latency_seconds_bucket{le="120"} 2`,
-		`settle_reconcile_latency_seconds_bucket{le="+Inf"} 2`,
-		"settle_reconcile_latency_seconds_sum 93",
-		"settle_reconcile_latency_seconds_count 2",
+		"settle_unknown_oldest_age_seconds 0",
+		"# TYPE settle_write_latency_seconds histogram",
+		`settle_write_latency_seconds_count{outcome="unknown",route="social_post"} 1`,
+		`settle_write_latency_seconds_count{outcome="succeeded",route="social_post"} 1`,
+		"# TYPE settle_settle_latency_seconds histogram",
+		`settle_settle_latency_seconds_bucket{result="confirmed",route="social_post",le="30"} 0`,
+		`settle_settle_latency_seconds_bucket{result="confirmed",route="social_post",le="+Inf"} 1`,
+		`settle_settle_latency_seconds_count{result="confirmed",route="social_post"} 1`,
 		"# TYPE settle_external_calls_total counter",
-		`settle_external_calls_total{route="social_post",outcome="unknown"} 1`,
-		`settle_external_calls_total{route="social_post",outcome="succeeded"} 1`,
-		`settle_external_calls_total{route="social_post",outcome="odd\"label\\"} 1`,
+		`settle_external_calls_total{outcome="unknown",route="social_post"} 1`,
+		`settle_external_calls_total{outcome="succeeded",route="social_post"} 1`,
+		`settle_external_calls_total{outcome="odd\"label\\",route="social_post"} 1`,
 		"# TYPE settle_http_requests_total counter",
 		`settle_http_requests_total{code="201"} 2`,
 		`settle_http_requests_total{code="400"} 1`,
+		"# TYPE settle_projector_checkpoint_sequence gauge",
 	} {
 		if !strings.Contains(text, want+"\n") {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
+	if strings.Contains(text, "settle_reconcile_latency_seconds") {
+		t.Error("the old reconcile latency (which counted every confirmed write) is still exposed")
+	}
 	// Every sample line is well formed: name{labels} value.
-	sample := regexp.MustCompile(`^settle_[a-z_]+(\{([a-z]+="([^"\\\n]|\\.)*",?)*\})? [-+0-9.eInf]+$`)
+	sample := regexp.MustCompile(`^[a-z_]+(\{([a-z_]+="([^"\\\n]|\\.)*",?)*\})? [-+0-9.eInf]+$`)
 	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
 		if strings.HasPrefix(line, "# HELP ") || strings.HasPrefix(line, "# TYPE ") {
 			continue

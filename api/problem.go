@@ -40,6 +40,7 @@ const (
 	ProbConflict         = "conflict"
 	ProbUnsupportedMedia = "unsupported-media-type"
 	ProbTooLarge         = "request-too-large"
+	ProbTimeout          = "request-timeout"
 	ProbUnavailable      = "unavailable"
 	ProbOutcomeUnsettled = "outcome-not-recorded"
 	ProbInternal         = "internal"
@@ -57,6 +58,7 @@ var problemTitles = map[string]string{
 	ProbConflict:         "The intent changed concurrently",
 	ProbUnsupportedMedia: "The body must be application/json",
 	ProbTooLarge:         "The request body is too large",
+	ProbTimeout:          "The request was not received in time",
 	ProbUnavailable:      "A dependency is unavailable",
 	ProbOutcomeUnsettled: "The write happened but its outcome is not recorded yet",
 	ProbInternal:         "Internal error",

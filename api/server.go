@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/cockroachdb/redact"
 
 	"github.com/settle-dev/settle/producer"
 )
@@ -32,7 +35,10 @@ type route struct {
 	// unrestricted: the token must have no route or account limits (the
 	// endpoint reports on every route and account).
 	unrestricted bool
-	handle       func(w http.ResponseWriter, r *http.Request, p *principal) error
+	// params are the query parameters the endpoint accepts, each at most
+	// once; any other is refused (400).
+	params []string
+	handle func(w http.ResponseWriter, r *http.Request, p *principal) error
 }
 
 // New validates cfg and returns the server. Tokens are kept as digests of
@@ -56,8 +62,8 @@ func New(cfg Config) (*Server, error) {
 		{method: "GET", pattern: "/openapi.json", handle: s.handleOpenAPI},
 		{method: "GET", pattern: "/console", handle: s.handleConsole},
 		{method: "GET", pattern: "/metrics", scope: ScopeRead, unrestricted: true, handle: s.handleMetrics},
-		{method: "POST", pattern: "/v1/intents", scope: ScopeSubmit, handle: s.handleSubmit},
-		{method: "GET", pattern: "/v1/intents", scope: ScopeRead, handle: s.handleList},
+		{method: "POST", pattern: "/v1/intents", scope: ScopeSubmit, params: []string{"wait"}, handle: s.handleSubmit},
+		{method: "GET", pattern: "/v1/intents", scope: ScopeRead, params: listParams, handle: s.handleList},
 		{method: "GET", pattern: "/v1/intents/{id}", scope: ScopeRead, handle: s.handleGet},
 		{method: "POST", pattern: "/v1/intents/{id}/approve", scope: ScopeOperate, handle: s.handleApprove},
 		{method: "POST", pattern: "/v1/intents/{id}/resolve", scope: ScopeOperate, handle: s.handleResolve},
@@ -89,8 +95,8 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Metrics returns the server's metrics (feed ObserveReconcile and
-// CountCall from the reconciler's wiring).
+// Metrics returns the server's metrics (feed CountCall, ObserveWrite and
+// ObserveSettle from the producer's and reconcilers' wiring).
 func (s *Server) Metrics() *Metrics { return s.metrics }
 
 // Routes lists the served endpoints as "METHOD /pattern".
@@ -136,7 +142,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			s.log.Error("api: handler panic", "method", r.Method, "path", clip(r.URL.Path, 200), "panic", fmt.Sprint(v))
+			s.log.Error("api: handler panic", "method", r.Method, "path", clip(r.URL.Path, 200), "panic", string(redact.Sprint(v).Redact()))
 			if sw.code == 0 {
 				writeProblem(sw, newProblem(http.StatusInternalServerError, ProbInternal, "internal error"))
 			}
@@ -185,10 +191,64 @@ func (s *Server) endpoint(rt route) http.Handler {
 				return
 			}
 		}
+		if prob := checkQuery(r.URL.RawQuery, rt.params); prob != nil {
+			writeProblem(w, prob)
+			return
+		}
 		if err := rt.handle(w, r, p); err != nil {
 			s.fail(w, r, err)
 		}
 	})
+}
+
+// MaxQueryParams bounds the parameters of one query string: no endpoint
+// takes more than a few, and Go's own parser gives up (dropping every
+// filter) past 10,000.
+const MaxQueryParams = 32
+
+// checkQuery refuses a query with more parameters than MaxQueryParams, a
+// malformed one, an unknown parameter or one given twice — rather than
+// serve an answer computed without the caller's filters.
+func checkQuery(raw string, params []string) *Problem {
+	if raw == "" {
+		return nil
+	}
+	if n := strings.Count(raw, "&") + strings.Count(raw, ";") + 1; n > MaxQueryParams {
+		return invalid("query", fmt.Sprintf("query: has %d parameters; at most %d are accepted", n, MaxQueryParams))
+	}
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return invalid("query", "query: is not a valid query string")
+	}
+	for k, vs := range q {
+		name := clip(k, 64)
+		if !slices.Contains(params, k) {
+			if len(params) == 0 {
+				return invalid(name, name+": unknown query parameter; this endpoint takes none")
+			}
+			return invalid(name, name+": unknown query parameter; accepted: "+strings.Join(params, ", "))
+		}
+		if len(vs) > 1 {
+			return invalid(name, name+": appears more than once")
+		}
+	}
+	return nil
+}
+
+// HTTPServer returns an http.Server for s with the config's timeouts and
+// header limit: a whole request (body included) must arrive within
+// ReadTimeout, kept-alive connections close after IdleTimeout, and
+// headers larger than MaxHeaderBytes are refused (431). There is no write
+// timeout: a submit may wait for its write (?wait=, at most MaxWait).
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
 }
 
 // fail writes the problem for err. A *Problem is written as is; other
@@ -204,7 +264,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, producer.ErrCorruptHistory) {
 		status, kind, detail = http.StatusInternalServerError, ProbInternal, "the intent's history cannot be folded"
 	}
-	s.log.Error("api: request failed", "method", r.Method, "path", clip(r.URL.Path, 200), "status", status, "err", err.Error())
+	s.log.Error("api: request failed", "method", r.Method, "path", clip(r.URL.Path, 200), "status", status, "err", SafeError(err))
 	w.Header().Set("Retry-After", "1")
 	writeProblem(w, newProblem(status, kind, detail))
 }
@@ -235,7 +295,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request, _ *principa
 	failed := func(name string, err error) {
 		ok = false
 		checks[name] = "failed"
-		s.log.Warn("api: not ready", "check", name, "err", err.Error())
+		s.log.Warn("api: not ready", "check", name, "err", SafeError(err))
 	}
 	store := s.cfg.Producer.Store()
 	if nc := store.JetStream().Conn(); nc == nil || !nc.IsConnected() {
@@ -256,16 +316,5 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request, _ *principa
 		return nil
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "checks": checks})
-	return nil
-}
-
-func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, _ *principal) error {
-	g, err := s.readGauges(r.Context())
-	if err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	s.metrics.writeExposition(w, g)
 	return nil
 }

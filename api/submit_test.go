@@ -19,7 +19,7 @@ func TestSubmitDroppedResponseThenReplayAndMismatch(t *testing.T) {
 	e.social.Next(testharness.CommitThenDrop())
 	body := submitBodyJSON("social_post", "acct_1", "task-1:step-1", `{"body":"hello"}`)
 
-	first := e.do("POST", "/v1/intents", secretSubmitter, body)
+	first := e.do("POST", "/v1/intents", secretAgent, body)
 	if first.code != http.StatusCreated {
 		t.Fatalf("first submit: %d %s", first.code, first.body)
 	}
@@ -45,7 +45,7 @@ func TestSubmitDroppedResponseThenReplayAndMismatch(t *testing.T) {
 	}
 
 	// The same submit: the stored result, nothing written.
-	again := e.do("POST", "/v1/intents", secretSubmitter, body)
+	again := e.do("POST", "/v1/intents", secretAgent, body)
 	if again.code != http.StatusOK || again.header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("replay: %d replayed=%q %s", again.code, again.header.Get("Idempotent-Replayed"), again.body)
 	}
@@ -57,10 +57,8 @@ func TestSubmitDroppedResponseThenReplayAndMismatch(t *testing.T) {
 	}
 
 	// Another payload under the same request id: 422, nothing written.
-	other := e.do("POST", "/v1/intents", secretSubmitter, submitBodyJSON("social_post", "acct_1", "task-1:step-1", `{"body":"HELLO"}`))
+	other := e.do("POST", "/v1/intents", secretAgent, submitBodyJSON("social_post", "acct_1", "task-1:step-1", `{"body":"HELLO"}`))
 	other.problem(t, http.StatusUnprocessableEntity, "")
-	otherAcct := e.do("POST", "/v1/intents", secretSubmitter, submitBodyJSON("social_post", "acct_2", "task-1:step-1", `{"body":"hello"}`))
-	otherAcct.problem(t, http.StatusUnprocessableEntity, "")
 	if e.social.Effects() != 1 || e.social.Writes() != 1 {
 		t.Fatalf("a mismatch wrote: effects %d writes %d", e.social.Effects(), e.social.Writes())
 	}
@@ -68,7 +66,7 @@ func TestSubmitDroppedResponseThenReplayAndMismatch(t *testing.T) {
 		t.Fatalf("the log grew: %d events", len(h))
 	}
 	// The payload is canonicalised: reordered keys and white space are the same payload.
-	same := e.do("POST", "/v1/intents", secretSubmitter, submitBodyJSON("social_post", "acct_1", "task-1:step-1", `{ "body" : "hello" }`))
+	same := e.do("POST", "/v1/intents", secretAgent, submitBodyJSON("social_post", "acct_1", "task-1:step-1", `{ "body" : "hello" }`))
 	if same.code != http.StatusOK || same.header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("canonical replay: %d %s", same.code, same.body)
 	}
@@ -78,21 +76,21 @@ func TestSubmitRequestIDFromHeader(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	noID := submitBodyJSON("social_post", "acct_1", "", `{"body":"via header"}`)
 
-	r := e.do("POST", "/v1/intents", secretSubmitter, noID, "Idempotency-Key", `"req-h1"`)
+	r := e.do("POST", "/v1/intents", secretAgent, noID, "Idempotency-Key", `"req-h1"`)
 	if r.code != http.StatusCreated || r.str(t, "request_id") != "req-h1" {
 		t.Fatalf("header request id: %d %s", r.code, r.body)
 	}
 	id := r.str(t, "intent_id")
-	if want := events.IntentID("default", "social_post", "req-h1"); id != want {
+	if want := events.ScopedIntentID("default", "social_post", "acct_1", "req-h1"); id != want {
 		t.Fatalf("intent id %s, want %s", id, want)
 	}
 	// The same id in the body is the same request.
-	r = e.do("POST", "/v1/intents", secretSubmitter, submitBodyJSON("social_post", "acct_1", "req-h1", `{"body":"via header"}`))
+	r = e.do("POST", "/v1/intents", secretAgent, submitBodyJSON("social_post", "acct_1", "req-h1", `{"body":"via header"}`))
 	if r.code != http.StatusOK || r.header.Get("Idempotent-Replayed") != "true" || r.str(t, "intent_id") != id {
 		t.Fatalf("body replay of a header id: %d %s", r.code, r.body)
 	}
 	// Bare (non-sf-string) header values are accepted, and equal body ids too.
-	r = e.do("POST", "/v1/intents", secretSubmitter, submitBodyJSON("social_post", "acct_1", "req-h1", `{"body":"via header"}`), "Idempotency-Key", "req-h1")
+	r = e.do("POST", "/v1/intents", secretAgent, submitBodyJSON("social_post", "acct_1", "req-h1", `{"body":"via header"}`), "Idempotency-Key", "req-h1")
 	if r.code != http.StatusOK || r.header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("header and body equal: %d %s", r.code, r.body)
 	}
@@ -100,11 +98,15 @@ func TestSubmitRequestIDFromHeader(t *testing.T) {
 		t.Fatalf("writes %d", e.social.Writes())
 	}
 
-	e.do("POST", "/v1/intents", secretSubmitter, noID).problem(t, http.StatusBadRequest, "request_id")
-	e.do("POST", "/v1/intents", secretSubmitter, submitBodyJSON("social_post", "acct_1", "req-a", `{"body":"x"}`), "Idempotency-Key", `"req-b"`).
-		problem(t, http.StatusBadRequest, "request_id")
-	e.do("POST", "/v1/intents", secretSubmitter, noID, "Idempotency-Key", `"unterminated`).problem(t, http.StatusBadRequest, "request_id")
-	e.do("POST", "/v1/intents", secretSubmitter, noID, "Idempotency-Key", `""`).problem(t, http.StatusBadRequest, "request_id")
+	e.do("POST", "/v1/intents", secretAgent, noID).problem(t, http.StatusBadRequest, "request_id")
+	e.do("POST", "/v1/intents", secretAgent, submitBodyJSON("social_post", "acct_1", "req-a", `{"body":"x"}`), "Idempotency-Key", `"req-b"`).
+		problem(t, http.StatusBadRequest, "Idempotency-Key")
+	e.do("POST", "/v1/intents", secretAgent, noID, "Idempotency-Key", `"unterminated`).problem(t, http.StatusBadRequest, "Idempotency-Key")
+	e.do("POST", "/v1/intents", secretAgent, noID, "Idempotency-Key", `""`).problem(t, http.StatusBadRequest, "Idempotency-Key")
+	bad := e.do("POST", "/v1/intents", secretAgent, noID, "Idempotency-Key", `"tab\there"`)
+	if m := bad.problem(t, http.StatusBadRequest, "Idempotency-Key"); strings.Contains(m["detail"].(string), "request_id") {
+		t.Fatalf("a header error names request_id: %v", m["detail"])
+	}
 	if e.social.Writes() != 1 {
 		t.Fatalf("a refused submit wrote: %d", e.social.Writes())
 	}
@@ -164,7 +166,7 @@ func TestSubmitDryRunAppendsAndWritesNothing(t *testing.T) {
 		t.Fatalf("dry run: %d %s", r.code, r.body)
 	}
 	m := r.json(t)
-	if m["dry_run"] != true || m["would_write"] != true || m["intent_id"] != events.IntentID("default", "social_post", "dry-1") {
+	if m["dry_run"] != true || m["would_write"] != true || m["intent_id"] != events.ScopedIntentID("default", "social_post", "acct_1", "dry-1") {
 		t.Fatalf("dry run report %s", r.body)
 	}
 	info, err := e.store.Stream().Info(context.Background())
@@ -182,14 +184,14 @@ func TestSubmitWaitReturnsSettledStateWhileReconcilerRuns(t *testing.T) {
 
 	// Without a reconciler the first submit stays unknown.
 	body := submitBodyJSON("social_post", "acct_1", "wait-1", `{"body":"wait for me"}`)
-	first := e.do("POST", "/v1/intents", secretSubmitter, body)
+	first := e.do("POST", "/v1/intents", secretAgent, body)
 	if first.code != http.StatusCreated || first.str(t, "state") != string(fsm.Unknown) {
 		t.Fatalf("first: %d %s", first.code, first.body)
 	}
 	e.runReconciler("w1")
 
 	// A replay with ?wait= waits on the log until reconciliation settles it.
-	r := e.do("POST", "/v1/intents?wait=45s", secretSubmitter, body)
+	r := e.do("POST", "/v1/intents?wait=45s", secretAgent, body)
 	if r.code != http.StatusOK || r.header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("replay with wait: %d %s", r.code, r.body)
 	}
@@ -203,7 +205,7 @@ func TestSubmitWaitReturnsSettledStateWhileReconcilerRuns(t *testing.T) {
 	}
 
 	// A first submit with ?wait= also waits through its own dropped response.
-	r = e.do("POST", "/v1/intents?wait=45s", secretSubmitter, submitBodyJSON("social_post", "acct_1", "wait-2", `{"body":"me too"}`))
+	r = e.do("POST", "/v1/intents?wait=45s", secretAgent, submitBodyJSON("social_post", "acct_1", "wait-2", `{"body":"me too"}`))
 	if r.code != http.StatusCreated || r.str(t, "state") != string(fsm.Confirmed) {
 		t.Fatalf("first submit with wait: %d %s", r.code, r.body)
 	}
@@ -235,7 +237,7 @@ func TestSubmitInFlightConflicts(t *testing.T) {
 	var wg sync.WaitGroup
 	var first *response
 	wg.Add(1)
-	go func() { defer wg.Done(); first = e.do("POST", "/v1/intents", secretSubmitter, body) }()
+	go func() { defer wg.Done(); first = e.do("POST", "/v1/intents", secretAgent, body) }()
 	// Wait until the fake holds the write (WriteStarted is on the log).
 	for i := 0; e.social.Writes() == 0; i++ {
 		if i > 2000 {
@@ -243,12 +245,12 @@ func TestSubmitInFlightConflicts(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	same := e.do("POST", "/v1/intents", secretSubmitter, body)
+	same := e.do("POST", "/v1/intents", secretAgent, body)
 	same.problem(t, http.StatusConflict, "")
 	if same.header.Get("Retry-After") == "" {
 		t.Fatal("409 without Retry-After")
 	}
-	elsewhere := e2.do("POST", "/v1/intents", secretSubmitter, body)
+	elsewhere := e2.do("POST", "/v1/intents", secretAgent, body)
 	p := elsewhere.problem(t, http.StatusConflict, "")
 	if p["state"] != string(fsm.WriteStarted) {
 		t.Fatalf("the other process's 409 names state %v", p["state"])
@@ -256,7 +258,7 @@ func TestSubmitInFlightConflicts(t *testing.T) {
 	// With ?wait= the other process waits on the log for the settled result
 	// (the write returns, the reconciler reads it back).
 	e.runReconciler("w1")
-	waited := e2.do("POST", "/v1/intents?wait=45s", secretSubmitter, body)
+	waited := e2.do("POST", "/v1/intents?wait=45s", secretAgent, body)
 	if waited.code != http.StatusOK || waited.str(t, "state") != string(fsm.Confirmed) {
 		t.Fatalf("wait on the other process: %d %s", waited.code, waited.body)
 	}

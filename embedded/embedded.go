@@ -54,7 +54,28 @@ type Config struct {
 	Routes      []string
 	// Logs turns the server's own logging on (stderr).
 	Logs bool
+	// Users, when set, are the only clients the server accepts (user and
+	// password); NoAuthUser names the one a client without credentials is
+	// taken for ("": such clients are refused).
+	Users      []User
+	NoAuthUser string
 }
+
+// User is a client of a server with Users. Publish and Subscribe, when
+// not nil, are the only subjects the user may publish to or subscribe to
+// (wildcards allowed); nil allows every subject.
+type User struct {
+	Name      string
+	Password  string
+	Publish   []string
+	Subscribe []string
+}
+
+// String never shows the password.
+func (u User) String() string { return "embedded.User(" + u.Name + ")" }
+
+// GoString is String.
+func (u User) GoString() string { return u.String() }
 
 // DefaultConfig returns a single-node, fsync-always config storing in dir.
 func DefaultConfig(dir string) Config {
@@ -74,6 +95,21 @@ func (c Config) Validate() error {
 	}
 	if c.ClusterName != "" && c.Name == "" {
 		return errors.New("embedded: config.Name: is required in a cluster")
+	}
+	names := map[string]bool{}
+	for i, u := range c.Users {
+		switch {
+		case u.Name == "":
+			return fmt.Errorf("embedded: config.Users[%d].Name: is required", i)
+		case names[u.Name]:
+			return fmt.Errorf("embedded: config.Users[%d].Name: %q is used twice", i, u.Name)
+		case u.Password == "" && u.Name != c.NoAuthUser:
+			return fmt.Errorf("embedded: config.Users[%d].Password: is required", i)
+		}
+		names[u.Name] = true
+	}
+	if c.NoAuthUser != "" && !names[c.NoAuthUser] {
+		return fmt.Errorf("embedded: config.NoAuthUser: %q is not one of Users", c.NoAuthUser)
 	}
 	return nil
 }
@@ -111,6 +147,20 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.Port == 0 {
 		opts.Port = server.RANDOM_PORT
 	}
+	for _, u := range cfg.Users {
+		su := &server.User{Username: u.Name, Password: u.Password}
+		if u.Publish != nil || u.Subscribe != nil {
+			su.Permissions = &server.Permissions{}
+			if u.Publish != nil {
+				su.Permissions.Publish = &server.SubjectPermission{Allow: append([]string{}, u.Publish...)}
+			}
+			if u.Subscribe != nil {
+				su.Permissions.Subscribe = &server.SubjectPermission{Allow: append([]string{}, u.Subscribe...)}
+			}
+		}
+		opts.Users = append(opts.Users, su)
+	}
+	opts.NoAuthUser = cfg.NoAuthUser
 	if cfg.Port == -1 {
 		opts.DontListen = true
 		opts.Port = 0

@@ -29,7 +29,7 @@ func (m *Main) audit(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	natsURL := fs.String("nats-url", "", "audit the stream on the NATS server at `URL`")
-	data := fs.String("data", "", "start an embedded nats-server on the JetStream store in `DIR` (no other server may use it)")
+	data := fs.String("data", "", "audit the data `DIR` of a stopped settle serve (the same --data; refused while a process holds it)")
 	stream := fs.String("stream", "SETTLE_INTENTS", "the intents `stream`")
 	intent := fs.String("intent", "", "print the timeline of intent `ID`")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
@@ -41,7 +41,9 @@ func (m *Main) audit(ctx context.Context, args []string) error {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: settle audit (--data DIR | --nats-url URL) [flags]\n\n"+
 			"Replays the whole intents stream, folds every intent and checks the invariants the log\n"+
-			"can prove. Exits non-zero when a violation is found.\n\n")
+			"can prove. Exits non-zero when a violation is found. --data is the directory given to\n"+
+			"settle serve --data, after that process stopped (a live one holds its lock: audit it\n"+
+			"with --nats-url, e.g. serve --nats-listen).\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -55,11 +57,22 @@ func (m *Main) audit(ctx context.Context, args []string) error {
 
 	var nc *nats.Conn
 	if *data != "" {
-		st, err := os.Stat(*data)
-		if err != nil || !st.IsDir() {
-			return fmt.Errorf("audit: --data %s: not a directory", *data)
+		// The same directory serve uses; the lock refuses a live one (an
+		// embedded server of our own on a store another server writes
+		// would misread it).
+		lockDir, storeDir, err := auditStoreDir(*data)
+		if err != nil {
+			return fmt.Errorf("audit: %w", err)
 		}
-		srv, err := embedded.Start(embedded.Config{Dir: *data, Durability: embedded.SyncAlways, Port: -1})
+		dd, err := lockDataDir(lockDir, "settle audit", false)
+		if err != nil {
+			return fmt.Errorf("audit: %w", err)
+		}
+		defer dd.Unlock()
+		if !isDir(storeDir) {
+			return fmt.Errorf("audit: --data %s: no JetStream store at %s", *data, storeDir)
+		}
+		srv, err := embedded.Start(embedded.Config{Dir: storeDir, Durability: embedded.SyncAlways, Port: -1})
 		if err != nil {
 			return fmt.Errorf("audit: %w", err)
 		}

@@ -35,13 +35,15 @@ const usage = `settle records every external write before it happens and settles
 
 Usage:
   settle demo [--keep DIR]                    a post whose response is dropped, reconciled to a receipt (embedded NATS, fake API)
-  settle serve --routes FILE [--dev] [--addr HOST:PORT] [--data DIR] [--nats-url URL] [--tokens FILE]
+  settle serve --routes FILE [--dev] [--addr HOST:PORT] [--data DIR] [--nats-url URL | --nats-listen ADDR] [--tokens FILE]
                                               the service: HTTP API, reconcilers, projector, metrics, console
   settle intents list|show [ID]               inspect intents through the API (--api URL, token in $SETTLE_TOKEN)
   settle approve ID --reason WHY              approve a pending first write or retry
   settle resolve ID --resolution R --reason WHY   close a manual action (confirmed | not_executed | abandoned)
   settle abandon ID --reason WHY              record that an intent will not be written
-  settle audit (--data DIR | --nats-url URL)  replay the log and check its invariants (non-zero exit on a violation)
+  settle audit (--data DIR | --nats-url URL)  replay the log and check its invariants (non-zero exit on a violation);
+                                              --data is serve's, after it stopped
+  settle views rebuild --data DIR             rebuild the SQLite views from the log (serve stopped)
   settle routes check FILE                    validate a route file; every error names route and field
   settle version
 
@@ -67,6 +69,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return m.operate(ctx, args[0], args[1:])
 	case "routes":
 		return m.routes(ctx, args[1:])
+	case "views":
+		return m.views(ctx, args[1:])
 	case "version":
 		fmt.Fprintln(m.Stdout, "settle", version)
 		return nil

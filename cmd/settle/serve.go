@@ -4,19 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/cockroachdb/errors"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -29,33 +28,39 @@ import (
 	"github.com/settle-dev/settle/projector"
 )
 
-// tokenFile is the --tokens file: names, scopes and limits in JSON; the
-// secrets themselves come from environment variables, never from the file.
+// tokenFile is the --tokens file: names, tenant, scopes and limits in
+// JSON; the secrets themselves come from environment variables, never from
+// the file.
 type tokenFile struct {
 	Tokens []struct {
 		Name      string   `json:"name"`
 		SecretEnv string   `json:"secret_env"`
+		Tenant    string   `json:"tenant,omitempty"`
 		Scopes    []string `json:"scopes"`
 		Routes    []string `json:"routes,omitempty"`
 		Accounts  []string `json:"accounts,omitempty"`
 	} `json:"tokens"`
 }
 
-func loadTokens(path string) ([]api.Token, error) {
+// loadTokens reads and checks the token file: every error names the
+// file's own fields (tokens[1].secret_env) and is reported before
+// anything starts. routes are the configured route names (limits must
+// name one of them).
+func loadTokens(path string, routes []string) ([]api.Token, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--tokens: %w", err)
 	}
-	toks, err := parseTokens(b, os.LookupEnv)
+	toks, err := parseTokens(b, os.LookupEnv, routes)
 	if err != nil {
 		return nil, fmt.Errorf("--tokens %s: %w", path, err)
 	}
 	return toks, nil
 }
 
-// parseTokens reads a token file; errors name the entry and field and
-// never hold a secret.
-func parseTokens(b []byte, env func(string) (string, bool)) ([]api.Token, error) {
+// parseTokens reads a token file; errors name the entry and field as the
+// file spells them, and never hold a secret.
+func parseTokens(b []byte, env func(string) (string, bool), routes []string) ([]api.Token, error) {
 	var tf tokenFile
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -74,76 +79,161 @@ func parseTokens(b []byte, env func(string) (string, bool)) ([]api.Token, error)
 		if !ok || secret == "" {
 			return nil, fmt.Errorf("tokens[%d].secret_env: environment variable %q is not set", i, t.SecretEnv)
 		}
-		out = append(out, api.Token{Name: t.Name, Secret: secret, Scopes: t.Scopes, Routes: t.Routes, Accounts: t.Accounts})
+		out = append(out, api.Token{Name: t.Name, Secret: secret, Tenant: t.Tenant, Scopes: t.Scopes, Routes: t.Routes, Accounts: t.Accounts})
+	}
+	if err := api.ValidateTokens(out, routes); err != nil {
+		var te *api.TokenError
+		if !errors.As(err, &te) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("tokens[%d].%s: %s", te.Index, fileField(te.Field, tf.Tokens[te.Index].SecretEnv), secretReason(te, tf.Tokens[te.Index].SecretEnv))
 	}
 	return out, nil
 }
 
+// fileField maps api.Token's field names to the token file's.
+func fileField(goField, secretEnv string) string {
+	name, idx, _ := strings.Cut(goField, "[")
+	if idx != "" {
+		idx = "[" + idx
+	}
+	switch name {
+	case "Secret":
+		return "secret_env"
+	case "Name":
+		return "name" + idx
+	}
+	return strings.ToLower(name) + idx
+}
+
+// secretReason says which variable holds the bad secret.
+func secretReason(te *api.TokenError, secretEnv string) string {
+	if te.Field == "Secret" {
+		return fmt.Sprintf("the secret in $%s %s", secretEnv, te.Reason)
+	}
+	return te.Reason
+}
+
+// serveFlags are serve's options.
+type serveFlags struct {
+	addr, data, routes, natsURL, durability, tokens string
+	natsListen, natsPasswordEnv                     string
+	dev                                             bool
+	workers, replicas                               int
+	readTimeout, idleTimeout                        time.Duration
+}
+
 // serve runs, in one process, the embedded nats-server (or a connection to
 // --nats-url), the producer behind the HTTP API, reconcilers, the
-// projector and metrics. SIGTERM: the HTTP server stops taking requests
-// and lets the in-flight ones finish (each write ends with its outcome on
-// the log, or stays write_started and becomes unknown at its deadline),
-// then the workers stop, then NATS.
+// projector and metrics. Everything that can be checked is checked before
+// anything starts; then the data directory is locked for the process's
+// life. SIGTERM: the HTTP server stops taking requests and lets the
+// in-flight ones finish (each write ends with its outcome on the log, or
+// stays write_started and becomes unknown at its deadline), then the
+// workers stop, then NATS.
 func (m *Main) serve(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
-	addr := fs.String("addr", "127.0.0.1:8080", "listen on `HOST:PORT`")
-	data := fs.String("data", "settle-data", "data `DIR` (JetStream store and the SQLite views)")
-	routesPath := fs.String("routes", "", "route file (YAML), required; see examples/routes")
-	dev := fs.Bool("dev", false, "development mode: no tokens, loopback only")
-	natsURL := fs.String("nats-url", "", "connect to this NATS server or cluster instead of the embedded one")
-	durability := fs.String("durability", "always", "embedded server fsync: always | default")
-	tokensPath := fs.String("tokens", "", "token file (JSON; secrets from environment variables)")
-	workers := fs.Int("workers", 2, "reconciler workers in this process")
-	replicas := fs.Int("replicas", 1, "stream replicas (3 on a cluster)")
+	var f serveFlags
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen on `HOST:PORT`")
+	fs.StringVar(&f.data, "data", "settle-data", "data `DIR` (JetStream store, SQLite views, lock); one process owns it")
+	fs.StringVar(&f.routes, "routes", "", "route file (YAML), required; see examples/routes")
+	fs.BoolVar(&f.dev, "dev", false, "development mode: no tokens, loopback only")
+	fs.StringVar(&f.natsURL, "nats-url", "", "connect to this NATS server or cluster instead of the embedded one")
+	fs.StringVar(&f.natsListen, "nats-listen", "", "let downstream readers reach the embedded server at `ADDR` (PORT or HOST:PORT; loopback when no host is given)")
+	fs.StringVar(&f.natsPasswordEnv, "nats-password-env", "SETTLE_NATS_PASSWORD", "environment `VARIABLE` with the password of the NATS user \""+natsReaderUser+"\" (required off loopback)")
+	fs.StringVar(&f.durability, "durability", "always", "embedded server fsync: always | default")
+	fs.StringVar(&f.tokens, "tokens", "", "token file (JSON; secrets from environment variables)")
+	fs.IntVar(&f.workers, "workers", 2, "reconciler workers in this process")
+	fs.IntVar(&f.replicas, "replicas", 1, "stream replicas (3 on a cluster)")
+	fs.DurationVar(&f.readTimeout, "read-timeout", api.DefaultConfig().ReadTimeout, "a request, body included, must arrive within this `duration`")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", api.DefaultConfig().IdleTimeout, "close kept-alive connections idle this `duration`")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	if *routesPath == "" {
+	if fs.NArg() > 0 {
+		fmt.Fprintf(m.Stderr, "settle serve: unexpected argument %q\n", fs.Arg(0))
+		return errUsage
+	}
+	if f.routes == "" {
 		fmt.Fprintln(m.Stderr, "settle serve: --routes FILE is required")
 		return errUsage
 	}
-	if *workers < 1 || *workers > 64 {
-		return fmt.Errorf("serve: --workers: %d is outside 1..64", *workers)
+	if f.workers < 1 || f.workers > 64 {
+		return fmt.Errorf("serve: --workers: %d is outside 1..64", f.workers)
 	}
-	dur, err := embedded.ParseDurability(*durability)
+	if f.readTimeout <= 0 || f.idleTimeout <= 0 {
+		return errors.New("serve: --read-timeout and --idle-timeout must be positive")
+	}
+	dur, err := embedded.ParseDurability(f.durability)
 	if err != nil {
 		return fmt.Errorf("serve: --durability: %w", err)
 	}
-	if *dev {
-		if err := api.CheckDevAddr(*addr); err != nil {
+	if f.dev {
+		if err := api.CheckDevAddr(f.addr); err != nil {
 			return fmt.Errorf("serve: --dev: %w", err)
 		}
 	}
-	var tokens []api.Token
-	if *tokensPath != "" {
-		if tokens, err = loadTokens(*tokensPath); err != nil {
-			return fmt.Errorf("serve: %w", err)
-		}
-	} else if !*dev {
+	if f.tokens == "" && !f.dev {
 		return errors.New("serve: --tokens FILE is required unless --dev")
 	}
-	logger := slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	routes, err := httproute.Load(*routesPath, os.LookupEnv)
+	var listen *natsListener
+	if f.natsListen != "" {
+		if f.natsURL != "" {
+			return errors.New("serve: --nats-listen exposes the embedded server; with --nats-url readers connect to that server")
+		}
+		if listen, err = parseNATSListen(f.natsListen, f.natsPasswordEnv, os.LookupEnv); err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+	}
+	routes, err := httproute.Load(f.routes, os.LookupEnv)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	if err := os.MkdirAll(*data, 0o755); err != nil {
-		return fmt.Errorf("serve: --data: %w", err)
+	routeNames := make([]string, len(routes))
+	for i, r := range routes {
+		routeNames[i] = r.Name
 	}
+	var tokens []api.Token
+	if f.tokens != "" {
+		if tokens, err = loadTokens(f.tokens, routeNames); err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+	}
+
+	// From here on the data directory is this process's.
+	dd, err := lockDataDir(f.data, "settle serve", true)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer dd.Unlock()
+	if err := privateViews(dd.Views()); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	logger := newLogger(m.Stderr)
 
 	var nc *nats.Conn
 	var srv *embedded.Server
-	if *natsURL == "" {
-		srv, err = embedded.Start(embedded.Config{Dir: filepath.Join(*data, "jetstream"), Durability: dur, Port: -1})
+	if f.natsURL == "" {
+		ecfg := embedded.Config{Dir: dd.Store(), Durability: dur, Port: -1}
+		var connect []nats.Option
+		if listen != nil {
+			ecfg.Host, ecfg.Port = listen.host, listen.port
+			var internal embedded.User
+			ecfg.Users, ecfg.NoAuthUser, internal, err = listen.users()
+			if err != nil {
+				return fmt.Errorf("serve: %w", err)
+			}
+			connect = append(connect, nats.UserInfo(internal.Name, internal.Password))
+		}
+		srv, err = embedded.Start(ecfg)
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
 		defer srv.Stop()
-		nc, err = srv.Connect()
+		nc, err = srv.Connect(connect...)
 	} else {
-		nc, err = nats.Connect(*natsURL, nats.Name("settle"), nats.MaxReconnects(-1))
+		nc, err = nats.Connect(f.natsURL, nats.Name("settle"), nats.MaxReconnects(-1))
 	}
 	if err != nil {
 		return fmt.Errorf("serve: connect: %w", err)
@@ -154,7 +244,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	sc := producer.DefaultStoreConfig()
-	sc.Replicas = *replicas
+	sc.Replicas = f.replicas
 	store, err := producer.OpenStore(ctx, js, sc)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -169,9 +259,9 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	pjc := projector.DefaultConfig()
-	pjc.DBPath = filepath.Join(*data, "views.db")
+	pjc.DBPath = dd.Views()
 	pjc.Logger = logger
-	proj, err := projector.Open(ctx, js, pjc)
+	proj, err := openViews(ctx, js, pjc, logger)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -182,15 +272,11 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	wctx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWorkers()
 	var wg sync.WaitGroup
-	for k := 0; k < *workers; k++ {
+	for k := 0; k < f.workers; k++ {
 		rc := consumers.DefaultConfig()
 		rc.Worker = host + "-" + strconv.Itoa(os.Getpid()) + "-w" + strconv.Itoa(k)
 		rc.Logger = logger
-		rc.OnStep = func(route, id string, res consumers.StepResult) {
-			if res.Since != nil && api.Settled(res.State) {
-				metrics.ObserveReconcile(time.Since(res.Since.StartedAt))
-			}
-		}
+		rc.OnStep = stepMetrics(wctx, store, metrics)
 		rec, err := consumers.NewReconciler(store, rc, routes...)
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)
@@ -212,28 +298,33 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	}()
 
 	acfg := api.DefaultConfig()
-	acfg.Producer, acfg.Projector, acfg.Tokens, acfg.Dev, acfg.Addr = prod, proj, tokens, *dev, *addr
+	acfg.Producer, acfg.Projector, acfg.Tokens, acfg.Dev, acfg.Addr = prod, proj, tokens, f.dev, f.addr
 	acfg.Logger, acfg.Metrics = logger, metrics
+	acfg.ReadTimeout, acfg.IdleTimeout = f.readTimeout, f.idleTimeout
 	handler, err := api.New(acfg)
 	if err != nil {
 		stopWorkers()
 		wg.Wait()
 		return fmt.Errorf("serve: %w", err)
 	}
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		stopWorkers()
 		wg.Wait()
 		return fmt.Errorf("serve: listen: %w", err)
 	}
-	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	hs := handler.HTTPServer()
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-	where := "embedded nats-server in " + filepath.Join(*data, "jetstream") + " (fsync " + string(dur) + ")"
-	if *natsURL != "" {
-		where = "NATS at " + redactURL(*natsURL)
+	where := "embedded nats-server in " + dd.Store() + " (fsync " + string(dur) + ")"
+	if f.natsURL != "" {
+		where = "NATS at " + redactURL(f.natsURL)
 	}
-	fmt.Fprintf(m.Stdout, "settle serving http://%s (%s; %d route(s), %d worker(s)%s)\n", ln.Addr(), where, len(routes), *workers, map[bool]string{true: ", dev mode", false: ""}[*dev])
+	fmt.Fprintf(m.Stdout, "settle serving http://%s (%s; %d route(s), %d worker(s)%s; pid %d)\n", ln.Addr(), where, len(routes), f.workers, map[bool]string{true: ", dev mode", false: ""}[f.dev], os.Getpid())
+	if listen != nil {
+		fmt.Fprintf(m.Stdout, "settle NATS for downstream readers: %s (user %s, %s; read-only: stream %s, subjects %s)\n",
+			srv.ClientURL(), natsReaderUser, listen.authNote(), producer.DefaultStoreConfig().Stream, events.AllSubjects)
+	}
 
 	var serveErr error
 	select {
@@ -251,6 +342,69 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// stepMetrics feeds the write and settle latencies from the reconcilers'
+// steps: a step that started a write and appended its outcome is one
+// write; a step that settled an intent whose outcome had been unknown is
+// one settlement (its latency read from the log's own times).
+func stepMetrics(ctx context.Context, store *producer.Store, metrics *api.Metrics) func(route, id string, res consumers.StepResult) {
+	return func(route, id string, res consumers.StepResult) {
+		started := false
+		for _, t := range res.Appended {
+			if t == events.WriteStarted {
+				started = true
+			}
+			if started && api.IsOutcome(t) && res.Since != nil {
+				metrics.ObserveWrite(route, api.OutcomeLabel(t), time.Since(res.Since.StartedAt))
+			}
+		}
+		if !res.Done || res.Since == nil || (res.Since.Outcome != events.OutcomeUnknown && res.Since.N == 1) {
+			return // an intent whose outcome was never unknown
+		}
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		h, err := store.Load(lctx, route, id)
+		if err != nil {
+			return // a metric is not worth a failed step
+		}
+		if d, result, ok := api.SettleLatency(h.Events); ok {
+			metrics.ObserveSettle(route, string(result), d)
+		}
+	}
+}
+
+// openViews opens the projector's views. Views that do not match the
+// stream (another schema version, a recreated stream) are derived data:
+// they are moved aside and rebuilt from the log, with a log line naming
+// the file kept.
+func openViews(ctx context.Context, js jetstream.JetStream, cfg projector.Config, logger *slog.Logger) (*projector.Projector, error) {
+	p, err := projector.Open(ctx, js, cfg)
+	if err == nil || !(errors.Is(err, projector.ErrSchema) || errors.Is(err, projector.ErrStreamMismatch)) {
+		return p, err
+	}
+	aside, merr := moveViewsAside(cfg.DBPath)
+	if merr != nil {
+		return nil, errors.WithHint(fmt.Errorf("%w (and moving it aside failed: %w)", err, merr),
+			"stop settle, then run: settle views rebuild --data DIR")
+	}
+	logger.Warn("views do not match the stream: rebuilding them from the log", "reason", safeText(err), "old_views", aside)
+	if err := privateViews(cfg.DBPath); err != nil {
+		return nil, err
+	}
+	return projector.Open(ctx, js, cfg)
+}
+
+// moveViewsAside renames the views file (and SQLite's side files) to
+// PATH.stale-<unix seconds> and returns that name.
+func moveViewsAside(path string) (string, error) {
+	aside := fmt.Sprintf("%s.stale-%d", path, time.Now().Unix())
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if err := os.Rename(path+suffix, aside+suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return "", err
+		}
+	}
+	return aside, nil
 }
 
 // redactURL drops credentials from a URL before it is printed.
