@@ -957,17 +957,39 @@ func walkStrings(v any, f func(string)) {
 	}
 }
 
-// redact replaces anything that looks like a secret with [redacted].
+// redact replaces anything that looks like a secret with [redacted]: the
+// whole word it is part of, up to the next delimiter on either side, so
+// that no head or tail of a token the pattern did not cover (after an
+// underscore, say) is left standing.
 func redact(s string) string {
 	for _, p := range secretPatterns {
-		s = p.re.ReplaceAllStringFunc(s, func(m string) string {
-			if sub := p.re.FindStringSubmatch(m); len(sub) > 1 && settleKey.MatchString(sub[1]) {
-				return m
+		for from := 0; from < len(s); {
+			m := p.re.FindStringSubmatchIndex(s[from:])
+			if m == nil {
+				break
 			}
-			return "[redacted]"
-		})
+			i, j := from+m[0], from+m[1]
+			if len(m) >= 4 && m[2] >= 0 && settleKey.MatchString(s[from+m[2]:from+m[3]]) {
+				from = j
+				continue
+			}
+			for i > 0 && !redactStop(s[i-1]) {
+				i--
+			}
+			for j < len(s) && !redactStop(s[j]) {
+				j++
+			}
+			s = s[:i] + "[redacted]" + s[j:]
+			from = i + len("[redacted]")
+		}
 	}
 	return s
+}
+
+// redactStop: a byte that ends a token-like word (white space, quotes,
+// JSON and list punctuation).
+func redactStop(c byte) bool {
+	return strings.IndexByte(" \t\r\n\"'`\\,;{}[]()<>", c) >= 0
 }
 
 // --- timeline ---

@@ -218,6 +218,9 @@ type Adapter struct {
 	search      *searchSpec
 	readback    *readSpec
 	status      *statusSpec
+	// scrub removes the route's credentials (and parts of them) from
+	// every response-derived value the adapter returns.
+	scrub *adapter.Scrubber
 }
 
 // String names the route only: an Adapter never formats its headers.
@@ -356,7 +359,8 @@ func parseTime(v any, ok bool) (time.Time, bool) {
 // URL leaving base_url's origin is NotSent (not retryable). The response
 // is classified by write.outcomes (first match), then the status policy;
 // a success is mapped by write.response.
-func (a *Adapter) Write(ctx context.Context, req adapter.WriteRequest) (adapter.WriteResult, error) {
+func (a *Adapter) Write(ctx context.Context, req adapter.WriteRequest) (scrubbed adapter.WriteResult, err error) {
+	defer func() { scrubbed, err = a.scrub.WriteResult(scrubbed), a.scrub.Error(err) }()
 	w := a.write
 	canon, err := a.NormalizePayload(req.Payload)
 	if err != nil {
@@ -548,7 +552,8 @@ func (a *Adapter) record(item any, spec *recordSpec, vars map[string]string, lis
 // left out of the query), following next_cursor for at most max_pages
 // pages; items are deduplicated by external id. A route without a search
 // section returns nil, nil.
-func (a *Adapter) Search(ctx context.Context, q adapter.SearchQuery) ([]adapter.Record, error) {
+func (a *Adapter) Search(ctx context.Context, q adapter.SearchQuery) (scrubbed []adapter.Record, err error) {
+	defer func() { scrubbed, err = a.scrub.Records(scrubbed), a.scrub.Error(err) }()
 	ss := a.search
 	if ss == nil {
 		return nil, nil
@@ -660,7 +665,8 @@ func (a *Adapter) read(ctx context.Context, u string, item *jpath, expect []expe
 // Get reads one object back (readback.url with {{external_id}});
 // adapter.ErrNotFound on 404 or an absent readback.item. A route without
 // a readback section answers ErrNoReadback.
-func (a *Adapter) Get(ctx context.Context, externalID string) (adapter.Record, error) {
+func (a *Adapter) Get(ctx context.Context, externalID string) (scrubbed adapter.Record, err error) {
+	defer func() { scrubbed, err = a.scrub.Record(scrubbed), a.scrub.Error(err) }()
 	rs := a.readback
 	if rs == nil {
 		return adapter.Record{}, ErrNoReadback
@@ -689,7 +695,8 @@ func (a *Adapter) Get(ctx context.Context, externalID string) (adapter.Record, e
 // status.item. The state is mapped by status.map; code is kept for failed
 // states only. A route without a status section answers ErrNoStatusQuery
 // (and its Capabilities().StatusQuery is false).
-func (a *Adapter) Status(ctx context.Context, q adapter.StatusQuery) (adapter.StatusResult, error) {
+func (a *Adapter) Status(ctx context.Context, q adapter.StatusQuery) (scrubbed adapter.StatusResult, err error) {
+	defer func() { scrubbed, err = a.scrub.Status(scrubbed), a.scrub.Error(err) }()
 	ss := a.status
 	if ss == nil {
 		return adapter.StatusResult{}, ErrNoStatusQuery

@@ -117,6 +117,25 @@ func resolveEnv(s string, env func(string) (string, bool)) (string, int, error) 
 	}
 }
 
+// envValues are the values of the ${env:NAME} references in s (set ones).
+func envValues(s string, env func(string) (string, bool)) []string {
+	var out []string
+	for rest := s; ; {
+		i := strings.Index(rest, "${env:")
+		if i < 0 {
+			return out
+		}
+		end := strings.IndexByte(rest[i:], '}')
+		if end < 0 {
+			return out
+		}
+		if v, ok := env(rest[i+6 : i+end]); ok && v != "" {
+			out = append(out, v)
+		}
+		rest = rest[i+end+1:]
+	}
+}
+
 func validEnvName(s string) bool {
 	if s == "" || len(s) > 128 || (s[0] >= '0' && s[0] <= '9') {
 		return false
@@ -240,6 +259,11 @@ func compile(cfg RouteConfig, label string, failed map[string]bool) (*Adapter, [
 			c.report(field, "contains control characters")
 		default:
 			a.headers = append(a.headers, resolvedHeader{name: h.Name, value: secret(v)})
+			if sensitiveHeader(h.Name) {
+				// What the API echoes of a credential is scrubbed from
+				// everything the adapter returns.
+				a.scrub = a.scrub.Merge(adapter.NewScrubber(envValues(h.Value, env)...))
+			}
 		}
 	}
 

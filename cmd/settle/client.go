@@ -198,6 +198,9 @@ func printIntent(w io.Writer, raw []byte) error {
 		for _, h := range hist {
 			if e, ok := h.(map[string]any); ok {
 				fmt.Fprintf(w, "  v%-3v %-22v %v %v\n", e["version"], e["type"], e["at"], e["actor"])
+				if op := operatorLine(e); op != "" {
+					fmt.Fprintf(w, "       %s\n", op)
+				}
 			}
 		}
 	}
@@ -212,6 +215,40 @@ func printIntent(w io.Writer, raw []byte) error {
 		}
 	}
 	return nil
+}
+
+// operatorLine describes an operator event (Approved, Abandoned,
+// OperatorConfirmed, OperatorReleased) and a hand-off
+// (ManualActionRequired): who decided and why. "" for other events.
+func operatorLine(e map[string]any) string {
+	data, _ := e["data"].(map[string]any)
+	if data == nil {
+		return ""
+	}
+	var parts []string
+	add := func(label, key string) {
+		if v, ok := data[key]; ok && v != nil && fmt.Sprint(v) != "" {
+			parts = append(parts, fmt.Sprintf("%s=%q", label, fmt.Sprint(v)))
+		}
+	}
+	switch e["type"] {
+	case "Approved", "OperatorConfirmed", "OperatorReleased":
+		add("operator", "operator")
+		add("reason", "reason")
+	case "Abandoned":
+		add("operator", "by")
+		add("reason", "reason")
+		if data["effect_possible"] == true {
+			parts = append(parts, "effect_possible=true")
+		}
+	case "ManualActionRequired":
+		add("reason", "reason")
+		add("message", "message")
+		add("owner", "owner")
+	default:
+		return ""
+	}
+	return strings.Join(parts, " ")
 }
 
 // operate: settle approve|resolve|abandon ID ...

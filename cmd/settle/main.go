@@ -2,12 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/cockroachdb/errors"
 )
 
 func main() {
@@ -19,6 +20,9 @@ func main() {
 			os.Exit(2)
 		}
 		fmt.Fprintln(os.Stderr, "settle:", err)
+		if hint := errors.FlattenHints(err); hint != "" {
+			fmt.Fprintln(os.Stderr, "hint:", hint)
+		}
 		os.Exit(1)
 	}
 }
