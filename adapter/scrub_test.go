@@ -14,15 +14,15 @@ const testSecret = "sk_live_0123456789abcdefGHIJ"
 func TestScrubberRemovesSecretsAndTheirParts(t *testing.T) {
 	s := NewScrubber(testSecret, "short1", "", "ab")
 	for in, want := range map[string]string{
-		`{"code":"` + testSecret + `"}`:       `{"code":"[redacted]"}`,
-		"tail " + testSecret[12:] + " end":    "tail [redacted] end",
+		`{"code":"` + testSecret + `"}`:        `{"code":"[redacted]"}`,
+		"tail " + testSecret[12:] + " end":     "tail [redacted] end",
 		"upper " + strings.ToUpper(testSecret): "upper [redacted]",
-		"seven " + testSecret[3:10] + "!":     "seven " + testSecret[3:10] + "!", // 7 bytes: not a part worth hiding
-		"eight " + testSecret[3:11] + "!":     "eight [redacted]!",
-		"two parts 0123456789 and cdefGHIJ":   "two parts [redacted] and [redacted]",
-		"a short1 secret":                     "a [redacted] secret",
-		"ab stays; nothing else":              "ab stays; nothing else",
-		"":                                    "",
+		"seven " + testSecret[3:10] + "!":      "seven " + testSecret[3:10] + "!", // 7 bytes: not a part worth hiding
+		"eight " + testSecret[3:11] + "!":      "eight [redacted]!",
+		"two parts 0123456789 and cdefGHIJ":    "two parts [redacted] and [redacted]",
+		"a short1 secret":                      "a [redacted] secret",
+		"ab stays; nothing else":               "ab stays; nothing else",
+		"":                                     "",
 	} {
 		if got := s.Scrub(in); got != want {
 			t.Errorf("Scrub(%q) = %q, want %q", in, got, want)
