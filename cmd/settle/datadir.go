@@ -154,10 +154,11 @@ func privateViews(path string) error {
 	return nil
 }
 
-// auditStoreDir maps audit's --data to the JetStream store: the data
-// directory given to serve (DIR/jetstream is its store). For logs written
-// before, the store directory itself (DIR/jetstream/... of an older
-// serve, or any nats-server store_dir) is accepted too, and said so.
+// auditStoreDir maps audit's --data to the directory to lock and the
+// JetStream store: the data directory given to serve (DIR/jetstream is
+// its store). The store directory itself is accepted too (DIR/jetstream,
+// as older instructions said, whose data directory is then locked; or
+// any nats-server store_dir, which no other server may be using).
 func auditStoreDir(dir string) (lockDir, store string, err error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -166,9 +167,13 @@ func auditStoreDir(dir string) (lockDir, store string, err error) {
 	if isDir(filepath.Join(abs, jetstreamDir, "jetstream")) || isFile(filepath.Join(abs, lockFile)) || isFile(filepath.Join(abs, viewsFile)) {
 		return abs, filepath.Join(abs, jetstreamDir), nil
 	}
-	if isDir(filepath.Join(abs, "jetstream")) && (isFile(filepath.Join(filepath.Dir(abs), lockFile)) || isFile(filepath.Join(filepath.Dir(abs), viewsFile))) {
-		// DIR is serve's store: lock its data directory.
-		return filepath.Dir(abs), abs, nil
+	if isDir(filepath.Join(abs, "jetstream")) {
+		if isFile(filepath.Join(filepath.Dir(abs), lockFile)) || isFile(filepath.Join(filepath.Dir(abs), viewsFile)) {
+			// DIR is serve's store: lock its data directory.
+			return filepath.Dir(abs), abs, nil
+		}
+		// A nats-server store_dir of its own: locked where it is.
+		return abs, abs, nil
 	}
 	return "", "", errors.WithHint(fmt.Errorf("--data %s: not a settle data directory (no %s/ store, no %s)", dir, jetstreamDir, viewsFile),
 		"give the directory settle serve --data used, or --nats-url for a running server")
