@@ -144,7 +144,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			s.log.Error("api: handler panic", "method", r.Method, "path", clip(r.URL.Path, 200), "panic", string(redact.Sprint(v).Redact()))
 			if sw.code == 0 {
-				writeProblem(sw, newProblem(http.StatusInternalServerError, ProbInternal, "internal error"))
+				writeInternal(sw)
 			}
 		}
 		if sw.code == 0 {
@@ -159,6 +159,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mux.ServeHTTP(sw, r)
+}
+
+// writeInternal is the answer to a handler that panicked.
+func writeInternal(w http.ResponseWriter) {
+	writeProblem(w, newProblem(http.StatusInternalServerError, ProbInternal, "internal error"))
 }
 
 // endpoint wraps a route's handler with authentication, authorization and
