@@ -7,7 +7,7 @@ BENCHTIME ?= 2s
 .PHONY: build test demo bench lint soak fuzz clean
 
 build:
-	$(GO) build -o bin/settle ./cmd/settle
+	$(GO) build -o bin/ ./cmd/settle ./examples/socialapi
 
 # The test command of README and .ci/run: vet, then every test with the race
 # detector against real embedded nats-servers and real HTTP fakes.

@@ -195,6 +195,21 @@ func TestServeEndToEndDroppedResponseSettlesWithOneEffect(t *testing.T) {
 	if !strings.Contains(got.raw, "ReadbackPassed") {
 		t.Fatalf("history lacks the readback: %s", got.raw)
 	}
+	// Metrics: one write (its outcome unknown) and one settlement of an
+	// unknown outcome, from the reconcilers' wiring.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m := s.call("GET", "/metrics", nil)
+		if strings.Contains(m.raw, `settle_settle_latency_seconds_count{result="confirmed",route="social_post"} 1`) &&
+			strings.Contains(m.raw, `settle_write_latency_seconds_count{outcome="unknown",route="social_post"} 1`) &&
+			!strings.Contains(m.raw, "settle_reconcile_latency_seconds") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics lack the write and settle latencies:\n%s", m.raw)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	// The same submit again: the stored result, replayed; no write.
 	again := s.call("POST", "/v1/intents", submit)
 	if again.code >= 300 || again.header.Get("Idempotent-Replayed") != "true" || again.body["state"] != "confirmed" {
@@ -261,7 +276,7 @@ func TestServeSIGTERMDuringBurstLosesNothing(t *testing.T) {
 	// The audit replays the log: it passes, and no intent wrote twice.
 	var out, errb bytes.Buffer
 	m := &Main{Stdout: &out, Stderr: &errb}
-	if err := m.Run(t.Context(), []string{"audit", "--data", filepath.Join(data, "jetstream")}); err != nil {
+	if err := m.Run(t.Context(), []string{"audit", "--data", data}); err != nil {
 		t.Fatalf("audit after the burst: %v\n%s\n%s", err, out.String(), errb.String())
 	}
 	for _, p := range api.WriteLog() {
@@ -380,6 +395,12 @@ func TestCLIListShowResolve(t *testing.T) {
 	got := s.call("GET", "/v1/intents/"+id, nil)
 	if got.body["state"] != "abandoned" || !strings.Contains(got.raw, `"by":"alice"`) {
 		t.Fatalf("after resolve: %s", got.raw)
+	}
+	// intents show names who decided and why.
+	out, err = run("intents", "show", id)
+	if err != nil || !strings.Contains(out, `operator="alice" reason="duplicates cleaned up by hand"`) ||
+		!strings.Contains(out, `reason="duplicate_exact_matches"`) {
+		t.Fatalf("show after resolve: %v\n%s", err, out)
 	}
 	if api.Writes() != 1 {
 		t.Fatalf("writes %d", api.Writes())
