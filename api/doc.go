@@ -1,8 +1,16 @@
 // Package api is settle's HTTP surface: the JSON API over intents
 // (submit with Idempotency-Key semantics, read, list, operator actions),
-// bearer-token authentication with scopes and route/account limits,
-// health and readiness probes, Prometheus metrics written by hand, the
-// OpenAPI 3.1 document and the operator console (one embedded HTML page).
+// bearer-token authentication with a tenant, scopes and route/account
+// limits, health and readiness probes, Prometheus metrics (client_golang,
+// in the server's own registry), the OpenAPI 3.1 document (every response
+// of every endpoint, validated in a test) and the operator console (one
+// embedded HTML page). HTTPServer applies the read, header and idle
+// limits; every query is checked (known parameters, each once, at most
+// MaxQueryParams) before a handler runs.
+//
+// Request ids are scoped per tenant, route and account (the producer's
+// events.ScopedIntentID); a replay shows the intent as it is now, and only
+// to a token that may read it. Another tenant's intent is 404.
 //
 // Writes go through producer.Producer (Execute and the operator actions),
 // so every rule of the log applies: intent first, CAS appends, refusal of
@@ -12,7 +20,9 @@
 //
 // Secrets: a token's secret is kept only as its SHA-256 digest and
 // compared in constant time; the Authorization header is never logged,
-// echoed or recorded. Operator events name the token's Name (in dev mode
+// echoed or recorded. Log lines carry errors only through SafeError
+// (cockroachdb/redact: the parts marked safe), and RedactingHandler does
+// the same for every error attribute a wiring's logger receives. Operator events name the token's Name (in dev mode
 // the operator the request names, or "dev").
 //
 // api imports producer, projector, fsm and events. It must never import

@@ -2,7 +2,9 @@
 // process: the default deployment (`settle serve`, `settle demo`) and the
 // server every test and benchmark starts. It owns the server options,
 // including the durability mode (fsync on every write or the server
-// default), and 3-node clusters on loopback.
+// default), a client listener with users and per-user publish/subscribe
+// permissions (serve --nats-listen: read-only downstream readers), and
+// 3-node clusters on loopback.
 //
 // embedded imports nats-server and nats.go only; it must never import
 // settle's domain packages (events, fsm, producer, consumers).

@@ -3,5 +3,10 @@
 // code; Main.Run does the work, so end-to-end tests call it directly.
 //
 // Subcommands: demo (the whole story on an embedded server against a fake
-// API). cmd may import every settle package; nothing imports cmd.
+// API), serve (the service; it owns its --data directory through an
+// exclusive lock for its whole life, and checks flags, routes and tokens
+// before anything starts), audit and views rebuild (on a stopped serve's
+// --data, under the same lock), intents/approve/resolve/abandon (the CLI
+// over the API) and routes check. cmd may import every settle package;
+// nothing imports cmd.
 package main
