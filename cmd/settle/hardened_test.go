@@ -333,3 +333,27 @@ func TestNATSListenServesDownstreamReaders(t *testing.T) {
 		t.Fatal("the reader password was printed")
 	}
 }
+
+// A bad token file is reported by the file's own field names before
+// anything starts: no data directory is created, no NATS started.
+func TestServeChecksTokensBeforeStarting(t *testing.T) {
+	dir := t.TempDir()
+	env := []string{"SOCIAL_BASE_URL=http://127.0.0.1:9", "SOCIAL_TOKEN=route-token-0123456789", "SHORT_T=short", "GOOD_T=good-secret-0123456789abcdef"}
+	for file, want := range map[string]string{
+		`{"tokens":[{"name":"a","secret_env":"SHORT_T","scopes":["read"]}]}`:                          "tokens[0].secret_env: the secret in $SHORT_T is shorter than 16 bytes",
+		`{"tokens":[{"name":"a","secret_env":"GOOD_T","scopes":["read"],"routes":["social_pots"]}]}`: `tokens[0].routes[0]: route "social_pots" is not configured`,
+	} {
+		path := filepath.Join(dir, "tokens.json")
+		if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		data := filepath.Join(dir, "data")
+		code, out := runBinary(t, env, "serve", "--addr", freeAddr(t), "--data", data, "--routes", "../../examples/routes/social.yaml", "--tokens", path)
+		if code == 0 || !strings.Contains(out, want) || strings.Contains(out, "Tokens[") {
+			t.Fatalf("exit %d, want an error naming %q:\n%s", code, want, out)
+		}
+		if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the data directory was created before the token file was checked: %v", err)
+		}
+	}
+}
