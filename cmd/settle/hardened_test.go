@@ -340,7 +340,7 @@ func TestServeChecksTokensBeforeStarting(t *testing.T) {
 	dir := t.TempDir()
 	env := []string{"SOCIAL_BASE_URL=http://127.0.0.1:9", "SOCIAL_TOKEN=route-token-0123456789", "SHORT_T=short", "GOOD_T=good-secret-0123456789abcdef"}
 	for file, want := range map[string]string{
-		`{"tokens":[{"name":"a","secret_env":"SHORT_T","scopes":["read"]}]}`:                          "tokens[0].secret_env: the secret in $SHORT_T is shorter than 16 bytes",
+		`{"tokens":[{"name":"a","secret_env":"SHORT_T","scopes":["read"]}]}`:                         "tokens[0].secret_env: the secret in $SHORT_T is shorter than 16 bytes",
 		`{"tokens":[{"name":"a","secret_env":"GOOD_T","scopes":["read"],"routes":["social_pots"]}]}`: `tokens[0].routes[0]: route "social_pots" is not configured`,
 	} {
 		path := filepath.Join(dir, "tokens.json")
