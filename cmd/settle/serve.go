@@ -24,6 +24,7 @@ import (
 	"github.com/settle-dev/settle/consumers"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
 )
@@ -360,7 +361,20 @@ func stepMetrics(ctx context.Context, store *producer.Store, metrics *api.Metric
 			}
 		}
 		if !res.Done || res.Since == nil || (res.Since.Outcome != events.OutcomeUnknown && res.Since.N == 1) {
-			return // an intent whose outcome was never unknown
+			return // not settled by this step, or an intent whose outcome was never unknown
+		}
+		switch res.State {
+		case fsm.Confirmed, fsm.Failed, fsm.Abandoned, fsm.ManualAction:
+		default:
+			return // the step ended elsewhere
+		}
+		// Only the step that appended the settling event counts it (a step
+		// may also end Done after losing a CAS to the worker that settled).
+		switch res.Appended[len(res.Appended)-1] {
+		case events.ReadbackPassed, events.WriteConfirmed, events.ReadbackFailed, events.ManualActionRequired,
+			events.TargetFailed, events.Abandoned:
+		default:
+			return
 		}
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
