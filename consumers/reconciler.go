@@ -64,6 +64,9 @@ type Config struct {
 	// OnStep, if set, is told of every step that appended (for metrics and
 	// progress). It must not block.
 	OnStep func(route, intentID string, res StepResult)
+	// AfterCall is the producer's fault-injection hook for the writes this
+	// reconciler makes (see producer.Config.AfterCall).
+	AfterCall func(intentID string) error
 }
 
 // DefaultConfig returns production defaults with a unique worker name.
@@ -129,8 +132,11 @@ type Reconciler struct {
 	// hookAfterClaim, in tests, runs after a won RetryClaimed and before the
 	// write; an error aborts the step as if the worker died there.
 	hookAfterClaim func(intentID string) error
-	readCalls      countingReads
-	cache          historyCache
+	// hookStep, in tests, runs before each step is carried out; an error
+	// aborts the step as if the worker died there.
+	hookStep  func(i *fsm.Intent, s fsm.Step) error
+	readCalls countingReads
+	cache     historyCache
 }
 
 // ErrRouteMissing: the intent's route (or the capability its frozen
@@ -151,7 +157,7 @@ func NewReconciler(store *producer.Store, cfg Config, routes ...producer.Route) 
 		return nil, err
 	}
 	pc := producer.DefaultConfig()
-	pc.Actor, pc.Now, pc.ClaimLease = cfg.Worker, cfg.Now, cfg.Lease
+	pc.Actor, pc.Now, pc.ClaimLease, pc.AfterCall = cfg.Worker, cfg.Now, cfg.Lease, cfg.AfterCall
 	prod, err := producer.New(store, pc, routes...)
 	if err != nil {
 		return nil, fmt.Errorf("reconciler: %w", err)
@@ -259,6 +265,11 @@ func (r *Reconciler) advance(ctx context.Context, h *producer.History, i *fsm.In
 		return []events.Type{d.EventType()}, 0, nil
 	}
 	step := r.decider().Next(i, caps, now)
+	if r.hookStep != nil && step.Kind != fsm.StepWait && step.Kind != fsm.StepDone {
+		if err := r.hookStep(i, step); err != nil {
+			return nil, 0, err
+		}
+	}
 	switch step.Kind {
 	case fsm.StepWait:
 		return nil, until(now, step.At), nil

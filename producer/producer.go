@@ -74,6 +74,10 @@ type Config struct {
 	OnCall func(route string, outcome events.Type)
 	// ClaimLease bounds a retry claim this producer takes (default 30s).
 	ClaimLease time.Duration
+	// AfterCall, if set, is called after each external call and before its
+	// outcome is appended; an error ends the write there, as if the process
+	// died between the two (fault injection for simulations and tests).
+	AfterCall func(intentID string) error
 }
 
 // DefaultConfig returns a config with tenant "default".
@@ -468,6 +472,11 @@ func (p *Producer) TakeWrite(ctx context.Context, route Route, h *History, inten
 		ParentExternalID: intent.Recorded.ParentExternalID, Payload: intent.Recorded.Payload,
 	})
 	cancel()
+	if p.cfg.AfterCall != nil {
+		if err := p.cfg.AfterCall(intent.ID); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrOutcomeNotRecorded, step.AttemptID, err)
+		}
+	}
 	outcome := Classify(intent, step.AttemptID, res, callErr)
 	if p.cfg.OnCall != nil {
 		p.cfg.OnCall(route.Name, outcome.EventType())

@@ -3,6 +3,8 @@ package producer
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strconv"
@@ -199,7 +201,25 @@ func (s *Store) Config() StoreConfig { return s.cfg }
 // reads the subject's last message: if its Msg-Id is ours, the first publish
 // had landed and Append reports success. Otherwise it returns a
 // *ConflictError matching ErrConflict.
+//
+// Every Append call stamps its messages with its own random append id
+// (header Settle-Append-Id): two writers that build byte-identical events
+// (two Executes of one request reading the same clock) are still told apart,
+// so only the one whose message the log holds is told it won.
 func (s *Store) Append(ctx context.Context, route string, e events.Event, expectedLastSeq uint64) (uint64, error) {
+	return s.appendAs(ctx, route, e, expectedLastSeq, newAppendID())
+}
+
+// AppendIDHeader carries the id of the Append call that published a message.
+const AppendIDHeader = "Settle-Append-Id"
+
+func newAppendID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (s *Store) appendAs(ctx context.Context, route string, e events.Event, expectedLastSeq uint64, appendID string) (uint64, error) {
 	data, err := events.Encode(e)
 	if err != nil {
 		return 0, fmt.Errorf("append: %w", err)
@@ -207,6 +227,7 @@ func (s *Store) Append(ctx context.Context, route string, e events.Event, expect
 	subject := events.Subject(route, e.IntentID)
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, e.EventID)
+	msg.Header.Set(AppendIDHeader, appendID)
 	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expectedLastSeq, 10))
 	msg.Header.Set(jetstream.ExpectedStreamHeader, s.cfg.Stream)
 	var lastErr error
@@ -228,7 +249,7 @@ func (s *Store) Append(ctx context.Context, route string, e events.Event, expect
 			// A duplicate ack (R3) or a CAS refusal (R1) for our Msg-Id:
 			// either our earlier publish landed, or a competitor's event
 			// holds this version.
-			return s.resolveCAS(ctx, subject, e, data)
+			return s.resolveCAS(ctx, subject, e, data, appendID)
 		}
 		if isDuplicateInProcess(err) {
 			// 10158 (replicated streams): a publish with our Msg-Id (ours
@@ -249,16 +270,18 @@ func (s *Store) Append(ctx context.Context, route string, e events.Event, expect
 		lastErr = err
 	}
 	// Every attempt lost its ack: read the log once more before giving up.
-	if seq, err := s.resolveCAS(ctx, subject, e, data); err == nil {
+	if seq, err := s.resolveCAS(ctx, subject, e, data, appendID); err == nil {
 		return seq, nil
 	}
 	return 0, fmt.Errorf("append %s: %w: %w", e.EventID, ErrAppendUnresolved, lastErr)
 }
 
-// resolveCAS decides whether e (encoded as data) is on the log. Msg-Ids
-// are <intent>:<version>, so a competitor's event at the same version has
-// the same Msg-Id: only identical bytes prove the event is ours.
-func (s *Store) resolveCAS(ctx context.Context, subject string, e events.Event, data []byte) (uint64, error) {
+// resolveCAS decides whether e (encoded as data, published by the Append
+// call appendID) is on the log. Msg-Ids are <intent>:<version>, so a
+// competitor's event at the same version has the same Msg-Id, and may even
+// have the same bytes: only our bytes under our append id prove the event
+// is ours.
+func (s *Store) resolveCAS(ctx context.Context, subject string, e events.Event, data []byte, appendID string) (uint64, error) {
 	last, err := s.stream.GetLastMsgForSubject(ctx, subject)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -278,7 +301,7 @@ func (s *Store) resolveCAS(ctx context.Context, subject string, e events.Event, 
 			return 0, &ConflictError{IntentID: e.IntentID, Version: e.Version, LastMsgID: lastID}
 		}
 	}
-	if bytes.Equal(m.Data, data) {
+	if bytes.Equal(m.Data, data) && m.Header.Get(AppendIDHeader) == appendID {
 		return m.Sequence, nil
 	}
 	return 0, &ConflictError{IntentID: e.IntentID, Version: e.Version, LastMsgID: lastID}

@@ -40,6 +40,9 @@ type Post struct {
 	PageNotFound bool `json:"-"`
 	// Injected is true for posts planted with Inject (not an effect).
 	Injected bool `json:"-"`
+	// Removed: deleted or moderated (Remove): gone from list, get and its
+	// page, but still what an honoured Idempotency-Key replays.
+	Removed bool `json:"-"`
 
 	seq int64
 }
@@ -329,11 +332,10 @@ func (s *SocialAPI) Remove(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, ok := s.byID[id]
-	if !ok {
+	if !ok || p.Removed {
 		return false
 	}
-	delete(s.byID, id)
-	s.posts = slices.DeleteFunc(s.posts, func(q *Post) bool { return q == p })
+	p.Removed = true
 	return true
 }
 
@@ -371,6 +373,10 @@ func NewSocialAPIServer(cfg SocialConfig) *SocialAPI {
 // Next queues faults; each POST that passes authentication consumes one, in
 // order. A POST with no queued fault behaves normally.
 func (s *SocialAPI) Next(f ...Fault) { s.queueFaults(f...) }
+
+// NextFor queues faults that only the POSTs of intentID consume (by their
+// X-Settle-Attempt header), in order, before any fault queued with Next.
+func (s *SocialAPI) NextFor(intentID string, f ...Fault) { s.queueFaultsFor(intentID, f...) }
 
 // Inject plants a post directly, as if someone else had posted it; it is not
 // an effect. Empty ID, URL, Visibility, CreatedAt and VisibleAt are filled in
@@ -510,7 +516,7 @@ func (s *SocialAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	raw, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
 
-	f := s.popFault()
+	f := s.popFaultFor(r)
 	rec.Fault = f
 
 	switch f.Kind {
@@ -658,7 +664,7 @@ func (s *SocialAPI) commit(req createRequest, rec *WriteRecord, f Fault) (Post, 
 	return first, http.StatusCreated
 }
 
-func (p *Post) visible(now time.Time) bool { return !now.Before(p.VisibleAt) }
+func (p *Post) visible(now time.Time) bool { return !p.Removed && !now.Before(p.VisibleAt) }
 
 func (s *SocialAPI) handleGet(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
