@@ -115,26 +115,26 @@ func TestPayloadSchemaNeverRefusesWhatSettleAccepts(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, bad := range []string{
-		`{"o":{"x":"1"}}`,                   // s missing
-		`{"s":"abcd","o":{"x":"1"},"z":1}`,  // unknown field
-		`{"s":4,"o":{"x":"1"}}`,             // wrong type
-		`{"s":"  ","o":{"x":"1"}}`,          // blank
-		`{"s":"abcd","o":{}}`,               // nested required
-		`{"s":"abcd","e":"blue"}`,           // enum
-		`{"s":"abcd","i":10}`,               // maximum
-		`{"s":"abcd","i":1.5}`,              // integer
-		`{"s":"abcd","h":"ABC"}`,            // sha256
-		`{"s":"abcd","a":[]}`,               // min items
-		`{"s":"abcd","a":[1,2,3,4]}`,        // max items
-		`{"s":"abcdefghi"}`,                 // max length
-		`{"s":"abcd","p":"A"}`,              // pattern
-		`{"s":"abcd","oo":{}}`,              // non-empty object
-		`{"s":"abcd","b":"yes"}`,            // boolean
-		`{"s":"abcd","n":-2}`,               // minimum
-		`{"s":"abcd","o":{"x":"1","q":1}}`,  // nested unknown
-		`{"s":"abcd","a":["1"]}`,            // item type
-		`{"s":"abcd","oe":"x"}`,             // omit_empty keeps the type for non-empty values
-		`["s"]`,                             // not an object
+		`{"o":{"x":"1"}}`,                    // s missing
+		`{"s":"abcd","o":{"x":"1"},"z":1}`,   // unknown field
+		`{"s":4,"o":{"x":"1"}}`,              // wrong type
+		`{"s":"  ","o":{"x":"1"}}`,           // blank
+		`{"s":"abcd","o":{}}`,                // nested required
+		`{"s":"abcd","e":"blue"}`,            // enum
+		`{"s":"abcd","i":10}`,                // maximum
+		`{"s":"abcd","i":1.5}`,               // integer
+		`{"s":"abcd","h":"ABC"}`,             // sha256
+		`{"s":"abcd","a":[]}`,                // min items
+		`{"s":"abcd","a":[1,2,3,4]}`,         // max items
+		`{"s":"abcdefghi"}`,                  // max length
+		`{"s":"abcd","p":"A"}`,               // pattern
+		`{"s":"abcd","oo":{}}`,               // non-empty object
+		`{"s":"abcd","b":"yes"}`,             // boolean
+		`{"s":"abcd","n":-2}`,                // minimum
+		`{"s":"abcd","o":{"x":"1","q":1}}`,   // nested unknown
+		`{"s":"abcd","a":["1"]}`,             // item type
+		`{"s":"abcd","oe":"x"}`,              // omit_empty keeps the type for non-empty values
+		`["s"]`,                              // not an object
 		`{"s":"abcd","o":{"x":"1","y":"2"}}`, // nested type
 	} {
 		if _, err := all.NormalizePayload([]byte(bad)); err == nil {
