@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -141,11 +142,19 @@ func (h *handlers) submit(rt routeTool) sdk.ToolHandler {
 			return h.refuseArg(err), nil
 		}
 
+		// One write per step at a time in this process: a re-submit that
+		// arrives while the step's write is in flight waits for it and is
+		// then answered from the log.
+		release, err := h.s.flights.acquire(ctx, route.Name+"\x00"+task+"\x00"+step)
+		if err != nil {
+			return h.inFlight(ctx, route.Name, task, step, payload), nil
+		}
 		execCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), executeTimeout)
 		res, err := h.s.cfg.Producer.Call(execCtx, producer.ToolCall{Task: task, Step: step,
 			KeyIncludesPayload: h.s.cfg.KeyIncludesPayload, Route: route.Name, Account: account,
 			ParentExternalID: parent, Payload: payload})
 		cancel()
+		release()
 		switch {
 		case err == nil:
 		case errors.Is(err, producer.ErrOutcomeNotRecorded) && res != nil && res.Intent != nil:
@@ -173,6 +182,58 @@ func (h *handlers) submit(rt routeTool) sdk.ToolHandler {
 			ans.Guidance += " The receipt is shown to callers with the read scope."
 		}
 		return h.answer(ans), nil
+	}
+}
+
+// inFlight answers a re-submit whose client gave up waiting for the
+// step's write in flight: the stored state when it can be read, unknown
+// otherwise. Nothing is written.
+func (h *handlers) inFlight(ctx context.Context, route, task, step string, payload json.RawMessage) *sdk.CallToolResult {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if id, err := h.intentIDOf(route, task, step, payload); err == nil {
+		if i, err := h.load(rctx, route, id); err == nil && i != nil {
+			return h.answer(answerOf(i, true))
+		}
+	}
+	return h.refuse(CodeConflict, "", "this step's write is in flight; its outcome is not known yet. Do not retry it "+
+		"under new ids; ask for status (with wait_seconds).", nil)
+}
+
+// flights serialises the writes of one step within this process.
+type flights struct {
+	mu sync.Mutex
+	m  map[string]chan struct{}
+}
+
+// acquire waits until key is free and takes it, or returns ctx's error.
+func (f *flights) acquire(ctx context.Context, key string) (release func(), err error) {
+	for {
+		f.mu.Lock()
+		if f.m == nil {
+			f.m = map[string]chan struct{}{}
+		}
+		busy, ok := f.m[key]
+		if !ok {
+			ch := make(chan struct{})
+			f.m[key] = ch
+			f.mu.Unlock()
+			var once sync.Once
+			return func() {
+				once.Do(func() {
+					f.mu.Lock()
+					delete(f.m, key)
+					f.mu.Unlock()
+					close(ch)
+				})
+			}, nil
+		}
+		f.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 }
 

@@ -39,6 +39,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	servers map[string]*sdk.Server
+	flights flights
 }
 
 // routeTool is a route's submit tool, prepared once.
