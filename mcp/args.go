@@ -83,6 +83,9 @@ func decodeArgs(raw json.RawMessage, known ...string) (*args, error) {
 // fieldName renders an unknown member's name for an error: printable and
 // short, so that a hostile name cannot flood or forge a message.
 func fieldName(s string) string {
+	if s == "" {
+		return `arguments[""]`
+	}
 	if len(s) > 64 {
 		s = s[:64] + "…"
 	}

@@ -286,7 +286,7 @@ func (e *env) client(token string) *sdk.ClientSession {
 
 // call calls a tool and decodes its structured content into out (when
 // not nil). It fails the test on a protocol error.
-func call(t testing.TB, cs *sdk.ClientSession, tool string, args map[string]any, out any) *sdk.CallToolResult {
+func call(t testing.TB, cs *sdk.ClientSession, tool string, args any, out any) *sdk.CallToolResult {
 	t.Helper()
 	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
