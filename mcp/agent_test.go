@@ -145,8 +145,21 @@ func TestSameStepOtherPayloadIsRefused(t *testing.T) {
 	before := e.streamLen()
 	var te mcp.ToolError
 	res = call(t, agent, "submit_social_post", submitArgs("task-9", "step-1", "regenerated text"), &te)
-	if !res.IsError || te.Error.Code != mcp.CodePayloadMismatch || te.Intent == nil || te.Intent.IntentID != a.IntentID {
+	if !res.IsError || te.Error.Code != mcp.CodePayloadMismatch || te.Error.Field != "payload" || te.Intent == nil || te.Intent.IntentID != a.IntentID {
 		t.Fatalf("other payload under the same step: %s", text(res))
+	}
+	other := submitArgs("task-9", "step-1", "first text")
+	other["parent_external_id"] = "p_99"
+	res = call(t, agent, "submit_social_post", other, &te)
+	if !res.IsError || te.Error.Code != mcp.CodePayloadMismatch || te.Error.Field != "parent_external_id" {
+		t.Fatalf("other parent under the same step: %s", text(res))
+	}
+	// A token without the read scope learns which argument differs, not
+	// the stored intent.
+	var blind mcp.ToolError
+	res = call(t, e.client(secretSubmitter), "submit_social_post", submitArgs("task-9", "step-1", "regenerated text"), &blind)
+	if !res.IsError || blind.Error.Code != mcp.CodePayloadMismatch || blind.Intent != nil {
+		t.Fatalf("mismatch for a submit-only token: %s", text(res))
 	}
 	if e.streamLen() != before || e.social.Writes() != 1 {
 		t.Fatalf("a refused submit wrote: %d events (was %d), %d POSTs", e.streamLen(), before, e.social.Writes())

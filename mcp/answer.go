@@ -90,6 +90,8 @@ const (
 		"(with wait_seconds) until it is confirmed, rejected or needs a human."
 	guidePending = "unknown: the write has not been made yet; settle is making it. Do not retry or resubmit it " +
 		"under new ids; ask for status (with wait_seconds)."
+	guideVerifying = "unknown: the API accepted the write; settle is verifying that it took effect as asked " +
+		"(reading it back). Do not retry, and do not resubmit it under new ids; ask for status (with wait_seconds)."
 	guideInFlight = "unknown: the write is being sent right now, and may or may not happen. Do not retry, and do " +
 		"not resubmit it under new ids; ask for status (with wait_seconds)."
 	guideRejectedRetryable = "rejected: the write was not made (temporary refusal). Submitting the same task_id " +
@@ -150,7 +152,9 @@ func answerOf(i *fsm.Intent, replayed bool) *Answer {
 		a.Outcome, a.Guidance = OutcomeUnknown, guidePending
 	case fsm.WriteStarted:
 		a.Outcome, a.Guidance = OutcomeUnknown, guideInFlight
-	default: // verifying, unknown, reconciling, in_progress, not_found, retry_claimed
+	case fsm.Verifying:
+		a.Outcome, a.Guidance = OutcomeUnknown, guideVerifying
+	default: // unknown, reconciling, in_progress, not_found, retry_claimed
 		a.Outcome, a.Guidance = OutcomeUnknown, guideUnknown
 	}
 	return a

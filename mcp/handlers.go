@@ -162,9 +162,10 @@ func (h *handlers) submit(rt routeTool) sdk.ToolHandler {
 			// unknown, and reconciliation will settle it.
 			h.s.log.Warn("mcp: outcome not recorded", "intent", res.IntentID, "err", h.s.red.string(err.Error()))
 		case errors.Is(err, producer.ErrPayloadMismatch):
-			return h.refuse(CodePayloadMismatch, "payload", "this task_id and step_id were already submitted with a "+
-				"different payload, account or parent; nothing was written. To make a different write, use a new "+
-				"step_id; to learn the stored result, ask status.", h.storedAnswer(ctx, route.Name, task, step, payload)), nil
+			field, stored := h.mismatch(ctx, route.Name, task, step, account, parent, payload)
+			return h.refuse(CodePayloadMismatch, field, "this task_id and step_id were already submitted with a "+
+				"different "+field+"; nothing was written. To make a different write, use a new step_id; to learn "+
+				"the stored result, ask status.", stored), nil
 		case errors.Is(err, producer.ErrInvalidRequest):
 			return h.refuseArg(err), nil
 		default:
@@ -251,21 +252,29 @@ func (h *handlers) intentIDOf(route, task, step string, payload json.RawMessage)
 	return events.IntentID(h.s.cfg.Tenant, route, events.ToolKey(task, step, sum)), nil
 }
 
-// storedAnswer is the stored intent of task and step, when the caller may
-// read it; nil otherwise.
-func (h *handlers) storedAnswer(ctx context.Context, route, task, step string, payload json.RawMessage) *Answer {
-	if !h.c.Has(ScopeRead) {
-		return nil
-	}
+// mismatch explains a refused re-submit: which argument differs from the
+// stored intent of task and step ("payload" when it cannot be told), and
+// the stored intent's answer when the caller may read it.
+func (h *handlers) mismatch(ctx context.Context, route, task, step, account, parent string, payload json.RawMessage) (string, *Answer) {
 	id, err := h.intentIDOf(route, task, step, payload)
 	if err != nil {
-		return nil
+		return "payload", nil
 	}
 	i, err := h.load(ctx, route, id)
 	if err != nil || i == nil {
-		return nil
+		return "payload", nil
 	}
-	return answerOf(i, true)
+	field := "payload"
+	switch {
+	case i.Recorded.Account != account:
+		field = "account"
+	case i.Recorded.ParentExternalID != parent:
+		field = "parent_external_id"
+	}
+	if !h.c.Has(ScopeRead) {
+		return field, nil
+	}
+	return field, answerOf(i, true)
 }
 
 // load reads and folds an intent; nil, nil when it does not exist or the

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -293,6 +294,10 @@ func call(t testing.TB, cs *sdk.ClientSession, tool string, args any, out any) *
 		t.Fatalf("%s: %v", tool, err)
 	}
 	if out != nil {
+		// A fresh value each time: a field absent from this answer must
+		// not keep the previous answer's value.
+		rv := reflect.ValueOf(out).Elem()
+		rv.Set(reflect.Zero(rv.Type()))
 		b, _ := json.Marshal(res.StructuredContent)
 		if err := json.Unmarshal(b, out); err != nil {
 			t.Fatalf("%s: structured content %s: %v", tool, b, err)

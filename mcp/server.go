@@ -130,7 +130,8 @@ type nopWriteCloser struct{ io.Writer }
 func (nopWriteCloser) Close() error { return nil }
 
 // result builds a tool result: v as structured content, and the text
-// (guidance) followed by v's JSON as text content. Every string of both is
+// (guidance) followed by v's JSON on one line as text content (for hosts
+// that show the model text only). Every string of both is
 // scrubbed of the configured secrets.
 func (s *Server) result(text string, v any, isErr bool) *sdk.CallToolResult {
 	b, err := json.Marshal(v)
@@ -144,7 +145,7 @@ func (s *Server) result(text string, v any, isErr bool) *sdk.CallToolResult {
 		tree = map[string]any{}
 	}
 	tree = s.red.value(tree)
-	clean, _ := json.MarshalIndent(tree, "", "  ")
+	clean, _ := json.Marshal(tree)
 	return &sdk.CallToolResult{
 		Content:           []sdk.Content{&sdk.TextContent{Text: s.red.string(text) + "\n" + string(clean)}},
 		StructuredContent: tree,
