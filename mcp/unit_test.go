@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 
@@ -175,6 +176,28 @@ func TestEveryStateHasAnOutcomeAndGuidance(t *testing.T) {
 		}
 		if a.Outcome == OutcomeFailed && st != fsm.Failed {
 			t.Fatalf("%s answers failed", st)
+		}
+	}
+}
+
+// TestDocsQuoteTheGuidance: docs/mcp.md quotes every guidance text
+// verbatim, so the page cannot drift from what agents are told.
+func TestDocsQuoteTheGuidance(t *testing.T) {
+	b, err := os.ReadFile("../docs/mcp.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for _, g := range []string{guideConfirmed, guideUnknown, guidePending, guideVerifying, guideInFlight, guideRejectedRetryable,
+		guideRejected, guideApproval, guideApprovalRetry, guideNeedsHuman, guideFailed, guideAbandoned, guideAbandonedEffect} {
+		if !strings.Contains(doc, g) {
+			t.Errorf("docs/mcp.md does not quote %q", g)
+		}
+	}
+	for _, name := range []string{ToolStatus, ToolPending, ToolApprove, ToolResolve, CodeInvalidArgument, CodePayloadMismatch,
+		CodeForbidden, CodeNotFound, CodeNotAllowed, CodeConflict, CodeUnavailable} {
+		if !strings.Contains(doc, "`"+name+"`") {
+			t.Errorf("docs/mcp.md does not name `%s`", name)
 		}
 	}
 }
