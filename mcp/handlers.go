@@ -166,7 +166,12 @@ func (h *handlers) submit(rt routeTool) sdk.ToolHandler {
 			return h.refuse(CodePayloadMismatch, field, "this task_id and step_id were already submitted with a "+
 				"different "+field+"; nothing was written. To make a different write, use a new step_id; to learn "+
 				"the stored result, ask status.", stored), nil
-		case errors.Is(err, producer.ErrInvalidRequest):
+		case errors.Is(err, producer.ErrOutcomeNotRecorded):
+			h.s.log.Warn("mcp: outcome not recorded", "route", route.Name, "err", h.s.red.string(err.Error()))
+			return h.refuse(CodeUnavailable, "", "unknown: the write was made but settle could not record its outcome "+
+				"yet; it will settle it. Do not retry, and do not resubmit it under new ids; ask for status "+
+				"(with wait_seconds).", nil), nil
+		case errors.Is(err, producer.ErrInvalidRequest), errors.Is(err, producer.ErrPayloadTooLarge):
 			return h.refuseArg(err), nil
 		default:
 			return h.unavailable("submit", err), nil

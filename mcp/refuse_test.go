@@ -39,6 +39,7 @@ func TestPayloadNotMatchingTheRouteIsRefusedNamingTheField(t *testing.T) {
 		{"unknown payload field", base(map[string]any{"body": "x", "title": "y"}), "payload.title"},
 		{"asset not a sha256", base(map[string]any{"body": "x", "assets": []string{"not-a-hash"}}), "payload.assets[0]"},
 		{"payload not an object", base([]any{"x"}), "payload"},
+		{"payload too large for the log", base(map[string]any{"body": strings.Repeat("x", 1<<20-30<<10)}), "payload"},
 		{"payload missing", with("payload", nil), "payload"},
 		{"task_id missing", with("task_id", nil), "task_id"},
 		{"task_id empty", with("task_id", ""), "task_id"},
