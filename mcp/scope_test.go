@@ -12,6 +12,7 @@ import (
 
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/mcp"
+	"github.com/settle-dev/settle/testharness"
 )
 
 func toolNames(t testing.TB, cs *sdk.ClientSession) map[string]*sdk.Tool {
@@ -167,6 +168,13 @@ func TestTokenWithoutOperateCannotApproveOrResolve(t *testing.T) {
 	if res.IsError || a.Outcome != mcp.OutcomeConfirmed || e.social.Effects() != 1 {
 		t.Fatalf("after approval: %s (effects %d)", text(res), e.social.Effects())
 	}
+	// A token that may submit but not read learns the outcome of a replay,
+	// not its receipt.
+	var blind mcp.Answer
+	res = call(t, e.client(secretSubmitter), "submit_social_approval", submitArgs("task-a", "step-1", "needs a yes"), &blind)
+	if res.IsError || !blind.Replayed || blind.Outcome != mcp.OutcomeConfirmed || blind.Receipt != nil {
+		t.Fatalf("replay to a submit-only token: %s", text(res))
+	}
 }
 
 // TestAccountLimitedTokenSeesOnlyItsAccount: a token limited to one
@@ -239,5 +247,60 @@ func TestEndpointNeedsAValidToken(t *testing.T) {
 		if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
 			t.Fatalf("token %q: %d %q", tok, resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 		}
+	}
+}
+
+// TestNeedsHumanThenResolve: a write settle cannot prove (two identical
+// posts behind a dropped response) answers needs_human, never a retry;
+// an operator resolves it through the resolve tool, and bad resolutions
+// are refused naming the argument.
+func TestNeedsHumanThenResolve(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.social.Next(testharness.Duplicate().Dropped())
+	agent := e.client(secretAgent)
+	var a mcp.Answer
+	call(t, agent, "submit_social_post", submitArgs("task-h", "step-1", "twice?"), &a)
+	if i := e.settle("social_post", a.IntentID); i.State != fsm.ManualAction {
+		t.Fatalf("state %s", i.State)
+	}
+	res := call(t, agent, mcp.ToolStatus, map[string]any{"intent_id": a.IntentID}, &a)
+	if res.IsError || a.Outcome != mcp.OutcomeNeedsHuman || a.Reason == "" || !a.Settled {
+		t.Fatalf("status of a manual action: %s", text(res))
+	}
+	e.catchUp()
+	ops := e.client(secretOperator)
+	var p mcp.Pending
+	call(t, ops, mcp.ToolPending, map[string]any{"route": "social_post"}, &p)
+	if len(p.Items) != 1 || p.Items[0].Outcome != mcp.OutcomeNeedsHuman || !slices.Contains(p.Items[0].Actions, "resolve_confirmed") {
+		t.Fatalf("pending: %+v", p)
+	}
+	before := e.streamLen()
+	for _, c := range []struct {
+		args  map[string]any
+		field string
+	}{
+		{map[string]any{"intent_id": a.IntentID, "resolution": "confirmed", "reason": "found it"}, "external_id"},
+		{map[string]any{"intent_id": a.IntentID, "resolution": "confirmed", "reason": "found it", "external_id": "p_1", "live_url": "https://u:p@x.example/p"}, "live_url"},
+		{map[string]any{"intent_id": a.IntentID, "resolution": "maybe", "reason": "?"}, "resolution"},
+		{map[string]any{"intent_id": a.IntentID, "resolution": "abandoned", "reason": " "}, "reason"},
+		{map[string]any{"intent_id": "in_nope", "resolution": "abandoned", "reason": "x"}, "intent_id"},
+	} {
+		var te mcp.ToolError
+		res := call(t, ops, mcp.ToolResolve, c.args, &te)
+		if !res.IsError || te.Error.Field != c.field {
+			t.Fatalf("%v: %s", c.args, text(res))
+		}
+	}
+	if e.streamLen() != before {
+		t.Fatal("a refused resolve appended")
+	}
+	posts := e.social.Posts()
+	res = call(t, ops, mcp.ToolResolve, map[string]any{"intent_id": a.IntentID, "resolution": "confirmed",
+		"reason": "kept the first post, deleted the copy", "external_id": posts[0].ID, "live_url": posts[0].URL}, &a)
+	if res.IsError || a.Outcome != mcp.OutcomeConfirmed || a.Receipt == nil || a.Receipt.ExternalID != posts[0].ID || a.Receipt.Source != "operator" {
+		t.Fatalf("resolve: %s", text(res))
+	}
+	if e.social.Writes() != 1 {
+		t.Fatalf("%d POSTs", e.social.Writes())
 	}
 }
