@@ -39,6 +39,7 @@ soak:
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./events/
 	$(GO) test -run '^$$' -fuzz FuzzCanonicalize -fuzztime 60s ./events/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeArgs -fuzztime 60s ./mcp/
 
 clean:
 	rm -rf bin

@@ -13,7 +13,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	m := &Main{Stdout: os.Stdout, Stderr: os.Stderr}
+	m := &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
 	if err := m.Run(ctx, os.Args[1:]); err != nil {
 		if errors.Is(err, errUsage) {
 			os.Exit(2)
@@ -27,6 +27,7 @@ var errUsage = errors.New("usage")
 
 // Main runs one settle command.
 type Main struct {
+	Stdin  io.Reader // settle mcp's protocol input (nil: os.Stdin)
 	Stdout io.Writer
 	Stderr io.Writer
 }
@@ -37,6 +38,8 @@ Usage:
   settle demo [--keep DIR]                    a post whose response is dropped, reconciled to a receipt (embedded NATS, fake API)
   settle serve --routes FILE [--dev] [--addr HOST:PORT] [--data DIR] [--nats-url URL] [--tokens FILE]
                                               the service: HTTP API, reconcilers, projector, metrics, console
+  settle mcp --routes FILE (--data DIR | --nats-url URL) [--scopes submit,read]
+                                              an MCP server on stdio for agent hosts (see docs/mcp.md); settle serve also serves /mcp
   settle intents list|show [ID]               inspect intents through the API (--api URL, token in $SETTLE_TOKEN)
   settle approve ID --reason WHY              approve a pending first write or retry
   settle resolve ID --resolution R --reason WHY   close a manual action (confirmed | not_executed | abandoned)
@@ -61,6 +64,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return m.audit(ctx, args[1:])
 	case "serve":
 		return m.serve(ctx, args[1:])
+	case "mcp":
+		return m.mcpStdio(ctx, args[1:])
 	case "intents":
 		return m.intents(ctx, args[1:])
 	case "approve", "resolve", "abandon":

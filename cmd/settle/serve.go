@@ -220,13 +220,19 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		wg.Wait()
 		return fmt.Errorf("serve: %w", err)
 	}
+	withMCP, err := mountMCP(handler, prod, proj, routes, *routesPath, tokens, logger)
+	if err != nil {
+		stopWorkers()
+		wg.Wait()
+		return fmt.Errorf("serve: %w", err)
+	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		stopWorkers()
 		wg.Wait()
 		return fmt.Errorf("serve: listen: %w", err)
 	}
-	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: withMCP, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	where := "embedded nats-server in " + filepath.Join(*data, "jetstream") + " (fsync " + string(dur) + ")"
