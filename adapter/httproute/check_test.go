@@ -38,7 +38,7 @@ func TestRouteFileErrors(t *testing.T) {
 	env := exampleEnv("http://127.0.0.1:9")
 	noToken := exampleEnv("http://127.0.0.1:9")
 	delete(noToken, "SOCIAL_TOKEN")
-	dup := mutate(t, social, "routes:\n", "routes:\n  - name: social_post\n    base_url: http://127.0.0.1:9\n    write: {method: POST, url: \"{{base}}/x\", response: {external_id: $.id}}\n    policy: {trust_response: true}\n")
+	dup := mutate(t, social, "routes:\n", "routes:\n  - name: social_post\n    base_url: http://127.0.0.1:9\n    write: {method: POST, url: \"{{base}}/x\", response: {external_id: $.id}}\n    policy: {trust_response: true, retry: never}\n")
 
 	cases := []struct {
 		name  string

@@ -330,8 +330,10 @@ func compile(cfg RouteConfig, label string, failed map[string]bool) (*Adapter, [
 	if policy.KeyRetention == 0 && caps.IdempotencyKey {
 		policy.KeyRetention = events.Duration(caps.KeyRetention)
 	}
-	if !c.skipUnder("policy") {
+	policyOK := !c.skipUnder("policy")
+	if policyOK {
 		if err := policy.Validate("policy."); err != nil {
+			policyOK = false
 			var fe *events.FieldError
 			if errors.As(err, &fe) {
 				c.report(fe.Field, fe.Reason)
@@ -345,6 +347,7 @@ func compile(cfg RouteConfig, label string, failed map[string]bool) (*Adapter, [
 		}
 	}
 	a.routePolicy = policy
+	c.checkDedup(a, cfg, policy, policyOK)
 
 	if cfg.Readback == nil && cfg.Status == nil && !policy.TrustResponse && !c.skip("readback") && !c.skip("status") && !c.skip("policy.trust_response") {
 		c.report("readback", "is required: a route without a status section or policy.trust_response verifies its writes by reading them back")
@@ -808,4 +811,79 @@ func (c *compiler) compileStatus(a *Adapter, s *StatusConfig, declared map[strin
 	ss.expect = c.expectations(s.Expect, "status.expect", ctx)
 	ss.require = c.paths(s.Require, "status.require")
 	a.status = ss
+}
+
+// --- dedup proof ---
+
+// writesTakeParent: the write sends {{parent}} (URL, headers or body).
+func (w *writeSpec) writesTakeParent() bool {
+	if w == nil {
+		return false
+	}
+	if w.url != nil && w.url.uses(varParent) {
+		return true
+	}
+	for _, h := range w.headers {
+		if h.t.uses(varParent) {
+			return true
+		}
+	}
+	return w.body.uses(varParent)
+}
+
+// readsItem: the expression reads the listed item (a $ path), so its
+// value is the API's, not settle's own.
+func readsItem(t *template) bool { return t != nil && t.uses(varDoc) }
+
+// checkDedup enforces the rules that let the reconciler trust a search or
+// a retry, and sets Capabilities.SearchAuthoritative:
+//   - a search must map author_id from the listed item (candidates are
+//     matched by author);
+//   - the search is authoritative when author_id, and parent_id where the
+//     writes take a parent, read the listed item: only then does a window
+//     that closes without a match prove that no write landed in it;
+//   - a route whose policy.retry is not never needs a dedup proof: an
+//     idempotency key with a retention, or an authoritative search. On a
+//     route with a status section the reconciler asks the status query, and
+//     its "not found" alone proves nothing, so only a key will do.
+func (c *compiler) checkDedup(a *Adapter, cfg RouteConfig, policy events.Policy, policyOK bool) {
+	if cfg.Search != nil && a.search != nil && !c.skip("search.fields") {
+		f := a.search.fields
+		switch {
+		case cfg.Search.Fields.AuthorID == "":
+			c.report("search.fields.author_id", "is required: candidates are matched by author; map the listed item's author id (e.g. $.author_id or $.user.id)")
+		case f.authorID != nil && !readsItem(f.authorID):
+			c.report("search.fields.author_id", "must read the listed item (a $ path such as $.user.id): a constant or {{account}} would make every item look like ours")
+		}
+		parentOK := !a.write.writesTakeParent() || readsItem(f.parentID)
+		if cfg.Search.Fields.ParentID != "" && f.parentID != nil && !readsItem(f.parentID) {
+			c.report("search.fields.parent_id", "must read the listed item (a $ path such as $.parent_id): a constant would make every item look like it is under our parent")
+			parentOK = false
+		}
+		a.caps.SearchAuthoritative = readsItem(f.authorID) && parentOK
+	}
+	if !policyOK || policy.Retry == events.PolicyNever || c.skipUnder("capabilities") {
+		return
+	}
+	if cfg.Capabilities.IdempotencyKey && cfg.Capabilities.KeyRetention > 0 {
+		return // the API deduplicates a retry by the key inside its retention
+	}
+	const never = "; or set policy.retry: never (a lost write is then handed to a human)"
+	switch {
+	case cfg.Status != nil:
+		c.report("policy.retry", "is "+policy.Retry+", but a status query's \"not found\" alone never proves that a write did not land: "+
+			"add capabilities.idempotency_key with key_retention (and write.idempotency_header)"+never)
+	case cfg.Search != nil:
+		if a.search == nil || c.skipUnder("search") || c.reported["search.fields.author_id"] || c.reported["search.fields.parent_id"] {
+			return // the search is broken; that problem is already reported
+		}
+		if !a.caps.SearchAuthoritative {
+			c.report("search.fields.parent_id", "is required because policy.retry is "+policy.Retry+" and the route's writes take a parent ({{parent}}): "+
+				"without it a search that finds nothing cannot prove that no write landed; map the listed item's parent ($.parent_id), "+
+				"or add capabilities.idempotency_key with key_retention"+never)
+		}
+	default:
+		c.report("policy.retry", "is "+policy.Retry+", but the route has no dedup proof: add a search section (author_id and parent_id mapped from the listed item) "+
+			"or capabilities.idempotency_key with key_retention (and write.idempotency_header)"+never)
+	}
 }

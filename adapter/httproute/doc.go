@@ -249,6 +249,13 @@
 // A route without status and without policy.trust_response must have a
 // readback: the reconciler verifies writes by reading them back.
 //
+// A search must map author_id from the listed item. A route whose
+// policy.retry is not never needs a dedup proof: capabilities
+// idempotency_key with key_retention, or (without a status section) a
+// search whose author_id, and parent_id when the write uses {{parent}},
+// read the listed item; Capabilities().SearchAuthoritative is true exactly
+// for such a search. See examples/routes/README.md.
+//
 // # capabilities and policy
 //
 //	capabilities:

@@ -720,6 +720,30 @@ func (n *vnode) eval(s *scope, strict bool) (any, bool, error) {
 	return nil, false, nil
 }
 
+// uses reports whether a template of the tree uses the variable.
+func (n *vnode) uses(name string) bool {
+	if n == nil {
+		return false
+	}
+	switch n.kind {
+	case vTmpl:
+		return n.t.uses(name)
+	case vObj:
+		for _, v := range n.vals {
+			if v.uses(name) {
+				return true
+			}
+		}
+	case vArr:
+		for _, v := range n.items {
+			if v.uses(name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // fieldPath renders parent.key, or parent["key"] when key is not a plain
 // name; long keys are cut.
 func fieldPath(parent, key string) string {
