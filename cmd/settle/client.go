@@ -272,7 +272,10 @@ func (m *Main) routes(_ context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("routes check: %w", err)
 	}
-	errs := httproute.Check(data, os.LookupEnv)
+	errs, warnings := httproute.Lint(data, os.LookupEnv)
+	for _, w := range warnings {
+		fmt.Fprintf(m.Stdout, "%s: warning: %v\n", args[1], w)
+	}
 	if len(errs) == 0 {
 		cfgs, err := httproute.Parse(data, os.LookupEnv)
 		if err != nil {
