@@ -826,13 +826,8 @@ func (a *Adapter) readIn(ctx context.Context, u string, item *jpath, expect []ex
 	if err != nil {
 		return nil, resp.StatusCode, a.errorf("%s: %w", what, adapter.Unparseable(resp.StatusCode, "a "+what))
 	}
-	if item != nil {
-		v, ok := item.eval(doc)
-		if !ok || v == nil {
-			return nil, resp.StatusCode, adapter.ErrNotFound
-		}
-		doc = v
-	}
+	// expect and require hold of the whole response ({"ok": true} next to
+	// the item), before the item is taken out of it.
 	s := &scope{vars: base.vars, payload: base.payload, hasPay: base.hasPay, doc: doc, hasDoc: true}
 	for _, p := range require {
 		if v, ok := p.eval(doc); isEmpty(v, ok) {
@@ -843,6 +838,13 @@ func (a *Adapter) readIn(ctx context.Context, u string, item *jpath, expect []ex
 		if !e.holds(s) {
 			return nil, resp.StatusCode, a.errorf("%s: %w", what, adapter.Unparseable(resp.StatusCode, "a "+what))
 		}
+	}
+	if item != nil {
+		v, ok := item.eval(doc)
+		if !ok || v == nil {
+			return nil, resp.StatusCode, adapter.ErrNotFound
+		}
+		doc = v
 	}
 	return doc, resp.StatusCode, nil
 }
