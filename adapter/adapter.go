@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/settle-dev/settle/events"
 )
 
 // ErrNotFound is returned by Get and Status when the external system has no
@@ -42,6 +44,18 @@ type Capabilities struct {
 	// marker to name the intent, and a record naming another intent is
 	// never ours.
 	Correlation bool
+}
+
+// Frozen returns the capabilities as they are frozen into an intent when it
+// is recorded (events.Capabilities): the guards and the decision function
+// judge the intent by them for its whole life.
+func (c Capabilities) Frozen() events.Capabilities {
+	return events.Capabilities{
+		IdempotencyKey: c.IdempotencyKey, KeyRetention: events.Duration(c.KeyRetention),
+		StatusQuery: c.StatusQuery, ReflectionDelay: events.Duration(c.ReflectionDelay),
+		Search: c.Search, SearchAuthoritative: c.Search && c.SearchAuthoritative,
+		Correlation: c.Correlation,
+	}
 }
 
 // WriteRequest is one attempt of an intent's write. IdempotencyKey is the

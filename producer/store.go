@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -115,6 +117,8 @@ type Store struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
 	cfg    StoreConfig
+	// dupInProcess counts 10158 answers (see Append).
+	dupInProcess atomic.Int64
 }
 
 // OpenStore creates or updates the stream and returns the store.
@@ -135,11 +139,44 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 		DenyPurge:   true,
 		MaxMsgSize:  events.MaxEventSize + 4096,
 	}
-	st, err := js.CreateOrUpdateStream(ctx, sc)
+	st, err := ensureStream(ctx, js, sc)
 	if err != nil {
-		return nil, fmt.Errorf("open store: create stream %s: %w", cfg.Stream, err)
+		return nil, fmt.Errorf("open store: stream %s: %w", cfg.Stream, err)
 	}
 	return &Store{js: js, stream: st, cfg: cfg}, nil
+}
+
+// ensureStream creates the stream when it is missing and updates it only
+// when its configuration differs: many workers open the store at once,
+// and a needless update races with consumers being created on the server.
+func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) (jetstream.Stream, error) {
+	st, err := js.Stream(ctx, sc.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		st, err = js.CreateStream(ctx, sc)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			st, err = js.Stream(ctx, sc.Name) // created meanwhile by another process
+		}
+		if err != nil {
+			return nil, err
+		}
+		if sameStreamConfig(st.CachedInfo().Config, sc) {
+			return st, nil
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if sameStreamConfig(st.CachedInfo().Config, sc) {
+		return st, nil
+	}
+	return js.UpdateStream(ctx, sc)
+}
+
+func sameStreamConfig(have, want jetstream.StreamConfig) bool {
+	return have.Description == want.Description && slices.Equal(have.Subjects, want.Subjects) &&
+		have.Storage == want.Storage && have.Retention == want.Retention && have.Discard == want.Discard &&
+		have.Replicas == want.Replicas && have.Duplicates == want.Duplicates &&
+		have.DenyDelete == want.DenyDelete && have.DenyPurge == want.DenyPurge && have.MaxMsgSize == want.MaxMsgSize
 }
 
 // Stream returns the underlying stream.
@@ -192,6 +229,17 @@ func (s *Store) Append(ctx context.Context, route string, e events.Event, expect
 			// either our earlier publish landed, or a competitor's event
 			// holds this version.
 			return s.resolveCAS(ctx, subject, e, data)
+		}
+		if isDuplicateInProcess(err) {
+			// 10158 (replicated streams): a publish with our Msg-Id (ours
+			// retried, or a competitor's at the same version) is proposed
+			// but not applied yet. Like a lost ack, it proves nothing:
+			// publish the same message again after a pause; the answer
+			// will then be a success, a duplicate ack or a CAS refusal,
+			// each resolved by reading the log.
+			s.dupInProcess.Add(1)
+			lastErr = err
+			continue
 		}
 		var apiErr jetstream.JetStreamError
 		if errors.As(err, &apiErr) && apiErr.APIError() != nil {
@@ -249,6 +297,19 @@ func (s *Store) findVersion(ctx context.Context, subject string, version uint64)
 		seq = m.Sequence + 1
 	}
 }
+
+func isDuplicateInProcess(err error) bool {
+	var apiErr jetstream.JetStreamError
+	return errors.As(err, &apiErr) && apiErr.APIError() != nil && apiErr.APIError().ErrorCode == errCodeDuplicateInProcess
+}
+
+// errCodeDuplicateInProcess is JetStream's "duplicate message id is in
+// process" (10158), which nats.go does not name.
+const errCodeDuplicateInProcess jetstream.ErrorCode = 10158
+
+// DuplicatesInProcess counts publishes answered "duplicate message id is
+// in process" (10158) and resolved like lost acks.
+func (s *Store) DuplicatesInProcess() int64 { return s.dupInProcess.Load() }
 
 func isWrongLastSeq(err error) bool {
 	var apiErr jetstream.JetStreamError
