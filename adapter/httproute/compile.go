@@ -334,8 +334,7 @@ func compileAll(cfg RouteConfig, label string, failed map[string]bool) (*Adapter
 	}
 	if cfg.Search != nil {
 		a.caps.SearchOmitsBody = cfg.Search.OmitsBody
-		// Only a listing that carries author and parent can prove absence.
-		a.caps.SearchAuthoritative = a.search != nil && a.search.fields.authorID != nil && a.search.fields.parentID != nil
+		// SearchAuthoritative is set by checkDedup, from the mapping.
 	}
 	a.caps.Correlation = cfg.Correlation != nil
 	switch {
