@@ -130,7 +130,7 @@ func NewGitHubAPIServer(cfg GitHubConfig) *GitHubAPI {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /user", s.handleUser)
 	mux.HandleFunc("/repos/", s.handleRepos)
-	mux.HandleFunc("GET /{owner}/{repo}/issues/{number}", s.handlePage)
+	mux.HandleFunc("GET /"+cfg.Owner+"/"+cfg.Repo+"/issues/{number}", s.handlePage)
 	s.start(cfg.Token, mux)
 	return s
 }
@@ -476,7 +476,7 @@ func (s *GitHubAPI) handlePage(w http.ResponseWriter, r *http.Request) {
 	s.pageCalls++
 	s.mu.Unlock()
 	n, err := strconv.Atoi(r.PathValue("number"))
-	if s.cfg.Private || r.PathValue("owner") != s.cfg.Owner || r.PathValue("repo") != s.cfg.Repo || err != nil || n < 1 || n > s.cfg.Issues {
+	if s.cfg.Private || err != nil || n < 1 || n > s.cfg.Issues {
 		http.NotFound(w, r)
 		return
 	}
