@@ -398,7 +398,7 @@ func TestSlackRoute(t *testing.T) {
 		retry bool
 	}{
 		{testharness.Status(429), adapter.Rejected, "ratelimited", true},
-		{testharness.Status(500), adapter.Unknown, "http_ambiguous", false},
+		{testharness.Status(500), adapter.Unknown, "slack_fatal_error", false},
 		{testharness.CommitThenDrop(), adapter.Unknown, "connection_reset", false},
 	} {
 		api.Next(c.fault)
