@@ -83,7 +83,7 @@ func TestRealAPIExamplesAreValid(t *testing.T) {
 	want := map[string]adapter.Capabilities{
 		"github": {Search: true, SearchAuthoritative: true, Correlation: true},
 		"slack":  {Search: true, SearchAuthoritative: true, Correlation: true},
-		"stripe": {IdempotencyKey: true, KeyRetention: 24 * time.Hour, StatusQuery: true, ReflectionDelay: time.Minute, Correlation: true},
+		"stripe": {IdempotencyKey: true, KeyRetention: 24 * time.Hour, StatusQuery: true, ReflectionDelay: time.Minute},
 	}
 	for k := range want {
 		if caps[k] != want[k] {
@@ -460,7 +460,7 @@ func TestStripeRoute(t *testing.T) {
 		t.Fatalf("status %+v %v", st, err)
 	}
 	got, err := a.Get(bg, res.ExternalID)
-	if err != nil || got.CorrelationID != req.IntentID || hashOf(t, got.Payload) != hashOf(t, pl) {
+	if err != nil || got.ExternalID != res.ExternalID || hashOf(t, got.Payload) != hashOf(t, pl) {
 		t.Fatalf("get %+v %v", got, err)
 	}
 	// The same key with other parameters: refused, nothing paid.
