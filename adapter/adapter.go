@@ -125,6 +125,9 @@ type StatusResult struct {
 	Code           string   // failure code
 	PartialEffects []string // effects that exist despite a failure
 	ReceivedAt     time.Time
+	// CorrelationID is the intent id the object's correlation marker names
+	// ("" when it carries none); read only on routes with Correlation.
+	CorrelationID string
 }
 
 // StatusQuery identifies a write for Status.

@@ -918,6 +918,10 @@ func (a *Adapter) Status(ctx context.Context, q adapter.StatusQuery) (adapter.St
 	if err != nil {
 		return adapter.StatusResult{}, err
 	}
+	var corrID string
+	if a.corr != nil {
+		corrID = a.corr.extract(doc) // and removed, before the payload is mapped
+	}
 	s := &scope{vars: base.vars, payload: base.payload, hasPay: base.hasPay, doc: doc, hasDoc: true}
 	raw := renderText(ss.state, s)
 	state := raw
@@ -935,6 +939,7 @@ func (a *Adapter) Status(ctx context.Context, q adapter.StatusQuery) (adapter.St
 		LiveURL:        ss.liveURL.render(s),
 		Version:        renderText(ss.version, s),
 		AppliedVersion: renderText(ss.appliedVersion, s),
+		CorrelationID:  corrID,
 	}
 	if state == adapter.StatusFailed {
 		out.Code = renderText(ss.code, s)
@@ -959,9 +964,6 @@ func (a *Adapter) Status(ctx context.Context, q adapter.StatusQuery) (adapter.St
 	// The payload is evidence: when a required field is absent it is left
 	// out, so the hash check fails rather than guessing.
 	if ss.payload != nil {
-		if a.corr != nil && a.scope != nil && a.scope.IntentID != "" {
-			stripText(doc, a.corr.render(a.scope.IntentID))
-		}
 		if v, _, err := ss.payload.eval(s, false); err == nil {
 			if m, isMap := v.(map[string]any); isMap {
 				if pl, missing, err := a.schema.shape(m); err == nil && !missing {

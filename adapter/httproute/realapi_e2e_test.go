@@ -251,6 +251,7 @@ func TestGitHubFileFaults(t *testing.T) {
 // undeclared checks failing. Never another message, never a retry.
 func slackSettled(t *testing.T, w *e2e, i *fsm.Intent, want string) {
 	t.Helper()
+	t.Logf("slack intent ended %s (%s): %v", i.State, i.ManualReason, w.types(i))
 	if i.State == fsm.Confirmed {
 		w.confirmedAs(i, want)
 		return
