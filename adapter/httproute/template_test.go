@@ -192,13 +192,13 @@ func TestParseTime(t *testing.T) {
 func TestLinkHeader(t *testing.T) {
 	for h, want := range map[string]string{
 		`<https://api.github.com/x?page=2>; rel="next", <https://api.github.com/x?page=5>; rel="last"`: "https://api.github.com/x?page=2",
-		`<https://a/x?page=1>; rel="prev", <https://a/x?page=3>; rel="next"`:                          "https://a/x?page=3",
-		`<https://a/x?q=a,b>; rel="next"`:                                                               "https://a/x?q=a,b",
-		`<https://a/x>; title="a, b"; rel="next last"`:                                                  "https://a/x",
-		`<https://a/x>; REL=next`:                                                                       "https://a/x",
-		`<https://a/x?page=5>; rel="last"`:                                                              "",
-		`https://a/x; rel="next"`:                                                                       "",
-		``:                                                                                              "",
+		`<https://a/x?page=1>; rel="prev", <https://a/x?page=3>; rel="next"`:                           "https://a/x?page=3",
+		`<https://a/x?q=a,b>; rel="next"`:                                                              "https://a/x?q=a,b",
+		`<https://a/x>; title="a, b"; rel="next last"`:                                                 "https://a/x",
+		`<https://a/x>; REL=next`:                                                                      "https://a/x",
+		`<https://a/x?page=5>; rel="last"`:                                                             "",
+		`https://a/x; rel="next"`:                                                                      "",
+		``:                                                                                             "",
 	} {
 		if got := nextLink(http.Header{"Link": {h}}); got != want {
 			t.Fatalf("%q: %q, want %q", h, got, want)
