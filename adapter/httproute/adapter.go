@@ -646,30 +646,51 @@ func (a *Adapter) record(item any, spec *recordSpec, base *scope, listing bool) 
 // origin are errors, never a shorter list. A route without a search
 // section returns nil, nil.
 func (a *Adapter) Search(ctx context.Context, q adapter.SearchQuery) ([]adapter.Record, error) {
-	ss := a.search
-	if ss == nil {
+	if a.search == nil {
 		return nil, nil
 	}
+	recs, _, err := a.searchPages(ctx, q, 0, nil)
+	if err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
+// pageSeen is what one search page was (for Inspect).
+type pageSeen struct {
+	url    string
+	status int
+	items  int
+}
+
+// searchPages lists like Search. limit > 0 reads at most limit pages and
+// reports whether more were left (more); limit 0 reads up to max_pages,
+// and more would be an error. seen, if set, is told of every page.
+func (a *Adapter) searchPages(ctx context.Context, q adapter.SearchQuery, limit int, seen func(pageSeen)) (recs []adapter.Record, more bool, err error) {
+	ss := a.search
 	if q.Account == "" {
-		return nil, a.errorf("search: the account is required")
+		return nil, false, a.errorf("search: the account is required")
 	}
 	if !q.From.IsZero() && !q.To.IsZero() && q.To.Before(q.From) {
-		return nil, a.errorf("search: the window ends before it starts")
+		return nil, false, a.errorf("search: the window ends before it starts")
 	}
 	base, err := a.readScope("search", ss.needs, map[string]string{varAccount: q.Account})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	to := q.To
 	if ss.window == windowUpdated {
 		to = time.Time{} // an object made in the window may have changed after it
 	}
 	var out []adapter.Record
-	seen := map[string]bool{}
+	ids := map[string]bool{}
 	cursor, next := "", ""
 	for page := 1; ; page++ {
+		if limit > 0 && page > limit {
+			return out, true, nil
+		}
 		if page > ss.maxPages {
-			return nil, a.errorf("search: more than %d pages in one window; narrow the window or raise search.max_pages", ss.maxPages)
+			return nil, false, a.errorf("search: more than %d pages in one window; narrow the window or raise search.max_pages", ss.maxPages)
 		}
 		s := &scope{vars: maps.Clone(base.vars), payload: base.payload, hasPay: base.hasPay,
 			times: map[string]time.Time{varFrom: q.From, varTo: to}}
@@ -681,35 +702,38 @@ func (a *Adapter) Search(ctx context.Context, q adapter.SearchQuery) ([]adapter.
 		if u == "" {
 			var ok bool
 			if u, ok, err = ss.url.render(s, false); err != nil || !ok {
-				return nil, a.errorf("search page %d: the search URL cannot be built", page)
+				return nil, false, a.errorf("search page %d: the search URL cannot be built", page)
 			}
 		}
 		resp, err := a.get(ctx, u)
 		if err != nil {
-			return nil, a.errorf("search page %d: %w", page, err)
+			return nil, false, a.errorf("search page %d: %w", page, err)
 		}
 		if err := a.classify(resp.StatusCode); err != nil {
-			return nil, a.errorf("search page %d: %w", page, err)
+			return nil, false, a.errorf("search page %d: %w", page, err)
 		}
 		doc, err := decodeJSON(resp.Body)
 		if err != nil {
-			return nil, a.errorf("search page %d: %w", page, adapter.Unparseable(resp.StatusCode, "a search"))
+			return nil, false, a.errorf("search page %d: %w", page, adapter.Unparseable(resp.StatusCode, "a search"))
 		}
 		v, ok := ss.items.eval(doc)
 		items, isList := v.([]any)
+		if seen != nil {
+			seen(pageSeen{url: u, status: resp.StatusCode, items: len(items)})
+		}
 		if !ok || !isList {
-			return nil, a.errorf("search page %d: %w", page, &adapter.CallError{Class: adapter.Unknown, Code: "response_unparseable",
+			return nil, false, a.errorf("search page %d: %w", page, &adapter.CallError{Class: adapter.Unknown, Code: "response_unparseable",
 				StatusCode: resp.StatusCode, Message: "the search response has no " + ss.items.src + " list"})
 		}
 		for _, it := range items {
 			rec, err := a.record(it, &ss.fields, base, true)
 			if err != nil || rec.ExternalID == "" {
-				return nil, a.errorf("search page %d: %w", page, adapter.Unparseable(resp.StatusCode, "a search"))
+				return nil, false, a.errorf("search page %d: %w", page, adapter.Unparseable(resp.StatusCode, "a search"))
 			}
-			if seen[rec.ExternalID] {
+			if ids[rec.ExternalID] {
 				continue
 			}
-			seen[rec.ExternalID] = true
+			ids[rec.ExternalID] = true
 			if ss.window == windowUpdated && !rec.CreatedAt.IsZero() &&
 				((!q.From.IsZero() && rec.CreatedAt.Before(q.From)) || (!q.To.IsZero() && rec.CreatedAt.After(q.To))) {
 				continue
@@ -724,16 +748,16 @@ func (a *Adapter) Search(ctx context.Context, q adapter.SearchQuery) ([]adapter.
 				n = text(v)
 			}
 			if n == "" {
-				return out, nil
+				return out, false, nil
 			}
 			if n == cursor {
-				return nil, a.errorf("search page %d: the cursor did not advance", page)
+				return nil, false, a.errorf("search page %d: the cursor did not advance", page)
 			}
 			cursor = n
 		case pageLink:
 			n := nextLink(resp.Header)
 			if n == "" {
-				return out, nil
+				return out, false, nil
 			}
 			if ref, err := url.Parse(u); err == nil {
 				if l, err := ref.Parse(n); err == nil {
@@ -741,18 +765,18 @@ func (a *Adapter) Search(ctx context.Context, q adapter.SearchQuery) ([]adapter.
 				}
 			}
 			if !a.sameOrigin(n) {
-				return nil, a.errorf("search page %d: %w", page, adapter.InvalidRequest("invalid_request", "the Link header's next page leaves base_url's origin"))
+				return nil, false, a.errorf("search page %d: %w", page, adapter.InvalidRequest("invalid_request", "the Link header's next page leaves base_url's origin"))
 			}
 			if n == u {
-				return nil, a.errorf("search page %d: the next link did not advance", page)
+				return nil, false, a.errorf("search page %d: the next link did not advance", page)
 			}
 			next = n
 		case pageNumber, pageOffset:
 			if len(items) < ss.pageSize {
-				return out, nil
+				return out, false, nil
 			}
 		default:
-			return out, nil
+			return out, false, nil
 		}
 	}
 }
