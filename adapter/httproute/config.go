@@ -37,8 +37,8 @@ func (e *RouteError) Error() string {
 // and base_url keep their ${env:NAME} references, resolved by Build
 // through Env.
 //
-// Strings documented as templates use {{...}} (see the package
-// documentation); "value trees" (Body, payload mappings, defaults) are
+// Strings documented as templates use {{...}} (see the route manual,
+// examples/routes/README.md); "value trees" (Body, payload mappings, defaults) are
 // decoded YAML: map[string]any, []any, string, int64, uint64, float64,
 // bool or nil.
 type RouteConfig struct {
