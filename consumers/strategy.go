@@ -3,6 +3,7 @@ package consumers
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -183,6 +184,11 @@ func (r *Reconciler) verify(ctx context.Context, i *fsm.Intent, route producer.R
 			// A probe that failed is a failed read, not a failed check.
 			r.logRead(i, "probe", err)
 			return r.decider().ConcludeReadError(i, caps, r.cfg.Now(), "probe", safeErr(err)), nil
+		}
+		if code >= 500 || code == http.StatusTooManyRequests {
+			// The page's server is in trouble: that proves nothing about
+			// the object; look again.
+			return r.decider().ConcludeReadError(i, caps, r.cfg.Now(), "probe", fmt.Sprintf("HTTP %d", code)), nil
 		}
 		probe = code
 	}
