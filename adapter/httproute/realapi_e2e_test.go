@@ -31,6 +31,7 @@ import (
 
 type e2e struct {
 	t     *testing.T
+	node  *testharness.Node
 	clock *testharness.ManualClock
 	route producer.Route
 	store *producer.Store
@@ -69,7 +70,7 @@ func newE2E(t *testing.T, file string, env map[string]string, clock *testharness
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &e2e{t: t, clock: clock, route: route, store: store, prod: prod, rec: rec}
+	return &e2e{t: t, node: n, clock: clock, route: route, store: store, prod: prod, rec: rec}
 }
 
 func (w *e2e) execute(requestID, account, parent, payload string) *producer.Result {
@@ -238,8 +239,12 @@ func TestGitHubFileFaults(t *testing.T) {
 		if api.Writes() != 0 {
 			t.Fatalf("%d writes reached GitHub", api.Writes())
 		}
-		if _, err := w.store.Load(context.Background(), w.route.Name, events.IntentID("default", w.route.Name, "deploy-4")); !errors.Is(err, producer.ErrNotFound) {
-			t.Fatalf("something was recorded: %v", err)
+		st, err := w.node.JS.Stream(context.Background(), producer.DefaultStoreConfig().Stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info, err := st.Info(context.Background()); err != nil || info.State.Msgs != 0 {
+			t.Fatalf("the log holds %d events (%v): something was recorded", info.State.Msgs, err)
 		}
 	})
 }
