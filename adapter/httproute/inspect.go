@@ -3,6 +3,7 @@ package httproute
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -128,7 +129,9 @@ func (a *Adapter) Inspect(ctx context.Context, opts InspectOptions) (*Inspection
 			if len(recs) > opts.Items {
 				recs = recs[:opts.Items]
 			}
-			s.Records = recs
+			for _, rec := range recs {
+				s.Records = append(s.Records, a.masked(rec))
+			}
 		}
 	}
 
@@ -144,6 +147,7 @@ func (a *Adapter) Inspect(ctx context.Context, opts InspectOptions) (*Inspection
 		case err != nil:
 			rb.Err = a.safe(err)
 		default:
+			rec = a.masked(rec)
 			rb.Record = &rec
 			if rec.LiveURL != "" {
 				rb.ProbeURL = rec.LiveURL
@@ -156,6 +160,21 @@ func (a *Adapter) Inspect(ctx context.Context, opts InspectOptions) (*Inspection
 		}
 	}
 	return out, nil
+}
+
+// masked replaces every route header value a record's text fields hold
+// (an API that echoes its credentials) with [redacted]: the probe prints
+// them.
+func (a *Adapter) masked(r adapter.Record) adapter.Record {
+	for _, v := range a.credentials() {
+		for _, f := range []*string{&r.ExternalID, &r.LiveURL, &r.AuthorID, &r.ParentID, &r.Visibility, &r.CorrelationID} {
+			*f = strings.ReplaceAll(*f, v, "[redacted]")
+		}
+		if strings.Contains(string(r.Payload), v) {
+			r.Payload = []byte(strings.ReplaceAll(string(r.Payload), v, "[redacted]"))
+		}
+	}
+	return r
 }
 
 // relative shows a URL of the API relative to base_url.
@@ -177,13 +196,31 @@ func (a *Adapter) safe(err error) string {
 	if a.base != "" {
 		s = strings.ReplaceAll(s, a.base, "{{base}}")
 	}
-	for _, h := range a.headers {
-		if v := string(h.value); v != "" {
-			s = strings.ReplaceAll(s, v, "[redacted]")
-		}
+	for _, v := range a.credentials() {
+		s = strings.ReplaceAll(s, v, "[redacted]")
 	}
 	if s == adapter.ErrNotFound.Error() {
 		return "not found (" + http.StatusText(http.StatusNotFound) + ")"
 	}
 	return s
+}
+
+// credentials are the route's header values and their words of 8 bytes
+// or more ("Bearer <token>" gives the token too), longest first.
+func (a *Adapter) credentials() []string {
+	var out []string
+	for _, h := range a.headers {
+		v := string(h.value)
+		if v == "" {
+			continue
+		}
+		out = append(out, v)
+		for _, w := range strings.Fields(v) {
+			if len(w) >= 8 && w != v {
+				out = append(out, w)
+			}
+		}
+	}
+	slices.SortFunc(out, func(x, y string) int { return len(y) - len(x) })
+	return out
 }

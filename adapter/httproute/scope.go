@@ -169,6 +169,14 @@ func (a *Adapter) readIdentity(ctx context.Context) (string, error) {
 	if id == "" {
 		return "", a.errorf("identity: %w", adapter.Unparseable(code, "the identity read"))
 	}
+	// An identity that is (part of) a credential would end up in errors
+	// and receipts: a hostile or broken API is refused, not echoed.
+	for _, v := range a.credentials() {
+		if strings.Contains(id, v) || (len(id) >= 8 && strings.Contains(v, id)) {
+			return "", a.errorf("identity: %w", &adapter.CallError{Class: adapter.Unknown, Code: "identity_is_a_credential", StatusCode: code,
+				Message: "the identity read answered a route credential"})
+		}
+	}
 	return id, nil
 }
 
