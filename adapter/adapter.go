@@ -125,6 +125,9 @@ type StatusResult struct {
 	Code           string   // failure code
 	PartialEffects []string // effects that exist despite a failure
 	ReceivedAt     time.Time
+	// CorrelationID is the intent id the object's correlation marker names
+	// ("" when it carries none); read only on routes with Correlation.
+	CorrelationID string
 }
 
 // StatusQuery identifies a write for Status.
@@ -189,4 +192,64 @@ type PayloadNormalizer interface {
 // human instead of retrying, because a retry could duplicate the post.
 type Resembler interface {
 	Resembles(intentPayload, recordPayload json.RawMessage) bool
+}
+
+// ReadScope is the intent a read is made for: the values a route's read
+// templates may use beyond the account and the window (a parent in a
+// search URL, an intent id in a lookup, a payload field).
+type ReadScope struct {
+	IntentID         string
+	RequestID        string
+	IdempotencyKey   string
+	Account          string
+	ParentExternalID string
+	Payload          json.RawMessage
+}
+
+// IntentScoped is optional: an adapter whose reads depend on the intent
+// returns, for one intent, the adapter to make that intent's reads
+// (Search, Get, Status, Probe) with. A reconciler calls ForIntent before
+// reading for an intent; an adapter that is not IntentScoped reads the
+// same for every intent.
+//
+// SearchKey tells which intents may share one listing: two intents of one
+// account may share a Search result only when their SearchKeys are equal
+// ("" when the search depends on the account and window alone).
+type IntentScoped interface {
+	ForIntent(s ReadScope) Adapter
+	SearchKey(s ReadScope) string
+}
+
+// ForIntent returns a.ForIntent(s) when a is IntentScoped, else a.
+func ForIntent(a Adapter, s ReadScope) Adapter {
+	if sc, ok := a.(IntentScoped); ok {
+		return sc.ForIntent(s)
+	}
+	return a
+}
+
+// SearchKey returns a.SearchKey(s) when a is IntentScoped, else "".
+func SearchKey(a Adapter, s ReadScope) string {
+	if sc, ok := a.(IntentScoped); ok {
+		return sc.SearchKey(s)
+	}
+	return ""
+}
+
+// Readback checks a route can declare (CheckDeclarer).
+const (
+	CheckURL        = "url"        // the live URL answers 200 without credentials
+	CheckAuthor     = "author"     // the object's author is the intent's account
+	CheckPayload    = "payload"    // the object's payload hashes like the intent's
+	CheckParent     = "parent"     // the object is under the intent's parent
+	CheckVisibility = "visibility" // the object is public
+)
+
+// CheckDeclarer is optional: the readback checks a route declares. A
+// reconciler requires every declared check to pass, and does not require
+// a check the route does not declare (an API whose objects have no public
+// page declares no url or visibility check). Without it, every check
+// above applies.
+type CheckDeclarer interface {
+	ReadbackChecks() []string
 }

@@ -46,6 +46,7 @@ Usage:
   settle abandon ID --reason WHY              record that an intent will not be written
   settle audit (--data DIR | --nats-url URL)  replay the log and check its invariants (non-zero exit on a violation)
   settle routes check FILE                    validate a route file; every error names route and field
+  settle routes probe FILE [--route NAME] [--external-id ID]   read-only: what a route's reads resolve to on the live API
   settle version
 
 Run 'settle <command> -h' for a command's flags.
