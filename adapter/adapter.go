@@ -58,6 +58,16 @@ func (c Capabilities) Frozen() events.Capabilities {
 	}
 }
 
+// FrozenCaps is what is frozen into an intent of a route served by a: its
+// capabilities and the readback checks it declares (CheckDeclarer).
+func FrozenCaps(a Adapter) events.Capabilities {
+	c := a.Capabilities().Frozen()
+	if d, ok := a.(CheckDeclarer); ok {
+		c.Checks = append([]string(nil), d.ReadbackChecks()...)
+	}
+	return c
+}
+
 // WriteRequest is one attempt of an intent's write. IdempotencyKey is the
 // same on every attempt; AttemptID differs. Payload is the frozen canonical
 // payload.

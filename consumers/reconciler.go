@@ -12,6 +12,7 @@ import (
 
 	"github.com/cockroachdb/errors"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/producer"
@@ -254,7 +255,7 @@ func (r *Reconciler) advance(ctx context.Context, h *producer.History, i *fsm.In
 	if !ok {
 		return nil, 0, fmt.Errorf("step %s: %w: %q", i.ID, ErrRouteMissing, i.Route())
 	}
-	caps := fsm.CapsFor(i, route.Adapter.Capabilities().Frozen())
+	caps := fsm.CapsFor(i, adapter.FrozenCaps(route.Adapter))
 	realStart := time.Now()
 	now := r.cfg.Now()
 	appendOne := func(attempt string, d events.Data) ([]events.Type, time.Duration, error) {

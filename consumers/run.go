@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/errors"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/producer"
@@ -200,10 +201,10 @@ func (r *Reconciler) triage(ctx context.Context, m jetstream.Msg, sc *searchCach
 	if rt, ok := r.prod.Route(route); ok {
 		searching := intent.State == fsm.Reconciling ||
 			((intent.State == fsm.Unknown || intent.State == fsm.InProgress) && !r.cfg.Now().Before(intent.NextCheckAt))
-		caps := fsm.CapsFor(intent, rt.Adapter.Capabilities().Frozen())
+		caps := fsm.CapsFor(intent, adapter.FrozenCaps(rt.Adapter))
 		if searching && !intent.WriteProven && fsm.StrategyOf(caps) == fsm.StrategySearch {
 			from, to := fsm.Window(intent)
-			sc.plan(route, intent.Recorded.Account, from, to)
+			sc.plan(route, searchKey(rt, intent), intent.Recorded.Account, from, to)
 		}
 	}
 	return wake{msg: m, route: route, intentID: intentID}, true
@@ -239,7 +240,7 @@ func (r *Reconciler) DryRun(ctx context.Context, route, intentID string) (*Repor
 	if !ok {
 		return nil, fmt.Errorf("dry run %s: %w: %q", intentID, producer.ErrUnknownRoute, route)
 	}
-	caps := fsm.CapsFor(i, rt.Adapter.Capabilities().Frozen())
+	caps := fsm.CapsFor(i, adapter.FrozenCaps(rt.Adapter))
 	strategy := fsm.StrategyOf(caps)
 	rep := &Report{IntentID: intentID, State: i.State, Strategy: strategy}
 	rep.WindowFrom, rep.WindowTo = fsm.Window(i)

@@ -38,6 +38,18 @@ func safeErr(err error) string {
 	return "read_error"
 }
 
+// readScope is the intent a read is made for.
+func readScope(i *fsm.Intent) adapter.ReadScope {
+	return adapter.ReadScope{IntentID: i.ID, RequestID: i.Recorded.RequestID, IdempotencyKey: i.Recorded.IdempotencyKey,
+		Account: i.Recorded.Account, ParentExternalID: i.Recorded.ParentExternalID, Payload: i.Recorded.Payload}
+}
+
+// reader is the adapter to make an intent's reads with (a route whose read
+// templates use the intent's values reads per intent).
+func reader(route producer.Route, i *fsm.Intent) adapter.Adapter {
+	return adapter.ForIntent(route.Adapter, readScope(i))
+}
+
 // candidate reduces an adapter record to what the decision compares.
 func candidate(route producer.Route, i *fsm.Intent, rec adapter.Record) fsm.Candidate {
 	c := fsm.Candidate{ExternalID: rec.ExternalID, LiveURL: rec.LiveURL, AuthorID: rec.AuthorID, ParentID: rec.ParentID,
@@ -91,7 +103,7 @@ func (r *Reconciler) logRead(i *fsm.Intent, what string, err error) {
 // status asks the external system for its own record of the write
 // (Found false: it has none).
 func (r *Reconciler) status(ctx context.Context, i *fsm.Intent, route producer.Route) (fsm.StatusObservation, error) {
-	sq, ok := route.Adapter.(adapter.StatusQuerier)
+	sq, ok := reader(route, i).(adapter.StatusQuerier)
 	if !ok {
 		return fsm.StatusObservation{}, fmt.Errorf("route %s: %w: its adapter has no status query", route.Name, ErrRouteMissing)
 	}
@@ -104,7 +116,7 @@ func (r *Reconciler) status(ctx context.Context, i *fsm.Intent, route producer.R
 		return fsm.StatusObservation{}, err
 	}
 	obs := fsm.StatusObservation{Found: true, State: st.State, ExternalID: st.ExternalID, LiveURL: st.LiveURL,
-		Code: st.Code, PartialEffects: st.PartialEffects, Version: st.Version, AppliedVersion: st.AppliedVersion}
+		Code: st.Code, PartialEffects: st.PartialEffects, Version: st.Version, AppliedVersion: st.AppliedVersion, CorrelationID: st.CorrelationID}
 	if len(st.Payload) > 0 {
 		if sum, err := events.PayloadSHA256(st.Payload); err == nil {
 			obs.PayloadSHA256 = sum
@@ -117,13 +129,14 @@ func (r *Reconciler) status(ctx context.Context, i *fsm.Intent, route producer.R
 // records: a listing that omits bodies is completed with Get).
 func (r *Reconciler) candidates(ctx context.Context, i *fsm.Intent, route producer.Route, sc *searchCache) ([]adapter.Record, error) {
 	from, to := fsm.Window(i)
+	ad := reader(route, i)
 	var recs []adapter.Record
 	var err error
 	if sc != nil {
-		recs, err = sc.get(ctx, r, route, i.Recorded.Account, from, to)
+		recs, err = sc.get(ctx, r, route.Name, ad, searchKey(route, i), i.Recorded.Account, from, to)
 	} else {
 		r.readCalls.add(1)
-		recs, err = route.Adapter.Search(ctx, adapter.SearchQuery{Account: i.Recorded.Account, From: from, To: to})
+		recs, err = ad.Search(ctx, adapter.SearchQuery{Account: i.Recorded.Account, From: from, To: to})
 	}
 	if err != nil {
 		return nil, err
@@ -135,7 +148,7 @@ func (r *Reconciler) candidates(ctx context.Context, i *fsm.Intent, route produc
 		}
 		if rec.Partial {
 			r.readCalls.add(1)
-			full, err := route.Adapter.Get(ctx, rec.ExternalID)
+			full, err := ad.Get(ctx, rec.ExternalID)
 			if errors.Is(err, adapter.ErrNotFound) {
 				continue
 			}
@@ -163,8 +176,9 @@ func (r *Reconciler) verify(ctx context.Context, i *fsm.Intent, route producer.R
 		}
 		return r.decider().ConcludeStatusReadback(i, caps, r.cfg.Now(), st), nil
 	}
+	ad := reader(route, i)
 	r.readCalls.add(1)
-	rec, err := route.Adapter.Get(ctx, i.ExternalID)
+	rec, err := ad.Get(ctx, i.ExternalID)
 	if errors.Is(err, adapter.ErrNotFound) {
 		return r.decider().ConcludeReadback(i, caps, r.cfg.Now(), fsm.Readback{Found: false}), nil
 	}
@@ -179,7 +193,7 @@ func (r *Reconciler) verify(ctx context.Context, i *fsm.Intent, route producer.R
 	probe := 0
 	if liveURL != "" {
 		r.readCalls.add(1)
-		code, err := route.Adapter.Probe(ctx, liveURL)
+		code, err := ad.Probe(ctx, liveURL)
 		if err != nil {
 			// A probe that failed is a failed read, not a failed check.
 			r.logRead(i, "probe", err)
@@ -216,11 +230,16 @@ func newSearchCache() *searchCache {
 	return &searchCache{planned: map[string][]span{}, done: map[string][]spanRecords{}}
 }
 
+// searchKey tells which intents of one account may share a listing.
+func searchKey(route producer.Route, i *fsm.Intent) string {
+	return adapter.SearchKey(route.Adapter, readScope(i))
+}
+
 // plan registers a window; overlapping windows of one key are merged.
-func (c *searchCache) plan(route, account string, from, to time.Time) {
+func (c *searchCache) plan(route, key, account string, from, to time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := route + "|" + account
+	k := route + "|" + key + "|" + account
 	spans := c.planned[k]
 	merged := span{from, to}
 	var keep []span
@@ -241,8 +260,8 @@ func (c *searchCache) plan(route, account string, from, to time.Time) {
 
 // get returns the records of a planned span covering [from, to], listing
 // it on first use; an unplanned window is listed on its own.
-func (c *searchCache) get(ctx context.Context, r *Reconciler, route producer.Route, account string, from, to time.Time) ([]adapter.Record, error) {
-	k := route.Name + "|" + account
+func (c *searchCache) get(ctx context.Context, r *Reconciler, route string, ad adapter.Adapter, key, account string, from, to time.Time) ([]adapter.Record, error) {
+	k := route + "|" + key + "|" + account
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, d := range c.done[k] {
@@ -258,7 +277,7 @@ func (c *searchCache) get(ctx context.Context, r *Reconciler, route producer.Rou
 		}
 	}
 	r.readCalls.add(1)
-	recs, err := route.Adapter.Search(ctx, adapter.SearchQuery{Account: account, From: want.from, To: want.to})
+	recs, err := ad.Search(ctx, adapter.SearchQuery{Account: account, From: want.from, To: want.to})
 	c.done[k] = append(c.done[k], spanRecords{span: want, recs: recs, err: err})
 	return recs, err
 }

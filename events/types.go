@@ -220,6 +220,10 @@ type Capabilities struct {
 	SearchAuthoritative bool `json:"search_authoritative,omitempty"`
 	// Correlation: every write carries a marker naming its intent.
 	Correlation bool `json:"correlation,omitempty"`
+	// Checks are the readback checks the route declares (empty: all of
+	// url, author, payload, parent, visibility). Author, payload and
+	// parent are required whatever the route declares.
+	Checks []string `json:"checks,omitempty"`
 }
 
 // Check is one readback check with its result. Detail is a safe,

@@ -640,6 +640,9 @@ type StatusObservation struct {
 	PayloadSHA256  string
 	Version        string
 	AppliedVersion string
+	// CorrelationID is the intent the object's marker names (routes with
+	// a correlation marker).
+	CorrelationID string
 }
 
 // Status states of StatusObservation.State.
@@ -669,7 +672,7 @@ func (d Decider) ConcludeStatus(i *Intent, caps events.Capabilities, now time.Ti
 			ev.Evidence.CurrentState = st.State
 			return ev
 		}
-		return &events.CandidateFoundData{ExternalID: st.ExternalID, LiveURL: st.LiveURL, Source: "status"}
+		return &events.CandidateFoundData{ExternalID: st.ExternalID, LiveURL: st.LiveURL, Source: "status", CorrelationID: st.CorrelationID}
 	case StatusProcessing:
 		deadline := i.ProcessingDeadline
 		if deadline.IsZero() {
@@ -736,18 +739,24 @@ func (d Decider) ConcludeReadback(i *Intent, caps events.Capabilities, now time.
 	if liveURL == "" {
 		liveURL = i.LiveURL
 	}
-	urlCheck := events.Check{Name: "url", Detail: "no live URL"}
-	if liveURL != "" {
-		urlCheck.OK = rb.ProbeStatus == 200
-		urlCheck.Detail = fmt.Sprintf("HTTP %d", rb.ProbeStatus)
-	}
+	required := RequiredChecks(caps)
 	ref := Match(i, caps, o)
-	checks := []events.Check{
-		urlCheck,
-		{Name: "author", OK: !slices.Contains(ref.Mismatch, "author"), Detail: "author_id " + quoteOrNone(o.AuthorID)},
-		{Name: "payload", OK: !slices.Contains(ref.Mismatch, "payload"), Detail: "canon/v1 sha256 of body and assets"},
-		{Name: "parent", OK: !slices.Contains(ref.Mismatch, "parent"), Detail: "parent " + quoteOrNone(o.ParentID)},
-		{Name: "visibility", OK: o.Visibility == "public", Detail: "visibility " + quoteOrNone(o.Visibility)},
+	var checks []events.Check
+	if slices.Contains(required, "url") {
+		urlCheck := events.Check{Name: "url", Detail: "no live URL"}
+		if liveURL != "" {
+			urlCheck.OK = rb.ProbeStatus == 200
+			urlCheck.Detail = fmt.Sprintf("HTTP %d", rb.ProbeStatus)
+		}
+		checks = append(checks, urlCheck)
+	}
+	checks = append(checks,
+		events.Check{Name: "author", OK: !slices.Contains(ref.Mismatch, "author"), Detail: "author_id " + quoteOrNone(o.AuthorID)},
+		events.Check{Name: "payload", OK: !slices.Contains(ref.Mismatch, "payload"), Detail: "canon/v1 sha256 of body and assets"},
+		events.Check{Name: "parent", OK: !slices.Contains(ref.Mismatch, "parent"), Detail: "parent " + quoteOrNone(o.ParentID)},
+	)
+	if slices.Contains(required, "visibility") {
+		checks = append(checks, events.Check{Name: "visibility", OK: o.Visibility == "public", Detail: "visibility " + quoteOrNone(o.Visibility)})
 	}
 	if caps.Correlation {
 		checks = append(checks, events.Check{Name: "correlation", OK: o.CorrelationID == i.ID, Detail: "marker names " + quoteOrNone(o.CorrelationID)})

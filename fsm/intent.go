@@ -220,11 +220,34 @@ func (i *Intent) ResendsLeft() int {
 
 // RequiredChecks are the readback checks a receipt of this intent must
 // hold, all passing: what the route's readback verifies.
-func (i *Intent) RequiredChecks() []string {
-	if i.Caps().StatusQuery {
+func (i *Intent) RequiredChecks() []string { return RequiredChecks(i.Caps()) }
+
+// RequiredChecks are the readback checks a receipt must hold on a route
+// with capabilities c: status and payload on a status route; on others the
+// identity checks (author, payload, parent) always, and url and visibility
+// unless the route declares checks without them (an API whose objects have
+// no public page).
+func RequiredChecks(c events.Capabilities) []string {
+	if c.StatusQuery {
 		return []string{"status", "payload"}
 	}
-	return []string{"url", "author", "payload", "parent", "visibility"}
+	if len(c.Checks) == 0 {
+		return []string{"url", "author", "payload", "parent", "visibility"}
+	}
+	out := []string{}
+	for _, name := range []string{"url", "author", "payload", "parent", "visibility"} {
+		switch name {
+		case "author", "payload", "parent":
+			out = append(out, name)
+		default:
+			for _, d := range c.Checks {
+				if d == name {
+					out = append(out, name)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // PreExisting reports whether an object created at t cannot be this

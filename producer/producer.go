@@ -281,7 +281,7 @@ func (p *Producer) prepare(req Request) (*prepared, error) {
 		planned = now
 	}
 	id := events.IntentID(req.Tenant, req.Route, req.RequestID)
-	caps := route.Adapter.Capabilities().Frozen()
+	caps := adapter.FrozenCaps(route.Adapter)
 	pr := &prepared{route: route, intentID: id, rec: events.IntentRecordedData{
 		Tenant: req.Tenant, Route: req.Route, Account: req.Account, RequestID: req.RequestID,
 		IdempotencyKey: events.IdempotencyKey(id), ParentExternalID: req.ParentExternalID,
@@ -421,7 +421,7 @@ func (p *Producer) record(ctx context.Context, pr *prepared) (*History, error) {
 // drive takes the write-path steps the decider gives, making at most one
 // external call, and returns the result.
 func (p *Producer) drive(ctx context.Context, route Route, h *History, intent *fsm.Intent, recordedNow bool) (*Result, error) {
-	caps := fsm.CapsFor(intent, route.Adapter.Capabilities().Frozen())
+	caps := fsm.CapsFor(intent, adapter.FrozenCaps(route.Adapter))
 	appended, wrote := 0, false
 	for k := 0; k < 8; k++ {
 		realStart := time.Now()
@@ -558,7 +558,7 @@ func (p *Producer) dryRun(pr *prepared, h *History) (*Result, error) {
 		rep.Reason = "already recorded"
 	}
 	// Walk the decider's write path on a private copy, appending nothing.
-	caps := fsm.CapsFor(sim, pr.route.Adapter.Capabilities().Frozen())
+	caps := fsm.CapsFor(sim, adapter.FrozenCaps(pr.route.Adapter))
 	for k := 0; k < 8; k++ {
 		step := p.dec.Next(sim, caps, now)
 		if !step.WritePath {
