@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/settle-dev/settle/events"
 )
 
 // ErrNotFound is returned by Get and Status when the external system has no
@@ -42,6 +44,28 @@ type Capabilities struct {
 	// marker to name the intent, and a record naming another intent is
 	// never ours.
 	Correlation bool
+}
+
+// Frozen returns the capabilities as they are frozen into an intent when it
+// is recorded (events.Capabilities): the guards and the decision function
+// judge the intent by them for its whole life.
+func (c Capabilities) Frozen() events.Capabilities {
+	return events.Capabilities{
+		IdempotencyKey: c.IdempotencyKey, KeyRetention: events.Duration(c.KeyRetention),
+		StatusQuery: c.StatusQuery, ReflectionDelay: events.Duration(c.ReflectionDelay),
+		Search: c.Search, SearchAuthoritative: c.Search && c.SearchAuthoritative,
+		Correlation: c.Correlation,
+	}
+}
+
+// FrozenCaps is what is frozen into an intent of a route served by a: its
+// capabilities and the readback checks it declares (CheckDeclarer).
+func FrozenCaps(a Adapter) events.Capabilities {
+	c := a.Capabilities().Frozen()
+	if d, ok := a.(CheckDeclarer); ok {
+		c.Checks = append([]string(nil), d.ReadbackChecks()...)
+	}
+	return c
 }
 
 // WriteRequest is one attempt of an intent's write. IdempotencyKey is the
@@ -111,6 +135,9 @@ type StatusResult struct {
 	Code           string   // failure code
 	PartialEffects []string // effects that exist despite a failure
 	ReceivedAt     time.Time
+	// CorrelationID is the intent id the object's correlation marker names
+	// ("" when it carries none); read only on routes with Correlation.
+	CorrelationID string
 }
 
 // StatusQuery identifies a write for Status.
@@ -175,4 +202,64 @@ type PayloadNormalizer interface {
 // human instead of retrying, because a retry could duplicate the post.
 type Resembler interface {
 	Resembles(intentPayload, recordPayload json.RawMessage) bool
+}
+
+// ReadScope is the intent a read is made for: the values a route's read
+// templates may use beyond the account and the window (a parent in a
+// search URL, an intent id in a lookup, a payload field).
+type ReadScope struct {
+	IntentID         string
+	RequestID        string
+	IdempotencyKey   string
+	Account          string
+	ParentExternalID string
+	Payload          json.RawMessage
+}
+
+// IntentScoped is optional: an adapter whose reads depend on the intent
+// returns, for one intent, the adapter to make that intent's reads
+// (Search, Get, Status, Probe) with. A reconciler calls ForIntent before
+// reading for an intent; an adapter that is not IntentScoped reads the
+// same for every intent.
+//
+// SearchKey tells which intents may share one listing: two intents of one
+// account may share a Search result only when their SearchKeys are equal
+// ("" when the search depends on the account and window alone).
+type IntentScoped interface {
+	ForIntent(s ReadScope) Adapter
+	SearchKey(s ReadScope) string
+}
+
+// ForIntent returns a.ForIntent(s) when a is IntentScoped, else a.
+func ForIntent(a Adapter, s ReadScope) Adapter {
+	if sc, ok := a.(IntentScoped); ok {
+		return sc.ForIntent(s)
+	}
+	return a
+}
+
+// SearchKey returns a.SearchKey(s) when a is IntentScoped, else "".
+func SearchKey(a Adapter, s ReadScope) string {
+	if sc, ok := a.(IntentScoped); ok {
+		return sc.SearchKey(s)
+	}
+	return ""
+}
+
+// Readback checks a route can declare (CheckDeclarer).
+const (
+	CheckURL        = "url"        // the live URL answers 200 without credentials
+	CheckAuthor     = "author"     // the object's author is the intent's account
+	CheckPayload    = "payload"    // the object's payload hashes like the intent's
+	CheckParent     = "parent"     // the object is under the intent's parent
+	CheckVisibility = "visibility" // the object is public
+)
+
+// CheckDeclarer is optional: the readback checks a route declares. A
+// reconciler requires every declared check to pass, and does not require
+// a check the route does not declare (an API whose objects have no public
+// page declares no url or visibility check). Without it, every check
+// above applies.
+type CheckDeclarer interface {
+	ReadbackChecks() []string
 }

@@ -52,6 +52,12 @@ type Config struct {
 	// RecordedGrace: a recorded intent that its writer never started is
 	// started by a reconciler after this long.
 	RecordedGrace time.Duration
+	// ResendBase and ResendCap govern settle's own resends after a proven
+	// rejection (never sent, 429): backoff with jitter from ResendBase,
+	// doubling up to ResendCap, inside the policy's resend budget and the
+	// intent's expiry.
+	ResendBase time.Duration
+	ResendCap  time.Duration
 	// Rand drives jitter (seed it for deterministic tests).
 	Rand *rand.Rand
 	// Logger receives one line per step.
@@ -59,6 +65,9 @@ type Config struct {
 	// OnStep, if set, is told of every step that appended (for metrics and
 	// progress). It must not block.
 	OnStep func(route, intentID string, res StepResult)
+	// AfterCall is the producer's fault-injection hook for the writes this
+	// reconciler makes (see producer.Config.AfterCall).
+	AfterCall func(intentID string) error
 }
 
 // DefaultConfig returns production defaults with a unique worker name.
@@ -78,6 +87,8 @@ func DefaultConfig() Config {
 		PollBase:           2 * time.Second,
 		ProcessingDeadline: 15 * time.Minute,
 		RecordedGrace:      2 * time.Minute,
+		ResendBase:         time.Second,
+		ResendCap:          time.Minute,
 		Rand:               rand.New(rand.NewPCG(1, 2)),
 		Logger:             slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
@@ -94,6 +105,8 @@ func (c Config) Validate() error {
 		return errors.New("reconciler config: Now: is required")
 	case c.Lease <= 0, c.Recheck <= 0, c.MaxRecheck < c.Recheck, c.MaxWait <= 0, c.AckWait <= 0, c.PollBase <= 0, c.ProcessingDeadline <= 0:
 		return errors.New("reconciler config: Lease, Recheck, MaxRecheck, MaxWait, AckWait, PollBase, ProcessingDeadline: must be positive (MaxRecheck ≥ Recheck)")
+	case c.ResendBase <= 0 || c.ResendCap < c.ResendBase:
+		return errors.New("reconciler config: ResendBase, ResendCap: must be positive (ResendCap ≥ ResendBase)")
 	case c.Batch < 1 || c.Batch > 1024:
 		return fmt.Errorf("reconciler config: Batch: %d is outside 1..1024", c.Batch)
 	case c.MaxAckPending < c.Batch:
@@ -109,7 +122,9 @@ func (c Config) Validate() error {
 // Reconciler settles unknown results without a second write. Many
 // reconcilers (goroutines or processes) may run on one stream: every step
 // is an append with per-subject CAS, so each step of an intent is taken by
-// exactly one of them.
+// exactly one of them. What each step is, is fsm.Decider's decision; the
+// reconciler carries it out (the reads, the appends, and through the
+// producer the writes).
 type Reconciler struct {
 	cfg   Config
 	store *producer.Store
@@ -118,9 +133,17 @@ type Reconciler struct {
 	// hookAfterClaim, in tests, runs after a won RetryClaimed and before the
 	// write; an error aborts the step as if the worker died there.
 	hookAfterClaim func(intentID string) error
-	readCalls      countingReads
-	cache          historyCache
+	// hookStep, in tests, runs before each step is carried out; an error
+	// aborts the step as if the worker died there.
+	hookStep  func(i *fsm.Intent, s fsm.Step) error
+	readCalls countingReads
+	cache     historyCache
 }
+
+// ErrRouteMissing: the intent's route (or the capability its frozen
+// strategy needs) is not configured in this worker. The intent is left for
+// a worker that has it, never dropped.
+var ErrRouteMissing = errors.New("route not configured in this worker")
 
 type countingReads struct {
 	mu sync.Mutex
@@ -135,12 +158,27 @@ func NewReconciler(store *producer.Store, cfg Config, routes ...producer.Route) 
 		return nil, err
 	}
 	pc := producer.DefaultConfig()
-	pc.Actor, pc.Now = cfg.Worker, cfg.Now
+	pc.Actor, pc.Now, pc.ClaimLease, pc.AfterCall = cfg.Worker, cfg.Now, cfg.Lease, cfg.AfterCall
 	prod, err := producer.New(store, pc, routes...)
 	if err != nil {
 		return nil, fmt.Errorf("reconciler: %w", err)
 	}
-	return &Reconciler{cfg: cfg, store: store, prod: prod}, nil
+	r := &Reconciler{cfg: cfg, store: store, prod: prod}
+	if err := r.decider().Validate(); err != nil {
+		return nil, fmt.Errorf("reconciler: %w", err)
+	}
+	return r, nil
+}
+
+// decider is the decision function with this worker's settings.
+func (r *Reconciler) decider() fsm.Decider {
+	return fsm.Decider{
+		Actor: r.cfg.Worker, Lease: r.cfg.Lease, RecordedGrace: r.cfg.RecordedGrace,
+		Recheck: r.cfg.Recheck, MaxRecheck: r.cfg.MaxRecheck,
+		PollBase: r.cfg.PollBase, ProcessingDeadline: r.cfg.ProcessingDeadline,
+		ResendBase: r.cfg.ResendBase, ResendCap: r.cfg.ResendCap, MaxCandidates: 50,
+		Jitter: r.jitter,
+	}
 }
 
 // ReadCalls is how many external read calls (list, get, probe, status)
@@ -168,6 +206,7 @@ type StepResult struct {
 // Step loads an intent and advances it as far as it can now, appending
 // each transition with CAS. It returns when the intent must wait or is
 // done. A lost CAS means another worker moved the intent: Step reloads.
+// An intent whose route this worker lacks gives ErrRouteMissing.
 func (r *Reconciler) Step(ctx context.Context, route, intentID string) (StepResult, error) {
 	return r.step(ctx, route, intentID, nil)
 }
@@ -209,18 +248,16 @@ func (r *Reconciler) step(ctx context.Context, route, intentID string, sc *searc
 	return res, nil
 }
 
-// advance takes the intent one decision further. It returns the events it
+// advance carries out the decider's next step. It returns the events it
 // appended (none: the intent must wait `wait`, or is done when wait == 0).
 func (r *Reconciler) advance(ctx context.Context, h *producer.History, i *fsm.Intent, sc *searchCache) ([]events.Type, time.Duration, error) {
-	now := r.cfg.Now()
 	route, ok := r.prod.Route(i.Route())
 	if !ok {
-		r.cfg.Logger.Warn("reconciler: intent of an unconfigured route is left alone", "intent", i.ID, "route", i.Route())
-		return nil, 0, nil
+		return nil, 0, fmt.Errorf("step %s: %w: %q", i.ID, ErrRouteMissing, i.Route())
 	}
-	caps := route.Adapter.Capabilities()
-	p := i.Recorded.Policy
-	skew := p.ClockSkew.D()
+	caps := fsm.CapsFor(i, adapter.FrozenCaps(route.Adapter))
+	realStart := time.Now()
+	now := r.cfg.Now()
 	appendOne := func(attempt string, d events.Data) ([]events.Type, time.Duration, error) {
 		if err := r.store.AppendNext(ctx, h, i, r.cfg.Worker, now, attempt, d); err != nil {
 			return nil, 0, err
@@ -228,195 +265,49 @@ func (r *Reconciler) advance(ctx context.Context, h *producer.History, i *fsm.In
 		r.cfg.Logger.Debug("reconciler step", "intent", i.ID, "event", d.EventType(), "state", i.State)
 		return []events.Type{d.EventType()}, 0, nil
 	}
-	switch i.State {
-	case fsm.Recorded:
-		if i.Released || now.After(i.UpdatedAt.Add(r.cfg.RecordedGrace)) {
-			if p.FirstWrite == events.PolicyApproval && len(i.Attempts) == 0 {
-				return appendOne("", &events.ApprovalRequiredData{For: "first_write", Reason: "route policy requires approval"})
-			}
-			if _, err := r.prod.WriteAttempt(ctx, h, i); err != nil && !errors.Is(err, producer.ErrOutcomeNotRecorded) {
+	step := r.decider().Next(i, caps, now)
+	if r.hookStep != nil && step.Kind != fsm.StepWait && step.Kind != fsm.StepDone {
+		if err := r.hookStep(i, step); err != nil {
+			return nil, 0, err
+		}
+	}
+	switch step.Kind {
+	case fsm.StepWait:
+		return nil, until(now, step.At), nil
+	case fsm.StepDone:
+		return nil, 0, nil
+	case fsm.StepAppend:
+		return appendOne(step.AttemptID, step.Event)
+	case fsm.StepWrite:
+		if i.State == fsm.RetryClaimed && r.hookAfterClaim != nil {
+			if err := r.hookAfterClaim(i.ID); err != nil {
 				return nil, 0, err
 			}
-			return []events.Type{events.WriteStarted}, 0, nil
 		}
-		return nil, until(now, i.UpdatedAt.Add(r.cfg.RecordedGrace)), nil
-
-	case fsm.WriteStarted:
-		a := i.LastAttempt()
-		if now.After(a.Deadline.Add(skew)) {
-			return appendOne(a.ID, &events.OutcomeUnknownData{Code: "attempt_deadline_passed",
-				Message: "no outcome was recorded before the attempt's deadline; the writer may have died after sending"})
+		if err := r.prod.TakeWrite(ctx, route, h, i, step, realStart); err != nil && !errors.Is(err, producer.ErrOutcomeNotRecorded) {
+			return nil, 0, err
 		}
-		return nil, until(now, a.Deadline.Add(skew)), nil
-
-	case fsm.Unknown, fsm.InProgress:
-		if now.Before(i.NextCheckAt) {
-			return nil, until(now, i.NextCheckAt), nil
-		}
-		strategy := strategyOf(caps)
-		if strategy == "none" {
-			return appendOne("", r.handoff(i, events.ReasonNoQueryNoDedup,
-				"the route offers no status query and no search: the result cannot be proven; a human must check", caps))
-		}
-		return appendOne("", &events.ReconcileStartedData{Worker: r.cfg.Worker, LeaseUntil: now.Add(r.cfg.Lease), Strategy: strategy, Check: i.Checks + 1})
-
-	case fsm.Reconciling:
-		if i.LeaseOwner != r.cfg.Worker && now.Before(i.LeaseUntil) {
-			return nil, until(now, i.LeaseUntil), nil
-		}
-		if i.LeaseOwner != r.cfg.Worker || !now.Before(i.LeaseUntil) {
-			// The worker that started this step died (or we restarted):
-			// give the intent back to reconciliation.
-			return appendOne("", &events.CheckDeferredData{Reason: "lease_expired", NextCheckAt: now})
-		}
-		d, err := r.reconcile(ctx, i, route, caps, sc)
+		return []events.Type{events.WriteStarted}, 0, nil
+	case fsm.StepReconcile:
+		d, err := r.reconcile(ctx, i, route, caps, step.Strategy, sc)
 		if err != nil {
 			return nil, 0, err
 		}
 		return appendOne("", d)
-
-	case fsm.Verifying:
+	case fsm.StepVerify:
 		d, err := r.verify(ctx, i, route, caps)
 		if err != nil {
 			return nil, 0, err
 		}
 		return appendOne("", d)
-
-	case fsm.NotFound, fsm.ApprovedState:
-		if i.State == fsm.ApprovedState && len(i.Attempts) == 0 {
-			if _, err := r.prod.WriteAttempt(ctx, h, i); err != nil && !errors.Is(err, producer.ErrOutcomeNotRecorded) {
-				return nil, 0, err
-			}
-			return []events.Type{events.WriteStarted}, 0, nil
-		}
-		return appendOne("", r.decideRetry(i, caps, now))
-
-	case fsm.RetryClaimed:
-		c := i.Claim
-		if !now.Before(c.LeaseUntil) {
-			return appendOne("", &events.ClaimExpiredData{Owner: c.Owner, LeaseUntil: c.LeaseUntil})
-		}
-		if c.Owner != r.cfg.Worker {
-			return nil, until(now, c.LeaseUntil.Add(time.Millisecond)), nil
-		}
-		if r.hookAfterClaim != nil {
-			if err := r.hookAfterClaim(i.ID); err != nil {
-				return nil, 0, err
-			}
-		}
-		if _, err := r.prod.WriteAttempt(ctx, h, i); err != nil && !errors.Is(err, producer.ErrOutcomeNotRecorded) {
-			return nil, 0, err
-		}
-		return []events.Type{events.WriteStarted}, 0, nil
-
-	case fsm.Failed:
-		if len(i.PartialEffects) > 0 {
-			return appendOne("", &events.ManualActionRequiredData{Reason: events.ReasonPartialEffects,
-				Message: "the target failed but left partial effects; a human must decide", Owner: "operators",
-				Evidence: events.Evidence{Unverified: i.PartialEffects, Attempts: attemptRefs(i)}})
-		}
-		return nil, 0, nil
 	}
-	// confirmed, abandoned, manual_action, rejected, awaiting_approval:
-	// nothing for a reconciler to do.
-	return nil, 0, nil
+	return nil, 0, fmt.Errorf("step %s: unknown step kind %s", i.ID, step.Kind)
 }
 
 func until(now, t time.Time) time.Duration {
 	d := t.Sub(now)
 	if d <= 0 {
 		return time.Millisecond
-	}
-	return d
-}
-
-func strategyOf(c adapter.Capabilities) string {
-	switch {
-	case c.StatusQuery:
-		return "status"
-	case c.Search:
-		return "search"
-	}
-	return "none"
-}
-
-func attemptRefs(i *fsm.Intent) []events.AttemptRef {
-	out := make([]events.AttemptRef, len(i.Attempts))
-	for k, a := range i.Attempts {
-		out[k] = events.AttemptRef{AttemptID: a.ID, StartedAt: a.StartedAt, Outcome: string(a.Outcome)}
-	}
-	return out
-}
-
-// handoff builds the manual action for a route that cannot prove a result:
-// what was approved, every attempt, what was queried and what is not
-// verified. No automatic write follows a handoff.
-func (r *Reconciler) handoff(i *fsm.Intent, reason, msg string, caps adapter.Capabilities) *events.ManualActionRequiredData {
-	var queried []string
-	if caps.StatusQuery {
-		queried = append(queried, "status by request id")
-	}
-	if caps.Search {
-		queried = append(queried, "search by account and window")
-	}
-	return &events.ManualActionRequiredData{Reason: reason, Message: msg, Owner: "operators",
-		Evidence: events.Evidence{Attempts: attemptRefs(i), Queried: queried,
-			Unverified: []string{"whether attempt " + i.LastAttempt().ID + " executed"}}}
-}
-
-// decideRetry decides, after not_found (or an approval), whether one more
-// attempt is safe: budget, policy, expiry, key retention, approval; the
-// claim itself is then won or lost by CAS.
-func (r *Reconciler) decideRetry(i *fsm.Intent, caps adapter.Capabilities, now time.Time) events.Data {
-	p := i.Recorded.Policy
-	manual := func(reason, msg string) events.Data {
-		return &events.ManualActionRequiredData{Reason: reason, Message: msg, Owner: "operators",
-			Evidence: events.Evidence{Attempts: attemptRefs(i)}}
-	}
-	if !i.Recorded.ExpiresAt.IsZero() && !now.Before(i.Recorded.ExpiresAt) {
-		return manual(events.ReasonIntentExpired, "the intent expired before a retry")
-	}
-	if i.BudgetLeft() <= 0 {
-		return manual(events.ReasonRetryBudgetSpent, "proven not executed, but the retry budget is spent")
-	}
-	if p.Retry == events.PolicyNever {
-		return manual(events.ReasonRetryNever, "proven not executed; the route never retries automatically")
-	}
-	var keyValid time.Time
-	retention := p.KeyRetention.D()
-	if retention == 0 && caps.IdempotencyKey {
-		retention = caps.KeyRetention
-	}
-	if caps.IdempotencyKey {
-		if retention <= 0 || len(i.Attempts) == 0 {
-			return manual(events.ReasonKeyRetentionExpired, "the key's retention cannot be established")
-		}
-		// Retention runs from the key's first receipt, which is no earlier
-		// than the first WriteStarted: measuring from it is conservative.
-		keyValid = i.Attempts[0].StartedAt.Add(retention - p.RetentionMargin.D() - p.ClockSkew.D())
-		if !now.Before(keyValid) {
-			return manual(events.ReasonKeyRetentionExpired, "the idempotency key's retention has passed: a retry could execute twice")
-		}
-	}
-	if p.Retry == events.PolicyApproval && i.State == fsm.NotFound {
-		return &events.ApprovalRequiredData{For: "retry", Reason: "proven not executed; the route requires approval before a retry"}
-	}
-	lease := now.Add(r.cfg.Lease)
-	if !keyValid.IsZero() && keyValid.Before(lease) {
-		lease = keyValid
-	}
-	return &events.RetryClaimedData{Owner: r.cfg.Worker, LeaseUntil: lease, Attempt: len(i.Attempts) + 1,
-		BudgetLeft: i.BudgetLeft() - 1, KeyValidUntil: keyValid, ApprovedBy: i.ApprovedBy}
-}
-
-// backoff returns the wait before the n-th recheck (n ≥ 1), doubling.
-func (r *Reconciler) backoff(n int) time.Duration {
-	d := r.cfg.Recheck
-	for k := 1; k < n && d < r.cfg.MaxRecheck; k++ {
-		d *= 2
-	}
-	if d > r.cfg.MaxRecheck {
-		d = r.cfg.MaxRecheck
 	}
 	return d
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -292,7 +293,7 @@ func TestMatchRefusesOtherAuthorParentOrAssets(t *testing.T) {
 		{"missing image", testRecord{"acct_1", "p_parent", noAsset}, "payload"},
 	}
 	for _, c := range cases {
-		ref := Match(i, c.rec.record())
+		ref := fsm.Match(i, i.Caps(), candidate(w.route, i, c.rec.record()))
 		if c.mismatch == "" {
 			if !ref.Match {
 				t.Errorf("%s: not matched: %v", c.name, ref.Mismatch)
@@ -361,7 +362,7 @@ func TestLiveURL404AndDraftGoToManualAction(t *testing.T) {
 			if i.State != fsm.ManualAction || i.ManualReason != events.ReasonReadbackFailed || i.Receipt != nil {
 				t.Fatalf("state %s reason %s", i.State, i.ManualReason)
 			}
-			if !contains(i.Evidence.Unverified, tc.failed) {
+			if !slices.Contains(i.Evidence.Unverified, tc.failed) {
 				t.Fatalf("failed checks %v do not name %s", i.Evidence.Unverified, tc.failed)
 			}
 			if w.api.Writes() != 1 || w.api.Effects() != 1 {

@@ -3,29 +3,39 @@ package consumers
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/errors"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/producer"
 )
 
-// consumerConfig is the durable pull consumer every worker shares. Every
-// event of every intent is delivered; the message of an intent's LATEST
-// event is the intent's wake-up: it is Nak'ed with a delay while the intent
-// waits (eventual consistency, in-progress polling, a lease, a deadline)
-// and acked when the intent needs no reconciler. Older events' messages
-// are acked at once. Pending messages live in the consumer's replicated
-// state, so waiting survives the restart of any worker or server; the
-// times that decide anything are on the log, the delay is only a hint.
-func (r *Reconciler) consumerConfig() jetstream.ConsumerConfig {
+// ConsumerName is the durable consumer of route: Durable + "-" + route.
+// Every worker that has the route shares it; a worker that lacks the route
+// never sees its intents, so it cannot drop them (two processes with
+// different route files, or a rolling deploy that adds a route, each
+// settle only the intents they can).
+func (r *Reconciler) ConsumerName(route string) string { return r.cfg.Durable + "-" + route }
+
+// consumerConfig is the durable pull consumer every worker of route shares.
+// Every event of every intent of the route is delivered; the message of an
+// intent's LATEST event is the intent's wake-up: it is Nak'ed with a delay
+// while the intent waits (eventual consistency, in-progress polling, a
+// lease, a deadline) and acked when the intent needs no reconciler. Older
+// events' messages are acked at once. Pending messages live in the
+// consumer's replicated state, so waiting survives the restart of any
+// worker or server; the times that decide anything are on the log, the
+// delay is only a hint.
+func (r *Reconciler) consumerConfig(route string) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
-		Durable:       r.cfg.Durable,
-		Description:   "settle reconciler: wakes intents that wait for settlement",
-		FilterSubject: events.AllSubjects,
+		Durable:       r.ConsumerName(route),
+		Description:   "settle reconciler of route " + route + ": wakes intents that wait for settlement",
+		FilterSubject: events.SubjectPrefix + "." + route + ".*",
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       r.cfg.AckWait,
@@ -35,15 +45,34 @@ func (r *Reconciler) consumerConfig() jetstream.ConsumerConfig {
 }
 
 // Run consumes the stream until ctx ends, stepping every intent that its
-// messages wake. It returns nil when ctx is cancelled.
+// messages wake: one durable consumer per configured route, each fetched
+// by its own loop. It returns nil when ctx is cancelled.
 func (r *Reconciler) Run(ctx context.Context) error {
-	cons, err := r.store.Stream().CreateOrUpdateConsumer(ctx, r.consumerConfig())
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
+	names := r.prod.RouteNames()
+	cons := make([]jetstream.Consumer, len(names))
+	for k, name := range names {
+		c, err := r.store.Stream().CreateOrUpdateConsumer(ctx, r.consumerConfig(name))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("reconciler: consumer of route %s: %w", name, err)
 		}
-		return fmt.Errorf("reconciler: consumer: %w", err)
+		cons[k] = c
 	}
+	var wg sync.WaitGroup
+	for _, c := range cons {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.runConsumer(ctx, c)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+func (r *Reconciler) runConsumer(ctx context.Context, cons jetstream.Consumer) {
 	for ctx.Err() == nil {
 		// Take what is pending at once; when nothing is, block for the
 		// first message, then take whatever else is pending with it.
@@ -59,7 +88,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return
 			}
 			r.cfg.Logger.Warn("reconciler: fetch failed; retrying", "err", err)
 			sleep(ctx, 200*time.Millisecond)
@@ -67,7 +96,6 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		}
 		r.handleBatch(ctx, msgs)
 	}
-	return nil
 }
 
 func fetch(batch jetstream.MessageBatch, err error) ([]jetstream.Msg, error) {
@@ -115,6 +143,11 @@ func (r *Reconciler) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
 		switch {
 		case ctx.Err() != nil:
 			return
+		case errors.Is(err, ErrRouteMissing):
+			// Never ack what this worker cannot do: leave it for one that
+			// can (or for this one, once its configuration has it).
+			r.cfg.Logger.Warn("reconciler: intent left for a worker that has its route", "intent", w.intentID, "route", w.route, "err", err)
+			_ = w.msg.NakWithDelay(r.cfg.MaxWait)
 		case err != nil:
 			r.cfg.Logger.Warn("reconciler: step failed; will retry", "intent", w.intentID, "err", err)
 			_ = w.msg.NakWithDelay(r.cfg.Recheck)
@@ -165,14 +198,13 @@ func (r *Reconciler) triage(ctx context.Context, m jetstream.Msg, sc *searchCach
 		_ = m.Ack()
 		return wake{}, false
 	}
-	if rt, ok := r.prod.Route(route); ok && intent.State == fsm.Reconciling && strategyOf(rt.Adapter.Capabilities()) == "search" {
-		from, to := Window(intent)
-		sc.plan(route, intent.Recorded.Account, from, to)
-	}
-	if (intent.State == fsm.Unknown || intent.State == fsm.InProgress) && !r.cfg.Now().Before(intent.NextCheckAt) {
-		if rt, ok := r.prod.Route(route); ok && strategyOf(rt.Adapter.Capabilities()) == "search" {
-			from, to := Window(intent)
-			sc.plan(route, intent.Recorded.Account, from, to)
+	if rt, ok := r.prod.Route(route); ok {
+		searching := intent.State == fsm.Reconciling ||
+			((intent.State == fsm.Unknown || intent.State == fsm.InProgress) && !r.cfg.Now().Before(intent.NextCheckAt))
+		caps := fsm.CapsFor(intent, adapter.FrozenCaps(rt.Adapter))
+		if searching && !intent.WriteProven && fsm.StrategyOf(caps) == fsm.StrategySearch {
+			from, to := fsm.Window(intent)
+			sc.plan(route, searchKey(rt, intent), intent.Recorded.Account, from, to)
 		}
 	}
 	return wake{msg: m, route: route, intentID: intentID}, true
@@ -208,54 +240,50 @@ func (r *Reconciler) DryRun(ctx context.Context, route, intentID string) (*Repor
 	if !ok {
 		return nil, fmt.Errorf("dry run %s: %w: %q", intentID, producer.ErrUnknownRoute, route)
 	}
-	caps := rt.Adapter.Capabilities()
-	rep := &Report{IntentID: intentID, State: i.State, Strategy: strategyOf(caps)}
-	rep.WindowFrom, rep.WindowTo = Window(i)
+	caps := fsm.CapsFor(i, adapter.FrozenCaps(rt.Adapter))
+	strategy := fsm.StrategyOf(caps)
+	rep := &Report{IntentID: intentID, State: i.State, Strategy: strategy}
+	rep.WindowFrom, rep.WindowTo = fsm.Window(i)
+	if strategy == fsm.StrategyNone {
+		rep.Note = "the route has no status query and no search: would hand off"
+		rep.Would = events.ManualActionRequired
+		return rep, nil
+	}
 	sim := i.Clone()
-	if caps.Search && !caps.StatusQuery {
-		d, err := r.bySearch(ctx, sim, rt, caps, nil)
+	d, err := r.reconcile(ctx, sim, rt, caps, strategy, nil)
+	if err != nil {
+		return nil, err
+	}
+	rep.Would = d.EventType()
+	switch v := d.(type) {
+	case *events.CandidateFoundData:
+		rep.Candidates = v.Candidates
+		sim.ExternalID, sim.LiveURL = v.ExternalID, v.LiveURL
+		vd, err := r.verify(ctx, sim, rt, caps)
 		if err != nil {
 			return nil, err
 		}
-		rep.Would = d.EventType()
-		switch v := d.(type) {
-		case *events.CandidateFoundData:
-			rep.Candidates = v.Candidates
-			sim.ExternalID, sim.LiveURL = v.ExternalID, v.LiveURL
-			vd, err := r.verify(ctx, sim, rt, caps)
-			if err != nil {
-				return nil, err
-			}
-			switch c := vd.(type) {
-			case *events.ReadbackPassedData:
-				rep.Checks = c.Receipt.Checks
-				rep.Note = "one exact match; readback passes: would confirm"
-			case *events.ReadbackFailedData:
-				rep.Checks = c.Checks
-				rep.Note = "one exact match; readback fails: would hand off"
-			}
-		case *events.ManualActionRequiredData:
-			rep.Candidates = v.Evidence.Candidates
-			rep.Note = v.Message
-		case *events.CheckDeferredData:
-			rep.Candidates = v.Candidates
-			rep.Note = "no exact match yet; the window is open: would wait"
-		case *events.SearchWindowElapsedData:
-			rep.Candidates = v.Candidates
-			rep.Note = "no exact match and the window closed: would be not_found"
+		switch c := vd.(type) {
+		case *events.ReadbackPassedData:
+			rep.Checks = c.Receipt.Checks
+			rep.Note = "one exact match; readback passes: would confirm"
+		case *events.ReadbackFailedData:
+			rep.Checks = c.Checks
+			rep.Note = "one exact match; readback fails: would hand off"
+		default:
+			rep.Note = "one exact match; readback would give " + string(vd.EventType())
 		}
-		return rep, nil
+	case *events.ManualActionRequiredData:
+		rep.Candidates = v.Evidence.Candidates
+		rep.Note = v.Message
+	case *events.CheckDeferredData:
+		rep.Candidates = v.Candidates
+		rep.Note = "no conclusive answer yet (" + v.Reason + "): would wait"
+	case *events.SearchWindowElapsedData:
+		rep.Candidates = v.Candidates
+		rep.Note = "no exact match and the window closed: would be not_found"
+	default:
+		rep.Note = strategy + " answered " + string(d.EventType())
 	}
-	if caps.StatusQuery {
-		d, err := r.byStatus(ctx, sim, rt, caps)
-		if err != nil {
-			return nil, err
-		}
-		rep.Would = d.EventType()
-		rep.Note = "status query answered " + string(d.EventType())
-		return rep, nil
-	}
-	rep.Note = "the route has no status query and no search: would hand off"
-	rep.Would = events.ManualActionRequired
 	return rep, nil
 }

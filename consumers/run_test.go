@@ -136,7 +136,7 @@ func TestBatchedSearchSharesListCalls(t *testing.T) {
 	}
 	r := w.reconciler("w1", nil)
 	ctx := context.Background()
-	cons, err := w.store.Stream().CreateOrUpdateConsumer(ctx, r.consumerConfig())
+	cons, err := w.store.Stream().CreateOrUpdateConsumer(ctx, r.consumerConfig("social_post"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,12 +56,15 @@ func newPaymentWorld(t *testing.T) *statusWorld {
 	return &statusWorld{world: w, pay: pay}
 }
 
-func routeWorld(t *testing.T, clock *testharness.ManualClock, name string, ad adapter.Adapter) *world {
+func routeWorld(t *testing.T, clock *testharness.ManualClock, name string, ad adapter.Adapter, policy ...func(*events.Policy)) *world {
 	t.Helper()
 	n := testharness.StartNode(t)
 	pol := producer.DefaultPolicy()
 	pol.ClockSkew = events.Duration(time.Second)
 	pol.RetentionMargin = events.Duration(time.Hour)
+	for _, f := range policy {
+		f(&pol)
+	}
 	route := producer.Route{Name: name, Adapter: ad, Policy: pol}
 	store, err := producer.OpenStore(context.Background(), n.JS, producer.DefaultStoreConfig())
 	if err != nil {
@@ -205,8 +208,8 @@ func TestBookingProcessingPolledWithJitterThenCompleted(t *testing.T) {
 		if d, ok := e.Data.(*events.TargetProcessingData); ok {
 			polls++
 			wait := d.NextCheckAt.Sub(e.At)
-			if wait <= 0 || wait > r.pollCap(d.Poll) {
-				t.Fatalf("poll %d waits %s, outside (0, %s]", d.Poll, wait, r.pollCap(d.Poll))
+			if wait <= 0 || wait > r.decider().PollCap(d.Poll) {
+				t.Fatalf("poll %d waits %s, outside (0, %s]", d.Poll, wait, r.decider().PollCap(d.Poll))
 			}
 		}
 	}
@@ -358,6 +361,9 @@ func TestPaymentLostResponseConfirmedByLookup(t *testing.T) {
 	}
 }
 
+// retryNever is the only retry policy a route without a dedup proof may have.
+func retryNever(p *events.Policy) { p.Retry = events.PolicyNever }
+
 // blind hides every read capability: no status query, no search.
 type blind struct{ adapter.Adapter }
 
@@ -370,7 +376,7 @@ func TestNoQueryNoDedupHandsOffAndNeverWritesAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &statusWorld{world: routeWorld(t, clock, "blind_post", blind{ad})}
+	w := &statusWorld{world: routeWorld(t, clock, "blind_post", blind{ad}, retryNever)}
 	api.Next(testharness.ResetBeforeCommit())
 	res := w.submit("t:1", `{"body":"x"}`)
 	i := w.settleRoute(w.reconciler("w1", nil), res.IntentID)
@@ -407,7 +413,7 @@ func TestCancellationIsNotRollback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &statusWorld{world: routeWorld(t, clock, "blind_post", blind{ad})}
+	w := &statusWorld{world: routeWorld(t, clock, "blind_post", blind{ad}, retryNever)}
 	ctx := context.Background()
 	// The write executed but its response was lost; nothing can prove it.
 	api.Next(testharness.CommitThenDrop())

@@ -16,6 +16,14 @@ const SchemaV1 = "settle.event/v1"
 // IntentRecorded, so this also bounds a payload).
 const MaxEventSize = 1 << 20
 
+// MaxPayloadSize bounds a payload as it is frozen into IntentRecorded (its
+// canonical form, as encoded in the event). It leaves room for the envelope
+// and the intent's other fields, whose free-form ids are each at most
+// MaxFreeformLen bytes (up to 6 bytes per byte once escaped): an accepted
+// payload can never make an event that the decoder refuses. Encode checks
+// the event itself as well.
+const MaxPayloadSize = MaxEventSize - 64<<10
+
 // Event is one fact on the log. EventID equals MsgID(IntentID, Version).
 type Event struct {
 	Schema    string    `json:"schema"`
@@ -122,6 +130,9 @@ func Encode(e Event) ([]byte, error) {
 	b, err := e.MarshalJSON()
 	if err != nil {
 		return nil, fmt.Errorf("encode %s v%d: %w", e.Type, e.Version, err)
+	}
+	if len(b) > MaxEventSize {
+		return nil, &DecodeError{Kind: ErrTooLarge, Reason: fmt.Sprintf("encode %s v%d: %d bytes exceeds %d", e.Type, e.Version, len(b), MaxEventSize)}
 	}
 	return b, nil
 }

@@ -17,6 +17,9 @@ var (
 	ErrBadID = errors.New("bad id")
 	// ErrMalformed: the bytes are not a JSON envelope at all.
 	ErrMalformed = errors.New("malformed event")
+	// ErrTooLarge: an encoded event would exceed MaxEventSize, so no reader
+	// could decode it. Encode refuses it: nothing undecodable is appended.
+	ErrTooLarge = errors.New("event too large")
 )
 
 // FieldError names a field and why its value is refused.

@@ -148,6 +148,26 @@ type Policy struct {
 	TrustResponse bool `json:"trust_response,omitempty"`
 	// ClockSkew is the allowance for clocks of different instances.
 	ClockSkew Duration `json:"clock_skew,omitempty"`
+	// ResendBudget is how many times settle itself resends a write whose
+	// last attempt was proven not executed (never sent, 429, 425), with
+	// backoff, inside ExpiresAt. Such resends do not spend RetryBudget,
+	// which counts only retries after an attempt that may have executed.
+	ResendBudget int `json:"resend_budget,omitempty"`
+	// ReadFailingAfter: external reads (search, status, readback) that keep
+	// failing for this long hand the intent to a human (read_failing).
+	// 0 means the default, 15 minutes.
+	ReadFailingAfter Duration `json:"read_failing_after,omitempty"`
+}
+
+// DefaultReadFailingAfter is the read-failure bound of a policy that sets none.
+const DefaultReadFailingAfter = 15 * time.Minute
+
+// ReadFailingBound is ReadFailingAfter or its default.
+func (p Policy) ReadFailingBound() time.Duration {
+	if p.ReadFailingAfter > 0 {
+		return p.ReadFailingAfter.D()
+	}
+	return DefaultReadFailingAfter
 }
 
 // Validate checks a policy; field names are prefixed with prefix.
@@ -174,7 +194,36 @@ func (p Policy) Validate(prefix string) error {
 	if p.KeyRetention > 0 && p.RetentionMargin >= p.KeyRetention {
 		return &FieldError{Field: prefix + "retention_margin", Reason: "must be shorter than key_retention"}
 	}
+	if p.ResendBudget < 0 || p.ResendBudget > 20 {
+		return &FieldError{Field: prefix + "resend_budget", Reason: fmt.Sprintf("%d is outside 0..20", p.ResendBudget)}
+	}
 	return nil
+}
+
+// Capabilities is what a route's external API offers, frozen into an intent
+// when it is recorded (like its Policy), so that the guards and the decision
+// function judge every later step by the log alone, never by a
+// configuration that changed since (a rolling deploy, an edited route file).
+type Capabilities struct {
+	// IdempotencyKey: the API deduplicates writes by key for KeyRetention
+	// from the key's first receipt (0: the retention is unknown, so the key
+	// cannot prove anything).
+	IdempotencyKey bool     `json:"idempotency_key,omitempty"`
+	KeyRetention   Duration `json:"key_retention,omitempty"`
+	// StatusQuery: the API looks a write up by request id or key.
+	StatusQuery     bool     `json:"status_query,omitempty"`
+	ReflectionDelay Duration `json:"reflection_delay,omitempty"`
+	// Search: the API lists objects by account in a time window.
+	// SearchAuthoritative: every listed object carries author and parent,
+	// so a window that closes without our object proves it absent.
+	Search              bool `json:"search,omitempty"`
+	SearchAuthoritative bool `json:"search_authoritative,omitempty"`
+	// Correlation: every write carries a marker naming its intent.
+	Correlation bool `json:"correlation,omitempty"`
+	// Checks are the readback checks the route declares (empty: all of
+	// url, author, payload, parent, visibility). Author, payload and
+	// parent are required whatever the route declares.
+	Checks []string `json:"checks,omitempty"`
 }
 
 // Check is one readback check with its result. Detail is a safe,
@@ -219,8 +268,12 @@ type CandidateRef struct {
 	ExternalID string `json:"external_id"`
 	LiveURL    string `json:"live_url,omitempty"`
 	Match      bool   `json:"match"`
-	// Mismatch lists the identity fields that differed (author, payload, parent).
+	// Mismatch lists the identity fields that differed (author, payload,
+	// parent, correlation) and "pre_existing" for an object created before
+	// the intent's first attempt (minus the clock-skew allowance).
 	Mismatch []string `json:"mismatch,omitempty"`
+	// CreatedAt is the object's creation time, when the API gives it.
+	CreatedAt time.Time `json:"created_at,omitzero"`
 }
 
 // Evidence is what an operator needs to decide a manual action.
@@ -232,6 +285,10 @@ type Evidence struct {
 	Unverified   []string       `json:"unverified,omitempty"`
 	LastVersion  string         `json:"last_confirmed_version,omitempty"`
 	CurrentState string         `json:"current_state,omitempty"`
+	// Errors are the last failed reads (safe codes, no body).
+	Errors []string `json:"errors,omitempty"`
+	// CandidatesOmitted counts candidates left out to bound the event.
+	CandidatesOmitted int `json:"candidates_omitted,omitempty"`
 }
 
 // AttemptRef is one attempt in evidence.
@@ -272,6 +329,10 @@ type IntentRecordedData struct {
 	PlannedAt        time.Time       `json:"planned_at"`
 	ExpiresAt        time.Time       `json:"expires_at,omitzero"`
 	Policy           Policy          `json:"policy"`
+	// Caps is the route's capabilities when the intent was recorded. An
+	// intent recorded without them (before settle 0.2) is judged by the
+	// earlier, weaker guards so that old logs still fold.
+	Caps *Capabilities `json:"caps,omitempty"`
 }
 
 func (*IntentRecordedData) EventType() Type { return IntentRecorded }
@@ -415,10 +476,17 @@ func (d *ReconcileStartedData) Validate() error {
 
 // CheckDeferredData: nothing conclusive yet; check again at NextCheckAt.
 type CheckDeferredData struct {
-	Reason      string         `json:"reason"` // eventual_consistency | lease_expired | ...
+	Reason      string         `json:"reason"` // eventual_consistency | lease_expired | read_failed | ...
 	NextCheckAt time.Time      `json:"next_check_at"`
 	Candidates  []CandidateRef `json:"candidates,omitempty"`
+	// Error is the failed read's safe code (read_failed only).
+	Error string `json:"error,omitempty"`
+	// CandidatesOmitted counts candidates left out to bound the event.
+	CandidatesOmitted int `json:"candidates_omitted,omitempty"`
 }
+
+// DeferReadFailed is the CheckDeferred reason of a failed external read.
+const DeferReadFailed = "read_failed"
 
 func (*CheckDeferredData) EventType() Type { return CheckDeferred }
 func (d *CheckDeferredData) Validate() error {
@@ -432,8 +500,16 @@ func (d *CheckDeferredData) Validate() error {
 type CandidateFoundData struct {
 	ExternalID string         `json:"external_id"`
 	LiveURL    string         `json:"live_url,omitempty"`
-	Source     string         `json:"source"` // search | status
+	Source     string         `json:"source"` // search | status | response
 	Candidates []CandidateRef `json:"candidates,omitempty"`
+	// CreatedAt is the object's creation time when the API gives it; the
+	// guard refuses an object created before the intent's first attempt.
+	CreatedAt time.Time `json:"created_at,omitzero"`
+	// CorrelationID is the intent the object's marker names (routes with
+	// a correlation marker); the guard requires it to be this intent.
+	CorrelationID string `json:"correlation_id,omitempty"`
+	// CandidatesOmitted counts candidates left out to bound the event.
+	CandidatesOmitted int `json:"candidates_omitted,omitempty"`
 }
 
 func (*CandidateFoundData) EventType() Type { return CandidateFound }
@@ -490,6 +566,8 @@ type SearchWindowElapsedData struct {
 	WindowTo   time.Time      `json:"window_to"`
 	Searches   int            `json:"searches"`
 	Candidates []CandidateRef `json:"candidates,omitempty"`
+	// CandidatesOmitted counts candidates left out to bound the event.
+	CandidatesOmitted int `json:"candidates_omitted,omitempty"`
 }
 
 func (*SearchWindowElapsedData) EventType() Type { return SearchWindowElapsed }
@@ -558,6 +636,24 @@ const (
 	ReasonProcessingDeadline    = "processing_deadline"
 	ReasonIntentExpired         = "intent_expired"
 	ReasonVersionConflict       = "version_conflict"
+	// ReasonNearMatch: no exact match, but a candidate differs from the
+	// intent in one identity field only (author, parent, or a payload the
+	// route calls a damaged copy): a retry could duplicate it.
+	ReasonNearMatch = "near_match"
+	// ReasonNoDedupProof: proven not found, but nothing proves a retry
+	// cannot duplicate the write (no key inside its retention, no
+	// authoritative search): "not found" alone never licenses a resend.
+	ReasonNoDedupProof = "no_dedup_proof"
+	// ReasonWrittenUnverified: an attempt was proven written (a success
+	// response, or an exact match found), but the object could not be read
+	// back before the window closed (deleted, moderated, slow). Never retried.
+	ReasonWrittenUnverified = "written_unverified"
+	// ReasonNoExternalID: the API says the write completed (or a candidate
+	// matched) but gives no external id to read it back by.
+	ReasonNoExternalID = "no_external_id"
+	// ReasonReadFailing: external reads kept failing for longer than the
+	// policy's ReadFailingAfter.
+	ReasonReadFailing = "read_failing"
 )
 
 // ManualActionRequiredData hands the intent to a human.

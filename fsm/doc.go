@@ -1,8 +1,18 @@
 // Package fsm owns the intent lifecycle: the transition table (on
 // looplab/fsm), the guards that the table alone cannot express (attempt
-// order, same idempotency key, retry budget, approval, claim lease), and
-// Fold, which rebuilds an intent from its history and refuses an illegal
-// history with an error naming the event, its version and the state.
+// order, same idempotency key, retry budget, approval, claim lease, and
+// for intents recorded with their capabilities the safety rules: no retry
+// after a proven write, a dedup proof for every retry, expiry on every
+// write, no pre-existing or foreign-marker candidate, every declared
+// readback check), Fold, which rebuilds an intent from its history and
+// refuses an illegal history with an error naming the event, its version
+// and the state, and the decision function (Decider), the only place that
+// decides what happens to an intent next.
+//
+// Contract of Decider: Next and the Conclude functions are pure and
+// deterministic (their inputs are the folded intent, the frozen
+// capabilities, the observations a caller made and the time it passes);
+// every event they return is accepted by Apply.
 //
 // Contract: Fold and Apply are deterministic and pure. They read only the
 // events (their recorded times, never the wall clock), do no I/O, and the

@@ -51,7 +51,15 @@ type Attempt struct {
 	// Outcome is the event type that closed the attempt ("" while open).
 	Outcome events.Type
 	Code    string
+	// Cleared: an authoritative search window that covered this attempt
+	// closed without our object, proving the attempt made no effect.
+	Cleared bool
 }
+
+// Risky reports whether the attempt may have executed: it is open, or it
+// ended in anything but a proven rejection, and no authoritative search
+// has cleared it since.
+func (a Attempt) Risky() bool { return a.Outcome != events.WriteRejected && !a.Cleared }
 
 // Claim is a won RetryClaimed whose attempt has not started.
 type Claim struct {
@@ -105,6 +113,152 @@ type Intent struct {
 	// ConfirmedExternalIDs lists every external id ever confirmed (audit:
 	// at most one distinct).
 	ConfirmedExternalIDs []string
+	// WriteProven: an attempt is proven to have written (a success
+	// response, or an exact match found). Such an intent is confirmed by
+	// readback or handed to a human; it is never retried.
+	WriteProven bool
+	// ReadFailingSince is when the current run of failed external reads
+	// began (zero when the last read did not fail); ReadErrors keeps the
+	// last few failures' safe codes.
+	ReadFailingSince time.Time
+	ReadErrors       []string
+	// NotFoundBy is the event that proved not_found (SearchWindowElapsed or
+	// StatusNotFound) since the last attempt.
+	NotFoundBy events.Type
+}
+
+// maxReadErrors bounds Intent.ReadErrors.
+const maxReadErrors = 3
+
+// Strict reports whether the intent was recorded with its route's
+// capabilities, so that every safety rule of the guards applies to it.
+// Intents recorded before capabilities were frozen keep the earlier rules,
+// so that old logs still fold.
+func (i *Intent) Strict() bool { return i.Recorded.Caps != nil }
+
+// Caps returns the capabilities frozen into the intent (zero for an intent
+// recorded without them).
+func (i *Intent) Caps() events.Capabilities {
+	if i.Recorded.Caps == nil {
+		return events.Capabilities{}
+	}
+	return *i.Recorded.Caps
+}
+
+// KeyValidUntil is the last moment at which the idempotency key still
+// deduplicates every attempt: the key's retention counted from the first
+// WriteStarted (the key's first receipt is no earlier), minus the policy's
+// margin and the clock-skew allowance. Zero when the route's key cannot
+// prove anything (no key, unknown retention, no attempt yet).
+func (i *Intent) KeyValidUntil() time.Time {
+	if i.Strict() {
+		return i.keyValidUntil(i.Caps())
+	}
+	// Before capabilities were frozen the policy alone said whether the
+	// route had a key.
+	p := i.Recorded.Policy
+	return i.keyValidUntil(events.Capabilities{IdempotencyKey: p.KeyRetention > 0, KeyRetention: p.KeyRetention})
+}
+
+// Expired reports whether no write may start at t (ExpiresAt passed).
+func (i *Intent) Expired(t time.Time) bool {
+	return !i.Recorded.ExpiresAt.IsZero() && !t.Before(i.Recorded.ExpiresAt)
+}
+
+// RiskyAttempts reports whether any attempt may have executed.
+func (i *Intent) RiskyAttempts() bool {
+	for _, a := range i.Attempts {
+		if a.Risky() {
+			return true
+		}
+	}
+	return false
+}
+
+// AnyEffectPossible reports whether any attempt may have executed: it did
+// not end in a proven rejection (a cleared attempt still counts: a search
+// proves absence in a window, not forever).
+func (i *Intent) AnyEffectPossible() bool {
+	for _, a := range i.Attempts {
+		if a.Outcome != events.WriteRejected {
+			return true
+		}
+	}
+	return false
+}
+
+// RetriesUsed counts claimed attempts that followed an attempt that may
+// have executed; ResendsUsed counts claimed attempts that followed a proven
+// rejection (strict intents; see Policy.ResendBudget).
+func (i *Intent) retriesAndResends() (retries, resends int) {
+	for k := 1; k < len(i.Attempts); k++ {
+		if i.Attempts[k].ClaimOwner == "" {
+			continue // an operator release, not a claim
+		}
+		if i.Attempts[k-1].Outcome == events.WriteRejected {
+			resends++
+		} else {
+			retries++
+		}
+	}
+	return retries, resends
+}
+
+// RetriesLeft is how many retries after a possibly executed attempt the
+// policy still allows (strict intents).
+func (i *Intent) RetriesLeft() int {
+	r, _ := i.retriesAndResends()
+	return i.Recorded.Policy.RetryBudget - r
+}
+
+// ResendsLeft is how many resends after a proven rejection the policy
+// still allows (strict intents).
+func (i *Intent) ResendsLeft() int {
+	_, r := i.retriesAndResends()
+	return i.Recorded.Policy.ResendBudget - r
+}
+
+// RequiredChecks are the readback checks a receipt of this intent must
+// hold, all passing: what the route's readback verifies.
+func (i *Intent) RequiredChecks() []string { return RequiredChecks(i.Caps()) }
+
+// RequiredChecks are the readback checks a receipt must hold on a route
+// with capabilities c: status and payload on a status route; on others the
+// identity checks (author, payload, parent) always, and url and visibility
+// unless the route declares checks without them (an API whose objects have
+// no public page).
+func RequiredChecks(c events.Capabilities) []string {
+	if c.StatusQuery {
+		return []string{"status", "payload"}
+	}
+	if len(c.Checks) == 0 {
+		return []string{"url", "author", "payload", "parent", "visibility"}
+	}
+	out := []string{}
+	for _, name := range []string{"url", "author", "payload", "parent", "visibility"} {
+		switch name {
+		case "author", "payload", "parent":
+			out = append(out, name)
+		default:
+			for _, d := range c.Checks {
+				if d == name {
+					out = append(out, name)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// PreExisting reports whether an object created at t cannot be this
+// intent's effect: it was created before the first attempt started, by more
+// than the clock-skew allowance. A zero t (the API gives no creation time)
+// proves nothing.
+func (i *Intent) PreExisting(t time.Time) bool {
+	if t.IsZero() || len(i.Attempts) == 0 {
+		return false
+	}
+	return t.Before(i.Attempts[0].StartedAt.Add(-i.Recorded.Policy.ClockSkew.D()))
 }
 
 // Route, Account, RequestID are shortcuts into Recorded.
@@ -128,8 +282,18 @@ func (i *Intent) RetriesUsed() int {
 	return len(i.Attempts) - 1
 }
 
-// BudgetLeft is how many more retries the policy allows.
-func (i *Intent) BudgetLeft() int { return i.Recorded.Policy.RetryBudget - i.RetriesUsed() }
+// BudgetLeft is how many more retries the policy allows, counted as the
+// earlier rules did (every attempt after the first). Strict intents use
+// RetriesLeft and ResendsLeft.
+func (i *Intent) BudgetLeft() int {
+	if i.Strict() {
+		if a := i.LastAttempt(); a != nil && a.Outcome == events.WriteRejected {
+			return i.ResendsLeft()
+		}
+		return i.RetriesLeft()
+	}
+	return i.Recorded.Policy.RetryBudget - i.RetriesUsed()
+}
 
 // Fold rebuilds an intent from its history. An illegal history is refused
 // with a *TransitionError naming the event, its version and the state.
@@ -190,7 +354,10 @@ type moved struct {
 
 func (m moved) unpack() (State, bool) { return m.to, m.ok }
 
-// guard checks the conditions that the transition table alone cannot.
+// guard checks the conditions that the transition table alone cannot. The
+// safety rules of a strict intent (recorded with its capabilities) live
+// here as well as in the decision function, so that no caller can append
+// around them: see strictGuard.
 func (i *Intent) guard(e events.Event) error {
 	p := i.Recorded.Policy
 	switch d := e.Data.(type) {
@@ -231,7 +398,7 @@ func (i *Intent) guard(e events.Event) error {
 			if d.ClaimOwner != i.Claim.Owner {
 				return fmt.Errorf("claim belongs to %q", i.Claim.Owner)
 			}
-			if e.At.After(i.Claim.LeaseUntil) {
+			if e.At.After(i.Claim.LeaseUntil) || (i.Strict() && !e.At.Before(i.Claim.LeaseUntil)) {
 				return errors.New("the claim's lease expired")
 			}
 		}
@@ -244,7 +411,7 @@ func (i *Intent) guard(e events.Event) error {
 		if d.Attempt != n {
 			return fmt.Errorf("claim for attempt %d, expected %d", d.Attempt, n)
 		}
-		if i.BudgetLeft() <= 0 {
+		if !i.Strict() && i.BudgetLeft() <= 0 {
 			return errors.New("retry budget spent")
 		}
 		if p.Retry == events.PolicyNever {
@@ -260,7 +427,10 @@ func (i *Intent) guard(e events.Event) error {
 			return errors.New("lease ends before it starts")
 		}
 	case *events.ClaimExpiredData:
-		if i.Claim == nil || !e.At.After(i.Claim.LeaseUntil) {
+		if i.Claim == nil {
+			return errors.New("no claim to expire")
+		}
+		if e.At.Before(i.Claim.LeaseUntil) || (!i.Strict() && e.At.Equal(i.Claim.LeaseUntil)) {
 			return errors.New("the claim's lease has not expired")
 		}
 	case *events.ReadbackPassedData:
@@ -271,6 +441,73 @@ func (i *Intent) guard(e events.Event) error {
 			if !c.OK {
 				return fmt.Errorf("check %s failed", c.Name)
 			}
+		}
+	}
+	if i.Strict() {
+		return i.strictGuard(e)
+	}
+	return nil
+}
+
+// strictGuard holds the safety rules of an intent recorded with its
+// capabilities. Each is also what the decision function decides, so a
+// refusal here means a caller tried to append around it.
+func (i *Intent) strictGuard(e events.Event) error {
+	switch d := e.Data.(type) {
+	case *events.WriteStartedData:
+		if i.Expired(e.At) {
+			return errors.New("the intent expired: no write may start after expires_at")
+		}
+	case *events.RetryClaimedData:
+		if i.WriteProven {
+			return errors.New("an attempt was proven written: the intent can only be confirmed or handed off, never retried")
+		}
+		if i.Expired(e.At) {
+			return errors.New("the intent expired: no retry after expires_at")
+		}
+		if !i.Recorded.ExpiresAt.IsZero() && d.LeaseUntil.After(i.Recorded.ExpiresAt) {
+			return errors.New("the claim's lease outlives expires_at")
+		}
+		last := i.LastAttempt()
+		if last != nil && last.Outcome == events.WriteRejected {
+			if i.ResendsLeft() <= 0 {
+				return errors.New("resend budget spent")
+			}
+		} else if i.RetriesLeft() <= 0 {
+			return errors.New("retry budget spent")
+		}
+		if i.RiskyAttempts() {
+			kv := i.KeyValidUntil()
+			if kv.IsZero() {
+				return errors.New("a retry needs a dedup proof: an attempt may have executed, no authoritative search cleared it and the route has no key with a known retention")
+			}
+			if d.LeaseUntil.After(kv) {
+				return errors.New("a retry needs a dedup proof: the claim's lease outlives the idempotency key's retention")
+			}
+		}
+	case *events.SearchWindowElapsedData, *events.StatusNotFoundData:
+		if i.WriteProven {
+			return errors.New("an attempt was proven written: it is never not_found")
+		}
+	case *events.CandidateFoundData:
+		if i.PreExisting(d.CreatedAt) {
+			return errors.New("the candidate was created before the intent's first attempt: it cannot be our effect")
+		}
+		if i.Caps().Correlation && d.Source != "response" && d.CorrelationID != i.ID {
+			return errors.New("the candidate's correlation marker does not name this intent")
+		}
+	case *events.ReadbackPassedData:
+		have := map[string]bool{}
+		for _, c := range d.Receipt.Checks {
+			have[c.Name] = c.OK
+		}
+		for _, name := range i.RequiredChecks() {
+			if !have[name] {
+				return fmt.Errorf("the receipt lacks the %s check the route's readback requires", name)
+			}
+		}
+		if i.ExternalID != "" && d.Receipt.ExternalID != i.ExternalID {
+			return fmt.Errorf("the receipt names %q, the object found was %q", d.Receipt.ExternalID, i.ExternalID)
 		}
 	}
 	return nil
@@ -289,6 +526,33 @@ func (i *Intent) fold(e events.Event, to State) {
 	if from == Reconciling {
 		i.LeaseOwner, i.LeaseUntil = "", time.Time{}
 	}
+	// A run of failed reads ends with the first read that succeeded;
+	// steps that read nothing (a worker taking the intent, a lease expiry,
+	// handing a known external id to readback) neither end nor extend it.
+	switch d := e.Data.(type) {
+	case *events.ReconcileStartedData:
+	case *events.CandidateFoundData:
+		if d.Source != "response" {
+			i.ReadFailingSince, i.ReadErrors = time.Time{}, nil
+		}
+	case *events.CheckDeferredData:
+		if d.Reason == "lease_expired" {
+			break
+		}
+		if d.Reason == events.DeferReadFailed {
+			if i.ReadFailingSince.IsZero() {
+				i.ReadFailingSince = e.At
+			}
+			i.ReadErrors = append(i.ReadErrors, d.Error)
+			if len(i.ReadErrors) > maxReadErrors {
+				i.ReadErrors = i.ReadErrors[len(i.ReadErrors)-maxReadErrors:]
+			}
+			break
+		}
+		i.ReadFailingSince, i.ReadErrors = time.Time{}, nil
+	default:
+		i.ReadFailingSince, i.ReadErrors = time.Time{}, nil
+	}
 	switch d := e.Data.(type) {
 	case *events.IntentRecordedData:
 		i.ID = e.IntentID
@@ -304,12 +568,15 @@ func (i *Intent) fold(e events.Event, to State) {
 		i.Claim = nil
 		i.Released = false
 		i.ApprovalFor = ""
+		i.NotFoundBy = ""
 	case *events.WriteSucceededData:
 		i.closeAttempt(e.Type, "")
 		i.ExternalID, i.LiveURL = d.ExternalID, d.LiveURL
+		i.WriteProven = true
 	case *events.WriteConfirmedData:
 		i.closeAttempt(e.Type, "")
 		i.confirm(d.Receipt)
+		i.WriteProven = true
 	case *events.WriteRejectedData:
 		i.closeAttempt(e.Type, d.Code)
 		i.LastRejection = d
@@ -322,6 +589,7 @@ func (i *Intent) fold(e events.Event, to State) {
 		i.NextCheckAt = d.NextCheckAt
 	case *events.CandidateFoundData:
 		i.ExternalID, i.LiveURL = d.ExternalID, d.LiveURL
+		i.WriteProven = true
 	case *events.ReadbackPassedData:
 		i.confirm(d.Receipt)
 	case *events.ReadbackFailedData:
@@ -333,7 +601,17 @@ func (i *Intent) fold(e events.Event, to State) {
 		if i.ProcessingDeadline.IsZero() {
 			i.ProcessingDeadline = d.Deadline
 		}
-	case *events.SearchWindowElapsedData, *events.StatusNotFoundData:
+	case *events.SearchWindowElapsedData:
+		i.NotFoundBy = e.Type
+		if i.Caps().SearchAuthoritative {
+			// The window covered every attempt so far (Window spans them
+			// all): none of them made an effect.
+			for k := range i.Attempts {
+				i.Attempts[k].Cleared = true
+			}
+		}
+	case *events.StatusNotFoundData:
+		i.NotFoundBy = e.Type
 	case *events.TargetFailedData:
 		i.Failure = d.Code
 		i.PartialEffects = d.PartialEffects
@@ -385,6 +663,7 @@ func (i *Intent) Clone() *Intent {
 	c := *i
 	c.Attempts = append([]Attempt(nil), i.Attempts...)
 	c.ConfirmedExternalIDs = append([]string(nil), i.ConfirmedExternalIDs...)
+	c.ReadErrors = append([]string(nil), i.ReadErrors...)
 	if i.Claim != nil {
 		cl := *i.Claim
 		c.Claim = &cl

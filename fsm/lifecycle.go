@@ -63,7 +63,7 @@ var Transitions = []Transition{
 	{events.TargetFailed, []State{Reconciling}, Failed},
 	{events.RetryClaimed, []State{NotFound, Rejected, ApprovedState}, RetryClaimed},
 	{events.ClaimExpired, []State{RetryClaimed}, Unknown},
-	{events.ManualActionRequired, []State{Recorded, Unknown, Reconciling, InProgress, NotFound, Failed, Rejected, RetryClaimed, AwaitingApproval}, ManualAction},
+	{events.ManualActionRequired, []State{Recorded, Unknown, Reconciling, Verifying, InProgress, NotFound, Failed, Rejected, RetryClaimed, AwaitingApproval, ApprovedState}, ManualAction},
 	{events.OperatorConfirmed, []State{ManualAction, Abandoned}, Confirmed},
 	{events.OperatorReleased, []State{ManualAction}, Recorded},
 	{events.Abandoned, []State{Recorded, AwaitingApproval, ApprovedState, Rejected, NotFound, Failed, ManualAction}, Abandoned},

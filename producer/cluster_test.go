@@ -55,14 +55,18 @@ func TestClusterR3DuplicateAckIsResolvedByContent(t *testing.T) {
 		t.Fatal(err)
 	}
 	e2 := events.New(rec.IntentID, 2, t0.Add(time.Second), "writer-a", "", &events.ApprovalRequiredData{For: "first_write"})
-	seq2, err := s.Append(ctx, "social_post", e2, seq1)
+	seq2, err := s.AppendAs(ctx, "social_post", e2, seq1, "writer-a-append-1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The writer retries after a lost ack: success, same sequence.
-	again, err := s.Append(ctx, "social_post", e2, seq1)
+	again, err := s.AppendAs(ctx, "social_post", e2, seq1, "writer-a-append-1")
 	if err != nil || again != seq2 {
 		t.Fatalf("retried append: seq %d err %v (want %d)", again, err, seq2)
+	}
+	// The same bytes from another writer's Append: not its append.
+	if _, err := s.Append(ctx, "social_post", e2, seq1); !errors.Is(err, producer.ErrConflict) {
+		t.Fatalf("identical append by another writer on R3: %v, want ErrConflict", err)
 	}
 	// What the server itself answers a competitor's publish (the trap).
 	data, _ := events.Encode(events.New(rec.IntentID, 2, t0.Add(3*time.Second), "writer-c", "", &events.ApprovalRequiredData{For: "first_write"}))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -27,6 +28,10 @@ var (
 	// could not be appended; the intent stays write_started until its
 	// deadline turns it unknown and reconciliation settles it.
 	ErrOutcomeNotRecorded = errors.New("outcome not recorded")
+	// ErrPayloadTooLarge: the payload, frozen into its IntentRecorded event,
+	// would exceed the decoder's limit (events.MaxPayloadSize). Nothing was
+	// recorded or written.
+	ErrPayloadTooLarge = errors.New("payload too large")
 )
 
 // Route is a configured external operation.
@@ -37,13 +42,15 @@ type Route struct {
 }
 
 // DefaultPolicy is a sane route policy: automatic first write, one retry
-// after a proven not_found, 1 minute attempt deadline, search window
-// planned_at −5m … +30m.
+// after a proven not_found, up to 5 resends after proven rejections (never
+// sent, 429), 1 minute attempt deadline, search window planned_at −5m …
+// +30m, reads failing for 15 minutes handed off.
 func DefaultPolicy() events.Policy {
 	return events.Policy{
 		FirstWrite:      events.PolicyAuto,
 		Retry:           events.PolicyAuto,
 		RetryBudget:     1,
+		ResendBudget:    5,
 		AttemptDeadline: events.Duration(time.Minute),
 		SearchBefore:    events.Duration(5 * time.Minute),
 		SearchAfter:     events.Duration(30 * time.Minute),
@@ -65,11 +72,17 @@ type Config struct {
 	// OnCall, if set, is told of every external write attempt and its
 	// classified outcome (for metrics). It must not block.
 	OnCall func(route string, outcome events.Type)
+	// ClaimLease bounds a retry claim this producer takes (default 30s).
+	ClaimLease time.Duration
+	// AfterCall, if set, is called after each external call and before its
+	// outcome is appended; an error ends the write there, as if the process
+	// died between the two (fault injection for simulations and tests).
+	AfterCall func(intentID string) error
 }
 
 // DefaultConfig returns a config with tenant "default".
 func DefaultConfig() Config {
-	return Config{Tenant: "default", Actor: "settle", Now: time.Now, OutcomeTimeout: 30 * time.Second}
+	return Config{Tenant: "default", Actor: "settle", Now: time.Now, OutcomeTimeout: 30 * time.Second, ClaimLease: 30 * time.Second}
 }
 
 // Validate checks the config.
@@ -86,14 +99,47 @@ func (c Config) Validate() error {
 	if c.OutcomeTimeout <= 0 {
 		return errors.New("producer config: OutcomeTimeout: must be positive")
 	}
+	if c.ClaimLease < 0 {
+		return errors.New("producer config: ClaimLease: must not be negative")
+	}
 	return nil
+}
+
+// ValidateRoute checks that a route's policy is safe with its API's
+// capabilities: a route that may retry must have a dedup proof (an
+// idempotency key with a known retention, or an authoritative search), or
+// its retries could duplicate a write. Errors name the route and field and
+// say what to add.
+func ValidateRoute(r Route) error {
+	if err := events.ValidateToken("route.name", r.Name); err != nil {
+		return err
+	}
+	if r.Adapter == nil {
+		return fmt.Errorf("route %s: adapter: is required", r.Name)
+	}
+	if err := r.Policy.Validate("route " + r.Name + ": policy."); err != nil {
+		return err
+	}
+	if r.Policy.Retry == events.PolicyNever {
+		return nil
+	}
+	c := r.Adapter.Capabilities()
+	keyProof := c.IdempotencyKey && (c.KeyRetention > 0 || r.Policy.KeyRetention > 0)
+	if keyProof || (c.Search && c.SearchAuthoritative) {
+		return nil
+	}
+	return errors.WithHint(fmt.Errorf("route %s: policy.retry: %q needs a dedup proof, and the route has none (no idempotency key with a known retention, no search that maps author and parent)", r.Name, r.Policy.Retry),
+		"set policy.retry to never, or declare the API's idempotency key and its retention, or a search that maps author_id and parent")
 }
 
 // Producer records intents and makes their writes: intent first, then
 // WriteStarted (acknowledged), then the call, then the classified outcome.
+// What to do next is always fsm.Decider's decision; the producer takes the
+// steps of the write path.
 type Producer struct {
 	store  *Store
 	cfg    Config
+	dec    fsm.Decider
 	routes map[string]Route
 }
 
@@ -102,15 +148,14 @@ func New(store *Store, cfg Config, routes ...Route) (*Producer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Producer{store: store, cfg: cfg, routes: map[string]Route{}}
+	dec := fsm.DefaultDecider(cfg.Actor)
+	dec.RecordedGrace = 0 // the writer starts what it records at once
+	if cfg.ClaimLease > 0 {
+		dec.Lease = cfg.ClaimLease
+	}
+	p := &Producer{store: store, cfg: cfg, dec: dec, routes: map[string]Route{}}
 	for _, r := range routes {
-		if err := events.ValidateToken("route.name", r.Name); err != nil {
-			return nil, err
-		}
-		if r.Adapter == nil {
-			return nil, fmt.Errorf("route %s: adapter: is required", r.Name)
-		}
-		if err := r.Policy.Validate("route " + r.Name + ": policy."); err != nil {
+		if err := ValidateRoute(r); err != nil {
 			return nil, err
 		}
 		if _, dup := p.routes[r.Name]; dup {
@@ -126,6 +171,16 @@ func (p *Producer) Store() *Store { return p.store }
 
 // Route returns a configured route.
 func (p *Producer) Route(name string) (Route, bool) { r, ok := p.routes[name]; return r, ok }
+
+// RouteNames lists the configured routes, sorted.
+func (p *Producer) RouteNames() []string {
+	names := make([]string, 0, len(p.routes))
+	for n := range p.routes {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
 
 // Request is a caller's decision to make one external write.
 type Request struct {
@@ -229,12 +284,34 @@ func (p *Producer) prepare(req Request) (*prepared, error) {
 		planned = now
 	}
 	id := events.ScopedIntentID(req.Tenant, req.Route, req.Account, req.RequestID)
-	return &prepared{route: route, intentID: id, legacyID: events.IntentID(req.Tenant, req.Route, req.RequestID), rec: events.IntentRecordedData{
+	caps := adapter.FrozenCaps(route.Adapter)
+	pr := &prepared{route: route, intentID: id, legacyID: events.IntentID(req.Tenant, req.Route, req.RequestID), rec: events.IntentRecordedData{
 		Tenant: req.Tenant, Route: req.Route, Account: req.Account, RequestID: req.RequestID,
 		IdempotencyKey: events.IdempotencyKey(id), ParentExternalID: req.ParentExternalID,
 		Payload: canon, PayloadSHA256: sum, Canon: events.CanonV1,
-		PlannedAt: planned.UTC(), ExpiresAt: req.ExpiresAt.UTC(), Policy: route.Policy,
-	}}, nil
+		PlannedAt: planned.UTC(), ExpiresAt: req.ExpiresAt.UTC(), Policy: route.Policy, Caps: &caps,
+	}}
+	// The payload is frozen into IntentRecorded: refuse it now if that
+	// event could not be decoded again, before anything is recorded or
+	// written.
+	if len(canon) > events.MaxPayloadSize {
+		return nil, fmt.Errorf("%w: %w", ErrPayloadTooLarge, &events.FieldError{Field: "payload",
+			Reason: fmt.Sprintf("is %d bytes in canonical form, the limit is %d", len(canon), events.MaxPayloadSize)})
+	}
+	if _, err := events.Encode(pr.event(now, p.cfg.Actor)); err != nil {
+		if errors.Is(err, events.ErrTooLarge) {
+			return nil, fmt.Errorf("%w: %w", ErrPayloadTooLarge, &events.FieldError{Field: "payload",
+				Reason: fmt.Sprintf("makes an event over the log's %d-byte limit once encoded", events.MaxEventSize)})
+		}
+		return nil, invalid(err)
+	}
+	return pr, nil
+}
+
+// event is the IntentRecorded event of a prepared request.
+func (pr *prepared) event(at time.Time, actor string) events.Event {
+	rec := pr.rec
+	return events.New(pr.intentID, 1, at, actor, "", &rec)
 }
 
 // sameRequest compares the identity of a stored intent with a new request.
@@ -253,23 +330,30 @@ func sameRequest(stored events.IntentRecordedData, rec events.IntentRecordedData
 // Execute records the intent and makes its write, at most once per
 // request id:
 //
-//  1. IntentRecorded (payload frozen, hash, keys, policy) with CAS "subject
-//     empty". The same request id with the same payload returns the stored
-//     state without writing; with a different payload ErrPayloadMismatch.
-//  2. WriteStarted, acknowledged, before the adapter is called. Only the
-//     party whose WriteStarted wins the CAS calls the adapter.
+//  1. IntentRecorded (payload frozen, hash, keys, policy, the route's
+//     capabilities) with CAS "subject empty". The same request id with the
+//     same payload returns the stored state without writing; with a
+//     different payload ErrPayloadMismatch. Before a new intent is
+//     recorded, a route that can tell its credential's identity
+//     (adapter.IdentityChecker) checks the account: a mismatch is
+//     ErrInvalidRequest and nothing is recorded or written.
+//  2. Whatever fsm.Decider says next on the write path: an approval
+//     request, an abandonment (the intent expired: a normal result in
+//     state abandoned), a retry claim, or WriteStarted — acknowledged
+//     before the adapter is called, and only the party whose WriteStarted
+//     wins the CAS calls it.
 //  3. The call, then the classified outcome: WriteConfirmed/WriteSucceeded,
 //     WriteRejected (proven not executed), or OutcomeUnknown.
 //
-// An intent found in recorded (its writer died before WriteStarted) is
-// started by Execute. A retryable rejection is retried through a
-// RetryClaimed when the budget and policy allow.
+// Execute makes at most one external call. Reconciliation (unknown
+// outcomes, readback, resends after a proven rejection once their backoff
+// has passed) is the reconciler's.
 func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 	pr, err := p.prepare(req)
 	if err != nil {
 		return nil, err
 	}
-	recordedNow := false
+	recordedNow, checked := false, false
 	for round := 0; round < 5; round++ {
 		h, err := p.loadPrepared(ctx, pr)
 		if err != nil && !errors.Is(err, ErrNotFound) {
@@ -279,6 +363,12 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 			return p.dryRun(pr, h)
 		}
 		if h == nil {
+			if !checked {
+				if err := p.checkIdentity(ctx, pr); err != nil {
+					return nil, err
+				}
+				checked = true
+			}
 			h, err = p.record(ctx, pr)
 			if errors.Is(err, ErrConflict) {
 				continue // someone recorded it concurrently: compare with theirs
@@ -295,7 +385,7 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 		if err := sameRequest(intent.Recorded, pr.rec); err != nil {
 			return nil, err
 		}
-		res, err := p.advance(ctx, pr.route, h, intent, recordedNow)
+		res, err := p.drive(ctx, pr.route, h, intent, recordedNow)
 		if errors.Is(err, ErrConflict) {
 			continue // another party moved the intent: reload
 		}
@@ -304,89 +394,103 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 	return nil, fmt.Errorf("execute %s: %w: too much contention", pr.intentID, ErrConflict)
 }
 
+// checkIdentity asks a route that knows its credential's identity whether
+// the intent's account is it.
+func (p *Producer) checkIdentity(ctx context.Context, pr *prepared) error {
+	ic, ok := pr.route.Adapter.(adapter.IdentityChecker)
+	if !ok {
+		return nil
+	}
+	err := ic.CheckAccount(ctx, pr.rec.Account)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, adapter.ErrAccountMismatch):
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, &events.FieldError{Field: "account",
+			Reason: "is not the identity of the route's credential: the write would be authored by someone else"})
+	}
+	return fmt.Errorf("execute: identity check of route %s: %w", pr.route.Name, err)
+}
+
 func (p *Producer) record(ctx context.Context, pr *prepared) (*History, error) {
-	rec := pr.rec
-	e := events.New(pr.intentID, 1, p.cfg.Now(), p.cfg.Actor, "", &rec)
-	seq, err := p.store.Append(ctx, rec.Route, e, 0)
+	e := pr.event(p.cfg.Now(), p.cfg.Actor)
+	seq, err := p.store.Append(ctx, pr.rec.Route, e, 0)
 	if err != nil {
 		return nil, fmt.Errorf("record: %w", err)
 	}
-	return &History{Route: rec.Route, Events: []events.Event{e}, LastSeq: seq}, nil
+	return &History{Route: pr.rec.Route, Events: []events.Event{e}, LastSeq: seq}, nil
 }
 
-// advance moves a loaded intent as far as Execute may.
-func (p *Producer) advance(ctx context.Context, route Route, h *History, intent *fsm.Intent, recordedNow bool) (*Result, error) {
-	switch intent.State {
-	case fsm.Recorded:
-		if intent.Recorded.Policy.FirstWrite == events.PolicyApproval && len(intent.Attempts) == 0 {
-			if err := p.appendTo(ctx, h, intent, "", &events.ApprovalRequiredData{For: "first_write", Reason: "route policy requires approval before the first write"}); err != nil {
+// drive takes the write-path steps the decider gives, making at most one
+// external call, and returns the result.
+func (p *Producer) drive(ctx context.Context, route Route, h *History, intent *fsm.Intent, recordedNow bool) (*Result, error) {
+	caps := fsm.CapsFor(intent, adapter.FrozenCaps(route.Adapter))
+	appended, wrote := 0, false
+	for k := 0; k < 8; k++ {
+		realStart := time.Now()
+		step := p.dec.Next(intent, caps, p.cfg.Now())
+		if !step.WritePath || (step.Kind == fsm.StepWrite && wrote) {
+			break
+		}
+		if step.Kind == fsm.StepWrite {
+			wrote = true
+			if err := p.TakeWrite(ctx, route, h, intent, step, realStart); err != nil {
+				if errors.Is(err, ErrOutcomeNotRecorded) {
+					return p.result(h, intent, false), err
+				}
 				return nil, err
 			}
-			return p.result(h, intent, false), nil
+			appended += 2
+			continue
 		}
-		if err := p.checkNotExpired(ctx, h, intent); err != nil {
-			return p.result(h, intent, false), err
+		if err := p.appendTo(ctx, h, intent, step.AttemptID, step.Event); err != nil {
+			return nil, err
 		}
-		return p.write(ctx, route, h, intent, "")
-	case fsm.ApprovedState:
-		if len(intent.Attempts) == 0 {
-			return p.write(ctx, route, h, intent, "")
-		}
-	case fsm.Rejected:
-		if intent.LastRejection != nil && intent.LastRejection.Retryable && intent.BudgetLeft() > 0 && intent.Recorded.Policy.Retry == events.PolicyAuto {
-			now := p.cfg.Now()
-			if err := p.appendTo(ctx, h, intent, "", &events.RetryClaimedData{Owner: p.cfg.Actor, LeaseUntil: now.Add(intent.Recorded.Policy.AttemptDeadline.D()),
-				Attempt: len(intent.Attempts) + 1, BudgetLeft: intent.BudgetLeft() - 1}); err != nil {
-				return nil, err
-			}
-			return p.write(ctx, route, h, intent, p.cfg.Actor)
-		}
-	case fsm.RetryClaimed:
-		if intent.Claim != nil && intent.Claim.Owner == p.cfg.Actor && p.cfg.Now().Before(intent.Claim.LeaseUntil) {
-			return p.write(ctx, route, h, intent, p.cfg.Actor)
-		}
+		appended++
 	}
-	return p.result(h, intent, !recordedNow), nil
+	return p.result(h, intent, !recordedNow && appended == 0), nil
 }
 
-func (p *Producer) checkNotExpired(ctx context.Context, h *History, intent *fsm.Intent) error {
-	exp := intent.Recorded.ExpiresAt
-	if exp.IsZero() || p.cfg.Now().Before(exp) {
-		return nil
+// TakeWrite carries out a StepWrite of the decider: it appends the step's
+// WriteStarted (CAS) and, only once that is acknowledged, calls the route's
+// adapter once and appends the classified outcome, even if ctx is cancelled
+// meanwhile (the call happened). realStart is the wall-clock time taken
+// just before the decision: the call's own deadline is counted from it, so
+// that a slow append never lets the call outlive the deadline recorded in
+// WriteStarted (the injected clock may be a test's, the call's timeout is
+// real time).
+func (p *Producer) TakeWrite(ctx context.Context, route Route, h *History, intent *fsm.Intent, step fsm.Step, realStart time.Time) error {
+	started, ok := step.Event.(*events.WriteStartedData)
+	if step.Kind != fsm.StepWrite || !ok {
+		return fmt.Errorf("take write: step %s with %T is not a write", step.Kind, step.Event)
 	}
-	return p.appendTo(ctx, h, intent, "", &events.AbandonedData{By: p.cfg.Actor, Reason: "intent expired before its write started"})
-}
-
-// write appends WriteStarted, calls the adapter, appends the outcome.
-func (p *Producer) write(ctx context.Context, route Route, h *History, intent *fsm.Intent, claimOwner string) (*Result, error) {
-	n := len(intent.Attempts) + 1
-	attemptID := events.AttemptID(intent.ID, n)
-	now := p.cfg.Now()
-	deadline := now.Add(intent.Recorded.Policy.AttemptDeadline.D())
-	started := &events.WriteStartedData{Attempt: n, IdempotencyKey: intent.Recorded.IdempotencyKey, Deadline: deadline, ClaimOwner: claimOwner}
-	if err := p.appendTo(ctx, h, intent, attemptID, started); err != nil {
-		return nil, err
+	if err := p.appendTo(ctx, h, intent, step.AttemptID, started); err != nil {
+		return err
 	}
-	// WriteStarted is acknowledged: only now may the request leave. The
-	// call's own timeout is real time (the injected clock may be a test's).
-	callCtx, cancel := context.WithTimeout(ctx, intent.Recorded.Policy.AttemptDeadline.D())
+	// WriteStarted is acknowledged: only now may the request leave.
+	callCtx, cancel := context.WithDeadline(ctx, realStart.Add(intent.Recorded.Policy.AttemptDeadline.D()))
 	res, callErr := route.Adapter.Write(callCtx, adapter.WriteRequest{
-		IntentID: intent.ID, AttemptID: attemptID, RequestID: intent.Recorded.RequestID,
+		IntentID: intent.ID, AttemptID: step.AttemptID, RequestID: intent.Recorded.RequestID,
 		IdempotencyKey: intent.Recorded.IdempotencyKey, Account: intent.Recorded.Account,
 		ParentExternalID: intent.Recorded.ParentExternalID, Payload: intent.Recorded.Payload,
 	})
 	cancel()
-	outcome := Classify(intent, attemptID, res, callErr)
+	if p.cfg.AfterCall != nil {
+		if err := p.cfg.AfterCall(intent.ID); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrOutcomeNotRecorded, step.AttemptID, err)
+		}
+	}
+	outcome := Classify(intent, step.AttemptID, res, callErr)
 	if p.cfg.OnCall != nil {
 		p.cfg.OnCall(route.Name, outcome.EventType())
 	}
 	// Record the outcome even if the caller gave up: the call happened.
 	octx, ocancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.OutcomeTimeout)
 	defer ocancel()
-	if err := p.appendTo(octx, h, intent, attemptID, outcome); err != nil {
-		return p.result(h, intent, false), fmt.Errorf("%w: %s: %w", ErrOutcomeNotRecorded, attemptID, err)
+	if err := p.appendTo(octx, h, intent, step.AttemptID, outcome); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrOutcomeNotRecorded, step.AttemptID, err)
 	}
-	return p.result(h, intent, false), nil
+	return nil
 }
 
 // Classify maps one attempt's result to its outcome event body.
@@ -404,7 +508,9 @@ func Classify(intent *fsm.Intent, attemptID string, res adapter.WriteResult, err
 	if errors.As(err, &ce) {
 		switch ce.Class {
 		case adapter.NotSent:
-			return &events.WriteRejectedData{Code: ce.Code, Message: ce.Message, Retryable: true}
+			// Never sent, so nothing executed; whether sending again can
+			// help is the adapter's call (an invalid request cannot).
+			return &events.WriteRejectedData{Code: ce.Code, Message: ce.Message, Retryable: ce.Retryable}
 		case adapter.Rejected:
 			return &events.WriteRejectedData{Code: ce.Code, Message: ce.Message, StatusCode: ce.StatusCode, Retryable: ce.Retryable}
 		default:
@@ -431,52 +537,55 @@ func (p *Producer) dryRun(pr *prepared, h *History) (*Result, error) {
 	rep := &DryRunReport{IntentID: pr.intentID, Subject: events.Subject(pr.rec.Route, pr.intentID),
 		IdempotencyKey: pr.rec.IdempotencyKey, PayloadSHA256: pr.rec.PayloadSHA256, CanonicalPayload: pr.rec.Payload}
 	res := &Result{IntentID: pr.intentID, Route: pr.rec.Route, DryRun: rep}
+	now := p.cfg.Now()
+	var sim *fsm.Intent
 	if h == nil {
-		rep.WouldAppend = []events.Type{events.IntentRecorded}
-		if pr.rec.Policy.FirstWrite == events.PolicyApproval {
-			rep.WouldAppend = append(rep.WouldAppend, events.ApprovalRequired)
-			rep.Reason = "the route requires approval before the first write"
-		} else {
-			rep.WouldAppend = append(rep.WouldAppend, events.WriteStarted, "<outcome>")
-			rep.WouldWrite = true
-			rep.Reason = "new intent: record, start, write"
+		var err error
+		sim, err = fsm.Fold([]events.Event{pr.event(now, p.cfg.Actor)})
+		if err != nil {
+			return nil, err
 		}
-		return res, nil
-	}
-	intent, err := h.Fold()
-	if err != nil {
-		return nil, err
-	}
-	res.Intent, res.State, res.History = intent, intent.State, h.Events
-	rep.ExistingState = intent.State
-	// An intent recorded under its v1 id (see load) is reported as is.
-	rep.IntentID, res.IntentID, rep.Subject = intent.ID, intent.ID, events.Subject(pr.rec.Route, intent.ID)
-	rep.IdempotencyKey = intent.Recorded.IdempotencyKey
-	if err := sameRequest(intent.Recorded, pr.rec); err != nil {
-		return nil, err
-	}
-	if intent.State == fsm.Recorded {
-		rep.WouldAppend = []events.Type{events.WriteStarted, "<outcome>"}
-		rep.WouldWrite = true
-		rep.Reason = "recorded but never started: start and write"
+		rep.WouldAppend = []events.Type{events.IntentRecorded}
+		rep.Reason = "new intent"
 	} else {
-		rep.Reason = "already recorded: the stored state is returned, nothing is written"
+		intent, err := h.Fold()
+		if err != nil {
+			return nil, err
+		}
+		res.Intent, res.State, res.History = intent, intent.State, h.Events
+		rep.ExistingState = intent.State
+		// An intent recorded under its v1 id (see loadPrepared) is reported as is.
+		rep.IntentID, res.IntentID, rep.Subject = intent.ID, intent.ID, events.Subject(pr.rec.Route, intent.ID)
+		rep.IdempotencyKey = intent.Recorded.IdempotencyKey
+		if err := sameRequest(intent.Recorded, pr.rec); err != nil {
+			return nil, err
+		}
+		sim = intent.Clone()
+		rep.Reason = "already recorded"
+	}
+	// Walk the decider's write path on a private copy, appending nothing.
+	caps := fsm.CapsFor(sim, adapter.FrozenCaps(pr.route.Adapter))
+	for k := 0; k < 8; k++ {
+		step := p.dec.Next(sim, caps, now)
+		if !step.WritePath {
+			break
+		}
+		rep.WouldAppend = append(rep.WouldAppend, step.Event.EventType())
+		rep.Reason += "; " + step.Why
+		if step.Kind == fsm.StepWrite {
+			rep.WouldAppend = append(rep.WouldAppend, "<outcome>")
+			rep.WouldWrite = true
+			break
+		}
+		if err := sim.Apply(events.New(sim.ID, sim.Version+1, now, p.cfg.Actor, step.AttemptID, step.Event)); err != nil {
+			break
+		}
+	}
+	if len(rep.WouldAppend) == 0 {
+		rep.Reason += ": the stored state is returned, nothing is written"
 	}
 	return res, nil
 }
 
-// WriteAttempt makes the next attempt of a loaded intent: the first write
-// of a recorded (or approved) intent, or the retry under a claim that this
-// producer's Actor owns. It appends WriteStarted (CAS), calls the adapter
-// and appends the outcome, like Execute.
-func (p *Producer) WriteAttempt(ctx context.Context, h *History, intent *fsm.Intent) (*Result, error) {
-	route, ok := p.routes[intent.Route()]
-	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownRoute, intent.Route())
-	}
-	owner := ""
-	if intent.State == fsm.RetryClaimed {
-		owner = p.cfg.Actor
-	}
-	return p.write(ctx, route, h, intent, owner)
-}
+// Decider returns the producer's decision function.
+func (p *Producer) Decider() fsm.Decider { return p.dec }

@@ -3,8 +3,12 @@ package producer
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -115,6 +119,8 @@ type Store struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
 	cfg    StoreConfig
+	// dupInProcess counts 10158 answers (see Append).
+	dupInProcess atomic.Int64
 }
 
 // OpenStore creates or updates the stream and returns the store.
@@ -135,11 +141,44 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 		DenyPurge:   true,
 		MaxMsgSize:  events.MaxEventSize + 4096,
 	}
-	st, err := js.CreateOrUpdateStream(ctx, sc)
+	st, err := ensureStream(ctx, js, sc)
 	if err != nil {
-		return nil, fmt.Errorf("open store: create stream %s: %w", cfg.Stream, err)
+		return nil, fmt.Errorf("open store: stream %s: %w", cfg.Stream, err)
 	}
 	return &Store{js: js, stream: st, cfg: cfg}, nil
+}
+
+// ensureStream creates the stream when it is missing and updates it only
+// when its configuration differs: many workers open the store at once,
+// and a needless update races with consumers being created on the server.
+func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) (jetstream.Stream, error) {
+	st, err := js.Stream(ctx, sc.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		st, err = js.CreateStream(ctx, sc)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			st, err = js.Stream(ctx, sc.Name) // created meanwhile by another process
+		}
+		if err != nil {
+			return nil, err
+		}
+		if sameStreamConfig(st.CachedInfo().Config, sc) {
+			return st, nil
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if sameStreamConfig(st.CachedInfo().Config, sc) {
+		return st, nil
+	}
+	return js.UpdateStream(ctx, sc)
+}
+
+func sameStreamConfig(have, want jetstream.StreamConfig) bool {
+	return have.Description == want.Description && slices.Equal(have.Subjects, want.Subjects) &&
+		have.Storage == want.Storage && have.Retention == want.Retention && have.Discard == want.Discard &&
+		have.Replicas == want.Replicas && have.Duplicates == want.Duplicates &&
+		have.DenyDelete == want.DenyDelete && have.DenyPurge == want.DenyPurge && have.MaxMsgSize == want.MaxMsgSize
 }
 
 // Stream returns the underlying stream.
@@ -162,7 +201,25 @@ func (s *Store) Config() StoreConfig { return s.cfg }
 // reads the subject's last message: if its Msg-Id is ours, the first publish
 // had landed and Append reports success. Otherwise it returns a
 // *ConflictError matching ErrConflict.
+//
+// Every Append call stamps its messages with its own random append id
+// (header Settle-Append-Id): two writers that build byte-identical events
+// (two Executes of one request reading the same clock) are still told apart,
+// so only the one whose message the log holds is told it won.
 func (s *Store) Append(ctx context.Context, route string, e events.Event, expectedLastSeq uint64) (uint64, error) {
+	return s.appendAs(ctx, route, e, expectedLastSeq, newAppendID())
+}
+
+// AppendIDHeader carries the id of the Append call that published a message.
+const AppendIDHeader = "Settle-Append-Id"
+
+func newAppendID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (s *Store) appendAs(ctx context.Context, route string, e events.Event, expectedLastSeq uint64, appendID string) (uint64, error) {
 	data, err := events.Encode(e)
 	if err != nil {
 		return 0, fmt.Errorf("append: %w", err)
@@ -170,6 +227,7 @@ func (s *Store) Append(ctx context.Context, route string, e events.Event, expect
 	subject := events.Subject(route, e.IntentID)
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, e.EventID)
+	msg.Header.Set(AppendIDHeader, appendID)
 	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expectedLastSeq, 10))
 	msg.Header.Set(jetstream.ExpectedStreamHeader, s.cfg.Stream)
 	var lastErr error
@@ -191,7 +249,18 @@ func (s *Store) Append(ctx context.Context, route string, e events.Event, expect
 			// A duplicate ack (R3) or a CAS refusal (R1) for our Msg-Id:
 			// either our earlier publish landed, or a competitor's event
 			// holds this version.
-			return s.resolveCAS(ctx, subject, e, data)
+			return s.resolveCAS(ctx, subject, e, data, appendID)
+		}
+		if isDuplicateInProcess(err) {
+			// 10158 (replicated streams): a publish with our Msg-Id (ours
+			// retried, or a competitor's at the same version) is proposed
+			// but not applied yet. Like a lost ack, it proves nothing:
+			// publish the same message again after a pause; the answer
+			// will then be a success, a duplicate ack or a CAS refusal,
+			// each resolved by reading the log.
+			s.dupInProcess.Add(1)
+			lastErr = err
+			continue
 		}
 		var apiErr jetstream.JetStreamError
 		if errors.As(err, &apiErr) && apiErr.APIError() != nil {
@@ -201,16 +270,18 @@ func (s *Store) Append(ctx context.Context, route string, e events.Event, expect
 		lastErr = err
 	}
 	// Every attempt lost its ack: read the log once more before giving up.
-	if seq, err := s.resolveCAS(ctx, subject, e, data); err == nil {
+	if seq, err := s.resolveCAS(ctx, subject, e, data, appendID); err == nil {
 		return seq, nil
 	}
 	return 0, fmt.Errorf("append %s: %w: %w", e.EventID, ErrAppendUnresolved, lastErr)
 }
 
-// resolveCAS decides whether e (encoded as data) is on the log. Msg-Ids
-// are <intent>:<version>, so a competitor's event at the same version has
-// the same Msg-Id: only identical bytes prove the event is ours.
-func (s *Store) resolveCAS(ctx context.Context, subject string, e events.Event, data []byte) (uint64, error) {
+// resolveCAS decides whether e (encoded as data, published by the Append
+// call appendID) is on the log. Msg-Ids are <intent>:<version>, so a
+// competitor's event at the same version has the same Msg-Id, and may even
+// have the same bytes: only our bytes under our append id prove the event
+// is ours.
+func (s *Store) resolveCAS(ctx context.Context, subject string, e events.Event, data []byte, appendID string) (uint64, error) {
 	last, err := s.stream.GetLastMsgForSubject(ctx, subject)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -230,7 +301,7 @@ func (s *Store) resolveCAS(ctx context.Context, subject string, e events.Event, 
 			return 0, &ConflictError{IntentID: e.IntentID, Version: e.Version, LastMsgID: lastID}
 		}
 	}
-	if bytes.Equal(m.Data, data) {
+	if bytes.Equal(m.Data, data) && m.Header.Get(AppendIDHeader) == appendID {
 		return m.Sequence, nil
 	}
 	return 0, &ConflictError{IntentID: e.IntentID, Version: e.Version, LastMsgID: lastID}
@@ -249,6 +320,19 @@ func (s *Store) findVersion(ctx context.Context, subject string, version uint64)
 		seq = m.Sequence + 1
 	}
 }
+
+func isDuplicateInProcess(err error) bool {
+	var apiErr jetstream.JetStreamError
+	return errors.As(err, &apiErr) && apiErr.APIError() != nil && apiErr.APIError().ErrorCode == errCodeDuplicateInProcess
+}
+
+// errCodeDuplicateInProcess is JetStream's "duplicate message id is in
+// process" (10158), which nats.go does not name.
+const errCodeDuplicateInProcess jetstream.ErrorCode = 10158
+
+// DuplicatesInProcess counts publishes answered "duplicate message id is
+// in process" (10158) and resolved like lost acks.
+func (s *Store) DuplicatesInProcess() int64 { return s.dupInProcess.Load() }
 
 func isWrongLastSeq(err error) bool {
 	var apiErr jetstream.JetStreamError

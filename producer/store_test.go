@@ -143,6 +143,7 @@ func TestAppendRetriedAfterLostAckIsSuccess(t *testing.T) {
 	m := &nats.Msg{Subject: events.Subject("social_post", rec.IntentID), Data: data, Header: nats.Header{}}
 	m.Header.Set(jetstream.MsgIDHeader, e2.EventID)
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "1")
+	m.Header.Set(producer.AppendIDHeader, "writer-a-append-7")
 	if err := n.NC.PublishMsg(m); err != nil {
 		t.Fatal(err)
 	}
@@ -153,9 +154,16 @@ func TestAppendRetriedAfterLostAckIsSuccess(t *testing.T) {
 		h, err := s.Load(ctx, "social_post", rec.IntentID)
 		return err == nil && len(h.Events) == 2
 	})
-	// The writer retries the same append (same Msg-Id, same CAS): on a
-	// single server the answer is 10071, which must resolve to success.
-	seq2, err := s.Append(ctx, "social_post", e2, seq1)
+	// Another writer with the very same bytes did not make this append:
+	// conflict (two Executes that read the same clock build identical
+	// events; only one may think it won).
+	if _, err := s.Append(ctx, "social_post", e2, seq1); !errors.Is(err, producer.ErrConflict) {
+		t.Fatalf("identical append by another writer: %v, want ErrConflict", err)
+	}
+	// The writer retries the same append (same Msg-Id, same CAS, same
+	// append id): on a single server the answer is 10071, which must
+	// resolve to success.
+	seq2, err := s.AppendAs(ctx, "social_post", e2, seq1, "writer-a-append-7")
 	if err != nil {
 		t.Fatalf("retried append reported %v, want success", err)
 	}
@@ -177,7 +185,7 @@ func TestAppendRetriedAfterLostAckIsSuccess(t *testing.T) {
 	if _, err := s.Append(ctx, "social_post", e3, seq2); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Append(ctx, "social_post", e2, seq1); err != nil || got != seq2 {
+	if got, err := s.AppendAs(ctx, "social_post", e2, seq1, "writer-a-append-7"); err != nil || got != seq2 {
 		t.Fatalf("late retry of v2: seq %d err %v (want %d)", got, err, seq2)
 	}
 }

@@ -312,10 +312,21 @@ func NewBookingAPIServer(cfg BookingConfig) *BookingAPI {
 	return b
 }
 
+// NextFor queues faults that only the PUTs of intentID consume (by their
+// X-Settle-Attempt header), in order, before any fault queued with Next.
+// It panics like Next.
+func (b *BookingAPI) NextFor(intentID string, faults ...BookingFault) {
+	b.queueFaultsFor(intentID, checkBookingFaults(faults)...)
+}
+
 // Next queues faults; each authenticated PUT consumes one, in order. It
 // panics on a fault kind the booking API does not implement, or on a
 // FailDefinite code outside 400..599.
 func (b *BookingAPI) Next(faults ...BookingFault) {
+	b.queueFaults(checkBookingFaults(faults)...)
+}
+
+func checkBookingFaults(faults []BookingFault) []bookingFaultSpec {
 	specs := make([]bookingFaultSpec, 0, len(faults))
 	for _, f := range faults {
 		s := f.bookingFault()
@@ -331,7 +342,7 @@ func (b *BookingAPI) Next(faults ...BookingFault) {
 		}
 		specs = append(specs, s)
 	}
-	b.queueFaults(specs...)
+	return specs
 }
 
 // Seed creates or replaces a booking at version (not an effect).
@@ -692,7 +703,7 @@ func (b *BookingAPI) handlePut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	raw, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
-	f := b.popFault()
+	f := b.popFaultFor(r)
 	switch f.kind {
 	case FaultResetBeforeCommit:
 		resetConn(w)

@@ -25,8 +25,9 @@ type fakeServer[F any] struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 
-	faultMu sync.Mutex
-	faults  []F
+	faultMu  sync.Mutex
+	faults   []F
+	byIntent map[string][]F // faults for the writes of one intent (NextFor)
 }
 
 // start serves h on a new loopback server that requires token (a random
@@ -68,11 +69,51 @@ func (f *fakeServer[F]) URL() string { return f.srv.URL }
 // Token is the bearer token the server requires.
 func (f *fakeServer[F]) Token() string { return f.token }
 
-// PendingFaults is how many queued faults have not been consumed yet.
+// PendingFaults is how many queued faults (global and per intent) have not
+// been consumed yet.
 func (f *fakeServer[F]) PendingFaults() int {
 	f.faultMu.Lock()
 	defer f.faultMu.Unlock()
-	return len(f.faults)
+	n := len(f.faults)
+	for _, q := range f.byIntent {
+		n += len(q)
+	}
+	return n
+}
+
+// queueFaultsFor queues faults that only the writes of intentID consume
+// (recognised by their X-Settle-Attempt header, "<intent>.a<n>"), in order,
+// before any global fault.
+func (f *fakeServer[F]) queueFaultsFor(intentID string, faults ...F) {
+	f.faultMu.Lock()
+	defer f.faultMu.Unlock()
+	if f.byIntent == nil {
+		f.byIntent = map[string][]F{}
+	}
+	f.byIntent[intentID] = append(f.byIntent[intentID], faults...)
+}
+
+// popFaultFor takes the next fault for the write r: its intent's own queue
+// first, then the global queue.
+func (f *fakeServer[F]) popFaultFor(r *http.Request) F {
+	attempt := r.Header.Get("X-Settle-Attempt")
+	if k := strings.LastIndex(attempt, ".a"); k > 0 {
+		intent := attempt[:k]
+		f.faultMu.Lock()
+		q := f.byIntent[intent]
+		if len(q) > 0 {
+			next := q[0]
+			if len(q) == 1 {
+				delete(f.byIntent, intent)
+			} else {
+				f.byIntent[intent] = q[1:]
+			}
+			f.faultMu.Unlock()
+			return next
+		}
+		f.faultMu.Unlock()
+	}
+	return f.popFault()
 }
 
 // queueFaults appends faults to the queue.

@@ -40,6 +40,9 @@ type Post struct {
 	PageNotFound bool `json:"-"`
 	// Injected is true for posts planted with Inject (not an effect).
 	Injected bool `json:"-"`
+	// Removed: deleted or moderated (Remove): gone from list, get and its
+	// page, but still what an honoured Idempotency-Key replays.
+	Removed bool `json:"-"`
 
 	seq int64
 }
@@ -79,6 +82,9 @@ type SocialConfig struct {
 	OmitBodyInList bool
 	// DefaultVisibilityDelay delays the visibility of every created post.
 	DefaultVisibilityDelay time.Duration
+	// ListAllAuthors makes the list endpoint ignore its account: it lists
+	// every author's posts, as a thread's or an issue's comment list does.
+	ListAllAuthors bool
 }
 
 // SocialOption changes a SocialConfig; any func(*SocialConfig) will do.
@@ -107,6 +113,11 @@ func WithSocialPageSize(n int) SocialOption {
 // WithOmitBodyInList makes list items omit body and assets.
 func WithOmitBodyInList() SocialOption {
 	return func(c *SocialConfig) { c.OmitBodyInList = true }
+}
+
+// WithListAllAuthors makes the list endpoint list every author's posts.
+func WithListAllAuthors() SocialOption {
+	return func(c *SocialConfig) { c.ListAllAuthors = true }
 }
 
 // WithVisibilityDelay delays the visibility of every created post.
@@ -257,6 +268,75 @@ type SocialAPI struct {
 	reads       int
 	listCalls   int
 	writeLog    []WriteRecord
+	// listFaults and pageFaults are consumed by list calls and page
+	// probes, in order (see FailLists, FailPages).
+	listFaults []ReadFault
+	pageFaults []ReadFault
+}
+
+// ReadFault is what the next list call (or live-page probe) suffers.
+type ReadFault int
+
+const (
+	// ReadOK serves the read normally (a placeholder in a sequence).
+	ReadOK ReadFault = iota
+	// ReadError500 answers 500.
+	ReadError500
+	// ReadNoItems answers 200 with a body that lacks the items array.
+	ReadNoItems
+	// ReadReset resets the connection.
+	ReadReset
+)
+
+// FailLists queues faults for the next list calls, in order.
+func (s *SocialAPI) FailLists(f ...ReadFault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.listFaults = append(s.listFaults, f...)
+}
+
+// FailPages queues faults for the next live-page probes, in order.
+func (s *SocialAPI) FailPages(f ...ReadFault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pageFaults = append(s.pageFaults, f...)
+}
+
+func popRead(q *[]ReadFault) ReadFault {
+	if len(*q) == 0 {
+		return ReadOK
+	}
+	f := (*q)[0]
+	*q = (*q)[1:]
+	return f
+}
+
+// serveReadFault answers a read with its fault; false when f is ReadOK.
+func serveReadFault(w http.ResponseWriter, f ReadFault) bool {
+	switch f {
+	case ReadError500:
+		writeError(w, http.StatusInternalServerError, "internal", "the server failed")
+	case ReadNoItems:
+		writeJSON(w, http.StatusOK, map[string]any{"data": []any{}})
+	case ReadReset:
+		resetConn(w)
+	default:
+		return false
+	}
+	return true
+}
+
+// Remove deletes a post (as a moderator or its author would): it is gone
+// from list, get and its page. It stays counted as an effect.
+func (s *SocialAPI) Remove(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.byID[id]
+	if !ok || p.Removed {
+		return false
+	}
+	p.Removed = true
+	return true
 }
 
 // NewSocialAPI starts a fake social API for a test and closes it with
@@ -293,6 +373,10 @@ func NewSocialAPIServer(cfg SocialConfig) *SocialAPI {
 // Next queues faults; each POST that passes authentication consumes one, in
 // order. A POST with no queued fault behaves normally.
 func (s *SocialAPI) Next(f ...Fault) { s.queueFaults(f...) }
+
+// NextFor queues faults that only the POSTs of intentID consume (by their
+// X-Settle-Attempt header), in order, before any fault queued with Next.
+func (s *SocialAPI) NextFor(intentID string, f ...Fault) { s.queueFaultsFor(intentID, f...) }
 
 // Inject plants a post directly, as if someone else had posted it; it is not
 // an effect. Empty ID, URL, Visibility, CreatedAt and VisibleAt are filled in
@@ -432,7 +516,7 @@ func (s *SocialAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	raw, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
 
-	f := s.popFault()
+	f := s.popFaultFor(r)
 	rec.Fault = f
 
 	switch f.Kind {
@@ -580,7 +664,7 @@ func (s *SocialAPI) commit(req createRequest, rec *WriteRecord, f Fault) (Post, 
 	return first, http.StatusCreated
 }
 
-func (p *Post) visible(now time.Time) bool { return !now.Before(p.VisibleAt) }
+func (p *Post) visible(now time.Time) bool { return !p.Removed && !now.Before(p.VisibleAt) }
 
 func (s *SocialAPI) handleGet(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
@@ -629,9 +713,13 @@ func (s *SocialAPI) handleList(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.reads++
 	s.listCalls++
+	f := popRead(&s.listFaults)
 	s.mu.Unlock()
 	if !s.authorized(r) {
 		writeError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid bearer token")
+		return
+	}
+	if serveReadFault(w, f) {
 		return
 	}
 	account := r.PathValue("account")
@@ -665,7 +753,7 @@ func (s *SocialAPI) handleList(w http.ResponseWriter, r *http.Request) {
 	now := s.cfg.Now()
 	var match []Post
 	for _, p := range s.posts {
-		if p.AuthorID != account || !p.visible(now) {
+		if (p.AuthorID != account && !s.cfg.ListAllAuthors) || !p.visible(now) {
 			continue
 		}
 		if !since.IsZero() && p.CreatedAt.Before(since) {
@@ -716,6 +804,12 @@ func (s *SocialAPI) handleList(w http.ResponseWriter, r *http.Request) {
 
 func (s *SocialAPI) handlePage(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	s.mu.Lock()
+	f := popRead(&s.pageFaults)
+	s.mu.Unlock()
+	if serveReadFault(w, f) {
+		return
+	}
 	s.mu.Lock()
 	p, ok := s.byID[id]
 	var body string

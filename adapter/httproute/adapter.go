@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/settle-dev/settle/adapter"
@@ -150,23 +153,59 @@ type writeSpec struct {
 	overrides     map[int]string // status code -> definite_4xx | retryable_4xx | unknown
 }
 
+// template is the live URL's template, whichever form it has.
+func (l *liveURL) template() *template {
+	switch {
+	case l == nil:
+		return nil
+	case l.raw != nil:
+		return l.raw
+	}
+	return l.u.path
+}
+
 type recordSpec struct {
 	externalID *template
 	liveURL    *liveURL
 	authorID   *template
 	parentID   *template
 	visibility *template
+	visMap     map[string]string
+	visProbe   bool
 	createdAt  *template
 	payload    *vnode
 }
 
+// Pagination modes of a search.
+const (
+	pageNone   = ""
+	pageCursor = "cursor"
+	pageLink   = "link"
+	pageNumber = "page"
+	pageOffset = "offset"
+)
+
+// Window filters: what the API's from/to compare.
+const (
+	windowCreated = "created_at"
+	windowUpdated = "updated_at"
+	windowNone    = "none"
+)
+
 type searchSpec struct {
 	url        *urlTemplate
 	items      jpath
+	mode       string
 	nextCursor *jpath
+	pageSize   int
+	firstPage  int
 	maxPages   int
+	window     string
 	fields     recordSpec
 	omitsBody  bool
+	urlUsed    map[string]bool
+	fieldsUsed map[string]bool
+	needs      []string // intent values only an intent-scoped read has
 }
 
 type readSpec struct {
@@ -175,6 +214,9 @@ type readSpec struct {
 	fields  recordSpec
 	expect  []expectation
 	require []jpath
+	checks  []string
+	used    map[string]bool
+	needs   []string
 }
 
 type statusSpec struct {
@@ -192,6 +234,8 @@ type statusSpec struct {
 	payload        *vnode
 	expect         []expectation
 	require        []jpath
+	used           map[string]bool
+	needs          []string
 }
 
 // Adapter is the generic HTTP adapter of one declared route. It implements
@@ -218,6 +262,13 @@ type Adapter struct {
 	search      *searchSpec
 	readback    *readSpec
 	status      *statusSpec
+	identity    *identitySpec
+	ident       *identityCache // shared by the intent-scoped copies
+	corr        *corrSpec
+	now         func() time.Time
+	// scope is the intent of an intent-scoped copy (ForIntent); nil on
+	// the route's own adapter.
+	scope *adapter.ReadScope
 	// scrub removes the route's credentials (and parts of them) from
 	// every response-derived value the adapter returns.
 	scrub *adapter.Scrubber
@@ -321,34 +372,53 @@ func typedValue(t *template, s *scope) (any, bool) {
 	return str, ok && err == nil
 }
 
-// parseTime reads an RFC 3339 string or a number of Unix seconds; absent,
-// null, "" and 0 are the zero time.
+// parseTime reads an RFC 3339 string, or Unix seconds as a number or a
+// decimal string ("1712345678.000100"); 10^11 and more are Unix
+// milliseconds. Absent, null, "" and 0 are the zero time.
 func parseTime(v any, ok bool) (time.Time, bool) {
 	if !ok || v == nil {
 		return time.Time{}, true
 	}
+	var num string
 	switch x := v.(type) {
 	case string:
 		if x == "" {
 			return time.Time{}, true
 		}
-		t, err := time.Parse(time.RFC3339Nano, x)
-		return t, err == nil
-	case json.Number:
-		if n, err := x.Int64(); err == nil {
-			if n == 0 {
-				return time.Time{}, true
-			}
-			return time.Unix(n, 0).UTC(), true
+		if t, err := time.Parse(time.RFC3339Nano, x); err == nil {
+			return t, true
 		}
-		f, err := x.Float64()
-		if err != nil || f < 0 || f > 1e12 {
+		num = x
+	case json.Number:
+		num = x.String()
+	default:
+		return time.Time{}, false
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || f < 0 || f > 1e15 || strings.ContainsAny(num, "eE") {
+		return time.Time{}, false
+	}
+	if f == 0 {
+		return time.Time{}, true
+	}
+	// Split the decimal text rather than the float, so that microseconds
+	// survive exactly.
+	intPart, frac, _ := strings.Cut(num, ".")
+	sec, err := strconv.ParseInt(intPart, 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	nanos := int64(0)
+	if frac != "" {
+		frac = (frac + "000000000")[:9]
+		if nanos, err = strconv.ParseInt(frac, 10, 64); err != nil {
 			return time.Time{}, false
 		}
-		sec := int64(f)
-		return time.Unix(sec, int64((f-float64(sec))*1e9)).UTC(), true
 	}
-	return time.Time{}, false
+	if sec >= 1e11 { // milliseconds
+		return time.UnixMilli(sec).Add(time.Duration(nanos / 1e3)).UTC(), true
+	}
+	return time.Unix(sec, nanos).UTC(), true
 }
 
 // --- Write ---
@@ -378,12 +448,18 @@ func (a *Adapter) Write(ctx context.Context, req adapter.WriteRequest) (scrubbed
 	if err != nil {
 		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_payload", "the payload cannot be decoded")
 	}
+	if err := a.checkWriter(ctx, req.Account); err != nil {
+		return adapter.WriteResult{}, err
+	}
 	s := &scope{
 		vars: map[string]string{
 			varBase: a.base, varAccount: req.Account, varRequestID: req.RequestID, varIntentID: req.IntentID,
 			varAttemptID: req.AttemptID, varIdempotencyKey: req.IdempotencyKey, varParent: req.ParentExternalID,
 		},
 		payload: payload, hasPay: true,
+	}
+	if a.corr != nil && req.IntentID != "" {
+		s.vars[varMarker] = a.corr.render(req.IntentID)
 	}
 	u, ok, err := w.url.render(s, true)
 	switch {
@@ -450,6 +526,9 @@ func (a *Adapter) writeOutcome(resp *adapter.Response, s *scope, sent json.RawMe
 	w := a.write
 	code := resp.StatusCode
 	if doc, err := decodeJSON(resp.Body); err == nil {
+		if m := s.vars[varMarker]; m != "" {
+			doc = stripText(doc, m) // the marker is not part of the payload
+		}
 		s.doc, s.hasDoc = doc, true
 	}
 	for i := range w.outcomes {
@@ -504,17 +583,30 @@ func (a *Adapter) writeOutcome(resp *adapter.Response, s *scope, sent json.RawMe
 
 // --- records ---
 
-// record maps one JSON object with spec. listing: it comes from a search
-// page (Partial when the route omits bodies or a required payload field is
-// absent).
-func (a *Adapter) record(item any, spec *recordSpec, vars map[string]string, listing bool) (adapter.Record, error) {
-	s := &scope{vars: vars, doc: item, hasDoc: true}
+// record maps one JSON object with spec. base holds the variables of the
+// read. listing: it comes from a search page (Partial when the route
+// omits bodies or a required payload field is absent). The correlation
+// marker is read and removed before the payload is mapped.
+func (a *Adapter) record(item any, spec *recordSpec, base *scope, listing bool) (adapter.Record, error) {
+	var corrID string
+	if a.corr != nil {
+		corrID = a.corr.extract(item)
+	}
+	s := &scope{vars: base.vars, doc: item, hasDoc: true}
 	r := adapter.Record{
-		ExternalID: renderText(spec.externalID, s),
-		LiveURL:    spec.liveURL.render(s),
-		AuthorID:   renderText(spec.authorID, s),
-		ParentID:   renderText(spec.parentID, s),
-		Visibility: renderText(spec.visibility, s),
+		ExternalID:    renderText(spec.externalID, s),
+		LiveURL:       spec.liveURL.render(s),
+		AuthorID:      renderText(spec.authorID, s),
+		ParentID:      renderText(spec.parentID, s),
+		Visibility:    renderText(spec.visibility, s),
+		CorrelationID: corrID,
+	}
+	if spec.visMap != nil {
+		v, ok := spec.visMap[r.Visibility]
+		if !ok {
+			v = "unknown"
+		}
+		r.Visibility = v
 	}
 	if spec.createdAt != nil {
 		t, ok := parseTime(typedValue(spec.createdAt, s))
@@ -549,84 +641,206 @@ func (a *Adapter) record(item any, spec *recordSpec, vars map[string]string, lis
 // --- Search ---
 
 // Search lists q.Account's objects in [q.From, q.To] (a zero bound is
-// left out of the query), following next_cursor for at most max_pages
-// pages; items are deduplicated by external id. A route without a search
+// left out of the query; with window_filter updated_at the upper bound is
+// never sent and items created outside the window are dropped), page by
+// page as search declares (a body cursor, the Link header's rel="next",
+// a page number or an offset), for at most max_pages pages; items are
+// deduplicated by external id. Reaching max_pages, a page without its
+// items, an item that cannot be mapped and a next link leaving base_url's
+// origin are errors, never a shorter list. A route without a search
 // section returns nil, nil.
 func (a *Adapter) Search(ctx context.Context, q adapter.SearchQuery) (scrubbed []adapter.Record, err error) {
 	defer func() { scrubbed, err = a.scrub.Records(scrubbed), a.scrub.Error(err) }()
-	ss := a.search
-	if ss == nil {
+	if a.search == nil {
 		return nil, nil
 	}
+	recs, _, err := a.searchPages(ctx, q, 0, nil)
+	if err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
+// pageSeen is what one search page was (for Inspect).
+type pageSeen struct {
+	url    string
+	status int
+	items  int
+}
+
+// searchPages lists like Search. limit > 0 reads at most limit pages and
+// reports whether more were left (more); limit 0 reads up to max_pages,
+// and more would be an error. seen, if set, is told of every page.
+func (a *Adapter) searchPages(ctx context.Context, q adapter.SearchQuery, limit int, seen func(pageSeen)) (recs []adapter.Record, more bool, err error) {
+	ss := a.search
 	if q.Account == "" {
-		return nil, a.errorf("search: the account is required")
+		return nil, false, a.errorf("search: the account is required")
 	}
 	if !q.From.IsZero() && !q.To.IsZero() && q.To.Before(q.From) {
-		return nil, a.errorf("search: the window ends before it starts")
+		return nil, false, a.errorf("search: the window ends before it starts")
 	}
-	vars := map[string]string{varBase: a.base, varAccount: q.Account}
+	base, err := a.readScope("search", ss.needs, map[string]string{varAccount: q.Account})
+	if err != nil {
+		return nil, false, err
+	}
+	to := q.To
+	if ss.window == windowUpdated {
+		to = time.Time{} // an object made in the window may have changed after it
+	}
 	var out []adapter.Record
-	seen := map[string]bool{}
-	cursor := ""
+	ids := map[string]bool{}
+	cursor, next := "", ""
 	for page := 1; ; page++ {
-		if page > ss.maxPages {
-			return nil, a.errorf("search: more than %d pages in one window; narrow the window", ss.maxPages)
+		if limit > 0 && page > limit {
+			return out, true, nil
 		}
-		s := &scope{vars: map[string]string{varBase: a.base, varAccount: q.Account, varCursor: cursor},
-			times: map[string]time.Time{varFrom: q.From, varTo: q.To}}
-		u, ok, err := ss.url.render(s, false)
-		if err != nil || !ok {
-			return nil, a.errorf("search page %d: the search URL cannot be built", page)
+		if page > ss.maxPages {
+			return nil, false, a.errorf("search: more than %d pages in one window; narrow the window or raise search.max_pages", ss.maxPages)
+		}
+		s := &scope{vars: maps.Clone(base.vars), payload: base.payload, hasPay: base.hasPay,
+			times: map[string]time.Time{varFrom: q.From, varTo: to}}
+		s.vars[varCursor] = cursor
+		s.vars[varPageSize] = strconv.Itoa(ss.pageSize)
+		s.vars[varPage] = strconv.Itoa(ss.firstPage + page - 1)
+		s.vars[varOffset] = strconv.Itoa((page - 1) * ss.pageSize)
+		u := next
+		if u == "" {
+			var ok bool
+			if u, ok, err = ss.url.render(s, false); err != nil || !ok {
+				return nil, false, a.errorf("search page %d: the search URL cannot be built", page)
+			}
 		}
 		resp, err := a.get(ctx, u)
 		if err != nil {
-			return nil, a.errorf("search page %d: %w", page, err)
+			return nil, false, a.errorf("search page %d: %w", page, err)
 		}
 		if err := a.classify(resp.StatusCode); err != nil {
-			return nil, a.errorf("search page %d: %w", page, err)
+			return nil, false, a.errorf("search page %d: %w", page, err)
 		}
 		doc, err := decodeJSON(resp.Body)
 		if err != nil {
-			return nil, a.errorf("search page %d: %w", page, adapter.Unparseable(resp.StatusCode, "a search"))
+			return nil, false, a.errorf("search page %d: %w", page, adapter.Unparseable(resp.StatusCode, "a search"))
 		}
-		var items []any
-		if v, ok := ss.items.eval(doc); ok && v != nil {
-			if items, ok = v.([]any); !ok {
-				return nil, a.errorf("search page %d: %w", page, adapter.Unparseable(resp.StatusCode, "a search"))
-			}
+		v, ok := ss.items.eval(doc)
+		items, isList := v.([]any)
+		if seen != nil {
+			seen(pageSeen{url: u, status: resp.StatusCode, items: len(items)})
+		}
+		if !ok || !isList {
+			return nil, false, a.errorf("search page %d: %w", page, &adapter.CallError{Class: adapter.Unknown, Code: "response_unparseable",
+				StatusCode: resp.StatusCode, Message: "the search response has no " + ss.items.src + " list"})
 		}
 		for _, it := range items {
-			rec, err := a.record(it, &ss.fields, vars, true)
+			rec, err := a.record(it, &ss.fields, base, true)
 			if err != nil || rec.ExternalID == "" {
-				return nil, a.errorf("search page %d: %w", page, adapter.Unparseable(resp.StatusCode, "a search"))
+				return nil, false, a.errorf("search page %d: %w", page, adapter.Unparseable(resp.StatusCode, "a search"))
 			}
-			if seen[rec.ExternalID] {
+			if ids[rec.ExternalID] {
 				continue
 			}
-			seen[rec.ExternalID] = true
+			ids[rec.ExternalID] = true
+			if ss.window == windowUpdated && !rec.CreatedAt.IsZero() &&
+				((!q.From.IsZero() && rec.CreatedAt.Before(q.From)) || (!q.To.IsZero() && rec.CreatedAt.After(q.To))) {
+				continue
+			}
 			out = append(out, rec)
 		}
-		if ss.nextCursor == nil {
-			return out, nil
+		switch ss.mode {
+		case pageCursor:
+			v, ok := ss.nextCursor.eval(doc)
+			n := ""
+			if ok {
+				n = text(v)
+			}
+			if n == "" {
+				return out, false, nil
+			}
+			if n == cursor {
+				return nil, false, a.errorf("search page %d: the cursor did not advance", page)
+			}
+			cursor = n
+		case pageLink:
+			n := nextLink(resp.Header)
+			if n == "" {
+				return out, false, nil
+			}
+			if ref, err := url.Parse(u); err == nil {
+				if l, err := ref.Parse(n); err == nil {
+					n = l.String()
+				}
+			}
+			if !a.sameOrigin(n) {
+				return nil, false, a.errorf("search page %d: %w", page, adapter.InvalidRequest("invalid_request", "the Link header's next page leaves base_url's origin"))
+			}
+			if n == u {
+				return nil, false, a.errorf("search page %d: the next link did not advance", page)
+			}
+			next = n
+		case pageNumber, pageOffset:
+			if len(items) < ss.pageSize {
+				return out, false, nil
+			}
+		default:
+			return out, false, nil
 		}
-		v, ok := ss.nextCursor.eval(doc)
-		next := ""
-		if ok {
-			next = text(v)
-		}
-		if next == "" {
-			return out, nil
-		}
-		if next == cursor {
-			return nil, a.errorf("search page %d: the cursor did not advance", page)
-		}
-		cursor = next
 	}
 }
 
+// nextLink is the target of the Link header's rel="next" ("" when none),
+// as RFC 8288 writes it: <URI>; rel="next", <URI>; rel="last".
+func nextLink(h http.Header) string {
+	for _, line := range h.Values("Link") {
+		for _, link := range splitLinks(line) {
+			target, params, ok := strings.Cut(link, ";")
+			target = strings.TrimSpace(target)
+			if !ok || !strings.HasPrefix(target, "<") || !strings.HasSuffix(target, ">") {
+				continue
+			}
+			for _, p := range strings.Split(params, ";") {
+				k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
+				if !strings.EqualFold(strings.TrimSpace(k), "rel") {
+					continue
+				}
+				for _, rel := range strings.Fields(strings.Trim(strings.TrimSpace(v), `"`)) {
+					if strings.EqualFold(rel, "next") {
+						return target[1 : len(target)-1]
+					}
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// splitLinks splits a Link header at the commas between links (not those
+// inside <...> or quotes).
+func splitLinks(line string) []string {
+	var out []string
+	depth, quoted, start := 0, false, 0
+	for i := 0; i < len(line); i++ {
+		switch c := line[i]; {
+		case c == '"':
+			quoted = !quoted
+		case c == '<' && !quoted:
+			depth++
+		case c == '>' && !quoted && depth > 0:
+			depth--
+		case c == ',' && !quoted && depth == 0:
+			out = append(out, line[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, line[start:])
+}
+
 // read GETs u and returns the item of the response: adapter.ErrNotFound
-// on 404 or when item is absent.
+// on 404 or when item is absent. vars are the variables of the read's
+// expectations.
 func (a *Adapter) read(ctx context.Context, u string, item *jpath, expect []expectation, require []jpath, vars map[string]string, what string) (any, int, error) {
+	return a.readIn(ctx, u, item, expect, require, &scope{vars: vars}, what)
+}
+
+func (a *Adapter) readIn(ctx context.Context, u string, item *jpath, expect []expectation, require []jpath, base *scope, what string) (any, int, error) {
 	resp, err := a.get(ctx, u)
 	if err != nil {
 		return nil, 0, a.errorf("%s: %w", what, err)
@@ -641,14 +855,9 @@ func (a *Adapter) read(ctx context.Context, u string, item *jpath, expect []expe
 	if err != nil {
 		return nil, resp.StatusCode, a.errorf("%s: %w", what, adapter.Unparseable(resp.StatusCode, "a "+what))
 	}
-	if item != nil {
-		v, ok := item.eval(doc)
-		if !ok || v == nil {
-			return nil, resp.StatusCode, adapter.ErrNotFound
-		}
-		doc = v
-	}
-	s := &scope{vars: vars, doc: doc, hasDoc: true}
+	// expect and require hold of the whole response ({"ok": true} next to
+	// the item), before the item is taken out of it.
+	s := &scope{vars: base.vars, payload: base.payload, hasPay: base.hasPay, doc: doc, hasDoc: true}
 	for _, p := range require {
 		if v, ok := p.eval(doc); isEmpty(v, ok) {
 			return nil, resp.StatusCode, a.errorf("%s: %w", what, adapter.Unparseable(resp.StatusCode, "a "+what))
@@ -659,12 +868,21 @@ func (a *Adapter) read(ctx context.Context, u string, item *jpath, expect []expe
 			return nil, resp.StatusCode, a.errorf("%s: %w", what, adapter.Unparseable(resp.StatusCode, "a "+what))
 		}
 	}
+	if item != nil {
+		v, ok := item.eval(doc)
+		if !ok || v == nil {
+			return nil, resp.StatusCode, adapter.ErrNotFound
+		}
+		doc = v
+	}
 	return doc, resp.StatusCode, nil
 }
 
 // Get reads one object back (readback.url with {{external_id}});
-// adapter.ErrNotFound on 404 or an absent readback.item. A route without
-// a readback section answers ErrNoReadback.
+// adapter.ErrNotFound on 404 or an absent readback.item. With
+// visibility: {probe: true} the live URL is probed without credentials:
+// 200 is "public", anything else "not_public"; a failed probe is an error.
+// A route without a readback section answers ErrNoReadback.
 func (a *Adapter) Get(ctx context.Context, externalID string) (scrubbed adapter.Record, err error) {
 	defer func() { scrubbed, err = a.scrub.Record(scrubbed), a.scrub.Error(err) }()
 	rs := a.readback
@@ -674,46 +892,68 @@ func (a *Adapter) Get(ctx context.Context, externalID string) (scrubbed adapter.
 	if externalID == "" {
 		return adapter.Record{}, a.errorf("get: the external id is required")
 	}
-	vars := map[string]string{varBase: a.base, varExternalID: externalID}
-	u, ok, err := rs.url.render(&scope{vars: vars}, false)
-	if err != nil || !ok {
-		return adapter.Record{}, a.errorf("get: the readback URL cannot be built")
-	}
-	doc, code, err := a.read(ctx, u, rs.item, rs.expect, rs.require, vars, "get")
+	base, err := a.readScope("get", rs.needs, map[string]string{varExternalID: externalID})
 	if err != nil {
 		return adapter.Record{}, err
 	}
-	rec, err := a.record(doc, &rs.fields, vars, false)
+	u, ok, err := rs.url.render(base, false)
+	if err != nil || !ok {
+		return adapter.Record{}, a.errorf("get: the readback URL cannot be built")
+	}
+	doc, code, err := a.readIn(ctx, u, rs.item, rs.expect, rs.require, base, "get")
+	if err != nil {
+		return adapter.Record{}, err
+	}
+	rec, err := a.record(doc, &rs.fields, base, false)
 	if err != nil || rec.ExternalID == "" {
 		return adapter.Record{}, a.errorf("get: %w", adapter.Unparseable(code, "a get"))
+	}
+	if rs.fields.visProbe {
+		rec.Visibility = "not_public"
+		if rec.LiveURL != "" {
+			code, err := a.Probe(ctx, rec.LiveURL)
+			if err != nil {
+				return adapter.Record{}, a.errorf("get: visibility: %w", err)
+			}
+			if code == http.StatusOK {
+				rec.Visibility = "public"
+			}
+		}
 	}
 	return rec, nil
 }
 
-// Status looks the write up (status.url with {{request_id}} or
-// {{idempotency_key}}); adapter.ErrNotFound on 404 or an absent
-// status.item. The state is mapped by status.map; code is kept for failed
-// states only. A route without a status section answers ErrNoStatusQuery
-// (and its Capabilities().StatusQuery is false).
+// Status looks the write up (status.url with {{request_id}},
+// {{idempotency_key}} or {{intent_id}}); adapter.ErrNotFound on 404 or an
+// absent status.item. The state is mapped by status.map; code is kept for
+// failed states only. A route without a status section answers
+// ErrNoStatusQuery (and its Capabilities().StatusQuery is false).
 func (a *Adapter) Status(ctx context.Context, q adapter.StatusQuery) (scrubbed adapter.StatusResult, err error) {
 	defer func() { scrubbed, err = a.scrub.Status(scrubbed), a.scrub.Error(err) }()
 	ss := a.status
 	if ss == nil {
 		return adapter.StatusResult{}, ErrNoStatusQuery
 	}
-	vars := map[string]string{varBase: a.base, varRequestID: q.RequestID, varIdempotencyKey: q.IdempotencyKey, varAccount: q.Account}
-	u, ok, err := ss.url.render(&scope{vars: vars}, true)
+	base, err := a.readScope("status", ss.needs, map[string]string{varRequestID: q.RequestID, varIdempotencyKey: q.IdempotencyKey, varAccount: q.Account})
+	if err != nil {
+		return adapter.StatusResult{}, err
+	}
+	u, ok, err := ss.url.render(base, true)
 	if err != nil {
 		return adapter.StatusResult{}, a.errorf("status: %s", err.Error())
 	}
 	if !ok {
 		return adapter.StatusResult{}, a.errorf("status: the status URL cannot be built")
 	}
-	doc, code, err := a.read(ctx, u, ss.item, ss.expect, ss.require, vars, "status")
+	doc, code, err := a.readIn(ctx, u, ss.item, ss.expect, ss.require, base, "status")
 	if err != nil {
 		return adapter.StatusResult{}, err
 	}
-	s := &scope{vars: vars, doc: doc, hasDoc: true}
+	var corrID string
+	if a.corr != nil {
+		corrID = a.corr.extract(doc) // and removed, before the payload is mapped
+	}
+	s := &scope{vars: base.vars, payload: base.payload, hasPay: base.hasPay, doc: doc, hasDoc: true}
 	raw := renderText(ss.state, s)
 	state := raw
 	if len(ss.stateMap) > 0 {
@@ -730,6 +970,7 @@ func (a *Adapter) Status(ctx context.Context, q adapter.StatusQuery) (scrubbed a
 		LiveURL:        ss.liveURL.render(s),
 		Version:        renderText(ss.version, s),
 		AppliedVersion: renderText(ss.appliedVersion, s),
+		CorrelationID:  corrID,
 	}
 	if state == adapter.StatusFailed {
 		out.Code = renderText(ss.code, s)

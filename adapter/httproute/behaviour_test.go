@@ -84,13 +84,14 @@ routes:
       items: $.rows
       fields:
         external_id: $.id
+        author_id: $.by
         created_at: $.ts
         visibility: public
         payload: {title: $.t}
     readback:
       url: "{{base}}/things/{{external_id | before:#}}"
       item: $.thing
-    policy: {trust_response: false}
+    policy: {trust_response: false, retry: never}
 `
 
 func genericAdapter(t *testing.T, base string) *httproute.Adapter {
@@ -254,6 +255,7 @@ func TestBuildFromGo(t *testing.T) {
 		Env:     envOf(map[string]string{"NOTES_TOKEN": secretToken}),
 	}
 	cfg.Policy.TrustResponse = true
+	cfg.Policy.Retry = "never" // no search, no key: nothing could prove a lost write absent
 	route, err := httproute.Build(cfg)
 	if err != nil {
 		t.Fatal(err)

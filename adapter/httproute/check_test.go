@@ -22,8 +22,10 @@ func mutate(t testing.TB, data []byte, pairs ...string) []byte {
 	return []byte(s)
 }
 
+var allExamples = []string{"social.yaml", "booking.yaml", "payment.yaml", "github_comments.yaml", "slack_message.yaml", "stripe_payment_intent.yaml"}
+
 func TestExamplesAreValid(t *testing.T) {
-	for _, f := range []string{"social.yaml", "booking.yaml", "payment.yaml"} {
+	for _, f := range allExamples {
 		if errs := httproute.Check(readExample(t, f), envOf(exampleEnv("http://127.0.0.1:9"))); errs != nil {
 			t.Fatalf("%s: %v", f, errs)
 		}
@@ -38,7 +40,7 @@ func TestRouteFileErrors(t *testing.T) {
 	env := exampleEnv("http://127.0.0.1:9")
 	noToken := exampleEnv("http://127.0.0.1:9")
 	delete(noToken, "SOCIAL_TOKEN")
-	dup := mutate(t, social, "routes:\n", "routes:\n  - name: social_post\n    base_url: http://127.0.0.1:9\n    write: {method: POST, url: \"{{base}}/x\", response: {external_id: $.id}}\n    policy: {trust_response: true}\n")
+	dup := mutate(t, social, "routes:\n", "routes:\n  - name: social_post\n    base_url: http://127.0.0.1:9\n    write: {method: POST, url: \"{{base}}/x\", response: {external_id: $.id}}\n    policy: {trust_response: true, retry: never}\n")
 
 	cases := []struct {
 		name  string
@@ -187,11 +189,11 @@ func TestAliasBomb(t *testing.T) {
 // FuzzParse: no route file makes Parse, Check or Build panic; every
 // problem is a *RouteError with a reason; a file that parses builds.
 func FuzzParse(f *testing.F) {
-	for _, name := range []string{"social.yaml", "booking.yaml", "payment.yaml"} {
+	for _, name := range allExamples {
 		data := readExample(f, name)
 		f.Add(data)
 		f.Add(data[:len(data)/2])
-		f.Add(mutate(f, data, "{{base}}", "{{base"))
+		f.Add(mutate(f, data, "{{base}}/", "{{base/"))
 		f.Add(mutate(f, data, "$.", "$.."))
 		f.Add(mutate(f, data, "routes:", "routes: &r\n  - *r\nx:"))
 	}

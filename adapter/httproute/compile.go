@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,8 +33,26 @@ type compiler struct {
 	label    string
 	failed   map[string]bool
 	errs     []*RouteError
+	warnings []*RouteError
 	reported map[string]bool
 	prefix   string // prepended to reasons (a reused section)
+	quiet    bool   // no warnings (a reused section)
+	declared map[string]bool
+	origin   string // base_url's origin, once resolved
+	baseURL  string // base_url, once resolved
+}
+
+// warn records a warning: the route works, but settle sees less than it
+// could. A field gets at most one problem.
+func (c *compiler) warn(field, reason string) {
+	if c.quiet || c.skip(field) || c.reported[field] {
+		return
+	}
+	if c.reported == nil {
+		c.reported = map[string]bool{}
+	}
+	c.reported[field] = true
+	c.warnings = append(c.warnings, &RouteError{Route: c.label, Field: field, Reason: reason})
 }
 
 // skip: field, or one of its ancestors, failed to decode (already
@@ -198,8 +217,21 @@ func sensitiveHeader(name string) bool {
 // compile checks cfg and builds its Adapter. failed holds the fields that
 // failed to decode (nil for a RouteConfig built in Go).
 func compile(cfg RouteConfig, label string, failed map[string]bool) (*Adapter, []*RouteError) {
+	a, c := compileAll(cfg, label, failed)
+	if len(c.errs) > 0 {
+		return nil, c.errs
+	}
+	return a, nil
+}
+
+// compileAll compiles cfg and returns the compiler with its errors and
+// warnings.
+func compileAll(cfg RouteConfig, label string, failed map[string]bool) (*Adapter, *compiler) {
 	c := &compiler{label: label, failed: failed}
-	a := &Adapter{name: cfg.Name}
+	a := &Adapter{name: cfg.Name, now: cfg.Now}
+	if a.now == nil {
+		a.now = time.Now
+	}
 	env := cfg.Env
 	if env == nil {
 		env = os.LookupEnv
@@ -226,6 +258,7 @@ func compile(cfg RouteConfig, label string, failed map[string]bool) (*Adapter, [
 		} else {
 			a.base = strings.TrimRight(u.String(), "/")
 			a.origin = u.Scheme + "://" + u.Host
+			c.origin, c.baseURL = a.origin, a.base
 		}
 	}
 
@@ -295,16 +328,23 @@ func compile(cfg RouteConfig, label string, failed map[string]bool) (*Adapter, [
 		a.schema.nearMatch = cfg.Payload.NearMatch
 	}
 	declared := a.schema.declared()
+	c.declared = declared
 
-	c.compileWrite(a, cfg.Write, declared)
+	if cfg.Correlation != nil {
+		c.compileCorrelation(a, cfg.Correlation)
+	}
+	c.compileWrite(a, cfg.Write, declared, cfg.Correlation != nil)
 	if cfg.Search != nil {
-		c.compileSearch(a, cfg.Search, declared)
+		c.compileSearch(a, cfg.Search)
 	}
 	if cfg.Readback != nil {
 		c.compileReadback(a, cfg.Readback, cfg.Search)
 	}
 	if cfg.Status != nil {
-		c.compileStatus(a, cfg.Status, declared)
+		c.compileStatus(a, cfg.Status)
+	}
+	if cfg.Identity != nil {
+		c.compileIdentity(a, cfg.Identity)
 	}
 
 	// capabilities
@@ -318,7 +358,9 @@ func compile(cfg RouteConfig, label string, failed map[string]bool) (*Adapter, [
 	}
 	if cfg.Search != nil {
 		a.caps.SearchOmitsBody = cfg.Search.OmitsBody
+		// SearchAuthoritative is set by checkDedup, from the mapping.
 	}
+	a.caps.Correlation = cfg.Correlation != nil
 	switch {
 	case caps.IdempotencyKey && caps.KeyRetention <= 0:
 		c.report("capabilities.key_retention", "is required when idempotency_key is true (the API's documented key retention, e.g. 24h)")
@@ -354,8 +396,10 @@ func compile(cfg RouteConfig, label string, failed map[string]bool) (*Adapter, [
 	if policy.KeyRetention == 0 && caps.IdempotencyKey {
 		policy.KeyRetention = events.Duration(caps.KeyRetention)
 	}
-	if !c.skipUnder("policy") {
+	policyOK := !c.skipUnder("policy")
+	if policyOK {
 		if err := policy.Validate("policy."); err != nil {
+			policyOK = false
 			var fe *events.FieldError
 			if errors.As(err, &fe) {
 				c.report(fe.Field, fe.Reason)
@@ -369,23 +413,57 @@ func compile(cfg RouteConfig, label string, failed map[string]bool) (*Adapter, [
 		}
 	}
 	a.routePolicy = policy
+	c.checkDedup(a, cfg, policy, policyOK)
 
 	if cfg.Readback == nil && cfg.Status == nil && !policy.TrustResponse && !c.skip("readback") && !c.skip("status") && !c.skip("policy.trust_response") {
 		c.report("readback", "is required: a route without a status section or policy.trust_response verifies its writes by reading them back")
 	}
-	if len(c.errs) > 0 {
-		return nil, c.errs
-	}
-	return a, nil
+	return a, c
 }
 
 // contexts of templates.
-func writeCtx(declared map[string]bool) tctx {
-	return tctx{
-		vars:          []string{varBase, varAccount, varRequestID, varIntentID, varAttemptID, varIdempotencyKey, varParent},
-		payload:       true,
-		payloadFields: declared,
+func writeCtx(declared map[string]bool, marker bool) tctx {
+	vars := []string{varBase, varAccount, varRequestID, varIntentID, varAttemptID, varIdempotencyKey, varParent}
+	if marker {
+		vars = append(vars, varMarker)
 	}
+	return tctx{vars: vars, payload: true, payloadFields: declared}
+}
+
+// intentVars are the intent's values every read URL and expectation may
+// use (an adapter.ReadScope gives them to an intent-scoped read).
+var intentVars = []string{varAccount, varRequestID, varIntentID, varIdempotencyKey, varParent}
+
+// readCtx is the context of a read URL or expectation: base, extra, the
+// intent's values and payload fields; used collects what it uses.
+func readCtx(declared, used map[string]bool, doc string, extra ...string) tctx {
+	vars := append([]string{varBase}, extra...)
+	for _, v := range intentVars {
+		if !slices.Contains(vars, v) {
+			vars = append(vars, v)
+		}
+	}
+	return tctx{vars: vars, payload: true, payloadFields: declared, doc: doc, used: used}
+}
+
+// fieldCtx is the context of a record mapping: the item ($), base,
+// account, parent (for a parent-scoped read only, checked) and extra.
+// Fields compared with the intent must read the item, so the intent's
+// other values are not available here.
+func fieldCtx(used map[string]bool, doc string, extra ...string) tctx {
+	return tctx{vars: append([]string{varBase, varAccount, varParent}, extra...), doc: doc, used: used}
+}
+
+// needsScope: the variables of used that only an intent-scoped read has
+// (given: those the call itself supplies).
+func needsScope(used map[string]bool, given ...string) []string {
+	var out []string
+	for _, v := range append(slices.Clone(intentVars), varPayload) {
+		if used[v] && !slices.Contains(given, v) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func withDoc(c tctx, doc string) tctx { c.doc = doc; return c }
@@ -416,6 +494,18 @@ func (c *compiler) urlTmpl(s, field string, ctx tctx, needBase bool) *urlTemplat
 	if err != nil {
 		c.report(field, err.Error())
 		return nil
+	}
+	if needBase && c.origin != "" {
+		// A filter may cut base_url ({{base | before:/repos/}}/user) but
+		// never leave its origin: credentials go there only.
+		e := u.path.parts[0].e
+		if len(e.filters) > 0 {
+			v, ok := (&scope{vars: map[string]string{varBase: c.baseURL}}).value(e)
+			if str := text(v); !ok || !strings.HasPrefix(str+"/", c.origin+"/") {
+				c.report(field, "{{"+e.src+"}} leaves base_url's origin (credentials are sent to base_url's origin only)")
+				return nil
+			}
+		}
 	}
 	return u
 }
@@ -525,13 +615,20 @@ func isCode(s string) bool {
 	return true
 }
 
-func (c *compiler) compileWrite(a *Adapter, w *WriteConfig, declared map[string]bool) {
+func (c *compiler) compileWrite(a *Adapter, w *WriteConfig, declared map[string]bool, marker bool) {
 	if w == nil {
 		c.report("write", "is required")
 		return
 	}
 	ws := &writeSpec{}
-	ctx := writeCtx(declared)
+	ctx := writeCtx(declared, marker)
+	used := map[string]bool{}
+	ctx.used = used
+	defer func() {
+		if marker && !used[varMarker] && !c.skipUnder("write") && !c.skipUnder("correlation") {
+			c.report("correlation.marker", "is never sent: use {{marker}} in the write (a body field, a metadata entry, the end of a Markdown text)")
+		}
+	}()
 	respCtx := withDoc(ctx, "the write's response")
 
 	switch {
@@ -714,7 +811,7 @@ func (c *compiler) compileWrite(a *Adapter, w *WriteConfig, declared map[string]
 	a.write = ws
 }
 
-func (c *compiler) recordSpec(r *RecordFields, field string, ctx tctx, declared map[string]bool) recordSpec {
+func (c *compiler) recordSpec(r *RecordFields, field string, ctx tctx, urlUsesParent bool, declared map[string]bool) recordSpec {
 	var rs recordSpec
 	if r.ExternalID == "" {
 		c.report(field+".external_id", "is required: a JSON path ($.id) or a template")
@@ -726,31 +823,106 @@ func (c *compiler) recordSpec(r *RecordFields, field string, ctx tctx, declared 
 	}
 	rs.liveURL = c.liveURL(r.LiveURL, field+".live_url", ctx)
 	rs.authorID = c.valueExpr(r.AuthorID, field+".author_id", ctx)
+	if rs.authorID != nil && !readsItem(rs.authorID) {
+		c.report(field+".author_id", "must read the item (a $ path such as $.user.id): a constant or {{account}} would make every item look like ours")
+	}
 	rs.parentID = c.valueExpr(r.ParentID, field+".parent_id", ctx)
+	if t := rs.parentID; t != nil && !readsItem(t) && !(urlUsesParent && t.whole() != nil && t.whole().name == varParent && len(t.whole().filters) == 0) {
+		c.report(field+".parent_id", "must read the item (a $ path such as $.parent_id), or be exactly {{parent}} when the URL lists one parent's items ({{parent}} in the URL)")
+	}
+	for _, f := range []struct {
+		t    *template
+		name string
+	}{{rs.externalID, "external_id"}, {rs.liveURL.template(), "live_url"}, {rs.authorID, "author_id"}} {
+		if f.t.uses(varParent) {
+			c.report(field+"."+f.name, "{{parent}} is only for parent_id (of a parent-scoped read)")
+		}
+	}
 	rs.visibility = c.valueExpr(r.Visibility, field+".visibility", ctx)
+	switch {
+	case r.VisibilityProbe && (r.Visibility != "" || len(r.VisibilityMap) > 0):
+		c.report(field+".visibility.probe", "is instead of from and map: the live URL's answer decides")
+	case len(r.VisibilityMap) > 0 && r.Visibility == "":
+		c.report(field+".visibility.from", "is required with map: the item field whose value is mapped")
+	case rs.visibility != nil && rs.visibility.constant() && len(r.VisibilityMap) == 0:
+		c.warn(field+".visibility", "is the constant "+strconvQuote(rs.visibility.src)+": settle cannot see a post that is hidden, moderated or private; map an item field (visibility: {from: $.state, map: {...}}) or probe the live URL (visibility: {probe: true})")
+	}
+	rs.visMap = r.VisibilityMap
+	rs.visProbe = r.VisibilityProbe
 	rs.createdAt = c.valueExpr(r.CreatedAt, field+".created_at", ctx)
-	rs.payload = c.payloadTree(r.Payload, field+".payload", ctx, declared)
+	if r.Payload != nil {
+		rs.payload = c.payloadTree(r.Payload, field+".payload", tctx{vars: []string{varBase}, doc: ctx.doc}, declared)
+	}
 	return rs
 }
 
-func (c *compiler) compileSearch(a *Adapter, s *SearchConfig, declared map[string]bool) {
-	ss := &searchSpec{omitsBody: s.OmitsBody, maxPages: s.MaxPages}
-	urlCtx := tctx{vars: []string{varBase, varAccount, varFrom, varTo, varCursor}}
+func strconvQuote(s string) string { return strconv.Quote(clip(s)) }
+
+func (c *compiler) compileSearch(a *Adapter, s *SearchConfig) {
+	ss := &searchSpec{omitsBody: s.OmitsBody, maxPages: s.MaxPages, urlUsed: map[string]bool{}, fieldsUsed: map[string]bool{}}
+	urlCtx := readCtx(c.declared, ss.urlUsed, "", varFrom, varTo, varCursor, varPage, varPageSize, varOffset)
 	ss.url = c.urlTmpl(s.URL, "search.url", urlCtx, true)
 	if s.Items == "" {
-		c.report("search.items", "is required: the JSON path of the page's array ($.items)")
+		c.report("search.items", "is required: the JSON path of the page's array ($.items, or $ for a top-level array)")
 	} else if p := c.path(s.Items, "search.items"); p != nil {
 		ss.items = *p
 	}
 	ss.nextCursor = c.path(s.NextCursor, "search.next_cursor")
+
+	// pagination
 	if ss.url != nil {
-		usesCursor := ss.url.uses(varCursor)
-		switch {
-		case usesCursor && s.NextCursor == "":
-			c.report("search.next_cursor", "is required: search.url uses {{cursor}}")
-		case !usesCursor && s.NextCursor != "":
-			c.report("search.url", "must use {{cursor}}: search.next_cursor is set")
+		uses := func(v string) bool { return ss.url.uses(v) }
+		var modes []string
+		if s.NextCursor != "" || uses(varCursor) {
+			modes = append(modes, "next_cursor")
 		}
+		if s.NextLink {
+			modes = append(modes, "next_link")
+		}
+		if uses(varPage) || uses(varOffset) {
+			modes = append(modes, "{{page}}/{{offset}}")
+		}
+		switch {
+		case len(modes) > 1:
+			c.report("search.url", "declares more than one pagination ("+strings.Join(modes, ", ")+"); use one")
+		case uses(varCursor) && s.NextCursor == "":
+			c.report("search.next_cursor", "is required: search.url uses {{cursor}}")
+		case !uses(varCursor) && s.NextCursor != "":
+			c.report("search.url", "must use {{cursor}}: search.next_cursor is set")
+		case uses(varPage) && uses(varOffset):
+			c.report("search.url", "uses both {{page}} and {{offset}}; use one")
+		case (uses(varPage) || uses(varOffset)) && s.PageSize <= 0:
+			c.report("search.page_size", "is required: search.url counts pages ({{page}} or {{offset}}), and a page shorter than page_size is the last")
+		case s.PageSize != 0 && !uses(varPage) && !uses(varOffset):
+			c.report("search.page_size", "applies only when search.url uses {{page}} or {{offset}}")
+		case uses(varPageSize) && s.PageSize <= 0:
+			c.report("search.page_size", "is required: search.url uses {{page_size}}")
+		case s.FirstPage != nil && !uses(varPage):
+			c.report("search.first_page", "applies only when search.url uses {{page}}")
+		}
+		switch {
+		case s.NextCursor != "":
+			ss.mode = pageCursor
+		case s.NextLink:
+			ss.mode = pageLink
+		case uses(varPage):
+			ss.mode = pageNumber
+		case uses(varOffset):
+			ss.mode = pageOffset
+		}
+	}
+	switch {
+	case s.PageSize < 0 || s.PageSize > 10000:
+		c.report("search.page_size", "must be between 1 and 10000")
+	default:
+		ss.pageSize = s.PageSize
+	}
+	ss.firstPage = 1
+	if s.FirstPage != nil {
+		if *s.FirstPage < 0 {
+			c.report("search.first_page", "must not be negative")
+		}
+		ss.firstPage = *s.FirstPage
 	}
 	switch {
 	case s.MaxPages == 0:
@@ -758,50 +930,97 @@ func (c *compiler) compileSearch(a *Adapter, s *SearchConfig, declared map[strin
 	case s.MaxPages < 0 || s.MaxPages > maxMaxPages:
 		c.report("search.max_pages", fmt.Sprintf("must be between 1 and %d", maxMaxPages))
 	}
-	itemCtx := tctx{vars: []string{varBase, varAccount}, doc: "a listed item"}
-	ss.fields = c.recordSpec(&s.Fields, "search.fields", itemCtx, declared)
+	switch s.WindowFilter {
+	case "", windowCreated:
+		ss.window = windowCreated
+	case windowUpdated, windowNone:
+		ss.window = s.WindowFilter
+		if s.Fields.CreatedAt == "" {
+			c.report("search.fields.created_at", "is required with window_filter: "+s.WindowFilter+": settle keeps the items created in the window by it")
+		}
+	default:
+		c.report("search.window_filter", fmt.Sprintf("%q is not created_at, updated_at or none", clip(s.WindowFilter)))
+	}
+	itemCtx := fieldCtx(ss.fieldsUsed, "a listed item")
+	ss.fields = c.recordSpec(&s.Fields, "search.fields", itemCtx, ss.url != nil && ss.url.uses(varParent), c.declared)
 	if s.Fields.Payload == nil && !s.OmitsBody {
 		c.report("search.fields.payload", "is required: candidates are matched by their payload (or set omits_body: true)")
 	}
+	if s.Fields.CreatedAt == "" && s.WindowFilter == "" {
+		c.warn("search.fields.created_at", "is not mapped: settle cannot tell a look-alike created before the write from ours, nor keep the search to the window; map the item's creation time ($.created_at)")
+	}
+	used := map[string]bool{}
+	for k := range ss.urlUsed {
+		used[k] = true
+	}
+	for k := range ss.fieldsUsed {
+		used[k] = true
+	}
+	ss.needs = needsScope(used, varAccount)
 	a.search = ss
 }
 
 func (c *compiler) compileReadback(a *Adapter, r *ReadbackConfig, search *SearchConfig) {
-	rs := &readSpec{}
-	urlCtx := tctx{vars: []string{varBase, varExternalID}}
+	rs := &readSpec{used: map[string]bool{}}
+	urlCtx := readCtx(c.declared, rs.used, "", varExternalID)
 	rs.url = c.urlTmpl(r.URL, "readback.url", urlCtx, true)
 	if rs.url != nil && !rs.url.uses(varExternalID) {
 		c.report("readback.url", "must use {{external_id}}")
 	}
 	rs.item = c.path(r.Item, "readback.item")
-	ctx := tctx{vars: []string{varBase, varExternalID}, doc: "the readback response"}
+	ctx := fieldCtx(rs.used, "the readback response", varExternalID)
+	scoped := rs.url != nil && rs.url.uses(varParent)
 	switch {
 	case r.Fields != nil:
-		rs.fields = c.recordSpec(r.Fields, "readback.fields", ctx, nil)
+		rs.fields = c.recordSpec(r.Fields, "readback.fields", ctx, scoped, nil)
 		if r.Fields.Payload == nil {
 			c.report("readback.fields.payload", "is required: a readback is checked against the intent's payload")
 		}
 	case search != nil:
 		// Reused: a problem already found in search.fields is not repeated.
 		c.prefix = "(as readback.fields, which default to search.fields) "
-		rs.fields = c.recordSpec(&search.Fields, "search.fields", ctx, nil)
+		c.quiet = true
+		rs.fields = c.recordSpec(&search.Fields, "search.fields", ctx, scoped || (a.search != nil && a.search.url != nil && a.search.url.uses(varParent)), nil)
+		c.quiet = false
 		c.prefix = ""
 	default:
 		c.report("readback.fields", "is required (without a search section there are no fields to reuse)")
 	}
-	rs.expect = c.expectations(r.Expect, "readback.expect", ctx)
+	rs.expect = c.expectations(r.Expect, "readback.expect", readCtx(c.declared, rs.used, "the readback response", varExternalID))
 	rs.require = c.paths(r.Require, "readback.require")
+	seen := map[string]bool{}
+	for i, k := range r.Checks {
+		f := "readback.checks[" + strconv.Itoa(i) + "]"
+		switch {
+		case !slices.Contains(allChecks, k):
+			c.report(f, fmt.Sprintf("%q is not a check (%s)", clip(k), strings.Join(allChecks, ", ")))
+		case seen[k]:
+			c.report(f, "is listed twice")
+		}
+		seen[k] = true
+	}
+	if r.Checks != nil {
+		for _, must := range []string{adapter.CheckAuthor, adapter.CheckPayload} {
+			if !seen[must] {
+				c.report("readback.checks", "must include "+must+": a readback that does not check it proves nothing about the write")
+				break
+			}
+		}
+		rs.checks = r.Checks
+	}
+	rs.needs = needsScope(rs.used)
 	a.readback = rs
 }
 
-func (c *compiler) compileStatus(a *Adapter, s *StatusConfig, declared map[string]bool) {
-	ss := &statusSpec{}
-	vars := []string{varBase, varRequestID, varIdempotencyKey, varAccount}
-	ss.url = c.urlTmpl(s.URL, "status.url", tctx{vars: vars}, true)
-	if ss.url != nil && !ss.url.uses(varRequestID) && !ss.url.uses(varIdempotencyKey) {
-		c.report("status.url", "must use {{request_id}} or {{idempotency_key}} to name the write")
+var allChecks = []string{adapter.CheckURL, adapter.CheckAuthor, adapter.CheckPayload, adapter.CheckParent, adapter.CheckVisibility}
+
+func (c *compiler) compileStatus(a *Adapter, s *StatusConfig) {
+	ss := &statusSpec{used: map[string]bool{}}
+	ss.url = c.urlTmpl(s.URL, "status.url", readCtx(c.declared, ss.used, ""), true)
+	if ss.url != nil && !ss.url.uses(varRequestID) && !ss.url.uses(varIdempotencyKey) && !ss.url.uses(varIntentID) {
+		c.report("status.url", "must use {{request_id}}, {{idempotency_key}} or {{intent_id}} to name the write")
 	}
-	ctx := tctx{vars: vars, doc: "the status response"}
+	ctx := readCtx(c.declared, ss.used, "the status response")
 	ss.item = c.path(s.Item, "status.item")
 	if s.State == "" {
 		c.report("status.state", "is required: a JSON path ($.state)")
@@ -828,8 +1047,160 @@ func (c *compiler) compileStatus(a *Adapter, s *StatusConfig, declared map[strin
 	ss.code = c.valueExpr(s.Code, "status.code", ctx)
 	ss.partialEffects = c.valueExpr(s.PartialEffects, "status.partial_effects", ctx)
 	ss.receivedAt = c.valueExpr(s.ReceivedAt, "status.received_at", ctx)
-	ss.payload = c.payloadTree(s.Payload, "status.payload", ctx, declared)
+	if s.Payload != nil {
+		ss.payload = c.payloadTree(s.Payload, "status.payload", tctx{vars: []string{varBase}, doc: "the status response"}, c.declared)
+	}
 	ss.expect = c.expectations(s.Expect, "status.expect", ctx)
 	ss.require = c.paths(s.Require, "status.require")
+	ss.needs = needsScope(ss.used, varRequestID, varIdempotencyKey, varAccount)
 	a.status = ss
+}
+
+func (c *compiler) compileIdentity(a *Adapter, id *IdentityConfig) {
+	is := &identitySpec{refresh: id.Refresh}
+	is.url = c.urlTmpl(id.URL, "identity.url", tctx{vars: []string{varBase}}, true)
+	ctx := tctx{vars: []string{varBase}, doc: "the identity response"}
+	if id.ID == "" {
+		c.report("identity.id", "is required: the JSON path of the credential's identity ($.id)")
+	} else if t := c.tmpl(id.ID, "identity.id", ctx); t != nil {
+		if !readsItem(t) {
+			c.report("identity.id", "must read the identity response (a $ path such as $.id)")
+		}
+		is.id = t
+	}
+	is.expect = c.expectations(id.Expect, "identity.expect", ctx)
+	is.require = c.paths(id.Require, "identity.require")
+	switch {
+	case id.Refresh == 0:
+		is.refresh = DefaultIdentityRefresh
+	case id.Refresh < time.Second || id.Refresh > 24*time.Hour:
+		c.report("identity.refresh", "must be between 1s and 24h")
+	}
+	a.identity = is
+	a.ident = &identityCache{}
+}
+
+// intentIDPattern matches an intent id (events.IntentID).
+const intentIDPattern = `in_[a-z2-7]{32}`
+
+func (c *compiler) compileCorrelation(a *Adapter, cc *CorrelationConfig) {
+	cs := &corrSpec{}
+	switch {
+	case cc.Marker == "":
+		c.report("correlation.marker", "is required: a template naming the intent, e.g. \"\\n\\n<!-- settle:{{intent_id}} -->\"")
+	case len(cc.Marker) > 256 || !printableText(cc.Marker):
+		c.report("correlation.marker", "must be up to 256 printable characters (new lines allowed)")
+	default:
+		t := c.tmpl(cc.Marker, "correlation.marker", tctx{vars: []string{varIntentID}})
+		if t == nil {
+			break
+		}
+		n := 0
+		var re strings.Builder
+		for _, p := range t.parts {
+			switch {
+			case p.e == nil:
+				re.WriteString(regexp.QuoteMeta(p.lit))
+			case len(p.e.filters) > 0:
+				c.report("correlation.marker", "takes {{intent_id}} without filters")
+				return
+			default:
+				n++
+				re.WriteString("(" + intentIDPattern + ")")
+			}
+		}
+		if n != 1 {
+			c.report("correlation.marker", "must use {{intent_id}} exactly once: the marker names the intent")
+			return
+		}
+		cs.marker = t
+		cs.re = regexp.MustCompile(re.String())
+		cs.whole = len(t.parts) == 1
+	}
+	if cc.Read == "" {
+		c.report("correlation.read", "is required: the JSON path of the item field that carries the marker ($.body, $.metadata.settle_intent)")
+	} else if p := c.path(cc.Read, "correlation.read"); p != nil {
+		cs.read = *p
+	}
+	a.corr = cs
+}
+
+// printableText allows new lines and tabs but no other control character.
+func printableText(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < 0x20 && c != '\t' && c != '\n') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// --- dedup proof ---
+
+// writesTakeParent: the write sends {{parent}} (URL, headers or body).
+func (w *writeSpec) writesTakeParent() bool {
+	if w == nil {
+		return false
+	}
+	if w.url != nil && w.url.uses(varParent) {
+		return true
+	}
+	for _, h := range w.headers {
+		if h.t.uses(varParent) {
+			return true
+		}
+	}
+	return w.body.uses(varParent)
+}
+
+// readsItem: the expression reads the listed item (a $ path), so its
+// value is the API's, not settle's own.
+func readsItem(t *template) bool { return t != nil && t.uses(varDoc) }
+
+// checkDedup enforces the rules that let the reconciler trust a search or
+// a retry, and sets Capabilities.SearchAuthoritative:
+//   - a search must map author_id from the listed item (candidates are
+//     matched by author);
+//   - the search is authoritative when author_id, and parent_id where the
+//     writes take a parent, read the listed item: only then does a window
+//     that closes without a match prove that no write landed in it;
+//   - a route whose policy.retry is not never needs a dedup proof: an
+//     idempotency key with a retention, or an authoritative search. On a
+//     route with a status section the reconciler asks the status query, and
+//     its "not found" alone proves nothing, so only a key will do.
+func (c *compiler) checkDedup(a *Adapter, cfg RouteConfig, policy events.Policy, policyOK bool) {
+	if cfg.Search != nil && a.search != nil && !c.skip("search.fields") {
+		f := a.search.fields
+		if cfg.Search.Fields.AuthorID == "" {
+			c.report("search.fields.author_id", "is required: candidates are matched by author; map the listed item's author id (e.g. $.author_id or $.user.id)")
+		}
+		// recordSpec refused a parent_id that neither reads the item nor
+		// is the {{parent}} of a parent-scoped listing.
+		parentOK := !a.write.writesTakeParent() || (f.parentID != nil && !c.reported["search.fields.parent_id"])
+		a.caps.SearchAuthoritative = readsItem(f.authorID) && parentOK
+	}
+	if !policyOK || policy.Retry == events.PolicyNever || c.skipUnder("capabilities") {
+		return
+	}
+	if cfg.Capabilities.IdempotencyKey && cfg.Capabilities.KeyRetention > 0 {
+		return // the API deduplicates a retry by the key inside its retention
+	}
+	const never = "; or set policy.retry: never (a lost write is then handed to a human)"
+	switch {
+	case cfg.Status != nil:
+		c.report("policy.retry", "is "+policy.Retry+", but a status query's \"not found\" alone never proves that a write did not land: "+
+			"add capabilities.idempotency_key with key_retention (and write.idempotency_header)"+never)
+	case cfg.Search != nil:
+		if a.search == nil || c.skipUnder("search") || c.reported["search.fields.author_id"] || c.reported["search.fields.parent_id"] {
+			return // the search is broken; that problem is already reported
+		}
+		if !a.caps.SearchAuthoritative {
+			c.report("search.fields.parent_id", "is required because policy.retry is "+policy.Retry+" and the route's writes take a parent ({{parent}}): "+
+				"without it a search that finds nothing cannot prove that no write landed; map the listed item's parent ($.parent_id), "+
+				"or add capabilities.idempotency_key with key_retention"+never)
+		}
+	default:
+		c.report("policy.retry", "is "+policy.Retry+", but the route has no dedup proof: add a search section (author_id and parent_id mapped from the listed item) "+
+			"or capabilities.idempotency_key with key_retention (and write.idempotency_header)"+never)
+	}
 }

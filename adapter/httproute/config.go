@@ -37,8 +37,8 @@ func (e *RouteError) Error() string {
 // and base_url keep their ${env:NAME} references, resolved by Build
 // through Env.
 //
-// Strings documented as templates use {{...}} (see the package
-// documentation); "value trees" (Body, payload mappings, defaults) are
+// Strings documented as templates use {{...}} (see the route manual,
+// examples/routes/README.md); "value trees" (Body, payload mappings, defaults) are
 // decoded YAML: map[string]any, []any, string, int64, uint64, float64,
 // bool or nil.
 type RouteConfig struct {
@@ -58,6 +58,8 @@ type RouteConfig struct {
 	Search       *SearchConfig
 	Readback     *ReadbackConfig
 	Status       *StatusConfig
+	Identity     *IdentityConfig
+	Correlation  *CorrelationConfig
 	Capabilities CapabilitiesConfig
 	// Policy is the route policy (producer.DefaultPolicy() overridden by the
 	// file's policy section; key_retention defaults to the capability's).
@@ -68,6 +70,9 @@ type RouteConfig struct {
 	// Client is the HTTP client; nil means one with Timeout that does not
 	// follow redirects. It must not retry. Go only.
 	Client *http.Client
+	// Now is the clock the identity cache is refreshed by; nil means
+	// time.Now. Go only.
+	Now func() time.Time
 }
 
 // Header is one header of a route: Name and its Value text, with
@@ -190,23 +195,69 @@ type RecordFields struct {
 	LiveURL    string
 	AuthorID   string
 	ParentID   string
-	Visibility string
-	CreatedAt  string
-	Payload    any
+	// Visibility is a value expression whose text is the visibility
+	// ("public" passes); with VisibilityMap its text is looked up there
+	// (an unmapped value is "unknown"); with VisibilityProbe the object
+	// is "public" when its live URL answers 200 without credentials.
+	Visibility      string
+	VisibilityMap   map[string]string
+	VisibilityProbe bool
+	// CreatedAt is the object's creation time: RFC 3339 text, or Unix
+	// seconds (a number or a decimal string, e.g. Slack's "1712345678.000100";
+	// values of 10^11 and more are Unix milliseconds).
+	CreatedAt string
+	Payload   any
 }
 
 // SearchConfig lists an account's objects in a time window.
 type SearchConfig struct {
-	// URL may use {{account}}, {{from}}, {{to}} and {{cursor}}.
+	// URL may use {{account}}, {{from}}, {{to}}, the pagination variables
+	// ({{cursor}}, {{page}}, {{offset}}, {{page_size}}) and the intent's
+	// values (see the route manual).
 	URL string
-	// Items is the JSON path of the page's array; NextCursor the path of the
-	// next page's cursor (none: one page).
-	Items      string
+	// Items is the JSON path of the page's array; a page without it is an
+	// error, never an empty page.
+	Items string
+	// Pagination, at most one: NextCursor is the path of the next page's
+	// cursor in the body ({{cursor}} in URL); NextLink follows the Link
+	// header's rel="next"; PageSize with {{page}} (from FirstPage, default
+	// 1) or {{offset}} in URL counts pages, and a page shorter than
+	// PageSize is the last. None: one page.
 	NextCursor string
-	MaxPages   int
-	Fields     RecordFields
+	NextLink   bool
+	PageSize   int
+	FirstPage  *int
+	// MaxPages bounds the pages one search reads; more is an error.
+	MaxPages int
+	// WindowFilter is the item field the API's from/to filter compares:
+	// created_at (default), updated_at (the upper bound is then not sent,
+	// and items created outside the window are dropped by their
+	// created_at) or none (the API does not filter by time).
+	WindowFilter string
+	Fields       RecordFields
 	// OmitsBody: listed items lack the payload; records are Partial.
 	OmitsBody bool
+}
+
+// IdentityConfig reads the identity the route's credential acts as.
+type IdentityConfig struct {
+	// URL is a GET with the route's headers, starting with {{base}}.
+	URL string
+	// ID is a value expression reading the identity ($.id).
+	ID      string
+	Expect  map[string]string
+	Require []string
+	// Refresh is how long a resolved identity is trusted (default 10m).
+	Refresh time.Duration
+}
+
+// CorrelationConfig is the marker that names an intent in its write.
+type CorrelationConfig struct {
+	// Marker is a template using {{intent_id}} exactly once; write
+	// templates send it as {{marker}}.
+	Marker string
+	// Read is the JSON path of the item field that carries the marker.
+	Read string
 }
 
 // ReadbackConfig reads one object back by external id.
@@ -218,6 +269,10 @@ type ReadbackConfig struct {
 	Fields  *RecordFields
 	Expect  map[string]string
 	Require []string
+	// Checks are the readback checks the route declares
+	// (adapter.CheckDeclarer); default: url, author, payload, parent,
+	// visibility.
+	Checks []string
 }
 
 // StatusConfig looks a write up by request id or idempotency key.

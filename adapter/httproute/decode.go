@@ -543,6 +543,25 @@ func (d *decoder) routeBody(o *obj, cfg *RouteConfig) {
 	if v, ok := o.take("status"); ok {
 		cfg.Status = d.status(v)
 	}
+	if v, ok := o.take("identity"); ok {
+		if m := d.object(v, "identity"); m != nil {
+			cfg.Identity = &IdentityConfig{}
+			m.str("url", &cfg.Identity.URL)
+			m.str("id", &cfg.Identity.ID)
+			m.strMap("expect", &cfg.Identity.Expect)
+			m.strList("require", &cfg.Identity.Require)
+			m.duration("refresh", &cfg.Identity.Refresh)
+			m.end()
+		}
+	}
+	if v, ok := o.take("correlation"); ok {
+		if m := d.object(v, "correlation"); m != nil {
+			cfg.Correlation = &CorrelationConfig{}
+			m.str("marker", &cfg.Correlation.Marker)
+			m.str("read", &cfg.Correlation.Read)
+			m.end()
+		}
+	}
 	if v, ok := o.take("capabilities"); ok {
 		if c := d.object(v, "capabilities"); c != nil {
 			c.boolean("idempotency_key", &cfg.Capabilities.IdempotencyKey)
@@ -705,7 +724,16 @@ func (d *decoder) recordFields(v any, field string) *RecordFields {
 	o.str("live_url", &r.LiveURL)
 	o.str("author_id", &r.AuthorID)
 	o.str("parent_id", &r.ParentID)
-	o.str("visibility", &r.Visibility)
+	if v, ok := o.take("visibility"); ok {
+		if str, isStr := v.(string); isStr {
+			r.Visibility = str
+		} else if m := d.object(v, field+".visibility"); m != nil {
+			m.str("from", &r.Visibility)
+			m.strMap("map", &r.VisibilityMap)
+			m.boolean("probe", &r.VisibilityProbe)
+			m.end()
+		}
+	}
 	o.str("created_at", &r.CreatedAt)
 	o.tree("payload", &r.Payload)
 	o.end()
@@ -721,7 +749,11 @@ func (d *decoder) search(v any) *SearchConfig {
 	o.str("url", &s.URL)
 	o.str("items", &s.Items)
 	o.str("next_cursor", &s.NextCursor)
+	o.boolean("next_link", &s.NextLink)
+	o.integer("page_size", &s.PageSize)
+	s.FirstPage = o.optInt("first_page")
 	o.integer("max_pages", &s.MaxPages)
+	o.str("window_filter", &s.WindowFilter)
 	if fv, ok := o.take("fields"); ok {
 		if r := d.recordFields(fv, "search.fields"); r != nil {
 			s.Fields = *r
@@ -745,6 +777,7 @@ func (d *decoder) readback(v any) *ReadbackConfig {
 	}
 	o.strMap("expect", &r.Expect)
 	o.strList("require", &r.Require)
+	o.strList("checks", &r.Checks)
 	o.end()
 	return r
 }

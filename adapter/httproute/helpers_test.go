@@ -49,6 +49,9 @@ func exampleEnv(base string) map[string]string {
 		"SOCIAL_BASE_URL": base, "SOCIAL_TOKEN": secretToken,
 		"BOOKING_BASE_URL": base, "BOOKING_TOKEN": secretToken,
 		"PAYMENT_BASE_URL": base, "PAYMENT_TOKEN": secretToken,
+		"GITHUB_API_URL": base, "GITHUB_REPOSITORY": "octo-org/hello-world", "GITHUB_TOKEN": secretToken,
+		"SLACK_API_URL": base, "SLACK_BOT_TOKEN": secretToken,
+		"STRIPE_API_URL": base, "STRIPE_SECRET_KEY": secretToken,
 	}
 }
 

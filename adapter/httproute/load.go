@@ -29,11 +29,32 @@ func Check(data []byte, env func(string) (string, bool)) []error {
 	return out
 }
 
+// Lint is Check with warnings: errs are the problems that make the file
+// unusable (Check's), warnings what works but lets settle see less than
+// it could (a constant visibility, no creation time). Both are
+// *RouteErrors.
+func Lint(data []byte, env func(string) (string, bool)) (errs, warnings []error) {
+	_, es, ws := parseAll(data, env)
+	for _, e := range es {
+		errs = append(errs, e)
+	}
+	for _, w := range ws {
+		warnings = append(warnings, w)
+	}
+	return errs, warnings
+}
+
 func parse(data []byte, env func(string) (string, bool)) ([]RouteConfig, []*RouteError) {
+	cfgs, errs, _ := parseAll(data, env)
+	return cfgs, errs
+}
+
+func parseAll(data []byte, env func(string) (string, bool)) ([]RouteConfig, []*RouteError, []*RouteError) {
 	if env == nil {
 		env = os.LookupEnv
 	}
 	cfgs, failed, errs := decodeFile(data)
+	var warnings []*RouteError
 	for i := range cfgs {
 		cfgs[i].Env = env
 		label := cfgs[i].Name
@@ -43,10 +64,11 @@ func parse(data []byte, env func(string) (string, bool)) ([]RouteConfig, []*Rout
 		if failed[i][""] { // the route is not a mapping: reported
 			continue
 		}
-		_, cerrs := compile(cfgs[i], label, failed[i])
-		errs = append(errs, cerrs...)
+		_, c := compileAll(cfgs[i], label, failed[i])
+		errs = append(errs, c.errs...)
+		warnings = append(warnings, c.warnings...)
 	}
-	return cfgs, errs
+	return cfgs, errs, warnings
 }
 
 // Parse decodes and checks a route file. The error joins every problem

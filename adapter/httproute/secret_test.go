@@ -175,3 +175,50 @@ func TestRedirectNotFollowed(t *testing.T) {
 		t.Fatal("the redirect was followed")
 	}
 }
+
+// TestHostileAPIEchoesTheToken: an API that answers the route's token as
+// the identity, an author, a body: the identity is refused (never used or
+// shown), and Inspect (settle routes probe) shows none of it.
+func TestHostileAPIEchoesTheToken(t *testing.T) {
+	rec := newRecorder(t, func(r *http.Request) (int, string) {
+		switch r.URL.Path {
+		case "/me":
+			return 200, `{"id":"` + secretToken + `"}`
+		case "/list":
+			return 200, `{"items":[{"id":"i1","by":"` + secretToken + `","body":"see Bearer ` + secretToken + `","at":"2030-01-01T00:00:00Z"}]}`
+		case "/items/i1":
+			return 200, `{"id":"i1","by":"x","body":"` + secretToken + `","url":"http://127.0.0.1:1/p?` + secretToken + `"}`
+		}
+		return 404, `{}`
+	})
+	a := buildYAML(t, []byte(`routes:
+  - name: hostile
+    base_url: ${env:BASE}
+    headers: {Authorization: "Bearer ${env:TOK}"}
+    identity: {url: "{{base}}/me", id: $.id}
+    write: {method: POST, url: "{{base}}/w", response: {external_id: $.id}}
+    search:
+      url: "{{base}}/list?since={{from}}"
+      items: $.items
+      fields: {external_id: $.id, author_id: $.by, created_at: $.at, payload: {body: $.body}}
+    readback:
+      url: "{{base}}/items/{{external_id}}"
+      fields: {external_id: $.id, author_id: $.by, live_url: $.url, payload: {body: $.body}}
+    policy: {retry: never}
+`), map[string]string{"BASE": rec.srv.URL, "TOK": secretToken})
+	_, err := a.Identity(bg)
+	if ce := callError(t, err); ce.Code != "identity_is_a_credential" {
+		t.Fatalf("identity: %+v", *ce)
+	}
+	in, err := a.Inspect(bg, httproute.InspectOptions{Account: "someone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noSecret(t, "inspection", in)
+	if in.Identity == nil || in.Identity.Err == "" || in.Search == nil || len(in.Search.Records) != 1 || in.Readback == nil || in.Readback.Record == nil {
+		t.Fatalf("inspection %+v", in)
+	}
+	if in.Search.Records[0].AuthorID != "[redacted]" {
+		t.Fatalf("author %q", in.Search.Records[0].AuthorID)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -116,6 +117,32 @@ func (p jpath) eval(doc any) (any, bool) {
 	return v, true
 }
 
+// set replaces the value at the path (which must exist) in a document
+// decoded by decodeJSON; the root itself cannot be replaced.
+func (p jpath) set(doc any, v any) bool {
+	if len(p.segs) == 0 {
+		return false
+	}
+	parent, ok := jpath{segs: p.segs[:len(p.segs)-1]}.eval(doc)
+	if !ok {
+		return false
+	}
+	last := p.segs[len(p.segs)-1]
+	switch x := parent.(type) {
+	case map[string]any:
+		if _, ok := x[last.key]; ok && !last.isIndex {
+			x[last.key] = v
+			return true
+		}
+	case []any:
+		if last.isIndex && last.index < len(x) {
+			x[last.index] = v
+			return true
+		}
+	}
+	return false
+}
+
 // decodeJSON decodes b keeping numbers exact.
 func decodeJSON(b []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -183,25 +210,78 @@ const (
 	varFrom           = "from"
 	varTo             = "to"
 	varCursor         = "cursor"
+	varPage           = "page"
+	varPageSize       = "page_size"
+	varOffset         = "offset"
 	varExternalID     = "external_id"
+	varMarker         = "marker"
 	varPayload        = "payload"
 	varDoc            = "$"
 )
 
 // requestVars must not be empty where a write sends them (URL path, body):
 // an empty one is a bug of the caller, refused before sending.
-var requestVars = map[string]bool{varAccount: true, varRequestID: true, varIntentID: true, varAttemptID: true, varIdempotencyKey: true}
+var requestVars = map[string]bool{varAccount: true, varRequestID: true, varIntentID: true, varAttemptID: true, varIdempotencyKey: true, varMarker: true}
+
+// Filters.
+const (
+	fOmitEmpty   = "omitempty"
+	fBefore      = "before"
+	fLastSegment = "last_segment"
+	fTrimPrefix  = "trim_prefix"
+	fRegex       = "regex"
+	fLower       = "lower"
+	fRFC3339     = "rfc3339"
+	fUnix        = "unix"
+	fUnixMS      = "unix_ms"
+)
+
+const knownFilters = "omitempty, before:<text>, last_segment, trim_prefix:<text>, regex:<RE with one group>, lower, rfc3339, unix, unix_ms"
+
+// textFilter transforms the text of a value; a regex that does not match
+// makes the value absent.
+type textFilter struct {
+	kind string
+	arg  string
+	re   *regexp.Regexp
+}
+
+func (f textFilter) apply(s string) (string, bool) {
+	switch f.kind {
+	case fBefore:
+		if i := strings.Index(s, f.arg); i >= 0 {
+			s = s[:i]
+		}
+	case fLastSegment:
+		if i := strings.IndexAny(s, "?#"); i >= 0 {
+			s = s[:i]
+		}
+		s = strings.TrimRight(s, "/")
+		if i := strings.LastIndexByte(s, '/'); i >= 0 {
+			s = s[i+1:]
+		}
+	case fTrimPrefix:
+		s = strings.TrimPrefix(s, f.arg)
+	case fLower:
+		s = strings.ToLower(s)
+	case fRegex:
+		m := f.re.FindStringSubmatch(s)
+		if m == nil {
+			return "", false
+		}
+		s = m[1]
+	}
+	return s, true
+}
 
 type expr struct {
 	src       string
 	name      string
 	path      jpath // payload and $: the path below it ($ alone: the whole value)
 	omitEmpty bool
-	unix      bool
-	before    string
-	hasBefore bool
+	timeFmt   string // from and to: rfc3339, unix or unix_ms ("": RFC 3339 with nanoseconds)
+	filters   []textFilter
 }
-
 type part struct {
 	lit string
 	e   *expr
@@ -231,6 +311,9 @@ func (t *template) constant() bool {
 }
 
 func (t *template) uses(name string) bool {
+	if t == nil {
+		return false
+	}
 	for _, p := range t.parts {
 		if p.e != nil && p.e.name == name {
 			return true
@@ -246,6 +329,7 @@ type tctx struct {
 	doc           string          // what $ reads here ("" = no document)
 	payloadFields map[string]bool // declared payload fields (nil: any)
 	omitEmpty     bool            // the omitempty filter is allowed
+	used          map[string]bool // if set, every variable a template uses is added
 }
 
 func (c tctx) known() string {
@@ -308,8 +392,48 @@ func parseTemplate(s string, c tctx) (*template, error) {
 	return t, nil
 }
 
+// splitFilters splits "name | f1 | f2:arg" at the "|" outside single
+// quotes; a quoted argument ('a|b') may hold "|".
+func splitFilters(inner string) ([]string, error) {
+	var out []string
+	quoted, start := false, 0
+	for i := 0; i < len(inner); i++ {
+		switch inner[i] {
+		case '\'':
+			quoted = !quoted
+		case '|':
+			if !quoted {
+				out = append(out, inner[start:i])
+				start = i + 1
+			}
+		}
+	}
+	if quoted {
+		return nil, errors.New("a quoted filter argument is not closed (')")
+	}
+	return append(out, inner[start:]), nil
+}
+
+// filterArg returns the argument of "name:arg" (unquoted when quoted).
+func filterArg(f, name string) (string, bool) {
+	arg, ok := strings.CutPrefix(f, name+":")
+	if !ok {
+		return "", false
+	}
+	arg = strings.TrimSpace(arg)
+	if len(arg) >= 2 && arg[0] == '\'' && arg[len(arg)-1] == '\'' {
+		arg = arg[1 : len(arg)-1]
+	}
+	return arg, true
+}
+
+func isTimeVar(name string) bool { return name == varFrom || name == varTo }
+
 func parseExpr(inner string, c tctx) (*expr, error) {
-	fields := strings.Split(inner, "|")
+	fields, err := splitFilters(inner)
+	if err != nil {
+		return nil, fmt.Errorf("{{%s}}: %w", strings.TrimSpace(inner), err)
+	}
 	name := strings.TrimSpace(fields[0])
 	e := &expr{src: strings.TrimSpace(inner)}
 	switch {
@@ -342,28 +466,60 @@ func parseExpr(inner string, c tctx) (*expr, error) {
 		}
 		e.name = name
 	}
+	if c.used != nil {
+		c.used[e.name] = true
+	}
 	for _, f := range fields[1:] {
 		f = strings.TrimSpace(f)
-		switch {
-		case f == "omitempty":
+		if arg, ok := filterArg(f, fBefore); ok {
+			if arg == "" {
+				return nil, fmt.Errorf("{{%s}}: before: needs a separator (before:@)", e.src)
+			}
+			e.filters = append(e.filters, textFilter{kind: fBefore, arg: arg})
+			continue
+		}
+		if arg, ok := filterArg(f, fTrimPrefix); ok {
+			if arg == "" {
+				return nil, fmt.Errorf("{{%s}}: trim_prefix: needs a prefix (trim_prefix:'https://')", e.src)
+			}
+			e.filters = append(e.filters, textFilter{kind: fTrimPrefix, arg: arg})
+			continue
+		}
+		if arg, ok := filterArg(f, fRegex); ok {
+			re, err := regexp.Compile(arg)
+			switch {
+			case arg == "":
+				return nil, fmt.Errorf("{{%s}}: regex: needs an expression with one group (regex:'#([0-9]+)$')", e.src)
+			case err != nil:
+				return nil, fmt.Errorf("{{%s}}: regex: is not a valid regular expression (RE2 syntax)", e.src)
+			case re.NumSubexp() != 1:
+				return nil, fmt.Errorf("{{%s}}: regex: must have exactly one capturing group, the value taken; it has %d", e.src, re.NumSubexp())
+			}
+			e.filters = append(e.filters, textFilter{kind: fRegex, arg: arg, re: re})
+			continue
+		}
+		switch f {
+		case fOmitEmpty:
 			if !c.omitEmpty {
 				return nil, fmt.Errorf("{{%s}}: the omitempty filter only applies to write.body values", e.src)
 			}
 			e.omitEmpty = true
-		case f == "unix":
-			if e.name != varFrom && e.name != varTo {
-				return nil, fmt.Errorf("{{%s}}: the unix filter only applies to from and to", e.src)
+		case fRFC3339, fUnix, fUnixMS:
+			if !isTimeVar(e.name) {
+				return nil, fmt.Errorf("{{%s}}: the %s filter formats a time, and only from and to are times", e.src, f)
 			}
-			e.unix = true
-		case strings.HasPrefix(f, "before:"):
-			sep := strings.TrimPrefix(f, "before:")
-			if sep == "" {
-				return nil, fmt.Errorf("{{%s}}: before: needs a separator (before:@)", e.src)
+			if e.timeFmt != "" {
+				return nil, fmt.Errorf("{{%s}}: one time format only", e.src)
 			}
-			e.before, e.hasBefore = sep, true
+			e.timeFmt = f
+		case fLastSegment, fLower:
+			e.filters = append(e.filters, textFilter{kind: f})
 		default:
-			return nil, fmt.Errorf("{{%s}}: unknown filter %q (known: omitempty, unix, before:<text>)", e.src, f)
+			return nil, fmt.Errorf("{{%s}}: unknown filter %q (known: %s)", e.src, f, knownFilters)
 		}
+	}
+	if isTimeVar(e.name) && e.timeFmt != "" && len(e.filters) > 0 {
+		return nil, fmt.Errorf("{{%s}}: a time format is the last filter of from and to", e.src)
 	}
 	return e, nil
 }
@@ -378,8 +534,39 @@ type scope struct {
 	hasDoc  bool
 }
 
+// formatTime renders a window bound. Formats coarser than the time are
+// widened outwards: from is rounded down and to up, so the window asked
+// for always covers the window meant.
+func formatTime(t time.Time, name, format string) any {
+	t = t.UTC()
+	unit := time.Duration(0)
+	switch format {
+	case fRFC3339, fUnix:
+		unit = time.Second
+	case fUnixMS:
+		unit = time.Millisecond
+	}
+	if unit > 0 {
+		r := t.Truncate(unit)
+		if name == varTo && !r.Equal(t) {
+			r = r.Add(unit)
+		}
+		t = r
+	}
+	switch format {
+	case fRFC3339:
+		return t.Format(time.RFC3339)
+	case fUnix:
+		return json.Number(strconv.FormatInt(t.Unix(), 10))
+	case fUnixMS:
+		return json.Number(strconv.FormatInt(t.UnixMilli(), 10))
+	}
+	return t.Format(time.RFC3339Nano)
+}
+
 // value evaluates e to a JSON value (decoded with UseNumber). ok is false
-// when it is absent (a missing path, a zero from/to).
+// when it is absent (a missing path, a zero from/to, a regex that does
+// not match).
 func (s *scope) value(e *expr) (any, bool) {
 	var v any
 	var ok bool
@@ -399,18 +586,19 @@ func (s *scope) value(e *expr) (any, bool) {
 		if t.IsZero() {
 			return nil, false
 		}
-		if e.unix {
-			v, ok = json.Number(strconv.FormatInt(t.Unix(), 10)), true
-		} else {
-			v, ok = t.UTC().Format(time.RFC3339Nano), true
-		}
+		v, ok = formatTime(t, e.name, e.timeFmt), true
 	default:
 		v, ok = s.vars[e.name], true
 	}
-	if ok && e.hasBefore {
+	if ok && len(e.filters) > 0 {
+		if v == nil {
+			return nil, true
+		}
 		str := text(v)
-		if i := strings.Index(str, e.before); i >= 0 {
-			str = str[:i]
+		for _, f := range e.filters {
+			if str, ok = f.apply(str); !ok {
+				return nil, false
+			}
 		}
 		v = str
 	}
@@ -497,7 +685,7 @@ func parseURLTemplate(s string, c tctx, needBase bool) (*urlTemplate, error) {
 	}
 	u.path = p
 	if needBase {
-		ok := len(p.parts) > 0 && p.parts[0].e != nil && p.parts[0].e.name == varBase && !p.parts[0].e.hasBefore
+		ok := len(p.parts) > 0 && p.parts[0].e != nil && p.parts[0].e.name == varBase
 		if ok && len(p.parts) > 1 {
 			ok = p.parts[1].e == nil && strings.HasPrefix(p.parts[1].lit, "/")
 		}
@@ -718,6 +906,30 @@ func (n *vnode) eval(s *scope, strict bool) (any, bool, error) {
 		return a, true, nil
 	}
 	return nil, false, nil
+}
+
+// uses reports whether a template of the tree uses the variable.
+func (n *vnode) uses(name string) bool {
+	if n == nil {
+		return false
+	}
+	switch n.kind {
+	case vTmpl:
+		return n.t.uses(name)
+	case vObj:
+		for _, v := range n.vals {
+			if v.uses(name) {
+				return true
+			}
+		}
+	case vArr:
+		for _, v := range n.items {
+			if v.uses(name) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // fieldPath renders parent.key, or parent["key"] when key is not a plain

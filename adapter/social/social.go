@@ -303,13 +303,15 @@ func (a *Adapter) Search(ctx context.Context, q adapter.SearchQuery) ([]adapter.
 			return nil, fmt.Errorf("social: search page %d: %w", page, err)
 		}
 		var lr struct {
-			Items      []apiPost `json:"items"`
-			NextCursor string    `json:"next_cursor"`
+			Items      *[]apiPost `json:"items"`
+			NextCursor string     `json:"next_cursor"`
 		}
-		if err := json.Unmarshal(resp.Body, &lr); err != nil {
+		// A page without its items array is an error, never "no posts":
+		// on the last check that would license a retry.
+		if err := json.Unmarshal(resp.Body, &lr); err != nil || lr.Items == nil {
 			return nil, fmt.Errorf("social: search page %d: %w", page, adapter.Unparseable(resp.StatusCode, "a search"))
 		}
-		for _, it := range lr.Items {
+		for _, it := range *lr.Items {
 			if it.ID == "" {
 				return nil, fmt.Errorf("social: search page %d: %w", page, adapter.Unparseable(resp.StatusCode, "a search"))
 			}

@@ -566,7 +566,7 @@ func TestNewValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := adapter.Capabilities{IdempotencyKey: true, KeyRetention: time.Hour, Search: true}
+	want := adapter.Capabilities{IdempotencyKey: true, KeyRetention: time.Hour, Search: true, SearchAuthoritative: true}
 	if got := a.Capabilities(); got != want {
 		t.Fatalf("capabilities %+v", got)
 	}

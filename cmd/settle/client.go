@@ -299,17 +299,23 @@ func (m *Main) operate(ctx context.Context, verb string, args []string) error {
 	return nil
 }
 
-// routes: settle routes check FILE
-func (m *Main) routes(_ context.Context, args []string) error {
+// routes: settle routes check FILE | settle routes probe FILE ...
+func (m *Main) routes(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "probe" {
+		return m.routesProbe(ctx, args[1:])
+	}
 	if len(args) != 2 || args[0] != "check" {
-		fmt.Fprintln(m.Stderr, "usage: settle routes check FILE")
+		fmt.Fprintln(m.Stderr, "usage: settle routes check FILE | settle routes probe FILE [--route NAME] [--external-id ID]")
 		return errUsage
 	}
 	data, err := os.ReadFile(args[1])
 	if err != nil {
 		return fmt.Errorf("routes check: %w", err)
 	}
-	errs := httproute.Check(data, os.LookupEnv)
+	errs, warnings := httproute.Lint(data, os.LookupEnv)
+	for _, w := range warnings {
+		fmt.Fprintf(m.Stdout, "%s: warning: %v\n", args[1], w)
+	}
 	if len(errs) == 0 {
 		cfgs, err := httproute.Parse(data, os.LookupEnv)
 		if err != nil {

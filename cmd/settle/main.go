@@ -14,7 +14,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	m := &Main{Stdout: os.Stdout, Stderr: os.Stderr}
+	m := &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
 	if err := m.Run(ctx, os.Args[1:]); err != nil {
 		if errors.Is(err, errUsage) {
 			os.Exit(2)
@@ -31,6 +31,7 @@ var errUsage = errors.New("usage")
 
 // Main runs one settle command.
 type Main struct {
+	Stdin  io.Reader // settle mcp's protocol input (nil: os.Stdin)
 	Stdout io.Writer
 	Stderr io.Writer
 }
@@ -41,6 +42,8 @@ Usage:
   settle demo [--keep DIR]                    a post whose response is dropped, reconciled to a receipt (embedded NATS, fake API)
   settle serve --routes FILE [--dev] [--addr HOST:PORT] [--data DIR] [--nats-url URL | --nats-listen ADDR] [--tokens FILE]
                                               the service: HTTP API, reconcilers, projector, metrics, console
+  settle mcp --routes FILE (--data DIR | --nats-url URL) [--scopes submit,read]
+                                              an MCP server on stdio for agent hosts (see docs/mcp.md); settle serve also serves /mcp
   settle intents list|show [ID]               inspect intents through the API (--api URL, token in $SETTLE_TOKEN)
   settle approve ID --reason WHY              approve a pending first write or retry
   settle resolve ID --resolution R --reason WHY   close a manual action (confirmed | not_executed | abandoned)
@@ -49,6 +52,7 @@ Usage:
                                               --data is serve's, after it stopped
   settle views rebuild --data DIR             rebuild the SQLite views from the log (serve stopped)
   settle routes check FILE                    validate a route file; every error names route and field
+  settle routes probe FILE [--route NAME] [--external-id ID]   read-only: what a route's reads resolve to on the live API
   settle version
 
 Run 'settle <command> -h' for a command's flags.
@@ -67,6 +71,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return m.audit(ctx, args[1:])
 	case "serve":
 		return m.serve(ctx, args[1:])
+	case "mcp":
+		return m.mcpStdio(ctx, args[1:])
 	case "intents":
 		return m.intents(ctx, args[1:])
 	case "approve", "resolve", "abandon":

@@ -308,6 +308,12 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		wg.Wait()
 		return fmt.Errorf("serve: %w", err)
 	}
+	withMCP, err := mountMCP(handler, prod, proj, routes, f.routes, tokens, logger)
+	if err != nil {
+		stopWorkers()
+		wg.Wait()
+		return fmt.Errorf("serve: %w", err)
+	}
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		stopWorkers()
@@ -315,6 +321,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		return fmt.Errorf("serve: listen: %w", err)
 	}
 	hs := handler.HTTPServer()
+	hs.Handler = withMCP
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	where := "embedded nats-server in " + dd.Store() + " (fsync " + string(dur) + ")"

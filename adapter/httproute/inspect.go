@@ -1,0 +1,226 @@
+package httproute
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/settle-dev/settle/adapter"
+	"github.com/settle-dev/settle/events"
+)
+
+// InspectOptions says what Inspect reads.
+type InspectOptions struct {
+	// Window is how far back the search looks, ending now (default 1h).
+	Window time.Duration
+	// Account lists this account's objects (default: the credential's
+	// identity).
+	Account string
+	// Parent, RequestID and Payload scope the reads of a route whose read
+	// templates use the intent's values (as adapter.ForIntent would).
+	Parent    string
+	RequestID string
+	Payload   []byte
+	// ExternalID is read back (default: the first listed object).
+	ExternalID string
+	// Items is how many listed objects are shown (default 5).
+	Items int
+}
+
+// Inspection is what a route's reads resolved to against the live API.
+// URLs are shown relative to base_url ({{base}}/...), so no value from
+// the environment appears; nothing holds a header.
+type Inspection struct {
+	Route    string
+	Identity *InspectedIdentity
+	Search   *InspectedSearch
+	Readback *InspectedReadback
+}
+
+// InspectedIdentity is the identity read.
+type InspectedIdentity struct {
+	ID  string
+	Err string
+}
+
+// InspectedSearch is one page of the search.
+type InspectedSearch struct {
+	Account  string
+	From, To time.Time
+	URL      string // the first page's URL, relative to base_url
+	Status   int
+	Items    int  // objects on the page
+	More     bool // a next page exists
+	Records  []adapter.Record
+	Err      string
+}
+
+// InspectedReadback is one object read back, and its live URL probed
+// without credentials.
+type InspectedReadback struct {
+	ExternalID string
+	Record     *adapter.Record
+	ProbeURL   string
+	ProbeCode  int
+	Err        string
+}
+
+// Inspect makes the route's reads once against the live API, read-only:
+// the identity, one page of the search over the last opts.Window, one
+// object read back and its live URL probed. It never writes. A failed
+// read is reported in its part, not returned: err is for options that
+// cannot be used.
+func (a *Adapter) Inspect(ctx context.Context, opts InspectOptions) (*Inspection, error) {
+	if opts.Window <= 0 {
+		opts.Window = time.Hour
+	}
+	if opts.Items <= 0 {
+		opts.Items = 5
+	}
+	out := &Inspection{Route: a.name}
+	account := opts.Account
+	if a.identity != nil {
+		id, err := a.Identity(ctx)
+		out.Identity = &InspectedIdentity{ID: id}
+		if err != nil {
+			out.Identity.Err = a.safe(err)
+		}
+		if account == "" {
+			account = id
+		}
+	}
+	r := a
+	if opts.Parent != "" || opts.RequestID != "" || len(opts.Payload) > 0 || opts.Account != "" {
+		reqID := opts.RequestID
+		if reqID == "" {
+			reqID = "settle-probe"
+		}
+		intentID := events.IntentID("default", a.name, reqID)
+		var pl []byte
+		if len(opts.Payload) > 0 {
+			n, err := a.NormalizePayload(opts.Payload)
+			if err != nil {
+				return nil, err
+			}
+			pl = n
+		}
+		r = a.ForIntent(adapter.ReadScope{IntentID: intentID, RequestID: reqID, IdempotencyKey: events.IdempotencyKey(intentID),
+			Account: account, ParentExternalID: opts.Parent, Payload: pl}).(*Adapter)
+	}
+
+	if a.search != nil {
+		now := a.now()
+		s := &InspectedSearch{Account: account, From: now.Add(-opts.Window), To: now}
+		out.Search = s
+		if account == "" {
+			s.Err = "no account: the route has no identity section; give one"
+		} else {
+			recs, more, err := r.searchPages(ctx, adapter.SearchQuery{Account: account, From: s.From, To: s.To}, 1, func(p pageSeen) {
+				if s.URL == "" {
+					s.URL, s.Status, s.Items = a.relative(p.url), p.status, p.items
+				}
+			})
+			s.More = more
+			if err != nil {
+				s.Err = a.safe(err)
+			}
+			if len(recs) > opts.Items {
+				recs = recs[:opts.Items]
+			}
+			for _, rec := range recs {
+				s.Records = append(s.Records, a.masked(rec))
+			}
+		}
+	}
+
+	extID := opts.ExternalID
+	if extID == "" && out.Search != nil && len(out.Search.Records) > 0 {
+		extID = out.Search.Records[0].ExternalID
+	}
+	if a.readback != nil && extID != "" {
+		rb := &InspectedReadback{ExternalID: extID}
+		out.Readback = rb
+		rec, err := r.Get(ctx, extID)
+		switch {
+		case err != nil:
+			rb.Err = a.safe(err)
+		default:
+			rec = a.masked(rec)
+			rb.Record = &rec
+			if rec.LiveURL != "" {
+				rb.ProbeURL = rec.LiveURL
+				code, err := r.Probe(ctx, rec.LiveURL)
+				rb.ProbeCode = code
+				if err != nil {
+					rb.Err = "probe: " + a.safe(err)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// masked replaces every route header value a record's text fields hold
+// (an API that echoes its credentials) with [redacted]: the probe prints
+// them.
+func (a *Adapter) masked(r adapter.Record) adapter.Record {
+	for _, v := range a.credentials() {
+		for _, f := range []*string{&r.ExternalID, &r.LiveURL, &r.AuthorID, &r.ParentID, &r.Visibility, &r.CorrelationID} {
+			*f = strings.ReplaceAll(*f, v, "[redacted]")
+		}
+		if strings.Contains(string(r.Payload), v) {
+			r.Payload = []byte(strings.ReplaceAll(string(r.Payload), v, "[redacted]"))
+		}
+	}
+	return r
+}
+
+// relative shows a URL of the API relative to base_url.
+func (a *Adapter) relative(u string) string {
+	if rest, ok := strings.CutPrefix(u, a.base); ok {
+		return "{{base}}" + rest
+	}
+	if rest, ok := strings.CutPrefix(u, a.origin); ok {
+		return "{{origin}}" + rest
+	}
+	return "(another origin)"
+}
+
+// safe renders a read error without anything but its route, class, code
+// and status: the adapter's errors never hold a header, a URL or a body,
+// and base_url is masked in case it carried a secret in its path.
+func (a *Adapter) safe(err error) string {
+	s := err.Error()
+	if a.base != "" {
+		s = strings.ReplaceAll(s, a.base, "{{base}}")
+	}
+	for _, v := range a.credentials() {
+		s = strings.ReplaceAll(s, v, "[redacted]")
+	}
+	if s == adapter.ErrNotFound.Error() {
+		return "not found (" + http.StatusText(http.StatusNotFound) + ")"
+	}
+	return s
+}
+
+// credentials are the route's header values and their words of 8 bytes
+// or more ("Bearer <token>" gives the token too), longest first.
+func (a *Adapter) credentials() []string {
+	var out []string
+	for _, h := range a.headers {
+		v := string(h.value)
+		if v == "" {
+			continue
+		}
+		out = append(out, v)
+		for _, w := range strings.Fields(v) {
+			if len(w) >= 8 && w != v {
+				out = append(out, w)
+			}
+		}
+	}
+	slices.SortFunc(out, func(x, y string) int { return len(y) - len(x) })
+	return out
+}

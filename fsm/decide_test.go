@@ -1,0 +1,541 @@
+package fsm
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/events"
+)
+
+// Capability profiles a route can have.
+var capProfiles = map[string]events.Capabilities{
+	"search":            {Search: true, SearchAuthoritative: true},
+	"search-unmapped":   {Search: true},
+	"search+marker":     {Search: true, SearchAuthoritative: true, Correlation: true},
+	"search+key":        {Search: true, SearchAuthoritative: true, IdempotencyKey: true, KeyRetention: events.Duration(24 * time.Hour)},
+	"status+key":        {StatusQuery: true, ReflectionDelay: events.Duration(5 * time.Second), IdempotencyKey: true, KeyRetention: events.Duration(24 * time.Hour)},
+	"status-no-key":     {StatusQuery: true, ReflectionDelay: events.Duration(5 * time.Second)},
+	"status+short-key":  {StatusQuery: true, IdempotencyKey: true, KeyRetention: events.Duration(10 * time.Minute)},
+	"key-unknown-ttl":   {StatusQuery: true, IdempotencyKey: true},
+	"none":              {},
+	"none+key(legacy?)": {IdempotencyKey: true, KeyRetention: events.Duration(time.Hour)},
+}
+
+type policyProfile struct {
+	first, retry string
+	expires      bool
+}
+
+var policyProfiles = []policyProfile{
+	{"auto", "auto", false}, {"auto", "approval", false}, {"auto", "never", false},
+	{"approval", "auto", false}, {"auto", "auto", true}, {"approval", "approval", true},
+}
+
+// sb builds the history of a strict intent (capabilities frozen).
+type sb struct {
+	h  []events.Event
+	at time.Time
+}
+
+func newStrict(caps events.Capabilities, pp policyProfile) *sb {
+	p := autoPolicy()
+	p.FirstWrite, p.Retry = pp.first, pp.retry
+	p.ResendBudget = 3
+	p.ClockSkew = events.Duration(time.Second)
+	e := recorded(p)
+	d := e.Data.(*events.IntentRecordedData)
+	c := caps
+	d.Caps = &c
+	if pp.expires {
+		d.ExpiresAt = t0.Add(10 * time.Minute)
+	}
+	return &sb{h: []events.Event{e}, at: t0}
+}
+
+func (b *sb) id() string { return b.h[0].IntentID }
+
+func (b *sb) add(attempt int, d events.Data) *sb {
+	b.at = b.at.Add(time.Second)
+	aid := ""
+	if attempt > 0 {
+		aid = events.AttemptID(b.id(), attempt)
+	}
+	b.h = append(b.h, events.New(b.id(), uint64(len(b.h)+1), b.at, "test", aid, d))
+	return b
+}
+
+func (b *sb) start(n int, owner string) *sb {
+	return b.add(n, &events.WriteStartedData{Attempt: n, IdempotencyKey: events.IdempotencyKey(b.id()), Deadline: b.at.Add(time.Minute + time.Second), ClaimOwner: owner})
+}
+
+// histories returns, for one capability and policy profile, a history that
+// reaches each state (several for some), or nil where the profile cannot.
+func histories(caps events.Capabilities, pp policyProfile) map[string][]events.Event {
+	out := map[string][]events.Event{}
+	try := func(name string, f func(b *sb)) {
+		b := newStrict(caps, pp)
+		f(b)
+		if _, err := Fold(b.h); err == nil {
+			out[name] = b.h
+		}
+	}
+	firstWrite := func(b *sb) {
+		if pp.first == events.PolicyApproval {
+			b.add(0, &events.ApprovalRequiredData{For: "first_write", Reason: "r"}).add(0, &events.ApprovedData{Operator: "op"})
+		}
+		b.start(1, "")
+	}
+	unknown := func(b *sb) { firstWrite(b); b.add(1, &events.OutcomeUnknownData{Code: "timeout_after_send"}) }
+	reconciling := func(b *sb, owner string) {
+		unknown(b)
+		b.add(0, &events.ReconcileStartedData{Worker: owner, LeaseUntil: b.at.Add(30 * time.Second), Strategy: StrategyOf(caps), Check: 1})
+	}
+	notFoundBy := func(b *sb, d events.Data) { reconciling(b, "me"); b.add(0, d) }
+	searchNF := &events.SearchWindowElapsedData{WindowTo: t0.Add(time.Hour)}
+	statusNF := &events.StatusNotFoundData{Queried: "status"}
+
+	try("recorded", func(b *sb) {})
+	try("awaiting_approval", func(b *sb) { b.add(0, &events.ApprovalRequiredData{For: "first_write", Reason: "r"}) })
+	try("approved(first)", func(b *sb) {
+		b.add(0, &events.ApprovalRequiredData{For: "first_write", Reason: "r"}).add(0, &events.ApprovedData{Operator: "op"})
+	})
+	try("write_started", func(b *sb) { firstWrite(b) })
+	try("verifying(response)", func(b *sb) { firstWrite(b); b.add(1, &events.WriteSucceededData{ExternalID: "p_1"}) })
+	try("confirmed", func(b *sb) {
+		firstWrite(b)
+		b.add(1, &events.WriteConfirmedData{Receipt: events.Receipt{ExternalID: "p_1", Source: "response", PayloadSHA256: b.h[0].Data.(*events.IntentRecordedData).PayloadSHA256}})
+	})
+	try("rejected(retryable)", func(b *sb) {
+		firstWrite(b)
+		b.add(1, &events.WriteRejectedData{Code: "http_retryable", StatusCode: 429, Retryable: true})
+	})
+	try("rejected(definite)", func(b *sb) {
+		firstWrite(b)
+		b.add(1, &events.WriteRejectedData{Code: "http_rejected", StatusCode: 400})
+	})
+	try("unknown", unknown)
+	try("unknown(proven)", func(b *sb) {
+		firstWrite(b)
+		b.add(1, &events.WriteSucceededData{ExternalID: "p_1"}).add(0, &events.CheckDeferredData{Reason: "readback_not_visible", NextCheckAt: b.at})
+	})
+	try("reconciling(mine)", func(b *sb) { reconciling(b, "me") })
+	try("reconciling(theirs)", func(b *sb) { reconciling(b, "other") })
+	try("in_progress", func(b *sb) {
+		reconciling(b, "me")
+		b.add(0, &events.TargetProcessingData{Poll: 1, NextCheckAt: b.at.Add(time.Second), Deadline: b.at.Add(time.Hour)})
+	})
+	try("not_found(search)", func(b *sb) { notFoundBy(b, searchNF) })
+	try("not_found(status)", func(b *sb) { notFoundBy(b, statusNF) })
+	try("not_found(after reject)", func(b *sb) {
+		// A retryable rejection, a resend that timed out, then not found.
+		firstWrite(b)
+		b.add(1, &events.WriteRejectedData{Code: "connection_refused", Retryable: true})
+		if pp.retry == events.PolicyApproval {
+			b.add(0, &events.ApprovalRequiredData{For: "retry", Reason: "r"}).add(0, &events.ApprovedData{Operator: "op"})
+		}
+		b.add(0, &events.RetryClaimedData{Owner: "me", LeaseUntil: b.at.Add(time.Minute), Attempt: 2}).start(2, "me").
+			add(2, &events.OutcomeUnknownData{Code: "timeout_after_send"}).
+			add(0, &events.ReconcileStartedData{Worker: "me", LeaseUntil: b.at.Add(30 * time.Second), Strategy: StrategyOf(caps), Check: 1}).
+			add(0, searchNF)
+	})
+	try("verifying(found)", func(b *sb) {
+		reconciling(b, "me")
+		b.add(0, &events.CandidateFoundData{ExternalID: "p_1", Source: "search", CorrelationID: b.id()})
+	})
+	try("failed(partial)", func(b *sb) {
+		reconciling(b, "me")
+		b.add(0, &events.TargetFailedData{Code: "x", PartialEffects: []string{"seat held"}})
+	})
+	try("failed", func(b *sb) { reconciling(b, "me"); b.add(0, &events.TargetFailedData{Code: "x"}) })
+	try("manual_action", func(b *sb) {
+		unknown(b)
+		b.add(0, &events.ManualActionRequiredData{Reason: events.ReasonNoQueryNoDedup})
+	})
+	try("abandoned", func(b *sb) { b.add(0, &events.AbandonedData{By: "op"}) })
+	try("awaiting_approval(retry)", func(b *sb) {
+		notFoundBy(b, searchNF)
+		b.add(0, &events.ApprovalRequiredData{For: "retry", Reason: "r"})
+	})
+	try("approved(retry)", func(b *sb) {
+		notFoundBy(b, searchNF)
+		b.add(0, &events.ApprovalRequiredData{For: "retry", Reason: "r"}).add(0, &events.ApprovedData{Operator: "op"})
+	})
+	try("retry_claimed(mine)", func(b *sb) {
+		firstWrite(b)
+		b.add(1, &events.WriteRejectedData{Code: "connection_refused", Retryable: true})
+		if pp.retry == events.PolicyApproval {
+			b.add(0, &events.ApprovalRequiredData{For: "retry", Reason: "r"}).add(0, &events.ApprovedData{Operator: "op"})
+		}
+		b.add(0, &events.RetryClaimedData{Owner: "me", LeaseUntil: b.at.Add(time.Minute), Attempt: 2})
+	})
+	return out
+}
+
+func testDecider() Decider {
+	d := DefaultDecider("me")
+	d.Jitter = func(limit time.Duration) time.Duration { return limit / 2 }
+	return d
+}
+
+// Every state × capability profile × policy profile, at several times:
+// the decision is deterministic, never mutates the intent, is always
+// accepted by the guards, and never breaks a safety rule.
+func TestDecisionTableEveryStateCapabilityPolicy(t *testing.T) {
+	d := testDecider()
+	statesSeen := map[State]bool{}
+	rows := 0
+	for capName, caps := range capProfiles {
+		for _, pp := range policyProfiles {
+			for name, h := range histories(caps, pp) {
+				i, err := Fold(h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				statesSeen[i.State] = true
+				for _, dt := range []time.Duration{0, 30 * time.Second, 3 * time.Minute, 20 * time.Minute, 2 * time.Hour, 48 * time.Hour} {
+					rows++
+					now := i.UpdatedAt.Add(dt)
+					label := fmt.Sprintf("%s/%s/%+v/+%s", name, capName, pp, dt)
+					before := i.Clone()
+					s := d.Next(i, caps, now)
+					if !reflect.DeepEqual(i, before) {
+						t.Fatalf("%s: Next mutated the intent", label)
+					}
+					if again := d.Next(i, caps, now); !reflect.DeepEqual(s, again) {
+						t.Fatalf("%s: Next is not deterministic: %+v then %+v", label, s, again)
+					}
+					checkStepSafe(t, label, i, now, s)
+				}
+			}
+		}
+	}
+	for _, st := range AllStates() {
+		if st != None && !statesSeen[st] {
+			t.Errorf("no row reaches state %s", st)
+		}
+	}
+	t.Logf("%d rows", rows)
+}
+
+// checkStepSafe applies the step's event to a copy: the guards must accept
+// it, and it must keep every safety rule.
+func checkStepSafe(t *testing.T, label string, i *Intent, now time.Time, s Step) {
+	t.Helper()
+	if s.Kind != StepAppend && s.Kind != StepWrite {
+		if s.Kind == StepWait && !s.At.After(now) && !s.At.Equal(now) {
+			t.Fatalf("%s: waits until %s, before now %s", label, s.At, now)
+		}
+		return
+	}
+	e := events.New(i.ID, i.Version+1, now, "me", s.AttemptID, s.Event)
+	if err := e.Validate(); err != nil {
+		t.Fatalf("%s: the decided %s is invalid: %v", label, e.Type, err)
+	}
+	next := i.Clone()
+	if err := next.Apply(e); err != nil {
+		t.Fatalf("%s: the guards refuse the decided %s: %v", label, e.Type, err)
+	}
+	switch e.Type {
+	case events.WriteStarted, events.RetryClaimed:
+		if i.Expired(now) {
+			t.Fatalf("%s: %s after expiry", label, e.Type)
+		}
+		if i.WriteProven {
+			t.Fatalf("%s: %s after a proven write", label, e.Type)
+		}
+		if e.Type == events.RetryClaimed && i.RiskyAttempts() {
+			kv := i.KeyValidUntil()
+			if kv.IsZero() || !s.Event.(*events.RetryClaimedData).LeaseUntil.After(now) || s.Event.(*events.RetryClaimedData).LeaseUntil.After(kv) {
+				t.Fatalf("%s: a retry without a dedup proof (key valid until %s)", label, kv)
+			}
+		}
+	case events.SearchWindowElapsed, events.StatusNotFound:
+		if i.WriteProven {
+			t.Fatalf("%s: a proven write declared not found", label)
+		}
+	}
+}
+
+// Specific decisions of the issue "Exactly once, proven".
+func TestDecisions(t *testing.T) {
+	d := testDecider()
+	search, statusNoKey, statusKey := capProfiles["search"], capProfiles["status-no-key"], capProfiles["status+key"]
+	auto := policyProfile{"auto", "auto", false}
+	cases := []struct {
+		name   string
+		caps   events.Capabilities
+		pp     policyProfile
+		hist   string
+		after  time.Duration
+		kind   StepKind
+		event  events.Type
+		reason string
+	}{
+		{"retry after a proven write: never", search, auto, "unknown(proven)", 48 * time.Hour, StepAppend, events.ManualActionRequired, events.ReasonWrittenUnverified},
+		{"proven write inside its window: read back", search, auto, "unknown(proven)", time.Minute, StepAppend, events.ReconcileStarted, ""},
+		{"status not found, no key: no retry", statusNoKey, auto, "not_found(status)", time.Minute, StepAppend, events.ManualActionRequired, events.ReasonNoDedupProof},
+		{"status not found, key in retention: retry", statusKey, auto, "not_found(status)", time.Minute, StepAppend, events.RetryClaimed, ""},
+		{"status not found, key expired: no retry", statusKey, auto, "not_found(status)", 48 * time.Hour, StepAppend, events.ManualActionRequired, events.ReasonKeyRetentionExpired},
+		{"unmapped search: no retry", capProfiles["search-unmapped"], auto, "not_found(search)", time.Minute, StepAppend, events.ManualActionRequired, events.ReasonNoDedupProof},
+		{"authoritative search: retry", search, auto, "not_found(search)", time.Minute, StepAppend, events.RetryClaimed, ""},
+		{"expired recorded intent: abandoned", search, policyProfile{"auto", "auto", true}, "recorded", time.Hour, StepAppend, events.Abandoned, ""},
+		{"expired approval: abandoned", search, policyProfile{"approval", "approval", true}, "approved(first)", time.Hour, StepAppend, events.Abandoned, ""},
+		{"expired retryable rejection: abandoned", search, policyProfile{"auto", "auto", true}, "rejected(retryable)", time.Hour, StepAppend, events.Abandoned, ""},
+		{"retryable rejection: resend after backoff", search, auto, "rejected(retryable)", time.Hour, StepAppend, events.RetryClaimed, ""},
+		{"retryable rejection: wait for the backoff", search, auto, "rejected(retryable)", 0, StepWait, "", ""},
+		{"definite rejection: done", search, auto, "rejected(definite)", time.Hour, StepDone, "", ""},
+		{"own claim: write", search, auto, "retry_claimed(mine)", 0, StepWrite, events.WriteStarted, ""},
+		{"own lease: reconcile", search, auto, "reconciling(mine)", 0, StepReconcile, "", ""},
+		{"foreign lease: wait", search, auto, "reconciling(theirs)", 0, StepWait, "", ""},
+		{"foreign lease expired: defer", search, auto, "reconciling(theirs)", time.Minute, StepAppend, events.CheckDeferred, ""},
+		{"no query, no dedup: hand off", capProfiles["none"], policyProfile{"auto", "never", false}, "unknown", 0, StepAppend, events.ManualActionRequired, events.ReasonNoQueryNoDedup},
+		{"partial effects: hand off", statusKey, auto, "failed(partial)", 0, StepAppend, events.ManualActionRequired, events.ReasonPartialEffects},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h, ok := histories(c.caps, c.pp)[c.hist]
+			if !ok {
+				t.Fatalf("no history %s", c.hist)
+			}
+			i, err := Fold(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := d.Next(i, c.caps, i.UpdatedAt.Add(c.after))
+			if s.Kind != c.kind {
+				t.Fatalf("step %s (%s), want %s", s.Kind, s.Why, c.kind)
+			}
+			if c.event != "" && (s.Event == nil || s.Event.EventType() != c.event) {
+				t.Fatalf("event %v, want %s", s.Event, c.event)
+			}
+			if c.reason != "" && s.Event.(*events.ManualActionRequiredData).Reason != c.reason {
+				t.Fatalf("reason %q, want %q", s.Event.(*events.ManualActionRequiredData).Reason, c.reason)
+			}
+		})
+	}
+}
+
+func cand(i *Intent, mod func(*Candidate)) Candidate {
+	c := Candidate{ExternalID: "p_9", AuthorID: i.Recorded.Account, ParentID: i.Recorded.ParentExternalID,
+		PayloadSHA256: i.Recorded.PayloadSHA256, CreatedAt: i.Attempts[0].StartedAt.Add(time.Second), CorrelationID: i.ID, Visibility: "public"}
+	if mod != nil {
+		mod(&c)
+	}
+	return c
+}
+
+func TestConcludeSearch(t *testing.T) {
+	d := testDecider()
+	caps := capProfiles["search"]
+	i, err := Fold(histories(caps, policyProfile{"auto", "auto", false})["reconciling(mine)"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, to := Window(i)
+	open, closed := i.UpdatedAt, to.Add(time.Second)
+	cases := []struct {
+		name   string
+		now    time.Time
+		caps   events.Capabilities
+		cands  []Candidate
+		want   events.Type
+		reason string
+	}{
+		{"one exact", open, caps, []Candidate{cand(i, nil)}, events.CandidateFound, ""},
+		{"two exact", open, caps, []Candidate{cand(i, nil), cand(i, func(c *Candidate) { c.ExternalID = "p_8" })}, events.ManualActionRequired, events.ReasonDuplicateExactMatches},
+		{"none, window open", open, caps, nil, events.CheckDeferred, ""},
+		{"none, window closed", closed, caps, nil, events.SearchWindowElapsed, ""},
+		{"author only differs", closed, caps, []Candidate{cand(i, func(c *Candidate) { c.AuthorID = "u_other" })}, events.ManualActionRequired, events.ReasonNearMatch},
+		{"parent only differs", closed, caps, []Candidate{cand(i, func(c *Candidate) { c.ParentID = "p_other" })}, events.ManualActionRequired, events.ReasonNearMatch},
+		{"damaged copy", closed, caps, []Candidate{cand(i, func(c *Candidate) { c.PayloadSHA256, c.Resembles = "x", true })}, events.ManualActionRequired, events.ReasonNearMatch},
+		{"unrelated payload", closed, caps, []Candidate{cand(i, func(c *Candidate) { c.PayloadSHA256 = "x" })}, events.SearchWindowElapsed, ""},
+		{"pre-existing look-alike", open, caps, []Candidate{cand(i, func(c *Candidate) { c.CreatedAt = i.Attempts[0].StartedAt.Add(-20 * time.Second) })}, events.CheckDeferred, ""},
+		{"pre-existing look-alike, window closed", closed, caps, []Candidate{cand(i, func(c *Candidate) { c.CreatedAt = i.Attempts[0].StartedAt.Add(-20 * time.Second) })}, events.SearchWindowElapsed, ""},
+		{"inside the skew is not pre-existing", open, caps, []Candidate{cand(i, func(c *Candidate) { c.CreatedAt = i.Attempts[0].StartedAt.Add(-500 * time.Millisecond) })}, events.CandidateFound, ""},
+		{"exact without external id", open, caps, []Candidate{cand(i, func(c *Candidate) { c.ExternalID = "" })}, events.ManualActionRequired, events.ReasonNoExternalID},
+		{"marker names us", open, capProfiles["search+marker"], []Candidate{cand(i, nil)}, events.CandidateFound, ""},
+		{"marker names another intent", closed, capProfiles["search+marker"], []Candidate{cand(i, func(c *Candidate) { c.CorrelationID = "in_other" })}, events.SearchWindowElapsed, ""},
+		{"marker missing", closed, capProfiles["search+marker"], []Candidate{cand(i, func(c *Candidate) { c.CorrelationID = "" })}, events.ManualActionRequired, events.ReasonNearMatch},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ev := d.ConcludeSearch(i, c.caps, c.now, c.cands)
+			if ev.EventType() != c.want {
+				t.Fatalf("got %s %+v, want %s", ev.EventType(), ev, c.want)
+			}
+			if c.reason != "" && ev.(*events.ManualActionRequiredData).Reason != c.reason {
+				t.Fatalf("reason %q", ev.(*events.ManualActionRequiredData).Reason)
+			}
+			e := events.New(i.ID, i.Version+1, c.now, "me", "", ev)
+			if err := i.Clone().Apply(e); err != nil && reflect.DeepEqual(c.caps, caps) {
+				t.Fatalf("guards refuse the conclusion: %v", err)
+			}
+		})
+	}
+	// Evidence stays bounded however many candidates a search returns.
+	many := make([]Candidate, 500)
+	for k := range many {
+		many[k] = cand(i, func(c *Candidate) { c.PayloadSHA256, c.ExternalID = "x", fmt.Sprintf("p_%d", k) })
+	}
+	ev := d.ConcludeSearch(i, caps, closed, many).(*events.SearchWindowElapsedData)
+	if len(ev.Candidates) != d.MaxCandidates || ev.CandidatesOmitted != 500-d.MaxCandidates {
+		t.Fatalf("%d candidates, %d omitted", len(ev.Candidates), ev.CandidatesOmitted)
+	}
+}
+
+func TestConcludeStatusAndReads(t *testing.T) {
+	d := testDecider()
+	caps := capProfiles["status+key"]
+	i, err := Fold(histories(caps, policyProfile{"auto", "auto", false})["reconciling(mine)"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := i.UpdatedAt
+	if ev := d.ConcludeStatus(i, caps, now, StatusObservation{Found: true, State: StatusCompleted}); ev.EventType() != events.ManualActionRequired ||
+		ev.(*events.ManualActionRequiredData).Reason != events.ReasonNoExternalID {
+		t.Fatalf("completed without id: %+v", ev)
+	}
+	if ev := d.ConcludeStatus(i, caps, now, StatusObservation{Found: true, State: "weird"}); ev.EventType() != events.CheckDeferred {
+		t.Fatalf("unknown state: %+v", ev)
+	}
+	if ev := d.ConcludeStatus(i, caps, i.Attempts[0].StartedAt, StatusObservation{}); ev.EventType() != events.CheckDeferred {
+		t.Fatalf("not found inside the reflection delay: %+v", ev)
+	}
+	if ev := d.ConcludeStatus(i, caps, now.Add(time.Minute), StatusObservation{}); ev.EventType() != events.StatusNotFound {
+		t.Fatalf("not found after it: %+v", ev)
+	}
+	// Failing reads: deferred, then handed off after the bound with the
+	// last errors.
+	ev := d.ConcludeReadError(i, caps, now, "status", "http_ambiguous (HTTP 500)").(*events.CheckDeferredData)
+	if ev.Reason != events.DeferReadFailed || ev.Error == "" {
+		t.Fatalf("%+v", ev)
+	}
+	j := i.Clone()
+	j.ReadFailingSince = now.Add(-16 * time.Minute)
+	j.ReadErrors = []string{"a", "b", "c"}
+	m, ok := d.ConcludeReadError(j, caps, now, "status", "timeout").(*events.ManualActionRequiredData)
+	if !ok || m.Reason != events.ReasonReadFailing || len(m.Evidence.Errors) != 4 || m.Evidence.Errors[3] != "status: timeout" {
+		t.Fatalf("%+v", m)
+	}
+}
+
+func TestConcludeReadback(t *testing.T) {
+	d := testDecider()
+	caps := capProfiles["search"]
+	i, err := Fold(histories(caps, policyProfile{"auto", "auto", false})["verifying(found)"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := i.UpdatedAt
+	good := cand(i, func(c *Candidate) { c.LiveURL, c.ExternalID = "https://x/p_1", i.ExternalID })
+	if ev := d.ConcludeReadback(i, caps, now, Readback{Found: true, Object: good, ProbeStatus: 200}); ev.EventType() != events.ReadbackPassed {
+		t.Fatalf("%+v", ev)
+	} else if err := i.Clone().Apply(events.New(i.ID, i.Version+1, now, "me", "", ev)); err != nil {
+		t.Fatal(err)
+	}
+	old := cand(i, func(c *Candidate) {
+		c.LiveURL, c.ExternalID, c.CreatedAt = "https://x/p_1", i.ExternalID, t0.Add(-time.Hour)
+	})
+	if ev, ok := d.ConcludeReadback(i, caps, now, Readback{Found: true, Object: old, ProbeStatus: 200}).(*events.ReadbackFailedData); !ok || !strings.Contains(strings.Join(ev.Failed, ","), "created") {
+		t.Fatalf("pre-existing object read back: %+v", ev)
+	}
+	if ev := d.ConcludeReadback(i, caps, now, Readback{}); ev.EventType() != events.CheckDeferred {
+		t.Fatalf("%+v", ev)
+	}
+}
+
+// The safety rules hold in the guards too: a caller that appended around
+// the decision function is refused.
+func TestStrictGuards(t *testing.T) {
+	search, unmapped, statusNoKey, statusKey := capProfiles["search"], capProfiles["search-unmapped"], capProfiles["status-no-key"], capProfiles["status+key"]
+	auto := policyProfile{"auto", "auto", false}
+	build := func(caps events.Capabilities, pp policyProfile, base string, extra func(b *sb)) []events.Event {
+		h := histories(caps, pp)[base]
+		if h == nil {
+			t.Fatalf("no history %s", base)
+		}
+		b := &sb{h: append([]events.Event(nil), h...), at: h[len(h)-1].At}
+		extra(b)
+		return b.h
+	}
+	claim := func(lease time.Duration) func(b *sb) {
+		return func(b *sb) { b.add(0, &events.RetryClaimedData{Owner: "me", LeaseUntil: b.at.Add(lease), Attempt: 2}) }
+	}
+	cases := []struct {
+		name string
+		h    []events.Event
+		want string // "" = accepted
+	}{
+		{"retry after a proven write", build(search, auto, "unknown(proven)", func(b *sb) {
+			b.add(0, &events.ReconcileStartedData{Worker: "me", LeaseUntil: b.at.Add(time.Minute), Strategy: "search", Check: 1}).
+				add(0, &events.SearchWindowElapsedData{WindowTo: b.at})
+		}), "never not_found"},
+		{"status not found alone licenses nothing", build(statusNoKey, auto, "not_found(status)", claim(time.Minute)), "dedup proof"},
+		{"unmapped search licenses nothing", build(unmapped, auto, "not_found(search)", claim(time.Minute)), "dedup proof"},
+		{"authoritative search licenses a retry", build(search, auto, "not_found(search)", claim(time.Minute)), ""},
+		{"key inside its retention licenses a retry", build(statusKey, auto, "not_found(status)", claim(time.Minute)), ""},
+		{"claim outliving the key", build(capProfiles["status+short-key"], auto, "not_found(status)", claim(time.Hour)), "retention"},
+		{"write after expiry", build(search, policyProfile{"auto", "auto", true}, "recorded", func(b *sb) { b.at = b.at.Add(time.Hour); b.start(1, "") }), "expired"},
+		{"claim after expiry", build(search, policyProfile{"auto", "auto", true}, "rejected(retryable)", func(b *sb) {
+			b.at = b.at.Add(time.Hour)
+			claim(time.Minute)(b)
+		}), "expired"},
+		{"pre-existing candidate", build(search, auto, "reconciling(mine)", func(b *sb) {
+			b.add(0, &events.CandidateFoundData{ExternalID: "p_1", Source: "search", CreatedAt: t0.Add(-time.Minute)})
+		}), "before the intent's first attempt"},
+		{"candidate naming another intent", build(capProfiles["search+marker"], auto, "reconciling(mine)", func(b *sb) {
+			b.add(0, &events.CandidateFoundData{ExternalID: "p_1", Source: "search", CorrelationID: "in_other"})
+		}), "correlation"},
+		{"readback without the declared checks", build(search, auto, "verifying(found)", func(b *sb) {
+			b.add(0, &events.ReadbackPassedData{Receipt: events.Receipt{ExternalID: "p_1", Source: "x", PayloadSHA256: b.h[0].Data.(*events.IntentRecordedData).PayloadSHA256}})
+		}), "check"},
+		{"claim expired exactly at its lease end", build(search, auto, "retry_claimed(mine)", func(b *sb) {
+			lease := b.h[len(b.h)-1].Data.(*events.RetryClaimedData).LeaseUntil
+			b.at = lease.Add(-time.Second)
+			b.add(0, &events.ClaimExpiredData{Owner: "me", LeaseUntil: lease})
+		}), ""},
+		{"write at its claim's lease end", build(search, auto, "retry_claimed(mine)", func(b *sb) {
+			lease := b.h[len(b.h)-1].Data.(*events.RetryClaimedData).LeaseUntil
+			b.at = lease.Add(-time.Second)
+			b.start(2, "me")
+		}), "lease expired"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Fold(c.h)
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("want a refusal containing %q, got %v", c.want, err)
+			}
+		})
+	}
+}
+
+// Intents recorded before capabilities were frozen keep folding under the
+// earlier rules (old logs stay readable).
+func TestLegacyIntentsStillFold(t *testing.T) {
+	b := newBuilder(t, autoPolicy()).start(1).
+		add(1, &events.OutcomeUnknownData{Code: "timeout_after_send"}).
+		add(0, &events.ReconcileStartedData{Worker: "w1", LeaseUntil: t0.Add(time.Hour), Strategy: "search", Check: 1}).
+		add(0, &events.StatusNotFoundData{Queried: "status"}).
+		add(0, &events.RetryClaimedData{Owner: "w1", LeaseUntil: t0.Add(time.Hour), Attempt: 2}).
+		start(2)
+	i, err := b.fold()
+	if err != nil || i.Strict() || i.State != WriteStarted {
+		t.Fatalf("legacy history: %v strict %v", err, i)
+	}
+	// The decision for such an intent still refuses an unproven retry.
+	d := testDecider()
+	j, _ := Fold(b.h[:5])
+	if s := d.Next(j, capProfiles["status-no-key"], j.UpdatedAt.Add(time.Minute)); s.Event == nil || s.Event.EventType() != events.ManualActionRequired {
+		t.Fatalf("legacy not_found without proof: %+v", s)
+	}
+}

@@ -1,0 +1,199 @@
+package mcp
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/settle-dev/settle/events"
+)
+
+// argError is a refused argument: Field names it (task_id, payload.body).
+type argError struct {
+	Field  string
+	Reason string
+}
+
+func (e *argError) Error() string { return e.Field + ": " + e.Reason }
+
+func argErr(field, format string, a ...any) *argError {
+	return &argError{Field: field, Reason: fmt.Sprintf(format, a...)}
+}
+
+// maxArgs bounds the arguments of one call (a payload is at most 1 MiB).
+const maxArgs = 2 << 20
+
+// args are the decoded arguments of one tool call: each member of the
+// arguments object, by name, checked against the tool's known names.
+type args struct {
+	m map[string]json.RawMessage
+}
+
+// decodeArgs reads the arguments object strictly: it must be one JSON
+// object (absent or null counts as {}); a duplicate member or one the tool
+// does not know is refused, naming it.
+func decodeArgs(raw json.RawMessage, known ...string) (*args, error) {
+	a := &args{m: map[string]json.RawMessage{}}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return a, nil
+	}
+	if len(raw) > maxArgs {
+		return nil, argErr("arguments", "are %d bytes, the limit is %d", len(raw), maxArgs)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil || tok != json.Delim('{') {
+		return nil, argErr("arguments", "must be a JSON object")
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, argErr("arguments", "are not valid JSON")
+		}
+		name, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, argErr(fieldName(name), "is not valid JSON")
+		}
+		if !slices.Contains(known, name) {
+			return nil, argErr(fieldName(name), "is not an argument of this tool (it takes %s)", strings.Join(known, ", "))
+		}
+		if _, dup := a.m[name]; dup {
+			return nil, argErr(name, "is given twice")
+		}
+		a.m[name] = v
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, argErr("arguments", "are not valid JSON")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, argErr("arguments", "have data after the object")
+	}
+	return a, nil
+}
+
+// fieldName renders an unknown member's name for an error: printable and
+// short, so that a hostile name cannot flood or forge a message.
+func fieldName(s string) string {
+	if s == "" {
+		return `arguments[""]`
+	}
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	s = strings.ToValidUTF8(s, "?")
+	return strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) {
+			return r
+		}
+		return '?'
+	}, s)
+}
+
+func (a *args) has(name string) bool {
+	v, ok := a.m[name]
+	return ok && string(v) != "null"
+}
+
+// str reads a string argument; "" when absent or null.
+func (a *args) str(name string) (string, error) {
+	v, ok := a.m[name]
+	if !ok || string(v) == "null" {
+		return "", nil
+	}
+	var s string
+	if len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &s) != nil {
+		return "", argErr(name, "must be a string")
+	}
+	return s, nil
+}
+
+// id reads a required identifier (task_id, step_id, account, ...):
+// printable UTF-8, 1 to 256 bytes, no surrounding white space.
+func (a *args) id(name string, required bool) (string, error) {
+	s, err := a.str(name)
+	if err != nil {
+		return "", err
+	}
+	if s == "" {
+		if required {
+			return "", argErr(name, "is required")
+		}
+		return "", nil
+	}
+	if strings.TrimSpace(s) != s {
+		return "", argErr(name, "has leading or trailing white space")
+	}
+	if err := events.ValidateFreeform(name, s); err != nil {
+		return "", err
+	}
+	return s, nil
+}
+
+// text reads a required free text (reason): 1 to max bytes of UTF-8
+// without control characters other than new lines and tabs.
+func (a *args) text(name string, max int) (string, error) {
+	s, err := a.str(name)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case strings.TrimSpace(s) == "":
+		return "", argErr(name, "is required (it is recorded with the decision)")
+	case len(s) > max:
+		return "", argErr(name, "is %d bytes, the limit is %d", len(s), max)
+	case !utf8.ValidString(s):
+		return "", argErr(name, "is not valid UTF-8")
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) && r != '\n' && r != '\t' {
+			return "", argErr(name, "has a control character")
+		}
+	}
+	return s, nil
+}
+
+// seconds reads an optional whole number of seconds in [0, max].
+func (a *args) seconds(name string, max int) (int, error) {
+	v, ok := a.m[name]
+	if !ok || string(v) == "null" {
+		return 0, nil
+	}
+	var f float64
+	if json.Unmarshal(v, &f) != nil || f != math.Trunc(f) {
+		return 0, argErr(name, "must be a whole number of seconds")
+	}
+	if f < 0 || f > float64(max) {
+		return 0, argErr(name, "must be between 0 and %d", max)
+	}
+	return int(f), nil
+}
+
+// count reads an optional integer in [1, max] (default def).
+func (a *args) count(name string, def, max int) (int, error) {
+	v, ok := a.m[name]
+	if !ok || string(v) == "null" {
+		return def, nil
+	}
+	var f float64
+	if json.Unmarshal(v, &f) != nil || f != math.Trunc(f) || f < 1 || f > float64(max) {
+		return 0, argErr(name, "must be an integer between 1 and %d", max)
+	}
+	return int(f), nil
+}
+
+// raw returns an argument's JSON as given (nil when absent or null).
+func (a *args) raw(name string) json.RawMessage {
+	if !a.has(name) {
+		return nil
+	}
+	return a.m[name]
+}

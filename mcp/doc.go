@@ -1,0 +1,36 @@
+// Package mcp serves settle to AI agents over the Model Context Protocol,
+// with the official Go SDK (github.com/modelcontextprotocol/go-sdk). An
+// agent never calls a side-effecting API itself: it calls settle's tools,
+// and every answer tells it the truth — confirmed, rejected, or unknown and
+// settling (do not retry).
+//
+// It owns:
+//   - the tools, generated per caller from the configured routes and the
+//     caller's scopes and limits: submit_<route> (one per route, the
+//     route's payload schema as the input schema, destructive per route),
+//     status, pending, and approve/resolve only for the operate scope;
+//   - the request ids of agent writes: derived inside settle from task id
+//     and step id (and the payload hash when KeyIncludesPayload is set)
+//     through producer.Call, never taken from the model, so a retried or
+//     restarted step is the same intent and a new task id a new one;
+//   - strict decoding of tool arguments (unknown, duplicate or mistyped
+//     arguments are refused naming the argument; a payload is validated by
+//     the route's own normalizer before anything is written, and the
+//     refusal names the field);
+//   - the answers: the lifecycle state mapped to an outcome and plain
+//     guidance, a receipt when confirmed, and never a secret (every string
+//     of a result is scrubbed of Config.Secrets and their 8-byte pieces);
+//   - the streamable-HTTP endpoint (stateless: every request is
+//     authenticated by the Authenticator the wiring gives, the API's bearer
+//     tokens in settle serve) and the server a stdio transport runs.
+//
+// Writes go through producer.Producer (Call, Approve, ResolveConfirmed,
+// ResolveReleased, Abandon): every rule of the log applies. Single intents
+// are read from the log (Store.Load), lists of pending intents from the
+// projector's views and then re-read from the log.
+//
+// mcp imports producer, projector, fsm, events, adapter and the SDK. It
+// must never import api, consumers, embedded, adapter/httproute or
+// testharness (its tests may): optional adapter methods (PayloadSchema,
+// WriteMethod) are found through small interfaces defined here.
+package mcp

@@ -1,0 +1,96 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/cockroachdb/errors"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ErrUnauthenticated is matched by an Authenticator's error when the
+// request carries no valid credential (401); any other error is 403.
+var ErrUnauthenticated = errors.New("unauthenticated")
+
+// Authenticator returns the caller of an HTTP request (settle serve: the
+// API's bearer tokens and scopes, api.Server.Authenticate). Its error
+// text is shown to the client: it must not hold a secret.
+type Authenticator func(r *http.Request) (*Caller, error)
+
+type callerKey struct{}
+
+// MaxRequestBytes bounds one HTTP request to the endpoint.
+const MaxRequestBytes = 4 << 20
+
+// Handler is the streamable-HTTP endpoint (mount it at /mcp). It is
+// stateless: every request is authenticated by authn, served by the MCP
+// server of its caller (For) and answered as JSON, so a token is checked
+// on every call and no session outlives it.
+func (s *Server) Handler(authn Authenticator) http.Handler {
+	h := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
+		c, _ := r.Context().Value(callerKey{}).(*Caller)
+		if c == nil {
+			return nil
+		}
+		return s.For(*c)
+	}, &sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: s.log, MaxRequestBodyBytes: MaxRequestBytes})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		caller := ""
+		defer func() {
+			s.log.Info("mcp request", "method", r.Method, "path", r.URL.Path, "status", sw.code, "caller", caller,
+				"duration", time.Since(start).Round(time.Microsecond))
+		}()
+		c, err := authn(r)
+		if err == nil && c != nil {
+			err = c.Validate()
+		}
+		if err != nil || c == nil {
+			code := http.StatusForbidden
+			if errors.Is(err, ErrUnauthenticated) {
+				code = http.StatusUnauthorized
+				sw.Header().Set("WWW-Authenticate", `Bearer realm="settle"`)
+			}
+			msg := "forbidden"
+			if err != nil {
+				msg = s.red.string(err.Error())
+			}
+			sw.Header().Set("Content-Type", "application/json")
+			sw.WriteHeader(code)
+			_ = json.NewEncoder(sw).Encode(map[string]any{"error": map[string]any{"code": code, "message": msg}})
+			return
+		}
+		caller = c.Name
+		h.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

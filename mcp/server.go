@@ -1,0 +1,154 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/settle-dev/settle/producer"
+)
+
+// PayloadSchemer is implemented by adapters that can describe their
+// payload as a JSON Schema (adapter/httproute): it becomes the payload
+// part of the route's submit tool. Without it the payload is any JSON
+// value, checked by the route when submitted.
+type PayloadSchemer interface {
+	PayloadSchema() json.RawMessage
+}
+
+// WriteMethoder is implemented by adapters that say which HTTP method
+// their write uses (adapter/httproute): POST creates, so its submit tool
+// is not destructive.
+type WriteMethoder interface {
+	WriteMethod() string
+}
+
+// Server builds the MCP server of each caller: the tools the caller's
+// scopes and limits allow, bound to that caller.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	red    *redactor
+	routes []routeTool
+
+	mu      sync.Mutex
+	servers map[string]*sdk.Server
+	flights flights
+}
+
+// routeTool is a route's submit tool, prepared once.
+type routeTool struct {
+	route       producer.Route
+	payload     json.RawMessage // JSON Schema of the payload
+	destructive bool
+}
+
+// New validates cfg and returns the server.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Routes = slices.Clone(cfg.Routes)
+	s := &Server{cfg: cfg, log: cfg.Logger, red: newRedactor(cfg.Secrets), servers: map[string]*sdk.Server{}}
+	for _, r := range cfg.Routes {
+		rt := routeTool{route: r, payload: json.RawMessage(`{}`), destructive: true}
+		if ps, ok := r.Adapter.(PayloadSchemer); ok {
+			if p := ps.PayloadSchema(); json.Valid(p) {
+				rt.payload = p
+			}
+		}
+		if wm, ok := r.Adapter.(WriteMethoder); ok {
+			rt.destructive = !strings.EqualFold(wm.WriteMethod(), "POST")
+		}
+		if d, ok := cfg.Destructive[r.Name]; ok {
+			rt.destructive = d
+		}
+		s.routes = append(s.routes, rt)
+	}
+	return s, nil
+}
+
+// instructions tell the model how to use settle's tools.
+const instructions = `settle makes side-effecting writes (posts, payments, bookings) for you, at most once each.
+Never call the external API yourself: submit each write with the submit_<route> tool.
+Give every write a task_id (your task, stable across restarts of the same task) and a step_id (the step within it).
+The same task_id and step_id always mean the same write: submitting it again returns the stored result and never writes twice, so it is always safe.
+A new task_id or step_id is a new write: only use one when you mean to write again.
+Answers have an outcome: confirmed (done, with a receipt), rejected (not done), unknown (it may have happened; settle is settling it — do not retry, ask status), awaiting_approval or needs_human (a person decides).
+Unknown is not failed: never retry an unknown write under new ids.`
+
+// For returns the MCP server of caller: its tools are those the caller's
+// scopes and route limits allow, and every call acts as the caller.
+// Servers are cached per caller.
+func (s *Server) For(c Caller) *sdk.Server {
+	k := c.key()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if srv, ok := s.servers[k]; ok {
+		return srv
+	}
+	srv := sdk.NewServer(&sdk.Implementation{Name: "settle", Title: "settle: at-most-once writes", Version: s.cfg.Version},
+		&sdk.ServerOptions{Instructions: instructions, Logger: s.log, Capabilities: &sdk.ServerCapabilities{}})
+	h := &handlers{s: s, c: c}
+	if c.Has(ScopeSubmit) {
+		for _, rt := range s.routes {
+			if c.RouteAllowed(rt.route.Name) {
+				srv.AddTool(s.submitTool(rt, c), h.submit(rt))
+			}
+		}
+	}
+	if c.Has(ScopeRead) {
+		srv.AddTool(s.statusTool(c), h.status)
+		srv.AddTool(s.pendingTool(c), h.pending)
+	}
+	if c.Has(ScopeOperate) {
+		srv.AddTool(approveTool(), h.approve)
+		srv.AddTool(resolveTool(), h.resolve)
+	}
+	s.servers[k] = srv
+	return srv
+}
+
+// RunStdio serves caller on one stdio session (newline-delimited JSON-RPC
+// on in and out) until the client closes in or ctx ends. Nothing but
+// protocol messages is written to out.
+func (s *Server) RunStdio(ctx context.Context, c Caller, in io.Reader, out io.Writer) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	return s.For(c).Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}})
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// result builds a tool result: v as structured content, and the text
+// (guidance) followed by v's JSON on one line as text content (for hosts
+// that show the model text only). Every string of both is
+// scrubbed of the configured secrets.
+func (s *Server) result(text string, v any, isErr bool) *sdk.CallToolResult {
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.log.Error("mcp: encoding a result failed", "err", err.Error())
+		b = []byte(`{"error":{"code":"internal","message":"the answer could not be encoded"}}`)
+		isErr = true
+	}
+	var tree any
+	if err := json.Unmarshal(b, &tree); err != nil {
+		tree = map[string]any{}
+	}
+	tree = s.red.value(tree)
+	clean, _ := json.Marshal(tree)
+	return &sdk.CallToolResult{
+		Content:           []sdk.Content{&sdk.TextContent{Text: s.red.string(text) + "\n" + string(clean)}},
+		StructuredContent: tree,
+		IsError:           isErr,
+	}
+}

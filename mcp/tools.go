@@ -1,0 +1,189 @@
+package mcp
+
+import (
+	"fmt"
+	"strings"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Tool names besides submit_<route>.
+const (
+	ToolStatus  = "status"
+	ToolPending = "pending"
+	ToolApprove = "approve"
+	ToolResolve = "resolve"
+)
+
+// SubmitToolName is the name of a route's submit tool.
+func SubmitToolName(route string) string { return "submit_" + route }
+
+func ptr[T any](v T) *T { return &v }
+
+func obj(props map[string]any, required ...string) map[string]any {
+	if required == nil {
+		required = []string{}
+	}
+	return map[string]any{"type": "object", "properties": props, "required": required, "additionalProperties": false}
+}
+
+func idSchema(desc string) map[string]any {
+	return map[string]any{"type": "string", "minLength": 1, "maxLength": 256, "description": desc}
+}
+
+const intentIDDesc = "the intent id a submit returned (in_ + 32 characters)"
+
+func (s *Server) waitSchema(what string) map[string]any {
+	return map[string]any{"type": "integer", "minimum": 0, "maximum": int(s.cfg.MaxWait.Seconds()),
+		"description": "wait up to this many seconds for " + what + " (default 0: answer at once)"}
+}
+
+func (s *Server) submitTool(rt routeTool, c Caller) *sdk.Tool {
+	name := rt.route.Name
+	account := idSchema("the account to write as (the external system's account or user id)")
+	required := []string{"task_id", "step_id", "payload"}
+	if d := c.defaultAccount(); d != "" {
+		account["description"] = "the account to write as (default " + d + ")"
+		account["enum"] = c.Accounts
+	} else {
+		if len(c.Accounts) > 0 && !c.All {
+			account["enum"] = c.Accounts
+		}
+		required = append(required, "account")
+	}
+	var payload any = rt.payload
+	props := map[string]any{
+		"task_id": idSchema("your task's id: the same on every retry and every restart of this task"),
+		"step_id": idSchema("this write's step within the task: the same step always means the same write"),
+		"account": account,
+		"parent_external_id": map[string]any{"type": "string", "minLength": 1, "maxLength": 256,
+			"description": "the external id of the object this write answers or belongs to (optional)"},
+		"payload":      payload,
+		"wait_seconds": s.waitSchema("the outcome to be settled"),
+	}
+	caps := rt.route.Adapter.Capabilities()
+	var how []string
+	if caps.IdempotencyKey {
+		how = append(how, "the API deduplicates by settle's idempotency key")
+	}
+	if caps.Search {
+		how = append(how, "a lost response is settled by searching the account's recent writes")
+	}
+	if caps.StatusQuery {
+		how = append(how, "a lost response is settled by the API's status query")
+	}
+	desc := fmt.Sprintf("Make one %s write through settle, at most once. task_id and step_id identify the write "+
+		"(settle derives the idempotency key from them; you never choose a key): submitting the same task_id and "+
+		"step_id again, after a timeout or a restart, returns the stored result and never writes twice. A new "+
+		"task_id or step_id is a new write. The answer has intent_id, state, outcome (confirmed, rejected, "+
+		"unknown, awaiting_approval, needs_human), a receipt when confirmed, and guidance: unknown means the "+
+		"write may have happened and settle is settling it — do not retry, ask status.", name)
+	if len(how) > 0 {
+		desc += " This route: " + strings.Join(how, "; ") + "."
+	}
+	return &sdk.Tool{
+		Name:        SubmitToolName(name),
+		Title:       "Submit " + name,
+		Description: desc,
+		InputSchema: obj(props, required...),
+		Annotations: &sdk.ToolAnnotations{Title: "Submit " + name, ReadOnlyHint: false, IdempotentHint: true,
+			DestructiveHint: ptr(rt.destructive), OpenWorldHint: ptr(true)},
+	}
+}
+
+func (s *Server) routeNames(c Caller) []string {
+	var out []string
+	for _, rt := range s.routes {
+		if c.RouteAllowed(rt.route.Name) {
+			out = append(out, rt.route.Name)
+		}
+	}
+	return out
+}
+
+func (s *Server) statusTool(c Caller) *sdk.Tool {
+	props := map[string]any{
+		"intent_id": map[string]any{"type": "string", "pattern": "^in_[a-z2-7]{32}$", "description": intentIDDesc},
+		"route":     map[string]any{"type": "string", "enum": s.routeNames(c), "description": "with task_id and step_id: the route of the write"},
+		"task_id":   idSchema("with route and step_id: the task_id given to submit"),
+		"step_id":   idSchema("with route and task_id: the step_id given to submit"),
+		"wait_seconds": s.waitSchema("the intent to be settled (confirmed, rejected, " +
+			"awaiting approval or needing a human)"),
+	}
+	desc := "The current state of a write, read from settle's log: by intent_id, or by route with task_id and " +
+		"step_id. Same answer as submit (outcome, receipt, guidance). Use wait_seconds to wait for an unknown " +
+		"write to settle instead of retrying it."
+	if s.cfg.KeyIncludesPayload {
+		props["payload"] = map[string]any{"description": "with route, task_id and step_id: the payload given to submit (this server keys writes by their payload too)"}
+		desc += " Finding a write by task and step needs its payload too on this server."
+	}
+	return &sdk.Tool{
+		Name: ToolStatus, Title: "Status of a write", Description: desc,
+		InputSchema: obj(props),
+		Annotations: &sdk.ToolAnnotations{Title: "Status of a write", ReadOnlyHint: true, IdempotentHint: true,
+			DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
+	}
+}
+
+func (s *Server) pendingTool(c Caller) *sdk.Tool {
+	return &sdk.Tool{
+		Name:  ToolPending,
+		Title: "Writes waiting for a human",
+		Description: "Intents that wait for an approval (awaiting_approval) or for a human decision (needs_human, " +
+			"with the reason), newest first, and the operator actions each allows.",
+		InputSchema: obj(map[string]any{
+			"route": map[string]any{"type": "string", "enum": s.routeNames(c), "description": "only this route"},
+			"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": maxPending, "description": fmt.Sprintf("at most this many (default %d)", defaultPending)},
+		}),
+		Annotations: &sdk.ToolAnnotations{Title: "Writes waiting for a human", ReadOnlyHint: true, IdempotentHint: true,
+			DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
+	}
+}
+
+func approveTool() *sdk.Tool {
+	return &sdk.Tool{
+		Name:  ToolApprove,
+		Title: "Approve a write",
+		Description: "Approve a write that waits for approval (its first write or its retry); settle then makes it. " +
+			"Recorded on the log with this token's name and the reason. Refused in any other state.",
+		InputSchema: obj(map[string]any{
+			"intent_id": map[string]any{"type": "string", "pattern": "^in_[a-z2-7]{32}$", "description": intentIDDesc},
+			"reason":    map[string]any{"type": "string", "minLength": 1, "maxLength": 2000, "description": "why (recorded with the decision)"},
+		}, "intent_id", "reason"),
+		Annotations: &sdk.ToolAnnotations{Title: "Approve a write", ReadOnlyHint: false, IdempotentHint: true,
+			DestructiveHint: ptr(true), OpenWorldHint: ptr(true)},
+	}
+}
+
+func resolveTool() *sdk.Tool {
+	return &sdk.Tool{
+		Name:  ToolResolve,
+		Title: "Resolve a write a human must decide",
+		Description: "Close an intent that needs a human: confirmed (you proved the write happened: give its " +
+			"external_id), not_executed (you proved it did not happen: settle may write it again, with the same " +
+			"key) or abandoned (it will not be written; an earlier attempt may still have taken effect). Recorded " +
+			"on the log with this token's name and the reason; refused where the state does not allow it.",
+		InputSchema: obj(map[string]any{
+			"intent_id":   map[string]any{"type": "string", "pattern": "^in_[a-z2-7]{32}$", "description": intentIDDesc},
+			"resolution":  map[string]any{"type": "string", "enum": []string{resolutionConfirmed, resolutionNotExecuted, resolutionAbandoned}},
+			"reason":      map[string]any{"type": "string", "minLength": 1, "maxLength": 2000, "description": "why (recorded with the decision)"},
+			"external_id": map[string]any{"type": "string", "minLength": 1, "maxLength": 256, "description": "confirmed only: the external object's id"},
+			"live_url":    map[string]any{"type": "string", "maxLength": 2048, "description": "confirmed only: its public http(s) URL"},
+		}, "intent_id", "resolution", "reason"),
+		Annotations: &sdk.ToolAnnotations{Title: "Resolve a write", ReadOnlyHint: false, IdempotentHint: true,
+			DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
+	}
+}
+
+// Resolutions of the resolve tool.
+const (
+	resolutionConfirmed   = "confirmed"
+	resolutionNotExecuted = "not_executed"
+	resolutionAbandoned   = "abandoned"
+)
+
+// Bounds of the pending tool.
+const (
+	defaultPending = 20
+	maxPending     = 100
+)

@@ -1,0 +1,485 @@
+package testharness
+
+import (
+	"cmp"
+	"encoding/json"
+	"html"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// A fake of the GitHub REST API's issue comments, following GitHub's
+// public documentation of the endpoints it serves:
+//
+//   - GET  /user — the authenticated user (login, id)
+//     https://docs.github.com/en/rest/users/users#get-the-authenticated-user
+//   - POST /repos/{owner}/{repo}/issues/{issue_number}/comments {"body": ...}
+//     — 201 with the comment; 404 for an unknown issue, 422 without a body
+//   - GET  /repos/{owner}/{repo}/issues/comments — every comment of the
+//     repository, ascending by id (or sort=created|updated,
+//     direction=asc|desc), since= filters on updated_at (ISO 8601),
+//     per_page (default 30, at most 100) and page
+//   - GET  /repos/{owner}/{repo}/issues/{issue_number}/comments — one
+//     issue's comments, the same parameters
+//   - GET  /repos/{owner}/{repo}/issues/comments/{comment_id}
+//     https://docs.github.com/en/rest/issues/comments
+//   - pagination by the Link header (rel="next", "last", "first", "prev")
+//     https://docs.github.com/en/rest/using-the-rest-api/using-pagination-in-the-rest-api
+//
+// and, without credentials, the HTML page of an issue (a comment's
+// html_url is that page with a #issuecomment-<id> fragment): 200 when the
+// repository is public, 404 when it is private (as GitHub answers a
+// visitor who may not see it). Credentials are "Authorization: Bearer
+// <token>" or "token <token>"; anything else is 401. Write faults (Next)
+// are the social fake's: CommitThenDrop (lost response),
+// ResetBeforeCommit (lost request), Status(code).
+
+// GitHubComment is one issue comment as the fake stores it.
+type GitHubComment struct {
+	ID        int64
+	Issue     int
+	Body      string
+	UserID    int64
+	UserLogin string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	// Injected: planted with Inject (not an effect).
+	Injected bool
+}
+
+// GitHubConfig configures the fake GitHub API.
+type GitHubConfig struct {
+	// Token is the credential every API request must carry (random when
+	// empty; read it back with Token).
+	Token string
+	// Login and UserID are the token's user (default settle-bot, 4242).
+	Login  string
+	UserID int64
+	// Owner and Repo name the one repository served (default octo-org,
+	// hello-world); Issues is how many issues exist, numbered from 1
+	// (default 100).
+	Owner, Repo string
+	Issues      int
+	// Private makes the repository private: its HTML pages answer 404
+	// without credentials.
+	Private bool
+	// Now is the server clock (default time.Now).
+	Now func() time.Time
+}
+
+// GitHubOption changes a GitHubConfig.
+type GitHubOption func(*GitHubConfig)
+
+// WithGitHubToken sets the token.
+func WithGitHubToken(token string) GitHubOption { return func(c *GitHubConfig) { c.Token = token } }
+
+// WithGitHubUser sets the token's user.
+func WithGitHubUser(login string, id int64) GitHubOption {
+	return func(c *GitHubConfig) { c.Login, c.UserID = login, id }
+}
+
+// WithGitHubClock injects the server clock.
+func WithGitHubClock(now func() time.Time) GitHubOption { return func(c *GitHubConfig) { c.Now = now } }
+
+// WithGitHubPrivateRepo makes the repository private.
+func WithGitHubPrivateRepo() GitHubOption { return func(c *GitHubConfig) { c.Private = true } }
+
+// GitHubAPI is the fake. It counts effects (comments created through
+// POST). All methods are safe for concurrent use.
+type GitHubAPI struct {
+	fakeServer[Fault]
+	cfg GitHubConfig
+
+	mu        sync.Mutex
+	nextID    int64
+	comments  []*GitHubComment
+	effects   int
+	writes    int
+	listCalls int
+	pageCalls int
+}
+
+// NewGitHubAPI starts a fake GitHub API for a test, closed with t.Cleanup.
+func NewGitHubAPI(t testing.TB, opts ...GitHubOption) *GitHubAPI {
+	t.Helper()
+	return startForTest(t, opts, NewGitHubAPIServer)
+}
+
+// NewGitHubAPIServer starts a fake GitHub API; the caller must Close it.
+func NewGitHubAPIServer(cfg GitHubConfig) *GitHubAPI {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Login == "" {
+		cfg.Login, cfg.UserID = "settle-bot", 4242
+	}
+	if cfg.Owner == "" {
+		cfg.Owner, cfg.Repo = "octo-org", "hello-world"
+	}
+	if cfg.Issues <= 0 {
+		cfg.Issues = 100
+	}
+	s := &GitHubAPI{cfg: cfg, nextID: 1000}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /user", s.handleUser)
+	mux.HandleFunc("/repos/", s.handleRepos)
+	mux.HandleFunc("GET /"+cfg.Owner+"/"+cfg.Repo+"/issues/{number}", s.handlePage)
+	s.start(cfg.Token, mux)
+	return s
+}
+
+// Next queues write faults; each authorized POST consumes one.
+func (s *GitHubAPI) Next(f ...Fault) { s.queueFaults(f...) }
+
+// RepoURL is the API URL of the served repository (a route's base_url).
+func (s *GitHubAPI) RepoURL() string {
+	return s.URL() + "/repos/" + s.cfg.Owner + "/" + s.cfg.Repo
+}
+
+// UserID is the token's user id, as text (what a route's account is).
+func (s *GitHubAPI) UserID() string { return strconv.FormatInt(s.cfg.UserID, 10) }
+
+// Inject plants a comment as if posted outside the API under test (by
+// anyone); it is not an effect. Zero ID, times and user are filled in.
+func (s *GitHubAPI) Inject(c GitHubComment) GitHubComment {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.ID == 0 {
+		s.nextID++
+		c.ID = s.nextID
+	}
+	if c.CreatedAt.IsZero() {
+		c.CreatedAt = s.cfg.Now().UTC()
+	}
+	if c.UpdatedAt.IsZero() {
+		c.UpdatedAt = c.CreatedAt
+	}
+	if c.UserLogin == "" {
+		c.UserID, c.UserLogin = s.cfg.UserID, s.cfg.Login
+	}
+	c.Injected = true
+	stored := c
+	s.comments = append(s.comments, &stored)
+	return stored
+}
+
+// Edit changes a comment's body and its updated_at to now.
+func (s *GitHubAPI) Edit(id int64, body string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.comments {
+		if c.ID == id {
+			c.Body, c.UpdatedAt = body, s.cfg.Now().UTC()
+			return true
+		}
+	}
+	return false
+}
+
+// Comments returns every stored comment in creation order.
+func (s *GitHubAPI) Comments() []GitHubComment {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]GitHubComment, len(s.comments))
+	for i, c := range s.comments {
+		out[i] = *c
+	}
+	return out
+}
+
+// Effects is the number of comments created through POST.
+func (s *GitHubAPI) Effects() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.effects
+}
+
+// EffectsContaining is the number of comments created through POST whose
+// body contains sub (an intent's marker, say).
+func (s *GitHubAPI) EffectsContaining(sub string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.comments {
+		if !c.Injected && strings.Contains(c.Body, sub) {
+			n++
+		}
+	}
+	return n
+}
+
+// Writes is the number of POST requests received, whatever happened.
+func (s *GitHubAPI) Writes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writes
+}
+
+// ListCalls is the number of list requests (pages) served.
+func (s *GitHubAPI) ListCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listCalls
+}
+
+// PageCalls is the number of HTML page requests served.
+func (s *GitHubAPI) PageCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pageCalls
+}
+
+// --- HTTP ---
+
+func ghError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]any{"message": msg, "documentation_url": "https://docs.github.com/rest"})
+}
+
+func (s *GitHubAPI) authorized(r *http.Request) bool {
+	if bearerOK(r, s.token) {
+		return true
+	}
+	h := r.Header.Get("Authorization")
+	return len(h) > 6 && strings.EqualFold(h[:6], "token ") && h[6:] == s.token
+}
+
+func (s *GitHubAPI) user() map[string]any {
+	return map[string]any{"login": s.cfg.Login, "id": s.cfg.UserID, "node_id": "U_" + strconv.FormatInt(s.cfg.UserID, 10), "type": "User",
+		"url": s.URL() + "/users/" + s.cfg.Login, "html_url": s.URL() + "/" + s.cfg.Login}
+}
+
+func (s *GitHubAPI) handleUser(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(r) {
+		ghError(w, http.StatusUnauthorized, "Requires authentication")
+		return
+	}
+	writeJSON(w, http.StatusOK, s.user())
+}
+
+// json renders a comment as the API does. Call with s.mu held.
+func (s *GitHubAPI) json(c *GitHubComment) map[string]any {
+	repo := s.cfg.Owner + "/" + s.cfg.Repo
+	id := strconv.FormatInt(c.ID, 10)
+	return map[string]any{
+		"id":        c.ID,
+		"node_id":   "IC_" + id,
+		"url":       s.URL() + "/repos/" + repo + "/issues/comments/" + id,
+		"html_url":  s.URL() + "/" + repo + "/issues/" + strconv.Itoa(c.Issue) + "#issuecomment-" + id,
+		"issue_url": s.URL() + "/repos/" + repo + "/issues/" + strconv.Itoa(c.Issue),
+		"body":      c.Body,
+		"user": map[string]any{"login": c.UserLogin, "id": c.UserID, "node_id": "U_" + strconv.FormatInt(c.UserID, 10), "type": "User",
+			"url": s.URL() + "/users/" + c.UserLogin},
+		"created_at":         c.CreatedAt.UTC().Format(time.RFC3339),
+		"updated_at":         c.UpdatedAt.UTC().Format(time.RFC3339),
+		"author_association": "MEMBER",
+	}
+}
+
+// handleRepos routes /repos/{owner}/{repo}/issues/... (the patterns
+// issues/comments/{id} and issues/{number}/comments overlap, which
+// ServeMux refuses).
+func (s *GitHubAPI) handleRepos(w http.ResponseWriter, r *http.Request) {
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/repos/"), "/")
+	if len(parts) < 4 || parts[0] != s.cfg.Owner || parts[1] != s.cfg.Repo || parts[2] != "issues" {
+		ghError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	if !s.authorized(r) {
+		if r.Method == http.MethodPost {
+			s.mu.Lock()
+			s.writes++
+			s.mu.Unlock()
+		}
+		ghError(w, http.StatusUnauthorized, "Requires authentication")
+		return
+	}
+	rest := parts[3:]
+	switch {
+	case r.Method == http.MethodGet && len(rest) == 1 && rest[0] == "comments":
+		s.handleList(w, r, 0)
+	case r.Method == http.MethodGet && len(rest) == 2 && rest[0] == "comments":
+		s.handleGet(w, rest[1])
+	case len(rest) == 2 && rest[1] == "comments":
+		n, err := strconv.Atoi(rest[0])
+		if err != nil || n < 1 || n > s.cfg.Issues {
+			if r.Method == http.MethodPost {
+				s.mu.Lock()
+				s.writes++
+				s.mu.Unlock()
+			}
+			ghError(w, http.StatusNotFound, "Not Found")
+			return
+		}
+		switch r.Method {
+		case http.MethodGet:
+			s.handleList(w, r, n)
+		case http.MethodPost:
+			s.handleCreate(w, r, n)
+		default:
+			ghError(w, http.StatusNotFound, "Not Found")
+		}
+	default:
+		ghError(w, http.StatusNotFound, "Not Found")
+	}
+}
+
+func (s *GitHubAPI) handleCreate(w http.ResponseWriter, r *http.Request, issue int) {
+	s.mu.Lock()
+	s.writes++
+	s.mu.Unlock()
+	raw, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	f := s.popFault()
+	switch f.Kind {
+	case FaultResetBeforeCommit:
+		resetConn(w)
+		return
+	case FaultStatus:
+		ghError(w, f.Code, http.StatusText(f.Code))
+		return
+	}
+	var req struct {
+		Body *string `json:"body"`
+	}
+	if readErr != nil || json.Unmarshal(raw, &req) != nil {
+		ghError(w, http.StatusBadRequest, "Problems parsing JSON")
+		return
+	}
+	if req.Body == nil || *req.Body == "" {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Validation Failed",
+			"errors": []map[string]string{{"resource": "IssueComment", "code": "missing_field", "field": "body"}}})
+		return
+	}
+	s.mu.Lock()
+	s.nextID++
+	now := s.cfg.Now().UTC()
+	c := &GitHubComment{ID: s.nextID, Issue: issue, Body: *req.Body, UserID: s.cfg.UserID, UserLogin: s.cfg.Login, CreatedAt: now, UpdatedAt: now}
+	s.comments = append(s.comments, c)
+	s.effects++
+	out := s.json(c)
+	s.mu.Unlock()
+	if f.Kind == FaultCommitThenDrop || f.Drop {
+		dropConn(w)
+		return
+	}
+	w.Header().Set("Location", out["url"].(string))
+	writeJSON(w, http.StatusCreated, out)
+}
+
+func (s *GitHubAPI) handleGet(w http.ResponseWriter, idText string) {
+	id, err := strconv.ParseInt(idText, 10, 64)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.comments {
+		if err == nil && c.ID == id {
+			writeJSON(w, http.StatusOK, s.json(c))
+			return
+		}
+	}
+	ghError(w, http.StatusNotFound, "Not Found")
+}
+
+// handleList serves one page of a repository's (issue 0) or an issue's
+// comments, with the Link header.
+func (s *GitHubAPI) handleList(w http.ResponseWriter, r *http.Request, issue int) {
+	q := r.URL.Query()
+	perPage, page := 30, 1
+	if v := q.Get("per_page"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			ghError(w, http.StatusUnprocessableEntity, "Validation Failed")
+			return
+		}
+		perPage = min(n, 100)
+	}
+	if v := q.Get("page"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			ghError(w, http.StatusUnprocessableEntity, "Validation Failed")
+			return
+		}
+		page = n
+	}
+	var since time.Time
+	if v := q.Get("since"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			ghError(w, http.StatusUnprocessableEntity, "Validation Failed: since is not an ISO 8601 timestamp")
+			return
+		}
+		since = t
+	}
+	sortBy, desc := q.Get("sort"), q.Get("direction") == "desc"
+	if sortBy != "" && sortBy != "created" && sortBy != "updated" {
+		ghError(w, http.StatusUnprocessableEntity, "Validation Failed")
+		return
+	}
+
+	s.mu.Lock()
+	s.listCalls++
+	var sel []*GitHubComment
+	for _, c := range s.comments {
+		if (issue == 0 || c.Issue == issue) && (since.IsZero() || !c.UpdatedAt.Before(since)) {
+			sel = append(sel, c)
+		}
+	}
+	slices.SortStableFunc(sel, func(a, b *GitHubComment) int {
+		k := cmp.Compare(a.ID, b.ID)
+		switch sortBy {
+		case "created":
+			k = cmp.Or(a.CreatedAt.Compare(b.CreatedAt), k)
+		case "updated":
+			k = cmp.Or(a.UpdatedAt.Compare(b.UpdatedAt), k)
+		}
+		if desc {
+			k = -k
+		}
+		return k
+	})
+	last := max(1, (len(sel)+perPage-1)/perPage)
+	out := []any{}
+	for i := (page - 1) * perPage; i < len(sel) && i < page*perPage; i++ {
+		out = append(out, s.json(sel[i]))
+	}
+	s.mu.Unlock()
+
+	link := func(p int) string {
+		u := url.URL{Scheme: "http", Host: r.Host, Path: r.URL.Path}
+		v := r.URL.Query()
+		v.Set("page", strconv.Itoa(p))
+		u.RawQuery = v.Encode()
+		return "<" + u.String() + ">"
+	}
+	var links []string
+	if page < last {
+		links = append(links, link(page+1)+`; rel="next"`, link(last)+`; rel="last"`)
+	}
+	if page > 1 {
+		links = append(links, link(1)+`; rel="first"`, link(page-1)+`; rel="prev"`)
+	}
+	if len(links) > 0 {
+		w.Header().Set("Link", strings.Join(links, ", "))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handlePage serves an issue's HTML page to anyone (no credentials are
+// needed, none are looked at): 404 when the repository is private.
+func (s *GitHubAPI) handlePage(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.pageCalls++
+	s.mu.Unlock()
+	n, err := strconv.Atoi(r.PathValue("number"))
+	if s.cfg.Private || err != nil || n < 1 || n > s.cfg.Issues {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = io.WriteString(w, "<!doctype html><title>"+html.EscapeString(s.cfg.Owner+"/"+s.cfg.Repo)+" issue "+strconv.Itoa(n)+"</title>")
+}

@@ -1,0 +1,433 @@
+package testharness
+
+import (
+	"cmp"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/big"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// A fake of the Slack Web API methods settle's example route uses,
+// following Slack's public documentation:
+//
+//   - auth.test (GET or POST) — who the token is: user_id, bot_id, team_id
+//     https://docs.slack.dev/reference/methods/auth.test
+//   - chat.postMessage (POST, JSON or form): channel, text, metadata
+//     {event_type, event_payload}; answers {ok, channel, ts, message}
+//     https://docs.slack.dev/reference/methods/chat.postMessage
+//     https://docs.slack.dev/messaging/message-metadata
+//   - conversations.history (GET): channel, oldest, latest, inclusive,
+//     limit, cursor, include_all_metadata; newest first, has_more and
+//     response_metadata.next_cursor
+//     https://docs.slack.dev/reference/methods/conversations.history
+//
+// Like Slack, a method that fails answers HTTP 200 with {"ok": false,
+// "error": "<code>"} (invalid_auth, not_authed, channel_not_found,
+// no_text, invalid_metadata_format, ...), except rate limiting: HTTP 429
+// with Retry-After. Messages carry metadata in conversations.history only
+// with include_all_metadata=true. A message's ts is its id and its
+// creation time ("1712345678.000100", unique per channel). Write faults
+// (Next) are the social fake's: CommitThenDrop, ResetBeforeCommit,
+// Status(code).
+
+// SlackMessage is one message as the fake stores it.
+type SlackMessage struct {
+	Channel  string
+	TS       string
+	User     string
+	BotID    string
+	Text     string
+	Metadata json.RawMessage // {"event_type":..., "event_payload":...} or nil
+	// Injected: planted with Inject (not an effect).
+	Injected bool
+}
+
+// SlackConfig configures the fake Slack API.
+type SlackConfig struct {
+	// Token is the bot token (random when empty).
+	Token string
+	// UserID and BotID are the token's bot user and bot (default U0SETTLE,
+	// B0SETTLE); TeamID the workspace (default T0SETTLE).
+	UserID, BotID, TeamID string
+	// Channels are the channel ids that exist (default C0SETTLE).
+	Channels []string
+	// Now is the server clock (default time.Now).
+	Now func() time.Time
+}
+
+// SlackOption changes a SlackConfig.
+type SlackOption func(*SlackConfig)
+
+// WithSlackToken sets the bot token.
+func WithSlackToken(token string) SlackOption { return func(c *SlackConfig) { c.Token = token } }
+
+// WithSlackClock injects the server clock.
+func WithSlackClock(now func() time.Time) SlackOption { return func(c *SlackConfig) { c.Now = now } }
+
+// WithSlackChannels sets the channels that exist.
+func WithSlackChannels(ids ...string) SlackOption {
+	return func(c *SlackConfig) { c.Channels = ids }
+}
+
+// SlackAPI is the fake. It counts effects (messages posted through
+// chat.postMessage). All methods are safe for concurrent use.
+type SlackAPI struct {
+	fakeServer[Fault]
+	cfg SlackConfig
+
+	mu        sync.Mutex
+	lastTS    map[string]int64 // channel -> last ts in microseconds
+	messages  []*SlackMessage
+	effects   int
+	writes    int
+	listCalls int
+}
+
+// NewSlackAPI starts a fake Slack API for a test, closed with t.Cleanup.
+func NewSlackAPI(t testing.TB, opts ...SlackOption) *SlackAPI {
+	t.Helper()
+	return startForTest(t, opts, NewSlackAPIServer)
+}
+
+// NewSlackAPIServer starts a fake Slack API; the caller must Close it.
+func NewSlackAPIServer(cfg SlackConfig) *SlackAPI {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.UserID == "" {
+		cfg.UserID = "U0SETTLE"
+	}
+	if cfg.BotID == "" {
+		cfg.BotID = "B0SETTLE"
+	}
+	if cfg.TeamID == "" {
+		cfg.TeamID = "T0SETTLE"
+	}
+	if len(cfg.Channels) == 0 {
+		cfg.Channels = []string{"C0SETTLE"}
+	}
+	s := &SlackAPI{cfg: cfg, lastTS: map[string]int64{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/auth.test", s.handleAuthTest)
+	mux.HandleFunc("POST /chat.postMessage", s.handlePost)
+	mux.HandleFunc("GET /conversations.history", s.handleHistory)
+	s.start(cfg.Token, mux)
+	return s
+}
+
+// Next queues write faults; each chat.postMessage with a valid token
+// consumes one.
+func (s *SlackAPI) Next(f ...Fault) { s.queueFaults(f...) }
+
+// UserID is the token's bot user id (what a route's account is).
+func (s *SlackAPI) UserID() string { return s.cfg.UserID }
+
+// Inject plants a message (by anyone) in a channel at the current time;
+// it is not an effect. An empty User is the token's bot user.
+func (s *SlackAPI) Inject(m SlackMessage) SlackMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m.User == "" {
+		m.User, m.BotID = s.cfg.UserID, s.cfg.BotID
+	}
+	m.TS = s.nextTS(m.Channel)
+	m.Injected = true
+	stored := m
+	s.messages = append(s.messages, &stored)
+	return stored
+}
+
+// Messages returns every stored message in posting order.
+func (s *SlackAPI) Messages() []SlackMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]SlackMessage, len(s.messages))
+	for i, m := range s.messages {
+		out[i] = *m
+		out[i].Metadata = slices.Clone(m.Metadata)
+	}
+	return out
+}
+
+// Effects is the number of messages posted through chat.postMessage.
+func (s *SlackAPI) Effects() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.effects
+}
+
+// EffectsWithMetadata is the number of posted messages whose metadata
+// contains sub (an intent id, say).
+func (s *SlackAPI) EffectsWithMetadata(sub string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, m := range s.messages {
+		if !m.Injected && strings.Contains(string(m.Metadata), sub) {
+			n++
+		}
+	}
+	return n
+}
+
+// Writes is the number of chat.postMessage requests received.
+func (s *SlackAPI) Writes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writes
+}
+
+// ListCalls is the number of conversations.history pages served.
+func (s *SlackAPI) ListCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listCalls
+}
+
+// nextTS is a new ts in channel: the clock in microseconds, strictly
+// after the channel's last. Call with s.mu held.
+func (s *SlackAPI) nextTS(channel string) string {
+	us := s.cfg.Now().UnixMicro()
+	if us <= s.lastTS[channel] {
+		us = s.lastTS[channel] + 1
+	}
+	s.lastTS[channel] = us
+	return formatTS(us)
+}
+
+func formatTS(us int64) string {
+	return strconv.FormatInt(us/1e6, 10) + "." + fmt.Sprintf("%06d", us%1e6)
+}
+
+// parseTS reads a Slack timestamp ("1712345678.000100", or whole
+// seconds) as microseconds.
+func parseTS(v string) (int64, bool) {
+	r, ok := new(big.Rat).SetString(v)
+	if !ok || r.Sign() < 0 {
+		return 0, false
+	}
+	r.Mul(r, big.NewRat(1e6, 1))
+	if !r.IsInt() {
+		q := new(big.Int).Quo(r.Num(), r.Denom())
+		return q.Int64(), true
+	}
+	return r.Num().Int64(), true
+}
+
+func slackFail(w http.ResponseWriter, code string) {
+	writeJSON(w, http.StatusOK, map[string]any{"ok": false, "error": code})
+}
+
+// auth checks the token: Authorization: Bearer, or a token argument.
+func (s *SlackAPI) auth(r *http.Request, form url.Values) string {
+	if r.Header.Get("Authorization") != "" {
+		if bearerOK(r, s.token) {
+			return ""
+		}
+		return "invalid_auth"
+	}
+	switch form.Get("token") {
+	case "":
+		return "not_authed"
+	case s.token:
+		return ""
+	}
+	return "invalid_auth"
+}
+
+func (s *SlackAPI) handleAuthTest(w http.ResponseWriter, r *http.Request) {
+	_ = r.ParseForm()
+	if e := s.auth(r, r.Form); e != "" {
+		slackFail(w, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "url": "https://settle-test.slack.com/", "team": "settle test",
+		"user": "settle", "team_id": s.cfg.TeamID, "user_id": s.cfg.UserID, "bot_id": s.cfg.BotID, "is_enterprise_install": false})
+}
+
+// message renders a stored message as Slack does. Call with s.mu held.
+func (s *SlackAPI) message(m *SlackMessage, metadata bool) map[string]any {
+	out := map[string]any{"type": "message", "user": m.User, "text": m.Text, "ts": m.TS, "team": s.cfg.TeamID}
+	if m.BotID != "" {
+		out["bot_id"] = m.BotID
+		out["app_id"] = "A0SETTLE"
+	}
+	if metadata && m.Metadata != nil {
+		out["metadata"] = json.RawMessage(m.Metadata)
+	}
+	return out
+}
+
+type slackPost struct {
+	Channel  string          `json:"channel"`
+	Text     string          `json:"text"`
+	Metadata json.RawMessage `json:"metadata"`
+}
+
+func (s *SlackAPI) handlePost(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.writes++
+	s.mu.Unlock()
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	if err != nil {
+		slackFail(w, "invalid_form_data")
+		return
+	}
+	var req slackPost
+	form := url.Values{}
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+		if json.Unmarshal(raw, &req) != nil {
+			slackFail(w, "invalid_json")
+			return
+		}
+	} else {
+		form, _ = url.ParseQuery(string(raw))
+		req.Channel, req.Text = form.Get("channel"), form.Get("text")
+		if m := form.Get("metadata"); m != "" {
+			req.Metadata = json.RawMessage(m)
+		}
+	}
+	if e := s.auth(r, form); e != "" {
+		slackFail(w, e)
+		return
+	}
+	f := s.popFault()
+	switch f.Kind {
+	case FaultResetBeforeCommit:
+		resetConn(w)
+		return
+	case FaultStatus:
+		if f.Code == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", "1")
+			writeJSON(w, f.Code, map[string]any{"ok": false, "error": "ratelimited"})
+			return
+		}
+		writeJSON(w, f.Code, map[string]any{"ok": false, "error": "fatal_error"})
+		return
+	}
+	if !slices.Contains(s.cfg.Channels, req.Channel) {
+		slackFail(w, "channel_not_found")
+		return
+	}
+	if req.Text == "" {
+		slackFail(w, "no_text")
+		return
+	}
+	if req.Metadata != nil {
+		var md struct {
+			EventType    string          `json:"event_type"`
+			EventPayload json.RawMessage `json:"event_payload"`
+		}
+		if json.Unmarshal(req.Metadata, &md) != nil || md.EventType == "" || len(md.EventPayload) == 0 || md.EventPayload[0] != '{' {
+			slackFail(w, "invalid_metadata_format")
+			return
+		}
+	}
+	s.mu.Lock()
+	m := &SlackMessage{Channel: req.Channel, TS: s.nextTS(req.Channel), User: s.cfg.UserID, BotID: s.cfg.BotID, Text: req.Text, Metadata: slices.Clone(req.Metadata)}
+	s.messages = append(s.messages, m)
+	s.effects++
+	out := map[string]any{"ok": true, "channel": m.Channel, "ts": m.TS, "message": s.message(m, true)}
+	s.mu.Unlock()
+	if f.Kind == FaultCommitThenDrop || f.Drop {
+		dropConn(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *SlackAPI) handleHistory(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if e := s.auth(r, q); e != "" {
+		slackFail(w, e)
+		return
+	}
+	channel := q.Get("channel")
+	if !slices.Contains(s.cfg.Channels, channel) {
+		slackFail(w, "channel_not_found")
+		return
+	}
+	oldest, latest := int64(0), int64(1)<<62
+	if v := q.Get("oldest"); v != "" {
+		us, ok := parseTS(v)
+		if !ok {
+			slackFail(w, "invalid_ts_oldest")
+			return
+		}
+		oldest = us
+	}
+	if v := q.Get("latest"); v != "" {
+		us, ok := parseTS(v)
+		if !ok {
+			slackFail(w, "invalid_ts_latest")
+			return
+		}
+		latest = us
+	}
+	inclusive := q.Get("inclusive") == "true" || q.Get("inclusive") == "1"
+	limit := 100
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			slackFail(w, "invalid_limit")
+			return
+		}
+		limit = min(n, 999)
+	}
+	// The cursor is the ts to continue below (exclusive), opaque to clients.
+	before := int64(1) << 62
+	if c := q.Get("cursor"); c != "" {
+		b, err := base64.StdEncoding.DecodeString(c)
+		rest, ok := strings.CutPrefix(string(b), "next_ts:")
+		us, perr := strconv.ParseInt(rest, 10, 64)
+		if err != nil || !ok || perr != nil {
+			slackFail(w, "invalid_cursor")
+			return
+		}
+		before = us
+	}
+	withMeta := q.Get("include_all_metadata") == "true" || q.Get("include_all_metadata") == "1"
+
+	s.mu.Lock()
+	s.listCalls++
+	var sel []*SlackMessage
+	for _, m := range s.messages {
+		us, _ := parseTS(m.TS)
+		in := us > oldest && us < latest
+		if inclusive {
+			in = us >= oldest && us <= latest
+		}
+		if m.Channel == channel && in && us < before {
+			sel = append(sel, m)
+		}
+	}
+	slices.SortFunc(sel, func(a, b *SlackMessage) int { // newest first
+		x, _ := parseTS(a.TS)
+		y, _ := parseTS(b.TS)
+		return cmp.Compare(y, x)
+	})
+	out := map[string]any{"ok": true, "has_more": len(sel) > limit, "pin_count": 0}
+	msgs := []any{}
+	for i := 0; i < len(sel) && i < limit; i++ {
+		msgs = append(msgs, s.message(sel[i], withMeta))
+	}
+	out["messages"] = msgs
+	next := ""
+	if len(sel) > limit {
+		us, _ := parseTS(sel[limit-1].TS)
+		next = base64.StdEncoding.EncodeToString([]byte("next_ts:" + strconv.FormatInt(us, 10)))
+	}
+	out["response_metadata"] = map[string]any{"next_cursor": next}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,543 @@
+package testharness
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// A fake of the Stripe API's PaymentIntents, following Stripe's public
+// documentation of what it serves:
+//
+//   - GET  /v1/account — the account the secret key belongs to (id acct_...)
+//     https://docs.stripe.com/api/accounts/retrieve
+//   - POST /v1/payment_intents (form-encoded: amount, currency, customer,
+//     description, payment_method, confirm, metadata[key]) — the
+//     PaymentIntent; with confirm=true and a payment method it succeeds
+//     https://docs.stripe.com/api/payment_intents/create
+//   - GET  /v1/payment_intents/{id}
+//     https://docs.stripe.com/api/payment_intents/retrieve
+//   - GET  /v1/payment_intents/search?query=...&limit=&page= — the Search
+//     Query Language's exact clauses (metadata['key']:'value',
+//     status:'value', customer:'value', amount:N) joined by AND; a
+//     search_result with data, has_more and next_page. Like Stripe's,
+//     search is not read-after-write: an object is searchable only
+//     SearchLag after it was created ("under normal operating conditions,
+//     data is searchable in less than a minute")
+//     https://docs.stripe.com/api/payment_intents/search
+//     https://docs.stripe.com/search#search-query-language
+//   - Idempotency-Key on POST: the first request's status and body are
+//     saved and returned to every later request with the key (header
+//     Idempotent-Replayed: true); other parameters under the key are a 400
+//     idempotency_error; a request while the first one is executing is a
+//     409; keys are pruned 24 hours after first use (KeyRetention)
+//     https://docs.stripe.com/api/idempotent_requests
+//
+// Errors are {"error": {"type", "code", "message", "param"}}. Credentials
+// are "Authorization: Bearer <secret key>" (or Basic with the key as the
+// user); anything else is 401. Write faults (Next) are the social fake's:
+// CommitThenDrop, ResetBeforeCommit, Status(code), Delay(d).
+
+// PaymentIntent is one PaymentIntent as the fake stores it.
+type PaymentIntent struct {
+	ID            string
+	Amount        int64
+	Currency      string
+	Customer      string
+	Description   string
+	PaymentMethod string
+	Status        string
+	Created       time.Time
+	Metadata      map[string]string
+	// IdempotencyKey is the key of the request that created it.
+	IdempotencyKey string
+	// Injected: planted with Inject (not an effect).
+	Injected bool
+}
+
+// StripeConfig configures the fake Stripe API.
+type StripeConfig struct {
+	// Token is the secret key (random when empty).
+	Token string
+	// AccountID is the key's account (default acct_1SettleTest).
+	AccountID string
+	// Now is the server clock (default time.Now).
+	Now func() time.Time
+	// SearchLag is how long after creation an object becomes searchable.
+	SearchLag time.Duration
+	// KeyRetention is how long an idempotency key is kept (default 24h).
+	KeyRetention time.Duration
+}
+
+// StripeOption changes a StripeConfig.
+type StripeOption func(*StripeConfig)
+
+// WithStripeToken sets the secret key.
+func WithStripeToken(token string) StripeOption { return func(c *StripeConfig) { c.Token = token } }
+
+// WithStripeClock injects the server clock.
+func WithStripeClock(now func() time.Time) StripeOption { return func(c *StripeConfig) { c.Now = now } }
+
+// WithStripeSearchLag delays searchability.
+func WithStripeSearchLag(d time.Duration) StripeOption {
+	return func(c *StripeConfig) { c.SearchLag = d }
+}
+
+type stripeKey struct {
+	params  string // a digest of the request's parameters
+	at      time.Time
+	status  int
+	body    []byte
+	running bool
+}
+
+// StripeAPI is the fake. It counts effects (PaymentIntents created
+// through POST; replays create none). All methods are safe for concurrent
+// use.
+type StripeAPI struct {
+	fakeServer[Fault]
+	cfg StripeConfig
+
+	mu          sync.Mutex
+	seq         int
+	intents     []*PaymentIntent
+	keys        map[string]*stripeKey
+	effects     int
+	effectsKey  map[string]int
+	writes      int
+	replays     int
+	searchCalls int
+}
+
+// NewStripeAPI starts a fake Stripe API for a test, closed with t.Cleanup.
+func NewStripeAPI(t testing.TB, opts ...StripeOption) *StripeAPI {
+	t.Helper()
+	return startForTest(t, opts, NewStripeAPIServer)
+}
+
+// NewStripeAPIServer starts a fake Stripe API; the caller must Close it.
+func NewStripeAPIServer(cfg StripeConfig) *StripeAPI {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.AccountID == "" {
+		cfg.AccountID = "acct_1SettleTest"
+	}
+	if cfg.KeyRetention <= 0 {
+		cfg.KeyRetention = 24 * time.Hour
+	}
+	s := &StripeAPI{cfg: cfg, keys: map[string]*stripeKey{}, effectsKey: map[string]int{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/account", s.handleAccount)
+	mux.HandleFunc("POST /v1/payment_intents", s.handleCreate)
+	mux.HandleFunc("GET /v1/payment_intents/search", s.handleSearch)
+	mux.HandleFunc("GET /v1/payment_intents/{id}", s.handleGet)
+	s.start(cfg.Token, mux)
+	return s
+}
+
+// Next queues write faults; each authorized POST consumes one.
+func (s *StripeAPI) Next(f ...Fault) { s.queueFaults(f...) }
+
+// AccountID is the secret key's account (what a route's account is).
+func (s *StripeAPI) AccountID() string { return s.cfg.AccountID }
+
+// Inject plants a PaymentIntent (made outside the route under test); it
+// is not an effect. A zero ID, Status and Created are filled in.
+func (s *StripeAPI) Inject(pi PaymentIntent) PaymentIntent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	if pi.ID == "" {
+		pi.ID = "pi_" + strconv.Itoa(s.seq) + "Injected"
+	}
+	if pi.Status == "" {
+		pi.Status = "succeeded"
+	}
+	if pi.Created.IsZero() {
+		pi.Created = s.cfg.Now().UTC()
+	}
+	pi.Injected = true
+	stored := pi
+	stored.Metadata = cloneMap(pi.Metadata)
+	s.intents = append(s.intents, &stored)
+	return stored
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// PaymentIntents returns every stored PaymentIntent in creation order.
+func (s *StripeAPI) PaymentIntents() []PaymentIntent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]PaymentIntent, len(s.intents))
+	for i, p := range s.intents {
+		out[i] = *p
+		out[i].Metadata = cloneMap(p.Metadata)
+	}
+	return out
+}
+
+// Effects is the number of PaymentIntents created through POST.
+func (s *StripeAPI) Effects() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.effects
+}
+
+// EffectsForKey is the number of PaymentIntents created by requests with
+// Idempotency-Key key.
+func (s *StripeAPI) EffectsForKey(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.effectsKey[key]
+}
+
+// Writes is the number of POST requests received; Replays how many of
+// them were answered from a saved idempotent result.
+func (s *StripeAPI) Writes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writes
+}
+
+// Replays is the number of POSTs answered from a saved result.
+func (s *StripeAPI) Replays() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.replays
+}
+
+// SearchCalls is the number of search requests served.
+func (s *StripeAPI) SearchCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.searchCalls
+}
+
+// --- HTTP ---
+
+func stripeError(w http.ResponseWriter, code int, typ, errCode, param, msg string) {
+	e := map[string]any{"type": typ, "message": msg}
+	if errCode != "" {
+		e["code"] = errCode
+	}
+	if param != "" {
+		e["param"] = param
+	}
+	writeJSON(w, code, map[string]any{"error": e})
+}
+
+func (s *StripeAPI) authorized(r *http.Request) bool {
+	if bearerOK(r, s.token) {
+		return true
+	}
+	user, _, ok := r.BasicAuth()
+	return ok && user == s.token
+}
+
+func (s *StripeAPI) handleAccount(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(r) {
+		stripeError(w, http.StatusUnauthorized, "invalid_request_error", "", "", "Invalid API Key provided")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": s.cfg.AccountID, "object": "account", "country": "JP", "default_currency": "jpy",
+		"charges_enabled": true, "payouts_enabled": true})
+}
+
+// json renders a PaymentIntent as the API does (client_secret included,
+// as Stripe returns it to the secret key). Call with s.mu held.
+func (s *StripeAPI) json(p *PaymentIntent) map[string]any {
+	var customer, description, pm any
+	if p.Customer != "" {
+		customer = p.Customer
+	}
+	if p.Description != "" {
+		description = p.Description
+	}
+	if p.PaymentMethod != "" {
+		pm = p.PaymentMethod
+	}
+	received := int64(0)
+	if p.Status == "succeeded" {
+		received = p.Amount
+	}
+	md := map[string]any{}
+	for k, v := range p.Metadata {
+		md[k] = v
+	}
+	return map[string]any{
+		"id": p.ID, "object": "payment_intent", "amount": p.Amount, "amount_received": received, "currency": p.Currency,
+		"customer": customer, "description": description, "payment_method": pm, "status": p.Status,
+		"created": p.Created.Unix(), "metadata": md, "livemode": false, "capture_method": "automatic",
+		"client_secret": p.ID + "_secret_" + strconv.Itoa(len(p.ID)) + "fake",
+	}
+}
+
+var metadataKey = regexp.MustCompile(`^metadata\[([A-Za-z0-9_-]{1,40})\]$`)
+
+func (s *StripeAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.writes++
+	s.mu.Unlock()
+	if !s.authorized(r) {
+		stripeError(w, http.StatusUnauthorized, "invalid_request_error", "", "", "Invalid API Key provided")
+		return
+	}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	form, perr := url.ParseQuery(string(raw))
+	if err != nil || perr != nil {
+		stripeError(w, http.StatusBadRequest, "invalid_request_error", "", "", "Invalid request body")
+		return
+	}
+	f := s.popFault()
+	switch f.Kind {
+	case FaultResetBeforeCommit:
+		resetConn(w)
+		return
+	case FaultStatus:
+		stripeError(w, f.Code, "api_error", "", "", "injected failure")
+		return
+	}
+
+	key := r.Header.Get("Idempotency-Key")
+	sum := sha256.Sum256([]byte(canonicalForm(form)))
+	params := hex.EncodeToString(sum[:])
+	now := s.cfg.Now()
+	s.mu.Lock()
+	if k, ok := s.keys[key]; key != "" && ok && now.Sub(k.at) >= s.cfg.KeyRetention {
+		delete(s.keys, key) // pruned: the key is new again
+	}
+	if k, ok := s.keys[key]; key != "" && ok {
+		s.mu.Unlock()
+		switch {
+		case k.params != params:
+			stripeError(w, http.StatusBadRequest, "idempotency_error", "", "",
+				"Keys for idempotent requests can only be used with the same parameters they were first used with.")
+		case k.running:
+			stripeError(w, http.StatusConflict, "idempotency_error", "", "",
+				"There is currently another in-progress request using this Idempotent Key.")
+		default:
+			s.mu.Lock()
+			s.replays++
+			s.mu.Unlock()
+			w.Header().Set("Idempotent-Replayed", "true")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(k.status)
+			_, _ = w.Write(k.body)
+		}
+		return
+	}
+	s.mu.Unlock()
+
+	// Validation failures are not saved under the key.
+	amount, aerr := strconv.ParseInt(form.Get("amount"), 10, 64)
+	currency := form.Get("currency")
+	switch {
+	case form.Get("amount") == "":
+		stripeError(w, http.StatusBadRequest, "invalid_request_error", "parameter_missing", "amount", "Missing required param: amount.")
+		return
+	case aerr != nil || amount < 1:
+		stripeError(w, http.StatusBadRequest, "invalid_request_error", "parameter_invalid_integer", "amount", "Invalid positive integer")
+		return
+	case len(currency) != 3 || strings.ToLower(currency) != currency:
+		stripeError(w, http.StatusBadRequest, "invalid_request_error", "parameter_invalid_string", "currency", "Invalid currency")
+		return
+	}
+	md := map[string]string{}
+	for k, v := range form {
+		if strings.HasPrefix(k, "metadata") {
+			m := metadataKey.FindStringSubmatch(k)
+			if m == nil || len(v[0]) > 500 {
+				stripeError(w, http.StatusBadRequest, "invalid_request_error", "parameter_unknown", k, "Invalid metadata")
+				return
+			}
+			md[m[1]] = v[0]
+		}
+	}
+
+	s.mu.Lock()
+	if key != "" {
+		s.keys[key] = &stripeKey{params: params, at: now, running: true}
+	}
+	s.seq++
+	p := &PaymentIntent{ID: "pi_" + strconv.Itoa(s.seq) + "Fake", Amount: amount, Currency: currency, Customer: form.Get("customer"),
+		Description: form.Get("description"), PaymentMethod: form.Get("payment_method"), Status: "requires_payment_method",
+		Created: now.UTC(), Metadata: md, IdempotencyKey: key}
+	if p.PaymentMethod != "" {
+		p.Status = "requires_confirmation"
+		if form.Get("confirm") == "true" {
+			p.Status = "succeeded"
+		}
+	}
+	s.intents = append(s.intents, p)
+	s.effects++
+	s.effectsKey[key]++
+	body, _ := json.Marshal(s.json(p))
+	body = append(body, '\n')
+	if key != "" {
+		k := s.keys[key]
+		k.status, k.body, k.running = http.StatusOK, body, false
+	}
+	s.mu.Unlock()
+
+	if f.Kind == FaultDelay && f.Duration > 0 {
+		s.sleep(f.Duration, r.Context().Done())
+	}
+	if f.Kind == FaultCommitThenDrop || f.Drop {
+		dropConn(w)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// canonicalForm renders form values sorted by key, for comparing the
+// parameters of two requests under one key.
+func canonicalForm(v url.Values) string {
+	keys := make([]string, 0, len(v))
+	for k := range v {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		for _, x := range v[k] {
+			b.WriteString(url.QueryEscape(k) + "=" + url.QueryEscape(x) + "&")
+		}
+	}
+	return b.String()
+}
+
+func (s *StripeAPI) handleGet(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(r) {
+		stripeError(w, http.StatusUnauthorized, "invalid_request_error", "", "", "Invalid API Key provided")
+		return
+	}
+	id := r.PathValue("id")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.intents {
+		if p.ID == id {
+			writeJSON(w, http.StatusOK, s.json(p))
+			return
+		}
+	}
+	stripeError(w, http.StatusNotFound, "invalid_request_error", "resource_missing", "intent", "No such payment_intent")
+}
+
+var searchClause = regexp.MustCompile(`^(?:metadata\['([^']{1,40})'\]|(status|customer|currency)):'([^']*)'$|^(amount):([0-9]+)$`)
+
+type stripeClause struct{ field, key, value string }
+
+func parseStripeQuery(q string) ([]stripeClause, bool) {
+	var out []stripeClause
+	for _, part := range strings.Split(q, " AND ") {
+		m := searchClause.FindStringSubmatch(strings.TrimSpace(part))
+		switch {
+		case m == nil:
+			return nil, false
+		case m[1] != "":
+			out = append(out, stripeClause{"metadata", m[1], m[3]})
+		case m[2] != "":
+			out = append(out, stripeClause{m[2], "", m[3]})
+		default:
+			out = append(out, stripeClause{m[4], "", m[5]})
+		}
+	}
+	return out, len(out) > 0
+}
+
+func (c stripeClause) match(p *PaymentIntent) bool {
+	switch c.field {
+	case "metadata":
+		v, ok := p.Metadata[c.key]
+		return ok && v == c.value
+	case "status":
+		return p.Status == c.value
+	case "customer":
+		return p.Customer == c.value
+	case "currency":
+		return p.Currency == c.value
+	case "amount":
+		return strconv.FormatInt(p.Amount, 10) == c.value
+	}
+	return false
+}
+
+func (s *StripeAPI) handleSearch(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(r) {
+		stripeError(w, http.StatusUnauthorized, "invalid_request_error", "", "", "Invalid API Key provided")
+		return
+	}
+	q := r.URL.Query()
+	clauses, ok := parseStripeQuery(q.Get("query"))
+	if !ok {
+		stripeError(w, http.StatusBadRequest, "invalid_request_error", "parameter_invalid_string", "query", "Invalid search query")
+		return
+	}
+	limit := 10
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			stripeError(w, http.StatusBadRequest, "invalid_request_error", "parameter_invalid_integer", "limit", "Invalid limit")
+			return
+		}
+		limit = n
+	}
+	start := 0
+	if v := q.Get("page"); v != "" {
+		n, err := strconv.Atoi(strings.TrimPrefix(v, "page_"))
+		if !strings.HasPrefix(v, "page_") || err != nil || n < 0 {
+			stripeError(w, http.StatusBadRequest, "invalid_request_error", "parameter_invalid_string", "page", "Invalid page")
+			return
+		}
+		start = n
+	}
+	now := s.cfg.Now()
+	s.mu.Lock()
+	s.searchCalls++
+	var sel []*PaymentIntent
+	for i := len(s.intents) - 1; i >= 0; i-- { // newest first
+		p := s.intents[i]
+		if now.Sub(p.Created) < s.cfg.SearchLag {
+			continue
+		}
+		all := true
+		for _, c := range clauses {
+			all = all && c.match(p)
+		}
+		if all {
+			sel = append(sel, p)
+		}
+	}
+	data := []any{}
+	for i := start; i < len(sel) && i < start+limit; i++ {
+		data = append(data, s.json(sel[i]))
+	}
+	s.mu.Unlock()
+	var next any
+	more := start+limit < len(sel)
+	if more {
+		next = "page_" + strconv.Itoa(start+limit)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "search_result", "url": "/v1/payment_intents/search",
+		"has_more": more, "next_page": next, "data": data})
+}
