@@ -147,7 +147,7 @@ func (h *handlers) submit(rt routeTool) sdk.ToolHandler {
 		// then answered from the log.
 		release, err := h.s.flights.acquire(ctx, route.Name+"\x00"+task+"\x00"+step)
 		if err != nil {
-			return h.inFlight(ctx, route.Name, task, step, payload), nil
+			return h.inFlight(ctx, route.Name, account, task, step, payload), nil
 		}
 		execCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), executeTimeout)
 		res, err := h.s.cfg.Producer.Call(execCtx, producer.ToolCall{Task: task, Step: step,
@@ -194,13 +194,11 @@ func (h *handlers) submit(rt routeTool) sdk.ToolHandler {
 // inFlight answers a re-submit whose client gave up waiting for the
 // step's write in flight: the stored state when it can be read, unknown
 // otherwise. Nothing is written.
-func (h *handlers) inFlight(ctx context.Context, route, task, step string, payload json.RawMessage) *sdk.CallToolResult {
+func (h *handlers) inFlight(ctx context.Context, route, account, task, step string, payload json.RawMessage) *sdk.CallToolResult {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if id, err := h.intentIDOf(route, task, step, payload); err == nil {
-		if i, err := h.load(rctx, route, id); err == nil && i != nil {
-			return h.answer(answerOf(i, true))
-		}
+	if i, err := h.loadStep(rctx, route, []string{account}, task, step, payload); err == nil && i != nil {
+		return h.answer(answerOf(i, true))
 	}
 	return h.refuse(CodeConflict, "", "this step's write is in flight; its outcome is not known yet. Do not retry it "+
 		"under new ids; ask for status (with wait_seconds).", nil)
@@ -243,9 +241,10 @@ func (f *flights) acquire(ctx context.Context, key string) (release func(), err 
 	}
 }
 
-// intentIDOf is the intent a task and step map to on route (as
-// producer.Call derives it).
-func (h *handlers) intentIDOf(route, task, step string, payload json.RawMessage) (string, error) {
+// intentIDOf is the intent a task and step of account map to on route
+// (as producer.Call derives it: request ids are scoped per tenant, route
+// and account).
+func (h *handlers) intentIDOf(route, account, task, step string, payload json.RawMessage) (string, error) {
 	sum := ""
 	if h.s.cfg.KeyIncludesPayload {
 		s, err := events.PayloadSHA256(payload)
@@ -254,18 +253,71 @@ func (h *handlers) intentIDOf(route, task, step string, payload json.RawMessage)
 		}
 		sum = s
 	}
-	return events.IntentID(h.s.cfg.Tenant, route, events.ToolKey(task, step, sum)), nil
+	return events.ScopedIntentID(h.s.cfg.Tenant, route, account, events.ToolKey(task, step, sum)), nil
+}
+
+// stepAccounts lists the accounts a task and step were submitted for on
+// route (from the views; ones this caller may see).
+func (h *handlers) stepAccounts(ctx context.Context, route, task, step string, payload json.RawMessage) ([]string, error) {
+	sum := ""
+	if h.s.cfg.KeyIncludesPayload {
+		s, err := events.PayloadSHA256(payload)
+		if err != nil {
+			return nil, &events.FieldError{Field: "payload", Reason: err.Error()}
+		}
+		sum = s
+	}
+	key := events.ToolKey(task, step, sum)
+	vs, err := h.s.cfg.Projector.ByRequest(ctx, h.s.cfg.Tenant, route, key)
+	if err == nil && len(vs) == 0 {
+		// The views may lag a submit just made: catch up once, bounded.
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if h.s.cfg.Projector.CatchUp(cctx) == nil {
+			vs, err = h.s.cfg.Projector.ByRequest(ctx, h.s.cfg.Tenant, route, key)
+		}
+		cancel()
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, v := range vs {
+		if h.c.AccountAllowed(v.Account) && !slices.Contains(out, v.Account) {
+			out = append(out, v.Account)
+		}
+	}
+	return out, nil
+}
+
+// loadStep finds the intent of a task and step on route: under its
+// scoped id for each account it may belong to (the given one, or the
+// caller's), then under its v1 id (recorded before ids named the account).
+func (h *handlers) loadStep(ctx context.Context, route string, accounts []string, task, step string, payload json.RawMessage) (*fsm.Intent, error) {
+	for _, acct := range accounts {
+		id, err := h.intentIDOf(route, acct, task, step, payload)
+		if err != nil {
+			return nil, err
+		}
+		if i, err := h.load(ctx, route, id); err != nil || i != nil {
+			return i, err
+		}
+	}
+	sum := ""
+	if h.s.cfg.KeyIncludesPayload {
+		s, err := events.PayloadSHA256(payload)
+		if err != nil {
+			return nil, &events.FieldError{Field: "payload", Reason: err.Error()}
+		}
+		sum = s
+	}
+	return h.load(ctx, route, events.IntentID(h.s.cfg.Tenant, route, events.ToolKey(task, step, sum)))
 }
 
 // mismatch explains a refused re-submit: which argument differs from the
 // stored intent of task and step ("payload" when it cannot be told), and
 // the stored intent's answer when the caller may read it.
 func (h *handlers) mismatch(ctx context.Context, route, task, step, account, parent string, payload json.RawMessage) (string, *Answer) {
-	id, err := h.intentIDOf(route, task, step, payload)
-	if err != nil {
-		return "payload", nil
-	}
-	i, err := h.load(ctx, route, id)
+	i, err := h.loadStep(ctx, route, []string{account}, task, step, payload)
 	if err != nil || i == nil {
 		return "payload", nil
 	}
@@ -348,7 +400,7 @@ func (h *handlers) await(ctx context.Context, route, id string, d time.Duration)
 // --- status ---
 
 func (h *handlers) status(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-	known := []string{"intent_id", "route", "task_id", "step_id", "wait_seconds"}
+	known := []string{"intent_id", "route", "task_id", "step_id", "account", "wait_seconds"}
 	if h.s.cfg.KeyIncludesPayload {
 		known = append(known, "payload")
 	}
@@ -364,7 +416,7 @@ func (h *handlers) status(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 	if err != nil {
 		return h.refuseArg(err), nil
 	}
-	byStep := a.has("route") || a.has("task_id") || a.has("step_id")
+	byStep := a.has("route") || a.has("task_id") || a.has("step_id") || a.has("account")
 	var i *fsm.Intent
 	switch {
 	case id != "" && byStep:
@@ -396,10 +448,32 @@ func (h *handlers) status(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 		if h.s.cfg.KeyIncludesPayload && payload == nil {
 			return h.refuseArg(argErr("payload", "is required to find a write by task and step on this server (its keys include the payload); or give intent_id")), nil
 		}
-		if id, err = h.intentIDOf(route, task, step, payload); err != nil {
+		account, err := a.id("account", false)
+		if err != nil {
 			return h.refuseArg(err), nil
 		}
-		if i, err = h.load(ctx, route, id); err != nil {
+		accounts := []string{account}
+		switch {
+		case account != "":
+		case !h.c.All && len(h.c.Accounts) > 0:
+			accounts = h.c.Accounts
+		default:
+			// Any account: the views name the accounts this task and
+			// step were submitted for (then each is read from the log).
+			accounts = nil
+			if acc, err := h.stepAccounts(ctx, route, task, step, payload); err != nil {
+				return h.unavailable("status", err), nil
+			} else if len(acc) > 1 {
+				return h.refuseArg(argErr("account", "this task and step were submitted for several accounts (%v); name one", acc)), nil
+			} else {
+				accounts = acc
+			}
+		}
+		if i, err = h.loadStep(ctx, route, accounts, task, step, payload); err != nil {
+			var fe *events.FieldError
+			if errors.As(err, &fe) {
+				return h.refuseArg(err), nil
+			}
 			return h.unavailable("status", err), nil
 		}
 	default:

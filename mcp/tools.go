@@ -107,6 +107,7 @@ func (s *Server) statusTool(c Caller) *sdk.Tool {
 		"route":     map[string]any{"type": "string", "enum": s.routeNames(c), "description": "with task_id and step_id: the route of the write"},
 		"task_id":   idSchema("with route and step_id: the task_id given to submit"),
 		"step_id":   idSchema("with route and task_id: the step_id given to submit"),
+		"account":   idSchema("with route, task_id and step_id: the account given to submit (task and step ids are scoped per account); default: this token's account"),
 		"wait_seconds": s.waitSchema("the intent to be settled (confirmed, rejected, " +
 			"awaiting approval or needing a human)"),
 	}

@@ -250,6 +250,17 @@ func (p *Projector) ByRequestID(ctx context.Context, tenant, route, account, req
 		tenant, route, account, requestID)
 }
 
+// ByRequest returns the intents of a tenant's request id on route, of
+// any account (request ids are scoped per account), newest first.
+func (p *Projector) ByRequest(ctx context.Context, tenant, route, requestID string) ([]IntentView, error) {
+	vs, err := p.queryIntents(ctx, `WHERE i.tenant = ? AND i.route = ? AND i.request_id = ? ORDER BY i.created_at DESC, i.intent_id DESC LIMIT 100`,
+		tenant, route, requestID)
+	if err != nil {
+		return nil, fmt.Errorf("by request %s/%s/%q: %w", tenant, route, requestID, err)
+	}
+	return vs, nil
+}
+
 // ByExternalID returns every intent whose last known external object is
 // externalID (once confirmed, that is its receipt's), oldest first;
 // ErrNotFound when none. More than one means two intents claim the same
