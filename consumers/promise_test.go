@@ -436,7 +436,7 @@ func TestOversizedPayloadIsRefusedBeforeAnythingIsWritten(t *testing.T) {
 	if w.api.Writes() != 0 {
 		t.Fatalf("%d writes went out", w.api.Writes())
 	}
-	if _, err := w.store.Load(context.Background(), "social_post", events.IntentID("default", "social_post", "task:big")); !errors.Is(err, producer.ErrNotFound) {
+	if _, err := w.store.Load(context.Background(), "social_post", events.ScopedIntentID("default", "social_post", "acct_1", "task:big")); !errors.Is(err, producer.ErrNotFound) {
 		t.Fatalf("something was recorded: %v", err)
 	}
 	// Escaping can make a payload under the limit an event over it: the

@@ -562,7 +562,7 @@ func runSimulation(t *testing.T, seed uint64, n int, tot *simTotals) {
 			in.booking = fmt.Sprintf("B-%d", k)
 			s.bkShort.Seed(in.booking, 1, nil)
 		}
-		in.id = events.IntentID("default", in.route, in.requestID)
+		in.id = events.ScopedIntentID("default", in.route, in.account, in.requestID)
 		at = at.Add(time.Duration(s.rng.IntN(1500)) * time.Millisecond)
 		in.submitAt = at
 		intents = append(intents, in)
