@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -198,10 +199,14 @@ func (s *Store) BatchStats() BatchStats {
 	return s.batch.stats
 }
 
-// submit queues u and starts the flusher if it is not running.
-func (b *batcher) submit(u *unit) {
+// submit queues units (in one go: a flusher that is idle takes them
+// together) and starts the flusher if it is not running.
+func (b *batcher) submit(units ...*unit) {
 	b.mu.Lock()
-	b.queue = append(b.queue, u)
+	for _, u := range units {
+		u.res = make(chan unitResult, 1)
+		b.queue = append(b.queue, u)
+	}
 	if !b.running {
 		b.running = true
 		go b.loop()
@@ -408,9 +413,17 @@ func (s *Store) publishAtomic(units []*unit) ([][]uint64, error) {
 			}
 		}
 	}
+	if takeFault(&s.faults.dropCommit) {
+		// Fault injection (tests): the commit never reaches the server.
+		return nil, fmt.Errorf("%w: commit dropped", errBatchUnresolved)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.AppendTimeout)
 	defer cancel()
 	resp, err := nc.RequestMsgWithContext(ctx, commit)
+	if err == nil && takeFault(&s.faults.loseAck) {
+		// Fault injection (tests): the batch is committed, its ack lost.
+		err = nats.ErrTimeout
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errBatchUnresolved, err)
 	}
@@ -436,6 +449,24 @@ func (s *Store) publishAtomic(units []*unit) ([][]uint64, error) {
 	return out, nil
 }
 
+// storeFaults are injected by tests (export_test.go): the next n batch
+// commits are dropped before they are sent, or their acks are lost.
+type storeFaults struct {
+	dropCommit, loseAck atomic.Int32
+}
+
+func takeFault(c *atomic.Int32) bool {
+	for {
+		n := c.Load()
+		if n <= 0 {
+			return false
+		}
+		if c.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
 // The atomic batch headers of JetStream (nats.go does not name them).
 const (
 	batchIDHeader     = "Nats-Batch-Id"
@@ -448,8 +479,13 @@ func (s *Store) appendUnit(ctx context.Context, u *unit) ([]uint64, error) {
 	if s.cfg.BatchMax < 2 {
 		return s.appendAlone(ctx, u)
 	}
-	u.res = make(chan unitResult, 1)
 	s.batch.submit(u)
+	return s.await(ctx, u)
+}
+
+// await waits for the flusher's answer on a submitted unit, and publishes
+// the unit alone when it is handed back.
+func (s *Store) await(ctx context.Context, u *unit) ([]uint64, error) {
 	var r unitResult
 	select {
 	case r = <-u.res:

@@ -151,6 +151,8 @@ type Store struct {
 	dupInProcess atomic.Int64
 	// batch is the group commit (batch.go).
 	batch *batcher
+	// faults are injected by tests.
+	faults storeFaults
 }
 
 // OpenStore creates or updates the stream and returns the store.
