@@ -295,14 +295,22 @@ func (p *Producer) prepare(req Request) (*prepared, error) {
 		return nil, fmt.Errorf("%w: %w", ErrPayloadTooLarge, &events.FieldError{Field: "payload",
 			Reason: fmt.Sprintf("is %d bytes in canonical form, the limit is %d", len(canon), events.MaxPayloadSize)})
 	}
-	if _, err := events.Encode(pr.event(now, p.cfg.Actor)); err != nil {
-		if errors.Is(err, events.ErrTooLarge) {
-			return nil, fmt.Errorf("%w: %w", ErrPayloadTooLarge, &events.FieldError{Field: "payload",
-				Reason: fmt.Sprintf("makes an event over the log's %d-byte limit once encoded", events.MaxEventSize)})
-		}
+	// The event is validated here; its size is checked when it is encoded
+	// to be appended (tooLarge), not by encoding it twice.
+	if err := pr.event(now, p.cfg.Actor).Validate(); err != nil {
 		return nil, invalid(err)
 	}
 	return pr, nil
+}
+
+// tooLarge maps an IntentRecorded that encodes over the log's limit to
+// ErrPayloadTooLarge (nothing was recorded or written).
+func tooLarge(err error) error {
+	if errors.Is(err, events.ErrTooLarge) {
+		return fmt.Errorf("%w: %w", ErrPayloadTooLarge, &events.FieldError{Field: "payload",
+			Reason: fmt.Sprintf("makes an event over the log's %d-byte limit once encoded", events.MaxEventSize)})
+	}
+	return err
 }
 
 // event is the IntentRecorded event of a prepared request.
@@ -445,7 +453,7 @@ func (p *Producer) recordAndStart(ctx context.Context, pr *prepared) (*Result, e
 	}
 	seqs, err := p.store.AppendEvents(ctx, pr.rec.Route, evs, 0)
 	if len(seqs) == 0 {
-		return nil, fmt.Errorf("record: %w", err)
+		return nil, fmt.Errorf("record: %w", tooLarge(err))
 	}
 	h := &History{Route: pr.rec.Route, Events: evs[:len(seqs)], LastSeq: seqs[len(seqs)-1]}
 	if len(seqs) < len(evs) {
