@@ -39,7 +39,7 @@ func TestMarshalJSONMatchesEncodingJSON(t *testing.T) {
 	}
 	for i := 0; i < 5000; i++ {
 		e := Event{Schema: str(), EventID: str(), IntentID: str(), Version: rng.Uint64(), Type: Type(str()),
-			At: time.Unix(rng.Int64N(1<<35), rng.Int64N(1e9)).In(time.FixedZone("z", 3600*(rng.IntN(5)-2))),
+			At:    time.Unix(rng.Int64N(1<<35), rng.Int64N(1e9)).In(time.FixedZone("z", 3600*(rng.IntN(5)-2))),
 			Actor: str(), Data: &ApprovalRequiredData{For: str(), Reason: str()}}
 		if rng.IntN(2) == 0 {
 			e.AttemptID = str()
