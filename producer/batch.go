@@ -105,13 +105,11 @@ type batcher struct {
 
 	mu      sync.Mutex
 	queue   []*unit
-	running bool
+	running int // flushers at work
 
 	// guarded by mu
 	stats BatchStats
 	cost  costModel
-	// split is set by the flusher when a flush failed (only it reads it).
-	split bool
 }
 
 // costModel learns what a flush costs, to decide whether its units go as
@@ -156,7 +154,7 @@ func (m *costModel) choose(n int) bool {
 	m.flushes++
 	every := 32
 	if max(a, b) > 2*min(a, b) {
-		every = 256
+		every = 1024
 	}
 	if m.flushes%every == 0 {
 		batch = !batch
@@ -207,8 +205,8 @@ func (b *batcher) submit(units ...*unit) {
 		u.res = make(chan unitResult, 1)
 		b.queue = append(b.queue, u)
 	}
-	if !b.running {
-		b.running = true
+	if b.running < b.s.cfg.BatchFlushers {
+		b.running++
 		go b.loop()
 	}
 	b.mu.Unlock()
@@ -269,7 +267,7 @@ func (b *batcher) loop() {
 	for {
 		b.mu.Lock()
 		if len(b.queue) == 0 {
-			b.running = false
+			b.running--
 			b.mu.Unlock()
 			return
 		}
@@ -279,20 +277,20 @@ func (b *batcher) loop() {
 		b.mu.Unlock()
 		var alone sync.WaitGroup
 		start := time.Now()
+		clean := true
 		if batch {
-			b.flush(units, &alone)
+			clean = b.flush(units, &alone)
 		} else {
 			b.handBack(units, &alone)
 		}
 		// Units handed back are published by their callers; wait for them
 		// so that what arrives meanwhile makes the next batch.
 		alone.Wait()
-		if !b.split {
+		if clean { // a failed batch measures nothing
 			b.mu.Lock()
 			b.cost.observe(batch, n, time.Since(start))
 			b.mu.Unlock()
 		}
-		b.split = false
 	}
 }
 
@@ -316,9 +314,10 @@ func (b *batcher) worth(n int) bool {
 // flush publishes units as one atomic batch and, when the server refuses
 // it, splits it; a lost ack, or a unit refused alone, is handed back to be
 // published alone.
-func (b *batcher) flush(units []*unit, alone *sync.WaitGroup) {
+// It reports whether the batch committed at the first try.
+func (b *batcher) flush(units []*unit, alone *sync.WaitGroup) bool {
 	if len(units) == 0 {
-		return
+		return true
 	}
 	seqs, err := b.s.publishAtomic(units)
 	if err == nil {
@@ -329,7 +328,7 @@ func (b *batcher) flush(units []*unit, alone *sync.WaitGroup) {
 		for i, u := range units {
 			u.res <- unitResult{seqs: seqs[i]}
 		}
-		return
+		return true
 	}
 	var apiErr jetstream.JetStreamError
 	refused := errors.As(err, &apiErr) && apiErr.APIError() != nil
@@ -340,12 +339,11 @@ func (b *batcher) flush(units []*unit, alone *sync.WaitGroup) {
 		b.stats.Lost++
 	}
 	b.mu.Unlock()
-	b.split = true // not a measure of what batches cost
 	if !refused || len(units) == 1 {
 		// A lost ack (or one unit refused): each unit alone, resolved
 		// by its own publish and, if need be, by reading the log.
 		b.handBack(units, alone)
-		return
+		return false
 	}
 	// Refused for (at least) one unit: split so the others proceed.
 	half := len(units) / 2
@@ -356,6 +354,7 @@ func (b *batcher) flush(units []*unit, alone *sync.WaitGroup) {
 			b.handBack(part, alone)
 		}
 	}
+	return false
 }
 
 // handBack tells each unit's caller to publish it alone.

@@ -69,6 +69,9 @@ type StoreConfig struct {
 	// (default): decided by measuring what batches and lone appends cost
 	// (see batch.go).
 	BatchMin int
+	// BatchFlushers is how many batches may be in flight at once (default
+	// 2: the next batch is sent while the server commits the last).
+	BatchFlushers int
 	// BatchBytes bounds the encoded size of one batch (default 4 MiB; a
 	// single larger append still goes, alone in its batch).
 	BatchBytes int
@@ -77,7 +80,7 @@ type StoreConfig struct {
 // DefaultStoreConfig returns the defaults.
 func DefaultStoreConfig() StoreConfig {
 	return StoreConfig{Stream: "SETTLE_INTENTS", Replicas: 1, DuplicateWindow: 10 * time.Minute, AppendAttempts: 5, AppendTimeout: 5 * time.Second,
-		BatchMax: 256, BatchBytes: 4 << 20}
+		BatchMax: 256, BatchFlushers: 2, BatchBytes: 4 << 20}
 }
 
 // Validate checks the config.
@@ -103,6 +106,9 @@ func (c StoreConfig) Validate() error {
 	if c.BatchMax >= 2 {
 		if c.BatchMin < 0 || c.BatchMin > c.BatchMax {
 			return fmt.Errorf("store config: BatchMin: %d (want 0 … BatchMax %d)", c.BatchMin, c.BatchMax)
+		}
+		if c.BatchFlushers < 1 || c.BatchFlushers > 16 {
+			return fmt.Errorf("store config: BatchFlushers: %d (want 1 … 16)", c.BatchFlushers)
 		}
 		if c.BatchBytes < 1 {
 			return errors.New("store config: BatchBytes: must be positive")
@@ -174,6 +180,10 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 		MaxMsgSize:  events.MaxEventSize + 4096,
 		// Group commit publishes atomic batches (batch.go).
 		AllowAtomicPublish: true,
+		// Reads (Load, the lost-ack resolution) as direct gets: the raw
+		// message, no JSON API round. Only on a single replica: on a
+		// replicated stream a follower may answer, and may lag.
+		AllowDirect: cfg.Replicas == 1,
 	}
 	st, err := ensureStream(ctx, js, sc)
 	if err != nil {
@@ -215,7 +225,7 @@ func sameStreamConfig(have, want jetstream.StreamConfig) bool {
 		have.Storage == want.Storage && have.Retention == want.Retention && have.Discard == want.Discard &&
 		have.Replicas == want.Replicas && have.Duplicates == want.Duplicates &&
 		have.DenyDelete == want.DenyDelete && have.DenyPurge == want.DenyPurge && have.MaxMsgSize == want.MaxMsgSize &&
-		have.AllowAtomicPublish == want.AllowAtomicPublish
+		have.AllowAtomicPublish == want.AllowAtomicPublish && have.AllowDirect == want.AllowDirect
 }
 
 // Stream returns the underlying stream.
