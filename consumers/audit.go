@@ -1,6 +1,7 @@
 package consumers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,7 +16,6 @@ import (
 	"github.com/cockroachdb/errors"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
@@ -355,47 +355,6 @@ type auditIntent struct {
 	pending  string // external id awaiting readback
 }
 
-func (a *auditor) replay(ctx context.Context, js jetstream.JetStream, target uint64) error {
-	cons, err := js.OrderedConsumer(ctx, a.cfg.Stream, jetstream.OrderedConsumerConfig{
-		DeliverPolicy:     jetstream.DeliverAllPolicy,
-		InactiveThreshold: time.Minute,
-		NamePrefix:        "settle_audit_" + nuid.Next(),
-	})
-	if err != nil {
-		return fmt.Errorf("audit: ordered consumer: %w", err)
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(a.cfg.Batch))
-	if err != nil {
-		return fmt.Errorf("audit: ordered consumer: %w", err)
-	}
-	defer func() {
-		it.Stop()
-		if ci := cons.CachedInfo(); ci != nil {
-			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_ = js.DeleteConsumer(dctx, a.cfg.Stream, ci.Name)
-			cancel()
-		}
-	}()
-	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			return fmt.Errorf("audit: read after %d events: %w", a.rep.Events, err)
-		}
-		meta, err := m.Metadata()
-		if err != nil {
-			return fmt.Errorf("audit: message metadata: %w", err)
-		}
-		a.event(meta.Sequence.Stream, m.Subject(), m.Headers(), m.Data())
-		if a.cfg.Progress != nil && a.rep.Events-a.lastProgress >= a.cfg.ProgressEvery {
-			a.lastProgress = a.rep.Events
-			a.cfg.Progress(a.rep.Events, a.total)
-		}
-		if meta.Sequence.Stream >= target || meta.NumPending == 0 {
-			return nil
-		}
-	}
-}
-
 func (a *auditor) violate(v Violation) int {
 	a.rep.Violations = append(a.rep.Violations, v)
 	return len(a.rep.Violations) - 1
@@ -412,24 +371,16 @@ func (a *auditor) intent(id, route string) *auditIntent {
 
 // event audits one stream message.
 func (a *auditor) event(seq uint64, subject string, hdr nats.Header, data []byte) {
+	m := prepareMsg(seq, subject, hdr, data)
+	a.apply(&m)
+}
+
+// apply audits one prepared message, in log order.
+func (a *auditor) apply(m *preparedMsg) {
+	seq, subject, hdr, data := m.seq, m.subject, m.hdr, m.data
+	route, subjID, subjErr := m.route, m.subjID, m.subjErr
+	e, decErr, hits := m.e, m.decErr, m.hits
 	a.rep.Events++
-	route, subjID, subjErr := events.ParseSubject(subject)
-	e, decErr := events.Decode(data)
-	// Secrets first: they matter whether or not the event is readable.
-	hits := scanSecrets(data)
-	keys := make([]string, 0, len(hdr))
-	for k := range hdr {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		for _, v := range hdr[k] {
-			for _, h := range scanSecrets([]byte(k + ": " + v)) {
-				h.offset, h.header = hitInHeader, k
-				hits = append(hits, h)
-			}
-		}
-	}
 	if len(hits) > 0 {
 		var version uint64
 		typ := events.Type("unreadable")
@@ -908,8 +859,11 @@ const (
 // or a header line). Strings with \u escapes are also scanned unescaped,
 // so an escaped secret is still found.
 func scanSecrets(b []byte) []secretHit {
-	hits := scanText(string(b), 0)
-	if strings.Contains(string(b), `\u`) {
+	var hits []secretHit
+	if mask := hintMask(b); mask != 0 {
+		hits = scanMasked(string(b), 0, mask)
+	}
+	if bytes.Contains(b, []byte(`\u`)) {
 		var v any
 		if json.Unmarshal(b, &v) == nil {
 			walkStrings(v, func(s string) {
@@ -924,10 +878,15 @@ func scanSecrets(b []byte) []secretHit {
 }
 
 func scanText(s string, base int) []secretHit {
+	return scanMasked(s, base, hintMask(s))
+}
+
+// scanMasked runs the patterns of mask (bit i: secretPatterns[i] is
+// hinted in s) over s.
+func scanMasked(s string, base int, mask uint64) []secretHit {
 	var hits []secretHit
-	lower := strings.ToLower(s)
-	for _, p := range secretPatterns {
-		if !hinted(lower, p.hints) {
+	for i, p := range secretPatterns {
+		if mask&(1<<i) == 0 {
 			continue
 		}
 		for _, m := range p.re.FindAllStringSubmatchIndex(s, -1) {
