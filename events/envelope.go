@@ -146,7 +146,17 @@ func Decode(b []byte) (Event, error) {
 	if len(b) > MaxEventSize {
 		return Event{}, &DecodeError{Kind: ErrMalformed, Reason: fmt.Sprintf("%d bytes exceeds %d", len(b), MaxEventSize)}
 	}
-	// The common case first: a v1 envelope, read strictly in one pass.
+	// The common case first: a v1 envelope of a known type, its body read
+	// in the same pass. Anything else (or any doubt) takes the careful
+	// path below, which gives every error its precise kind.
+	if e, ok := decodeTyped(b); ok {
+		return e, nil
+	}
+	return decodeCareful(b)
+}
+
+// decodeCareful is Decode without its fast path.
+func decodeCareful(b []byte) (Event, error) {
 	var w wire
 	if err := strictUnmarshal(b, &w); err == nil && w.Schema == SchemaV1 {
 		return decodeBody(w)
@@ -170,6 +180,61 @@ func Decode(b []byte) (Event, error) {
 		return Event{}, &DecodeError{Kind: ErrMalformed, Reason: err.Error()}
 	}
 	return decodeBody(w)
+}
+
+// typedWire is wire with the body decoded in place: Data holds a pointer
+// to the body type named by the envelope, which encoding/json fills.
+type typedWire struct {
+	Schema    string    `json:"schema"`
+	EventID   string    `json:"event_id"`
+	IntentID  string    `json:"intent_id"`
+	Version   uint64    `json:"version"`
+	Type      Type      `json:"type"`
+	At        time.Time `json:"at"`
+	Actor     string    `json:"actor"`
+	AttemptID string    `json:"attempt_id,omitempty"`
+	Data      any       `json:"data"`
+}
+
+var typeKey, dataKey = []byte(`"type":"`), []byte(`"data":`)
+
+// decodeTyped reads b in one strict pass, guessing the body's type from
+// the first "type" member: ok only when the guess was the envelope's type,
+// the body was present and the event is valid. It never decides an error:
+// the careful path does.
+func decodeTyped(b []byte) (Event, bool) {
+	// One "data" member, written as settle writes it: a missing body
+	// would be left zero here, and a repeated one merged (the careful path
+	// reports the first and keeps the last).
+	if bytes.Count(b, dataKey) != 1 {
+		return Event{}, false
+	}
+	i := bytes.Index(b, typeKey)
+	if i < 0 {
+		return Event{}, false
+	}
+	rest := b[i+len(typeKey):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 {
+		return Event{}, false
+	}
+	guess := Type(rest[:j])
+	data := NewData(guess)
+	if data == nil {
+		return Event{}, false
+	}
+	w := typedWire{Data: data}
+	if err := strictUnmarshal(b, &w); err != nil || w.Schema != SchemaV1 || w.Type != guess || w.Data != data {
+		return Event{}, false
+	}
+	e := Event{
+		Schema: w.Schema, EventID: w.EventID, IntentID: w.IntentID, Version: w.Version,
+		Type: w.Type, At: w.At, Actor: w.Actor, AttemptID: w.AttemptID, Data: data,
+	}
+	if e.Validate() != nil {
+		return Event{}, false
+	}
+	return e, true
 }
 
 // decodeBody decodes the body of a v1 envelope and validates the event.

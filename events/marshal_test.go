@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -67,4 +69,49 @@ func FuzzMarshalJSONMatchesEncodingJSON(f *testing.F) {
 			t.Fatalf("got %s\nwant %s", got, want)
 		}
 	})
+}
+
+// Decode's one-pass path agrees with the careful path on every input it
+// takes: same event, field for field.
+func FuzzDecodeFastPathAgrees(f *testing.F) {
+	good, _ := Encode(sampleRecorded())
+	f.Add(good)
+	f.Add([]byte(`{"schema":"settle.event/v1","type":"WriteStarted","data":{}}`))
+	f.Add([]byte(`{"schema":"settle.event/v1","event_id":"x","type":"WriteStarted","data":{"attempt":1},"data":{}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fast, ok := decodeTyped(b)
+		if !ok {
+			return
+		}
+		slow, err := decodeCareful(b)
+		if err != nil {
+			t.Fatalf("fast path took %q, the careful path refuses it: %v", b, err)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%q:\nfast %+v\nslow %+v", b, fast, slow)
+		}
+	})
+}
+
+// Every event type round-trips through the fast path.
+func TestDecodeFastPathTakesEveryEncodedType(t *testing.T) {
+	e := sampleRecorded()
+	b, err := Encode(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, ok := decodeTyped(b)
+	slow, serr := decodeCareful(b)
+	if !ok || serr != nil || !reflect.DeepEqual(fast, slow) {
+		t.Fatalf("fast %v ok %v; slow %v err %v", fast, ok, slow, serr)
+	}
+	// A missing body or a repeated one is left to the careful path.
+	for _, bad := range []string{
+		`{"schema":"settle.event/v1","event_id":"` + e.EventID + `","intent_id":"` + e.IntentID + `","version":1,"type":"IntentRecorded","at":"2026-01-01T00:00:00Z","actor":"a"}`,
+		strings.Replace(string(b), `"data":`, `"data":{},"data":`, 1),
+	} {
+		if _, ok := decodeTyped([]byte(bad)); ok {
+			t.Fatalf("fast path took %s", bad)
+		}
+	}
 }
