@@ -814,7 +814,8 @@ type secretPattern struct {
 	name string
 	re   *regexp.Regexp
 	// hints: the pattern can only match text whose lower-case form holds
-	// one of these; the regexp runs only then (most events hold none).
+	// one of these (every match contains one); the regexp runs only then
+	// (most events hold none).
 	hints []string
 }
 
@@ -826,9 +827,9 @@ var secretPatterns = []secretPattern{
 	{"a Slack token", regexp.MustCompile(`\bxox[bpars]-[A-Za-z0-9-]{10,}`), []string{"xox"}},
 	{"an AWS access key id", regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`), []string{"akia", "asia"}},
 	{"a private key", regexp.MustCompile(`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----`), []string{"private key"}},
-	{"a password", regexp.MustCompile(`(?i)\bpass(?:word|wd)?\\?"\s*:\s*\\?"([^"\\]+)`), []string{"pass"}},
-	{"an API key", regexp.MustCompile(`(?i)\b(?:x-)?api[_-]?key\\?"?\s*[:=]\s*\\?"?([A-Za-z0-9\-._~+/=]{8,})`), []string{"api"}},
-	{"a token", regexp.MustCompile(`(?i)(?:\b|_)(?:access_|auth_|refresh_|id_)?token\\?"\s*:\s*\\?"([A-Za-z0-9\-._~+/=]{16,})`), []string{"token"}},
+	{"a password", regexp.MustCompile(`(?i)\bpass(?:word|wd)?\\?"\s*:\s*\\?"([^"\\]+)`), []string{`pass"`, `pass\`, "password", "passwd"}},
+	{"an API key", regexp.MustCompile(`(?i)\b(?:x-)?api[_-]?key\\?"?\s*[:=]\s*\\?"?([A-Za-z0-9\-._~+/=]{8,})`), []string{"api_key", "api-key", "apikey"}},
+	{"a token", regexp.MustCompile(`(?i)(?:\b|_)(?:access_|auth_|refresh_|id_)?token\\?"\s*:\s*\\?"([A-Za-z0-9\-._~+/=]{16,})`), []string{`token"`, `token\`}},
 	{"a client secret", regexp.MustCompile(`(?i)\b(?:client_secret|secret_key|api_secret)\\?"\s*:\s*\\?"([^"\\]{8,})`), []string{"client_secret", "secret_key", "api_secret"}},
 }
 
