@@ -276,6 +276,16 @@ func (c AuditConfig) Validate() error {
 // An error means the audit itself could not run (stream, consumer,
 // projection unreadable).
 func Audit(ctx context.Context, js jetstream.JetStream, cfg AuditConfig) (*AuditReport, error) {
+	a, err := audit(ctx, js, cfg, true)
+	if err != nil {
+		return nil, err
+	}
+	return a.rep, nil
+}
+
+// audit runs the audit; evict lets it drop confirmed intents from memory
+// (audit_fast.go).
+func audit(ctx context.Context, js jetstream.JetStream, cfg AuditConfig, evict bool) (*auditor, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -287,7 +297,7 @@ func Audit(ctx context.Context, js jetstream.JetStream, cfg AuditConfig) (*Audit
 	if err != nil {
 		return nil, fmt.Errorf("audit: stream %s: %w", cfg.Stream, err)
 	}
-	a := &auditor{cfg: cfg, intents: map[string]*auditIntent{}, rep: &AuditReport{
+	a := &auditor{cfg: cfg, intents: map[string]*auditIntent{}, stream: stream, rep: &AuditReport{
 		Stream: cfg.Stream, At: cfg.Now().UTC(), States: map[fsm.State]int{}, Violations: []Violation{}, Intent: cfg.Intent,
 	}}
 	if cfg.Projection != nil {
@@ -304,6 +314,9 @@ func Audit(ctx context.Context, js jetstream.JetStream, cfg AuditConfig) (*Audit
 	}
 	a.total = info.State.Msgs
 	a.rep.LastSeq = info.State.LastSeq
+	if evict {
+		a.evictable(info.State.Msgs)
+	}
 	if info.State.Msgs > 0 {
 		if err := a.replay(ctx, js, info.State.LastSeq); err != nil {
 			return nil, err
@@ -315,13 +328,15 @@ func Audit(ctx context.Context, js jetstream.JetStream, cfg AuditConfig) (*Audit
 	if err := a.finish(ctx); err != nil {
 		return nil, err
 	}
-	return a.rep, nil
+	return a, nil
 }
 
 type auditor struct {
 	cfg          AuditConfig
 	rep          *AuditReport
 	intents      map[string]*auditIntent
+	stream       jetstream.Stream
+	evict        evictState // audit_fast.go
 	total        uint64
 	lastProgress uint64
 	cpStart      uint64
@@ -406,7 +421,10 @@ func (a *auditor) apply(m *preparedMsg) {
 			Detail: fmt.Sprintf("message on %q, not settle.intents.<route>.<intent_id>: %v", clipText(subject), subjErr)})
 		return
 	}
-	t := a.intent(subjID, route)
+	t := a.restored(subjID, seq)
+	if t == nil {
+		t = a.intent(subjID, route)
+	}
 	var tl *TimelineEntry
 	if a.cfg.Intent == subjID {
 		a.rep.Timeline = append(a.rep.Timeline, TimelineEntry{Seq: seq})
@@ -481,6 +499,7 @@ func (a *auditor) apply(m *preparedMsg) {
 	if tl != nil {
 		tl.State = t.fold.State
 	}
+	a.maybeEvict(t)
 	if a.cfg.Projection != nil {
 		t.hist = append(t.hist, e)
 		t.seqs = append(t.seqs, seq)
@@ -573,6 +592,9 @@ func (a *auditor) finish(ctx context.Context) error {
 	sort.Strings(ids)
 	now := a.rep.At
 	grace, stuckAfter := a.cfg.Grace, a.cfg.StuckAfter
+	if a.evict.count > 0 {
+		a.rep.States[fsm.Confirmed] += a.evict.count
+	}
 	for _, id := range ids {
 		t := a.intents[id]
 		a.rep.States[t.fold.State]++
@@ -627,7 +649,7 @@ func (a *auditor) finish(ctx context.Context) error {
 		}
 		return p.Kind < q.Kind
 	})
-	a.rep.Intents = len(a.intents)
+	a.rep.Intents = len(a.intents) + a.evict.count
 	if len(a.rep.Violations) > 0 {
 		a.rep.ByKind = map[string]int{}
 		for _, v := range a.rep.Violations {

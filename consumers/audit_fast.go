@@ -2,7 +2,9 @@ package consumers
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"hash/maphash"
 	"runtime"
 	"sort"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fsm"
 )
 
 // The audit's speed: what can be done for one message alone (parse its
@@ -256,6 +259,9 @@ func (a *auditor) replay(ctx context.Context, js jetstream.JetStream, target uin
 		}
 		for i := range c.msgs {
 			a.apply(&c.msgs[i])
+			if a.evict.err != nil {
+				return a.evict.err
+			}
 			if a.cfg.Progress != nil && a.rep.Events-a.lastProgress >= a.cfg.ProgressEvery {
 				a.lastProgress = a.rep.Events
 				a.cfg.Progress(a.rep.Events, a.total)
@@ -269,4 +275,115 @@ func (a *auditor) replay(ctx context.Context, js jetstream.JetStream, target uin
 		return fmt.Errorf("audit: %w", err)
 	}
 	return nil
+}
+
+// Memory flat in finished intents: a confirmed intent (terminal: nothing
+// folds after it) whose history the audit found clean is dropped from
+// memory once confirmed, leaving only its id in a Bloom filter. Should a
+// later message name it (a corrupt or hostile log: a confirmed intent
+// takes no event), the audit re-reads the intent's earlier messages from
+// the stream and folds them again, silently, into the very state it had
+// dropped, and goes on as if it had kept it. Not with a projection check
+// (which keeps every intent's view) nor for the intent whose timeline is
+// asked for.
+type evictState struct {
+	on    bool
+	bloom bloom
+	count    int   // intents dropped and not restored
+	restores int   // intents folded again from the stream
+	err      error // a restore that could not read the stream
+}
+
+// evictable turns eviction on for a log of total messages.
+func (a *auditor) evictable(total uint64) {
+	if a.cfg.Projection != nil || a.stream == nil {
+		return
+	}
+	a.evict.on = true
+	a.evict.bloom = newBloom(total)
+}
+
+// maybeEvict drops t if it is confirmed and clean.
+func (a *auditor) maybeEvict(t *auditIntent) {
+	if !a.evict.on || t.fold.State != fsm.Confirmed || t.blocked || t.refused >= 0 || t.id == a.cfg.Intent {
+		return
+	}
+	delete(a.intents, t.id)
+	a.evict.bloom.add(t.id)
+	a.evict.count++
+}
+
+// restored returns the dropped intent id (folded again from the stream
+// messages before seq) when id may have been dropped and is not in memory;
+// nil otherwise.
+func (a *auditor) restored(id string, seq uint64) *auditIntent {
+	if !a.evict.on || a.evict.err != nil {
+		return nil
+	}
+	if _, ok := a.intents[id]; ok || !a.evict.bloom.has(id) {
+		return nil
+	}
+	// A scratch auditor folds the earlier messages as the audit did
+	// (its report is thrown away: they were reported when first read).
+	sub := &auditor{cfg: a.cfg, intents: map[string]*auditIntent{}, rep: &AuditReport{States: map[fsm.State]int{}}}
+	sub.cfg.Intent, sub.cfg.Projection = "", nil
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pattern := events.SubjectPrefix + ".*." + id
+	for next := uint64(1); ; {
+		m, err := a.stream.GetMsg(ctx, next, jetstream.WithGetMsgSubject(pattern))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			a.evict.err = fmt.Errorf("audit: re-read intent %s: %w", id, err)
+			return nil
+		}
+		if m.Sequence >= seq {
+			break
+		}
+		pm := prepareMsg(m.Sequence, m.Subject, m.Header, m.Data)
+		sub.apply(&pm)
+		next = m.Sequence + 1
+	}
+	t := sub.intents[id]
+	if t == nil {
+		return nil // a false positive of the filter: a new intent
+	}
+	a.intents[id] = t
+	a.evict.count--
+	a.evict.restores++
+	return t
+}
+
+// bloom is a Bloom filter of intent ids (double hashing, 7 probes).
+type bloom struct {
+	bits []uint64
+	seed maphash.Seed
+}
+
+// newBloom sizes the filter at 10 bits per message of the log (an intent
+// has at least one), at most 64 MiB.
+func newBloom(msgs uint64) bloom {
+	words := min(max(msgs*10/64, 1024), 8<<20)
+	return bloom{bits: make([]uint64, words), seed: maphash.MakeSeed()}
+}
+
+func (b *bloom) probes(id string, f func(bit uint64)) {
+	h := maphash.String(b.seed, id)
+	h1, h2 := h, h>>29|1
+	n := uint64(len(b.bits)) * 64
+	for i := uint64(0); i < 7; i++ {
+		f((h1 + i*h2) % n)
+	}
+}
+
+func (b *bloom) add(id string) {
+	b.probes(id, func(bit uint64) { b.bits[bit/64] |= 1 << (bit % 64) })
+}
+
+func (b *bloom) has(id string) bool {
+	all := true
+	b.probes(id, func(bit uint64) { all = all && b.bits[bit/64]&(1<<(bit%64)) != 0 })
+	return all
 }

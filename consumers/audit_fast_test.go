@@ -1,9 +1,16 @@
 package consumers
 
 import (
+	"context"
+	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/testharness"
 )
 
 // The one-pass hint scan says what lower-casing the text and searching
@@ -62,5 +69,57 @@ func TestSecretHintsAreInEveryMatch(t *testing.T) {
 				t.Fatalf("%s matches %q, which holds none of its hints %q", p.name, s, p.hints)
 			}
 		}
+	}
+}
+
+// Dropping confirmed intents from memory changes nothing the audit says:
+// later messages naming them (an illegal event, a second version 1, an
+// unreadable event, one on another route's subject) are judged against the
+// state folded again from the stream, exactly as if it had been kept.
+func TestAuditEvictionKeepsTheReport(t *testing.T) {
+	n := testharness.StartNode(t)
+	l := newAuditLog(t, n.JS, nil, t0)
+	confirm := func(name string) *auditHist {
+		x := l.record(name).started(1)
+		return x.next(x.attempt(1), &events.WriteConfirmedData{StatusCode: 201, Receipt: x.receipt("p_"+name, "response")})
+	}
+	var hs []*auditHist
+	for i := range 20 {
+		hs = append(hs, confirm(fmt.Sprintf("done-%d", i)))
+	}
+	// After confirmation: a second write, a second IntentRecorded, an
+	// unreadable event, an event on another route's subject, and an
+	// intent confirmed but then refused twice.
+	hs[3].plant(hs[3].attempt(2), &events.WriteStartedData{Attempt: 2, IdempotencyKey: hs[3].i.Recorded.IdempotencyKey, Deadline: l.at.Add(time.Minute)})
+	rec := hs[7].h.Events[0]
+	raw, err := events.Encode(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.publishRaw(hs[7].id(), string(raw))
+	l.publishRaw(hs[11].id(), `{"schema":"settle.event/v1","event_id":"`+hs[11].id()+`:4","intent_id":"`+hs[11].id()+
+		`","version":4,"type":"WriteTeleported","at":"2026-07-22T09:00:30Z","actor":"x","data":{}}`)
+	if _, err := n.JS.Publish(context.Background(), events.Subject("other_route", hs[13].id()), raw); err != nil {
+		t.Fatal(err)
+	}
+	hs[15].plant("", &events.ReadbackFailedData{ExternalID: "p_x", Failed: []string{"url"}}).
+		plant("", &events.ReadbackFailedData{ExternalID: "p_x", Failed: []string{"url"}})
+	confirm("after") // and more intents after them
+
+	cfg := AuditConfig{Now: func() time.Time { return t0.Add(2 * time.Hour) }, Grace: time.Minute}
+	kept, err := audit(context.Background(), n.JS, cfg, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped, err := audit(context.Background(), n.JS, cfg, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dropped.evict.restores != 5 || len(dropped.intents) >= len(kept.intents) {
+		t.Fatalf("restores %d, intents in memory %d (kept %d): want 5 restores and fewer in memory",
+			dropped.evict.restores, len(dropped.intents), len(kept.intents))
+	}
+	if kept.rep.OK() || !reflect.DeepEqual(kept.rep, dropped.rep) {
+		t.Fatalf("reports differ:\nkept    %+v\ndropped %+v", kept.rep, dropped.rep)
 	}
 }
