@@ -287,8 +287,8 @@ func (a *auditor) replay(ctx context.Context, js jetstream.JetStream, target uin
 // (which keeps every intent's view) nor for the intent whose timeline is
 // asked for.
 type evictState struct {
-	on    bool
-	bloom bloom
+	on       bool
+	bloom    bloom
 	count    int   // intents dropped and not restored
 	restores int   // intents folded again from the stream
 	err      error // a restore that could not read the stream
