@@ -346,7 +346,9 @@ func sameRequest(stored events.IntentRecordedData, rec events.IntentRecordedData
 //     request, an abandonment (the intent expired: a normal result in
 //     state abandoned), a retry claim, or WriteStarted — acknowledged
 //     before the adapter is called, and only the party whose WriteStarted
-//     wins the CAS calls it.
+//     wins the CAS calls it. For a new intent the first of these is
+//     appended in one unit with its IntentRecorded (one atomic batch, one
+//     sync, under load; see recordAndStart).
 //  3. The call, then the classified outcome: WriteConfirmed/WriteSucceeded,
 //     WriteRejected (proven not executed), or OutcomeUnknown.
 //
