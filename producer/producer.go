@@ -362,8 +362,8 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 	}
 	recordedNow, checked := false, false
 	for round := 0; round < 5; round++ {
-		h, err := p.store.Load(ctx, pr.rec.Route, pr.intentID)
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		h, err := p.store.load(ctx, pr.rec.Route, pr.intentID)
+		if err != nil {
 			return nil, fmt.Errorf("execute: %w", err)
 		}
 		if req.DryRun {

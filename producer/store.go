@@ -408,12 +408,22 @@ func isWrongLastSeq(err error) bool {
 // Events this version cannot decode make it fail with ErrCorruptHistory:
 // an intent is never folded from a partial history.
 func (s *Store) Load(ctx context.Context, route, intentID string) (*History, error) {
+	h, err := s.load(ctx, route, intentID)
+	if err == nil && h == nil {
+		return nil, fmt.Errorf("load %s: %w", intentID, ErrNotFound)
+	}
+	return h, err
+}
+
+// load is Load with (nil, nil) for an intent without history: a new
+// intent is Execute's common case, not an error to format.
+func (s *Store) load(ctx context.Context, route, intentID string) (*History, error) {
 	h := &History{Route: route}
 	if err := s.Refresh(ctx, h, intentID); err != nil {
 		return nil, err
 	}
 	if len(h.Events) == 0 {
-		return nil, fmt.Errorf("load %s: %w", intentID, ErrNotFound)
+		return nil, nil
 	}
 	return h, nil
 }
