@@ -562,3 +562,29 @@ func TestClusterR3GroupCommit(t *testing.T) {
 		t.Fatalf("stats %+v (before %+v): want one lost batch", st, before)
 	}
 }
+
+// A stream made before group commit (no atomic publish, no direct get) is
+// updated when the store opens, and appends then go in batches.
+func TestOpenStoreEnablesAtomicPublishOnAnOlderStream(t *testing.T) {
+	n := testharness.StartNode(t)
+	ctx := context.Background()
+	old := jetstream.StreamConfig{Name: "SETTLE_INTENTS", Description: "settle intents: one subject per intent, every lifecycle event",
+		Subjects: []string{events.AllSubjects}, Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy,
+		Discard: jetstream.DiscardNew, Replicas: 1, Duplicates: 10 * time.Minute, DenyDelete: true, DenyPurge: true,
+		MaxMsgSize: events.MaxEventSize + 4096}
+	if _, err := n.JS.CreateStream(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	s := batchStore(t, n.JS, 2)
+	info, err := s.Stream().Info(ctx)
+	if err != nil || !info.Config.AllowAtomicPublish || !info.Config.AllowDirect {
+		t.Fatalf("config after open: atomic %v direct %v (%v)", info.Config.AllowAtomicPublish, info.Config.AllowDirect, err)
+	}
+	evs := [][]events.Event{{recordedEvent(t, "old-1")}, {recordedEvent(t, "old-2")}}
+	if _, errs := s.AppendUnits(ctx, "social_post", evs, []uint64{0, 0}); errs[0] != nil || errs[1] != nil {
+		t.Fatal(errs)
+	}
+	if st := s.BatchStats(); st.Batches != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
