@@ -89,6 +89,12 @@ func BenchmarkHeapFinished(b *testing.B) {
 	base := heapMiB()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		// The baseline at this size: a raw ordered read of the stream.
+		t := time.Now()
+		if got := readRaw(b, node.JS, total); got != total {
+			b.Fatalf("raw read %d of %d", got, total)
+		}
+		rawRate := float64(total) / time.Since(t).Seconds()
 		// The audit, sampled from its progress callback.
 		var auditAt [2]float64
 		cfg := consumers.DefaultAuditConfig()
@@ -101,7 +107,7 @@ func BenchmarkHeapFinished(b *testing.B) {
 				auditAt[1] = heapMiB()
 			}
 		}
-		t := time.Now()
+		t = time.Now()
 		rep, err := consumers.Audit(ctx, node.JS, cfg)
 		if err != nil {
 			b.Fatal(err)
@@ -153,9 +159,12 @@ func BenchmarkHeapFinished(b *testing.B) {
 		b.ReportMetric(base, "base_heap_MiB")
 		b.ReportMetric(auditAt[0], "audit_heap_10pct_MiB")
 		b.ReportMetric(auditAt[1], "audit_heap_100pct_MiB")
+		b.ReportMetric(rawRate, "raw_read_events/s")
 		b.ReportMetric(float64(total)/auditTime.Seconds(), "audit_events/s")
+		b.ReportMetric(float64(total)/auditTime.Seconds()/rawRate, "audit/raw")
 		b.ReportMetric(float64(projAt[0].Load())/1024, "projector_heap_10pct_MiB")
 		b.ReportMetric(float64(projAt[1].Load())/1024, "projector_heap_100pct_MiB")
 		b.ReportMetric(float64(total)/projTime.Seconds(), "projected_events/s")
+		b.ReportMetric(float64(total)/projTime.Seconds()/rawRate, "projection/raw")
 	}
 }
