@@ -47,9 +47,12 @@ soak:
 	$(GO) test -count=1 -timeout 0 -run '$(SIM)' -v ./consumers/ -args -sim.seed=$(SEED) -sim.intents=$(INTENTS)
 
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./events/
-	$(GO) test -run '^$$' -fuzz FuzzCanonicalize -fuzztime 60s ./events/
-	$(GO) test -run '^$$' -fuzz FuzzDecodeArgs -fuzztime 60s ./mcp/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60s ./events/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFastPathAgrees$$' -fuzztime 60s ./events/
+	$(GO) test -run '^$$' -fuzz '^FuzzMarshalJSONMatchesEncodingJSON$$' -fuzztime 30s ./events/
+	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalize$$' -fuzztime 60s ./events/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeArgs$$' -fuzztime 60s ./mcp/
+	$(GO) test -run '^$$' -fuzz '^FuzzHintMask$$' -fuzztime 30s ./consumers/
 
 clean:
 	rm -rf bin
