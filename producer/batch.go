@@ -475,7 +475,7 @@ const (
 
 // appendUnit appends u: through the group commit, or alone.
 func (s *Store) appendUnit(ctx context.Context, u *unit) ([]uint64, error) {
-	if s.cfg.BatchMax < 2 {
+	if s.cfg.BatchMax < 2 || !s.atomic {
 		return s.appendAlone(ctx, u)
 	}
 	s.batch.submit(u)

@@ -159,6 +159,8 @@ type Store struct {
 	batch *batcher
 	// faults are injected by tests.
 	faults storeFaults
+	// atomic: the stream allows atomic batches (the server knows them).
+	atomic bool
 }
 
 // OpenStore creates or updates the stream and returns the store.
@@ -191,6 +193,10 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 	}
 	s := &Store{js: js, stream: st, cfg: cfg}
 	s.batch = &batcher{s: s, cost: newCostModel()}
+	// A server that does not know atomic batches (before 2.12) would
+	// store Nats-Batch-* messages one by one as they come: then every
+	// append goes alone.
+	s.atomic = st.CachedInfo().Config.AllowAtomicPublish
 	return s, nil
 }
 
