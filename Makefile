@@ -6,7 +6,7 @@ INTENTS  ?= 100000
 BENCHTIME ?= 2s
 SIM      := ^TestSimulationSeeded$$
 
-.PHONY: build test demo bench lint soak fuzz clean
+.PHONY: build test demo bench bench-peers lint soak fuzz clean
 
 build:
 	$(GO) build -o bin/ ./cmd/settle ./examples/socialapi
@@ -22,8 +22,18 @@ test: lint
 demo:
 	$(GO) run ./cmd/settle demo
 
+# Every benchmark of BENCHMARKS.md in one run (about ten minutes): raw
+# JetStream appends (one by one and in atomic batches), Execute at 1, 16, 64
+# and 256 callers, reconciliation, audit and projection against a raw read,
+# and the heap with 1M finished intents.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 30m ./bench/ ./projector/ ./consumers/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 60m ./bench/ ./projector/ ./consumers/
+
+# settle, DBOS Transact Go on PostgreSQL and the Temporal dev server on one
+# workload, side by side (bench/peers, its own module; run as root: it may
+# install PostgreSQL with apt and starts it as the postgres user).
+bench-peers:
+	bash bench/peers/run.sh
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -37,9 +47,12 @@ soak:
 	$(GO) test -count=1 -timeout 0 -run '$(SIM)' -v ./consumers/ -args -sim.seed=$(SEED) -sim.intents=$(INTENTS)
 
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./events/
-	$(GO) test -run '^$$' -fuzz FuzzCanonicalize -fuzztime 60s ./events/
-	$(GO) test -run '^$$' -fuzz FuzzDecodeArgs -fuzztime 60s ./mcp/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60s ./events/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFastPathAgrees$$' -fuzztime 60s ./events/
+	$(GO) test -run '^$$' -fuzz '^FuzzMarshalJSONMatchesEncodingJSON$$' -fuzztime 30s ./events/
+	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalize$$' -fuzztime 60s ./events/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeArgs$$' -fuzztime 60s ./mcp/
+	$(GO) test -run '^$$' -fuzz '^FuzzHintMask$$' -fuzztime 30s ./consumers/
 
 clean:
 	rm -rf bin

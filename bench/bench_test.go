@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/consumers"
@@ -238,6 +241,64 @@ func BenchmarkAppendRaw(b *testing.B) {
 	}
 }
 
+// rawBatch is the size of BenchmarkAppendRawBatch's atomic batches.
+const rawBatch = 100
+
+// BenchmarkAppendRawBatch: the same encoded events as BenchmarkAppendRaw,
+// published as JetStream atomic batches of 100 (Nats-Batch-Id,
+// Nats-Batch-Sequence, Nats-Batch-Commit on the last; one ack per batch),
+// one after the other, each message with its Nats-Msg-Id: what the log
+// itself can take when one sync covers many messages.
+func BenchmarkAppendRawBatch(b *testing.B) {
+	for _, d := range durabilities {
+		b.Run(string(d), func(b *testing.B) {
+			n := testharness.StartNode(b, d)
+			store := openStore(b, n)
+			probe := newRawProbe(b, n, store)
+			msgs := rawMsgs(events.SubjectPrefix, 0, b.N)
+			for k, m := range msgs {
+				m.Header = nats.Header{}
+				m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("raw:%d", k))
+			}
+			b.ResetTimer()
+			for lo := 0; lo < len(msgs); lo += rawBatch {
+				publishAtomicRaw(b, n.NC, msgs[lo:min(lo+rawBatch, len(msgs))])
+			}
+			b.StopTimer()
+			rate := reportRate(b, "events/s")
+			b.ReportMetric(rate/reportRaw(b, probe), "ratio_vs_raw")
+		})
+	}
+}
+
+// publishAtomicRaw publishes msgs as one atomic batch and waits for its ack.
+func publishAtomicRaw(b *testing.B, nc *nats.Conn, msgs []*nats.Msg) {
+	b.Helper()
+	id := nuid.Next()
+	for k, m := range msgs {
+		m.Header.Set("Nats-Batch-Id", id)
+		m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(k+1))
+		if k < len(msgs)-1 {
+			if err := nc.PublishMsg(m); err != nil {
+				b.Fatal(err)
+			}
+			continue
+		}
+		m.Header.Set("Nats-Batch-Commit", "1")
+		resp, err := nc.RequestMsg(m, 10*time.Second)
+		if err != nil {
+			b.Fatalf("atomic batch: %v", err)
+		}
+		var ack struct {
+			Count int             `json:"count"`
+			Error json.RawMessage `json:"error"`
+		}
+		if err := json.Unmarshal(resp.Data, &ack); err != nil || ack.Error != nil || ack.Count != len(msgs) {
+			b.Fatalf("atomic batch ack %s: %v", resp.Data, err)
+		}
+	}
+}
+
 // --- 2. store appends -------------------------------------------------------
 
 // BenchmarkAppendCAS: one Store.Append per op, sequential: the next version
@@ -304,18 +365,20 @@ func request(requestID string, plannedAt time.Time) producer.Request {
 	return producer.Request{Route: route, Account: account, RequestID: requestID, Payload: p, PlannedAt: plannedAt}
 }
 
+// executeConcurrency are the caller counts of BenchmarkExecute.
+var executeConcurrency = []int{1, 16, 64, 256}
+
 // BenchmarkExecute: one Producer.Execute of a new intent per op against the
-// fake social API (success): load (empty), IntentRecorded, WriteStarted,
-// POST over loopback HTTP, WriteSucceeded. seq is one caller; c64 is 64
-// goroutines sharing one producer, splitting b.N.
+// fake social API (success): load (empty), IntentRecorded and WriteStarted
+// (one unit: one atomic batch under load), POST over loopback HTTP,
+// WriteSucceeded. cN is N goroutines sharing one producer and one store
+// (so their appends are group-committed), splitting b.N. p50_ms and p99_ms
+// are the latencies of single Executes; msgs/batch is the mean size of the
+// atomic batches the group commit made (0: every append went alone).
 func BenchmarkExecute(b *testing.B) {
 	for _, d := range durabilities {
-		for _, conc := range []int{1, 64} {
-			name := "seq"
-			if conc > 1 {
-				name = fmt.Sprintf("c%d", conc)
-			}
-			b.Run(string(d)+"/"+name, func(b *testing.B) {
+		for _, conc := range executeConcurrency {
+			b.Run(fmt.Sprintf("%s/c%d", d, conc), func(b *testing.B) {
 				n := testharness.StartNode(b, d)
 				store := openStore(b, n)
 				api := testharness.NewSocialAPI(b)
@@ -328,6 +391,7 @@ func BenchmarkExecute(b *testing.B) {
 				ctx := context.Background()
 				var next atomic.Int64
 				var failed atomic.Bool
+				lat := make([]time.Duration, b.N)
 				probe := newRawProbe(b, n, store)
 				work := func() {
 					for !failed.Load() {
@@ -335,7 +399,9 @@ func BenchmarkExecute(b *testing.B) {
 						if i > int64(b.N) {
 							return
 						}
+						start := time.Now()
 						res, err := p.Execute(ctx, request(fmt.Sprintf("task:%d", i), time.Time{}))
+						lat[i-1] = time.Since(start)
 						if err != nil || res.State != fsm.Verifying {
 							failed.Store(true)
 							b.Errorf("execute %d: state %v, err %v", i, stateOf(res), err)
@@ -343,6 +409,7 @@ func BenchmarkExecute(b *testing.B) {
 						}
 					}
 				}
+				st0 := store.BatchStats()
 				b.ResetTimer()
 				var wg sync.WaitGroup
 				for g := 0; g < conc; g++ {
@@ -357,11 +424,28 @@ func BenchmarkExecute(b *testing.B) {
 				if api.Effects() != b.N || api.Writes() != b.N {
 					b.Fatalf("effects %d writes %d, want %d", api.Effects(), api.Writes(), b.N)
 				}
+				st := store.BatchStats()
 				rate := reportRate(b, "intents/s")
 				b.ReportMetric(rate/reportRaw(b, probe), "ratio_vs_raw_append")
+				reportLatency(b, lat)
+				if nb := st.Batches - st0.Batches; nb > 0 {
+					b.ReportMetric(float64(st.Messages-st0.Messages)/float64(nb), "msgs/batch")
+				} else {
+					b.ReportMetric(0, "msgs/batch")
+				}
 			})
 		}
 	}
+}
+
+// reportLatency reports the median and 99th percentile of lat in ms.
+func reportLatency(b *testing.B, lat []time.Duration) {
+	slices.Sort(lat)
+	at := func(q float64) float64 {
+		return float64(lat[min(len(lat)-1, int(q*float64(len(lat))))]) / float64(time.Millisecond)
+	}
+	b.ReportMetric(at(0.50), "p50_ms")
+	b.ReportMetric(at(0.99), "p99_ms")
 }
 
 func stateOf(res *producer.Result) fsm.State {

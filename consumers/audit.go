@@ -1,6 +1,7 @@
 package consumers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,7 +16,6 @@ import (
 	"github.com/cockroachdb/errors"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
@@ -276,6 +276,16 @@ func (c AuditConfig) Validate() error {
 // An error means the audit itself could not run (stream, consumer,
 // projection unreadable).
 func Audit(ctx context.Context, js jetstream.JetStream, cfg AuditConfig) (*AuditReport, error) {
+	a, err := audit(ctx, js, cfg, true)
+	if err != nil {
+		return nil, err
+	}
+	return a.rep, nil
+}
+
+// audit runs the audit; evict lets it drop confirmed intents from memory
+// (audit_fast.go).
+func audit(ctx context.Context, js jetstream.JetStream, cfg AuditConfig, evict bool) (*auditor, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -287,7 +297,7 @@ func Audit(ctx context.Context, js jetstream.JetStream, cfg AuditConfig) (*Audit
 	if err != nil {
 		return nil, fmt.Errorf("audit: stream %s: %w", cfg.Stream, err)
 	}
-	a := &auditor{cfg: cfg, intents: map[string]*auditIntent{}, rep: &AuditReport{
+	a := &auditor{cfg: cfg, intents: map[string]*auditIntent{}, stream: stream, rep: &AuditReport{
 		Stream: cfg.Stream, At: cfg.Now().UTC(), States: map[fsm.State]int{}, Violations: []Violation{}, Intent: cfg.Intent,
 	}}
 	if cfg.Projection != nil {
@@ -304,6 +314,9 @@ func Audit(ctx context.Context, js jetstream.JetStream, cfg AuditConfig) (*Audit
 	}
 	a.total = info.State.Msgs
 	a.rep.LastSeq = info.State.LastSeq
+	if evict {
+		a.evictable(info.State.Msgs)
+	}
 	if info.State.Msgs > 0 {
 		if err := a.replay(ctx, js, info.State.LastSeq); err != nil {
 			return nil, err
@@ -315,13 +328,15 @@ func Audit(ctx context.Context, js jetstream.JetStream, cfg AuditConfig) (*Audit
 	if err := a.finish(ctx); err != nil {
 		return nil, err
 	}
-	return a.rep, nil
+	return a, nil
 }
 
 type auditor struct {
 	cfg          AuditConfig
 	rep          *AuditReport
 	intents      map[string]*auditIntent
+	stream       jetstream.Stream
+	evict        evictState // audit_fast.go
 	total        uint64
 	lastProgress uint64
 	cpStart      uint64
@@ -355,47 +370,6 @@ type auditIntent struct {
 	pending  string // external id awaiting readback
 }
 
-func (a *auditor) replay(ctx context.Context, js jetstream.JetStream, target uint64) error {
-	cons, err := js.OrderedConsumer(ctx, a.cfg.Stream, jetstream.OrderedConsumerConfig{
-		DeliverPolicy:     jetstream.DeliverAllPolicy,
-		InactiveThreshold: time.Minute,
-		NamePrefix:        "settle_audit_" + nuid.Next(),
-	})
-	if err != nil {
-		return fmt.Errorf("audit: ordered consumer: %w", err)
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(a.cfg.Batch))
-	if err != nil {
-		return fmt.Errorf("audit: ordered consumer: %w", err)
-	}
-	defer func() {
-		it.Stop()
-		if ci := cons.CachedInfo(); ci != nil {
-			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_ = js.DeleteConsumer(dctx, a.cfg.Stream, ci.Name)
-			cancel()
-		}
-	}()
-	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			return fmt.Errorf("audit: read after %d events: %w", a.rep.Events, err)
-		}
-		meta, err := m.Metadata()
-		if err != nil {
-			return fmt.Errorf("audit: message metadata: %w", err)
-		}
-		a.event(meta.Sequence.Stream, m.Subject(), m.Headers(), m.Data())
-		if a.cfg.Progress != nil && a.rep.Events-a.lastProgress >= a.cfg.ProgressEvery {
-			a.lastProgress = a.rep.Events
-			a.cfg.Progress(a.rep.Events, a.total)
-		}
-		if meta.Sequence.Stream >= target || meta.NumPending == 0 {
-			return nil
-		}
-	}
-}
-
 func (a *auditor) violate(v Violation) int {
 	a.rep.Violations = append(a.rep.Violations, v)
 	return len(a.rep.Violations) - 1
@@ -412,24 +386,16 @@ func (a *auditor) intent(id, route string) *auditIntent {
 
 // event audits one stream message.
 func (a *auditor) event(seq uint64, subject string, hdr nats.Header, data []byte) {
+	m := prepareMsg(seq, subject, hdr, data)
+	a.apply(&m)
+}
+
+// apply audits one prepared message, in log order.
+func (a *auditor) apply(m *preparedMsg) {
+	seq, subject, hdr, data := m.seq, m.subject, m.hdr, m.data
+	route, subjID, subjErr := m.route, m.subjID, m.subjErr
+	e, decErr, hits := m.e, m.decErr, m.hits
 	a.rep.Events++
-	route, subjID, subjErr := events.ParseSubject(subject)
-	e, decErr := events.Decode(data)
-	// Secrets first: they matter whether or not the event is readable.
-	hits := scanSecrets(data)
-	keys := make([]string, 0, len(hdr))
-	for k := range hdr {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		for _, v := range hdr[k] {
-			for _, h := range scanSecrets([]byte(k + ": " + v)) {
-				h.offset, h.header = hitInHeader, k
-				hits = append(hits, h)
-			}
-		}
-	}
 	if len(hits) > 0 {
 		var version uint64
 		typ := events.Type("unreadable")
@@ -455,7 +421,10 @@ func (a *auditor) event(seq uint64, subject string, hdr nats.Header, data []byte
 			Detail: fmt.Sprintf("message on %q, not settle.intents.<route>.<intent_id>: %v", clipText(subject), subjErr)})
 		return
 	}
-	t := a.intent(subjID, route)
+	t := a.restored(subjID, seq)
+	if t == nil {
+		t = a.intent(subjID, route)
+	}
 	var tl *TimelineEntry
 	if a.cfg.Intent == subjID {
 		a.rep.Timeline = append(a.rep.Timeline, TimelineEntry{Seq: seq})
@@ -530,6 +499,7 @@ func (a *auditor) event(seq uint64, subject string, hdr nats.Header, data []byte
 	if tl != nil {
 		tl.State = t.fold.State
 	}
+	a.maybeEvict(t)
 	if a.cfg.Projection != nil {
 		t.hist = append(t.hist, e)
 		t.seqs = append(t.seqs, seq)
@@ -622,6 +592,9 @@ func (a *auditor) finish(ctx context.Context) error {
 	sort.Strings(ids)
 	now := a.rep.At
 	grace, stuckAfter := a.cfg.Grace, a.cfg.StuckAfter
+	if a.evict.count > 0 {
+		a.rep.States[fsm.Confirmed] += a.evict.count
+	}
 	for _, id := range ids {
 		t := a.intents[id]
 		a.rep.States[t.fold.State]++
@@ -676,7 +649,7 @@ func (a *auditor) finish(ctx context.Context) error {
 		}
 		return p.Kind < q.Kind
 	})
-	a.rep.Intents = len(a.intents)
+	a.rep.Intents = len(a.intents) + a.evict.count
 	if len(a.rep.Violations) > 0 {
 		a.rep.ByKind = map[string]int{}
 		for _, v := range a.rep.Violations {
@@ -863,7 +836,8 @@ type secretPattern struct {
 	name string
 	re   *regexp.Regexp
 	// hints: the pattern can only match text whose lower-case form holds
-	// one of these; the regexp runs only then (most events hold none).
+	// one of these (every match contains one); the regexp runs only then
+	// (most events hold none).
 	hints []string
 }
 
@@ -875,9 +849,9 @@ var secretPatterns = []secretPattern{
 	{"a Slack token", regexp.MustCompile(`\bxox[bpars]-[A-Za-z0-9-]{10,}`), []string{"xox"}},
 	{"an AWS access key id", regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`), []string{"akia", "asia"}},
 	{"a private key", regexp.MustCompile(`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----`), []string{"private key"}},
-	{"a password", regexp.MustCompile(`(?i)\bpass(?:word|wd)?\\?"\s*:\s*\\?"([^"\\]+)`), []string{"pass"}},
-	{"an API key", regexp.MustCompile(`(?i)\b(?:x-)?api[_-]?key\\?"?\s*[:=]\s*\\?"?([A-Za-z0-9\-._~+/=]{8,})`), []string{"api"}},
-	{"a token", regexp.MustCompile(`(?i)(?:\b|_)(?:access_|auth_|refresh_|id_)?token\\?"\s*:\s*\\?"([A-Za-z0-9\-._~+/=]{16,})`), []string{"token"}},
+	{"a password", regexp.MustCompile(`(?i)\bpass(?:word|wd)?\\?"\s*:\s*\\?"([^"\\]+)`), []string{`pass"`, `pass\`, "password", "passwd"}},
+	{"an API key", regexp.MustCompile(`(?i)\b(?:x-)?api[_-]?key\\?"?\s*[:=]\s*\\?"?([A-Za-z0-9\-._~+/=]{8,})`), []string{"api_key", "api-key", "apikey"}},
+	{"a token", regexp.MustCompile(`(?i)(?:\b|_)(?:access_|auth_|refresh_|id_)?token\\?"\s*:\s*\\?"([A-Za-z0-9\-._~+/=]{16,})`), []string{`token"`, `token\`}},
 	{"a client secret", regexp.MustCompile(`(?i)\b(?:client_secret|secret_key|api_secret)\\?"\s*:\s*\\?"([^"\\]{8,})`), []string{"client_secret", "secret_key", "api_secret"}},
 }
 
@@ -908,8 +882,11 @@ const (
 // or a header line). Strings with \u escapes are also scanned unescaped,
 // so an escaped secret is still found.
 func scanSecrets(b []byte) []secretHit {
-	hits := scanText(string(b), 0)
-	if strings.Contains(string(b), `\u`) {
+	var hits []secretHit
+	if mask := hintMask(b); mask != 0 {
+		hits = scanMasked(string(b), 0, mask)
+	}
+	if bytes.Contains(b, []byte(`\u`)) {
 		var v any
 		if json.Unmarshal(b, &v) == nil {
 			walkStrings(v, func(s string) {
@@ -924,10 +901,15 @@ func scanSecrets(b []byte) []secretHit {
 }
 
 func scanText(s string, base int) []secretHit {
+	return scanMasked(s, base, hintMask(s))
+}
+
+// scanMasked runs the patterns of mask (bit i: secretPatterns[i] is
+// hinted in s) over s.
+func scanMasked(s string, base int, mask uint64) []secretHit {
 	var hits []secretHit
-	lower := strings.ToLower(s)
-	for _, p := range secretPatterns {
-		if !hinted(lower, p.hints) {
+	for i, p := range secretPatterns {
+		if mask&(1<<i) == 0 {
 			continue
 		}
 		for _, m := range p.re.FindAllStringSubmatchIndex(s, -1) {

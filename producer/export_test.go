@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"sync"
 
 	"github.com/settle-dev/settle/events"
 )
@@ -11,3 +12,35 @@ import (
 func (s *Store) AppendAs(ctx context.Context, route string, e events.Event, expectedLastSeq uint64, appendID string) (uint64, error) {
 	return s.appendAs(ctx, route, e, expectedLastSeq, appendID)
 }
+
+// AppendUnits submits appends to the group commit in one go (an idle
+// flusher takes them together) and waits for each: one entry of evs per
+// Append call, with its expected last subject sequence.
+func (s *Store) AppendUnits(ctx context.Context, route string, evs [][]events.Event, expected []uint64) ([][]uint64, []error) {
+	units := make([]*unit, len(evs))
+	seqs, errs := make([][]uint64, len(evs)), make([]error, len(evs))
+	for i := range evs {
+		units[i], errs[i] = s.newUnit(route, evs[i], expected[i], newAppendID())
+		if errs[i] != nil {
+			return seqs, errs
+		}
+	}
+	s.batch.submit(units...)
+	var wg sync.WaitGroup
+	for i, u := range units {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			seqs[i], errs[i] = s.await(ctx, u)
+		}()
+	}
+	wg.Wait()
+	return seqs, errs
+}
+
+// DropBatchCommits makes the next n atomic batches never send their
+// commit (the batch does not land; its ack never comes).
+func (s *Store) DropBatchCommits(n int32) { s.faults.dropCommit.Store(n) }
+
+// LoseBatchAcks makes the next n committed atomic batches lose their ack.
+func (s *Store) LoseBatchAcks(n int32) { s.faults.loseAck.Store(n) }

@@ -2,8 +2,6 @@ package producer
 
 import (
 	"context"
-
-	"github.com/cockroachdb/errors"
 )
 
 // loadPrepared reads the intent a prepared request maps to: its scoped id
@@ -12,24 +10,23 @@ import (
 // the same account — that intent is this request's, and recording a new
 // one would write twice. A v1 intent of another account is another
 // intent under scoped ids, so it is not returned.
+//
+// It returns (nil, nil) when neither exists.
 func (p *Producer) loadPrepared(ctx context.Context, pr *prepared) (*History, error) {
-	h, err := p.store.Load(ctx, pr.rec.Route, pr.intentID)
-	if !errors.Is(err, ErrNotFound) || pr.legacyID == pr.intentID {
+	h, err := p.store.load(ctx, pr.rec.Route, pr.intentID)
+	if err != nil || h != nil || pr.legacyID == pr.intentID {
 		return h, err
 	}
-	lh, lerr := p.store.Load(ctx, pr.rec.Route, pr.legacyID)
-	if lerr != nil {
-		if errors.Is(lerr, ErrNotFound) {
-			return nil, err
-		}
-		return nil, lerr
+	lh, err := p.store.load(ctx, pr.rec.Route, pr.legacyID)
+	if err != nil || lh == nil {
+		return nil, err
 	}
-	i, ferr := lh.Fold()
-	if ferr != nil {
-		return nil, ferr
+	i, err := lh.Fold()
+	if err != nil {
+		return nil, err
 	}
 	if i.Recorded.Account != pr.rec.Account {
-		return nil, err
+		return nil, nil
 	}
 	return lh, nil
 }

@@ -298,14 +298,22 @@ func (p *Producer) prepare(req Request) (*prepared, error) {
 		return nil, fmt.Errorf("%w: %w", ErrPayloadTooLarge, &events.FieldError{Field: "payload",
 			Reason: fmt.Sprintf("is %d bytes in canonical form, the limit is %d", len(canon), events.MaxPayloadSize)})
 	}
-	if _, err := events.Encode(pr.event(now, p.cfg.Actor)); err != nil {
-		if errors.Is(err, events.ErrTooLarge) {
-			return nil, fmt.Errorf("%w: %w", ErrPayloadTooLarge, &events.FieldError{Field: "payload",
-				Reason: fmt.Sprintf("makes an event over the log's %d-byte limit once encoded", events.MaxEventSize)})
-		}
+	// The event is validated here; its size is checked when it is encoded
+	// to be appended (tooLarge), not by encoding it twice.
+	if err := pr.event(now, p.cfg.Actor).Validate(); err != nil {
 		return nil, invalid(err)
 	}
 	return pr, nil
+}
+
+// tooLarge maps an IntentRecorded that encodes over the log's limit to
+// ErrPayloadTooLarge (nothing was recorded or written).
+func tooLarge(err error) error {
+	if errors.Is(err, events.ErrTooLarge) {
+		return fmt.Errorf("%w: %w", ErrPayloadTooLarge, &events.FieldError{Field: "payload",
+			Reason: fmt.Sprintf("makes an event over the log's %d-byte limit once encoded", events.MaxEventSize)})
+	}
+	return err
 }
 
 // event is the IntentRecorded event of a prepared request.
@@ -341,7 +349,9 @@ func sameRequest(stored events.IntentRecordedData, rec events.IntentRecordedData
 //     request, an abandonment (the intent expired: a normal result in
 //     state abandoned), a retry claim, or WriteStarted — acknowledged
 //     before the adapter is called, and only the party whose WriteStarted
-//     wins the CAS calls it.
+//     wins the CAS calls it. For a new intent the first of these is
+//     appended in one unit with its IntentRecorded (one atomic batch, one
+//     sync, under load; see recordAndStart).
 //  3. The call, then the classified outcome: WriteConfirmed/WriteSucceeded,
 //     WriteRejected (proven not executed), or OutcomeUnknown.
 //
@@ -356,7 +366,7 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 	recordedNow, checked := false, false
 	for round := 0; round < 5; round++ {
 		h, err := p.loadPrepared(ctx, pr)
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if err != nil {
 			return nil, fmt.Errorf("execute: %w", err)
 		}
 		if req.DryRun {
@@ -369,14 +379,20 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 				}
 				checked = true
 			}
-			h, err = p.record(ctx, pr)
+			res, err := p.recordAndStart(ctx, pr)
 			if errors.Is(err, ErrConflict) {
-				continue // someone recorded it concurrently: compare with theirs
+				// Someone recorded it concurrently (compare with theirs),
+				// or moved our new intent on before our first step.
+				recordedNow = recordedNow || res != nil
+				continue
 			}
 			if err != nil {
+				if res != nil && errors.Is(err, ErrOutcomeNotRecorded) {
+					return res, err
+				}
 				return nil, err
 			}
-			recordedNow = true
+			return res, nil
 		}
 		intent, err := h.Fold()
 		if err != nil {
@@ -385,7 +401,7 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 		if err := sameRequest(intent.Recorded, pr.rec); err != nil {
 			return nil, err
 		}
-		res, err := p.drive(ctx, pr.route, h, intent, recordedNow)
+		res, err := p.drive(ctx, pr.route, h, intent, recordedNow, false, 0)
 		if errors.Is(err, ErrConflict) {
 			continue // another party moved the intent: reload
 		}
@@ -412,20 +428,64 @@ func (p *Producer) checkIdentity(ctx context.Context, pr *prepared) error {
 	return fmt.Errorf("execute: identity check of route %s: %w", pr.route.Name, err)
 }
 
-func (p *Producer) record(ctx context.Context, pr *prepared) (*History, error) {
-	e := pr.event(p.cfg.Now(), p.cfg.Actor)
-	seq, err := p.store.Append(ctx, pr.rec.Route, e, 0)
+// recordAndStart records a new intent together with the first step the
+// decider gives on it (the WriteStarted of an automatic first write, or an
+// approval request, or an abandonment), appended as one unit: one atomic
+// batch and one sync under load, two CAS appends otherwise. The decision is
+// the one drive would make on the freshly recorded intent; a WriteStarted is
+// still acknowledged before the call, and a conflict on IntentRecorded
+// (ErrConflict, nil result) makes the caller reload and compare. When
+// IntentRecorded landed but its step did not, the result is non-nil with
+// the error (ErrConflict: reload and drive).
+func (p *Producer) recordAndStart(ctx context.Context, pr *prepared) (*Result, error) {
+	realStart := time.Now()
+	now := p.cfg.Now()
+	rec := pr.event(now, p.cfg.Actor)
+	intent, err := fsm.Fold([]events.Event{rec})
 	if err != nil {
 		return nil, fmt.Errorf("record: %w", err)
 	}
-	return &History{Route: pr.rec.Route, Events: []events.Event{e}, LastSeq: seq}, nil
+	evs := []events.Event{rec}
+	caps := fsm.CapsFor(intent, adapter.FrozenCaps(pr.route.Adapter))
+	step := p.dec.Next(intent, caps, now)
+	next := intent
+	if step.WritePath && step.Event != nil && (step.Kind == fsm.StepWrite || step.Kind == fsm.StepAppend) {
+		e := events.New(intent.ID, 2, now, p.cfg.Actor, step.AttemptID, step.Event)
+		n := intent.Clone()
+		if err := n.Apply(e); err == nil {
+			evs, next = append(evs, e), n
+		}
+	}
+	seqs, err := p.store.AppendEvents(ctx, pr.rec.Route, evs, 0)
+	if len(seqs) == 0 {
+		return nil, fmt.Errorf("record: %w", tooLarge(err))
+	}
+	h := &History{Route: pr.rec.Route, Events: evs[:len(seqs)], LastSeq: seqs[len(seqs)-1]}
+	if len(seqs) < len(evs) {
+		return p.result(h, intent, false), fmt.Errorf("record: %s: %w", evs[1].Type, err)
+	}
+	if len(evs) == 1 {
+		return p.drive(ctx, pr.route, h, intent, true, false, 0)
+	}
+	intent = next
+	if step.Kind != fsm.StepWrite {
+		return p.drive(ctx, pr.route, h, intent, true, false, 1)
+	}
+	// WriteStarted is acknowledged: make the call, record its outcome.
+	if err := p.call(ctx, pr.route, h, intent, step, realStart); err != nil {
+		if errors.Is(err, ErrOutcomeNotRecorded) {
+			return p.result(h, intent, false), err
+		}
+		return nil, err
+	}
+	return p.drive(ctx, pr.route, h, intent, true, true, 2)
 }
 
 // drive takes the write-path steps the decider gives, making at most one
-// external call, and returns the result.
-func (p *Producer) drive(ctx context.Context, route Route, h *History, intent *fsm.Intent, recordedNow bool) (*Result, error) {
+// external call, and returns the result. wrote and appended say what the
+// caller already did on this intent.
+func (p *Producer) drive(ctx context.Context, route Route, h *History, intent *fsm.Intent, recordedNow, wrote bool, appended int) (*Result, error) {
 	caps := fsm.CapsFor(intent, adapter.FrozenCaps(route.Adapter))
-	appended, wrote := 0, false
 	for k := 0; k < 8; k++ {
 		realStart := time.Now()
 		step := p.dec.Next(intent, caps, p.cfg.Now())
@@ -467,6 +527,12 @@ func (p *Producer) TakeWrite(ctx context.Context, route Route, h *History, inten
 	if err := p.appendTo(ctx, h, intent, step.AttemptID, started); err != nil {
 		return err
 	}
+	return p.call(ctx, route, h, intent, step, realStart)
+}
+
+// call makes the external call of a write step whose WriteStarted is on
+// the log (and folded into intent), then appends the classified outcome.
+func (p *Producer) call(ctx context.Context, route Route, h *History, intent *fsm.Intent, step fsm.Step, realStart time.Time) error {
 	// WriteStarted is acknowledged: only now may the request leave.
 	callCtx, cancel := context.WithDeadline(ctx, realStart.Add(intent.Recorded.Policy.AttemptDeadline.D()))
 	res, callErr := route.Adapter.Write(callCtx, adapter.WriteRequest{

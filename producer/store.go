@@ -60,11 +60,27 @@ type StoreConfig struct {
 	AppendAttempts int
 	// AppendTimeout bounds one publish attempt (default 5s).
 	AppendTimeout time.Duration
+	// BatchMax bounds the messages of one group-commit batch (default 256;
+	// at most 1000, the server's limit). Below 2 every Append is published
+	// by itself.
+	BatchMax int
+	// BatchMin, when set, is the fewest messages a flush must hold to go as
+	// an atomic batch; a smaller flush publishes each append alone. 0
+	// (default): decided by measuring what batches and lone appends cost
+	// (see batch.go).
+	BatchMin int
+	// BatchFlushers is how many batches may be in flight at once (default
+	// 2: the next batch is sent while the server commits the last).
+	BatchFlushers int
+	// BatchBytes bounds the encoded size of one batch (default 4 MiB; a
+	// single larger append still goes, alone in its batch).
+	BatchBytes int
 }
 
 // DefaultStoreConfig returns the defaults.
 func DefaultStoreConfig() StoreConfig {
-	return StoreConfig{Stream: "SETTLE_INTENTS", Replicas: 1, DuplicateWindow: 10 * time.Minute, AppendAttempts: 5, AppendTimeout: 5 * time.Second}
+	return StoreConfig{Stream: "SETTLE_INTENTS", Replicas: 1, DuplicateWindow: 10 * time.Minute, AppendAttempts: 5, AppendTimeout: 5 * time.Second,
+		BatchMax: 256, BatchFlushers: 2, BatchBytes: 4 << 20}
 }
 
 // Validate checks the config.
@@ -84,8 +100,26 @@ func (c StoreConfig) Validate() error {
 	if c.AppendTimeout <= 0 {
 		return errors.New("store config: AppendTimeout: must be positive")
 	}
+	if c.BatchMax < 0 || c.BatchMax > maxAtomicBatch {
+		return fmt.Errorf("store config: BatchMax: %d (want 0 … %d, the server's atomic batch limit)", c.BatchMax, maxAtomicBatch)
+	}
+	if c.BatchMax >= 2 {
+		if c.BatchMin < 0 || c.BatchMin > c.BatchMax {
+			return fmt.Errorf("store config: BatchMin: %d (want 0 … BatchMax %d)", c.BatchMin, c.BatchMax)
+		}
+		if c.BatchFlushers < 1 || c.BatchFlushers > 16 {
+			return fmt.Errorf("store config: BatchFlushers: %d (want 1 … 16)", c.BatchFlushers)
+		}
+		if c.BatchBytes < 1 {
+			return errors.New("store config: BatchBytes: must be positive")
+		}
+	}
 	return nil
 }
+
+// maxAtomicBatch is nats-server's default limit on the messages of one
+// atomic batch.
+const maxAtomicBatch = 1000
 
 // Stored is an event with its stream sequence.
 type Stored struct {
@@ -121,6 +155,12 @@ type Store struct {
 	cfg    StoreConfig
 	// dupInProcess counts 10158 answers (see Append).
 	dupInProcess atomic.Int64
+	// batch is the group commit (batch.go).
+	batch *batcher
+	// faults are injected by tests.
+	faults storeFaults
+	// atomic: the stream allows atomic batches (the server knows them).
+	atomic bool
 }
 
 // OpenStore creates or updates the stream and returns the store.
@@ -140,12 +180,24 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 		DenyDelete:  true,
 		DenyPurge:   true,
 		MaxMsgSize:  events.MaxEventSize + 4096,
+		// Group commit publishes atomic batches (batch.go).
+		AllowAtomicPublish: true,
+		// Reads (Load, the lost-ack resolution) as direct gets: the raw
+		// message, no JSON API round. Only on a single replica: on a
+		// replicated stream a follower may answer, and may lag.
+		AllowDirect: cfg.Replicas == 1,
 	}
 	st, err := ensureStream(ctx, js, sc)
 	if err != nil {
 		return nil, fmt.Errorf("open store: stream %s: %w", cfg.Stream, err)
 	}
-	return &Store{js: js, stream: st, cfg: cfg}, nil
+	s := &Store{js: js, stream: st, cfg: cfg}
+	s.batch = &batcher{s: s, cost: newCostModel()}
+	// A server that does not know atomic batches (before 2.12) would
+	// store Nats-Batch-* messages one by one as they come: then every
+	// append goes alone.
+	s.atomic = st.CachedInfo().Config.AllowAtomicPublish
+	return s, nil
 }
 
 // ensureStream creates the stream when it is missing and updates it only
@@ -178,7 +230,8 @@ func sameStreamConfig(have, want jetstream.StreamConfig) bool {
 	return have.Description == want.Description && slices.Equal(have.Subjects, want.Subjects) &&
 		have.Storage == want.Storage && have.Retention == want.Retention && have.Discard == want.Discard &&
 		have.Replicas == want.Replicas && have.Duplicates == want.Duplicates &&
-		have.DenyDelete == want.DenyDelete && have.DenyPurge == want.DenyPurge && have.MaxMsgSize == want.MaxMsgSize
+		have.DenyDelete == want.DenyDelete && have.DenyPurge == want.DenyPurge && have.MaxMsgSize == want.MaxMsgSize &&
+		have.AllowAtomicPublish == want.AllowAtomicPublish && have.AllowDirect == want.AllowDirect
 }
 
 // Stream returns the underlying stream.
@@ -206,6 +259,11 @@ func (s *Store) Config() StoreConfig { return s.cfg }
 // (header Settle-Append-Id): two writers that build byte-identical events
 // (two Executes of one request reading the same clock) are still told apart,
 // so only the one whose message the log holds is told it won.
+//
+// Appends of concurrent callers are group-committed (batch.go): published
+// together as one JetStream atomic batch, each message with its own Msg-Id,
+// CAS and append id; a refused batch is split, and a lost batch ack is
+// resolved per message as above.
 func (s *Store) Append(ctx context.Context, route string, e events.Event, expectedLastSeq uint64) (uint64, error) {
 	return s.appendAs(ctx, route, e, expectedLastSeq, newAppendID())
 }
@@ -220,11 +278,20 @@ func newAppendID() string {
 }
 
 func (s *Store) appendAs(ctx context.Context, route string, e events.Event, expectedLastSeq uint64, appendID string) (uint64, error) {
-	data, err := events.Encode(e)
+	u, err := s.newUnit(route, []events.Event{e}, expectedLastSeq, appendID)
 	if err != nil {
-		return 0, fmt.Errorf("append: %w", err)
+		return 0, err
 	}
-	subject := events.Subject(route, e.IntentID)
+	seqs, err := s.appendUnit(ctx, u)
+	if err != nil {
+		return 0, err
+	}
+	return seqs[0], nil
+}
+
+// publishOne publishes one encoded event alone, retrying a lost ack, and
+// resolves a duplicate ack or CAS refusal by reading the log.
+func (s *Store) publishOne(ctx context.Context, subject string, e events.Event, data []byte, expectedLastSeq uint64, appendID string) (uint64, error) {
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, e.EventID)
 	msg.Header.Set(AppendIDHeader, appendID)
@@ -347,12 +414,22 @@ func isWrongLastSeq(err error) bool {
 // Events this version cannot decode make it fail with ErrCorruptHistory:
 // an intent is never folded from a partial history.
 func (s *Store) Load(ctx context.Context, route, intentID string) (*History, error) {
+	h, err := s.load(ctx, route, intentID)
+	if err == nil && h == nil {
+		return nil, fmt.Errorf("load %s: %w", intentID, ErrNotFound)
+	}
+	return h, err
+}
+
+// load is Load with (nil, nil) for an intent without history: a new
+// intent is Execute's common case, not an error to format.
+func (s *Store) load(ctx context.Context, route, intentID string) (*History, error) {
 	h := &History{Route: route}
 	if err := s.Refresh(ctx, h, intentID); err != nil {
 		return nil, err
 	}
 	if len(h.Events) == 0 {
-		return nil, fmt.Errorf("load %s: %w", intentID, ErrNotFound)
+		return nil, nil
 	}
 	return h, nil
 }

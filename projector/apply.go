@@ -241,13 +241,15 @@ func (p *Projector) applyOne(b *batchTx, m rawMsg) (*quarantined, error) {
 	q := func(intentID, code, reason string) (*quarantined, error) {
 		return &quarantined{seq: m.seq, subject: m.subject, intentID: intentID, code: code, reason: reason}, nil
 	}
-	route, subjID, err := events.ParseSubject(m.subject)
-	if err != nil {
-		return q("", QuarantineBadSubject, err.Error())
+	if !m.decoded {
+		m.decode()
 	}
-	e, err := events.Decode(m.data)
-	if err != nil {
-		return q(subjID, decodeCode(err), err.Error())
+	route, subjID, e := m.route, m.subjID, m.e
+	if m.subjErr != nil {
+		return q("", QuarantineBadSubject, m.subjErr.Error())
+	}
+	if m.decErr != nil {
+		return q(subjID, decodeCode(m.decErr), m.decErr.Error())
 	}
 	if e.IntentID != subjID {
 		return q(subjID, QuarantineSubjectMismatch, fmt.Sprintf("envelope intent_id %s on the subject of %s", e.IntentID, subjID))

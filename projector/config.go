@@ -17,7 +17,8 @@ type Config struct {
 	// called <Durable>_<unique>_<n> (default "settle-projector"). The
 	// position is the SQL checkpoint, never a server-side consumer.
 	Durable string
-	// Batch is the most events applied in one SQL transaction (default 256).
+	// Batch is the most events applied in one SQL transaction (default
+	// 2048: catching up, a commit, and its sync, every 2048 events).
 	Batch int
 	// CacheSize bounds the LRU of folded non-terminal intents (default 4096).
 	CacheSize int
@@ -28,7 +29,7 @@ type Config struct {
 
 // DefaultConfig returns the defaults; DBPath must still be set.
 func DefaultConfig() Config {
-	return Config{Stream: "SETTLE_INTENTS", Durable: "settle-projector", Batch: 256, CacheSize: 4096}
+	return Config{Stream: "SETTLE_INTENTS", Durable: "settle-projector", Batch: 2048, CacheSize: 4096}
 }
 
 // MaxBatch bounds Config.Batch.

@@ -350,32 +350,15 @@ func (p *Projector) consumeOnce(ctx context.Context, untilCaughtUp bool, target 
 			cancel()
 		}
 	}()
-	batch := make([]rawMsg, 0, p.cfg.Batch)
-	next := func() (rawMsg, error) {
-		m, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			return rawMsg{}, err
-		}
-		meta, err := m.Metadata()
-		if err != nil {
-			return rawMsg{}, fmt.Errorf("message metadata: %w", err)
-		}
-		return rawMsg{seq: meta.Sequence.Stream, subject: m.Subject(), data: m.Data(), pending: meta.NumPending}, nil
-	}
-	for {
-		m, err := next()
-		if err != nil {
-			return false, err
-		}
-		batch = append(batch[:0], m)
-		for m.pending > 0 && len(batch) < p.cfg.Batch {
-			if m, err = next(); err != nil {
-				break
+	rctx, cancel := context.WithCancel(ctx)
+	batches, wait := p.readAhead(rctx, it)
+	defer func() { cancel(); wait() }()
+	for rb := range batches {
+		batch, err := rb.msgs, rb.err
+		if len(batch) > 0 {
+			if aerr := p.applyBatch(ctx, batch); aerr != nil {
+				return false, aerr
 			}
-			batch = append(batch, m)
-		}
-		if aerr := p.applyBatch(ctx, batch); aerr != nil {
-			return false, aerr
 		}
 		if err != nil {
 			return false, err
@@ -390,12 +373,29 @@ func (p *Projector) consumeOnce(ctx context.Context, untilCaughtUp bool, target 
 			return false, nil
 		}
 	}
+	return false, ctx.Err()
 }
 
-// rawMsg is one stream message as the projector needs it.
+// rawMsg is one stream message as the projector needs it, and (decoded)
+// what it says.
 type rawMsg struct {
 	seq     uint64
 	subject string
 	data    []byte
 	pending uint64
+
+	decoded       bool
+	route, subjID string
+	subjErr       error
+	e             events.Event
+	decErr        error
+}
+
+// decode parses the subject and decodes the event (no shared state).
+func (m *rawMsg) decode() {
+	m.route, m.subjID, m.subjErr = events.ParseSubject(m.subject)
+	if m.subjErr == nil {
+		m.e, m.decErr = events.Decode(m.data)
+	}
+	m.decoded = true
 }

@@ -50,7 +50,7 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	if c := p.Config(); c.Stream != "SETTLE_INTENTS" || c.Durable != "settle-projector" || c.Batch != 256 {
+	if c := p.Config(); c.Stream != "SETTLE_INTENTS" || c.Durable != "settle-projector" || c.Batch != DefaultConfig().Batch {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
 	if _, err := Open(context.Background(), lg.node.JS, Config{DBPath: t.TempDir() + "/v.db", Stream: "NOPE"}); err == nil {

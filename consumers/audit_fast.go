@@ -1,0 +1,389 @@
+package consumers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fsm"
+)
+
+// The audit's speed: what can be done for one message alone (parse its
+// subject, decode it, scan it and its headers for secrets) is prepared on
+// several goroutines; what needs the log's order (folding, invariants,
+// the report) is applied on one, in stream order.
+
+// preparedMsg is one stream message with what can be known of it alone.
+type preparedMsg struct {
+	seq     uint64
+	subject string
+	hdr     nats.Header
+	data    []byte
+
+	route, subjID string
+	subjErr       error
+	e             events.Event
+	decErr        error
+	hits          []secretHit
+}
+
+// prepareMsg decodes and scans one message; it touches no shared state.
+func prepareMsg(seq uint64, subject string, hdr nats.Header, data []byte) preparedMsg {
+	m := preparedMsg{seq: seq, subject: subject, hdr: hdr, data: data}
+	m.route, m.subjID, m.subjErr = events.ParseSubject(subject)
+	m.e, m.decErr = events.Decode(data)
+	// Secrets matter whether or not the event is readable.
+	m.hits = scanSecrets(data)
+	m.hits = append(m.hits, scanHeaders(hdr)...)
+	return m
+}
+
+// scanHeaders scans each header line ("Name: value") for secrets, in the
+// order of the header names.
+func scanHeaders(hdr nats.Header) []secretHit {
+	var line []byte
+	any := false
+	for k, vs := range hdr {
+		for _, v := range vs {
+			line = append(append(append(line[:0], k...), ": "...), v...)
+			if hintMask(line) != 0 || strings.Contains(v, `\u`) {
+				any = true
+			}
+		}
+	}
+	if !any {
+		return nil
+	}
+	keys := make([]string, 0, len(hdr))
+	for k := range hdr {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var hits []secretHit
+	for _, k := range keys {
+		for _, v := range hdr[k] {
+			for _, h := range scanSecrets([]byte(k + ": " + v)) {
+				h.offset, h.header = hitInHeader, k
+				hits = append(hits, h)
+			}
+		}
+	}
+	return hits
+}
+
+// hintIndex lists, for each byte, the hints of secretPatterns that start
+// with it (in either case) and the pattern they belong to.
+var hintIndex = func() (idx [256][]hintRef) {
+	if len(secretPatterns) > 64 {
+		panic("consumers: more than 64 secret patterns")
+	}
+	for i, p := range secretPatterns {
+		for _, h := range p.hints {
+			c := h[0]
+			idx[c] = append(idx[c], hintRef{h, i})
+			if 'a' <= c && c <= 'z' {
+				idx[c-'a'+'A'] = append(idx[c-'a'+'A'], hintRef{h, i})
+			}
+		}
+	}
+	return idx
+}()
+
+type hintRef struct {
+	hint    string
+	pattern int
+}
+
+// hintMask says which secret patterns are hinted in s (bit i for
+// secretPatterns[i]): those one of whose hints occurs in the lower-case
+// form of s. ASCII text is scanned once, without lower-casing it; other
+// text as strings.ToLower sees it (Unicode case folding).
+func hintMask[T string | []byte](s T) uint64 {
+	var mask uint64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			return hintMaskFold(string(s))
+		}
+		for _, r := range hintIndex[c] {
+			if mask&(1<<r.pattern) == 0 && hasPrefixFoldASCII(s[i:], r.hint) {
+				mask |= 1 << r.pattern
+			}
+		}
+	}
+	return mask
+}
+
+func hintMaskFold(s string) uint64 {
+	lower := strings.ToLower(s)
+	var mask uint64
+	for i, p := range secretPatterns {
+		if hinted(lower, p.hints) {
+			mask |= 1 << i
+		}
+	}
+	return mask
+}
+
+// hasPrefixFoldASCII: s starts with the lower-case ASCII hint, ignoring
+// the case of ASCII letters in s.
+func hasPrefixFoldASCII[T string | []byte](s T, hint string) bool {
+	if len(s) < len(hint) {
+		return false
+	}
+	for j := 0; j < len(hint); j++ {
+		c := s[j]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != hint[j] {
+			return false
+		}
+	}
+	return true
+}
+
+// auditChunk is a run of consecutive messages prepared together.
+type auditChunk struct {
+	msgs []preparedMsg
+	err  error // the read that ended the run, if it failed
+	done chan struct{}
+}
+
+// auditChunkSize is how many messages one goroutine prepares at a time.
+const auditChunkSize = 256
+
+// replay reads the stream from its first message up to target and audits
+// every message: read on one goroutine, prepared on GOMAXPROCS goroutines,
+// applied in stream order on the caller's.
+func (a *auditor) replay(ctx context.Context, js jetstream.JetStream, target uint64) error {
+	cons, err := js.OrderedConsumer(ctx, a.cfg.Stream, jetstream.OrderedConsumerConfig{
+		DeliverPolicy:     jetstream.DeliverAllPolicy,
+		InactiveThreshold: time.Minute,
+		NamePrefix:        "settle_audit_" + nuid.Next(),
+	})
+	if err != nil {
+		return fmt.Errorf("audit: ordered consumer: %w", err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(a.cfg.Batch))
+	if err != nil {
+		return fmt.Errorf("audit: ordered consumer: %w", err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+		it.Stop()
+		if ci := cons.CachedInfo(); ci != nil {
+			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = js.DeleteConsumer(dctx, a.cfg.Stream, ci.Name)
+			cancel()
+		}
+	}()
+	workers := max(1, runtime.GOMAXPROCS(0))
+	work := make(chan *auditChunk, 2*workers)
+	order := make(chan *auditChunk, 4*workers)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range work {
+				for i := range c.msgs {
+					m := &c.msgs[i]
+					*m = prepareMsg(m.seq, m.subject, m.hdr, m.data)
+				}
+				close(c.done)
+			}
+		}()
+	}
+	// The reader: chunks of consecutive messages, to the workers and, in
+	// order, to the applier below. It stops after target (or the last
+	// message pending).
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(work)
+		defer close(order)
+		read := 0
+		for {
+			c := &auditChunk{done: make(chan struct{}), msgs: make([]preparedMsg, 0, auditChunkSize)}
+			last := false
+			for len(c.msgs) < auditChunkSize && !last {
+				m, err := it.Next(jetstream.NextContext(rctx))
+				if err != nil {
+					c.err = fmt.Errorf("audit: read after %d events: %w", read, err)
+					break
+				}
+				meta, err := m.Metadata()
+				if err != nil {
+					c.err = fmt.Errorf("audit: message metadata: %w", err)
+					break
+				}
+				c.msgs = append(c.msgs, preparedMsg{seq: meta.Sequence.Stream, subject: m.Subject(), hdr: m.Headers(), data: m.Data()})
+				read++
+				last = meta.Sequence.Stream >= target || meta.NumPending == 0
+			}
+			select {
+			case work <- c:
+			case <-rctx.Done():
+				return
+			}
+			select {
+			case order <- c:
+			case <-rctx.Done():
+				return
+			}
+			if last || c.err != nil {
+				return
+			}
+		}
+	}()
+	for c := range order {
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return fmt.Errorf("audit: %w", ctx.Err())
+		}
+		for i := range c.msgs {
+			a.apply(&c.msgs[i])
+			if a.evict.err != nil {
+				return a.evict.err
+			}
+			if a.cfg.Progress != nil && a.rep.Events-a.lastProgress >= a.cfg.ProgressEvery {
+				a.lastProgress = a.rep.Events
+				a.cfg.Progress(a.rep.Events, a.total)
+			}
+		}
+		if c.err != nil {
+			return c.err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	return nil
+}
+
+// Memory flat in finished intents: a confirmed intent (terminal: nothing
+// folds after it) whose history the audit found clean is dropped from
+// memory once confirmed, leaving only its id in a Bloom filter. Should a
+// later message name it (a corrupt or hostile log: a confirmed intent
+// takes no event), the audit re-reads the intent's earlier messages from
+// the stream and folds them again, silently, into the very state it had
+// dropped, and goes on as if it had kept it. Not with a projection check
+// (which keeps every intent's view) nor for the intent whose timeline is
+// asked for.
+type evictState struct {
+	on       bool
+	bloom    bloom
+	count    int   // intents dropped and not restored
+	restores int   // intents folded again from the stream
+	err      error // a restore that could not read the stream
+}
+
+// evictable turns eviction on for a log of total messages.
+func (a *auditor) evictable(total uint64) {
+	if a.cfg.Projection != nil || a.stream == nil {
+		return
+	}
+	a.evict.on = true
+	a.evict.bloom = newBloom(total)
+}
+
+// maybeEvict drops t if it is confirmed and clean.
+func (a *auditor) maybeEvict(t *auditIntent) {
+	if !a.evict.on || t.fold.State != fsm.Confirmed || t.blocked || t.refused >= 0 || t.id == a.cfg.Intent {
+		return
+	}
+	delete(a.intents, t.id)
+	a.evict.bloom.add(t.id)
+	a.evict.count++
+}
+
+// restored returns the dropped intent id (folded again from the stream
+// messages before seq) when id may have been dropped and is not in memory;
+// nil otherwise.
+func (a *auditor) restored(id string, seq uint64) *auditIntent {
+	if !a.evict.on || a.evict.err != nil {
+		return nil
+	}
+	if _, ok := a.intents[id]; ok || !a.evict.bloom.has(id) {
+		return nil
+	}
+	// A scratch auditor folds the earlier messages as the audit did
+	// (its report is thrown away: they were reported when first read).
+	sub := &auditor{cfg: a.cfg, intents: map[string]*auditIntent{}, rep: &AuditReport{States: map[fsm.State]int{}}}
+	sub.cfg.Intent, sub.cfg.Projection = "", nil
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pattern := events.SubjectPrefix + ".*." + id
+	for next := uint64(1); ; {
+		m, err := a.stream.GetMsg(ctx, next, jetstream.WithGetMsgSubject(pattern))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			a.evict.err = fmt.Errorf("audit: re-read intent %s: %w", id, err)
+			return nil
+		}
+		if m.Sequence >= seq {
+			break
+		}
+		pm := prepareMsg(m.Sequence, m.Subject, m.Header, m.Data)
+		sub.apply(&pm)
+		next = m.Sequence + 1
+	}
+	t := sub.intents[id]
+	if t == nil {
+		return nil // a false positive of the filter: a new intent
+	}
+	a.intents[id] = t
+	a.evict.count--
+	a.evict.restores++
+	return t
+}
+
+// bloom is a Bloom filter of intent ids (double hashing, 7 probes).
+type bloom struct {
+	bits []uint64
+	seed maphash.Seed
+}
+
+// newBloom sizes the filter at 10 bits per message of the log (an intent
+// has at least one), at most 64 MiB.
+func newBloom(msgs uint64) bloom {
+	words := min(max(msgs*10/64, 1024), 8<<20)
+	return bloom{bits: make([]uint64, words), seed: maphash.MakeSeed()}
+}
+
+func (b *bloom) probes(id string, f func(bit uint64)) {
+	h := maphash.String(b.seed, id)
+	h1, h2 := h, h>>29|1
+	n := uint64(len(b.bits)) * 64
+	for i := uint64(0); i < 7; i++ {
+		f((h1 + i*h2) % n)
+	}
+}
+
+func (b *bloom) add(id string) {
+	b.probes(id, func(bit uint64) { b.bits[bit/64] |= 1 << (bit % 64) })
+}
+
+func (b *bloom) has(id string) bool {
+	all := true
+	b.probes(id, func(bit uint64) { all = all && b.bits[bit/64]&(1<<(bit%64)) != 0 })
+	return all
+}

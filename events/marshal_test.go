@@ -1,0 +1,117 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// reflectMarshal is what MarshalJSON wrote before it was written by hand.
+func reflectMarshal(t testing.TB, e Event) []byte {
+	t.Helper()
+	data, err := json.Marshal(e.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(wire{Schema: e.Schema, EventID: e.EventID, IntentID: e.IntentID, Version: e.Version,
+		Type: e.Type, At: e.At, Actor: e.Actor, AttemptID: e.AttemptID, Data: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// The hand-written envelope is byte for byte what encoding/json writes,
+// whatever the strings hold (HTML characters, controls, U+2028, invalid
+// UTF-8).
+func TestMarshalJSONMatchesEncodingJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []string{"a", "Z", "0", "<", ">", "&", `"`, `\`, "\n", "\t", "\b", "\f", "\r", "\x00", "\x1f", "\x7f",
+		"é", "\u2028", "\u2029", "\xff", "\xc3", "💥", " ", "/", "'"}
+	str := func() string {
+		var b bytes.Buffer
+		for range rng.IntN(12) {
+			b.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		return b.String()
+	}
+	for i := 0; i < 5000; i++ {
+		e := Event{Schema: str(), EventID: str(), IntentID: str(), Version: rng.Uint64(), Type: Type(str()),
+			At:    time.Unix(rng.Int64N(1<<35), rng.Int64N(1e9)).In(time.FixedZone("z", 3600*(rng.IntN(5)-2))),
+			Actor: str(), Data: &ApprovalRequiredData{For: str(), Reason: str()}}
+		if rng.IntN(2) == 0 {
+			e.AttemptID = str()
+		}
+		got, err := e.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := reflectMarshal(t, e); !bytes.Equal(got, want) {
+			t.Fatalf("event %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
+}
+
+func FuzzMarshalJSONMatchesEncodingJSON(f *testing.F) {
+	f.Add("settle.event/v1", "actor <&>", "a\u2028\xff", int64(0))
+	f.Fuzz(func(t *testing.T, schema, actor, attempt string, at int64) {
+		e := Event{Schema: schema, EventID: actor, IntentID: attempt, Version: 3, Type: ApprovalRequired,
+			At: time.Unix(0, at).UTC(), Actor: actor, AttemptID: attempt, Data: &ApprovalRequiredData{For: schema}}
+		got, err := e.MarshalJSON()
+		if err != nil {
+			return // a time outside RFC 3339 is refused by both
+		}
+		if want := reflectMarshal(t, e); !bytes.Equal(got, want) {
+			t.Fatalf("got %s\nwant %s", got, want)
+		}
+	})
+}
+
+// Decode's one-pass path agrees with the careful path on every input it
+// takes: same event, field for field.
+func FuzzDecodeFastPathAgrees(f *testing.F) {
+	good, _ := Encode(sampleRecorded())
+	f.Add(good)
+	f.Add([]byte(`{"schema":"settle.event/v1","type":"WriteStarted","data":{}}`))
+	f.Add([]byte(`{"schema":"settle.event/v1","event_id":"x","type":"WriteStarted","data":{"attempt":1},"data":{}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fast, ok := decodeTyped(b)
+		if !ok {
+			return
+		}
+		slow, err := decodeCareful(b)
+		if err != nil {
+			t.Fatalf("fast path took %q, the careful path refuses it: %v", b, err)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%q:\nfast %+v\nslow %+v", b, fast, slow)
+		}
+	})
+}
+
+// Every event type round-trips through the fast path.
+func TestDecodeFastPathTakesEveryEncodedType(t *testing.T) {
+	e := sampleRecorded()
+	b, err := Encode(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, ok := decodeTyped(b)
+	slow, serr := decodeCareful(b)
+	if !ok || serr != nil || !reflect.DeepEqual(fast, slow) {
+		t.Fatalf("fast %v ok %v; slow %v err %v", fast, ok, slow, serr)
+	}
+	// A missing body or a repeated one is left to the careful path.
+	for _, bad := range []string{
+		`{"schema":"settle.event/v1","event_id":"` + e.EventID + `","intent_id":"` + e.IntentID + `","version":1,"type":"IntentRecorded","at":"2026-01-01T00:00:00Z","actor":"a"}`,
+		strings.Replace(string(b), `"data":`, `"data":{},"data":`, 1),
+	} {
+		if _, ok := decodeTyped([]byte(bad)); ok {
+			t.Fatalf("fast path took %s", bad)
+		}
+	}
+}

@@ -1,0 +1,556 @@
+package producer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/bits"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/errors"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/settle-dev/settle/events"
+)
+
+// Group commit.
+//
+// Every Append (and AppendEvents) is a unit: consecutive events of one
+// intent, the first published with the per-subject CAS the caller gave, the
+// others right behind it. Units of concurrent callers are handed to one
+// flusher, which publishes them together as one JetStream atomic batch
+// (headers Nats-Batch-Id, Nats-Batch-Sequence, Nats-Batch-Commit; the stream
+// allows atomic publish): the server checks every message's Nats-Msg-Id and
+// CAS, stores all of them or none, contiguously, and syncs once.
+//
+// Each message keeps its own meaning: its own Nats-Msg-Id (<intent>:<version>),
+// its unit's append id (header Settle-Append-Id) and, for the first message
+// of a unit, its own expected last subject sequence. A later message of a
+// unit carries no CAS header: inside an atomic batch nothing can come
+// between it and the message before it, which is what its CAS would say
+// (and the server refuses a CAS header on a subject already written in the
+// batch).
+//
+// A batch is only ever taken as a whole success (the commit's ack names the
+// batch and its count: the messages hold the count sequences ending at the
+// ack's). Anything else falls back to the path of a lone append, which
+// keeps the meaning Append always had:
+//
+//   - a definite refusal (one unit's CAS lost, a duplicate Msg-Id, 10158 on
+//     a replicated stream, ...) splits the batch in halves, each published
+//     again, so the units that did not conflict proceed; a unit alone is
+//     handed back to its caller, which publishes it by itself (a lone
+//     publish per event, CAS on the previous one), where a CAS refusal or
+//     duplicate ack is resolved by reading the log (our bytes under our
+//     append id, or a conflict);
+//   - a lost ack (timeout, disconnect) hands every unit back to its caller:
+//     the lone publish is refused as a duplicate or by its CAS if the batch
+//     had landed, and the log is read to tell, message by message.
+//
+// The flusher publishes one batch at a time; units that arrive meanwhile
+// wait for the next one, so batches grow with load. When the flusher is
+// idle a unit is taken at once; a flush smaller than BatchMin messages is
+// not worth an atomic batch (on a single-replica file store every batch
+// costs the server a staging store of its own, milliseconds, against about
+// a quarter of a millisecond for a lone synced publish; see BENCHMARKS.md)
+// and its units are handed back to their callers to be published alone,
+// concurrently.
+
+// unit is one Append call: events of one intent, versions consecutive.
+type unit struct {
+	subject  string
+	evs      []events.Event
+	data     [][]byte
+	expected uint64
+	appendID string
+
+	// state is guarded by the batcher's mutex.
+	state unitState
+	// res receives the flusher's answer once.
+	res chan unitResult
+}
+
+type unitState int
+
+const (
+	unitQueued unitState = iota
+	unitTaken
+	unitWithdrawn
+)
+
+// unitResult is the flusher's answer: the sequences of a committed batch,
+// or alone=true: publish the unit by itself, then call done.
+type unitResult struct {
+	seqs  []uint64
+	alone bool
+	done  func()
+}
+
+func (u *unit) size() int {
+	n := 0
+	for _, d := range u.data {
+		n += len(d)
+	}
+	return n
+}
+
+// batcher coalesces the units of concurrent callers into atomic batches.
+type batcher struct {
+	s *Store
+
+	mu      sync.Mutex
+	queue   []*unit
+	running int // flushers at work
+
+	// guarded by mu
+	stats BatchStats
+	cost  costModel
+}
+
+// costModel learns what a flush costs, to decide whether its units go as
+// one atomic batch or each alone: for flushes of about n messages (buckets
+// of powers of two), the time per message of each way, as measured on the
+// flushes made that way (EWMA). It takes the cheaper way and, now and then,
+// the other one, to keep both measures current (more often when they are
+// close). On a single-replica file store with fsync always an atomic batch
+// costs the server a few milliseconds (a staging store of its own) and a
+// lone publish about 0.25 ms, so batches pay from about 20 messages; with
+// the server's default sync a lone publish costs tens of microseconds and
+// batches pay only past a hundred or two. The choice changes speed only,
+// never what an append means.
+type costModel struct {
+	alone, batch   [costBuckets]float64 // seconds per message
+	nAlone, nBatch [costBuckets]int     // observations
+	flushes        int
+}
+
+const costBuckets = 10 // n in [2^k, 2^(k+1)), k = 0 … 9
+
+// ewma weight of a new observation.
+const costAlpha = 0.25
+
+func costBucket(n int) int { return min(bits.Len(uint(n))-1, costBuckets-1) }
+
+// newCostModel starts with nothing measured: each size is measured both
+// ways before the cheaper is chosen.
+func newCostModel() costModel { return costModel{} }
+
+// choose says whether a flush of n ≥ 2 messages goes as an atomic batch.
+func (m *costModel) choose(n int) bool {
+	k := costBucket(n)
+	switch {
+	case m.nAlone[k] == 0: // measure each way once first
+		return false
+	case m.nBatch[k] == 0:
+		return true
+	}
+	a, b := m.alone[k], m.batch[k]
+	batch := b < a
+	m.flushes++
+	every := 32
+	if max(a, b) > 2*min(a, b) {
+		every = 1024
+	}
+	if m.flushes%every == 0 {
+		batch = !batch
+	}
+	return batch
+}
+
+func (m *costModel) observe(batch bool, n int, d time.Duration) {
+	if n < 2 {
+		return
+	}
+	k := costBucket(n)
+	per := d.Seconds() / float64(n)
+	if batch {
+		m.batch[k] += costAlpha * (per - m.batch[k])
+		m.nBatch[k]++
+	} else {
+		m.alone[k] += costAlpha * (per - m.alone[k])
+		m.nAlone[k]++
+	}
+}
+
+// BatchStats counts what the group commit did.
+type BatchStats struct {
+	// Batches is the number of atomic batches committed, Messages the
+	// messages they held.
+	Batches, Messages int64
+	// Alone counts units published by themselves (a flush not worth a
+	// batch, a unit split out of a refused batch, or a lost batch ack).
+	Alone int64
+	// Refused counts atomic batches the server refused (then split);
+	// Lost counts batch publishes whose ack was lost.
+	Refused, Lost int64
+}
+
+// BatchStats returns the group commit's counters.
+func (s *Store) BatchStats() BatchStats {
+	s.batch.mu.Lock()
+	defer s.batch.mu.Unlock()
+	return s.batch.stats
+}
+
+// submit queues units (in one go: a flusher that is idle takes them
+// together) and starts the flusher if it is not running.
+func (b *batcher) submit(units ...*unit) {
+	b.mu.Lock()
+	for _, u := range units {
+		u.res = make(chan unitResult, 1)
+		b.queue = append(b.queue, u)
+	}
+	if b.running < b.s.cfg.BatchFlushers {
+		b.running++
+		go b.loop()
+	}
+	b.mu.Unlock()
+}
+
+// withdraw takes u out of the queue if the flusher has not taken it yet.
+func (b *batcher) withdraw(u *unit) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if u.state != unitQueued {
+		return false
+	}
+	u.state = unitWithdrawn
+	for i, q := range b.queue {
+		if q == u {
+			b.queue = append(b.queue[:i], b.queue[i+1:]...)
+			break
+		}
+	}
+	return true
+}
+
+// take removes the next batch from the queue: units in order, at most
+// BatchMax messages and BatchBytes bytes (at least one unit), never two
+// units on one subject (the later one waits for the next batch).
+func (b *batcher) take() []*unit {
+	var out []*unit
+	msgs, bytes := 0, 0
+	var subjects map[string]struct{}
+	rest := b.queue[:0]
+	for i, u := range b.queue {
+		n, sz := len(u.evs), u.size()
+		full := len(out) > 0 && (msgs+n > b.s.cfg.BatchMax || bytes+sz > b.s.cfg.BatchBytes)
+		if full {
+			rest = append(rest, b.queue[i:]...)
+			break
+		}
+		if _, dup := subjects[u.subject]; dup {
+			rest = append(rest, u)
+			continue
+		}
+		if subjects == nil {
+			subjects = make(map[string]struct{}, 8)
+		}
+		subjects[u.subject] = struct{}{}
+		u.state = unitTaken
+		out = append(out, u)
+		msgs += n
+		bytes += sz
+	}
+	clear(b.queue[len(rest):])
+	b.queue = rest
+	return out
+}
+
+// loop flushes until the queue is empty, then ends.
+func (b *batcher) loop() {
+	for {
+		b.mu.Lock()
+		if len(b.queue) == 0 {
+			b.running--
+			b.mu.Unlock()
+			return
+		}
+		units := b.take()
+		n := msgCount(units)
+		batch := b.worth(n)
+		b.mu.Unlock()
+		var alone sync.WaitGroup
+		start := time.Now()
+		clean := true
+		if batch {
+			clean = b.flush(units, &alone)
+		} else {
+			b.handBack(units, &alone)
+		}
+		// Units handed back are published by their callers; wait for them
+		// so that what arrives meanwhile makes the next batch.
+		alone.Wait()
+		if clean { // a failed batch measures nothing
+			b.mu.Lock()
+			b.cost.observe(batch, n, time.Since(start))
+			b.mu.Unlock()
+		}
+	}
+}
+
+func msgCount(units []*unit) int {
+	n := 0
+	for _, u := range units {
+		n += len(u.evs)
+	}
+	return n
+}
+
+// worth says whether a flush of n messages goes as an atomic batch:
+// BatchMin when set, else the cost model's answer. mu is held.
+func (b *batcher) worth(n int) bool {
+	if b.s.cfg.BatchMin > 0 {
+		return n >= b.s.cfg.BatchMin
+	}
+	return n >= 2 && b.cost.choose(n)
+}
+
+// flush publishes units as one atomic batch and, when the server refuses
+// it, splits it; a lost ack, or a unit refused alone, is handed back to be
+// published alone.
+// It reports whether the batch committed at the first try.
+func (b *batcher) flush(units []*unit, alone *sync.WaitGroup) bool {
+	if len(units) == 0 {
+		return true
+	}
+	seqs, err := b.s.publishAtomic(units)
+	if err == nil {
+		b.mu.Lock()
+		b.stats.Batches++
+		b.stats.Messages += int64(msgCount(units))
+		b.mu.Unlock()
+		for i, u := range units {
+			u.res <- unitResult{seqs: seqs[i]}
+		}
+		return true
+	}
+	var apiErr jetstream.JetStreamError
+	refused := errors.As(err, &apiErr) && apiErr.APIError() != nil
+	b.mu.Lock()
+	if refused {
+		b.stats.Refused++
+	} else {
+		b.stats.Lost++
+	}
+	b.mu.Unlock()
+	if !refused || len(units) == 1 {
+		// A lost ack (or one unit refused): each unit alone, resolved
+		// by its own publish and, if need be, by reading the log.
+		b.handBack(units, alone)
+		return false
+	}
+	// Refused for (at least) one unit: split so the others proceed.
+	half := len(units) / 2
+	for _, part := range [][]*unit{units[:half], units[half:]} {
+		if len(part) > 1 || b.s.cfg.BatchMin == 1 {
+			b.flush(part, alone)
+		} else {
+			b.handBack(part, alone)
+		}
+	}
+	return false
+}
+
+// handBack tells each unit's caller to publish it alone.
+func (b *batcher) handBack(units []*unit, alone *sync.WaitGroup) {
+	b.mu.Lock()
+	b.stats.Alone += int64(len(units))
+	b.mu.Unlock()
+	for _, u := range units {
+		alone.Add(1)
+		u.res <- unitResult{alone: true, done: alone.Done}
+	}
+}
+
+// batchAck is the server's answer to a batch commit.
+type batchAck struct {
+	Sequence uint64              `json:"seq"`
+	BatchID  string              `json:"batch"`
+	Count    int                 `json:"count"`
+	Error    *jetstream.APIError `json:"error,omitempty"`
+}
+
+// errBatchUnresolved: the batch's answer was lost or not understood.
+var errBatchUnresolved = errors.New("atomic batch unresolved")
+
+// publishAtomic publishes units as one atomic batch and waits for the
+// commit's ack: the sequences of each unit's messages, or the server's
+// refusal (a jetstream.JetStreamError), or another error when the answer
+// was lost.
+func (s *Store) publishAtomic(units []*unit) ([][]uint64, error) {
+	nc := s.js.Conn()
+	id := nuid.Next()
+	total := msgCount(units)
+	k := 0
+	var commit *nats.Msg
+	for _, u := range units {
+		for i, e := range u.evs {
+			k++
+			m := nats.NewMsg(u.subject)
+			m.Data = u.data[i]
+			m.Header.Set(jetstream.MsgIDHeader, e.EventID)
+			m.Header.Set(AppendIDHeader, u.appendID)
+			if i == 0 {
+				m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(u.expected, 10))
+			}
+			m.Header.Set(jetstream.ExpectedStreamHeader, s.cfg.Stream)
+			m.Header.Set(batchIDHeader, id)
+			m.Header.Set(batchSeqHeader, strconv.Itoa(k))
+			if k == total {
+				m.Header.Set(batchCommitHeader, "1")
+				commit = m
+				continue
+			}
+			if err := nc.PublishMsg(m); err != nil {
+				return nil, fmt.Errorf("%w: %w", errBatchUnresolved, err)
+			}
+		}
+	}
+	if takeFault(&s.faults.dropCommit) {
+		// Fault injection (tests): the commit never reaches the server.
+		return nil, fmt.Errorf("%w: commit dropped", errBatchUnresolved)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.AppendTimeout)
+	defer cancel()
+	resp, err := nc.RequestMsgWithContext(ctx, commit)
+	if err == nil && takeFault(&s.faults.loseAck) {
+		// Fault injection (tests): the batch is committed, its ack lost.
+		err = nats.ErrTimeout
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errBatchUnresolved, err)
+	}
+	var ack batchAck
+	if err := json.Unmarshal(resp.Data, &ack); err != nil {
+		return nil, fmt.Errorf("%w: ack %q: %w", errBatchUnresolved, resp.Data, err)
+	}
+	if ack.Error != nil {
+		return nil, ack.Error
+	}
+	if ack.BatchID != id || ack.Count != total || ack.Sequence < uint64(total) {
+		return nil, fmt.Errorf("%w: ack for batch %q count %d seq %d, sent %q with %d", errBatchUnresolved, ack.BatchID, ack.Count, ack.Sequence, id, total)
+	}
+	out := make([][]uint64, len(units))
+	seq := ack.Sequence - uint64(total)
+	for j, u := range units {
+		out[j] = make([]uint64, len(u.evs))
+		for i := range u.evs {
+			seq++
+			out[j][i] = seq
+		}
+	}
+	return out, nil
+}
+
+// storeFaults are injected by tests (export_test.go): the next n batch
+// commits are dropped before they are sent, or their acks are lost.
+type storeFaults struct {
+	dropCommit, loseAck atomic.Int32
+}
+
+func takeFault(c *atomic.Int32) bool {
+	for {
+		n := c.Load()
+		if n <= 0 {
+			return false
+		}
+		if c.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
+// The atomic batch headers of JetStream (nats.go does not name them).
+const (
+	batchIDHeader     = "Nats-Batch-Id"
+	batchSeqHeader    = "Nats-Batch-Sequence"
+	batchCommitHeader = "Nats-Batch-Commit"
+)
+
+// appendUnit appends u: through the group commit, or alone.
+func (s *Store) appendUnit(ctx context.Context, u *unit) ([]uint64, error) {
+	if s.cfg.BatchMax < 2 || !s.atomic {
+		return s.appendAlone(ctx, u)
+	}
+	s.batch.submit(u)
+	return s.await(ctx, u)
+}
+
+// await waits for the flusher's answer on a submitted unit, and publishes
+// the unit alone when it is handed back.
+func (s *Store) await(ctx context.Context, u *unit) ([]uint64, error) {
+	var r unitResult
+	select {
+	case r = <-u.res:
+	case <-ctx.Done():
+		if s.batch.withdraw(u) {
+			return nil, fmt.Errorf("append %s: not published: %w", u.evs[0].EventID, ctx.Err())
+		}
+		// Taken by the flusher: its answer comes within its publish
+		// timeout; a hand-back then fails fast on the cancelled ctx.
+		r = <-u.res
+	}
+	if !r.alone {
+		return r.seqs, nil
+	}
+	defer r.done()
+	return s.appendAlone(ctx, u)
+}
+
+// appendAlone publishes u's events one at a time, each with CAS on the
+// previous one: the path of a lone Append, with its lost-ack resolution.
+// It returns the sequences of the events that landed (a prefix) and the
+// first error.
+func (s *Store) appendAlone(ctx context.Context, u *unit) ([]uint64, error) {
+	seqs := make([]uint64, 0, len(u.evs))
+	expected := u.expected
+	for i, e := range u.evs {
+		seq, err := s.publishOne(ctx, u.subject, e, u.data[i], expected, u.appendID)
+		if err != nil {
+			return seqs, err
+		}
+		seqs = append(seqs, seq)
+		expected = seq
+	}
+	return seqs, nil
+}
+
+// newUnit encodes evs (consecutive versions of one intent) as a unit.
+func (s *Store) newUnit(route string, evs []events.Event, expectedLastSeq uint64, appendID string) (*unit, error) {
+	if len(evs) == 0 {
+		return nil, errors.New("append: no events")
+	}
+	u := &unit{subject: events.Subject(route, evs[0].IntentID), evs: evs, expected: expectedLastSeq, appendID: appendID,
+		data: make([][]byte, len(evs))}
+	for i, e := range evs {
+		if i > 0 && (e.IntentID != evs[0].IntentID || e.Version != evs[i-1].Version+1) {
+			return nil, fmt.Errorf("append %s: events of one append must be consecutive versions of one intent", e.EventID)
+		}
+		data, err := events.Encode(e)
+		if err != nil {
+			return nil, fmt.Errorf("append: %w", err)
+		}
+		u.data[i] = data
+	}
+	return u, nil
+}
+
+// AppendEvents appends consecutive events of one intent together: the first
+// with CAS on expectedLastSeq (0: the subject must be empty), each next one
+// right behind the one before. Through the group commit they go into one
+// atomic batch (one sync); alone, one publish each, CAS on the previous.
+// It returns the sequences of the events that landed, in order: all of them,
+// or (with an error) a prefix, possibly empty. Errors mean what Append's do.
+func (s *Store) AppendEvents(ctx context.Context, route string, evs []events.Event, expectedLastSeq uint64) ([]uint64, error) {
+	u, err := s.newUnit(route, evs, expectedLastSeq, newAppendID())
+	if err != nil {
+		return nil, err
+	}
+	return s.appendUnit(ctx, u)
+}

@@ -1,0 +1,590 @@
+package producer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/settle-dev/settle/adapter"
+	"github.com/settle-dev/settle/adapter/social"
+	"github.com/settle-dev/settle/embedded"
+	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/producer"
+	"github.com/settle-dev/settle/testharness"
+)
+
+// batchStore opens the store with the group commit forced to batch every
+// flush of at least min messages.
+func batchStore(t *testing.T, js jetstream.JetStream, min int) *producer.Store {
+	t.Helper()
+	cfg := producer.DefaultStoreConfig()
+	cfg.BatchMin = min
+	s, err := producer.OpenStore(context.Background(), js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// rawHistory reads every message of an intent's subject with its headers.
+func rawHistory(t *testing.T, s *producer.Store, intentID string) []*jetstream.RawStreamMsg {
+	t.Helper()
+	var out []*jetstream.RawStreamMsg
+	seq := uint64(1)
+	for {
+		m, err := s.Stream().GetMsg(context.Background(), seq, jetstream.WithGetMsgSubject(events.Subject("social_post", intentID)))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+		seq = m.Sequence + 1
+	}
+}
+
+func approval(id string, v uint64, actor string) events.Event {
+	return events.New(id, v, t0.Add(time.Duration(v)*time.Second), actor, "", &events.ApprovalRequiredData{For: "first_write", Reason: actor})
+}
+
+// Appends submitted together go as one atomic batch, each message with its
+// own Msg-Id, its own append id and its own CAS; the sequences reported
+// are the ones the log holds.
+func TestGroupCommitBatchKeepsEachMessagesMeaning(t *testing.T) {
+	n := testharness.StartNode(t)
+	s := batchStore(t, n.JS, 2)
+	ctx := context.Background()
+	const k = 12
+	evs := make([][]events.Event, k)
+	exp := make([]uint64, k)
+	for i := range evs {
+		rec := recordedEvent(t, fmt.Sprintf("batch-%d", i))
+		evs[i] = []events.Event{rec}
+		if i%3 == 0 { // some appends carry two events of their intent
+			evs[i] = append(evs[i], approval(rec.IntentID, 2, "writer"))
+		}
+	}
+	seqs, errs := s.AppendUnits(ctx, "social_post", evs, exp)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	if st := s.BatchStats(); st.Batches != 1 || st.Messages != k+4 || st.Alone != 0 {
+		t.Fatalf("stats %+v, want one batch of %d messages", st, k+4)
+	}
+	appendIDs := map[string]int{}
+	for i := range evs {
+		msgs := rawHistory(t, s, evs[i][0].IntentID)
+		if len(msgs) != len(evs[i]) {
+			t.Fatalf("intent %d: %d messages on the log, appended %d", i, len(msgs), len(evs[i]))
+		}
+		for j, m := range msgs {
+			if m.Sequence != seqs[i][j] {
+				t.Fatalf("intent %d event %d: log seq %d, append said %d", i, j, m.Sequence, seqs[i][j])
+			}
+			if got := m.Header.Get(jetstream.MsgIDHeader); got != evs[i][j].EventID {
+				t.Fatalf("Msg-Id %q, want %q", got, evs[i][j].EventID)
+			}
+			if m.Header.Get(jetstream.ExpectedLastSubjSeqHeader) != "" && j > 0 {
+				t.Fatalf("event %d of a unit carries a CAS header", j)
+			}
+			appendIDs[m.Header.Get(producer.AppendIDHeader)]++
+		}
+		if msgs[0].Header.Get(jetstream.ExpectedLastSubjSeqHeader) != "0" {
+			t.Fatalf("first event's CAS header %q", msgs[0].Header.Get(jetstream.ExpectedLastSubjSeqHeader))
+		}
+		h, err := s.Load(ctx, "social_post", evs[i][0].IntentID)
+		if err != nil || len(h.Events) != len(evs[i]) {
+			t.Fatalf("load %d: %v", i, err)
+		}
+	}
+	if len(appendIDs) != k {
+		t.Fatalf("%d distinct append ids for %d appends", len(appendIDs), k)
+	}
+}
+
+// A batch the server refuses for one append's lost CAS (and another's
+// duplicate Msg-Id) is split: every other append lands, the two are told
+// ErrConflict, and nothing of theirs is on the log.
+func TestGroupCommitConflictInsideBatchIsSplit(t *testing.T) {
+	n := testharness.StartNode(t)
+	s := batchStore(t, n.JS, 2)
+	ctx := context.Background()
+	// Two intents already on the log.
+	stale := recordedEvent(t, "stale")
+	if _, err := s.Append(ctx, "social_post", stale, 0); err != nil {
+		t.Fatal(err)
+	}
+	taken := recordedEvent(t, "taken")
+	seqTaken, err := s.Append(ctx, "social_post", taken, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, "social_post", approval(taken.IntentID, 2, "someone-else"), seqTaken); err != nil {
+		t.Fatal(err)
+	}
+	before := s.BatchStats()
+	const k = 16
+	evs := make([][]events.Event, k)
+	exp := make([]uint64, k)
+	for i := range evs {
+		evs[i] = []events.Event{recordedEvent(t, fmt.Sprintf("fine-%d", i))}
+	}
+	// 5: version 1 of an intent that has one (CAS "empty" lost).
+	evs[5] = []events.Event{stale}
+	// 11: version 2 of an intent whose version 2 another writer holds
+	// (same Msg-Id, other bytes), appended with its true CAS.
+	evs[11] = []events.Event{approval(taken.IntentID, 2, "me")}
+	exp[11] = seqTaken
+	seqs, errs := s.AppendUnits(ctx, "social_post", evs, exp)
+	for i, err := range errs {
+		switch i {
+		case 5, 11:
+			var ce *producer.ConflictError
+			if !errors.Is(err, producer.ErrConflict) || !errors.As(err, &ce) {
+				t.Fatalf("append %d: %v, want ErrConflict", i, err)
+			}
+		default:
+			if err != nil {
+				t.Fatalf("append %d: %v", i, err)
+			}
+			h, lerr := s.Load(ctx, "social_post", evs[i][0].IntentID)
+			if lerr != nil || len(h.Events) != 1 || h.LastSeq != seqs[i][0] {
+				t.Fatalf("append %d: log %v %v, append said %v", i, h, lerr, seqs[i])
+			}
+		}
+	}
+	st := s.BatchStats()
+	if st.Refused-before.Refused < 1 || st.Batches-before.Batches < 1 {
+		t.Fatalf("stats %+v: want a refused batch split into committed ones", st)
+	}
+	for _, id := range []string{stale.IntentID, taken.IntentID} {
+		msgs := rawHistory(t, s, id)
+		if id == stale.IntentID && len(msgs) != 1 || id == taken.IntentID && (len(msgs) != 2 || string(msgs[1].Data) == "") {
+			t.Fatalf("%s: %d messages", id, len(msgs))
+		}
+	}
+	h, err := s.Load(ctx, "social_post", taken.IntentID)
+	if err != nil || h.Events[1].Actor != "someone-else" {
+		t.Fatalf("version 2 of the taken intent: %v %v", h, err)
+	}
+}
+
+// A batch whose ack is lost had landed: every append is resolved by
+// reading the log (our bytes under our append id) and reported with the
+// log's sequences; nothing is written twice. A batch whose commit never
+// reached the server had not landed: each append is then published alone.
+func TestGroupCommitLostBatchAckIsResolvedPerMessage(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		inject func(*producer.Store)
+	}{
+		{"ack-lost", func(s *producer.Store) { s.LoseBatchAcks(1) }},
+		{"commit-dropped", func(s *producer.Store) { s.DropBatchCommits(1) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := testharness.StartNode(t)
+			s := batchStore(t, n.JS, 2)
+			ctx := context.Background()
+			const k = 10
+			evs := make([][]events.Event, k)
+			exp := make([]uint64, k)
+			for i := range evs {
+				rec := recordedEvent(t, fmt.Sprintf("lost-%d", i))
+				evs[i] = []events.Event{rec, approval(rec.IntentID, 2, "writer")}
+			}
+			tc.inject(s)
+			seqs, errs := s.AppendUnits(ctx, "social_post", evs, exp)
+			for i, err := range errs {
+				if err != nil {
+					t.Fatalf("append %d: %v (want success: its events are ours)", i, err)
+				}
+				msgs := rawHistory(t, s, evs[i][0].IntentID)
+				if len(msgs) != 2 || msgs[0].Sequence != seqs[i][0] || msgs[1].Sequence != seqs[i][1] {
+					t.Fatalf("append %d: log %d messages, append said %v", i, len(msgs), seqs[i])
+				}
+			}
+			info, err := s.Stream().Info(ctx)
+			if err != nil || info.State.Msgs != 2*k {
+				t.Fatalf("stream holds %d messages, want %d: %v", info.State.Msgs, 2*k, err)
+			}
+			if st := s.BatchStats(); st.Lost != 1 || st.Alone != k {
+				t.Fatalf("stats %+v: want the lost batch's %d appends resolved alone", st, k)
+			}
+		})
+	}
+}
+
+// A competitor's identical bytes in a lost batch are not ours: after a lost
+// ack, an append whose version another writer (another append id) holds
+// is a conflict, not a success.
+func TestGroupCommitLostAckDoesNotClaimAnIdenticalEvent(t *testing.T) {
+	n := testharness.StartNode(t)
+	s := batchStore(t, n.JS, 2)
+	ctx := context.Background()
+	rec := recordedEvent(t, "identical")
+	if _, err := s.Append(ctx, "social_post", rec, 0); err != nil { // another append of the same bytes
+		t.Fatal(err)
+	}
+	other := recordedEvent(t, "other")
+	s.LoseBatchAcks(1)
+	_, errs := s.AppendUnits(ctx, "social_post", [][]events.Event{{rec}, {other}}, []uint64{0, 0})
+	if !errors.Is(errs[0], producer.ErrConflict) {
+		t.Fatalf("identical event appended by another append: %v, want ErrConflict", errs[0])
+	}
+	if errs[1] != nil {
+		t.Fatal(errs[1])
+	}
+	if msgs := rawHistory(t, s, rec.IntentID); len(msgs) != 1 {
+		t.Fatalf("%d messages", len(msgs))
+	}
+}
+
+// Many concurrent writers of many intents, some racing for the same
+// versions, through the group commit: every version has exactly one
+// winner, the winners' sequences are the log's, and histories are whole.
+func TestGroupCommitConcurrentWritersRace(t *testing.T) {
+	n := testharness.StartNode(t)
+	_, js2 := n.Connect()
+	stores := []*producer.Store{batchStore(t, n.JS, 2), batchStore(t, js2, 2)}
+	ctx := context.Background()
+	const intents, versions, racers = 24, 6, 3
+	var wg sync.WaitGroup
+	errc := make(chan error, intents)
+	for k := 0; k < intents; k++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec := recordedEvent(t, fmt.Sprintf("race-%d", k))
+			last, err := stores[k%2].Append(ctx, "social_post", rec, 0)
+			if err != nil {
+				errc <- err
+				return
+			}
+			for v := uint64(2); v <= versions; v++ {
+				var rw sync.WaitGroup
+				seqs := make([]uint64, racers)
+				errs := make([]error, racers)
+				for r := 0; r < racers; r++ {
+					rw.Add(1)
+					go func() {
+						defer rw.Done()
+						seqs[r], errs[r] = stores[r%2].Append(ctx, "social_post", approval(rec.IntentID, v, fmt.Sprintf("writer-%d", r)), last)
+					}()
+				}
+				rw.Wait()
+				wins := 0
+				for r := range racers {
+					switch {
+					case errs[r] == nil:
+						wins++
+						last = seqs[r]
+					case !errors.Is(errs[r], producer.ErrConflict):
+						errc <- fmt.Errorf("intent %d v%d racer %d: %w", k, v, r, errs[r])
+						return
+					}
+				}
+				if wins != 1 {
+					errc <- fmt.Errorf("intent %d v%d: %d winners", k, v, wins)
+					return
+				}
+			}
+			h, err := stores[0].Load(ctx, "social_post", rec.IntentID)
+			if err != nil || len(h.Events) != versions || h.LastSeq != last {
+				errc <- fmt.Errorf("intent %d: history %v last %d, want %d events ending at %d", k, err, h.LastSeq, versions, last)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Error(err)
+	}
+	if st := stores[0].BatchStats(); st.Batches == 0 {
+		t.Logf("no batch was formed: %+v", st)
+	}
+}
+
+// countingAdapter checks, at each write, that the log already holds the
+// attempt's WriteStarted.
+type countingAdapter struct {
+	adapter.Adapter
+	store   *producer.Store
+	mu      sync.Mutex
+	started int
+	missing int
+}
+
+func (c *countingAdapter) Write(ctx context.Context, req adapter.WriteRequest) (adapter.WriteResult, error) {
+	h, err := c.store.Load(ctx, "social_post", req.IntentID)
+	c.mu.Lock()
+	if err == nil && h.Events[len(h.Events)-1].Type == events.WriteStarted && h.Events[len(h.Events)-1].AttemptID == req.AttemptID {
+		c.started++
+	} else {
+		c.missing++
+	}
+	c.mu.Unlock()
+	return c.Adapter.Write(ctx, req)
+}
+
+// A new intent's IntentRecorded and WriteStarted are appended together, as
+// one atomic batch (one sync), and the WriteStarted is on the log before
+// the call: an Execute is two durable steps (intent and start, outcome),
+// not three.
+func TestExecuteRecordsAndStartsInOneBatch(t *testing.T) {
+	n := testharness.StartNode(t)
+	s := batchStore(t, n.JS, 1) // every flush an atomic batch, to count them
+	api := testharness.NewSocialAPI(t)
+	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := &countingAdapter{Adapter: ad, store: s}
+	p, err := producer.New(s, producer.DefaultConfig(), producer.Route{Name: "social_post", Adapter: ca, Policy: producer.DefaultPolicy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Execute(context.Background(), req("task:one-batch", "hello"))
+	if err != nil || res.State != fsm.Verifying {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if st := s.BatchStats(); st.Batches != 2 || st.Messages != 3 {
+		t.Fatalf("stats %+v: want 2 batches (IntentRecorded+WriteStarted, outcome) of 3 messages", st)
+	}
+	msgs := rawHistory(t, s, res.IntentID)
+	if len(msgs) != 3 || msgs[1].Sequence != msgs[0].Sequence+1 {
+		t.Fatalf("log: %d messages", len(msgs))
+	}
+	if ca.started != 1 || ca.missing != 0 || api.Writes() != 1 {
+		t.Fatalf("calls with WriteStarted on the log %d, without %d; writes %d", ca.started, ca.missing, api.Writes())
+	}
+	// The same request again: replayed, nothing appended or written.
+	again, err := p.Execute(context.Background(), req("task:one-batch", "hello"))
+	if err != nil || !again.Replayed || api.Writes() != 1 || len(rawHistory(t, s, res.IntentID)) != 3 {
+		t.Fatalf("replay: %v %+v, %d writes", err, again, api.Writes())
+	}
+}
+
+// Concurrent Executes of one request with different payloads race for
+// IntentRecorded inside batches: the loser reloads, compares and is
+// refused; exactly one write happens.
+func TestConcurrentExecutesDifferentPayloadsThroughBatches(t *testing.T) {
+	for round := 0; round < 3; round++ {
+		n := testharness.StartNode(t)
+		s := batchStore(t, n.JS, 2)
+		api := testharness.NewSocialAPI(t)
+		ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := producer.New(s, producer.DefaultConfig(), producer.Route{Name: "social_post", Adapter: ad, Policy: producer.DefaultPolicy()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		refused, ok := 0, 0
+		for k := 0; k < 8; k++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := p.Execute(context.Background(), req("task:contested", fmt.Sprintf("body %d", k)))
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					ok++
+				case errors.Is(err, producer.ErrPayloadMismatch):
+					refused++
+				default:
+					t.Error(err)
+				}
+			}()
+		}
+		// Other intents at the same time, to fill the batches.
+		for k := 0; k < 24; k++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := p.Execute(context.Background(), req(fmt.Sprintf("task:other-%d", k), "hello")); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		if ok != 1 || refused != 7 || api.Writes() != 25 || api.Effects() != 25 {
+			t.Fatalf("round %d: %d ok, %d refused, %d writes, %d effects (want 1, 7, 25, 25)", round, ok, refused, api.Writes(), api.Effects())
+		}
+	}
+}
+
+// The R3 stream through the group commit: identical and competing appends
+// racing on every node resolve as they do alone (one winner per version,
+// never a generic error), batches commit on the replicated stream, and a
+// batch's lost ack is resolved from the replicated log.
+func TestClusterR3GroupCommit(t *testing.T) {
+	c := testharness.StartCluster(t, embedded.SyncAlways)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cfg := producer.DefaultStoreConfig()
+	cfg.Replicas = 3
+	cfg.BatchMin = 2
+	var stores []*producer.Store
+	for _, srv := range c.Servers {
+		nc, err := nats.Connect(srv.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			st, err := producer.OpenStore(ctx, js, cfg)
+			if err == nil {
+				stores = append(stores, st)
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	const intents, racers = 16, 6
+	var wg sync.WaitGroup
+	errc := make(chan error, intents*racers)
+	for k := 0; k < intents; k++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec := recordedEvent(t, fmt.Sprintf("r3-batch-%d", k))
+			seqs := make([]uint64, racers)
+			var rw sync.WaitGroup
+			for r := 0; r < racers; r++ {
+				rw.Add(1)
+				go func() {
+					defer rw.Done()
+					seq, err := stores[r%len(stores)].Append(ctx, "social_post", rec, 0)
+					if err != nil && !errors.Is(err, producer.ErrConflict) {
+						errc <- fmt.Errorf("intent %d racer %d: %w (want success or ErrConflict)", k, r, err)
+					}
+					seqs[r] = seq
+				}()
+			}
+			rw.Wait()
+			var seq1 uint64
+			winners := 0
+			for _, q := range seqs {
+				if q != 0 {
+					winners++
+					seq1 = q
+				}
+			}
+			if winners != 1 {
+				errc <- fmt.Errorf("intent %d: %d writers told they made the identical append", k, winners)
+				return
+			}
+			won := make([]bool, racers)
+			for r := 0; r < racers; r++ {
+				rw.Add(1)
+				go func() {
+					defer rw.Done()
+					_, err := stores[r%len(stores)].Append(ctx, "social_post", approval(rec.IntentID, 2, fmt.Sprintf("writer-%d", r)), seq1)
+					switch {
+					case err == nil:
+						won[r] = true
+					case !errors.Is(err, producer.ErrConflict):
+						errc <- fmt.Errorf("intent %d competing racer %d: %w", k, r, err)
+					}
+				}()
+			}
+			rw.Wait()
+			h, err := stores[0].Load(ctx, "social_post", rec.IntentID)
+			if err != nil {
+				errc <- err
+				return
+			}
+			n := 0
+			for _, w := range won {
+				if w {
+					n++
+				}
+			}
+			if n != 1 || len(h.Events) != 2 || !won[actorIndex(t, h.Events[1].Actor)] {
+				errc <- fmt.Errorf("intent %d: %d winners %v, log has %d events", k, n, won, len(h.Events))
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Error(err)
+	}
+	batches := int64(0)
+	for _, s := range stores {
+		batches += s.BatchStats().Batches
+	}
+	t.Logf("%d atomic batches committed on R3", batches)
+
+	// A lost batch ack on R3: resolved from the replicated log.
+	s := stores[1]
+	evs := make([][]events.Event, 8)
+	exp := make([]uint64, 8)
+	for i := range evs {
+		rec := recordedEvent(t, fmt.Sprintf("r3-lost-%d", i))
+		evs[i] = []events.Event{rec, approval(rec.IntentID, 2, "writer")}
+	}
+	s.LoseBatchAcks(1)
+	before := s.BatchStats()
+	seqs, errs := s.AppendUnits(ctx, "social_post", evs, exp)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("lost-ack append %d: %v", i, err)
+		}
+		h, err := stores[0].Load(ctx, "social_post", evs[i][0].IntentID)
+		if err != nil || len(h.Events) != 2 || h.LastSeq != seqs[i][1] {
+			t.Fatalf("lost-ack append %d: %v, log ends at %d, append said %v", i, err, h.LastSeq, seqs[i])
+		}
+	}
+	if st := s.BatchStats(); st.Lost-before.Lost != 1 || st.Batches-before.Batches != 0 {
+		t.Fatalf("stats %+v (before %+v): want one lost batch", st, before)
+	}
+}
+
+// A stream made before group commit (no atomic publish, no direct get) is
+// updated when the store opens, and appends then go in batches.
+func TestOpenStoreEnablesAtomicPublishOnAnOlderStream(t *testing.T) {
+	n := testharness.StartNode(t)
+	ctx := context.Background()
+	old := jetstream.StreamConfig{Name: "SETTLE_INTENTS", Description: "settle intents: one subject per intent, every lifecycle event",
+		Subjects: []string{events.AllSubjects}, Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy,
+		Discard: jetstream.DiscardNew, Replicas: 1, Duplicates: 10 * time.Minute, DenyDelete: true, DenyPurge: true,
+		MaxMsgSize: events.MaxEventSize + 4096}
+	if _, err := n.JS.CreateStream(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	s := batchStore(t, n.JS, 2)
+	info, err := s.Stream().Info(ctx)
+	if err != nil || !info.Config.AllowAtomicPublish || !info.Config.AllowDirect {
+		t.Fatalf("config after open: atomic %v direct %v (%v)", info.Config.AllowAtomicPublish, info.Config.AllowDirect, err)
+	}
+	evs := [][]events.Event{{recordedEvent(t, "old-1")}, {recordedEvent(t, "old-2")}}
+	if _, errs := s.AppendUnits(ctx, "social_post", evs, []uint64{0, 0}); errs[0] != nil || errs[1] != nil {
+		t.Fatal(errs)
+	}
+	if st := s.BatchStats(); st.Batches != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
