@@ -400,6 +400,9 @@ func executeProblem(err error, res *producer.Result) error {
 	switch {
 	case errors.Is(err, producer.ErrInvalidRequest):
 		return fieldProblem(err)
+	case errors.Is(err, producer.ErrPayloadTooLarge):
+		return newProblem(http.StatusRequestEntityTooLarge, ProbTooLarge,
+			fmt.Sprintf("payload: too large for the log (at most %d bytes in canonical form, and its event within %d bytes); nothing was recorded or written", events.MaxPayloadSize, events.MaxEventSize)).withField("payload")
 	case errors.Is(err, producer.ErrUnknownRoute):
 		return invalid("route", "route: no such route is configured")
 	case errors.Is(err, producer.ErrPayloadMismatch):

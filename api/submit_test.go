@@ -362,3 +362,44 @@ func TestGetAndListIntents(t *testing.T) {
 		t.Fatalf("Allow %q", r.header.Get("Allow"))
 	}
 }
+
+// An intent whose expiry has passed is a normal result in state
+// abandoned — recorded, never written — not a server error, however often
+// it is resubmitted.
+func TestSubmitExpiredIntentIsAbandonedNotAnError(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	past := e.clock.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	body := submitBodyJSON("social_post", "acct_1", "task-exp:1", `{"body":"too late"}`, "expires_at", `"`+past+`"`)
+	first := e.do("POST", "/v1/intents", secretAgent, body)
+	if first.code != http.StatusCreated || first.str(t, "state") != string(fsm.Abandoned) {
+		t.Fatalf("first submit: %d %s", first.code, first.body)
+	}
+	for k := 0; k < 5; k++ {
+		r := e.do("POST", "/v1/intents", secretAgent, body)
+		if r.code != http.StatusOK || r.str(t, "state") != string(fsm.Abandoned) {
+			t.Fatalf("resubmit %d: %d %s", k, r.code, r.body)
+		}
+	}
+	if e.social.Writes() != 0 {
+		t.Fatalf("%d writes for an expired intent", e.social.Writes())
+	}
+	h := e.history("social_post", first.str(t, "intent_id"))
+	if countType(h, events.Abandoned) != 1 || countType(h, events.WriteStarted) != 0 {
+		t.Fatalf("history %v", h)
+	}
+}
+
+// A payload whose event would exceed the log's limit is 413 naming the
+// payload, with nothing recorded or written.
+func TestSubmitPayloadTooLargeForTheLogIs413(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	big := strings.Repeat("a", events.MaxEventSize-1024)
+	r := e.do("POST", "/v1/intents", secretAgent, submitBodyJSON("social_post", "acct_1", "task-big:1", `{"body":"`+big+`"}`))
+	r.problem(t, http.StatusRequestEntityTooLarge, "payload")
+	if e.social.Writes() != 0 {
+		t.Fatalf("%d writes", e.social.Writes())
+	}
+	if n, err := e.store.Stream().Info(context.Background()); err != nil || n.State.Msgs != 0 {
+		t.Fatalf("the log holds %v messages (%v)", n.State.Msgs, err)
+	}
+}
