@@ -19,6 +19,7 @@ import (
 	"github.com/settle-dev/settle/consumers"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
 	"github.com/settle-dev/settle/testharness"
@@ -72,7 +73,7 @@ type env struct {
 	clock  *testharness.ManualClock
 	social *testharness.SocialAPI
 	routes []producer.Route
-	store  *producer.Store
+	store  *ledger.Store
 	prod   *producer.Producer
 	proj   *projector.Projector
 	srv    *Server
@@ -105,7 +106,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		{Name: "social_other", Adapter: ad, Policy: pol},
 		{Name: "social_approval", Adapter: ad, Policy: approval},
 	}
-	store, err := producer.OpenStore(ctx, n.JS, producer.DefaultStoreConfig())
+	store, err := ledger.OpenStore(ctx, n.JS, ledger.DefaultStoreConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

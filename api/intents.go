@@ -15,6 +15,7 @@ import (
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
 )
@@ -79,7 +80,7 @@ type DryRunView struct {
 	Reason           string          `json:"reason"`
 }
 
-func detailOf(h *producer.History) (*IntentDetail, error) {
+func detailOf(h *ledger.History) (*IntentDetail, error) {
 	v, err := projector.FoldView(h.Events)
 	if err != nil {
 		return nil, err
@@ -331,7 +332,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, p *princip
 	// The answer is read from the log: fresh, with its stream sequence.
 	// Should that read fail after a write was made, Execute's own history
 	// answers: the write happened and the client must learn of it.
-	var h *producer.History
+	var h *ledger.History
 	waited := wait > 0 && !Settled(res.State)
 	if waited {
 		h, err = s.awaitSettled(waitCtx, res.Route, res.IntentID)
@@ -339,7 +340,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, p *princip
 		h, err = s.cfg.Producer.Store().Load(ctx, res.Route, res.IntentID)
 		if err != nil && !res.Replayed && len(res.History) > 0 {
 			s.log.Warn("api: re-reading a submitted intent failed; answering from Execute's history", "intent", res.IntentID, "err", SafeError(err))
-			h, err = &producer.History{Route: res.Route, Events: res.History}, nil
+			h, err = &ledger.History{Route: res.Route, Events: res.History}, nil
 		}
 	}
 	if err != nil {
@@ -415,7 +416,7 @@ func executeProblem(err error, res *producer.Result) error {
 			p.withIntent(res.IntentID, string(res.State))
 		}
 		return p
-	case errors.Is(err, producer.ErrConflict):
+	case errors.Is(err, ledger.ErrConflict):
 		return newProblem(http.StatusConflict, ProbConflict, "the intent changed concurrently too often; retry")
 	}
 	return err
@@ -423,10 +424,10 @@ func executeProblem(err error, res *producer.Result) error {
 
 // awaitSettled polls the log until the intent is settled or ctx ends, and
 // returns the last history read.
-func (s *Server) awaitSettled(ctx context.Context, route, id string) (*producer.History, error) {
+func (s *Server) awaitSettled(ctx context.Context, route, id string) (*ledger.History, error) {
 	store := s.cfg.Producer.Store()
 	delay := 20 * time.Millisecond
-	var last *producer.History
+	var last *ledger.History
 	for {
 		// The last read runs even when ctx has ended, so the answer is fresh.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -460,21 +461,21 @@ func (s *Server) awaitSettled(ctx context.Context, route, id string) (*producer.
 
 // loadAuthorized loads the intent named by the path from the log and
 // checks that p may see it.
-func (s *Server) loadAuthorized(r *http.Request, p *principal) (*producer.History, *fsm.Intent, error) {
+func (s *Server) loadAuthorized(r *http.Request, p *principal) (*ledger.History, *fsm.Intent, error) {
 	id := r.PathValue("id")
 	if err := events.ValidateIntentID(id); err != nil {
 		return nil, nil, invalid("intent_id", "intent_id: is not an intent id (in_ + 32 base32 characters)")
 	}
 	store := s.cfg.Producer.Store()
 	route, err := store.FindRoute(r.Context(), id)
-	if errors.Is(err, producer.ErrNotFound) {
+	if errors.Is(err, ledger.ErrNotFound) {
 		return nil, nil, newProblem(http.StatusNotFound, ProbNotFound, "no such intent").withIntent(id, "")
 	}
 	if err != nil {
 		return nil, nil, err
 	}
 	h, err := store.Load(r.Context(), route, id)
-	if errors.Is(err, producer.ErrNotFound) {
+	if errors.Is(err, ledger.ErrNotFound) {
 		return nil, nil, newProblem(http.StatusNotFound, ProbNotFound, "no such intent").withIntent(id, "")
 	}
 	if err != nil {
@@ -711,9 +712,9 @@ func (s *Server) operate(w http.ResponseWriter, r *http.Request, p *principal, r
 				withIntent(i.ID, string(st))
 		case errors.Is(err, producer.ErrInvalidRequest):
 			return fieldProblem(err)
-		case errors.Is(err, producer.ErrConflict):
+		case errors.Is(err, ledger.ErrConflict):
 			return newProblem(http.StatusConflict, ProbConflict, "the intent changed while the action was recorded; reload and decide again").withIntent(i.ID, "")
-		case errors.Is(err, producer.ErrNotFound):
+		case errors.Is(err, ledger.ErrNotFound):
 			return newProblem(http.StatusNotFound, ProbNotFound, "no such intent").withIntent(i.ID, "")
 		}
 		return err

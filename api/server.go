@@ -13,7 +13,7 @@ import (
 
 	"github.com/cockroachdb/redact"
 
-	"github.com/settle-dev/settle/producer"
+	"github.com/settle-dev/settle/ledger"
 )
 
 // Server is settle's HTTP API. It implements http.Handler.
@@ -266,7 +266,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	status, kind, detail := http.StatusServiceUnavailable, ProbUnavailable, "the log or the projector could not be reached; retry"
-	if errors.Is(err, producer.ErrCorruptHistory) {
+	if errors.Is(err, ledger.ErrCorruptHistory) {
 		status, kind, detail = http.StatusInternalServerError, ProbInternal, "the intent's history cannot be folded"
 	}
 	s.log.Error("api: request failed", "method", r.Method, "path", clip(r.URL.Path, 200), "status", status, "err", SafeError(err))

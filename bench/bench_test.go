@@ -25,6 +25,7 @@ import (
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/testharness"
 )
@@ -78,7 +79,7 @@ type rawProbe struct {
 
 // newRawProbe creates the probe's stream next to store's and runs the
 // "before" half of the probe.
-func newRawProbe(b *testing.B, n *testharness.Node, store *producer.Store) *rawProbe {
+func newRawProbe(b *testing.B, n *testharness.Node, store *ledger.Store) *rawProbe {
 	b.Helper()
 	ctx := context.Background()
 	sc := store.Stream().CachedInfo().Config
@@ -115,9 +116,9 @@ func (p *rawProbe) rate(b *testing.B) float64 {
 }
 
 // openStore opens settle's intent stream on n.
-func openStore(b *testing.B, n *testharness.Node) *producer.Store {
+func openStore(b *testing.B, n *testharness.Node) *ledger.Store {
 	b.Helper()
-	s, err := producer.OpenStore(context.Background(), n.JS, producer.DefaultStoreConfig())
+	s, err := ledger.OpenStore(context.Background(), n.JS, ledger.DefaultStoreConfig())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -475,7 +476,7 @@ type reconcileWorld struct {
 	clock *testharness.ManualClock
 	api   *testharness.SocialAPI
 	route producer.Route
-	store *producer.Store
+	store *ledger.Store
 	prod  *producer.Producer
 }
 

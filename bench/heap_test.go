@@ -16,6 +16,7 @@ import (
 	"github.com/settle-dev/settle/consumers"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
 	"github.com/settle-dev/settle/testharness"
@@ -78,7 +79,7 @@ func BenchmarkHeapFinished(b *testing.B) {
 		n = v
 	}
 	node := testharness.StartNode(b, embedded.SyncDefault)
-	if _, err := producer.OpenStore(context.Background(), node.JS, producer.DefaultStoreConfig()); err != nil {
+	if _, err := ledger.OpenStore(context.Background(), node.JS, ledger.DefaultStoreConfig()); err != nil {
 		b.Fatal(err)
 	}
 	start := time.Now()

@@ -15,6 +15,7 @@ import (
 	"github.com/settle-dev/settle/consumers"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
 	"github.com/settle-dev/settle/testharness"
@@ -23,10 +24,10 @@ import (
 // replayLog appends n events: finished intents of six events each
 // (recorded, started, unknown, reconciling, found, read back), the shape of
 // a dropped response settled by reconciliation.
-func replayLog(b *testing.B, js jetstream.JetStream, n int) *producer.Store {
+func replayLog(b *testing.B, js jetstream.JetStream, n int) *ledger.Store {
 	b.Helper()
 	ctx := context.Background()
-	store, err := producer.OpenStore(ctx, js, producer.DefaultStoreConfig())
+	store, err := ledger.OpenStore(ctx, js, ledger.DefaultStoreConfig())
 	if err != nil {
 		b.Fatal(err)
 	}

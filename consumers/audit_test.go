@@ -15,6 +15,7 @@ import (
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
 	"github.com/settle-dev/settle/testharness"
@@ -26,16 +27,16 @@ import (
 type auditLog struct {
 	t     *testing.T
 	js    jetstream.JetStream
-	store *producer.Store
+	store *ledger.Store
 	route string
 	at    time.Time
 }
 
-func newAuditLog(t *testing.T, js jetstream.JetStream, store *producer.Store, at time.Time) *auditLog {
+func newAuditLog(t *testing.T, js jetstream.JetStream, store *ledger.Store, at time.Time) *auditLog {
 	t.Helper()
 	if store == nil {
 		var err error
-		if store, err = producer.OpenStore(context.Background(), js, producer.DefaultStoreConfig()); err != nil {
+		if store, err = ledger.OpenStore(context.Background(), js, ledger.DefaultStoreConfig()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -68,7 +69,7 @@ func auditRecordedEvent(route, requestID string, pol events.Policy, at time.Time
 
 type auditHist struct {
 	l *auditLog
-	h *producer.History
+	h *ledger.History
 	i *fsm.Intent
 }
 
@@ -80,7 +81,7 @@ func (l *auditLog) record(requestID string) *auditHist {
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	h := &producer.History{Route: l.route, Events: []events.Event{e}, LastSeq: seq}
+	h := &ledger.History{Route: l.route, Events: []events.Event{e}, LastSeq: seq}
 	i, err := h.Fold()
 	if err != nil {
 		l.t.Fatal(err)

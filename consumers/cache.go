@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"github.com/settle-dev/settle/events"
-	"github.com/settle-dev/settle/producer"
+	"github.com/settle-dev/settle/ledger"
 )
 
 // historyCache keeps recently used histories so that a wake-up reads only
@@ -16,17 +16,17 @@ import (
 // a CAS refusal makes the step reload.
 type historyCache struct {
 	mu sync.Mutex
-	m  map[string]*producer.History
+	m  map[string]*ledger.History
 }
 
 const maxCached = 20_000
 
-func (c *historyCache) load(ctx context.Context, store *producer.Store, route, intentID string) (*producer.History, error) {
+func (c *historyCache) load(ctx context.Context, store *ledger.Store, route, intentID string) (*ledger.History, error) {
 	c.mu.Lock()
 	cached := c.m[intentID]
-	var h *producer.History
+	var h *ledger.History
 	if cached != nil && cached.Route == route {
-		h = &producer.History{Route: route, Events: append([]events.Event(nil), cached.Events...), LastSeq: cached.LastSeq}
+		h = &ledger.History{Route: route, Events: append([]events.Event(nil), cached.Events...), LastSeq: cached.LastSeq}
 	}
 	c.mu.Unlock()
 	if h == nil {
@@ -39,17 +39,17 @@ func (c *historyCache) load(ctx context.Context, store *producer.Store, route, i
 	return c.put(h, nil)
 }
 
-func (c *historyCache) put(h *producer.History, err error) (*producer.History, error) {
+func (c *historyCache) put(h *ledger.History, err error) (*ledger.History, error) {
 	if err != nil {
 		return nil, err
 	}
 	if len(h.Events) == 0 {
-		return nil, fmt.Errorf("load: %w", producer.ErrNotFound)
+		return nil, fmt.Errorf("load: %w", ledger.ErrNotFound)
 	}
-	cp := &producer.History{Route: h.Route, Events: append([]events.Event(nil), h.Events...), LastSeq: h.LastSeq}
+	cp := &ledger.History{Route: h.Route, Events: append([]events.Event(nil), h.Events...), LastSeq: h.LastSeq}
 	c.mu.Lock()
 	if c.m == nil || len(c.m) >= maxCached {
-		c.m = map[string]*producer.History{}
+		c.m = map[string]*ledger.History{}
 	}
 	c.m[h.Events[0].IntentID] = cp
 	c.mu.Unlock()

@@ -15,6 +15,7 @@ import (
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/testharness"
 )
@@ -37,11 +38,11 @@ func TestClusterReconcilesThroughANodeRestart(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cfg := producer.DefaultStoreConfig()
+	cfg := ledger.DefaultStoreConfig()
 	cfg.Replicas = 3
-	open := func(js jetstream.JetStream) *producer.Store {
+	open := func(js jetstream.JetStream) *ledger.Store {
 		for {
-			s, err := producer.OpenStore(ctx, js, cfg)
+			s, err := ledger.OpenStore(ctx, js, cfg)
 			if err == nil {
 				return s
 			}

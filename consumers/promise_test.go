@@ -22,6 +22,7 @@ import (
 	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/testharness"
 )
@@ -42,7 +43,7 @@ func newWorldWith(t *testing.T, policy func(*events.Policy), opts ...testharness
 		policy(&pol)
 	}
 	route := producer.Route{Name: "social_post", Adapter: ad, Policy: pol}
-	store, err := producer.OpenStore(context.Background(), n.JS, producer.DefaultStoreConfig())
+	store, err := ledger.OpenStore(context.Background(), n.JS, ledger.DefaultStoreConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +345,7 @@ func TestExpiredRecordedIntentIsAbandonedNotStarted(t *testing.T) {
 	d := *seed
 	d.RequestID, d.IdempotencyKey = "task:orphan", events.IdempotencyKey(id)
 	d.ExpiresAt = t0.Add(time.Minute)
-	h := &producer.History{Route: "social_post"}
+	h := &ledger.History{Route: "social_post"}
 	if err := w.store.AppendNext(context.Background(), h, &fsm.Intent{State: fsm.None, ID: id}, "dead", w.clock.Now(), "", &d); err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +437,7 @@ func TestOversizedPayloadIsRefusedBeforeAnythingIsWritten(t *testing.T) {
 	if w.api.Writes() != 0 {
 		t.Fatalf("%d writes went out", w.api.Writes())
 	}
-	if _, err := w.store.Load(context.Background(), "social_post", events.ScopedIntentID("default", "social_post", "acct_1", "task:big")); !errors.Is(err, producer.ErrNotFound) {
+	if _, err := w.store.Load(context.Background(), "social_post", events.ScopedIntentID("default", "social_post", "acct_1", "task:big")); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("something was recorded: %v", err)
 	}
 	// Escaping can make a payload under the limit an event over it: the

@@ -15,6 +15,7 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 )
 
@@ -127,7 +128,7 @@ func (c Config) Validate() error {
 // producer the writes).
 type Reconciler struct {
 	cfg   Config
-	store *producer.Store
+	store *ledger.Store
 	prod  *producer.Producer
 	mu    sync.Mutex // guards cfg.Rand
 	// hookAfterClaim, in tests, runs after a won RetryClaimed and before the
@@ -153,7 +154,7 @@ type countingReads struct {
 func (c *countingReads) add(n int) { c.mu.Lock(); c.n += n; c.mu.Unlock() }
 
 // NewReconciler returns a reconciler over store for routes.
-func NewReconciler(store *producer.Store, cfg Config, routes ...producer.Route) (*Reconciler, error) {
+func NewReconciler(store *ledger.Store, cfg Config, routes ...producer.Route) (*Reconciler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -224,7 +225,7 @@ func (r *Reconciler) step(ctx context.Context, route, intentID string, sc *searc
 		}
 		res.State = intent.State
 		next, wait, err := r.advance(ctx, h, intent, sc)
-		if errors.Is(err, producer.ErrConflict) {
+		if errors.Is(err, ledger.ErrConflict) {
 			continue // another worker moved it: refresh and look again
 		}
 		if err == nil {
@@ -250,7 +251,7 @@ func (r *Reconciler) step(ctx context.Context, route, intentID string, sc *searc
 
 // advance carries out the decider's next step. It returns the events it
 // appended (none: the intent must wait `wait`, or is done when wait == 0).
-func (r *Reconciler) advance(ctx context.Context, h *producer.History, i *fsm.Intent, sc *searchCache) ([]events.Type, time.Duration, error) {
+func (r *Reconciler) advance(ctx context.Context, h *ledger.History, i *fsm.Intent, sc *searchCache) ([]events.Type, time.Duration, error) {
 	route, ok := r.prod.Route(i.Route())
 	if !ok {
 		return nil, 0, fmt.Errorf("step %s: %w: %q", i.ID, ErrRouteMissing, i.Route())

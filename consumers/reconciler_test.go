@@ -18,6 +18,7 @@ import (
 	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/testharness"
 )
@@ -32,7 +33,7 @@ type world struct {
 	clock *testharness.ManualClock
 	api   *testharness.SocialAPI
 	route producer.Route
-	store *producer.Store
+	store *ledger.Store
 	prod  *producer.Producer
 }
 
@@ -51,7 +52,7 @@ func newWorld(t *testing.T, policy func(*events.Policy)) *world {
 		policy(&pol)
 	}
 	route := producer.Route{Name: "social_post", Adapter: ad, Policy: pol}
-	store, err := producer.OpenStore(context.Background(), n.JS, producer.DefaultStoreConfig())
+	store, err := ledger.OpenStore(context.Background(), n.JS, ledger.DefaultStoreConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func newWorld(t *testing.T, policy func(*events.Policy)) *world {
 	return &world{t: t, node: n, clock: clock, api: api, route: route, store: store, prod: prod}
 }
 
-func (w *world) reconciler(name string, store *producer.Store) *Reconciler {
+func (w *world) reconciler(name string, store *ledger.Store) *Reconciler {
 	w.t.Helper()
 	cfg := DefaultConfig()
 	cfg.Worker = name
@@ -467,7 +468,7 @@ func TestWriterDiedAfterWriteStartedBecomesUnknownAfterDeadline(t *testing.T) {
 	// overlapping windows cannot be told apart by search (ARCHITECTURE.md).
 	d.Payload, _ = social.NormalizePayload(json.RawMessage(`{"body":"dead writer's post"}`))
 	d.PayloadSHA256, _ = events.PayloadSHA256(d.Payload)
-	h := &producer.History{Route: "social_post"}
+	h := &ledger.History{Route: "social_post"}
 	i := &fsm.Intent{State: fsm.None, ID: id}
 	if err := w.store.AppendNext(context.Background(), h, i, "dead", w.clock.Now(), "", &d); err != nil {
 		t.Fatal(err)
@@ -510,7 +511,7 @@ func TestRecordedIntentOfADeadWriterIsStartedOnceAfterTheGrace(t *testing.T) {
 	d.RequestID, d.IdempotencyKey = "task:orphan", events.IdempotencyKey(id)
 	d.Payload, _ = social.NormalizePayload(json.RawMessage(`{"body":"orphaned intent"}`))
 	d.PayloadSHA256, _ = events.PayloadSHA256(d.Payload)
-	h := &producer.History{Route: "social_post"}
+	h := &ledger.History{Route: "social_post"}
 	if err := w.store.AppendNext(context.Background(), h, &fsm.Intent{State: fsm.None, ID: id}, "dead", w.clock.Now(), "", &d); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 )
 
@@ -180,7 +181,7 @@ func (r *Reconciler) triage(ctx context.Context, m jetstream.Msg, sc *searchCach
 	}
 	h, err := r.cache.load(ctx, r.store, route, intentID)
 	if err != nil {
-		if errors.Is(err, producer.ErrCorruptHistory) {
+		if errors.Is(err, ledger.ErrCorruptHistory) {
 			r.cfg.Logger.Error("reconciler: intent history cannot be folded; left for audit", "intent", intentID, "err", err)
 			_ = m.Ack()
 			return wake{}, false

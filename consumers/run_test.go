@@ -11,7 +11,7 @@ import (
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
-	"github.com/settle-dev/settle/producer"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/testharness"
 )
 
@@ -27,7 +27,7 @@ func (w *world) runWorkers(n int, step time.Duration, done func() bool) []*Recon
 		store := w.store
 		if k%2 == 1 {
 			_, js := w.node.Connect()
-			s, err := producer.OpenStore(ctx, js, producer.DefaultStoreConfig())
+			s, err := ledger.OpenStore(ctx, js, ledger.DefaultStoreConfig())
 			if err != nil {
 				w.t.Fatal(err)
 			}
@@ -180,7 +180,7 @@ func TestRunSurvivesWorkerRestartWhileWaiting(t *testing.T) {
 	cancel()
 	// The server restarts too; a new worker on a new connection finishes.
 	w.node.Restart()
-	store, err := producer.OpenStore(context.Background(), w.node.JS, producer.DefaultStoreConfig())
+	store, err := ledger.OpenStore(context.Background(), w.node.JS, ledger.DefaultStoreConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

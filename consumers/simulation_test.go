@@ -20,6 +20,7 @@ import (
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/testharness"
 )
@@ -258,7 +259,7 @@ type sim struct {
 	rng     *rand.Rand
 	clock   *testharness.ManualClock
 	node    *testharness.Node
-	store   *producer.Store
+	store   *ledger.Store
 	post    *testharness.SocialAPI
 	keyed   *testharness.SocialAPI
 	thread  *testharness.SocialAPI
@@ -285,7 +286,7 @@ func newSim(t *testing.T, seed uint64) *sim {
 	// Durability is not what this test is about: skip the fsync per append.
 	s.node = testharness.StartNode(t, embedded.SyncDefault)
 	var err error
-	s.store, err = producer.OpenStore(context.Background(), s.node.JS, producer.DefaultStoreConfig())
+	s.store, err = ledger.OpenStore(context.Background(), s.node.JS, ledger.DefaultStoreConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +415,7 @@ func (s *sim) submit(in *simIntent) {
 		d := &events.IntentRecordedData{Tenant: "default", Route: in.route, Account: in.account, RequestID: in.requestID,
 			IdempotencyKey: events.IdempotencyKey(in.id), ParentExternalID: in.parent, Payload: canon, PayloadSHA256: sum,
 			Canon: events.CanonV1, PlannedAt: s.clock.Now().UTC(), Policy: r.Policy, Caps: &caps}
-		h := &producer.History{Route: in.route}
+		h := &ledger.History{Route: in.route}
 		if err := s.store.AppendNext(context.Background(), h, &fsm.Intent{State: fsm.None, ID: in.id}, "dead-writer", s.clock.Now(), "", d); err != nil {
 			t.Fatal(err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/testharness"
 )
@@ -66,7 +67,7 @@ func routeWorld(t *testing.T, clock *testharness.ManualClock, name string, ad ad
 		f(&pol)
 	}
 	route := producer.Route{Name: name, Adapter: ad, Policy: pol}
-	store, err := producer.OpenStore(context.Background(), n.JS, producer.DefaultStoreConfig())
+	store, err := ledger.OpenStore(context.Background(), n.JS, ledger.DefaultStoreConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

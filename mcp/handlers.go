@@ -16,6 +16,7 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
 )
@@ -338,7 +339,7 @@ func (h *handlers) mismatch(ctx context.Context, route, task, step, account, par
 // caller may not see it (its route or account is outside the limits).
 func (h *handlers) load(ctx context.Context, route, id string) (*fsm.Intent, error) {
 	hist, err := h.s.cfg.Producer.Store().Load(ctx, route, id)
-	if errors.Is(err, producer.ErrNotFound) {
+	if errors.Is(err, ledger.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -357,7 +358,7 @@ func (h *handlers) load(ctx context.Context, route, id string) (*fsm.Intent, err
 // find loads an intent by id alone.
 func (h *handlers) find(ctx context.Context, id string) (*fsm.Intent, error) {
 	route, err := h.s.cfg.Producer.Store().FindRoute(ctx, id)
-	if errors.Is(err, producer.ErrNotFound) {
+	if errors.Is(err, ledger.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -703,7 +704,7 @@ func (h *handlers) operate(ctx context.Context, a *args, action string, act func
 				answerOf(cur, false)), nil
 		case errors.Is(err, producer.ErrInvalidRequest):
 			return h.refuseArg(err), nil
-		case errors.Is(err, producer.ErrConflict):
+		case errors.Is(err, ledger.ErrConflict):
 			return h.refuse(CodeConflict, "", "the intent changed while the decision was recorded; ask status and decide again", nil), nil
 		}
 		return h.unavailable(action, err), nil

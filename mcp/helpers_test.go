@@ -23,6 +23,7 @@ import (
 	"github.com/settle-dev/settle/consumers"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/mcp"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
@@ -66,7 +67,7 @@ type env struct {
 	clock  *testharness.ManualClock
 	social *testharness.SocialAPI
 	routes []producer.Route
-	store  *producer.Store
+	store  *ledger.Store
 	prod   *producer.Producer
 	proj   *projector.Projector
 	mcp    *mcp.Server
@@ -109,7 +110,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	for i := range routes {
 		routes[i].Policy.ClockSkew = events.Duration(time.Second)
 	}
-	store, err := producer.OpenStore(ctx, n.JS, producer.DefaultStoreConfig())
+	store, err := ledger.OpenStore(ctx, n.JS, ledger.DefaultStoreConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,14 @@
-// Package producer is settle's JetStream writer. It owns the stream (file
-// storage, deny delete and purge, dedup window), Append with Nats-Msg-Id =
-// <intent_id>:<version> and per-subject compare-and-swap, the resolution of
-// lost acks by reading the log (each Append call's own append id tells its
-// message from a competitor's identical one), the group commit of
-// concurrent appends into JetStream atomic batches (batch.go), Load of an
-// intent's history, and Execute: the write path of fsm.Decider — intent first, WriteStarted
-// acknowledged, then at most one external call, then the classified
-// outcome. TakeWrite carries out one write step for the reconciler too.
+// Package producer is settle's write path. Execute records an intent and
+// makes its write as fsm.Decider says: intent first, WriteStarted
+// acknowledged on the log, then at most one external call, then the
+// classified outcome. TakeWrite carries out one write step for the
+// reconciler too. The operator actions (Approve, Abandon, Resolve*) and
+// the tool wrapper for agents (Call: keys from task and step) are
+// appends through the same checks.
 //
-// Only producer, consumers, projector and wiring touch nats.go. producer
-// imports events, fsm, adapter and nats.go; it must never import consumers,
-// projector, api or testharness.
+// The log itself (stream, CAS appends, lost acks, group commit, Load) is
+// package ledger's; routes and their policy are package adapter's.
+//
+// producer imports ledger, fsm, adapter and events.
+// It must never import: consumers/..., projector, api, mcp, cmd/..., testharness, fakeapi.
 package producer

@@ -10,13 +10,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/testharness"
 )
+
+var t0 = time.Date(2026, 7, 22, 9, 0, 0, 0, time.UTC)
 
 // env is a real embedded nats-server, the store, a fake social API over
 // real HTTP and a producer with one route "social_post".
@@ -50,6 +55,16 @@ func newEnv(t *testing.T, mod ...func(*producer.Route, *social.Config)) *env {
 		t.Fatal(err)
 	}
 	return &env{node: n, api: api, ad: ad, p: p}
+}
+
+// openStore opens the log on js with the default configuration.
+func openStore(t *testing.T, js jetstream.JetStream) *ledger.Store {
+	t.Helper()
+	s, err := ledger.OpenStore(context.Background(), js, ledger.DefaultStoreConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func req(requestID, body string) producer.Request {
@@ -148,7 +163,7 @@ func TestExecuteRequestNeverWritten(t *testing.T) {
 // see whether this attempt's WriteStarted is already acknowledged there.
 type probe struct {
 	adapter.Adapter
-	store   *producer.Store
+	store   *ledger.Store
 	mu      sync.Mutex
 	started []bool
 }
@@ -316,7 +331,7 @@ func TestExecuteDryRunWritesNothing(t *testing.T) {
 	if e.api.Writes() != 0 || e.api.Effects() != 0 {
 		t.Fatalf("dry run wrote to the API")
 	}
-	if _, err := e.p.Store().Load(context.Background(), "social_post", res.IntentID); !errors.Is(err, producer.ErrNotFound) {
+	if _, err := e.p.Store().Load(context.Background(), "social_post", res.IntentID); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("dry run appended to the log: %v", err)
 	}
 	info, err := e.p.Store().Stream().Info(context.Background())

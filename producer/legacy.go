@@ -2,6 +2,8 @@ package producer
 
 import (
 	"context"
+
+	"github.com/settle-dev/settle/ledger"
 )
 
 // loadPrepared reads the intent a prepared request maps to: its scoped id
@@ -12,12 +14,12 @@ import (
 // intent under scoped ids, so it is not returned.
 //
 // It returns (nil, nil) when neither exists.
-func (p *Producer) loadPrepared(ctx context.Context, pr *prepared) (*History, error) {
-	h, err := p.store.load(ctx, pr.rec.Route, pr.intentID)
+func (p *Producer) loadPrepared(ctx context.Context, pr *prepared) (*ledger.History, error) {
+	h, err := p.store.LoadIfAny(ctx, pr.rec.Route, pr.intentID)
 	if err != nil || h != nil || pr.legacyID == pr.intentID {
 		return h, err
 	}
-	lh, err := p.store.load(ctx, pr.rec.Route, pr.legacyID)
+	lh, err := p.store.LoadIfAny(ctx, pr.rec.Route, pr.legacyID)
 	if err != nil || lh == nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 )
 
 // ErrNotAllowed: the operator action is not legal in the intent's state.
@@ -55,7 +56,7 @@ func (p *Producer) ResolveReleased(ctx context.Context, route, intentID, operato
 	return p.operate(ctx, route, intentID, &events.OperatorReleasedData{Operator: operator, Reason: reason})
 }
 
-func (p *Producer) load(ctx context.Context, route, intentID string) (*History, *fsm.Intent, error) {
+func (p *Producer) load(ctx context.Context, route, intentID string) (*ledger.History, *fsm.Intent, error) {
 	h, err := p.store.Load(ctx, route, intentID)
 	if err != nil {
 		return nil, nil, err
@@ -75,7 +76,7 @@ func (p *Producer) operate(ctx context.Context, route, intentID string, d events
 	return i, p.appendOperator(ctx, h, i, d)
 }
 
-func (p *Producer) appendOperator(ctx context.Context, h *History, i *fsm.Intent, d events.Data) error {
+func (p *Producer) appendOperator(ctx context.Context, h *ledger.History, i *fsm.Intent, d events.Data) error {
 	if err := d.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}

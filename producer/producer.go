@@ -12,6 +12,7 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 )
 
 // Sentinel errors of Execute.
@@ -137,14 +138,14 @@ func ValidateRoute(r Route) error {
 // What to do next is always fsm.Decider's decision; the producer takes the
 // steps of the write path.
 type Producer struct {
-	store  *Store
+	store  *ledger.Store
 	cfg    Config
 	dec    fsm.Decider
 	routes map[string]Route
 }
 
 // New returns a producer over store with the given routes.
-func New(store *Store, cfg Config, routes ...Route) (*Producer, error) {
+func New(store *ledger.Store, cfg Config, routes ...Route) (*Producer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -167,7 +168,7 @@ func New(store *Store, cfg Config, routes ...Route) (*Producer, error) {
 }
 
 // Store returns the event store.
-func (p *Producer) Store() *Store { return p.store }
+func (p *Producer) Store() *ledger.Store { return p.store }
 
 // Route returns a configured route.
 func (p *Producer) Route(name string) (Route, bool) { r, ok := p.routes[name]; return r, ok }
@@ -380,7 +381,7 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 				checked = true
 			}
 			res, err := p.recordAndStart(ctx, pr)
-			if errors.Is(err, ErrConflict) {
+			if errors.Is(err, ledger.ErrConflict) {
 				// Someone recorded it concurrently (compare with theirs),
 				// or moved our new intent on before our first step.
 				recordedNow = recordedNow || res != nil
@@ -402,12 +403,12 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 			return nil, err
 		}
 		res, err := p.drive(ctx, pr.route, h, intent, recordedNow, false, 0)
-		if errors.Is(err, ErrConflict) {
+		if errors.Is(err, ledger.ErrConflict) {
 			continue // another party moved the intent: reload
 		}
 		return res, err
 	}
-	return nil, fmt.Errorf("execute %s: %w: too much contention", pr.intentID, ErrConflict)
+	return nil, fmt.Errorf("execute %s: %w: too much contention", pr.intentID, ledger.ErrConflict)
 }
 
 // checkIdentity asks a route that knows its credential's identity whether
@@ -460,7 +461,7 @@ func (p *Producer) recordAndStart(ctx context.Context, pr *prepared) (*Result, e
 	if len(seqs) == 0 {
 		return nil, fmt.Errorf("record: %w", tooLarge(err))
 	}
-	h := &History{Route: pr.rec.Route, Events: evs[:len(seqs)], LastSeq: seqs[len(seqs)-1]}
+	h := &ledger.History{Route: pr.rec.Route, Events: evs[:len(seqs)], LastSeq: seqs[len(seqs)-1]}
 	if len(seqs) < len(evs) {
 		return p.result(h, intent, false), fmt.Errorf("record: %s: %w", evs[1].Type, err)
 	}
@@ -484,7 +485,7 @@ func (p *Producer) recordAndStart(ctx context.Context, pr *prepared) (*Result, e
 // drive takes the write-path steps the decider gives, making at most one
 // external call, and returns the result. wrote and appended say what the
 // caller already did on this intent.
-func (p *Producer) drive(ctx context.Context, route Route, h *History, intent *fsm.Intent, recordedNow, wrote bool, appended int) (*Result, error) {
+func (p *Producer) drive(ctx context.Context, route Route, h *ledger.History, intent *fsm.Intent, recordedNow, wrote bool, appended int) (*Result, error) {
 	caps := fsm.CapsFor(intent, adapter.FrozenCaps(route.Adapter))
 	for k := 0; k < 8; k++ {
 		realStart := time.Now()
@@ -519,7 +520,7 @@ func (p *Producer) drive(ctx context.Context, route Route, h *History, intent *f
 // that a slow append never lets the call outlive the deadline recorded in
 // WriteStarted (the injected clock may be a test's, the call's timeout is
 // real time).
-func (p *Producer) TakeWrite(ctx context.Context, route Route, h *History, intent *fsm.Intent, step fsm.Step, realStart time.Time) error {
+func (p *Producer) TakeWrite(ctx context.Context, route Route, h *ledger.History, intent *fsm.Intent, step fsm.Step, realStart time.Time) error {
 	started, ok := step.Event.(*events.WriteStartedData)
 	if step.Kind != fsm.StepWrite || !ok {
 		return fmt.Errorf("take write: step %s with %T is not a write", step.Kind, step.Event)
@@ -532,7 +533,7 @@ func (p *Producer) TakeWrite(ctx context.Context, route Route, h *History, inten
 
 // call makes the external call of a write step whose WriteStarted is on
 // the log (and folded into intent), then appends the classified outcome.
-func (p *Producer) call(ctx context.Context, route Route, h *History, intent *fsm.Intent, step fsm.Step, realStart time.Time) error {
+func (p *Producer) call(ctx context.Context, route Route, h *ledger.History, intent *fsm.Intent, step fsm.Step, realStart time.Time) error {
 	// WriteStarted is acknowledged: only now may the request leave.
 	callCtx, cancel := context.WithDeadline(ctx, realStart.Add(intent.Recorded.Policy.AttemptDeadline.D()))
 	res, callErr := route.Adapter.Write(callCtx, adapter.WriteRequest{
@@ -591,15 +592,15 @@ func Classify(intent *fsm.Intent, attemptID string, res adapter.WriteResult, err
 }
 
 // appendTo appends the next event to h and folds it into intent.
-func (p *Producer) appendTo(ctx context.Context, h *History, intent *fsm.Intent, attemptID string, d events.Data) error {
+func (p *Producer) appendTo(ctx context.Context, h *ledger.History, intent *fsm.Intent, attemptID string, d events.Data) error {
 	return p.store.AppendNext(ctx, h, intent, p.cfg.Actor, p.cfg.Now(), attemptID, d)
 }
 
-func (p *Producer) result(h *History, intent *fsm.Intent, replayed bool) *Result {
+func (p *Producer) result(h *ledger.History, intent *fsm.Intent, replayed bool) *Result {
 	return &Result{IntentID: intent.ID, Route: h.Route, State: intent.State, Intent: intent, History: h.Events, Replayed: replayed}
 }
 
-func (p *Producer) dryRun(pr *prepared, h *History) (*Result, error) {
+func (p *Producer) dryRun(pr *prepared, h *ledger.History) (*Result, error) {
 	rep := &DryRunReport{IntentID: pr.intentID, Subject: events.Subject(pr.rec.Route, pr.intentID),
 		IdempotencyKey: pr.rec.IdempotencyKey, PayloadSHA256: pr.rec.PayloadSHA256, CanonicalPayload: pr.rec.Payload}
 	res := &Result{IntentID: pr.intentID, Route: pr.rec.Route, DryRun: rep}

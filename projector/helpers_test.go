@@ -15,7 +15,7 @@ import (
 
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
-	"github.com/settle-dev/settle/producer"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/testharness"
 )
 
@@ -25,7 +25,7 @@ import (
 type testLog struct {
 	t     testing.TB
 	node  *testharness.Node
-	store *producer.Store
+	store *ledger.Store
 	// last is the subject sequence of each intent's last event (the CAS
 	// token of its next append); seqs is every appended event's sequence.
 	mu   sync.Mutex
@@ -35,14 +35,14 @@ type testLog struct {
 func newTestLog(t testing.TB) *testLog {
 	t.Helper()
 	n := testharness.StartNode(t, embedded.SyncDefault)
-	s, err := producer.OpenStore(context.Background(), n.JS, producer.DefaultStoreConfig())
+	s, err := ledger.OpenStore(context.Background(), n.JS, ledger.DefaultStoreConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &testLog{t: t, node: n, store: s, last: map[string]uint64{}}
 }
 
-// append appends e through producer.Store.Append with the right CAS token
+// append appends e through ledger.Store.Append with the right CAS token
 // and returns its stream sequence.
 func (l *testLog) append(route string, e events.Event) uint64 {
 	l.t.Helper()

@@ -17,6 +17,7 @@ import (
 	"github.com/settle-dev/settle/consumers"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/testharness"
 )
@@ -34,7 +35,7 @@ type e2e struct {
 	node  *testharness.Node
 	clock *testharness.ManualClock
 	route producer.Route
-	store *producer.Store
+	store *ledger.Store
 	prod  *producer.Producer
 	rec   *consumers.Reconciler
 }
@@ -51,7 +52,7 @@ func newE2E(t *testing.T, file string, env map[string]string, clock *testharness
 		t.Fatal(err)
 	}
 	n := testharness.StartNode(t)
-	store, err := producer.OpenStore(context.Background(), n.JS, producer.DefaultStoreConfig())
+	store, err := ledger.OpenStore(context.Background(), n.JS, ledger.DefaultStoreConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +240,7 @@ func TestGitHubFileFaults(t *testing.T) {
 		if api.Writes() != 0 {
 			t.Fatalf("%d writes reached GitHub", api.Writes())
 		}
-		st, err := w.node.JS.Stream(context.Background(), producer.DefaultStoreConfig().Stream)
+		st, err := w.node.JS.Stream(context.Background(), ledger.DefaultStoreConfig().Stream)
 		if err != nil {
 			t.Fatal(err)
 		}

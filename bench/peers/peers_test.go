@@ -28,6 +28,7 @@ import (
 	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/testharness"
 )
@@ -83,7 +84,7 @@ func write(ad *social.Adapter) func(ctx context.Context, id string) (string, err
 
 func settleSystem(b *testing.B, ad *social.Adapter) system {
 	n := testharness.StartNode(b, embedded.SyncAlways)
-	store, err := producer.OpenStore(context.Background(), n.JS, producer.DefaultStoreConfig())
+	store, err := ledger.OpenStore(context.Background(), n.JS, ledger.DefaultStoreConfig())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
 )
@@ -28,14 +29,14 @@ const auditSecret = "abcdefghijklmnopqrstuvwxyz0123"
 type auditWriter struct {
 	t     *testing.T
 	js    jetstream.JetStream
-	store *producer.Store
+	store *ledger.Store
 	at    time.Time
 }
 
 func (w *auditWriter) tick() time.Time { w.at = w.at.Add(time.Second); return w.at }
 
 // record appends an IntentRecorded and returns the history and its fold.
-func (w *auditWriter) record(requestID string) (*producer.History, *fsm.Intent) {
+func (w *auditWriter) record(requestID string) (*ledger.History, *fsm.Intent) {
 	w.t.Helper()
 	canon, err := events.Canonicalize([]byte(`{"body":"` + requestID + `"}`))
 	if err != nil {
@@ -50,7 +51,7 @@ func (w *auditWriter) record(requestID string) (*producer.History, *fsm.Intent) 
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	h := &producer.History{Route: "social_post", Events: []events.Event{e}, LastSeq: seq}
+	h := &ledger.History{Route: "social_post", Events: []events.Event{e}, LastSeq: seq}
 	i, err := h.Fold()
 	if err != nil {
 		w.t.Fatal(err)
@@ -58,7 +59,7 @@ func (w *auditWriter) record(requestID string) (*producer.History, *fsm.Intent) 
 	return h, i
 }
 
-func (w *auditWriter) next(h *producer.History, i *fsm.Intent, attemptID string, d events.Data) {
+func (w *auditWriter) next(h *ledger.History, i *fsm.Intent, attemptID string, d events.Data) {
 	w.t.Helper()
 	if err := w.store.AppendNext(context.Background(), h, i, "writer", w.tick(), attemptID, d); err != nil {
 		w.t.Fatal(err)
@@ -92,7 +93,7 @@ func withStore(t *testing.T, dir string, fill func(w *auditWriter)) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := producer.OpenStore(context.Background(), js, producer.DefaultStoreConfig())
+	store, err := ledger.OpenStore(context.Background(), js, ledger.DefaultStoreConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +246,7 @@ func TestAuditCommandOverNATSURLAndUsage(t *testing.T) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	store, err := producer.OpenStore(context.Background(), js, producer.DefaultStoreConfig())
+	store, err := ledger.OpenStore(context.Background(), js, ledger.DefaultStoreConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

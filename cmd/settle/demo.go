@@ -19,6 +19,7 @@ import (
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/testharness"
 )
@@ -58,7 +59,7 @@ func (m *Main) demo(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	store, err := producer.OpenStore(ctx, js, producer.DefaultStoreConfig())
+	store, err := ledger.OpenStore(ctx, js, ledger.DefaultStoreConfig())
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}

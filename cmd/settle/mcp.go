@@ -23,6 +23,7 @@ import (
 	"github.com/settle-dev/settle/api"
 	"github.com/settle-dev/settle/consumers"
 	"github.com/settle-dev/settle/embedded"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/mcp"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
@@ -178,9 +179,9 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("mcp: %w", err)
 	}
-	sc := producer.DefaultStoreConfig()
+	sc := ledger.DefaultStoreConfig()
 	sc.Replicas = *replicas
-	store, err := producer.OpenStore(ctx, js, sc)
+	store, err := ledger.OpenStore(ctx, js, sc)
 	if err != nil {
 		return fmt.Errorf("mcp: %w", err)
 	}

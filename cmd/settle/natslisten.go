@@ -16,7 +16,7 @@ import (
 	"github.com/settle-dev/settle/api"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
-	"github.com/settle-dev/settle/producer"
+	"github.com/settle-dev/settle/ledger"
 )
 
 // natsReaderUser is the NATS user downstream readers connect as.
@@ -87,7 +87,7 @@ func (l *natsListener) users() (users []embedded.User, noAuth string, internal e
 	}
 	internal = embedded.User{Name: "settle", Password: pw}
 	reader := embedded.User{Name: natsReaderUser, Password: l.password,
-		Publish: readerPublish(producer.DefaultStoreConfig().Stream), Subscribe: []string{events.AllSubjects, "_INBOX.>"}}
+		Publish: readerPublish(ledger.DefaultStoreConfig().Stream), Subscribe: []string{events.AllSubjects, "_INBOX.>"}}
 	if reader.Password == "" {
 		if reader.Password, err = randomSecret(); err != nil {
 			return nil, "", embedded.User{}, err

@@ -25,6 +25,7 @@ import (
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
 )
@@ -244,9 +245,9 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	sc := producer.DefaultStoreConfig()
+	sc := ledger.DefaultStoreConfig()
 	sc.Replicas = f.replicas
-	store, err := producer.OpenStore(ctx, js, sc)
+	store, err := ledger.OpenStore(ctx, js, sc)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -331,7 +332,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	fmt.Fprintf(m.Stdout, "settle serving http://%s (%s; %d route(s), %d worker(s)%s; pid %d)\n", ln.Addr(), where, len(routes), f.workers, map[bool]string{true: ", dev mode", false: ""}[f.dev], os.Getpid())
 	if listen != nil {
 		fmt.Fprintf(m.Stdout, "settle NATS for downstream readers: %s (user %s, %s; read-only: stream %s, subjects %s)\n",
-			srv.ClientURL(), natsReaderUser, listen.authNote(), producer.DefaultStoreConfig().Stream, events.AllSubjects)
+			srv.ClientURL(), natsReaderUser, listen.authNote(), ledger.DefaultStoreConfig().Stream, events.AllSubjects)
 	}
 
 	var serveErr error
@@ -356,7 +357,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 // steps: a step that started a write and appended its outcome is one
 // write; a step that settled an intent whose outcome had been unknown is
 // one settlement (its latency read from the log's own times).
-func stepMetrics(ctx context.Context, store *producer.Store, metrics *api.Metrics) func(route, id string, res consumers.StepResult) {
+func stepMetrics(ctx context.Context, store *ledger.Store, metrics *api.Metrics) func(route, id string, res consumers.StepResult) {
 	return func(route, id string, res consumers.StepResult) {
 		started := false
 		for _, t := range res.Appended {

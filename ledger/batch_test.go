@@ -1,10 +1,9 @@
-package producer_test
+package ledger_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -12,22 +11,19 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
-	"github.com/settle-dev/settle/fsm"
-	"github.com/settle-dev/settle/producer"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/testharness"
 )
 
 // batchStore opens the store with the group commit forced to batch every
 // flush of at least min messages.
-func batchStore(t *testing.T, js jetstream.JetStream, min int) *producer.Store {
+func batchStore(t *testing.T, js jetstream.JetStream, min int) *ledger.Store {
 	t.Helper()
-	cfg := producer.DefaultStoreConfig()
+	cfg := ledger.DefaultStoreConfig()
 	cfg.BatchMin = min
-	s, err := producer.OpenStore(context.Background(), js, cfg)
+	s, err := ledger.OpenStore(context.Background(), js, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +31,7 @@ func batchStore(t *testing.T, js jetstream.JetStream, min int) *producer.Store {
 }
 
 // rawHistory reads every message of an intent's subject with its headers.
-func rawHistory(t *testing.T, s *producer.Store, intentID string) []*jetstream.RawStreamMsg {
+func rawHistory(t *testing.T, s *ledger.Store, intentID string) []*jetstream.RawStreamMsg {
 	t.Helper()
 	var out []*jetstream.RawStreamMsg
 	seq := uint64(1)
@@ -98,7 +94,7 @@ func TestGroupCommitBatchKeepsEachMessagesMeaning(t *testing.T) {
 			if m.Header.Get(jetstream.ExpectedLastSubjSeqHeader) != "" && j > 0 {
 				t.Fatalf("event %d of a unit carries a CAS header", j)
 			}
-			appendIDs[m.Header.Get(producer.AppendIDHeader)]++
+			appendIDs[m.Header.Get(ledger.AppendIDHeader)]++
 		}
 		if msgs[0].Header.Get(jetstream.ExpectedLastSubjSeqHeader) != "0" {
 			t.Fatalf("first event's CAS header %q", msgs[0].Header.Get(jetstream.ExpectedLastSubjSeqHeader))
@@ -150,8 +146,8 @@ func TestGroupCommitConflictInsideBatchIsSplit(t *testing.T) {
 	for i, err := range errs {
 		switch i {
 		case 5, 11:
-			var ce *producer.ConflictError
-			if !errors.Is(err, producer.ErrConflict) || !errors.As(err, &ce) {
+			var ce *ledger.ConflictError
+			if !errors.Is(err, ledger.ErrConflict) || !errors.As(err, &ce) {
 				t.Fatalf("append %d: %v, want ErrConflict", i, err)
 			}
 		default:
@@ -187,10 +183,10 @@ func TestGroupCommitConflictInsideBatchIsSplit(t *testing.T) {
 func TestGroupCommitLostBatchAckIsResolvedPerMessage(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		inject func(*producer.Store)
+		inject func(*ledger.Store)
 	}{
-		{"ack-lost", func(s *producer.Store) { s.LoseBatchAcks(1) }},
-		{"commit-dropped", func(s *producer.Store) { s.DropBatchCommits(1) }},
+		{"ack-lost", func(s *ledger.Store) { s.LoseBatchAcks(1) }},
+		{"commit-dropped", func(s *ledger.Store) { s.DropBatchCommits(1) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := testharness.StartNode(t)
@@ -239,7 +235,7 @@ func TestGroupCommitLostAckDoesNotClaimAnIdenticalEvent(t *testing.T) {
 	other := recordedEvent(t, "other")
 	s.LoseBatchAcks(1)
 	_, errs := s.AppendUnits(ctx, "social_post", [][]events.Event{{rec}, {other}}, []uint64{0, 0})
-	if !errors.Is(errs[0], producer.ErrConflict) {
+	if !errors.Is(errs[0], ledger.ErrConflict) {
 		t.Fatalf("identical event appended by another append: %v, want ErrConflict", errs[0])
 	}
 	if errs[1] != nil {
@@ -256,7 +252,7 @@ func TestGroupCommitLostAckDoesNotClaimAnIdenticalEvent(t *testing.T) {
 func TestGroupCommitConcurrentWritersRace(t *testing.T) {
 	n := testharness.StartNode(t)
 	_, js2 := n.Connect()
-	stores := []*producer.Store{batchStore(t, n.JS, 2), batchStore(t, js2, 2)}
+	stores := []*ledger.Store{batchStore(t, n.JS, 2), batchStore(t, js2, 2)}
 	ctx := context.Background()
 	const intents, versions, racers = 24, 6, 3
 	var wg sync.WaitGroup
@@ -289,7 +285,7 @@ func TestGroupCommitConcurrentWritersRace(t *testing.T) {
 					case errs[r] == nil:
 						wins++
 						last = seqs[r]
-					case !errors.Is(errs[r], producer.ErrConflict):
+					case !errors.Is(errs[r], ledger.ErrConflict):
 						errc <- fmt.Errorf("intent %d v%d racer %d: %w", k, v, r, errs[r])
 						return
 					}
@@ -315,119 +311,6 @@ func TestGroupCommitConcurrentWritersRace(t *testing.T) {
 	}
 }
 
-// countingAdapter checks, at each write, that the log already holds the
-// attempt's WriteStarted.
-type countingAdapter struct {
-	adapter.Adapter
-	store   *producer.Store
-	mu      sync.Mutex
-	started int
-	missing int
-}
-
-func (c *countingAdapter) Write(ctx context.Context, req adapter.WriteRequest) (adapter.WriteResult, error) {
-	h, err := c.store.Load(ctx, "social_post", req.IntentID)
-	c.mu.Lock()
-	if err == nil && h.Events[len(h.Events)-1].Type == events.WriteStarted && h.Events[len(h.Events)-1].AttemptID == req.AttemptID {
-		c.started++
-	} else {
-		c.missing++
-	}
-	c.mu.Unlock()
-	return c.Adapter.Write(ctx, req)
-}
-
-// A new intent's IntentRecorded and WriteStarted are appended together, as
-// one atomic batch (one sync), and the WriteStarted is on the log before
-// the call: an Execute is two durable steps (intent and start, outcome),
-// not three.
-func TestExecuteRecordsAndStartsInOneBatch(t *testing.T) {
-	n := testharness.StartNode(t)
-	s := batchStore(t, n.JS, 1) // every flush an atomic batch, to count them
-	api := testharness.NewSocialAPI(t)
-	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &countingAdapter{Adapter: ad, store: s}
-	p, err := producer.New(s, producer.DefaultConfig(), producer.Route{Name: "social_post", Adapter: ca, Policy: producer.DefaultPolicy()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := p.Execute(context.Background(), req("task:one-batch", "hello"))
-	if err != nil || res.State != fsm.Verifying {
-		t.Fatalf("%v %+v", err, res)
-	}
-	if st := s.BatchStats(); st.Batches != 2 || st.Messages != 3 {
-		t.Fatalf("stats %+v: want 2 batches (IntentRecorded+WriteStarted, outcome) of 3 messages", st)
-	}
-	msgs := rawHistory(t, s, res.IntentID)
-	if len(msgs) != 3 || msgs[1].Sequence != msgs[0].Sequence+1 {
-		t.Fatalf("log: %d messages", len(msgs))
-	}
-	if ca.started != 1 || ca.missing != 0 || api.Writes() != 1 {
-		t.Fatalf("calls with WriteStarted on the log %d, without %d; writes %d", ca.started, ca.missing, api.Writes())
-	}
-	// The same request again: replayed, nothing appended or written.
-	again, err := p.Execute(context.Background(), req("task:one-batch", "hello"))
-	if err != nil || !again.Replayed || api.Writes() != 1 || len(rawHistory(t, s, res.IntentID)) != 3 {
-		t.Fatalf("replay: %v %+v, %d writes", err, again, api.Writes())
-	}
-}
-
-// Concurrent Executes of one request with different payloads race for
-// IntentRecorded inside batches: the loser reloads, compares and is
-// refused; exactly one write happens.
-func TestConcurrentExecutesDifferentPayloadsThroughBatches(t *testing.T) {
-	for round := 0; round < 3; round++ {
-		n := testharness.StartNode(t)
-		s := batchStore(t, n.JS, 2)
-		api := testharness.NewSocialAPI(t)
-		ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := producer.New(s, producer.DefaultConfig(), producer.Route{Name: "social_post", Adapter: ad, Policy: producer.DefaultPolicy()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		refused, ok := 0, 0
-		for k := 0; k < 8; k++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, err := p.Execute(context.Background(), req("task:contested", fmt.Sprintf("body %d", k)))
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case err == nil:
-					ok++
-				case errors.Is(err, producer.ErrPayloadMismatch):
-					refused++
-				default:
-					t.Error(err)
-				}
-			}()
-		}
-		// Other intents at the same time, to fill the batches.
-		for k := 0; k < 24; k++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if _, err := p.Execute(context.Background(), req(fmt.Sprintf("task:other-%d", k), "hello")); err != nil {
-					t.Error(err)
-				}
-			}()
-		}
-		wg.Wait()
-		if ok != 1 || refused != 7 || api.Writes() != 25 || api.Effects() != 25 {
-			t.Fatalf("round %d: %d ok, %d refused, %d writes, %d effects (want 1, 7, 25, 25)", round, ok, refused, api.Writes(), api.Effects())
-		}
-	}
-}
-
 // The R3 stream through the group commit: identical and competing appends
 // racing on every node resolve as they do alone (one winner per version,
 // never a generic error), batches commit on the replicated stream, and a
@@ -436,10 +319,10 @@ func TestClusterR3GroupCommit(t *testing.T) {
 	c := testharness.StartCluster(t, embedded.SyncAlways)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cfg := producer.DefaultStoreConfig()
+	cfg := ledger.DefaultStoreConfig()
 	cfg.Replicas = 3
 	cfg.BatchMin = 2
-	var stores []*producer.Store
+	var stores []*ledger.Store
 	for _, srv := range c.Servers {
 		nc, err := nats.Connect(srv.ClientURL())
 		if err != nil {
@@ -451,7 +334,7 @@ func TestClusterR3GroupCommit(t *testing.T) {
 			t.Fatal(err)
 		}
 		for {
-			st, err := producer.OpenStore(ctx, js, cfg)
+			st, err := ledger.OpenStore(ctx, js, cfg)
 			if err == nil {
 				stores = append(stores, st)
 				break
@@ -477,7 +360,7 @@ func TestClusterR3GroupCommit(t *testing.T) {
 				go func() {
 					defer rw.Done()
 					seq, err := stores[r%len(stores)].Append(ctx, "social_post", rec, 0)
-					if err != nil && !errors.Is(err, producer.ErrConflict) {
+					if err != nil && !errors.Is(err, ledger.ErrConflict) {
 						errc <- fmt.Errorf("intent %d racer %d: %w (want success or ErrConflict)", k, r, err)
 					}
 					seqs[r] = seq
@@ -505,7 +388,7 @@ func TestClusterR3GroupCommit(t *testing.T) {
 					switch {
 					case err == nil:
 						won[r] = true
-					case !errors.Is(err, producer.ErrConflict):
+					case !errors.Is(err, ledger.ErrConflict):
 						errc <- fmt.Errorf("intent %d competing racer %d: %w", k, r, err)
 					}
 				}()

@@ -1,4 +1,4 @@
-package producer_test
+package ledger_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
-	"github.com/settle-dev/settle/producer"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/testharness"
 )
 
@@ -32,11 +32,11 @@ func TestClusterR3DuplicateAckIsResolvedByContent(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cfg := producer.DefaultStoreConfig()
+	cfg := ledger.DefaultStoreConfig()
 	cfg.Replicas = 3
-	var s *producer.Store
+	var s *ledger.Store
 	for {
-		s, err = producer.OpenStore(ctx, js, cfg)
+		s, err = ledger.OpenStore(ctx, js, cfg)
 		if err == nil {
 			break
 		}
@@ -65,7 +65,7 @@ func TestClusterR3DuplicateAckIsResolvedByContent(t *testing.T) {
 		t.Fatalf("retried append: seq %d err %v (want %d)", again, err, seq2)
 	}
 	// The same bytes from another writer's Append: not its append.
-	if _, err := s.Append(ctx, "social_post", e2, seq1); !errors.Is(err, producer.ErrConflict) {
+	if _, err := s.Append(ctx, "social_post", e2, seq1); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("identical append by another writer on R3: %v, want ErrConflict", err)
 	}
 	// What the server itself answers a competitor's publish (the trap).
@@ -84,7 +84,7 @@ func TestClusterR3DuplicateAckIsResolvedByContent(t *testing.T) {
 	}
 	// A competitor's different event at version 2: conflict, not success.
 	other := events.New(rec.IntentID, 2, t0.Add(2*time.Second), "writer-b", "", &events.ApprovalRequiredData{For: "first_write"})
-	if _, err := s.Append(ctx, "social_post", other, seq1); !errors.Is(err, producer.ErrConflict) {
+	if _, err := s.Append(ctx, "social_post", other, seq1); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("competing append on R3: %v, want ErrConflict", err)
 	}
 	h, err := s.Load(ctx, "social_post", rec.IntentID)

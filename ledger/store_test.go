@@ -1,4 +1,4 @@
-package producer_test
+package ledger_test
 
 import (
 	"context"
@@ -12,15 +12,16 @@ import (
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/testharness"
 )
 
 var t0 = time.Date(2026, 7, 22, 9, 0, 0, 0, time.UTC)
 
-func openStore(t *testing.T, js jetstream.JetStream) *producer.Store {
+func openStore(t *testing.T, js jetstream.JetStream) *ledger.Store {
 	t.Helper()
-	s, err := producer.OpenStore(context.Background(), js, producer.DefaultStoreConfig())
+	s, err := ledger.OpenStore(context.Background(), js, ledger.DefaultStoreConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func TestConcurrentAppendersExactlyOneWinsEachVersion(t *testing.T) {
 	// Two independent connections ("processes") race for versions 2..21.
 	_, js2 := n.Connect()
 	s2 := openStore(t, js2)
-	stores := []*producer.Store{s, s2}
+	stores := []*ledger.Store{s, s2}
 	lastSeq := seq1
 	for v := uint64(2); v <= 21; v++ {
 		var wg sync.WaitGroup
@@ -101,8 +102,8 @@ func TestConcurrentAppendersExactlyOneWinsEachVersion(t *testing.T) {
 				lastSeq = seqs[w]
 				continue
 			}
-			var ce *producer.ConflictError
-			if !errors.Is(errs[w], producer.ErrConflict) || !errors.As(errs[w], &ce) || ce.Version != v {
+			var ce *ledger.ConflictError
+			if !errors.Is(errs[w], ledger.ErrConflict) || !errors.As(errs[w], &ce) || ce.Version != v {
 				t.Fatalf("version %d: loser got %v, want ErrConflict", v, errs[w])
 			}
 		}
@@ -143,7 +144,7 @@ func TestAppendRetriedAfterLostAckIsSuccess(t *testing.T) {
 	m := &nats.Msg{Subject: events.Subject("social_post", rec.IntentID), Data: data, Header: nats.Header{}}
 	m.Header.Set(jetstream.MsgIDHeader, e2.EventID)
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "1")
-	m.Header.Set(producer.AppendIDHeader, "writer-a-append-7")
+	m.Header.Set(ledger.AppendIDHeader, "writer-a-append-7")
 	if err := n.NC.PublishMsg(m); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func TestAppendRetriedAfterLostAckIsSuccess(t *testing.T) {
 	// Another writer with the very same bytes did not make this append:
 	// conflict (two Executes that read the same clock build identical
 	// events; only one may think it won).
-	if _, err := s.Append(ctx, "social_post", e2, seq1); !errors.Is(err, producer.ErrConflict) {
+	if _, err := s.Append(ctx, "social_post", e2, seq1); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("identical append by another writer: %v, want ErrConflict", err)
 	}
 	// The writer retries the same append (same Msg-Id, same CAS, same
@@ -177,7 +178,7 @@ func TestAppendRetriedAfterLostAckIsSuccess(t *testing.T) {
 	// A competitor's different event at the same version (same Msg-Id!)
 	// is a conflict, not a success.
 	other := events.New(rec.IntentID, 2, t0.Add(2*time.Second), "someone-else", "", &events.ApprovalRequiredData{For: "first_write"})
-	if _, err := s.Append(ctx, "social_post", other, seq1); !errors.Is(err, producer.ErrConflict) {
+	if _, err := s.Append(ctx, "social_post", other, seq1); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("competing append with the same Msg-Id: %v, want ErrConflict", err)
 	}
 	// And after more events, retrying version 2 again still resolves.
@@ -222,7 +223,7 @@ func TestLoadAfterServerRestartKeepsHistoryEndingAtWriteStarted(t *testing.T) {
 	if err != nil || route != "social_post" {
 		t.Fatalf("FindRoute: %q %v", route, err)
 	}
-	if _, err := s.Load(ctx, "social_post", events.IntentID("default", "social_post", "nope")); !errors.Is(err, producer.ErrNotFound) {
+	if _, err := s.Load(ctx, "social_post", events.IntentID("default", "social_post", "nope")); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("missing intent: %v", err)
 	}
 }
@@ -239,13 +240,13 @@ func TestLoadRefusesUndecodableEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := s.Load(ctx, "social_post", rec.IntentID)
-	if !errors.Is(err, producer.ErrCorruptHistory) || !errors.Is(err, events.ErrUnknownSchema) {
+	if !errors.Is(err, ledger.ErrCorruptHistory) || !errors.Is(err, events.ErrUnknownSchema) {
 		t.Fatalf("want ErrCorruptHistory+ErrUnknownSchema, got %v", err)
 	}
 }
 
 func TestStoreConfigValidate(t *testing.T) {
-	c := producer.DefaultStoreConfig()
+	c := ledger.DefaultStoreConfig()
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +254,7 @@ func TestStoreConfigValidate(t *testing.T) {
 	if err := c.Validate(); err == nil {
 		t.Fatal("replicas 2 accepted")
 	}
-	c = producer.DefaultStoreConfig()
+	c = ledger.DefaultStoreConfig()
 	c.DuplicateWindow = time.Second
 	if err := c.Validate(); err == nil {
 		t.Fatal("1s dedup window accepted")

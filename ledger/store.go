@@ -1,4 +1,4 @@
-package producer
+package ledger
 
 import (
 	"bytes"
@@ -414,16 +414,16 @@ func isWrongLastSeq(err error) bool {
 // Events this version cannot decode make it fail with ErrCorruptHistory:
 // an intent is never folded from a partial history.
 func (s *Store) Load(ctx context.Context, route, intentID string) (*History, error) {
-	h, err := s.load(ctx, route, intentID)
+	h, err := s.LoadIfAny(ctx, route, intentID)
 	if err == nil && h == nil {
 		return nil, fmt.Errorf("load %s: %w", intentID, ErrNotFound)
 	}
 	return h, err
 }
 
-// load is Load with (nil, nil) for an intent without history: a new
+// LoadIfAny is Load with (nil, nil) for an intent without history: a new
 // intent is Execute's common case, not an error to format.
-func (s *Store) load(ctx context.Context, route, intentID string) (*History, error) {
+func (s *Store) LoadIfAny(ctx context.Context, route, intentID string) (*History, error) {
 	h := &History{Route: route}
 	if err := s.Refresh(ctx, h, intentID); err != nil {
 		return nil, err

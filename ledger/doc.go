@@ -1,0 +1,15 @@
+// Package ledger is settle's log: the JetStream stream every intent lives
+// on, one subject per intent. It owns the stream (file storage, deny
+// delete and purge, dedup window), Append with Nats-Msg-Id =
+// <intent_id>:<version> and per-subject compare-and-swap, the resolution
+// of lost acks by reading the log (each Append call's own append id tells
+// its message from a competitor's identical one), the group commit of
+// concurrent appends into JetStream atomic batches (batch.go), and the
+// reads: Load and Refresh of an intent's history, FindRoute.
+//
+// It decides nothing: what to append is the caller's (producer,
+// reconciler), checked against the fsm by AppendNext before it is sent.
+//
+// ledger imports events, fsm and nats.go.
+// It must never import: adapter/..., producer, consumers/..., projector, api, mcp, cmd/..., testharness, fakeapi.
+package ledger
