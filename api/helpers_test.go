@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/consumers"
 	"github.com/settle-dev/settle/events"
@@ -72,7 +73,7 @@ type env struct {
 	node   *testharness.Node
 	clock  *testharness.ManualClock
 	social *testharness.SocialAPI
-	routes []producer.Route
+	routes []adapter.Route
 	store  *ledger.Store
 	prod   *producer.Producer
 	proj   *projector.Projector
@@ -97,11 +98,11 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol := producer.DefaultPolicy()
+	pol := adapter.DefaultPolicy()
 	pol.ClockSkew = events.Duration(time.Second)
 	approval := pol
 	approval.FirstWrite = events.PolicyApproval
-	routes := []producer.Route{
+	routes := []adapter.Route{
 		{Name: "social_post", Adapter: ad, Policy: pol},
 		{Name: "social_other", Adapter: ad, Policy: pol},
 		{Name: "social_approval", Adapter: ad, Policy: approval},

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/consumers"
 	"github.com/settle-dev/settle/embedded"
@@ -181,7 +182,7 @@ func eventAt(k int) events.Event {
 		return events.New(id, 1, at, "bench", "", &events.IntentRecordedData{
 			Tenant: "default", Route: route, Account: account, RequestID: reqID,
 			IdempotencyKey: key, Payload: p, PayloadSHA256: sum, Canon: events.CanonV1,
-			PlannedAt: at, Policy: producer.DefaultPolicy(),
+			PlannedAt: at, Policy: adapter.DefaultPolicy(),
 		})
 	case 1:
 		return events.New(id, 2, at, "bench", events.AttemptID(id, 1),
@@ -385,7 +386,7 @@ func BenchmarkExecute(b *testing.B) {
 				api := testharness.NewSocialAPI(b)
 				pc := producer.DefaultConfig()
 				pc.Actor = "bench"
-				p, err := producer.New(store, pc, producer.Route{Name: route, Adapter: newAdapter(b, api), Policy: producer.DefaultPolicy()})
+				p, err := producer.New(store, pc, adapter.Route{Name: route, Adapter: newAdapter(b, api), Policy: adapter.DefaultPolicy()})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -475,7 +476,7 @@ type reconcileWorld struct {
 	node  *testharness.Node
 	clock *testharness.ManualClock
 	api   *testharness.SocialAPI
-	route producer.Route
+	route adapter.Route
 	store *ledger.Store
 	prod  *producer.Producer
 }
@@ -486,11 +487,11 @@ func newReconcileWorld(b *testing.B) *reconcileWorld {
 	clock := testharness.NewManualClock(t0)
 	// Posts are visible at once (no eventual-consistency delay).
 	api := testharness.NewSocialAPI(b, testharness.WithSocialClock(clock.Now))
-	pol := producer.DefaultPolicy()
+	pol := adapter.DefaultPolicy()
 	pol.SearchBefore = events.Duration(5 * time.Minute)
 	pol.SearchAfter = events.Duration(30 * time.Minute)
 	pol.ClockSkew = events.Duration(time.Second)
-	rt := producer.Route{Name: route, Adapter: newAdapter(b, api), Policy: pol}
+	rt := adapter.Route{Name: route, Adapter: newAdapter(b, api), Policy: pol}
 	store := openStore(b, n)
 	pc := producer.DefaultConfig()
 	pc.Now = clock.Now

@@ -13,11 +13,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/consumers"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/ledger"
-	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
 	"github.com/settle-dev/settle/testharness"
 )
@@ -31,7 +31,7 @@ func finishedEvents(k int) []events.Event {
 	id := events.IntentID("default", route, reqID)
 	at := t0.Add(time.Duration(k) * time.Millisecond)
 	key := events.IdempotencyKey(id)
-	pol := producer.DefaultPolicy()
+	pol := adapter.DefaultPolicy()
 	pol.TrustResponse = true
 	att := events.AttemptID(id, 1)
 	return []events.Event{

@@ -12,11 +12,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/consumers"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/ledger"
-	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
 	"github.com/settle-dev/settle/testharness"
 )
@@ -40,7 +40,7 @@ func replayLog(b *testing.B, js jetstream.JetStream, n int) *ledger.Store {
 		at := t0.Add(time.Duration(k) * time.Millisecond)
 		key := events.IdempotencyKey(id)
 		rec := &events.IntentRecordedData{Tenant: "default", Route: "social_post", Account: "acct_1", RequestID: req,
-			IdempotencyKey: key, Payload: payload, PayloadSHA256: sum, Canon: events.CanonV1, PlannedAt: at, Policy: producer.DefaultPolicy()}
+			IdempotencyKey: key, Payload: payload, PayloadSHA256: sum, Canon: events.CanonV1, PlannedAt: at, Policy: adapter.DefaultPolicy()}
 		evs := []struct {
 			attempt string
 			d       events.Data

@@ -13,10 +13,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
-	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
 	"github.com/settle-dev/settle/testharness"
 )
@@ -76,7 +76,7 @@ type auditHist struct {
 // record appends an IntentRecorded with the default policy.
 func (l *auditLog) record(requestID string) *auditHist {
 	l.t.Helper()
-	e := auditRecordedEvent(l.route, requestID, producer.DefaultPolicy(), l.tick())
+	e := auditRecordedEvent(l.route, requestID, adapter.DefaultPolicy(), l.tick())
 	seq, err := l.store.Append(context.Background(), l.route, e, 0)
 	if err != nil {
 		l.t.Fatal(err)
@@ -471,7 +471,7 @@ func TestAuditEmptyStreamAndBadConfig(t *testing.T) {
 func TestAuditFlagsSecretsInHeaders(t *testing.T) {
 	n := testharness.StartNode(t)
 	l := newAuditLog(t, n.JS, nil, t0)
-	e := auditRecordedEvent(l.route, "hdr", producer.DefaultPolicy(), t0)
+	e := auditRecordedEvent(l.route, "hdr", adapter.DefaultPolicy(), t0)
 	raw, err := events.Encode(e)
 	if err != nil {
 		t.Fatal(err)

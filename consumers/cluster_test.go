@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
@@ -60,9 +61,9 @@ func TestClusterReconcilesThroughANodeRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol := producer.DefaultPolicy()
+	pol := adapter.DefaultPolicy()
 	pol.ClockSkew = events.Duration(time.Second)
-	w := &world{t: t, clock: clock, api: api, route: producer.Route{Name: "social_post", Adapter: ad, Policy: pol}, store: store}
+	w := &world{t: t, clock: clock, api: api, route: adapter.Route{Name: "social_post", Adapter: ad, Policy: pol}, store: store}
 	pc := producer.DefaultConfig()
 	pc.Now, pc.Actor = clock.Now, "writer"
 	if w.prod, err = producer.New(store, pc, w.route); err != nil {

@@ -37,12 +37,12 @@ func newWorldWith(t *testing.T, policy func(*events.Policy), opts ...testharness
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol := producer.DefaultPolicy()
+	pol := adapter.DefaultPolicy()
 	pol.ClockSkew = events.Duration(time.Second)
 	if policy != nil {
 		policy(&pol)
 	}
-	route := producer.Route{Name: "social_post", Adapter: ad, Policy: pol}
+	route := adapter.Route{Name: "social_post", Adapter: ad, Policy: pol}
 	store, err := ledger.OpenStore(context.Background(), n.JS, ledger.DefaultStoreConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -123,8 +123,8 @@ func TestRouteThatMayRetryNeedsADedupProof(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auto := producer.DefaultPolicy()
-	never := producer.DefaultPolicy()
+	auto := adapter.DefaultPolicy()
+	never := adapter.DefaultPolicy()
 	never.Retry = events.PolicyNever
 	for _, tc := range []struct {
 		name string
@@ -139,7 +139,7 @@ func TestRouteThatMayRetryNeedsADedupProof(t *testing.T) {
 		{"authoritative search", ad, auto, true},
 		{"key with retention", bk, auto, true},
 	} {
-		err := producer.ValidateRoute(producer.Route{Name: "r1", Adapter: tc.ad, Policy: tc.pol})
+		err := adapter.ValidateRoute(adapter.Route{Name: "r1", Adapter: tc.ad, Policy: tc.pol})
 		if tc.ok != (err == nil) {
 			t.Errorf("%s: %v", tc.name, err)
 			continue

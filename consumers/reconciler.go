@@ -154,7 +154,7 @@ type countingReads struct {
 func (c *countingReads) add(n int) { c.mu.Lock(); c.n += n; c.mu.Unlock() }
 
 // NewReconciler returns a reconciler over store for routes.
-func NewReconciler(store *ledger.Store, cfg Config, routes ...producer.Route) (*Reconciler, error) {
+func NewReconciler(store *ledger.Store, cfg Config, routes ...adapter.Route) (*Reconciler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -32,7 +32,7 @@ type world struct {
 	node  *testharness.Node
 	clock *testharness.ManualClock
 	api   *testharness.SocialAPI
-	route producer.Route
+	route adapter.Route
 	store *ledger.Store
 	prod  *producer.Producer
 }
@@ -46,12 +46,12 @@ func newWorld(t *testing.T, policy func(*events.Policy)) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol := producer.DefaultPolicy()
+	pol := adapter.DefaultPolicy()
 	pol.ClockSkew = events.Duration(time.Second)
 	if policy != nil {
 		policy(&pol)
 	}
-	route := producer.Route{Name: "social_post", Adapter: ad, Policy: pol}
+	route := adapter.Route{Name: "social_post", Adapter: ad, Policy: pol}
 	store, err := ledger.OpenStore(context.Background(), n.JS, ledger.DefaultStoreConfig())
 	if err != nil {
 		t.Fatal(err)

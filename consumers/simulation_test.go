@@ -265,7 +265,7 @@ type sim struct {
 	thread  *testharness.SocialAPI
 	bk      *testharness.BookingAPI
 	bkShort *testharness.BookingAPI
-	routes  []producer.Route
+	routes  []adapter.Route
 	writers []*producer.Producer
 	workers []*simWorker
 	born    int
@@ -316,11 +316,11 @@ func newSim(t *testing.T, seed uint64) *sim {
 		}
 		return ad
 	}
-	pol := producer.DefaultPolicy()
+	pol := adapter.DefaultPolicy()
 	pol.ClockSkew = events.Duration(simSkew)
 	pol.RetentionMargin = events.Duration(10 * time.Second)
 	mainBooking := bkd(s.bk, 24*time.Hour, 5*time.Second)
-	s.routes = []producer.Route{
+	s.routes = []adapter.Route{
 		{Name: "post", Adapter: soc(s.post, false), Policy: pol},
 		{Name: "post_keyed", Adapter: soc(s.keyed, true), Policy: pol},
 		{Name: "reply", Adapter: soc(s.thread, false), Policy: pol},

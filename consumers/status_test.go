@@ -60,13 +60,13 @@ func newPaymentWorld(t *testing.T) *statusWorld {
 func routeWorld(t *testing.T, clock *testharness.ManualClock, name string, ad adapter.Adapter, policy ...func(*events.Policy)) *world {
 	t.Helper()
 	n := testharness.StartNode(t)
-	pol := producer.DefaultPolicy()
+	pol := adapter.DefaultPolicy()
 	pol.ClockSkew = events.Duration(time.Second)
 	pol.RetentionMargin = events.Duration(time.Hour)
 	for _, f := range policy {
 		f(&pol)
 	}
-	route := producer.Route{Name: name, Adapter: ad, Policy: pol}
+	route := adapter.Route{Name: name, Adapter: ad, Policy: pol}
 	store, err := ledger.OpenStore(context.Background(), n.JS, ledger.DefaultStoreConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -447,7 +447,7 @@ func TestCancellationIsNotRollback(t *testing.T) {
 	}
 	// An intent abandoned before any write carries no possible effect.
 	w2 := newBookingWorld(t)
-	pol := producer.DefaultPolicy()
+	pol := adapter.DefaultPolicy()
 	pol.FirstWrite = events.PolicyApproval
 	w2.route.Policy = pol
 	p2, err := producer.New(w2.store, producer.Config{Tenant: "default", Actor: "writer", Now: w2.clock.Now, OutcomeTimeout: time.Minute}, w2.route)

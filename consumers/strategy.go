@@ -12,7 +12,6 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
-	"github.com/settle-dev/settle/producer"
 )
 
 // This file carries out the reads a decision needs (search, status query,
@@ -46,12 +45,12 @@ func readScope(i *fsm.Intent) adapter.ReadScope {
 
 // reader is the adapter to make an intent's reads with (a route whose read
 // templates use the intent's values reads per intent).
-func reader(route producer.Route, i *fsm.Intent) adapter.Adapter {
+func reader(route adapter.Route, i *fsm.Intent) adapter.Adapter {
 	return adapter.ForIntent(route.Adapter, readScope(i))
 }
 
 // candidate reduces an adapter record to what the decision compares.
-func candidate(route producer.Route, i *fsm.Intent, rec adapter.Record) fsm.Candidate {
+func candidate(route adapter.Route, i *fsm.Intent, rec adapter.Record) fsm.Candidate {
 	c := fsm.Candidate{ExternalID: rec.ExternalID, LiveURL: rec.LiveURL, AuthorID: rec.AuthorID, ParentID: rec.ParentID,
 		Visibility: rec.Visibility, CreatedAt: rec.CreatedAt, CorrelationID: rec.CorrelationID}
 	if len(rec.Payload) > 0 {
@@ -69,7 +68,7 @@ func candidate(route producer.Route, i *fsm.Intent, rec adapter.Record) fsm.Cand
 
 // reconcile runs the strategy's read-only query once and returns the
 // event that concludes the ReconcileStarted step.
-func (r *Reconciler) reconcile(ctx context.Context, i *fsm.Intent, route producer.Route, caps events.Capabilities, strategy string, sc *searchCache) (events.Data, error) {
+func (r *Reconciler) reconcile(ctx context.Context, i *fsm.Intent, route adapter.Route, caps events.Capabilities, strategy string, sc *searchCache) (events.Data, error) {
 	switch strategy {
 	case fsm.StrategyStatus:
 		st, err := r.status(ctx, i, route)
@@ -102,7 +101,7 @@ func (r *Reconciler) logRead(i *fsm.Intent, what string, err error) {
 
 // status asks the external system for its own record of the write
 // (Found false: it has none).
-func (r *Reconciler) status(ctx context.Context, i *fsm.Intent, route producer.Route) (fsm.StatusObservation, error) {
+func (r *Reconciler) status(ctx context.Context, i *fsm.Intent, route adapter.Route) (fsm.StatusObservation, error) {
 	sq, ok := reader(route, i).(adapter.StatusQuerier)
 	if !ok {
 		return fsm.StatusObservation{}, fmt.Errorf("route %s: %w: its adapter has no status query", route.Name, ErrRouteMissing)
@@ -127,7 +126,7 @@ func (r *Reconciler) status(ctx context.Context, i *fsm.Intent, route producer.R
 
 // candidates returns the route's records in the intent's window (full
 // records: a listing that omits bodies is completed with Get).
-func (r *Reconciler) candidates(ctx context.Context, i *fsm.Intent, route producer.Route, sc *searchCache) ([]adapter.Record, error) {
+func (r *Reconciler) candidates(ctx context.Context, i *fsm.Intent, route adapter.Route, sc *searchCache) ([]adapter.Record, error) {
 	from, to := fsm.Window(i)
 	ad := reader(route, i)
 	var recs []adapter.Record
@@ -164,7 +163,7 @@ func (r *Reconciler) candidates(ctx context.Context, i *fsm.Intent, route produc
 
 // verify reads the found (or answered) object back; the decider checks
 // every identity field, and all must hold for a receipt.
-func (r *Reconciler) verify(ctx context.Context, i *fsm.Intent, route producer.Route, caps events.Capabilities) (events.Data, error) {
+func (r *Reconciler) verify(ctx context.Context, i *fsm.Intent, route adapter.Route, caps events.Capabilities) (events.Data, error) {
 	if caps.StatusQuery {
 		st, err := r.status(ctx, i, route)
 		if err != nil {
@@ -231,7 +230,7 @@ func newSearchCache() *searchCache {
 }
 
 // searchKey tells which intents of one account may share a listing.
-func searchKey(route producer.Route, i *fsm.Intent) string {
+func searchKey(route adapter.Route, i *fsm.Intent) string {
 	return adapter.SearchKey(route.Adapter, readScope(i))
 }
 

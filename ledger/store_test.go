@@ -10,10 +10,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
-	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/testharness"
 )
 
@@ -39,7 +39,7 @@ func recordedEvent(t *testing.T, requestID string) events.Event {
 	return events.New(id, 1, t0, "test", "", &events.IntentRecordedData{
 		Tenant: "default", Route: "social_post", Account: "acct_1", RequestID: requestID,
 		IdempotencyKey: events.IdempotencyKey(id), Payload: payload, PayloadSHA256: sum,
-		Canon: events.CanonV1, PlannedAt: t0, Policy: producer.DefaultPolicy(),
+		Canon: events.CanonV1, PlannedAt: t0, Policy: adapter.DefaultPolicy(),
 	})
 }
 

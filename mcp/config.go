@@ -9,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/errors"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
@@ -96,7 +97,7 @@ type Config struct {
 	// Projector lists pending intents (required).
 	Projector *projector.Projector
 	// Routes are the producer's routes: one submit tool each (required).
-	Routes []producer.Route
+	Routes []adapter.Route
 	// Tenant is the producer's tenant (producer.Config.Tenant): status
 	// finds an intent by task and step through it.
 	Tenant string

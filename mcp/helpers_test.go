@@ -18,6 +18,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/httproute"
 	"github.com/settle-dev/settle/api"
 	"github.com/settle-dev/settle/consumers"
@@ -66,7 +67,7 @@ type env struct {
 	ctx    context.Context
 	clock  *testharness.ManualClock
 	social *testharness.SocialAPI
-	routes []producer.Route
+	routes []adapter.Route
 	store  *ledger.Store
 	prod   *producer.Producer
 	proj   *projector.Projector
@@ -80,7 +81,7 @@ type env struct {
 
 type envOptions struct {
 	keyIncludesPayload bool
-	routes             []producer.Route // instead of social.yaml
+	routes             []adapter.Route // instead of social.yaml
 	secrets            []string
 }
 

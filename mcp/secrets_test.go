@@ -11,9 +11,9 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/httproute"
 	"github.com/settle-dev/settle/mcp"
-	"github.com/settle-dev/settle/producer"
 )
 
 // echoRoute is a route whose API echoes its bearer token in every field
@@ -74,7 +74,7 @@ func TestToolResultsNeverContainSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t, envOptions{routes: []producer.Route{route}})
+	e := newEnv(t, envOptions{routes: []adapter.Route{route}})
 	var tr transcript
 	for _, tok := range []string{secretAgent, secretOperator, secretReader} {
 		cs := e.client(tok)

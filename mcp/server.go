@@ -11,7 +11,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/settle-dev/settle/producer"
+	"github.com/settle-dev/settle/adapter"
 )
 
 // PayloadSchemer is implemented by adapters that can describe their
@@ -44,7 +44,7 @@ type Server struct {
 
 // routeTool is a route's submit tool, prepared once.
 type routeTool struct {
-	route       producer.Route
+	route       adapter.Route
 	payload     json.RawMessage // JSON Schema of the payload
 	destructive bool
 }

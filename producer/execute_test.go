@@ -32,12 +32,12 @@ type env struct {
 	p    *producer.Producer
 }
 
-func newEnv(t *testing.T, mod ...func(*producer.Route, *social.Config)) *env {
+func newEnv(t *testing.T, mod ...func(*adapter.Route, *social.Config)) *env {
 	t.Helper()
 	n := testharness.StartNode(t)
 	api := testharness.NewSocialAPI(t)
 	cfg := social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}}
-	route := producer.Route{Name: "social_post", Policy: producer.DefaultPolicy()}
+	route := adapter.Route{Name: "social_post", Policy: adapter.DefaultPolicy()}
 	for _, m := range mod {
 		m(&route, &cfg)
 	}
@@ -124,7 +124,7 @@ func TestExecuteSuccess(t *testing.T) {
 }
 
 func TestExecuteTrustedResponseConfirms(t *testing.T) {
-	e := newEnv(t, func(r *producer.Route, _ *social.Config) { r.Policy.TrustResponse = true })
+	e := newEnv(t, func(r *adapter.Route, _ *social.Config) { r.Policy.TrustResponse = true })
 	res, err := e.p.Execute(context.Background(), req("task:1", "hello"))
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +143,7 @@ func TestExecuteRequestNeverWritten(t *testing.T) {
 	}
 	dead := "http://" + l.Addr().String()
 	l.Close() // nothing listens there: dial is refused
-	e := newEnv(t, func(_ *producer.Route, c *social.Config) { c.BaseURL = dead })
+	e := newEnv(t, func(_ *adapter.Route, c *social.Config) { c.BaseURL = dead })
 	res, err := e.p.Execute(context.Background(), req("task:1", "hello"))
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +185,7 @@ func TestExecuteTimeoutAfterCommitIsUnknownWithWriteStartedFirst(t *testing.T) {
 	e := newEnv(t)
 	pr := &probe{Adapter: e.ad, store: e.p.Store()}
 	pc := producer.DefaultConfig()
-	p, err := producer.New(e.p.Store(), pc, producer.Route{Name: "social_post", Adapter: pr, Policy: producer.DefaultPolicy()})
+	p, err := producer.New(e.p.Store(), pc, adapter.Route{Name: "social_post", Adapter: pr, Policy: adapter.DefaultPolicy()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +397,7 @@ func TestExecuteStartsAnIntentWhoseWriterDiedBeforeWriteStarted(t *testing.T) {
 	rec := events.New(id, 1, time.Now(), "dead-writer", "", &events.IntentRecordedData{
 		Tenant: "default", Route: "social_post", Account: "acct_1", RequestID: "task:1",
 		IdempotencyKey: events.IdempotencyKey(id), Payload: canon, PayloadSHA256: sum, Canon: events.CanonV1,
-		PlannedAt: time.Now(), Policy: producer.DefaultPolicy(),
+		PlannedAt: time.Now(), Policy: adapter.DefaultPolicy(),
 	})
 	if _, err := e.p.Store().Append(context.Background(), "social_post", rec, 0); err != nil {
 		t.Fatal(err)

@@ -86,7 +86,7 @@ func TestExecuteRecordsAndStartsInOneBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	ca := &countingAdapter{Adapter: ad, store: s}
-	p, err := producer.New(s, producer.DefaultConfig(), producer.Route{Name: "social_post", Adapter: ca, Policy: producer.DefaultPolicy()})
+	p, err := producer.New(s, producer.DefaultConfig(), adapter.Route{Name: "social_post", Adapter: ca, Policy: adapter.DefaultPolicy()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestConcurrentExecutesDifferentPayloadsThroughBatches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := producer.New(s, producer.DefaultConfig(), producer.Route{Name: "social_post", Adapter: ad, Policy: producer.DefaultPolicy()})
+		p, err := producer.New(s, producer.DefaultConfig(), adapter.Route{Name: "social_post", Adapter: ad, Policy: adapter.DefaultPolicy()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/producer"
@@ -63,7 +64,7 @@ func TestExecuteFindsAnIntentRecordedUnderItsV1ID(t *testing.T) {
 		ev := events.New(id, 1, time.Now(), "old-writer", "", &events.IntentRecordedData{
 			Tenant: "default", Route: "social_post", Account: account, RequestID: requestID,
 			IdempotencyKey: events.IdempotencyKey(id), Payload: canon, PayloadSHA256: sum, Canon: events.CanonV1,
-			PlannedAt: time.Now(), Policy: producer.DefaultPolicy(),
+			PlannedAt: time.Now(), Policy: adapter.DefaultPolicy(),
 		})
 		if _, err := e.p.Store().Append(ctx, "social_post", ev, 0); err != nil {
 			t.Fatal(err)

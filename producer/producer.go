@@ -35,30 +35,6 @@ var (
 	ErrPayloadTooLarge = errors.New("payload too large")
 )
 
-// Route is a configured external operation.
-type Route struct {
-	Name    string
-	Adapter adapter.Adapter
-	Policy  events.Policy
-}
-
-// DefaultPolicy is a sane route policy: automatic first write, one retry
-// after a proven not_found, up to 5 resends after proven rejections (never
-// sent, 429), 1 minute attempt deadline, search window planned_at −5m …
-// +30m, reads failing for 15 minutes handed off.
-func DefaultPolicy() events.Policy {
-	return events.Policy{
-		FirstWrite:      events.PolicyAuto,
-		Retry:           events.PolicyAuto,
-		RetryBudget:     1,
-		ResendBudget:    5,
-		AttemptDeadline: events.Duration(time.Minute),
-		SearchBefore:    events.Duration(5 * time.Minute),
-		SearchAfter:     events.Duration(30 * time.Minute),
-		ClockSkew:       events.Duration(5 * time.Second),
-	}
-}
-
 // Config configures a Producer.
 type Config struct {
 	// Tenant is the default tenant for requests that name none.
@@ -106,33 +82,6 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// ValidateRoute checks that a route's policy is safe with its API's
-// capabilities: a route that may retry must have a dedup proof (an
-// idempotency key with a known retention, or an authoritative search), or
-// its retries could duplicate a write. Errors name the route and field and
-// say what to add.
-func ValidateRoute(r Route) error {
-	if err := events.ValidateToken("route.name", r.Name); err != nil {
-		return err
-	}
-	if r.Adapter == nil {
-		return fmt.Errorf("route %s: adapter: is required", r.Name)
-	}
-	if err := r.Policy.Validate("route " + r.Name + ": policy."); err != nil {
-		return err
-	}
-	if r.Policy.Retry == events.PolicyNever {
-		return nil
-	}
-	c := r.Adapter.Capabilities()
-	keyProof := c.IdempotencyKey && (c.KeyRetention > 0 || r.Policy.KeyRetention > 0)
-	if keyProof || (c.Search && c.SearchAuthoritative) {
-		return nil
-	}
-	return errors.WithHint(fmt.Errorf("route %s: policy.retry: %q needs a dedup proof, and the route has none (no idempotency key with a known retention, no search that maps author and parent)", r.Name, r.Policy.Retry),
-		"set policy.retry to never, or declare the API's idempotency key and its retention, or a search that maps author_id and parent")
-}
-
 // Producer records intents and makes their writes: intent first, then
 // WriteStarted (acknowledged), then the call, then the classified outcome.
 // What to do next is always fsm.Decider's decision; the producer takes the
@@ -141,11 +90,11 @@ type Producer struct {
 	store  *ledger.Store
 	cfg    Config
 	dec    fsm.Decider
-	routes map[string]Route
+	routes map[string]adapter.Route
 }
 
 // New returns a producer over store with the given routes.
-func New(store *ledger.Store, cfg Config, routes ...Route) (*Producer, error) {
+func New(store *ledger.Store, cfg Config, routes ...adapter.Route) (*Producer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -154,9 +103,9 @@ func New(store *ledger.Store, cfg Config, routes ...Route) (*Producer, error) {
 	if cfg.ClaimLease > 0 {
 		dec.Lease = cfg.ClaimLease
 	}
-	p := &Producer{store: store, cfg: cfg, dec: dec, routes: map[string]Route{}}
+	p := &Producer{store: store, cfg: cfg, dec: dec, routes: map[string]adapter.Route{}}
 	for _, r := range routes {
-		if err := ValidateRoute(r); err != nil {
+		if err := adapter.ValidateRoute(r); err != nil {
 			return nil, err
 		}
 		if _, dup := p.routes[r.Name]; dup {
@@ -171,7 +120,7 @@ func New(store *ledger.Store, cfg Config, routes ...Route) (*Producer, error) {
 func (p *Producer) Store() *ledger.Store { return p.store }
 
 // Route returns a configured route.
-func (p *Producer) Route(name string) (Route, bool) { r, ok := p.routes[name]; return r, ok }
+func (p *Producer) Route(name string) (adapter.Route, bool) { r, ok := p.routes[name]; return r, ok }
 
 // RouteNames lists the configured routes, sorted.
 func (p *Producer) RouteNames() []string {
@@ -228,7 +177,7 @@ type DryRunReport struct {
 
 // prepared is a validated request with its frozen intent.
 type prepared struct {
-	route    Route
+	route    adapter.Route
 	intentID string
 	// legacyID is the intent's "intent/v1" id (without the account),
 	// under which an intent recorded before ScopedIntentID may exist.
@@ -485,7 +434,7 @@ func (p *Producer) recordAndStart(ctx context.Context, pr *prepared) (*Result, e
 // drive takes the write-path steps the decider gives, making at most one
 // external call, and returns the result. wrote and appended say what the
 // caller already did on this intent.
-func (p *Producer) drive(ctx context.Context, route Route, h *ledger.History, intent *fsm.Intent, recordedNow, wrote bool, appended int) (*Result, error) {
+func (p *Producer) drive(ctx context.Context, route adapter.Route, h *ledger.History, intent *fsm.Intent, recordedNow, wrote bool, appended int) (*Result, error) {
 	caps := fsm.CapsFor(intent, adapter.FrozenCaps(route.Adapter))
 	for k := 0; k < 8; k++ {
 		realStart := time.Now()
@@ -520,7 +469,7 @@ func (p *Producer) drive(ctx context.Context, route Route, h *ledger.History, in
 // that a slow append never lets the call outlive the deadline recorded in
 // WriteStarted (the injected clock may be a test's, the call's timeout is
 // real time).
-func (p *Producer) TakeWrite(ctx context.Context, route Route, h *ledger.History, intent *fsm.Intent, step fsm.Step, realStart time.Time) error {
+func (p *Producer) TakeWrite(ctx context.Context, route adapter.Route, h *ledger.History, intent *fsm.Intent, step fsm.Step, realStart time.Time) error {
 	started, ok := step.Event.(*events.WriteStartedData)
 	if step.Kind != fsm.StepWrite || !ok {
 		return fmt.Errorf("take write: step %s with %T is not a write", step.Kind, step.Event)
@@ -533,7 +482,7 @@ func (p *Producer) TakeWrite(ctx context.Context, route Route, h *ledger.History
 
 // call makes the external call of a write step whose WriteStarted is on
 // the log (and folded into intent), then appends the classified outcome.
-func (p *Producer) call(ctx context.Context, route Route, h *ledger.History, intent *fsm.Intent, step fsm.Step, realStart time.Time) error {
+func (p *Producer) call(ctx context.Context, route adapter.Route, h *ledger.History, intent *fsm.Intent, step fsm.Step, realStart time.Time) error {
 	// WriteStarted is acknowledged: only now may the request leave.
 	callCtx, cancel := context.WithDeadline(ctx, realStart.Add(intent.Recorded.Policy.AttemptDeadline.D()))
 	res, callErr := route.Adapter.Write(callCtx, adapter.WriteRequest{

@@ -30,7 +30,7 @@ func TestConcurrentExecutesWithIdenticalEventsWriteOnce(t *testing.T) {
 		}
 		pc := producer.DefaultConfig()
 		pc.Actor, pc.Now = "writer-1", func() time.Time { return t0 } // every caller reads the same time
-		p, err := producer.New(openStore(t, n.JS), pc, producer.Route{Name: "social_post", Adapter: ad, Policy: producer.DefaultPolicy()})
+		p, err := producer.New(openStore(t, n.JS), pc, adapter.Route{Name: "social_post", Adapter: ad, Policy: adapter.DefaultPolicy()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +85,7 @@ func (d *deadlineAdapter) Write(ctx context.Context, req adapter.WriteRequest) (
 // when the append of WriteStarted is slow.
 func TestCallDeadlineIsTheRecordedDeadline(t *testing.T) {
 	var da *deadlineAdapter
-	e := newEnv(t, func(r *producer.Route, c *social.Config) {
+	e := newEnv(t, func(r *adapter.Route, c *social.Config) {
 		ad, err := social.New(*c)
 		if err != nil {
 			t.Fatal(err)
@@ -126,7 +126,7 @@ func (a identityAdapter) CheckAccount(_ context.Context, account string) error {
 // A route that can tell its credential's identity refuses an intent for
 // another account before anything is recorded or written.
 func TestIdentityMismatchIsRefusedBeforeAnythingIsWritten(t *testing.T) {
-	e := newEnv(t, func(r *producer.Route, c *social.Config) {
+	e := newEnv(t, func(r *adapter.Route, c *social.Config) {
 		ad, err := social.New(*c)
 		if err != nil {
 			t.Fatal(err)

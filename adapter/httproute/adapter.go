@@ -1026,5 +1026,5 @@ func (a *Adapter) Probe(ctx context.Context, liveURL string) (int, error) {
 	return resp.StatusCode, nil
 }
 
-// Policy is the route policy Build puts in the producer.Route.
+// Policy is the route policy Build puts in the adapter.Route.
 func (a *Adapter) Policy() events.Policy { return a.routePolicy }

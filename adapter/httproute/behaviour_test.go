@@ -14,7 +14,6 @@ import (
 
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/httproute"
-	"github.com/settle-dev/settle/producer"
 )
 
 // recorder is an API that answers from a script and records requests.
@@ -251,7 +250,7 @@ func TestBuildFromGo(t *testing.T) {
 			Response: httproute.ResponseConfig{ExternalID: "$.id"},
 		},
 		Payload: &httproute.PayloadConfig{Fields: []httproute.FieldConfig{{Name: "text", Type: "string", Required: true}}},
-		Policy:  producer.DefaultPolicy(),
+		Policy:  adapter.DefaultPolicy(),
 		Env:     envOf(map[string]string{"NOTES_TOKEN": secretToken}),
 	}
 	cfg.Policy.TrustResponse = true

@@ -33,7 +33,7 @@ func (e *RouteError) Error() string {
 }
 
 // RouteConfig is one route as declared in a route file. Parse returns it;
-// Build turns it into a producer.Route. It holds no secret: header values
+// Build turns it into a adapter.Route. It holds no secret: header values
 // and base_url keep their ${env:NAME} references, resolved by Build
 // through Env.
 //
@@ -61,7 +61,7 @@ type RouteConfig struct {
 	Identity     *IdentityConfig
 	Correlation  *CorrelationConfig
 	Capabilities CapabilitiesConfig
-	// Policy is the route policy (producer.DefaultPolicy() overridden by the
+	// Policy is the route policy (adapter.DefaultPolicy() overridden by the
 	// file's policy section; key_retention defaults to the capability's).
 	Policy events.Policy
 

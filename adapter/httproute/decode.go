@@ -13,8 +13,8 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
-	"github.com/settle-dev/settle/producer"
 )
 
 // Limits of a route file.
@@ -572,7 +572,7 @@ func (d *decoder) routeBody(o *obj, cfg *RouteConfig) {
 			c.end()
 		}
 	}
-	cfg.Policy = producer.DefaultPolicy()
+	cfg.Policy = adapter.DefaultPolicy()
 	if v, ok := o.take("policy"); ok {
 		if p := d.object(v, "policy"); p != nil {
 			p.str("first_write", &cfg.Policy.FirstWrite)

@@ -4,7 +4,7 @@
 // payload, how to find a lost write again (search, readback, status
 // query), who the credential is (identity), how a write names its intent
 // (correlation marker), and which capabilities and policy the route has;
-// Load turns it into producer.Routes whose Adapter is an *Adapter.
+// Load turns it into adapter.Routes whose Adapter is an *Adapter.
 //
 // The route manual — file format, templates and filters, pagination,
 // time fields, visibility, identity, the correlation marker, the dedup
@@ -13,11 +13,11 @@
 //
 // # API
 //
-//	Load(path, env) ([]producer.Route, error)   read, check, build
+//	Load(path, env) ([]adapter.Route, error)    read, check, build
 //	Parse(data, env) ([]RouteConfig, error)     decode and check
 //	Check(data, env) []error                    every problem, each a *RouteError
 //	Lint(data, env) (errs, warnings []error)    Check, and what works but sees less
-//	Build(cfg) (producer.Route, error)          one route (also for configs written in Go)
+//	Build(cfg) (adapter.Route, error)           one route (also for configs written in Go)
 //	New(cfg) (*Adapter, error)                  Build without the Route
 //	(*Adapter).Inspect(ctx, opts)               the reads once, read-only (settle routes probe)
 //
@@ -42,6 +42,7 @@
 // environment value, URL or response body ever appears in an error, a
 // record or a formatted Adapter.
 //
-// httproute imports adapter, events and producer (for producer.Route);
-// nothing in settle imports it but wiring.
+// httproute imports adapter and events; nothing in settle imports it but
+// wiring (cmd/settle).
+// It must never import: ledger, producer, fsm, consumers/..., projector, api, mcp, cmd/..., testharness, fakeapi.
 package httproute

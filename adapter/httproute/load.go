@@ -6,11 +6,11 @@ import (
 	"io"
 	"os"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
-	"github.com/settle-dev/settle/producer"
 )
 
-func defaultPolicy() events.Policy { return producer.DefaultPolicy() }
+func defaultPolicy() events.Policy { return adapter.DefaultPolicy() }
 
 // Check returns every problem of a route file, each a *RouteError naming
 // route and field; nil when the file is valid. env resolves ${env:NAME}
@@ -91,16 +91,16 @@ func joinErrors(errs []*RouteError) error {
 	return errors.Join(out...)
 }
 
-// Build checks cfg and returns its producer.Route: the route's name, a
+// Build checks cfg and returns its adapter.Route: the route's name, a
 // generic *Adapter and its policy. The error joins every problem, each a
 // *RouteError. A RouteConfig built in Go should start its Policy from
-// producer.DefaultPolicy() (a zero Policy is taken as the default).
-func Build(cfg RouteConfig) (producer.Route, error) {
+// adapter.DefaultPolicy() (a zero Policy is taken as the default).
+func Build(cfg RouteConfig) (adapter.Route, error) {
 	a, err := New(cfg)
 	if err != nil {
-		return producer.Route{}, err
+		return adapter.Route{}, err
 	}
-	return producer.Route{Name: cfg.Name, Adapter: a, Policy: a.routePolicy}, nil
+	return adapter.Route{Name: cfg.Name, Adapter: a, Policy: a.routePolicy}, nil
 }
 
 // New checks cfg and returns its Adapter (Build without the Route).
@@ -118,7 +118,7 @@ func New(cfg RouteConfig) (*Adapter, error) {
 
 // Load reads a route file and builds every route in it. The error names
 // the file and joins every problem (each a *RouteError, see Check).
-func Load(path string, env func(string) (string, bool)) ([]producer.Route, error) {
+func Load(path string, env func(string) (string, bool)) ([]adapter.Route, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("httproute: %w", err)
@@ -132,7 +132,7 @@ func Load(path string, env func(string) (string, bool)) ([]producer.Route, error
 	if err != nil {
 		return nil, fmt.Errorf("httproute: %s: %w", path, err)
 	}
-	routes := make([]producer.Route, 0, len(cfgs))
+	routes := make([]adapter.Route, 0, len(cfgs))
 	for _, cfg := range cfgs {
 		r, err := Build(cfg)
 		if err != nil {

@@ -34,7 +34,7 @@ type e2e struct {
 	t     *testing.T
 	node  *testharness.Node
 	clock *testharness.ManualClock
-	route producer.Route
+	route adapter.Route
 	store *ledger.Store
 	prod  *producer.Producer
 	rec   *consumers.Reconciler

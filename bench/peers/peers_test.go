@@ -90,7 +90,7 @@ func settleSystem(b *testing.B, ad *social.Adapter) system {
 	}
 	pc := producer.DefaultConfig()
 	pc.Actor = "peers"
-	p, err := producer.New(store, pc, producer.Route{Name: "social_post", Adapter: ad, Policy: producer.DefaultPolicy()})
+	p, err := producer.New(store, pc, adapter.Route{Name: "social_post", Adapter: ad, Policy: adapter.DefaultPolicy()})
 	if err != nil {
 		b.Fatal(err)
 	}

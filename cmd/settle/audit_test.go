@@ -13,11 +13,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
-	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
 )
 
@@ -46,7 +46,7 @@ func (w *auditWriter) record(requestID string) (*ledger.History, *fsm.Intent) {
 	id := events.IntentID("default", "social_post", requestID)
 	e := events.New(id, 1, w.tick(), "writer", "", &events.IntentRecordedData{Tenant: "default", Route: "social_post",
 		Account: "acct_1", RequestID: requestID, IdempotencyKey: events.IdempotencyKey(id), Payload: canon,
-		PayloadSHA256: sum, Canon: events.CanonV1, PlannedAt: w.at, Policy: producer.DefaultPolicy()})
+		PayloadSHA256: sum, Canon: events.CanonV1, PlannedAt: w.at, Policy: adapter.DefaultPolicy()})
 	seq, err := w.store.Append(context.Background(), "social_post", e, 0)
 	if err != nil {
 		w.t.Fatal(err)

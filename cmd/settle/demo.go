@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/consumers"
 	"github.com/settle-dev/settle/embedded"
@@ -69,7 +70,7 @@ func (m *Main) demo(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	route := producer.Route{Name: "social_post", Adapter: ad, Policy: producer.DefaultPolicy()}
+	route := adapter.Route{Name: "social_post", Adapter: ad, Policy: adapter.DefaultPolicy()}
 	pc := producer.DefaultConfig()
 	pc.Actor = "demo-writer"
 	prod, err := producer.New(store, pc, route)

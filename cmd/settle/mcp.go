@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/httproute"
 	"github.com/settle-dev/settle/api"
 	"github.com/settle-dev/settle/consumers"
@@ -64,7 +65,7 @@ func mcpSecrets(routesPath string, tokens []api.Token, logger *slog.Logger) []st
 
 // mountMCP serves the API and, at /mcp, the MCP endpoint behind the same
 // bearer tokens and scopes (api.Server.Authenticate).
-func mountMCP(apiSrv *api.Server, prod *producer.Producer, proj *projector.Projector, routes []producer.Route,
+func mountMCP(apiSrv *api.Server, prod *producer.Producer, proj *projector.Projector, routes []adapter.Route,
 	routesPath string, tokens []api.Token, logger *slog.Logger) (http.Handler, error) {
 	cfg := mcp.DefaultConfig()
 	cfg.Producer, cfg.Projector, cfg.Routes, cfg.Logger, cfg.Version = prod, proj, routes, logger, version

@@ -1,0 +1,61 @@
+package adapter
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/errors"
+
+	"github.com/settle-dev/settle/events"
+)
+
+// Route is a configured external operation.
+type Route struct {
+	Name    string
+	Adapter Adapter
+	Policy  events.Policy
+}
+
+// DefaultPolicy is a sane route policy: automatic first write, one retry
+// after a proven not_found, up to 5 resends after proven rejections (never
+// sent, 429), 1 minute attempt deadline, search window planned_at −5m …
+// +30m, reads failing for 15 minutes handed off.
+func DefaultPolicy() events.Policy {
+	return events.Policy{
+		FirstWrite:      events.PolicyAuto,
+		Retry:           events.PolicyAuto,
+		RetryBudget:     1,
+		ResendBudget:    5,
+		AttemptDeadline: events.Duration(time.Minute),
+		SearchBefore:    events.Duration(5 * time.Minute),
+		SearchAfter:     events.Duration(30 * time.Minute),
+		ClockSkew:       events.Duration(5 * time.Second),
+	}
+}
+
+// ValidateRoute checks that a route's policy is safe with its API's
+// capabilities: a route that may retry must have a dedup proof (an
+// idempotency key with a known retention, or an authoritative search), or
+// its retries could duplicate a write. Errors name the route and field and
+// say what to add.
+func ValidateRoute(r Route) error {
+	if err := events.ValidateToken("route.name", r.Name); err != nil {
+		return err
+	}
+	if r.Adapter == nil {
+		return fmt.Errorf("route %s: adapter: is required", r.Name)
+	}
+	if err := r.Policy.Validate("route " + r.Name + ": policy."); err != nil {
+		return err
+	}
+	if r.Policy.Retry == events.PolicyNever {
+		return nil
+	}
+	c := r.Adapter.Capabilities()
+	keyProof := c.IdempotencyKey && (c.KeyRetention > 0 || r.Policy.KeyRetention > 0)
+	if keyProof || (c.Search && c.SearchAuthoritative) {
+		return nil
+	}
+	return errors.WithHint(fmt.Errorf("route %s: policy.retry: %q needs a dedup proof, and the route has none (no idempotency key with a known retention, no search that maps author and parent)", r.Name, r.Policy.Retry),
+		"set policy.retry to never, or declare the API's idempotency key and its retention, or a search that maps author_id and parent")
+}
