@@ -26,12 +26,12 @@ import (
 const (
 	// ViolationIllegalTransition: the lifecycle table refuses the event in
 	// the intent's state.
-	ViolationIllegalTransition = "illegal_transition"
+	ViolationIllegalTransition = fsm.CodeIllegalTransition
 	// ViolationGuardRefused: the transition exists but an fsm guard refuses
 	// it (attempt order, key, claim, budget, receipt digest).
-	ViolationGuardRefused = "guard_refused"
+	ViolationGuardRefused = fsm.CodeGuardRefused
 	// ViolationBadHistory: versions out of order (gap, duplicate).
-	ViolationBadHistory = "bad_history"
+	ViolationBadHistory = fsm.CodeBadHistory
 	// ViolationTwoExternalIDs: more than one distinct external id was
 	// reported written or confirmed for one intent.
 	ViolationTwoExternalIDs = "two_external_ids"
@@ -81,7 +81,8 @@ func (v Violation) String() string {
 }
 
 // UnreadableEvent is an event this version cannot decode. Codes are the
-// projector's quarantine codes (projector.QuarantineUnknownSchema, ...).
+// decode codes of package events (events.CodeUnknownSchema, ...), which
+// the projector's quarantine uses too.
 type UnreadableEvent struct {
 	Seq      uint64 `json:"seq"`
 	Subject  string `json:"subject"`
@@ -434,9 +435,9 @@ func (a *auditor) apply(m *preparedMsg) {
 		code, reason := classifyUnreadable(data, decErr)
 		a.rep.Unreadable = append(a.rep.Unreadable, UnreadableEvent{Seq: seq, Subject: subject, IntentID: subjID, Code: code, Reason: reason})
 		switch code {
-		case projector.QuarantineUnknownSchema:
+		case events.CodeUnknownSchema:
 			a.rep.UnknownSchema++
-		case projector.QuarantineUnknownType:
+		case events.CodeUnknownType:
 			a.rep.UnknownType++
 		default:
 			a.rep.Malformed++
@@ -486,12 +487,12 @@ func (a *auditor) apply(m *preparedMsg) {
 	if err := t.fold.Apply(e); err != nil {
 		if !t.blocked {
 			if t.refused < 0 {
-				t.refused = a.violate(Violation{IntentID: subjID, Kind: fsmKind(err), Version: e.Version, Seq: seq, Detail: err.Error()})
+				t.refused = a.violate(Violation{IntentID: subjID, Kind: fsm.FoldCode(err), Version: e.Version, Seq: seq, Detail: err.Error()})
 			} else {
 				t.moreRefused++
 			}
 		}
-		refuse(fsmKind(err) + ": " + err.Error())
+		refuse(fsm.FoldCode(err) + ": " + err.Error())
 		return
 	}
 	t.fold.Recorded.Payload = nil // not needed to fold on; events keep it
@@ -782,49 +783,11 @@ func diffViews(want, got *projector.IntentView) []string {
 	return out
 }
 
-func fsmKind(err error) string {
-	switch {
-	case errors.Is(err, fsm.ErrIllegalTransition):
-		return ViolationIllegalTransition
-	case errors.Is(err, fsm.ErrGuard):
-		return ViolationGuardRefused
-	default:
-		return ViolationBadHistory
-	}
-}
-
-// classifyUnreadable maps a decode error to the projector's quarantine
-// code and a safe reason. The strict decoder refuses a future envelope
-// with new fields as malformed before it looks at the schema; a lenient
-// look at "schema" tells such an event from a broken one.
+// classifyUnreadable is the decode code of bytes Decode refused, and a
+// safe reason.
 func classifyUnreadable(raw []byte, err error) (code, reason string) {
-	if errors.Is(err, events.ErrMalformed) {
-		var peek struct {
-			Schema string `json:"schema"`
-		}
-		if json.Unmarshal(raw, &peek) == nil && peek.Schema != "" && peek.Schema != events.SchemaV1 {
-			return projector.QuarantineUnknownSchema, redact(fmt.Sprintf("schema %q (this version reads %s)", clipText(peek.Schema), events.SchemaV1))
-		}
-	}
-	return decodeCode(err), redact(err.Error())
-}
-
-// decodeCode maps a decode error to the projector's quarantine code.
-func decodeCode(err error) string {
-	switch {
-	case errors.Is(err, events.ErrUnknownSchema):
-		return projector.QuarantineUnknownSchema
-	case errors.Is(err, events.ErrUnknownType):
-		return projector.QuarantineUnknownType
-	case errors.Is(err, events.ErrMissingField):
-		return projector.QuarantineMissingField
-	case errors.Is(err, events.ErrBadID):
-		return projector.QuarantineBadID
-	case errors.Is(err, events.ErrInvalidField):
-		return projector.QuarantineInvalidField
-	default:
-		return projector.QuarantineMalformed
-	}
+	de := events.Unreadable(raw, err)
+	return de.Code(), redact(de.Error())
 }
 
 // --- secrets ---

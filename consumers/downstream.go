@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/events"
-	"github.com/settle-dev/settle/projector"
 
 	_ "modernc.org/sqlite" // the "sqlite" driver of OpenSQLite (pure Go)
 )
@@ -288,9 +287,9 @@ func (s *subscriber) handle(ctx context.Context, m jetstream.Msg) {
 	e, err := events.Decode(m.Data())
 	if err != nil {
 		switch code, reason := classifyUnreadable(m.Data(), err); code {
-		case projector.QuarantineUnknownType:
+		case events.CodeUnknownType:
 			_ = m.Ack() // no type this version knows can be one of s.types
-		case projector.QuarantineUnknownSchema:
+		case events.CodeUnknownSchema:
 			log.Warn("subscribe: event of an unknown schema; left for an upgraded subscriber", "reason", reason)
 			_ = m.NakWithDelay(s.cfg.MaxRetryDelay)
 		default:

@@ -670,3 +670,25 @@ func (i *Intent) Clone() *Intent {
 	}
 	return &c
 }
+
+// Fold codes: the stable name of why a history does not fold (an event
+// the table or a guard refuses, or versions out of order). The
+// projector's quarantine and the audit's report use these (defined here
+// once).
+const (
+	CodeIllegalTransition = "illegal_transition"
+	CodeGuardRefused      = "guard_refused"
+	CodeBadHistory        = "bad_history"
+)
+
+// FoldCode is the fold code of an error returned by Fold or Apply.
+func FoldCode(err error) string {
+	switch {
+	case errors.Is(err, ErrIllegalTransition):
+		return CodeIllegalTransition
+	case errors.Is(err, ErrGuard):
+		return CodeGuardRefused
+	default:
+		return CodeBadHistory
+	}
+}

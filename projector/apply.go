@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -12,49 +11,23 @@ import (
 	"github.com/settle-dev/settle/fsm"
 )
 
-// Quarantine codes: why an event was not applied.
+// Quarantine codes: why an event was not applied. The decode and fold
+// codes are events' and fsm's (defined there once); the subject checks
+// are the projector's own.
 const (
-	QuarantineUnknownSchema     = "unknown_schema"
-	QuarantineUnknownType       = "unknown_type"
-	QuarantineMalformed         = "malformed"
-	QuarantineMissingField      = "missing_field"
-	QuarantineInvalidField      = "invalid_field"
-	QuarantineBadID             = "bad_id"
+	QuarantineUnknownSchema     = events.CodeUnknownSchema
+	QuarantineUnknownType       = events.CodeUnknownType
+	QuarantineMalformed         = events.CodeMalformed
+	QuarantineMissingField      = events.CodeMissingField
+	QuarantineInvalidField      = events.CodeInvalidField
+	QuarantineBadID             = events.CodeBadID
 	QuarantineBadSubject        = "bad_subject"      // not settle.intents.<route>.<intent_id>
 	QuarantineSubjectMismatch   = "subject_mismatch" // envelope intent_id is not the subject's
 	QuarantineRouteMismatch     = "route_mismatch"   // recorded route is not the subject's
-	QuarantineIllegalTransition = "illegal_transition"
-	QuarantineGuardRefused      = "guard_refused"
-	QuarantineBadHistory        = "bad_history" // version gap or duplicate, mixed intents
+	QuarantineIllegalTransition = fsm.CodeIllegalTransition
+	QuarantineGuardRefused      = fsm.CodeGuardRefused
+	QuarantineBadHistory        = fsm.CodeBadHistory // version gap or duplicate, mixed intents
 )
-
-func decodeCode(err error) string {
-	switch {
-	case errors.Is(err, events.ErrUnknownSchema):
-		return QuarantineUnknownSchema
-	case errors.Is(err, events.ErrUnknownType):
-		return QuarantineUnknownType
-	case errors.Is(err, events.ErrMissingField):
-		return QuarantineMissingField
-	case errors.Is(err, events.ErrBadID):
-		return QuarantineBadID
-	case errors.Is(err, events.ErrInvalidField):
-		return QuarantineInvalidField
-	default:
-		return QuarantineMalformed
-	}
-}
-
-func foldCode(err error) string {
-	switch {
-	case errors.Is(err, fsm.ErrIllegalTransition):
-		return QuarantineIllegalTransition
-	case errors.Is(err, fsm.ErrGuard):
-		return QuarantineGuardRefused
-	default:
-		return QuarantineBadHistory
-	}
-}
 
 // stmts are the writer's prepared statements.
 type stmts struct {
@@ -249,7 +222,7 @@ func (p *Projector) applyOne(b *batchTx, m rawMsg) (*quarantined, error) {
 		return q("", QuarantineBadSubject, m.subjErr.Error())
 	}
 	if m.decErr != nil {
-		return q(subjID, decodeCode(m.decErr), m.decErr.Error())
+		return q(subjID, events.DecodeCode(m.decErr), m.decErr.Error())
 	}
 	if e.IntentID != subjID {
 		return q(subjID, QuarantineSubjectMismatch, fmt.Sprintf("envelope intent_id %s on the subject of %s", e.IntentID, subjID))
@@ -275,7 +248,7 @@ func (p *Projector) applyOne(b *batchTx, m rawMsg) (*quarantined, error) {
 		next = prev.intent.Clone()
 	}
 	if err := next.Apply(e); err != nil {
-		return q(subjID, foldCode(err), err.Error())
+		return q(subjID, fsm.FoldCode(err), err.Error())
 	}
 	var since time.Time
 	if prev != nil {
