@@ -17,7 +17,7 @@ build:
 # the embedded server down) printing its summary line.
 test: lint
 	$(GO) test -race -count=1 -timeout 9m -skip '$(SIM)' $(PKGS)
-	$(GO) test -count=1 -timeout 9m -run '$(SIM)' -v ./consumers/ -args -sim.seed=$(SEED) -sim.intents=2000
+	$(GO) test -count=1 -timeout 9m -run '$(SIM)' -v ./consumers/reconcile/ -args -sim.seed=$(SEED) -sim.intents=2000
 
 demo:
 	$(GO) run ./cmd/settle demo
@@ -27,7 +27,7 @@ demo:
 # and 256 callers, reconciliation, audit and projection against a raw read,
 # and the heap with 1M finished intents.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 60m ./bench/ ./projector/ ./consumers/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 60m ./bench/ ./projector/ ./consumers/...
 
 # settle, DBOS Transact Go on PostgreSQL and the Temporal dev server on one
 # workload, side by side (bench/peers, its own module; run as root: it may
@@ -44,7 +44,7 @@ lint:
 # INTENTS=n runs INTENTS intents in worlds of 2,000 (seeds SEED, SEED+1, ...)
 # and prints each world's line and the total.
 soak:
-	$(GO) test -count=1 -timeout 0 -run '$(SIM)' -v ./consumers/ -args -sim.seed=$(SEED) -sim.intents=$(INTENTS)
+	$(GO) test -count=1 -timeout 0 -run '$(SIM)' -v ./consumers/reconcile/ -args -sim.seed=$(SEED) -sim.intents=$(INTENTS)
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60s ./events/
@@ -52,7 +52,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzMarshalJSONMatchesEncodingJSON$$' -fuzztime 30s ./events/
 	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalize$$' -fuzztime 60s ./events/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeArgs$$' -fuzztime 60s ./mcp/
-	$(GO) test -run '^$$' -fuzz '^FuzzHintMask$$' -fuzztime 30s ./consumers/
+	$(GO) test -run '^$$' -fuzz '^FuzzHintMask$$' -fuzztime 30s ./consumers/audit/
 
 clean:
 	rm -rf bin

@@ -17,7 +17,7 @@ import (
 
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/social"
-	"github.com/settle-dev/settle/consumers"
+	"github.com/settle-dev/settle/consumers/reconcile"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
@@ -152,9 +152,9 @@ func newEnv(t testing.TB, o envOptions) *env {
 }
 
 // reconciler returns a reconciler over every route on the env's clock.
-func (e *env) reconciler(name string) *consumers.Reconciler {
+func (e *env) reconciler(name string) *reconcile.Reconciler {
 	e.t.Helper()
-	cfg := consumers.DefaultConfig()
+	cfg := reconcile.DefaultConfig()
 	cfg.Worker = name
 	cfg.Now = e.clock.Now
 	cfg.Recheck = time.Minute
@@ -164,7 +164,7 @@ func (e *env) reconciler(name string) *consumers.Reconciler {
 	cfg.Lease = 30 * time.Second
 	cfg.Rand = rand.New(rand.NewPCG(7, 7))
 	cfg.Logger = e.logger
-	r, err := consumers.NewReconciler(e.store, cfg, e.routes...)
+	r, err := reconcile.NewReconciler(e.store, cfg, e.routes...)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/social"
-	"github.com/settle-dev/settle/consumers"
+	"github.com/settle-dev/settle/consumers/reconcile"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
@@ -562,9 +562,9 @@ func (w *reconcileWorld) states(b *testing.B, ids []string) map[fsm.State]int {
 	return out
 }
 
-func (w *reconcileWorld) reconciler(b *testing.B) *consumers.Reconciler {
+func (w *reconcileWorld) reconciler(b *testing.B) *reconcile.Reconciler {
 	b.Helper()
-	cfg := consumers.DefaultConfig()
+	cfg := reconcile.DefaultConfig()
 	cfg.Durable = "bench-reconciler"
 	cfg.Worker = "bench-worker"
 	cfg.Now = w.clock.Now
@@ -576,7 +576,7 @@ func (w *reconcileWorld) reconciler(b *testing.B) *consumers.Reconciler {
 	cfg.Batch = reconcileBatch
 	cfg.Rand = rand.New(rand.NewPCG(7, 7))
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	r, err := consumers.NewReconciler(w.store, cfg, w.route)
+	r, err := reconcile.NewReconciler(w.store, cfg, w.route)
 	if err != nil {
 		b.Fatal(err)
 	}

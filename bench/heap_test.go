@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/consumers"
+	"github.com/settle-dev/settle/consumers/audit"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/ledger"
@@ -98,7 +98,7 @@ func BenchmarkHeapFinished(b *testing.B) {
 		rawRate := float64(total) / time.Since(t).Seconds()
 		// The audit, sampled from its progress callback.
 		var auditAt [2]float64
-		cfg := consumers.DefaultAuditConfig()
+		cfg := audit.DefaultAuditConfig()
 		cfg.ProgressEvery = total / 10
 		cfg.Progress = func(done, _ uint64) {
 			switch {
@@ -109,7 +109,7 @@ func BenchmarkHeapFinished(b *testing.B) {
 			}
 		}
 		t = time.Now()
-		rep, err := consumers.Audit(ctx, node.JS, cfg)
+		rep, err := audit.Audit(ctx, node.JS, cfg)
 		if err != nil {
 			b.Fatal(err)
 		}

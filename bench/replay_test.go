@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/consumers"
+	"github.com/settle-dev/settle/consumers/audit"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/ledger"
@@ -93,7 +93,7 @@ func BenchmarkReplay(b *testing.B) {
 	dir := b.TempDir()
 	ctx := context.Background()
 	baseHeap := heapMiB()
-	var raw, audit, proj time.Duration
+	var raw, replay, proj time.Duration
 	var auditHeap, projHeap, dbMiB float64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -104,11 +104,11 @@ func BenchmarkReplay(b *testing.B) {
 		raw += time.Since(start)
 
 		start = time.Now()
-		rep, err := consumers.Audit(ctx, node.JS, consumers.DefaultAuditConfig())
+		rep, err := audit.Audit(ctx, node.JS, audit.DefaultAuditConfig())
 		if err != nil {
 			b.Fatal(err)
 		}
-		audit += time.Since(start)
+		replay += time.Since(start)
 		if !rep.OK() || rep.Events != total {
 			b.Fatalf("audit: ok %v, %d of %d events, violations %v", rep.OK(), rep.Events, total, rep.Violations)
 		}
@@ -137,8 +137,8 @@ func BenchmarkReplay(b *testing.B) {
 	rawRate := events / raw.Seconds()
 	b.ReportMetric(float64(total), "events_in_log")
 	b.ReportMetric(rawRate, "raw_read_events/s")
-	b.ReportMetric(events/audit.Seconds(), "audit_events/s")
-	b.ReportMetric(events/audit.Seconds()/rawRate, "audit/raw")
+	b.ReportMetric(events/replay.Seconds(), "audit_events/s")
+	b.ReportMetric(events/replay.Seconds()/rawRate, "audit/raw")
 	b.ReportMetric(events/proj.Seconds(), "projected_events/s")
 	b.ReportMetric(events/proj.Seconds()/rawRate, "projection/raw")
 	b.ReportMetric(baseHeap, "base_heap_MiB")

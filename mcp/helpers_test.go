@@ -21,7 +21,7 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/httproute"
 	"github.com/settle-dev/settle/api"
-	"github.com/settle-dev/settle/consumers"
+	"github.com/settle-dev/settle/consumers/reconcile"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
@@ -164,9 +164,9 @@ func newEnv(t testing.TB, o envOptions) *env {
 }
 
 // reconciler returns a reconciler over every route on the env's clock.
-func (e *env) reconciler(name string) *consumers.Reconciler {
+func (e *env) reconciler(name string) *reconcile.Reconciler {
 	e.t.Helper()
-	cfg := consumers.DefaultConfig()
+	cfg := reconcile.DefaultConfig()
 	cfg.Worker = name
 	cfg.Now = e.clock.Now
 	cfg.Recheck = time.Minute
@@ -176,7 +176,7 @@ func (e *env) reconciler(name string) *consumers.Reconciler {
 	cfg.Lease = 30 * time.Second
 	cfg.Rand = rand.New(rand.NewPCG(7, 7))
 	cfg.Logger = e.logger
-	r, err := consumers.NewReconciler(e.store, cfg, e.routes...)
+	r, err := reconcile.NewReconciler(e.store, cfg, e.routes...)
 	if err != nil {
 		e.t.Fatal(err)
 	}

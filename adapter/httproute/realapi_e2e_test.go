@@ -14,7 +14,7 @@ import (
 
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/httproute"
-	"github.com/settle-dev/settle/consumers"
+	"github.com/settle-dev/settle/consumers/reconcile"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
@@ -37,7 +37,7 @@ type e2e struct {
 	route adapter.Route
 	store *ledger.Store
 	prod  *producer.Producer
-	rec   *consumers.Reconciler
+	rec   *reconcile.Reconciler
 }
 
 func newE2E(t *testing.T, file string, env map[string]string, clock *testharness.ManualClock) *e2e {
@@ -62,12 +62,12 @@ func newE2E(t *testing.T, file string, env map[string]string, clock *testharness
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := consumers.DefaultConfig()
+	rc := reconcile.DefaultConfig()
 	rc.Worker, rc.Now = "worker-1", clock.Now
 	rc.Recheck, rc.MaxRecheck = 30*time.Second, 4*time.Minute
 	rc.Rand = rand.New(rand.NewPCG(14, 14))
 	rc.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	rec, err := consumers.NewReconciler(store, rc, route)
+	rec, err := reconcile.NewReconciler(store, rc, route)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,13 +16,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/settle-dev/settle/consumers"
+	"github.com/settle-dev/settle/consumers/audit"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/projector"
 )
 
-// audit replays the log and checks its invariants (consumers.Audit). It
+// audit replays the log and checks its invariants (audit.Audit). It
 // returns an error, so the process exits non-zero, when the audit finds a
 // violation or cannot run.
 func (m *Main) audit(ctx context.Context, args []string) error {
@@ -92,7 +92,7 @@ func (m *Main) audit(ctx context.Context, args []string) error {
 		return fmt.Errorf("audit: %w", err)
 	}
 
-	cfg := consumers.AuditConfig{Stream: *stream, Intent: *intent, Grace: *grace, StuckAfter: *stuckAfter, ProgressEvery: *every}
+	cfg := audit.AuditConfig{Stream: *stream, Intent: *intent, Grace: *grace, StuckAfter: *stuckAfter, ProgressEvery: *every}
 	if *projection != "" {
 		if _, err := os.Stat(*projection); err != nil {
 			return fmt.Errorf("audit: --projection: %w", err)
@@ -113,7 +113,7 @@ func (m *Main) audit(ctx context.Context, args []string) error {
 			fmt.Fprintf(m.Stderr, "audit: %d/%d events\n", done, total)
 		}
 	}
-	rep, err := consumers.Audit(ctx, js, cfg)
+	rep, err := audit.Audit(ctx, js, cfg)
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func (m *Main) audit(ctx context.Context, args []string) error {
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(struct {
 			OK bool `json:"ok"`
-			*consumers.AuditReport
+			*audit.AuditReport
 		}{rep.OK(), rep}); err != nil {
 			return fmt.Errorf("audit: %w", err)
 		}
@@ -146,7 +146,7 @@ func (m *Main) audit(ctx context.Context, args []string) error {
 
 // printAudit renders the human report: summary, unreadable events,
 // violations, the requested timeline and the verdict.
-func printAudit(w io.Writer, rep *consumers.AuditReport) {
+func printAudit(w io.Writer, rep *audit.AuditReport) {
 	fmt.Fprintf(w, "settle audit — stream %s, %d events (last seq %d), %d intents, at %s\n\n",
 		rep.Stream, rep.Events, rep.LastSeq, rep.Intents, rep.At.Format(time.RFC3339))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

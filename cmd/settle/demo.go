@@ -16,7 +16,7 @@ import (
 
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/social"
-	"github.com/settle-dev/settle/consumers"
+	"github.com/settle-dev/settle/consumers/reconcile"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
@@ -91,10 +91,10 @@ func (m *Main) demo(ctx context.Context, args []string) error {
 	printHistory(out, res.History)
 	fmt.Fprintf(out, "   state: %s — the response was lost; the API counts %d effect(s)\n\n", res.State, api.Effects())
 
-	rcfg := consumers.DefaultConfig()
+	rcfg := reconcile.DefaultConfig()
 	rcfg.Worker = "demo-reconciler"
 	rcfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	rec, err := consumers.NewReconciler(store, rcfg, route)
+	rec, err := reconcile.NewReconciler(store, rcfg, route)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}

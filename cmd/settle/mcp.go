@@ -22,7 +22,7 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/httproute"
 	"github.com/settle-dev/settle/api"
-	"github.com/settle-dev/settle/consumers"
+	"github.com/settle-dev/settle/consumers/reconcile"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/mcp"
@@ -214,10 +214,10 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 	defer wg.Wait()
 	defer stopWorkers()
 	for k := 0; k < *workers; k++ {
-		rc := consumers.DefaultConfig()
+		rc := reconcile.DefaultConfig()
 		rc.Worker = host + "-" + strconv.Itoa(os.Getpid()) + "-mcp" + strconv.Itoa(k)
 		rc.Logger = logger
-		rec, err := consumers.NewReconciler(store, rc, routes...)
+		rec, err := reconcile.NewReconciler(store, rc, routes...)
 		if err != nil {
 			return fmt.Errorf("mcp: %w", err)
 		}

@@ -21,7 +21,7 @@ import (
 
 	"github.com/settle-dev/settle/adapter/httproute"
 	"github.com/settle-dev/settle/api"
-	"github.com/settle-dev/settle/consumers"
+	"github.com/settle-dev/settle/consumers/reconcile"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
@@ -275,11 +275,11 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	defer stopWorkers()
 	var wg sync.WaitGroup
 	for k := 0; k < f.workers; k++ {
-		rc := consumers.DefaultConfig()
+		rc := reconcile.DefaultConfig()
 		rc.Worker = host + "-" + strconv.Itoa(os.Getpid()) + "-w" + strconv.Itoa(k)
 		rc.Logger = logger
 		rc.OnStep = stepMetrics(wctx, store, metrics)
-		rec, err := consumers.NewReconciler(store, rc, routes...)
+		rec, err := reconcile.NewReconciler(store, rc, routes...)
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
@@ -357,8 +357,8 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 // steps: a step that started a write and appended its outcome is one
 // write; a step that settled an intent whose outcome had been unknown is
 // one settlement (its latency read from the log's own times).
-func stepMetrics(ctx context.Context, store *ledger.Store, metrics *api.Metrics) func(route, id string, res consumers.StepResult) {
-	return func(route, id string, res consumers.StepResult) {
+func stepMetrics(ctx context.Context, store *ledger.Store, metrics *api.Metrics) func(route, id string, res reconcile.StepResult) {
+	return func(route, id string, res reconcile.StepResult) {
 		started := false
 		for _, t := range res.Appended {
 			if t == events.WriteStarted {

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/settle-dev/settle/consumers"
+	"github.com/settle-dev/settle/consumers/receipts"
 )
 
 func main() {
@@ -34,7 +34,7 @@ func run(url, stream, route, durable, dbPath string) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 
-	db, err := consumers.OpenSQLite(dbPath)
+	db, err := receipts.OpenSQLite(dbPath)
 	if err != nil {
 		return err
 	}
@@ -48,7 +48,7 @@ func run(url, stream, route, durable, dbPath string) error {
 	)`); err != nil {
 		return err
 	}
-	dedup, err := consumers.NewDeduper(ctx, db, "")
+	dedup, err := receipts.NewDeduper(ctx, db, "")
 	if err != nil {
 		return err
 	}
@@ -63,7 +63,7 @@ func run(url, stream, route, durable, dbPath string) error {
 		return err
 	}
 
-	announce := func(ctx context.Context, d consumers.Delivery) error {
+	announce := func(ctx context.Context, d receipts.Delivery) error {
 		rc := d.Receipt()
 		now := time.Now().UTC().Format(time.RFC3339)
 		// The row and the event id commit together, or not at all.
@@ -83,7 +83,7 @@ func run(url, stream, route, durable, dbPath string) error {
 		return nil
 	}
 
-	stop, err := consumers.Subscribe(ctx, js, consumers.SubscribeConfig{
+	stop, err := receipts.Subscribe(ctx, js, receipts.SubscribeConfig{
 		Stream: stream, Durable: durable, Routes: []string{route},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	}, announce)

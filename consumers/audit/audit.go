@@ -1,4 +1,4 @@
-package consumers
+package audit
 
 import (
 	"bytes"

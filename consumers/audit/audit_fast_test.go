@@ -1,4 +1,4 @@
-package consumers
+package audit
 
 import (
 	"context"
@@ -78,32 +78,32 @@ func TestSecretHintsAreInEveryMatch(t *testing.T) {
 // state folded again from the stream, exactly as if it had been kept.
 func TestAuditEvictionKeepsTheReport(t *testing.T) {
 	n := testharness.StartNode(t)
-	l := newAuditLog(t, n.JS, nil, t0)
-	confirm := func(name string) *auditHist {
-		x := l.record(name).started(1)
-		return x.next(x.attempt(1), &events.WriteConfirmedData{StatusCode: 201, Receipt: x.receipt("p_"+name, "response")})
+	l := testharness.NewHandLog(t, n.JS, nil, t0)
+	confirm := func(name string) *testharness.HandHistory {
+		x := l.Record(name).Started(1)
+		return x.Next(x.Attempt(1), &events.WriteConfirmedData{StatusCode: 201, Receipt: x.Receipt("p_"+name, "response")})
 	}
-	var hs []*auditHist
+	var hs []*testharness.HandHistory
 	for i := range 20 {
 		hs = append(hs, confirm(fmt.Sprintf("done-%d", i)))
 	}
 	// After confirmation: a second write, a second IntentRecorded, an
 	// unreadable event, an event on another route's subject, and an
 	// intent confirmed but then refused twice.
-	hs[3].plant(hs[3].attempt(2), &events.WriteStartedData{Attempt: 2, IdempotencyKey: hs[3].i.Recorded.IdempotencyKey, Deadline: l.at.Add(time.Minute)})
-	rec := hs[7].h.Events[0]
+	hs[3].Plant(hs[3].Attempt(2), &events.WriteStartedData{Attempt: 2, IdempotencyKey: hs[3].I.Recorded.IdempotencyKey, Deadline: l.At.Add(time.Minute)})
+	rec := hs[7].H.Events[0]
 	raw, err := events.Encode(rec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.publishRaw(hs[7].id(), string(raw))
-	l.publishRaw(hs[11].id(), `{"schema":"settle.event/v1","event_id":"`+hs[11].id()+`:4","intent_id":"`+hs[11].id()+
+	l.PublishRaw(hs[7].ID(), string(raw))
+	l.PublishRaw(hs[11].ID(), `{"schema":"settle.event/v1","event_id":"`+hs[11].ID()+`:4","intent_id":"`+hs[11].ID()+
 		`","version":4,"type":"WriteTeleported","at":"2026-07-22T09:00:30Z","actor":"x","data":{}}`)
-	if _, err := n.JS.Publish(context.Background(), events.Subject("other_route", hs[13].id()), raw); err != nil {
+	if _, err := n.JS.Publish(context.Background(), events.Subject("other_route", hs[13].ID()), raw); err != nil {
 		t.Fatal(err)
 	}
-	hs[15].plant("", &events.ReadbackFailedData{ExternalID: "p_x", Failed: []string{"url"}}).
-		plant("", &events.ReadbackFailedData{ExternalID: "p_x", Failed: []string{"url"}})
+	hs[15].Plant("", &events.ReadbackFailedData{ExternalID: "p_x", Failed: []string{"url"}}).
+		Plant("", &events.ReadbackFailedData{ExternalID: "p_x", Failed: []string{"url"}})
 	confirm("after") // and more intents after them
 
 	cfg := AuditConfig{Now: func() time.Time { return t0.Add(2 * time.Hour) }, Grace: time.Minute}

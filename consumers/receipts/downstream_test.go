@@ -1,4 +1,4 @@
-package consumers
+package receipts
 
 import (
 	"context"
@@ -18,6 +18,8 @@ import (
 	"github.com/settle-dev/settle/testharness"
 )
 
+var t0 = time.Date(2026, 7, 22, 9, 0, 0, 0, time.UTC)
+
 // dsFixture is a real stream holding four receipts on route social_post
 // (two WriteConfirmed, one ReadbackPassed, one OperatorConfirmed), events
 // that are no receipts (WriteStarted, a rejection, an unknown type, a
@@ -31,33 +33,33 @@ type dsFixture struct {
 func newDSFixture(t *testing.T) *dsFixture {
 	t.Helper()
 	n := testharness.StartNode(t)
-	l := newAuditLog(t, n.JS, nil, t0)
+	l := testharness.NewHandLog(t, n.JS, nil, t0)
 	f := &dsFixture{node: n}
-	last := func(x *auditHist) string { return x.h.Events[len(x.h.Events)-1].EventID }
+	last := func(x *testharness.HandHistory) string { return x.H.Events[len(x.H.Events)-1].EventID }
 	for _, id := range []string{"a", "b"} {
-		x := l.record("ds-" + id).started(1)
-		x.next(x.attempt(1), &events.WriteConfirmedData{StatusCode: 201, Receipt: x.receipt("p_"+id, "response")})
+		x := l.Record("ds-" + id).Started(1)
+		x.Next(x.Attempt(1), &events.WriteConfirmedData{StatusCode: 201, Receipt: x.Receipt("p_"+id, "response")})
 		f.receipts = append(f.receipts, last(x))
 	}
-	rb := l.record("ds-readback").started(1)
-	rb.next(rb.attempt(1), &events.WriteSucceededData{ExternalID: "p_rb", StatusCode: 201}).
-		next("", &events.ReadbackPassedData{Receipt: rb.receipt("p_rb", "readback")})
+	rb := l.Record("ds-readback").Started(1)
+	rb.Next(rb.Attempt(1), &events.WriteSucceededData{ExternalID: "p_rb", StatusCode: 201}).
+		Next("", &events.ReadbackPassedData{Receipt: rb.Receipt("p_rb", "readback")})
 	f.receipts = append(f.receipts, last(rb))
-	op := l.record("ds-operator").started(1)
-	op.next(op.attempt(1), &events.OutcomeUnknownData{Code: "timeout"}).
-		next("", &events.ManualActionRequiredData{Reason: events.ReasonNoQueryNoDedup}).
-		next("", &events.OperatorConfirmedData{Operator: "alice", Reason: "seen on the feed", Receipt: op.receipt("p_op", "operator")})
+	op := l.Record("ds-operator").Started(1)
+	op.Next(op.Attempt(1), &events.OutcomeUnknownData{Code: "timeout"}).
+		Next("", &events.ManualActionRequiredData{Reason: events.ReasonNoQueryNoDedup}).
+		Next("", &events.OperatorConfirmedData{Operator: "alice", Reason: "seen on the feed", Receipt: op.Receipt("p_op", "operator")})
 	f.receipts = append(f.receipts, last(op))
-	rej := l.record("ds-rejected").started(1)
-	rej.next(rej.attempt(1), &events.WriteRejectedData{Code: "http_400", StatusCode: 400})
-	l.publishRaw(rej.id(), `{"schema":"settle.event/v1","event_id":"`+rej.id()+`:4","intent_id":"`+rej.id()+
+	rej := l.Record("ds-rejected").Started(1)
+	rej.Next(rej.Attempt(1), &events.WriteRejectedData{Code: "http_400", StatusCode: 400})
+	l.PublishRaw(rej.ID(), `{"schema":"settle.event/v1","event_id":"`+rej.ID()+`:4","intent_id":"`+rej.ID()+
 		`","version":4,"type":"WriteTeleported","at":"2026-07-22T09:00:30Z","actor":"future","data":{}}`)
-	l.publishRaw(rej.id(), `{"schema":"settle.event/v1","event_id":"`+rej.id()+`:5"}`)
+	l.PublishRaw(rej.ID(), `{"schema":"settle.event/v1","event_id":"`+rej.ID()+`:5"}`)
 
-	ol := newAuditLog(t, n.JS, l.store, l.at)
-	ol.route = "other_route"
-	o := ol.record("ds-other").started(1)
-	o.next(o.attempt(1), &events.WriteConfirmedData{StatusCode: 201, Receipt: o.receipt("p_other", "response")})
+	ol := testharness.NewHandLog(t, n.JS, l.Store, l.At)
+	ol.Route = "other_route"
+	o := ol.Record("ds-other").Started(1)
+	o.Next(o.Attempt(1), &events.WriteConfirmedData{StatusCode: 201, Receipt: o.Receipt("p_other", "response")})
 	f.other = last(o)
 	return f
 }

@@ -1,4 +1,4 @@
-package consumers
+package reconcile
 
 // Tests of the promise — at most one external effect per intent, and
 // confirmed only by an effect it made — on the paths where a review and a
@@ -233,7 +233,7 @@ func TestWorkerWithoutTheRouteLeavesItsIntentsForOneThatHasIt(t *testing.T) {
 	other := newWorld(t, nil)
 	cfg := DefaultConfig()
 	cfg.Worker, cfg.Now, cfg.MaxWait, cfg.AckWait = "old-deploy", w.clock.Now, 20*time.Millisecond, 2*time.Second
-	cfg.Logger = dsQuietLogger()
+	cfg.Logger = quietLogger()
 	otherRoute := other.route
 	otherRoute.Name = "other_post"
 	old, err := NewReconciler(w.store, cfg, otherRoute)

@@ -1,4 +1,4 @@
-package consumers
+package receipts
 
 import (
 	"context"
@@ -286,15 +286,15 @@ func (s *subscriber) handle(ctx context.Context, m jetstream.Msg) {
 	}
 	e, err := events.Decode(m.Data())
 	if err != nil {
-		switch code, reason := classifyUnreadable(m.Data(), err); code {
+		switch de := events.Unreadable(m.Data(), err); de.Code() {
 		case events.CodeUnknownType:
 			_ = m.Ack() // no type this version knows can be one of s.types
 		case events.CodeUnknownSchema:
-			log.Warn("subscribe: event of an unknown schema; left for an upgraded subscriber", "reason", reason)
+			log.Warn("subscribe: event of an unknown schema; left for an upgraded subscriber", "field", de.Field)
 			_ = m.NakWithDelay(s.cfg.MaxRetryDelay)
 		default:
-			log.Error("subscribe: malformed event; terminated", "code", code, "reason", reason)
-			_ = m.TermWithReason(code)
+			log.Error("subscribe: malformed event; terminated", "code", de.Code(), "field", de.Field)
+			_ = m.TermWithReason(de.Code())
 		}
 		return
 	}

@@ -1,4 +1,4 @@
-package consumers
+package reconcile
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/booking"
 	"github.com/settle-dev/settle/adapter/social"
+	"github.com/settle-dev/settle/consumers/audit"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
@@ -358,7 +359,7 @@ func (s *sim) newWorker() *simWorker {
 	cfg := DefaultConfig()
 	cfg.Worker, cfg.Now = w.name, s.skewed(w.offset)
 	cfg.Rand = rand.New(rand.NewPCG(s.seed, uint64(s.born)))
-	cfg.Logger = dsQuietLogger()
+	cfg.Logger = quietLogger()
 	cfg.Recheck, cfg.MaxRecheck = 20*time.Second, 5*time.Minute
 	cfg.AfterCall = func(id string) error {
 		if _, die := s.dieAfterCall.LoadAndDelete(id); die {
@@ -694,23 +695,23 @@ func runSimulation(t *testing.T, seed uint64, n int, tot *simTotals) {
 			}
 		}
 	}
-	acfg := DefaultAuditConfig()
+	acfg := audit.DefaultAuditConfig()
 	acfg.Now = s.clock.Now
-	rep, err := Audit(context.Background(), s.node.JS, acfg)
+	rep, err := audit.Audit(context.Background(), s.node.JS, acfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	audit := "ok"
+	verdict := "ok"
 	if !rep.OK() {
-		audit = fmt.Sprintf("%d violations", len(rep.Violations))
+		verdict = fmt.Sprintf("%d violations", len(rep.Violations))
 		for k, v := range rep.Violations {
 			if k < 10 {
 				t.Errorf("seed %d: audit: %s", seed, v)
 			}
 		}
 	}
-	t.Logf("world seed=%d intents=%d kills=%d races=%d final={%s} effects/intent max=%d false confirmations=%d unexpected outcomes=%d audit=%s (rerun: go test ./consumers -run Simulation -v -args -sim.seed=%d -sim.intents=%d)",
-		seed, n, s.kills, s.races, counts(byState), maxEffects, falseConfirmations, unexpected, audit, seed, n)
+	t.Logf("world seed=%d intents=%d kills=%d races=%d final={%s} effects/intent max=%d false confirmations=%d unexpected outcomes=%d audit=%s (rerun: go test ./consumers/reconcile -run Simulation -v -args -sim.seed=%d -sim.intents=%d)",
+		seed, n, s.kills, s.races, counts(byState), maxEffects, falseConfirmations, unexpected, verdict, seed, n)
 	tot.intents += n
 	tot.kills += s.kills
 	tot.races += s.races

@@ -1,0 +1,19 @@
+// Package audit replays the whole log and reports what breaks settle's
+// invariants, with stable codes: illegal transitions and refused guards
+// (the fsm's fold codes), two external ids for one intent, a retry
+// without a claim or an operator release, an outcome without its
+// WriteStarted, intents stuck past deadlines or leases, secret-looking
+// text anywhere in an event or its headers, events this version cannot
+// decode (events' decode codes), and, when given the projection, views
+// that differ from the fold.
+//
+// Files by concern: audit.go (config, entry point, per-intent state),
+// replay.go (the ordered read of the stream, decoding ahead on several
+// goroutines, eviction of finished intents), checks.go (the invariants),
+// secrets.go (the credential scan and masking), report.go (the report,
+// timelines and their safe text).
+//
+// audit only reads: it imports events, fsm, projector (the read-only view
+// it compares) and nats.go.
+// It must never import: adapter/..., ledger, producer, consumers/reconcile, consumers/receipts, api, mcp, cmd/..., testharness, fakeapi.
+package audit

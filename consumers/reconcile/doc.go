@@ -1,0 +1,12 @@
+// Package reconcile settles what a write left unknown, without a second
+// write: a durable pull consumer per route wakes the intents that wait,
+// and each step loads and folds the intent (ledger), asks fsm.Decider what
+// is next and carries it out — a read-only search or status query (0, 1
+// or many candidates, waiting out eventual consistency), a readback of
+// the object found, at most one CAS-claimed retry with the same
+// idempotency key (made through producer.TakeWrite), or a hand-off to a
+// human with the evidence.
+//
+// reconcile imports ledger, producer, fsm, adapter, events and nats.go.
+// It must never import: consumers/audit, consumers/receipts, projector, api, mcp, cmd/..., testharness, fakeapi.
+package reconcile

@@ -1,0 +1,144 @@
+package testharness
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/settle-dev/settle/adapter"
+	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
+)
+
+// HandLog writes hand-built histories on a real stream: legal ones with
+// Store.AppendNext (fsm-checked) and planted ones with Store.Append, which
+// checks only the encoding. The audit's and the downstream subscription's
+// tests read what it writes.
+type HandLog struct {
+	t     testing.TB
+	js    jetstream.JetStream
+	Store *ledger.Store
+	Route string
+	// At is the log's clock: each event is a second after the last.
+	At time.Time
+}
+
+// NewHandLog writes on store (nil: a store opened on js with the
+// defaults), on route social_post, from at.
+func NewHandLog(t testing.TB, js jetstream.JetStream, store *ledger.Store, at time.Time) *HandLog {
+	t.Helper()
+	if store == nil {
+		var err error
+		if store, err = ledger.OpenStore(context.Background(), js, ledger.DefaultStoreConfig()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &HandLog{t: t, js: js, Store: store, Route: "social_post", At: at}
+}
+
+// Tick advances the log's clock by a second and returns it.
+func (l *HandLog) Tick() time.Time {
+	l.At = l.At.Add(time.Second)
+	return l.At
+}
+
+// RecordedEvent is a valid IntentRecorded (v1 id) for requestID on route.
+func RecordedEvent(route, requestID string, pol events.Policy, at time.Time) events.Event {
+	canon, err := events.Canonicalize([]byte(`{"body":"post for ` + requestID + `"}`))
+	if err != nil {
+		panic(err)
+	}
+	sum, err := events.PayloadSHA256(canon)
+	if err != nil {
+		panic(err)
+	}
+	id := events.IntentID("default", route, requestID)
+	return events.New(id, 1, at, "writer", "", &events.IntentRecordedData{
+		Tenant: "default", Route: route, Account: "acct_1", RequestID: requestID,
+		IdempotencyKey: events.IdempotencyKey(id), Payload: canon, PayloadSHA256: sum, Canon: events.CanonV1,
+		PlannedAt: at, Policy: pol,
+	})
+}
+
+// HandHistory is one intent of a HandLog: its history and its fold.
+type HandHistory struct {
+	l *HandLog
+	H *ledger.History
+	I *fsm.Intent
+}
+
+// Record appends an IntentRecorded with the default policy.
+func (l *HandLog) Record(requestID string) *HandHistory {
+	l.t.Helper()
+	e := RecordedEvent(l.Route, requestID, adapter.DefaultPolicy(), l.Tick())
+	seq, err := l.Store.Append(context.Background(), l.Route, e, 0)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	h := &ledger.History{Route: l.Route, Events: []events.Event{e}, LastSeq: seq}
+	i, err := h.Fold()
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return &HandHistory{l: l, H: h, I: i}
+}
+
+// ID is the intent's id.
+func (x *HandHistory) ID() string { return x.I.ID }
+
+// Attempt is the id of the intent's attempt n.
+func (x *HandHistory) Attempt(n int) string { return events.AttemptID(x.I.ID, n) }
+
+// Next appends a legal event (fsm-checked).
+func (x *HandHistory) Next(attemptID string, d events.Data) *HandHistory {
+	x.l.t.Helper()
+	if err := x.l.Store.AppendNext(context.Background(), x.H, x.I, "writer", x.l.Tick(), attemptID, d); err != nil {
+		x.l.t.Fatal(err)
+	}
+	return x
+}
+
+// Plant appends an event the fsm may refuse: only its encoding is checked.
+func (x *HandHistory) Plant(attemptID string, d events.Data) *HandHistory {
+	x.l.t.Helper()
+	e := events.New(x.I.ID, uint64(len(x.H.Events))+1, x.l.Tick(), "intruder", attemptID, d)
+	seq, err := x.l.Store.Append(context.Background(), x.H.Route, e, x.H.LastSeq)
+	if err != nil {
+		x.l.t.Fatal(err)
+	}
+	x.H.Events = append(x.H.Events, e)
+	x.H.LastSeq = seq
+	return x
+}
+
+// PublishRaw puts bytes on an intent's subject as they are.
+func (l *HandLog) PublishRaw(intentID string, raw string) uint64 {
+	l.t.Helper()
+	ack, err := l.js.Publish(context.Background(), events.Subject(l.Route, intentID), []byte(raw))
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return ack.Sequence
+}
+
+// Started appends the WriteStarted of attempt n (deadline a minute on).
+func (x *HandHistory) Started(n int) *HandHistory {
+	return x.Next(x.Attempt(n), &events.WriteStartedData{Attempt: n, IdempotencyKey: x.I.Recorded.IdempotencyKey,
+		Deadline: x.l.At.Add(time.Minute)})
+}
+
+// Receipt is a receipt of externalID for the intent, from source
+// (response, readback, operator); a readback receipt carries passing
+// url and payload checks.
+func (x *HandHistory) Receipt(externalID, source string) events.Receipt {
+	r := events.Receipt{ExternalID: externalID, LiveURL: "https://social.example/p/" + externalID,
+		PayloadSHA256: x.I.Recorded.PayloadSHA256, Source: source}
+	if source == "readback" {
+		r.Checks = []events.Check{{Name: "url", OK: true}, {Name: "payload", OK: true}}
+		r.ReadbackAt = x.l.At
+	}
+	return r
+}
