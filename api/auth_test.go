@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/settle-dev/settle/testharness"
+	"github.com/settle-dev/settle/fakeapi"
 )
 
 // endpointCase is how to call one served route for the auth table.
@@ -26,7 +26,7 @@ type endpointCase struct {
 
 func TestAuthOnEveryEndpoint(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	e.social.Next(testharness.CommitThenDrop())
+	e.social.Next(fakeapi.CommitThenDrop())
 	r := e.do("POST", "/v1/intents", secretSubmitter, submitBodyJSON("social_post", "acct_1", "auth-1", `{"body":"auth"}`))
 	if r.code != http.StatusCreated {
 		t.Fatalf("setup submit: %d %s", r.code, r.body)

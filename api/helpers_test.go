@@ -19,6 +19,7 @@ import (
 	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/consumers/reconcile"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
@@ -72,7 +73,7 @@ type env struct {
 	ctx    context.Context
 	node   *testharness.Node
 	clock  *testharness.ManualClock
-	social *testharness.SocialAPI
+	social *fakeapi.SocialAPI
 	routes []adapter.Route
 	store  *ledger.Store
 	prod   *producer.Producer
@@ -93,7 +94,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	n := testharness.StartNode(t)
 	clock := testharness.NewManualClock(t0)
-	api := testharness.NewSocialAPI(t, testharness.WithSocialClock(clock.Now), testharness.WithSocialToken(routeSecret))
+	api := fakeapi.NewSocialAPI(t, fakeapi.WithSocialClock(clock.Now), fakeapi.WithSocialToken(routeSecret))
 	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 10 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
@@ -234,7 +235,7 @@ func (e *env) catchUp() {
 // behind a dropped response.
 func (e *env) manualIntent(requestID string) string {
 	e.t.Helper()
-	e.social.Next(testharness.Duplicate().Dropped())
+	e.social.Next(fakeapi.Duplicate().Dropped())
 	res, err := e.prod.Execute(context.Background(), producer.Request{Route: "social_post", Account: "acct_1",
 		RequestID: requestID, Payload: json.RawMessage(`{"body":"dup ` + requestID + `"}`)})
 	if err != nil {

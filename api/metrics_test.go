@@ -9,13 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
-	"github.com/settle-dev/settle/testharness"
 )
 
 func TestMetricsExposeTheNamedSeries(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	e.social.Next(testharness.CommitThenDrop())
+	e.social.Next(fakeapi.CommitThenDrop())
 	dropped := e.do("POST", "/v1/intents", secretSubmitter, submitBodyJSON("social_post", "acct_1", "m-1", `{"body":"m"}`))
 	if dropped.code != http.StatusCreated {
 		t.Fatalf("submit: %d %s", dropped.code, dropped.body)

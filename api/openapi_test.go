@@ -20,7 +20,7 @@ import (
 	legacyrouter "github.com/getkin/kin-openapi/routers/legacy"
 
 	"github.com/settle-dev/settle/events"
-	"github.com/settle-dev/settle/testharness"
+	"github.com/settle-dev/settle/fakeapi"
 )
 
 // specChecker validates real responses against /openapi.json with
@@ -125,7 +125,7 @@ func TestEveryResponseValidatesAgainstOpenAPI(t *testing.T) {
 	}
 
 	// Submit: created with each outcome, replays, dry runs, refusals.
-	e.social.Next(testharness.CommitThenDrop(), testharness.Status(400))
+	e.social.Next(fakeapi.CommitThenDrop(), fakeapi.Status(400))
 	unknown := do("POST", "/v1/intents", secretAdmin, sub("oa-unknown", "u"))
 	want(unknown, 201)
 	want(do("POST", "/v1/intents", secretAdmin, sub("oa-rejected", "r")), 201)
@@ -153,7 +153,7 @@ func TestEveryResponseValidatesAgainstOpenAPI(t *testing.T) {
 	want(do("POST", "/v1/intents", secretAdmin, `{"route":"`+strings.Repeat("x", MaxBodyBytes)+`"}`), 413)
 
 	// An in-flight write: 409.
-	e.social.Next(testharness.Delay(2 * time.Second))
+	e.social.Next(fakeapi.Delay(2 * time.Second))
 	before := e.social.Writes()
 	slow := make(chan *response, 1)
 	go func() { slow <- e.do("POST", "/v1/intents", secretAdmin, sub("oa-slow", "s")) }()

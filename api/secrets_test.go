@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/settle-dev/settle/testharness"
+	"github.com/settle-dev/settle/fakeapi"
 )
 
 // A token secret and the route's own secret (the fake API's bearer token,
@@ -22,7 +22,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	secrets := []string{secretAdmin, secretReader, secretSubmitter, secretOperator, secretRouteLtd, secretAcctLtd, routeSecret}
 
 	// Writes through every outcome class.
-	e.social.Next(testharness.CommitThenDrop(), testharness.Status(500), testharness.ResetBeforeCommit(), testharness.Status(401))
+	e.social.Next(fakeapi.CommitThenDrop(), fakeapi.Status(500), fakeapi.ResetBeforeCommit(), fakeapi.Status(401))
 	var ids []string
 	for _, rid := range []string{"s-drop", "s-500", "s-reset", "s-401", "s-ok"} {
 		r := e.do("POST", "/v1/intents", secretAdmin, submitBodyJSON("social_post", "acct_1", rid, `{"body":"secret test `+rid+`"}`))

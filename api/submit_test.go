@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
-	"github.com/settle-dev/settle/testharness"
 )
 
 func TestSubmitDroppedResponseThenReplayAndMismatch(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	e.social.Next(testharness.CommitThenDrop())
+	e.social.Next(fakeapi.CommitThenDrop())
 	body := submitBodyJSON("social_post", "acct_1", "task-1:step-1", `{"body":"hello"}`)
 
 	first := e.do("POST", "/v1/intents", secretAgent, body)
@@ -180,7 +180,7 @@ func TestSubmitDryRunAppendsAndWritesNothing(t *testing.T) {
 
 func TestSubmitWaitReturnsSettledStateWhileReconcilerRuns(t *testing.T) {
 	e := newEnv(t, envOptions{maxWait: time.Minute})
-	e.social.Next(testharness.CommitThenDrop(), testharness.CommitThenDrop())
+	e.social.Next(fakeapi.CommitThenDrop(), fakeapi.CommitThenDrop())
 
 	// Without a reconciler the first submit stays unknown.
 	body := submitBodyJSON("social_post", "acct_1", "wait-1", `{"body":"wait for me"}`)
@@ -232,7 +232,7 @@ func TestSubmitInFlightConflicts(t *testing.T) {
 
 	// The fake holds the response for 3s: the two conflicting submits below
 	// only need to arrive while it does (a margin, not an assertion on time).
-	e.social.Next(testharness.Delay(3 * time.Second))
+	e.social.Next(fakeapi.Delay(3 * time.Second))
 	body := submitBodyJSON("social_post", "acct_1", "slow-1", `{"body":"slow"}`)
 	var wg sync.WaitGroup
 	var first *response
@@ -273,7 +273,7 @@ func TestSubmitInFlightConflicts(t *testing.T) {
 
 func TestGetAndListIntents(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	e.social.Next(testharness.CommitThenDrop())
+	e.social.Next(fakeapi.CommitThenDrop())
 	var ids []string
 	for i, rid := range []string{"l-1", "l-2", "l-3"} {
 		e.clock.Advance(time.Second)

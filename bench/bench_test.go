@@ -25,6 +25,7 @@ import (
 	"github.com/settle-dev/settle/consumers/reconcile"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
@@ -351,7 +352,7 @@ func newClient() *http.Client {
 	}
 }
 
-func newAdapter(b *testing.B, api *testharness.SocialAPI) *social.Adapter {
+func newAdapter(b *testing.B, api *fakeapi.SocialAPI) *social.Adapter {
 	b.Helper()
 	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: newClient()})
 	if err != nil {
@@ -383,7 +384,7 @@ func BenchmarkExecute(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/c%d", d, conc), func(b *testing.B) {
 				n := testharness.StartNode(b, d)
 				store := openStore(b, n)
-				api := testharness.NewSocialAPI(b)
+				api := fakeapi.NewSocialAPI(b)
 				pc := producer.DefaultConfig()
 				pc.Actor = "bench"
 				p, err := producer.New(store, pc, adapter.Route{Name: route, Adapter: newAdapter(b, api), Policy: adapter.DefaultPolicy()})
@@ -475,7 +476,7 @@ const reconcileBatch = 64
 type reconcileWorld struct {
 	node  *testharness.Node
 	clock *testharness.ManualClock
-	api   *testharness.SocialAPI
+	api   *fakeapi.SocialAPI
 	route adapter.Route
 	store *ledger.Store
 	prod  *producer.Producer
@@ -486,7 +487,7 @@ func newReconcileWorld(b *testing.B) *reconcileWorld {
 	n := testharness.StartNode(b, reconcileDurability)
 	clock := testharness.NewManualClock(t0)
 	// Posts are visible at once (no eventual-consistency delay).
-	api := testharness.NewSocialAPI(b, testharness.WithSocialClock(clock.Now))
+	api := fakeapi.NewSocialAPI(b, fakeapi.WithSocialClock(clock.Now))
 	pol := adapter.DefaultPolicy()
 	pol.SearchBefore = events.Duration(5 * time.Minute)
 	pol.SearchAfter = events.Duration(30 * time.Minute)
@@ -515,7 +516,7 @@ func (w *reconcileWorld) unknownIntents(b *testing.B, count int) []string {
 		w.clock.Set(base)
 		lo, hi := g*reconcileGroup, min(count, (g+1)*reconcileGroup)
 		for range hi - lo {
-			w.api.Next(testharness.CommitThenDrop())
+			w.api.Next(fakeapi.CommitThenDrop())
 		}
 		var wg sync.WaitGroup
 		var failed atomic.Bool

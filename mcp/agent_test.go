@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/mcp"
-	"github.com/settle-dev/settle/testharness"
 )
 
 // TestAggressiveAgentOneEffectPerTask: an MCP client of the official SDK
@@ -21,7 +21,7 @@ import (
 // an error.
 func TestAggressiveAgentOneEffectPerTask(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	e.social.Next(testharness.CommitThenDrop())
+	e.social.Next(fakeapi.CommitThenDrop())
 	const tool = "submit_social_post"
 	args := submitArgs("task-1", "step-1", "hello from an impatient agent")
 

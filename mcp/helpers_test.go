@@ -23,6 +23,7 @@ import (
 	"github.com/settle-dev/settle/api"
 	"github.com/settle-dev/settle/consumers/reconcile"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/mcp"
@@ -66,7 +67,7 @@ type env struct {
 	t      testing.TB
 	ctx    context.Context
 	clock  *testharness.ManualClock
-	social *testharness.SocialAPI
+	social *fakeapi.SocialAPI
 	routes []adapter.Route
 	store  *ledger.Store
 	prod   *producer.Producer
@@ -93,7 +94,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	n := testharness.StartNode(t)
 	clock := testharness.NewManualClock(t0)
-	social := testharness.NewSocialAPI(t, testharness.WithSocialClock(clock.Now), testharness.WithSocialToken(routeSecret))
+	social := fakeapi.NewSocialAPI(t, fakeapi.WithSocialClock(clock.Now), fakeapi.WithSocialToken(routeSecret))
 	routes := o.routes
 	if routes == nil {
 		loaded, err := httproute.Load(filepath.Join("..", "examples", "routes", "social.yaml"), func(k string) (string, bool) {

@@ -10,9 +10,9 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/mcp"
-	"github.com/settle-dev/settle/testharness"
 )
 
 func toolNames(t testing.TB, cs *sdk.ClientSession) map[string]*sdk.Tool {
@@ -256,7 +256,7 @@ func TestEndpointNeedsAValidToken(t *testing.T) {
 // are refused naming the argument.
 func TestNeedsHumanThenResolve(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	e.social.Next(testharness.Duplicate().Dropped())
+	e.social.Next(fakeapi.Duplicate().Dropped())
 	agent := e.client(secretAgent)
 	var a mcp.Answer
 	call(t, agent, "submit_social_post", submitArgs("task-h", "step-1", "twice?"), &a)

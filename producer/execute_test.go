@@ -15,6 +15,7 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
@@ -27,7 +28,7 @@ var t0 = time.Date(2026, 7, 22, 9, 0, 0, 0, time.UTC)
 // real HTTP and a producer with one route "social_post".
 type env struct {
 	node *testharness.Node
-	api  *testharness.SocialAPI
+	api  *fakeapi.SocialAPI
 	ad   *social.Adapter
 	p    *producer.Producer
 }
@@ -35,7 +36,7 @@ type env struct {
 func newEnv(t *testing.T, mod ...func(*adapter.Route, *social.Config)) *env {
 	t.Helper()
 	n := testharness.StartNode(t)
-	api := testharness.NewSocialAPI(t)
+	api := fakeapi.NewSocialAPI(t)
 	cfg := social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}}
 	route := adapter.Route{Name: "social_post", Policy: adapter.DefaultPolicy()}
 	for _, m := range mod {
@@ -189,7 +190,7 @@ func TestExecuteTimeoutAfterCommitIsUnknownWithWriteStartedFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.api.Next(testharness.CommitThenDrop())
+	e.api.Next(fakeapi.CommitThenDrop())
 	res, err := p.Execute(context.Background(), req("task:1", "hello"))
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +204,7 @@ func TestExecuteTimeoutAfterCommitIsUnknownWithWriteStartedFirst(t *testing.T) {
 		t.Fatalf("WriteStarted was not on the log when the request was made: %v", pr.started)
 	}
 	// A client timeout while the server holds the response: unknown too.
-	e.api.Next(testharness.Delay(5 * time.Second))
+	e.api.Next(fakeapi.Delay(5 * time.Second))
 	res, err = p.Execute(context.Background(), req("task:2", "slow"))
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +217,7 @@ func TestExecuteTimeoutAfterCommitIsUnknownWithWriteStartedFirst(t *testing.T) {
 
 func TestExecuteResetBeforeCommitIsUnknown(t *testing.T) {
 	e := newEnv(t)
-	e.api.Next(testharness.ResetBeforeCommit())
+	e.api.Next(fakeapi.ResetBeforeCommit())
 	res, err := e.p.Execute(context.Background(), req("task:1", "hello"))
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +243,7 @@ func TestExecuteStatusClassification(t *testing.T) {
 	}
 	e := newEnv(t)
 	for i, c := range cases {
-		e.api.Next(testharness.Status(c.code))
+		e.api.Next(fakeapi.Status(c.code))
 		res, err := e.p.Execute(context.Background(), req("status:"+string(rune('a'+i)), "x"))
 		if err != nil {
 			t.Fatal(err)
@@ -308,7 +309,7 @@ func TestExecuteDifferentPayloadIsRefused(t *testing.T) {
 	}
 	// The mismatch is refused before any write even if the first never
 	// reached the API.
-	e.api.Next(testharness.Status(400))
+	e.api.Next(fakeapi.Status(400))
 	if _, err := e.p.Execute(context.Background(), req("task:9", "a")); err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +343,7 @@ func TestExecuteDryRunWritesNothing(t *testing.T) {
 
 func TestExecuteCancelledMidCallRecordsUnknown(t *testing.T) {
 	e := newEnv(t)
-	e.api.Next(testharness.Delay(3 * time.Second))
+	e.api.Next(fakeapi.Delay(3 * time.Second))
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		for e.api.Writes() == 0 {

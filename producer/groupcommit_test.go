@@ -14,6 +14,7 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
@@ -80,7 +81,7 @@ func (c *countingAdapter) Write(ctx context.Context, req adapter.WriteRequest) (
 func TestExecuteRecordsAndStartsInOneBatch(t *testing.T) {
 	n := testharness.StartNode(t)
 	s := batchStore(t, n.JS, 1) // every flush an atomic batch, to count them
-	api := testharness.NewSocialAPI(t)
+	api := fakeapi.NewSocialAPI(t)
 	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +119,7 @@ func TestConcurrentExecutesDifferentPayloadsThroughBatches(t *testing.T) {
 	for round := 0; round < 3; round++ {
 		n := testharness.StartNode(t)
 		s := batchStore(t, n.JS, 2)
-		api := testharness.NewSocialAPI(t)
+		api := fakeapi.NewSocialAPI(t)
 		ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
 		if err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
@@ -23,7 +24,7 @@ import (
 func TestConcurrentExecutesWithIdenticalEventsWriteOnce(t *testing.T) {
 	for round := 0; round < 5; round++ {
 		n := testharness.StartNode(t)
-		api := testharness.NewSocialAPI(t)
+		api := fakeapi.NewSocialAPI(t)
 		ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
 		if err != nil {
 			t.Fatal(err)

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/producer"
-	"github.com/settle-dev/settle/testharness"
 )
 
 func TestToolCallKeysComeFromTaskAndStep(t *testing.T) {
@@ -15,7 +15,7 @@ func TestToolCallKeysComeFromTaskAndStep(t *testing.T) {
 	ctx := context.Background()
 	call := producer.ToolCall{Task: "agent-run-17", Step: "post-summary", Route: "social_post", Account: "acct_1",
 		Payload: json.RawMessage(`{"body":"summary"}`)}
-	e.api.Next(testharness.CommitThenDrop())
+	e.api.Next(fakeapi.CommitThenDrop())
 	first, err := e.p.Call(ctx, call)
 	if err != nil {
 		t.Fatal(err)

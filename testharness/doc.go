@@ -1,9 +1,12 @@
-// Package testharness holds what tests and benchmarks run against: embedded
-// nats-server nodes (single, restartable, and 3-node clusters on loopback,
-// each with a t.TempDir() store), fake external APIs served over real HTTP
-// that count effects and fail on purpose, a seeded simulation and the
-// invariant checks it asserts.
+// Package testharness holds what tests and benchmarks run against:
+// embedded nats-server nodes (single, restartable, and 3-node clusters on
+// loopback, each with a t.TempDir() store), a manual clock, hand-built
+// histories on a real stream (HandLog: legal events through the fsm, and
+// planted ones the audit must find), and assertions on errors and
+// secrets. The fake external APIs are package fakeapi's.
 //
-// It never mocks NATS. Only tests, benchmarks and the self-contained
-// `settle demo` import it; the settle service (serve) never does.
+// It never mocks NATS. Only tests and benchmarks import it: the settle
+// binary never links it, nor package testing.
+//
+// It must never import: consumers/..., api, mcp, cmd/....
 package testharness

@@ -14,6 +14,7 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/booking"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/testharness"
 )
 
@@ -25,11 +26,11 @@ const approved = `{"booking_id":"B-001","expected_version":7,"change":{"start":"
 
 var t0 = time.Date(2026, 11, 12, 5, 0, 0, 0, time.UTC)
 
-func newAPI(t *testing.T, opts ...testharness.BookingOption) (*testharness.BookingAPI, *testharness.ManualClock) {
+func newAPI(t *testing.T, opts ...fakeapi.BookingOption) (*fakeapi.BookingAPI, *testharness.ManualClock) {
 	t.Helper()
 	clock := testharness.NewManualClock(t0)
-	api := testharness.NewBookingAPI(t, append([]testharness.BookingOption{
-		testharness.WithBookingToken(token), testharness.WithBookingClock(clock.Now)}, opts...)...)
+	api := fakeapi.NewBookingAPI(t, append([]fakeapi.BookingOption{
+		fakeapi.WithBookingToken(token), fakeapi.WithBookingClock(clock.Now)}, opts...)...)
 	api.Seed("B-001", 7, map[string]any{"room": "A", "start": "14:00", "end": "15:00"})
 	return api, clock
 }
@@ -104,7 +105,7 @@ func TestWriteCommitThenDrop(t *testing.T) {
 	api, _ := newAPI(t)
 	a := newAdapter(t, api.URL(), nil)
 	ctx := context.Background()
-	api.Next(testharness.CommitThenDrop())
+	api.Next(fakeapi.CommitThenDrop())
 	_, err := a.Write(ctx, writeReq(t, approved, 1))
 	if ce := callError(t, err); ce.Class != adapter.Unknown {
 		t.Fatalf("got %+v", ce)
@@ -131,10 +132,10 @@ func TestWriteCommitThenDrop(t *testing.T) {
 // The request never reached the service: Unknown (it was written), no
 // effect, and the status query finds nothing.
 func TestWriteResetBeforeCommit(t *testing.T) {
-	api, clock := newAPI(t, testharness.WithBookingReflectionDelay(30*time.Second))
+	api, clock := newAPI(t, fakeapi.WithBookingReflectionDelay(30*time.Second))
 	a := newAdapter(t, api.URL(), func(c *booking.Config) { c.ReflectionDelay = 30 * time.Second })
 	ctx := context.Background()
-	api.Next(testharness.ResetBeforeCommit())
+	api.Next(fakeapi.ResetBeforeCommit())
 	_, err := a.Write(ctx, writeReq(t, approved, 1))
 	if ce := callError(t, err); ce.Class != adapter.Unknown {
 		t.Fatalf("got %+v", ce)
@@ -187,7 +188,7 @@ func TestWriteKeyReusedWithOtherPayload(t *testing.T) {
 }
 
 func TestWriteProcessing(t *testing.T) {
-	api, clock := newAPI(t, testharness.WithBookingProcessingFor(time.Minute))
+	api, clock := newAPI(t, fakeapi.WithBookingProcessingFor(time.Minute))
 	a := newAdapter(t, api.URL(), nil)
 	ctx := context.Background()
 	req := writeReq(t, approved, 1)
@@ -212,7 +213,7 @@ func TestWriteProcessing(t *testing.T) {
 func TestWriteNeverComplete(t *testing.T) {
 	api, clock := newAPI(t)
 	a := newAdapter(t, api.URL(), nil)
-	api.Next(testharness.NeverComplete())
+	api.Next(fakeapi.NeverComplete())
 	if _, err := a.Write(context.Background(), writeReq(t, approved, 1)); callError(t, err).Class != adapter.Unknown {
 		t.Fatalf("got %v", err)
 	}
@@ -227,7 +228,7 @@ func TestWriteFailDefinite(t *testing.T) {
 	t.Run("nothing applied", func(t *testing.T) {
 		api, _ := newAPI(t)
 		a := newAdapter(t, api.URL(), nil)
-		api.Next(testharness.FailDefinite(422, nil))
+		api.Next(fakeapi.FailDefinite(422, nil))
 		_, err := a.Write(context.Background(), writeReq(t, approved, 1))
 		if ce := callError(t, err); ce.Class != adapter.Rejected || ce.Code != "change_failed" || ce.StatusCode != 422 {
 			t.Fatalf("got %+v", ce)
@@ -241,7 +242,7 @@ func TestWriteFailDefinite(t *testing.T) {
 		api, _ := newAPI(t)
 		a := newAdapter(t, api.URL(), nil)
 		// Even a 4xx is no proof of "nothing happened" when effects remain.
-		api.Next(testharness.FailDefinite(400, []string{"room_released", "email_sent"}))
+		api.Next(fakeapi.FailDefinite(400, []string{"room_released", "email_sent"}))
 		_, err := a.Write(context.Background(), writeReq(t, approved, 1))
 		if ce := callError(t, err); ce.Class != adapter.Unknown || ce.Code != "failed_with_partial_effects" || ce.StatusCode != 400 {
 			t.Fatalf("got %+v", ce)
@@ -271,7 +272,7 @@ func TestWriteStatuses(t *testing.T) {
 		{502, adapter.Unknown, false},
 		{503, adapter.Unknown, false},
 	} {
-		api.Next(testharness.Status(tc.code))
+		api.Next(fakeapi.Status(tc.code))
 		_, err := a.Write(context.Background(), writeReq(t, approved, 1))
 		ce := callError(t, err)
 		if ce.Class != tc.class || ce.Retryable != tc.retryable || ce.StatusCode != tc.code {
@@ -303,7 +304,7 @@ func TestWriteLateArrival(t *testing.T) {
 		c.Client = &http.Client{Timeout: 200 * time.Millisecond}
 	})
 	ctx := context.Background()
-	api.Next(testharness.HoldForLateArrival())
+	api.Next(fakeapi.HoldForLateArrival())
 	_, err := a.Write(ctx, writeReq(t, approved, 1))
 	if ce := callError(t, err); ce.Class != adapter.Unknown {
 		t.Fatalf("T-001: %+v", ce)
@@ -324,7 +325,7 @@ func TestWriteLateArrival(t *testing.T) {
 }
 
 func TestStatusReflectionDelayAndLaterChange(t *testing.T) {
-	api, clock := newAPI(t, testharness.WithBookingReflectionDelay(20*time.Second))
+	api, clock := newAPI(t, fakeapi.WithBookingReflectionDelay(20*time.Second))
 	a := newAdapter(t, api.URL(), func(c *booking.Config) { c.ReflectionDelay = 20 * time.Second })
 	ctx := context.Background()
 	req := writeReq(t, approved, 1)

@@ -11,17 +11,18 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/booking"
 	"github.com/settle-dev/settle/adapter/httproute"
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/testharness"
 )
 
 const reflection = 5 * time.Second
 
-func bookingPair(t *testing.T, opts ...testharness.BookingOption) (*testharness.BookingAPI, *testharness.ManualClock, *httproute.Adapter, *booking.Adapter) {
+func bookingPair(t *testing.T, opts ...fakeapi.BookingOption) (*fakeapi.BookingAPI, *testharness.ManualClock, *httproute.Adapter, *booking.Adapter) {
 	t.Helper()
 	clock := testharness.NewManualClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
-	opts = append([]testharness.BookingOption{testharness.WithBookingToken(secretToken), testharness.WithBookingClock(clock.Now),
-		testharness.WithBookingReflectionDelay(reflection)}, opts...)
-	api := testharness.NewBookingAPI(t, opts...)
+	opts = append([]fakeapi.BookingOption{fakeapi.WithBookingToken(secretToken), fakeapi.WithBookingClock(clock.Now),
+		fakeapi.WithBookingReflectionDelay(reflection)}, opts...)
+	api := fakeapi.NewBookingAPI(t, opts...)
 	gen := loadExample(t, "booking.yaml", api.URL())
 	hand, err := booking.New(booking.Config{BaseURL: api.URL(), Token: secretToken, KeyRetention: 24 * time.Hour, ReflectionDelay: reflection})
 	if err != nil {
@@ -161,7 +162,7 @@ func TestBookingParity(t *testing.T) {
 	}
 
 	// Lost response and transport faults.
-	for _, f := range []testharness.Fault{testharness.CommitThenDrop(), testharness.ResetBeforeCommit(), testharness.Status(503), testharness.Status(429)} {
+	for _, f := range []fakeapi.Fault{fakeapi.CommitThenDrop(), fakeapi.ResetBeforeCommit(), fakeapi.Status(503), fakeapi.Status(429)} {
 		api.Seed("B-f", 1, map[string]any{})
 		api.Next(f)
 		_, errG := gen.Write(bg, writeReq(10, "acct", "", bookingPayload(t, gen, "B-f", 1, `{"x":1}`)))
@@ -175,7 +176,7 @@ func TestBookingParity(t *testing.T) {
 // TestBookingProcessingAndFailed: 202 and failures with partial effects
 // are unknown at write time; Status then says processing or failed.
 func TestBookingProcessingAndFailed(t *testing.T) {
-	api, clock, gen, hand := bookingPair(t, testharness.WithBookingProcessingFor(time.Hour))
+	api, clock, gen, hand := bookingPair(t, fakeapi.WithBookingProcessingFor(time.Hour))
 	api.Seed("B-1", 1, map[string]any{"seat": "12A"})
 
 	req := writeReq(1, "acct", "", bookingPayload(t, gen, "B-1", 1, `{"seat":"14C"}`))
@@ -196,7 +197,7 @@ func TestBookingProcessingAndFailed(t *testing.T) {
 	}
 
 	api.Seed("B-2", 1, map[string]any{"seat": "1A"})
-	api.Next(testharness.FailDefinite(500, []string{"email_sent", "hold_released"}))
+	api.Next(fakeapi.FailDefinite(500, []string{"email_sent", "hold_released"}))
 	failing := writeReq(2, "acct", "", bookingPayload(t, gen, "B-2", 1, `{"seat":"3C"}`))
 	_, err = gen.Write(bg, failing)
 	if ce := callError(t, err); ce.Class != adapter.Unknown { // 202 first: it fails when processing ends
@@ -215,7 +216,7 @@ func TestBookingFailsWithPartialEffects(t *testing.T) {
 	api, _, gen, hand := bookingPair(t)
 	for i, a := range []adapter.Adapter{gen, hand} {
 		api.Seed("B-1", 1, nil)
-		api.Next(testharness.FailDefinite(400, []string{"email_sent"}))
+		api.Next(fakeapi.FailDefinite(400, []string{"email_sent"}))
 		_, err := a.Write(bg, writeReq(i, "acct", "", bookingPayload(t, gen, "B-1", 1, `{"seat":"3C"}`)))
 		if ce := callError(t, err); ce.Class != adapter.Unknown || ce.Code != "failed_with_partial_effects" {
 			t.Fatalf("%v: %+v", a, *ce)

@@ -10,14 +10,14 @@ import (
 
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/payment"
-	"github.com/settle-dev/settle/testharness"
+	"github.com/settle-dev/settle/fakeapi"
 )
 
 // TestPaymentParity: the payment example drives the Stripe-style fake
 // like adapter/payment: charge, 409 in flight, 422 reuse, lookup by key,
 // readback.
 func TestPaymentParity(t *testing.T) {
-	api := testharness.NewPaymentAPI(t, testharness.WithPaymentToken(secretToken))
+	api := fakeapi.NewPaymentAPI(t, fakeapi.WithPaymentToken(secretToken))
 	gen := loadExample(t, "payment.yaml", api.URL())
 	hand, err := payment.New(payment.Config{BaseURL: api.URL(), Token: secretToken, KeyRetention: 24 * time.Hour})
 	if err != nil {
@@ -83,15 +83,15 @@ func TestPaymentParity(t *testing.T) {
 	}
 
 	// A definite rejection carries the API's code.
-	api.Next(testharness.Status(400))
+	api.Next(fakeapi.Status(400))
 	_, errG = gen.Write(bg, writeReq(5, "acct", "", pl))
-	api.Next(testharness.Status(400))
+	api.Next(fakeapi.Status(400))
 	_, errH = hand.Write(bg, writeReq(6, "acct", "", pl))
 	sameClass(t, "400", errG, errH)
 	if ce := callError(t, errG); ce.Code != "injected" {
 		t.Fatalf("400: %+v", *ce)
 	}
-	for _, f := range []testharness.Fault{testharness.CommitThenDrop(), testharness.Status(500), testharness.Status(429)} {
+	for _, f := range []fakeapi.Fault{fakeapi.CommitThenDrop(), fakeapi.Status(500), fakeapi.Status(429)} {
 		api.Next(f)
 		_, errG := gen.Write(bg, writeReq(7, "acct", "", pl))
 		api.Next(f)
@@ -103,11 +103,11 @@ func TestPaymentParity(t *testing.T) {
 // TestPaymentInFlight: a second attempt while the first is still executing
 // is answered 409: unknown, never a rejection.
 func TestPaymentInFlight(t *testing.T) {
-	api := testharness.NewPaymentAPI(t, testharness.WithPaymentToken(secretToken))
+	api := fakeapi.NewPaymentAPI(t, fakeapi.WithPaymentToken(secretToken))
 	gen := loadExample(t, "payment.yaml", api.URL())
 	pl, _ := gen.NormalizePayload(json.RawMessage(`{"amount":500,"currency":"eur","customer":"cus_9"}`))
 	req := writeReq(1, "acct", "", pl)
-	api.Next(testharness.Delay(300 * time.Millisecond))
+	api.Next(fakeapi.Delay(300 * time.Millisecond))
 	done := make(chan error, 1)
 	go func() {
 		_, err := gen.Write(bg, req)

@@ -16,6 +16,7 @@ import (
 	"github.com/settle-dev/settle/adapter/httproute"
 	"github.com/settle-dev/settle/consumers/reconcile"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
@@ -153,16 +154,16 @@ func countTypes(ts []events.Type, t events.Type) int {
 // TestGitHubFileFaults: lost response, lost request and look-alikes of
 // the GitHub issue comments route, end to end.
 func TestGitHubFileFaults(t *testing.T) {
-	setup := func(t *testing.T) (*e2e, *testharness.GitHubAPI) {
+	setup := func(t *testing.T) (*e2e, *fakeapi.GitHubAPI) {
 		clock := testharness.NewManualClock(rt0)
-		api := testharness.NewGitHubAPI(t, testharness.WithGitHubToken(secretToken), testharness.WithGitHubClock(clock.Now))
+		api := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubToken(secretToken), fakeapi.WithGitHubClock(clock.Now))
 		return newE2E(t, "github_comments.yaml", githubEnv(api), clock), api
 	}
 	body := `{"body":"Build #42 passed"}`
 
 	t.Run("lost_response", func(t *testing.T) {
 		w, api := setup(t)
-		api.Next(testharness.CommitThenDrop())
+		api.Next(fakeapi.CommitThenDrop())
 		res := w.execute("deploy-1", api.UserID(), "7", body)
 		if res.State != fsm.Unknown || api.Effects() != 1 {
 			t.Fatalf("after the write: %s, %d effects", res.State, api.Effects())
@@ -176,7 +177,7 @@ func TestGitHubFileFaults(t *testing.T) {
 
 	t.Run("lost_request", func(t *testing.T) {
 		w, api := setup(t)
-		api.Next(testharness.ResetBeforeCommit())
+		api.Next(fakeapi.ResetBeforeCommit())
 		res := w.execute("deploy-2", api.UserID(), "7", body)
 		if res.State != fsm.Unknown || api.Effects() != 0 {
 			t.Fatalf("after the write: %s, %d effects", res.State, api.Effects())
@@ -198,7 +199,7 @@ func TestGitHubFileFaults(t *testing.T) {
 		a := w.execute("review-a", api.UserID(), "9", body)
 		w.confirmedAs(w.settle(a.IntentID), "1001")
 		w.clock.Advance(time.Second)
-		api.Next(testharness.ResetBeforeCommit())
+		api.Next(fakeapi.ResetBeforeCommit())
 		b := w.execute("review-b", api.UserID(), "9", body)
 		ib := w.settle(b.IntentID)
 		if api.Effects() != 2 || api.EffectsContaining(b.IntentID) != 1 || api.EffectsContaining(a.IntentID) != 1 {
@@ -215,9 +216,9 @@ func TestGitHubFileFaults(t *testing.T) {
 		// second before settle's request is lost: it is never confirmed as
 		// ours, and nothing is posted over it; a human decides.
 		w, api := setup(t)
-		api.Inject(testharness.GitHubComment{Issue: 7, Body: "Build #42 passed"})
+		api.Inject(fakeapi.GitHubComment{Issue: 7, Body: "Build #42 passed"})
 		w.clock.Advance(time.Second)
-		api.Next(testharness.ResetBeforeCommit())
+		api.Next(fakeapi.ResetBeforeCommit())
 		res := w.execute("deploy-3", api.UserID(), "7", body)
 		i := w.settle(res.IntentID)
 		if i.State != fsm.ManualAction || i.ManualReason != events.ReasonNearMatch || api.Effects() != 0 {
@@ -273,16 +274,16 @@ func slackSettled(t *testing.T, w *e2e, i *fsm.Intent, want string) {
 
 // TestSlackFileFaults: the same faults on the Slack route.
 func TestSlackFileFaults(t *testing.T) {
-	setup := func(t *testing.T) (*e2e, *testharness.SlackAPI) {
+	setup := func(t *testing.T) (*e2e, *fakeapi.SlackAPI) {
 		clock := testharness.NewManualClock(rt0)
-		api := testharness.NewSlackAPI(t, testharness.WithSlackToken(secretToken), testharness.WithSlackClock(clock.Now))
+		api := fakeapi.NewSlackAPI(t, fakeapi.WithSlackToken(secretToken), fakeapi.WithSlackClock(clock.Now))
 		return newE2E(t, "slack_message.yaml", slackEnv(api), clock), api
 	}
 	text := `{"text":"Release 2.0 is live"}`
 
 	t.Run("lost_response", func(t *testing.T) {
 		w, api := setup(t)
-		api.Next(testharness.CommitThenDrop())
+		api.Next(fakeapi.CommitThenDrop())
 		res := w.execute("rel-1", api.UserID(), "", text)
 		if res.State != fsm.Unknown || api.Effects() != 1 {
 			t.Fatalf("after the write: %s, %d effects", res.State, api.Effects())
@@ -296,7 +297,7 @@ func TestSlackFileFaults(t *testing.T) {
 
 	t.Run("lost_request", func(t *testing.T) {
 		w, api := setup(t)
-		api.Next(testharness.ResetBeforeCommit())
+		api.Next(fakeapi.ResetBeforeCommit())
 		res := w.execute("rel-2", api.UserID(), "", text)
 		if res.State != fsm.Unknown || api.Effects() != 0 {
 			t.Fatalf("after the write: %s, %d effects", res.State, api.Effects())
@@ -314,10 +315,10 @@ func TestSlackFileFaults(t *testing.T) {
 		// names another intent, posted a second before our lost request.
 		w, api := setup(t)
 		other := events.IntentID("default", "slack_message", "rel-0")
-		api.Inject(testharness.SlackMessage{Channel: "C0SETTLE", Text: "Release 2.0 is live",
+		api.Inject(fakeapi.SlackMessage{Channel: "C0SETTLE", Text: "Release 2.0 is live",
 			Metadata: json.RawMessage(`{"event_type":"settle_intent","event_payload":{"settle_intent":"` + other + `"}}`)})
 		w.clock.Advance(time.Second)
-		api.Next(testharness.ResetBeforeCommit())
+		api.Next(fakeapi.ResetBeforeCommit())
 		res := w.execute("rel-3", api.UserID(), "", text)
 		i := w.settle(res.IntentID)
 		if api.Effects() != 1 || api.EffectsWithMetadata(res.IntentID) != 1 {
@@ -330,17 +331,17 @@ func TestSlackFileFaults(t *testing.T) {
 // TestStripeFileFaults: the same faults on the Stripe route (a status
 // query by metadata, an idempotency key): a retry is Stripe's replay.
 func TestStripeFileFaults(t *testing.T) {
-	setup := func(t *testing.T) (*e2e, *testharness.StripeAPI) {
+	setup := func(t *testing.T) (*e2e, *fakeapi.StripeAPI) {
 		clock := testharness.NewManualClock(rt0)
-		api := testharness.NewStripeAPI(t, testharness.WithStripeToken(secretToken), testharness.WithStripeClock(clock.Now),
-			testharness.WithStripeSearchLag(20*time.Second))
+		api := fakeapi.NewStripeAPI(t, fakeapi.WithStripeToken(secretToken), fakeapi.WithStripeClock(clock.Now),
+			fakeapi.WithStripeSearchLag(20*time.Second))
 		return newE2E(t, "stripe_payment_intent.yaml", stripeEnv(api), clock), api
 	}
 	pay := `{"amount":4200,"currency":"jpy","customer":"cus_K1","payment_method":"pm_card_visa"}`
 
 	t.Run("lost_response", func(t *testing.T) {
 		w, api := setup(t)
-		api.Next(testharness.CommitThenDrop())
+		api.Next(fakeapi.CommitThenDrop())
 		res := w.execute("order-1", api.AccountID(), "", pay)
 		if res.State != fsm.Unknown || api.Effects() != 1 {
 			t.Fatalf("after the write: %s, %d effects", res.State, api.Effects())
@@ -354,7 +355,7 @@ func TestStripeFileFaults(t *testing.T) {
 
 	t.Run("lost_request", func(t *testing.T) {
 		w, api := setup(t)
-		api.Next(testharness.ResetBeforeCommit())
+		api.Next(fakeapi.ResetBeforeCommit())
 		res := w.execute("order-2", api.AccountID(), "", pay)
 		i := w.settle(res.IntentID)
 		w.confirmedAs(i, api.PaymentIntents()[0].ID)
@@ -371,10 +372,10 @@ func TestStripeFileFaults(t *testing.T) {
 		// honoured; Stripe replays the first result, nothing is paid twice,
 		// and the payment is verified once search catches up.
 		clock := testharness.NewManualClock(rt0)
-		api := testharness.NewStripeAPI(t, testharness.WithStripeToken(secretToken), testharness.WithStripeClock(clock.Now),
-			testharness.WithStripeSearchLag(3*time.Minute))
+		api := fakeapi.NewStripeAPI(t, fakeapi.WithStripeToken(secretToken), fakeapi.WithStripeClock(clock.Now),
+			fakeapi.WithStripeSearchLag(3*time.Minute))
 		w := newE2E(t, "stripe_payment_intent.yaml", stripeEnv(api), clock)
-		api.Next(testharness.CommitThenDrop())
+		api.Next(fakeapi.CommitThenDrop())
 		res := w.execute("order-3", api.AccountID(), "", pay)
 		i := w.settle(res.IntentID)
 		w.confirmedAs(i, api.PaymentIntents()[0].ID)
@@ -390,7 +391,7 @@ func TestStripeFileFaults(t *testing.T) {
 		w, api := setup(t)
 		a := w.execute("order-a", api.AccountID(), "", pay)
 		w.clock.Advance(time.Second)
-		api.Next(testharness.ResetBeforeCommit())
+		api.Next(fakeapi.ResetBeforeCommit())
 		b := w.execute("order-b", api.AccountID(), "", pay)
 		ib := w.settle(b.IntentID)
 		pis := api.PaymentIntents()

@@ -13,6 +13,7 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/httproute"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/testharness"
 )
 
@@ -22,15 +23,15 @@ import (
 
 var rt0 = time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC)
 
-func githubEnv(api *testharness.GitHubAPI) map[string]string {
+func githubEnv(api *fakeapi.GitHubAPI) map[string]string {
 	return map[string]string{"GITHUB_API_URL": api.URL(), "GITHUB_REPOSITORY": "octo-org/hello-world", "GITHUB_TOKEN": secretToken}
 }
 
-func slackEnv(api *testharness.SlackAPI) map[string]string {
+func slackEnv(api *fakeapi.SlackAPI) map[string]string {
 	return map[string]string{"SLACK_API_URL": api.URL(), "SLACK_BOT_TOKEN": secretToken}
 }
 
-func stripeEnv(api *testharness.StripeAPI) map[string]string {
+func stripeEnv(api *fakeapi.StripeAPI) map[string]string {
 	return map[string]string{"STRIPE_API_URL": api.URL(), "STRIPE_SECRET_KEY": secretToken}
 }
 
@@ -64,9 +65,9 @@ func normalized(t testing.TB, a adapter.PayloadNormalizer, raw string) json.RawM
 }
 
 func TestRealAPIExamplesAreValid(t *testing.T) {
-	gh := testharness.NewGitHubAPI(t)
-	sl := testharness.NewSlackAPI(t)
-	st := testharness.NewStripeAPI(t)
+	gh := fakeapi.NewGitHubAPI(t)
+	sl := fakeapi.NewSlackAPI(t)
+	st := fakeapi.NewStripeAPI(t)
 	for name, env := range map[string]map[string]string{
 		"github_comments.yaml": githubEnv(gh), "slack_message.yaml": slackEnv(sl), "stripe_payment_intent.yaml": stripeEnv(st),
 	} {
@@ -97,7 +98,7 @@ func TestRealAPIExamplesAreValid(t *testing.T) {
 // marker read and removed), readback with visibility from the page probe.
 func TestGitHubRoute(t *testing.T) {
 	clock := testharness.NewManualClock(rt0)
-	api := testharness.NewGitHubAPI(t, testharness.WithGitHubToken(secretToken), testharness.WithGitHubClock(clock.Now))
+	api := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubToken(secretToken), fakeapi.WithGitHubClock(clock.Now))
 	a := buildFile(t, "github_comments.yaml", githubEnv(api), clock.Now)
 
 	if id, err := a.Identity(bg); err != nil || id != api.UserID() {
@@ -145,14 +146,14 @@ func TestGitHubRoute(t *testing.T) {
 	}
 
 	// A comment made in the window but not by settle carries no marker.
-	api.Inject(testharness.GitHubComment{Issue: 7, Body: "Deployed **v1.2**"})
+	api.Inject(fakeapi.GitHubComment{Issue: 7, Body: "Deployed **v1.2**"})
 	recs, _ = a.Search(bg, adapter.SearchQuery{Account: api.UserID(), From: rt0.Add(-time.Minute), To: rt0.Add(time.Minute)})
 	if len(recs) != 2 || recs[1].CorrelationID != "" || hashOf(t, recs[1].Payload) != hashOf(t, pl) {
 		t.Fatalf("a comment without a marker: %+v", recs)
 	}
 
 	// A private repository's page is not public.
-	priv := testharness.NewGitHubAPI(t, testharness.WithGitHubToken(secretToken), testharness.WithGitHubPrivateRepo())
+	priv := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubToken(secretToken), fakeapi.WithGitHubPrivateRepo())
 	pa := buildFile(t, "github_comments.yaml", githubEnv(priv), nil)
 	if _, err := pa.Write(bg, writeReq(2, priv.UserID(), "1", pl)); err != nil {
 		t.Fatal(err)
@@ -171,10 +172,10 @@ func TestGitHubRoute(t *testing.T) {
 // never a shorter list; a next link to another origin is refused.
 func TestLinkHeaderPagination(t *testing.T) {
 	clock := testharness.NewManualClock(rt0)
-	api := testharness.NewGitHubAPI(t, testharness.WithGitHubToken(secretToken), testharness.WithGitHubClock(clock.Now))
+	api := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubToken(secretToken), fakeapi.WithGitHubClock(clock.Now))
 	a := buildFile(t, "github_comments.yaml", githubEnv(api), clock.Now, "per_page=100", "per_page=2")
 	for i := 0; i < 7; i++ {
-		api.Inject(testharness.GitHubComment{Issue: 1 + i%3, Body: "c" + itoa(i)})
+		api.Inject(fakeapi.GitHubComment{Issue: 1 + i%3, Body: "c" + itoa(i)})
 		clock.Advance(time.Second)
 	}
 	q := adapter.SearchQuery{Account: api.UserID(), From: rt0.Add(-time.Minute), To: rt0.Add(time.Hour)}
@@ -209,7 +210,7 @@ func TestLinkHeaderPagination(t *testing.T) {
 func TestMarkerTellsLookAlikesApart(t *testing.T) {
 	clock := testharness.NewManualClock(rt0)
 	t.Run("github", func(t *testing.T) {
-		api := testharness.NewGitHubAPI(t, testharness.WithGitHubToken(secretToken), testharness.WithGitHubClock(clock.Now))
+		api := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubToken(secretToken), fakeapi.WithGitHubClock(clock.Now))
 		a := buildFile(t, "github_comments.yaml", githubEnv(api), clock.Now)
 		pl := normalized(t, a, `{"body":"LGTM"}`)
 		r1, r2 := writeReq(11, api.UserID(), "3", pl), writeReq(12, api.UserID(), "3", pl)
@@ -229,7 +230,7 @@ func TestMarkerTellsLookAlikesApart(t *testing.T) {
 		}
 	})
 	t.Run("slack", func(t *testing.T) {
-		api := testharness.NewSlackAPI(t, testharness.WithSlackToken(secretToken), testharness.WithSlackClock(clock.Now))
+		api := fakeapi.NewSlackAPI(t, fakeapi.WithSlackToken(secretToken), fakeapi.WithSlackClock(clock.Now))
 		a := buildFile(t, "slack_message.yaml", slackEnv(api), clock.Now)
 		pl := normalized(t, a, `{"text":"build green"}`)
 		r1, r2 := writeReq(21, api.UserID(), "", pl), writeReq(22, api.UserID(), "", pl)
@@ -266,9 +267,9 @@ func lookAlikes(t *testing.T, recs []adapter.Record, pl json.RawMessage, first, 
 // credential's identity is refused before anything is sent (the API sees
 // no write); an identity that cannot be read is a retryable not-sent.
 func TestIdentityMismatchWritesNothing(t *testing.T) {
-	gh := testharness.NewGitHubAPI(t, testharness.WithGitHubToken(secretToken))
-	sl := testharness.NewSlackAPI(t, testharness.WithSlackToken(secretToken))
-	st := testharness.NewStripeAPI(t, testharness.WithStripeToken(secretToken))
+	gh := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubToken(secretToken))
+	sl := fakeapi.NewSlackAPI(t, fakeapi.WithSlackToken(secretToken))
+	st := fakeapi.NewStripeAPI(t, fakeapi.WithStripeToken(secretToken))
 	cases := []struct {
 		name    string
 		a       *httproute.Adapter
@@ -297,7 +298,7 @@ func TestIdentityMismatchWritesNothing(t *testing.T) {
 	}
 
 	// The identity cannot be read: nothing is sent, and it may be retried.
-	dead := testharness.NewGitHubAPIServer(testharness.GitHubConfig{Token: secretToken})
+	dead := fakeapi.NewGitHubAPIServer(fakeapi.GitHubConfig{Token: secretToken})
 	dead.Close()
 	a := buildFile(t, "github_comments.yaml", githubEnv(dead), nil)
 	_, err := a.Write(bg, writeReq(2, "4242", "1", normalized(t, a, `{"body":"x"}`)))
@@ -361,7 +362,7 @@ func TestIdentityRefresh(t *testing.T) {
 // readback of one message by its ts, declared readback checks.
 func TestSlackRoute(t *testing.T) {
 	clock := testharness.NewManualClock(rt0)
-	api := testharness.NewSlackAPI(t, testharness.WithSlackToken(secretToken), testharness.WithSlackClock(clock.Now))
+	api := fakeapi.NewSlackAPI(t, fakeapi.WithSlackToken(secretToken), fakeapi.WithSlackClock(clock.Now))
 	a := buildFile(t, "slack_message.yaml", slackEnv(api), clock.Now)
 	if err := a.CheckAccount(bg, api.UserID()); err != nil {
 		t.Fatal(err)
@@ -392,14 +393,14 @@ func TestSlackRoute(t *testing.T) {
 	}
 
 	for _, c := range []struct {
-		fault testharness.Fault
+		fault fakeapi.Fault
 		class adapter.Class
 		code  string
 		retry bool
 	}{
-		{testharness.Status(429), adapter.Rejected, "ratelimited", true},
-		{testharness.Status(500), adapter.Unknown, "slack_fatal_error", false},
-		{testharness.CommitThenDrop(), adapter.Unknown, "connection_reset", false},
+		{fakeapi.Status(429), adapter.Rejected, "ratelimited", true},
+		{fakeapi.Status(500), adapter.Unknown, "slack_fatal_error", false},
+		{fakeapi.CommitThenDrop(), adapter.Unknown, "connection_reset", false},
 	} {
 		api.Next(c.fault)
 		_, err := a.Write(bg, writeReq(2, api.UserID(), "", pl))
@@ -430,8 +431,8 @@ func normalizedErr(a adapter.PayloadNormalizer, raw string) (json.RawMessage, er
 // the lookup by metadata is not found until search catches up.
 func TestStripeRoute(t *testing.T) {
 	clock := testharness.NewManualClock(rt0)
-	api := testharness.NewStripeAPI(t, testharness.WithStripeToken(secretToken), testharness.WithStripeClock(clock.Now),
-		testharness.WithStripeSearchLag(30*time.Second))
+	api := fakeapi.NewStripeAPI(t, fakeapi.WithStripeToken(secretToken), fakeapi.WithStripeClock(clock.Now),
+		fakeapi.WithStripeSearchLag(30*time.Second))
 	a := buildFile(t, "stripe_payment_intent.yaml", stripeEnv(api), clock.Now)
 	if err := a.CheckAccount(bg, api.AccountID()); err != nil {
 		t.Fatal(err)

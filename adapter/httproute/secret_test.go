@@ -11,7 +11,7 @@ import (
 
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/httproute"
-	"github.com/settle-dev/settle/testharness"
+	"github.com/settle-dev/settle/fakeapi"
 )
 
 // TestSecretNeverLeaks sets SOCIAL_TOKEN in the environment and drives the
@@ -21,7 +21,7 @@ import (
 func TestSecretNeverLeaks(t *testing.T) {
 	t.Setenv("SOCIAL_TOKEN", secretToken)
 	// The fake wants another token: every authenticated call is a 401.
-	api := testharness.NewSocialAPI(t, testharness.WithSocialToken("another-token"))
+	api := fakeapi.NewSocialAPI(t, fakeapi.WithSocialToken("another-token"))
 	t.Setenv("SOCIAL_BASE_URL", api.URL())
 
 	routes, err := httproute.Load(exampleFile("social.yaml"), nil) // nil: os.LookupEnv
@@ -66,7 +66,7 @@ func TestSecretNeverLeaks(t *testing.T) {
 	noSecret(t, "invalid payload", err)
 
 	// Successful calls with the right token: records hold no secret either.
-	good := testharness.NewSocialAPI(t, testharness.WithSocialToken(secretToken))
+	good := fakeapi.NewSocialAPI(t, fakeapi.WithSocialToken(secretToken))
 	t.Setenv("SOCIAL_BASE_URL", good.URL())
 	g := loadExample(t, "social.yaml", good.URL())
 	res, err := g.Write(bg, writeReq(4, "acct", "", pl))

@@ -14,10 +14,10 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/httproute"
 	"github.com/settle-dev/settle/adapter/social"
-	"github.com/settle-dev/settle/testharness"
+	"github.com/settle-dev/settle/fakeapi"
 )
 
-func socialPair(t *testing.T, api *testharness.SocialAPI, omitsBody bool) (*httproute.Adapter, *social.Adapter) {
+func socialPair(t *testing.T, api *fakeapi.SocialAPI, omitsBody bool) (*httproute.Adapter, *social.Adapter) {
 	t.Helper()
 	var gen *httproute.Adapter
 	if omitsBody {
@@ -40,7 +40,7 @@ type content struct {
 	Assets                               []string
 }
 
-func postContent(p testharness.Post) content {
+func postContent(p fakeapi.Post) content {
 	return content{AuthorID: p.AuthorID, Body: p.Body, ParentID: p.ParentID, Visibility: p.Visibility, Assets: p.Assets}
 }
 
@@ -55,11 +55,11 @@ func TestSocialParity(t *testing.T) {
 			name = "listing_omits_body"
 		}
 		t.Run(name, func(t *testing.T) {
-			opts := []testharness.SocialOption{testharness.WithSocialToken(secretToken), testharness.WithSocialPageSize(2)}
+			opts := []fakeapi.SocialOption{fakeapi.WithSocialToken(secretToken), fakeapi.WithSocialPageSize(2)}
 			if omits {
-				opts = append(opts, testharness.WithOmitBodyInList())
+				opts = append(opts, fakeapi.WithOmitBodyInList())
 			}
-			api := testharness.NewSocialAPI(t, opts...)
+			api := fakeapi.NewSocialAPI(t, opts...)
 			gen, hand := socialPair(t, api, omits)
 			if g, h := gen.Capabilities(), hand.Capabilities(); g != h {
 				t.Fatalf("capabilities: generic %+v, hand-written %+v", g, h)
@@ -155,7 +155,7 @@ func TestSocialParity(t *testing.T) {
 					t.Fatalf("get %s: generic %+v %v, hand-written %+v %v", p.ID, g, e1, h, e2)
 				}
 				// The readback hashes like the intent it came from.
-				if want := hashOf(t, intents[slices.IndexFunc(posts, func(x testharness.Post) bool { return x.ID == p.ID })/2]); hashOf(t, g.Payload) != want {
+				if want := hashOf(t, intents[slices.IndexFunc(posts, func(x fakeapi.Post) bool { return x.ID == p.ID })/2]); hashOf(t, g.Payload) != want {
 					t.Fatalf("get %s: payload %s does not hash like its intent", p.ID, g.Payload)
 				}
 				cg, e1 := gen.Probe(bg, p.URL)
@@ -184,26 +184,26 @@ func TestSocialParity(t *testing.T) {
 // TestSocialFaults: every fault of the fake is classified by the generic
 // adapter exactly as by the hand-written one.
 func TestSocialFaults(t *testing.T) {
-	api := testharness.NewSocialAPI(t, testharness.WithSocialToken(secretToken))
+	api := fakeapi.NewSocialAPI(t, fakeapi.WithSocialToken(secretToken))
 	gen, hand := socialPair(t, api, false)
 	payload, _ := gen.NormalizePayload(json.RawMessage(`{"body":"fault"}`))
 	cases := []struct {
 		name  string
-		fault testharness.Fault
+		fault fakeapi.Fault
 		class adapter.Class
 	}{
-		{"commit_then_drop", testharness.CommitThenDrop(), adapter.Unknown},
-		{"reset_before_commit", testharness.ResetBeforeCommit(), adapter.Unknown},
-		{"draft_dropped", testharness.Draft().Dropped(), adapter.Unknown},
-		{"422", testharness.Status(422), adapter.Rejected},
-		{"400", testharness.Status(400), adapter.Rejected},
-		{"429", testharness.Status(429), adapter.Rejected},
-		{"409", testharness.Status(409), adapter.Unknown},
-		{"408", testharness.Status(408), adapter.Unknown},
-		{"500", testharness.Status(500), adapter.Unknown},
-		{"502", testharness.Status(502), adapter.Unknown},
-		{"501", testharness.Status(501), adapter.Rejected},
-		{"302", testharness.Status(302), adapter.Unknown},
+		{"commit_then_drop", fakeapi.CommitThenDrop(), adapter.Unknown},
+		{"reset_before_commit", fakeapi.ResetBeforeCommit(), adapter.Unknown},
+		{"draft_dropped", fakeapi.Draft().Dropped(), adapter.Unknown},
+		{"422", fakeapi.Status(422), adapter.Rejected},
+		{"400", fakeapi.Status(400), adapter.Rejected},
+		{"429", fakeapi.Status(429), adapter.Rejected},
+		{"409", fakeapi.Status(409), adapter.Unknown},
+		{"408", fakeapi.Status(408), adapter.Unknown},
+		{"500", fakeapi.Status(500), adapter.Unknown},
+		{"502", fakeapi.Status(502), adapter.Unknown},
+		{"501", fakeapi.Status(501), adapter.Rejected},
+		{"302", fakeapi.Status(302), adapter.Unknown},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -221,7 +221,7 @@ func TestSocialFaults(t *testing.T) {
 	t.Run("timeout_after_send", func(t *testing.T) {
 		var errs [2]error
 		for j, a := range []adapter.Adapter{gen, hand} {
-			api.Next(testharness.Delay(5 * time.Second))
+			api.Next(fakeapi.Delay(5 * time.Second))
 			ctx, cancel := context.WithTimeout(bg, 100*time.Millisecond)
 			_, errs[j] = a.Write(ctx, writeReq(300+j, "acct-f", "", payload))
 			cancel()
@@ -253,7 +253,7 @@ func TestSocialFaults(t *testing.T) {
 	})
 
 	t.Run("not_sent", func(t *testing.T) {
-		dead := testharness.NewSocialAPIServer(testharness.SocialConfig{Token: secretToken})
+		dead := fakeapi.NewSocialAPIServer(fakeapi.SocialConfig{Token: secretToken})
 		dead.Close()
 		g, h := socialPair(t, dead, false)
 		_, errG := g.Write(bg, writeReq(500, "acct", "", payload))

@@ -14,6 +14,7 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/payment"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/testharness"
 )
 
@@ -24,11 +25,11 @@ const charge = `{"amount":4900,"currency":"jpy","customer":"c_1","description":"
 
 var t0 = time.Date(2026, 8, 1, 9, 0, 0, 0, time.UTC)
 
-func newAPI(t *testing.T, opts ...testharness.PaymentOption) (*testharness.PaymentAPI, *testharness.ManualClock) {
+func newAPI(t *testing.T, opts ...fakeapi.PaymentOption) (*fakeapi.PaymentAPI, *testharness.ManualClock) {
 	t.Helper()
 	clock := testharness.NewManualClock(t0)
-	api := testharness.NewPaymentAPI(t, append([]testharness.PaymentOption{
-		testharness.WithPaymentToken(token), testharness.WithPaymentClock(clock.Now)}, opts...)...)
+	api := fakeapi.NewPaymentAPI(t, append([]fakeapi.PaymentOption{
+		fakeapi.WithPaymentToken(token), fakeapi.WithPaymentClock(clock.Now)}, opts...)...)
 	return api, clock
 }
 
@@ -100,7 +101,7 @@ func TestWriteCommitThenDrop(t *testing.T) {
 	api, _ := newAPI(t)
 	a := newAdapter(t, api.URL(), nil)
 	ctx := context.Background()
-	api.Next(testharness.CommitThenDrop())
+	api.Next(fakeapi.CommitThenDrop())
 	_, err := a.Write(ctx, writeReq(t, charge, "a1"))
 	if ce := callError(t, err); ce.Class != adapter.Unknown {
 		t.Fatalf("got %+v", ce)
@@ -118,7 +119,7 @@ func TestWriteResetBeforeCommit(t *testing.T) {
 	api, _ := newAPI(t)
 	a := newAdapter(t, api.URL(), nil)
 	ctx := context.Background()
-	api.Next(testharness.ResetBeforeCommit())
+	api.Next(fakeapi.ResetBeforeCommit())
 	_, err := a.Write(ctx, writeReq(t, charge, "a1"))
 	if ce := callError(t, err); ce.Class != adapter.Unknown {
 		t.Fatalf("got %+v", ce)
@@ -137,7 +138,7 @@ func TestWriteInFlightIsUnknown(t *testing.T) {
 	api, _ := newAPI(t)
 	a := newAdapter(t, api.URL(), nil)
 	ctx := context.Background()
-	api.Next(testharness.Delay(time.Minute))
+	api.Next(fakeapi.Delay(time.Minute))
 	slow := newAdapter(t, api.URL(), func(c *payment.Config) { c.Client = &http.Client{Timeout: 200 * time.Millisecond} })
 	if _, err := slow.Write(ctx, writeReq(t, charge, "a1")); callError(t, err).Class != adapter.Unknown {
 		t.Fatalf("slow: %v", err)
@@ -189,7 +190,7 @@ func TestWriteStatuses(t *testing.T) {
 		{502, adapter.Unknown, false},
 		{504, adapter.Unknown, false},
 	} {
-		api.Next(testharness.Status(tc.code))
+		api.Next(fakeapi.Status(tc.code))
 		_, err := a.Write(context.Background(), writeReq(t, charge, "a1"))
 		ce := callError(t, err)
 		if ce.Class != tc.class || ce.Retryable != tc.retryable || ce.StatusCode != tc.code {
@@ -235,7 +236,7 @@ func TestWriteNotSent(t *testing.T) {
 }
 
 func TestKeyExpiryCapabilities(t *testing.T) {
-	api, clock := newAPI(t, testharness.WithPaymentKeyRetention(time.Hour))
+	api, clock := newAPI(t, fakeapi.WithPaymentKeyRetention(time.Hour))
 	a := newAdapter(t, api.URL(), func(c *payment.Config) { c.KeyRetention = time.Hour })
 	if caps := a.Capabilities(); !caps.IdempotencyKey || caps.KeyRetention != time.Hour || !caps.StatusQuery || caps.Search {
 		t.Fatalf("capabilities %+v", caps)

@@ -16,6 +16,7 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/testharness"
 )
 
@@ -27,9 +28,9 @@ const (
 	asset2 = "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752"
 )
 
-func newAPI(t *testing.T, opts ...testharness.SocialOption) *testharness.SocialAPI {
+func newAPI(t *testing.T, opts ...fakeapi.SocialOption) *fakeapi.SocialAPI {
 	t.Helper()
-	return testharness.NewSocialAPI(t, append([]testharness.SocialOption{testharness.WithSocialToken(token)}, opts...)...)
+	return fakeapi.NewSocialAPI(t, append([]fakeapi.SocialOption{fakeapi.WithSocialToken(token)}, opts...)...)
 }
 
 func newAdapter(t *testing.T, baseURL string, mod func(*social.Config)) *social.Adapter {
@@ -104,7 +105,7 @@ func TestWriteSuccess(t *testing.T) {
 func TestWriteCommitThenDrop(t *testing.T) {
 	api := newAPI(t)
 	a := newAdapter(t, api.URL(), nil)
-	api.Next(testharness.CommitThenDrop())
+	api.Next(fakeapi.CommitThenDrop())
 	_, err := a.Write(context.Background(), writeReq(t, helloPayload))
 	ce := callError(t, err)
 	if ce.Class != adapter.Unknown || ce.Retryable {
@@ -118,7 +119,7 @@ func TestWriteCommitThenDrop(t *testing.T) {
 func TestWriteResetBeforeCommit(t *testing.T) {
 	api := newAPI(t)
 	a := newAdapter(t, api.URL(), nil)
-	api.Next(testharness.ResetBeforeCommit())
+	api.Next(fakeapi.ResetBeforeCommit())
 	_, err := a.Write(context.Background(), writeReq(t, helloPayload))
 	ce := callError(t, err)
 	if ce.Class != adapter.Unknown {
@@ -168,7 +169,7 @@ func TestWriteStatuses(t *testing.T) {
 		{504, adapter.Unknown, false},
 	}
 	for _, tc := range cases {
-		api.Next(testharness.Status(tc.code))
+		api.Next(fakeapi.Status(tc.code))
 		_, err := a.Write(context.Background(), writeReq(t, helloPayload))
 		ce := callError(t, err)
 		if ce.Class != tc.class || ce.Retryable != tc.retryable || ce.StatusCode != tc.code {
@@ -181,7 +182,7 @@ func TestWriteStatuses(t *testing.T) {
 }
 
 func TestWriteUnauthorized(t *testing.T) {
-	api := testharness.NewSocialAPI(t, testharness.WithSocialToken("another_token"))
+	api := fakeapi.NewSocialAPI(t, fakeapi.WithSocialToken("another_token"))
 	a := newAdapter(t, api.URL(), nil)
 	_, err := a.Write(context.Background(), writeReq(t, helloPayload))
 	if ce := callError(t, err); ce.Class != adapter.Rejected || ce.StatusCode != 401 {
@@ -195,7 +196,7 @@ func TestWriteUnauthorized(t *testing.T) {
 func TestWriteTimeoutAfterSend(t *testing.T) {
 	api := newAPI(t)
 	a := newAdapter(t, api.URL(), func(c *social.Config) { c.Client = &http.Client{Timeout: 200 * time.Millisecond} })
-	api.Next(testharness.Delay(time.Minute))
+	api.Next(fakeapi.Delay(time.Minute))
 	_, err := a.Write(context.Background(), writeReq(t, helloPayload))
 	ce := callError(t, err)
 	if ce.Class != adapter.Unknown || ce.Code != "timeout_after_send" {
@@ -237,9 +238,9 @@ func TestWriteUnparseableSuccess(t *testing.T) {
 }
 
 func TestWriteIdempotentRetry(t *testing.T) {
-	api := newAPI(t, testharness.WithIdempotencyKeys())
+	api := newAPI(t, fakeapi.WithIdempotencyKeys())
 	a := newAdapter(t, api.URL(), func(c *social.Config) { c.IdempotencyKey = true; c.KeyRetention = 24 * time.Hour })
-	api.Next(testharness.CommitThenDrop())
+	api.Next(fakeapi.CommitThenDrop())
 	req := writeReq(t, helloPayload)
 	if _, err := a.Write(context.Background(), req); err == nil {
 		t.Fatal("expected the response to be lost")
@@ -284,7 +285,7 @@ func TestWriteInvalidRequest(t *testing.T) {
 func TestSearchPagination(t *testing.T) {
 	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	clock := testharness.NewManualClock(t0)
-	api := newAPI(t, testharness.WithSocialClock(clock.Now), testharness.WithSocialPageSize(2))
+	api := newAPI(t, fakeapi.WithSocialClock(clock.Now), fakeapi.WithSocialPageSize(2))
 	a := newAdapter(t, api.URL(), nil)
 	ctx := context.Background()
 
@@ -309,7 +310,7 @@ func TestSearchPagination(t *testing.T) {
 	}
 	// Someone else's post with the same text but un-normalised (CRLF, NFD)
 	// hashes like the normalised intent.
-	planted := api.Inject(testharness.Post{AuthorID: "acct_1", Body: "cafe\u0301\r\nbar", CreatedAt: t0.Add(-time.Second)})
+	planted := api.Inject(fakeapi.Post{AuthorID: "acct_1", Body: "cafe\u0301\r\nbar", CreatedAt: t0.Add(-time.Second)})
 	intentCafe := normalize(t, `{"body":"caf\u00e9\nbar"}`)
 
 	listsBefore := api.ListCalls()
@@ -366,7 +367,7 @@ func TestSearchDetectsCorruption(t *testing.T) {
 	api := newAPI(t)
 	a := newAdapter(t, api.URL(), nil)
 	ctx := context.Background()
-	api.Next(testharness.MissingAsset())
+	api.Next(fakeapi.MissingAsset())
 	req := writeReq(t, helloPayload)
 	if _, err := a.Write(ctx, req); err != nil {
 		t.Fatal(err)
@@ -381,7 +382,7 @@ func TestSearchDetectsCorruption(t *testing.T) {
 }
 
 func TestSearchOmitsBody(t *testing.T) {
-	api := newAPI(t, testharness.WithOmitBodyInList())
+	api := newAPI(t, fakeapi.WithOmitBodyInList())
 	a := newAdapter(t, api.URL(), func(c *social.Config) { c.OmitsBody = true })
 	ctx := context.Background()
 	req := writeReq(t, helloPayload)
@@ -409,10 +410,10 @@ func TestSearchOmitsBody(t *testing.T) {
 }
 
 func TestSearchPageBound(t *testing.T) {
-	api := newAPI(t, testharness.WithSocialPageSize(1))
+	api := newAPI(t, fakeapi.WithSocialPageSize(1))
 	a := newAdapter(t, api.URL(), nil)
 	for range social.MaxSearchPages + 1 {
-		api.Inject(testharness.Post{AuthorID: "acct_1", Body: "x"})
+		api.Inject(fakeapi.Post{AuthorID: "acct_1", Body: "x"})
 	}
 	_, err := a.Search(context.Background(), adapter.SearchQuery{Account: "acct_1"})
 	if err == nil || !strings.Contains(err.Error(), "pages") {
@@ -443,11 +444,11 @@ func TestSearchServerError(t *testing.T) {
 func TestGet(t *testing.T) {
 	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	clock := testharness.NewManualClock(t0)
-	api := newAPI(t, testharness.WithSocialClock(clock.Now))
+	api := newAPI(t, fakeapi.WithSocialClock(clock.Now))
 	a := newAdapter(t, api.URL(), nil)
 	ctx := context.Background()
 
-	api.Next(testharness.VisibilityDelay(10 * time.Second))
+	api.Next(fakeapi.VisibilityDelay(10 * time.Second))
 	req := writeReq(t, helloPayload)
 	res, err := a.Write(ctx, req)
 	if err != nil {
@@ -482,7 +483,7 @@ func TestProbe(t *testing.T) {
 	api := newAPI(t)
 	a := newAdapter(t, api.URL(), nil)
 	ctx := context.Background()
-	api.Next(testharness.Draft(), testharness.URL404())
+	api.Next(fakeapi.Draft(), fakeapi.URL404())
 	for range 2 {
 		res, err := a.Write(ctx, writeReq(t, helloPayload))
 		if err != nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/embedded"
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
@@ -164,7 +165,7 @@ func temporalSystem(b *testing.B, ad *social.Adapter, hostPort string) system {
 
 // measure runs sys with conc callers for d (at least minOps workflows) and
 // checks that the fake API saw exactly one effect per workflow.
-func measure(b *testing.B, api *testharness.SocialAPI, sys system, conc int, d time.Duration, minOps int) result {
+func measure(b *testing.B, api *fakeapi.SocialAPI, sys system, conc int, d time.Duration, minOps int) result {
 	ctx := context.Background()
 	// Warm up: connections, pools, caches.
 	for i := 0; i < min(conc, 8); i++ {
@@ -242,7 +243,7 @@ func BenchmarkPeers(b *testing.B) {
 			concs = append(concs, c)
 		}
 	}
-	api := testharness.NewSocialAPI(b)
+	api := fakeapi.NewSocialAPI(b)
 	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: newClient()})
 	if err != nil {
 		b.Fatal(err)

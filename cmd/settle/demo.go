@@ -19,10 +19,10 @@ import (
 	"github.com/settle-dev/settle/consumers/reconcile"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
-	"github.com/settle-dev/settle/testharness"
 )
 
 // demo: a post whose response is dropped after the fake API committed it.
@@ -64,7 +64,7 @@ func (m *Main) demo(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	api := testharness.NewSocialAPIServer(testharness.SocialConfig{})
+	api := fakeapi.NewSocialAPIServer(fakeapi.SocialConfig{})
 	defer api.Close()
 	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 5 * time.Second}})
 	if err != nil {
@@ -79,7 +79,7 @@ func (m *Main) demo(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(out, "settle demo — embedded nats-server (JetStream, fsync always) in %s\n", dir)
 	fmt.Fprintf(out, "fake social API at %s; its next POST commits the post and then drops the response\n\n", api.URL())
-	api.Next(testharness.CommitThenDrop())
+	api.Next(fakeapi.CommitThenDrop())
 
 	req := producer.Request{Route: "social_post", Account: "acct_agentmemories", RequestID: "demo-task:step-1",
 		Payload: json.RawMessage(`{"body":"Reconciliation settles unknown results without a second write."}`)}

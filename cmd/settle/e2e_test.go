@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/testharness"
 )
 
@@ -66,7 +67,7 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func startServe(t *testing.T, dataDir string, api *testharness.SocialAPI, extra ...string) *server {
+func startServe(t *testing.T, dataDir string, api *fakeapi.SocialAPI, extra ...string) *server {
 	t.Helper()
 	addr := freeAddr(t)
 	mode := []string{"--dev"}
@@ -175,11 +176,11 @@ func (s *server) waitState(id string, states ...string) reply {
 }
 
 func TestServeEndToEndDroppedResponseSettlesWithOneEffect(t *testing.T) {
-	api := testharness.NewSocialAPI(t)
+	api := fakeapi.NewSocialAPI(t)
 	s := startServe(t, t.TempDir(), api)
 	submit := map[string]any{"route": "social_post", "account": "acct_1", "request_id": "agent-7:post",
 		"payload": map[string]any{"body": "hello from the e2e test"}}
-	api.Next(testharness.CommitThenDrop())
+	api.Next(fakeapi.CommitThenDrop())
 	first := s.call("POST", "/v1/intents", submit)
 	if first.code != 201 && first.code != 200 {
 		t.Fatalf("submit: %d %s", first.code, first.raw)
@@ -231,13 +232,13 @@ func TestServeEndToEndDroppedResponseSettlesWithOneEffect(t *testing.T) {
 }
 
 func TestServeSIGTERMDuringBurstLosesNothing(t *testing.T) {
-	api := testharness.NewSocialAPI(t)
+	api := fakeapi.NewSocialAPI(t)
 	data := t.TempDir()
 	s := startServe(t, data, api)
 	const n = 40
 	// Some writes are slow, so SIGTERM finds them in flight.
 	for k := 0; k < n; k += 4 {
-		api.Next(testharness.Delay(300*time.Millisecond), testharness.CommitThenDrop())
+		api.Next(fakeapi.Delay(300*time.Millisecond), fakeapi.CommitThenDrop())
 	}
 	var wg sync.WaitGroup
 	for k := 0; k < n; k++ {
@@ -311,13 +312,13 @@ func TestRoutesCheckNamesRouteAndField(t *testing.T) {
 // lost response settles with exactly one effect.
 func TestTwoProcessesShareTheLog(t *testing.T) {
 	node := testharness.StartNode(t)
-	api := testharness.NewSocialAPI(t)
+	api := fakeapi.NewSocialAPI(t)
 	a := startServe(t, t.TempDir(), api, "--nats-url", node.URL())
 	b := startServe(t, t.TempDir(), api, "--nats-url", node.URL())
 	const n = 20
 	var ids []string
 	for k := 0; k < n; k++ {
-		api.Next(testharness.CommitThenDrop())
+		api.Next(fakeapi.CommitThenDrop())
 		srv := a
 		if k%2 == 1 {
 			srv = b
@@ -350,9 +351,9 @@ func TestTwoProcessesShareTheLog(t *testing.T) {
 // The CLI over the API: list and show a manual_action intent, then resolve
 // it; the state changes on the log with the operator recorded.
 func TestCLIListShowResolve(t *testing.T) {
-	api := testharness.NewSocialAPI(t)
+	api := fakeapi.NewSocialAPI(t)
 	s := startServe(t, t.TempDir(), api)
-	api.Next(testharness.Duplicate().Dropped())
+	api.Next(fakeapi.Duplicate().Dropped())
 	r := s.call("POST", "/v1/intents", map[string]any{"route": "social_post", "account": "acct_1",
 		"request_id": "cli:1", "payload": map[string]any{"body": "posted twice by the API"}})
 	id, _ := r.body["intent_id"].(string)
@@ -412,7 +413,7 @@ func TestCLIListShowResolve(t *testing.T) {
 // token are refused, a token of the right scope is served, and neither the
 // token nor the route's secret reaches the process output.
 func TestServeWithTokens(t *testing.T) {
-	api := testharness.NewSocialAPI(t)
+	api := fakeapi.NewSocialAPI(t)
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.json")
 	secret := "agent-token-0123456789abcdef0123456789"

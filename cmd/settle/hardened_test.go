@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	_ "modernc.org/sqlite"
 
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/testharness"
 )
 
@@ -78,7 +79,7 @@ func (s *server) callAs(token, method, path string, body any, hdr ...string) rep
 // pid; the directory is private; after serve stops, audit takes the same
 // --data serve was given.
 func TestOneProcessOwnsADataDir(t *testing.T) {
-	api := testharness.NewSocialAPI(t)
+	api := fakeapi.NewSocialAPI(t)
 	data := filepath.Join(t.TempDir(), "data")
 	s := startServe(t, data, api)
 	env := []string{"SOCIAL_BASE_URL=" + api.URL(), "SOCIAL_TOKEN=" + api.Token()}
@@ -135,7 +136,7 @@ func TestOneProcessOwnsADataDir(t *testing.T) {
 // views rebuild, and by serve itself (with a log line) instead of refusing
 // to start.
 func TestViewsRebuild(t *testing.T) {
-	api := testharness.NewSocialAPI(t)
+	api := fakeapi.NewSocialAPI(t)
 	data := filepath.Join(t.TempDir(), "data")
 	s := startServe(t, data, api)
 	var ids []string
@@ -188,7 +189,7 @@ func TestViewsRebuild(t *testing.T) {
 // Keys are scoped per tenant and account, and a replay is shown only to a
 // token that may read the intent — with the real binary and a token file.
 func TestReplayScopeWithTheBinary(t *testing.T) {
-	api := testharness.NewSocialAPI(t)
+	api := fakeapi.NewSocialAPI(t)
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.json")
 	secrets := map[string]string{"ADMIN_T": "admin-secret-0123456789abcdef", "SUBMIT_T": "submit-secret-0123456789abcdef",
@@ -243,7 +244,7 @@ func TestReplayScopeWithTheBinary(t *testing.T) {
 // may not publish on settle's subjects; off loopback a password is
 // required.
 func TestNATSListenServesDownstreamReaders(t *testing.T) {
-	api := testharness.NewSocialAPI(t)
+	api := fakeapi.NewSocialAPI(t)
 	s := startServe(t, filepath.Join(t.TempDir(), "data"), api, "--nats-listen", "127.0.0.1:0")
 	m := regexp.MustCompile(`NATS for downstream readers: (nats://[0-9.:]+)`).FindStringSubmatch(s.stderr.String())
 	if m == nil {

@@ -16,6 +16,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/mcp"
 	"github.com/settle-dev/settle/testharness"
 )
@@ -57,8 +58,8 @@ func callTool(t *testing.T, cs *sdk.ClientSession, name string, args map[string]
 // default scopes offer no approve/resolve, and stdout carries nothing but
 // JSON-RPC messages — every log line is on stderr.
 func TestMCPStdioBinary(t *testing.T) {
-	api := testharness.NewSocialAPI(t)
-	api.Next(testharness.CommitThenDrop())
+	api := fakeapi.NewSocialAPI(t)
+	api.Next(fakeapi.CommitThenDrop())
 	cmd := exec.Command(settleBinary(t), "mcp", "--routes", "../../examples/routes/social.yaml",
 		"--data", filepath.Join(t.TempDir(), "data"), "--accounts", "acct_1")
 	cmd.Env = append(os.Environ(), "SOCIAL_BASE_URL="+api.URL(), "SOCIAL_TOKEN="+api.Token())
@@ -156,7 +157,7 @@ func TestMCPStdioBinary(t *testing.T) {
 // TestServeMountsMCPBehindTheAPITokens: settle serve answers /mcp with the
 // API's bearer tokens and scopes.
 func TestServeMountsMCPBehindTheAPITokens(t *testing.T) {
-	api := testharness.NewSocialAPI(t)
+	api := fakeapi.NewSocialAPI(t)
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.json")
 	const agentSecret, opsSecret = "tok_agent_6b1e9c4a7f2d8e3c5b0a", "tok_operate_5a8c3e1f7b2d9e4c6a0f"

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/settle-dev/settle/testharness"
+	"github.com/settle-dev/settle/fakeapi"
 )
 
 const probeSecret = "ghp_probe-secret-must-never-print-7e1f"
@@ -16,10 +16,10 @@ const probeSecret = "ghp_probe-secret-must-never-print-7e1f"
 // to; it writes nothing and prints no secret. The output is the one shown
 // in examples/routes/README.md.
 func TestRoutesProbe(t *testing.T) {
-	api := testharness.NewGitHubAPI(t, testharness.WithGitHubToken(probeSecret))
+	api := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubToken(probeSecret))
 	now := time.Now().UTC()
-	api.Inject(testharness.GitHubComment{Issue: 7, Body: "Build #41 passed\n\n<!-- settle:in_mfrggzdfmztwq2lknnwg23tpobyxe43u -->", CreatedAt: now.Add(-20 * time.Minute)})
-	api.Inject(testharness.GitHubComment{Issue: 12, Body: "Looks good to me", CreatedAt: now.Add(-5 * time.Minute), UserID: 77, UserLogin: "octocat"})
+	api.Inject(fakeapi.GitHubComment{Issue: 7, Body: "Build #41 passed\n\n<!-- settle:in_mfrggzdfmztwq2lknnwg23tpobyxe43u -->", CreatedAt: now.Add(-20 * time.Minute)})
+	api.Inject(fakeapi.GitHubComment{Issue: 12, Body: "Looks good to me", CreatedAt: now.Add(-5 * time.Minute), UserID: 77, UserLogin: "octocat"})
 	t.Setenv("GITHUB_API_URL", api.URL())
 	t.Setenv("GITHUB_REPOSITORY", "octo-org/hello-world")
 	t.Setenv("GITHUB_TOKEN", probeSecret)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/testharness"
 )
 
@@ -14,15 +15,15 @@ import (
 // the intent never moved again).
 func TestTwoServesWithDifferentRouteFilesSettleBothRoutes(t *testing.T) {
 	node := testharness.StartNode(t)
-	social := testharness.NewSocialAPI(t)
-	bk := testharness.NewBookingAPI(t)
+	social := fakeapi.NewSocialAPI(t)
+	bk := fakeapi.NewBookingAPI(t)
 	posts := startServe(t, t.TempDir(), social, "--nats-url", node.URL())
 	bookings := startServe(t, t.TempDir(), social, "--nats-url", node.URL(),
 		"--routes", "../../examples/routes/booking.yaml", "ENV:BOOKING_BASE_URL="+bk.URL(), "ENV:BOOKING_TOKEN="+bk.Token())
 	const n = 6
 	var postIDs, bookingIDs []string
 	for k := 0; k < n; k++ {
-		social.Next(testharness.CommitThenDrop())
+		social.Next(fakeapi.CommitThenDrop())
 		r := posts.call("POST", "/v1/intents", map[string]any{"route": "social_post", "account": "acct_1",
 			"request_id": fmt.Sprintf("post:%d", k), "payload": map[string]any{"body": fmt.Sprintf("team A post %d", k)}})
 		if r.code != 201 {
@@ -32,7 +33,7 @@ func TestTwoServesWithDifferentRouteFilesSettleBothRoutes(t *testing.T) {
 
 		booking := fmt.Sprintf("B-%d", k)
 		bk.Seed(booking, 8, nil)
-		bk.Next(testharness.CommitThenDrop())
+		bk.Next(fakeapi.CommitThenDrop())
 		r = bookings.call("POST", "/v1/intents", map[string]any{"route": "booking_change", "account": "acct_1",
 			"request_id": fmt.Sprintf("booking:%d", k), "payload": map[string]any{"booking_id": booking, "expected_version": 8, "change": map[string]any{"seat": "12A"}}})
 		if r.code != 201 {

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/settle-dev/settle/testharness"
+	"github.com/settle-dev/settle/fakeapi"
 )
 
 // echoToken is the route's credential. It is shaped like a Stripe key
@@ -293,5 +293,5 @@ func startServeRoutes(t *testing.T, data, routes string, env []string) *server {
 	for _, e := range env {
 		extra = append(extra, "ENV:"+e)
 	}
-	return startServe(t, data, testharness.NewSocialAPI(t), extra...)
+	return startServe(t, data, fakeapi.NewSocialAPI(t), extra...)
 }

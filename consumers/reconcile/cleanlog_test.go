@@ -11,6 +11,7 @@ import (
 
 	"github.com/settle-dev/settle/consumers/audit"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/projector"
 	"github.com/settle-dev/settle/testharness"
@@ -49,17 +50,17 @@ func openProjection(t *testing.T, js jetstream.JetStream) *projector.Projector {
 func TestAuditCleanLogPasses(t *testing.T) {
 	w := newWorld(t, nil)
 	r := w.reconciler("w1", nil)
-	w.api.Next(testharness.CommitThenDrop())
+	w.api.Next(fakeapi.CommitThenDrop())
 	dropped := w.execute("task:dropped", "hello")
 	w.settle(r, dropped.IntentID)
-	w.api.Next(testharness.ResetBeforeCommit())
+	w.api.Next(fakeapi.ResetBeforeCommit())
 	retried := w.execute("task:retried", "again")
 	if i := w.settle(r, retried.IntentID); i.State != fsm.Confirmed || len(i.Attempts) != 2 {
 		t.Fatalf("retried intent: %s with %d attempts", i.State, len(i.Attempts))
 	}
 	plain := w.execute("task:plain", "plain")
 	w.settle(r, plain.IntentID)
-	w.api.Next(testharness.Duplicate().Dropped())
+	w.api.Next(fakeapi.Duplicate().Dropped())
 	dup := w.execute("task:dup", "twice")
 	if i := w.settle(r, dup.IntentID); i.State != fsm.ManualAction {
 		t.Fatalf("duplicate intent: %s", i.State)

@@ -15,6 +15,7 @@ import (
 	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
@@ -56,7 +57,7 @@ func TestClusterReconcilesThroughANodeRestart(t *testing.T) {
 	all := c.URLs()
 	store := open(connect(all))
 	clock := testharness.NewManualClock(t0)
-	api := testharness.NewSocialAPI(t, testharness.WithSocialClock(clock.Now))
+	api := fakeapi.NewSocialAPI(t, fakeapi.WithSocialClock(clock.Now))
 	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +72,7 @@ func TestClusterReconcilesThroughANodeRestart(t *testing.T) {
 	}
 	var ids []string
 	for k := 0; k < 20; k++ {
-		api.Next(testharness.CommitThenDrop())
+		api.Next(fakeapi.CommitThenDrop())
 		ids = append(ids, w.execute(fmt.Sprintf("r3:%d", k), fmt.Sprintf("cluster post %d", k)).IntentID)
 	}
 	wctx, stop := context.WithCancel(ctx)

@@ -21,6 +21,7 @@ import (
 	"github.com/settle-dev/settle/adapter/booking"
 	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
@@ -28,11 +29,11 @@ import (
 )
 
 // newWorldWith is newWorld with options for the fake social API.
-func newWorldWith(t *testing.T, policy func(*events.Policy), opts ...testharness.SocialOption) *world {
+func newWorldWith(t *testing.T, policy func(*events.Policy), opts ...fakeapi.SocialOption) *world {
 	t.Helper()
 	n := testharness.StartNode(t)
 	clock := testharness.NewManualClock(t0)
-	api := testharness.NewSocialAPI(t, append([]testharness.SocialOption{testharness.WithSocialClock(clock.Now)}, opts...)...)
+	api := fakeapi.NewSocialAPI(t, append([]fakeapi.SocialOption{fakeapi.WithSocialClock(clock.Now)}, opts...)...)
 	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
@@ -172,8 +173,8 @@ func (c capsOverride) Status(ctx context.Context, q adapter.StatusQuery) (adapte
 // real server the account did not equal the token's user, and the retry
 // made a second post.
 func TestAuthorOnlyMismatchIsANearMatchNotARetry(t *testing.T) {
-	w := newWorldWith(t, nil, testharness.WithListAllAuthors())
-	w.api.Next(testharness.WrongAuthor("u_token_owner").Dropped())
+	w := newWorldWith(t, nil, fakeapi.WithListAllAuthors())
+	w.api.Next(fakeapi.WrongAuthor("u_token_owner").Dropped())
 	res := w.execute("task:1", "hello")
 	i, err := w.settleUpTo(w.reconciler("w1", nil), "social_post", res.IntentID, 200)
 	if err != nil {
@@ -195,8 +196,8 @@ func TestAuthorOnlyMismatchIsANearMatchNotARetry(t *testing.T) {
 // reached the server) is made once.
 func TestPreExistingLookAlikeIsNeverConfirmedAsOurs(t *testing.T) {
 	w := newWorld(t, nil)
-	old := w.api.Inject(testharness.Post{AuthorID: "acct_1", Body: "hello", CreatedAt: t0.Add(-20 * time.Second)})
-	w.api.Next(testharness.ResetBeforeCommit())
+	old := w.api.Inject(fakeapi.Post{AuthorID: "acct_1", Body: "hello", CreatedAt: t0.Add(-20 * time.Second)})
+	w.api.Next(fakeapi.ResetBeforeCommit())
 	res := w.execute("task:1", "hello")
 	if res.State != fsm.Unknown {
 		t.Fatalf("state %s", res.State)
@@ -226,7 +227,7 @@ func TestPreExistingLookAlikeIsNeverConfirmedAsOurs(t *testing.T) {
 // deploy that adds a route.
 func TestWorkerWithoutTheRouteLeavesItsIntentsForOneThatHasIt(t *testing.T) {
 	w := newWorld(t, nil)
-	w.api.Next(testharness.CommitThenDrop())
+	w.api.Next(fakeapi.CommitThenDrop())
 	res := w.execute("task:1", "hello")
 
 	// The old worker knows only another route.
@@ -304,14 +305,14 @@ func (n noStatusID) Status(ctx context.Context, q adapter.StatusQuery) (adapter.
 // 6b. "Completed" without an external id is a hand-off, never a loop.
 func TestCompletedWithoutExternalIDIsHandedOffNotLooped(t *testing.T) {
 	clock := testharness.NewManualClock(t0)
-	bk := testharness.NewBookingAPI(t, testharness.WithBookingClock(clock.Now), testharness.WithBookingKeyRetention(24*time.Hour))
+	bk := fakeapi.NewBookingAPI(t, fakeapi.WithBookingClock(clock.Now), fakeapi.WithBookingKeyRetention(24*time.Hour))
 	ad, err := booking.New(booking.Config{BaseURL: bk.URL(), Token: bk.Token(), KeyRetention: 24 * time.Hour, Client: &http.Client{Timeout: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := &statusWorld{world: routeWorld(t, clock, "booking_change", noStatusID{capsOverride{ad, func(*adapter.Capabilities) {}}}), bk: bk}
 	bk.Seed("B-1", 8, nil)
-	bk.Next(testharness.CommitThenDrop())
+	bk.Next(fakeapi.CommitThenDrop())
 	res := w.submit("trip-1:change-seat", change8)
 	i, err := w.settleUpTo(w.reconciler("w1", nil), "booking_change", res.IntentID, 60)
 	if err != nil {
@@ -453,7 +454,7 @@ func TestOversizedPayloadIsRefusedBeforeAnythingIsWritten(t *testing.T) {
 // backoff, inside the resend budget: the caller does not have to come back.
 func TestRetryableRejectionsAreResentBySettle(t *testing.T) {
 	w := newWorld(t, nil)
-	w.api.Next(testharness.Status(429), testharness.Status(429), testharness.Status(429))
+	w.api.Next(fakeapi.Status(429), fakeapi.Status(429), fakeapi.Status(429))
 	res := w.execute("task:1", "hello")
 	if res.State != fsm.Rejected {
 		t.Fatalf("state %s", res.State)
@@ -476,7 +477,7 @@ func TestRetryableRejectionsAreResentBySettle(t *testing.T) {
 	}
 	// A budget spent leaves the rejection standing, visible.
 	w2 := newWorld(t, func(p *events.Policy) { p.ResendBudget = 2 })
-	w2.api.Next(testharness.Status(429), testharness.Status(429), testharness.Status(429))
+	w2.api.Next(fakeapi.Status(429), fakeapi.Status(429), fakeapi.Status(429))
 	r2 := w2.execute("task:2", "hello")
 	i2 := w2.settle(w2.reconciler("w1", nil), r2.IntentID)
 	if i2.State != fsm.Rejected || w2.api.Writes() != 3 || w2.api.Effects() != 0 {
@@ -488,12 +489,12 @@ func TestRetryableRejectionsAreResentBySettle(t *testing.T) {
 // candidates" (which, on the last check, would license a retry).
 func TestSearchWithoutItemsIsNotZeroCandidates(t *testing.T) {
 	w := newWorld(t, func(p *events.Policy) { p.ReadFailingAfter = events.Duration(10 * time.Minute) })
-	faults := make([]testharness.ReadFault, 200)
+	faults := make([]fakeapi.ReadFault, 200)
 	for k := range faults {
-		faults[k] = testharness.ReadNoItems
+		faults[k] = fakeapi.ReadNoItems
 	}
 	w.api.FailLists(faults...)
-	w.api.Next(testharness.ResetBeforeCommit())
+	w.api.Next(fakeapi.ResetBeforeCommit())
 	res := w.execute("task:1", "hello")
 	i, err := w.settleUpTo(w.reconciler("w1", nil), "social_post", res.IntentID, 200)
 	if err != nil {
@@ -508,12 +509,12 @@ func TestSearchWithoutItemsIsNotZeroCandidates(t *testing.T) {
 // last errors as evidence.
 func TestReadsThatKeepFailingAreHandedOff(t *testing.T) {
 	w := newWorld(t, nil)
-	faults := make([]testharness.ReadFault, 400)
+	faults := make([]fakeapi.ReadFault, 400)
 	for k := range faults {
-		faults[k] = testharness.ReadError500
+		faults[k] = fakeapi.ReadError500
 	}
 	w.api.FailLists(faults...)
-	w.api.Next(testharness.CommitThenDrop())
+	w.api.Next(fakeapi.CommitThenDrop())
 	res := w.execute("task:1", "hello")
 	i, err := w.settleUpTo(w.reconciler("w1", nil), "social_post", res.IntentID, 300)
 	if err != nil {
@@ -542,8 +543,8 @@ func TestReadsThatKeepFailingAreHandedOff(t *testing.T) {
 // 11c. A transient probe error is a failed read, not a failed url check.
 func TestTransientProbeErrorIsRetriedNotAFailedCheck(t *testing.T) {
 	w := newWorld(t, nil)
-	w.api.FailPages(testharness.ReadError500)
-	w.api.Next(testharness.CommitThenDrop())
+	w.api.FailPages(fakeapi.ReadError500)
+	w.api.Next(fakeapi.CommitThenDrop())
 	res := w.execute("task:1", "hello")
 	i := w.settle(w.reconciler("w1", nil), res.IntentID)
 	if i.State != fsm.Confirmed || w.api.Writes() != 1 {

@@ -17,6 +17,7 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
@@ -31,7 +32,7 @@ type world struct {
 	t     *testing.T
 	node  *testharness.Node
 	clock *testharness.ManualClock
-	api   *testharness.SocialAPI
+	api   *fakeapi.SocialAPI
 	route adapter.Route
 	store *ledger.Store
 	prod  *producer.Producer
@@ -41,7 +42,7 @@ func newWorld(t *testing.T, policy func(*events.Policy)) *world {
 	t.Helper()
 	n := testharness.StartNode(t)
 	clock := testharness.NewManualClock(t0)
-	api := testharness.NewSocialAPI(t, testharness.WithSocialClock(clock.Now))
+	api := fakeapi.NewSocialAPI(t, fakeapi.WithSocialClock(clock.Now))
 	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +172,7 @@ var readbackChecks = []string{"url", "author", "payload", "parent", "visibility"
 
 func TestServerSuccessClientTimeoutConfirmsWithOneEffect(t *testing.T) {
 	w := newWorld(t, nil)
-	w.api.Next(testharness.CommitThenDrop())
+	w.api.Next(fakeapi.CommitThenDrop())
 	res := w.execute("task:1", "hello")
 	if res.State != fsm.Unknown {
 		t.Fatalf("after the dropped response: %s", res.State)
@@ -200,7 +201,7 @@ func typesOf(h []events.Event) []events.Type {
 
 func TestServerFailureWaitsWindowThenOneApprovedRetrySameKey(t *testing.T) {
 	w := newWorld(t, func(p *events.Policy) { p.Retry = events.PolicyApproval })
-	w.api.Next(testharness.ResetBeforeCommit())
+	w.api.Next(fakeapi.ResetBeforeCommit())
 	res := w.execute("task:1", "hello")
 	r := w.reconciler("w1", nil)
 	i := w.settle(r, res.IntentID)
@@ -240,7 +241,7 @@ func TestServerFailureWaitsWindowThenOneApprovedRetrySameKey(t *testing.T) {
 
 func TestEventualConsistencyFindsLaterWithoutRetry(t *testing.T) {
 	w := newWorld(t, nil)
-	w.api.Next(testharness.VisibilityDelay(90 * time.Second).Dropped())
+	w.api.Next(fakeapi.VisibilityDelay(90 * time.Second).Dropped())
 	res := w.execute("task:1", "hello")
 	i := w.settle(w.reconciler("w1", nil), res.IntentID)
 	h := w.history(res.IntentID)
@@ -259,7 +260,7 @@ func TestEventualConsistencyFindsLaterWithoutRetry(t *testing.T) {
 
 func TestTwoExactDuplicatesGoToManualActionWithoutWrites(t *testing.T) {
 	w := newWorld(t, nil)
-	w.api.Next(testharness.Duplicate().Dropped())
+	w.api.Next(fakeapi.Duplicate().Dropped())
 	res := w.execute("task:1", "hello")
 	i := w.settle(w.reconciler("w1", nil), res.IntentID)
 	if i.State != fsm.ManualAction || i.ManualReason != events.ReasonDuplicateExactMatches {
@@ -277,7 +278,7 @@ const assetA = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
 
 func TestMatchRefusesOtherAuthorParentOrAssets(t *testing.T) {
 	w := newWorld(t, nil)
-	w.api.Next(testharness.CommitThenDrop())
+	w.api.Next(fakeapi.CommitThenDrop())
 	res := w.executePayload("task:1", `{"body":"hello","assets":["`+assetA+`"]}`, "p_parent")
 	i := res.Intent
 	good, _ := social.NormalizePayload(json.RawMessage(`{"body":"hello","assets":["` + assetA + `"]}`))
@@ -310,10 +311,10 @@ func TestMatchRefusesOtherAuthorParentOrAssets(t *testing.T) {
 func TestNearMatchesAreNeverConfirmedNorRetried(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		fault testharness.Fault
+		fault fakeapi.Fault
 	}{
-		{"different parent", testharness.WrongParent("p_other").Dropped()},
-		{"missing image", testharness.MissingAsset().Dropped()},
+		{"different parent", fakeapi.WrongParent("p_other").Dropped()},
+		{"missing image", fakeapi.MissingAsset().Dropped()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, nil)
@@ -334,8 +335,8 @@ func TestNearMatchesAreNeverConfirmedNorRetried(t *testing.T) {
 func TestOtherAuthorsPostIsNotOursAndTheWriteIsRetried(t *testing.T) {
 	w := newWorld(t, nil)
 	// Someone else posted the same text; our write never happened.
-	w.api.Inject(testharness.Post{AuthorID: "acct_2", Body: "hello", Visibility: "public", CreatedAt: t0})
-	w.api.Next(testharness.ResetBeforeCommit())
+	w.api.Inject(fakeapi.Post{AuthorID: "acct_2", Body: "hello", Visibility: "public", CreatedAt: t0})
+	w.api.Next(fakeapi.ResetBeforeCommit())
 	res := w.execute("task:1", "hello")
 	i := w.settle(w.reconciler("w1", nil), res.IntentID)
 	if i.State != fsm.Confirmed || w.api.Effects() != 1 || w.api.Writes() != 2 {
@@ -349,11 +350,11 @@ func TestOtherAuthorsPostIsNotOursAndTheWriteIsRetried(t *testing.T) {
 func TestLiveURL404AndDraftGoToManualAction(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		fault  testharness.Fault
+		fault  fakeapi.Fault
 		failed string
 	}{
-		{"url 404", testharness.URL404().Dropped(), "url"},
-		{"draft", testharness.Draft().Dropped(), "visibility"},
+		{"url 404", fakeapi.URL404().Dropped(), "url"},
+		{"draft", fakeapi.Draft().Dropped(), "visibility"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, nil)
@@ -375,7 +376,7 @@ func TestLiveURL404AndDraftGoToManualAction(t *testing.T) {
 
 func TestWorkerKilledAfterClaimReconcilesAgainBeforeAnyWrite(t *testing.T) {
 	w := newWorld(t, nil)
-	w.api.Next(testharness.ResetBeforeCommit())
+	w.api.Next(fakeapi.ResetBeforeCommit())
 	res := w.execute("task:1", "hello")
 	dying := w.reconciler("dying", nil)
 	killed := errors.New("worker killed")
@@ -433,7 +434,7 @@ func TestWorkerKilledAfterClaimReconcilesAgainBeforeAnyWrite(t *testing.T) {
 
 func TestDryRunReportsWithoutWriting(t *testing.T) {
 	w := newWorld(t, nil)
-	w.api.Next(testharness.CommitThenDrop())
+	w.api.Next(fakeapi.CommitThenDrop())
 	res := w.execute("task:1", "hello")
 	before := len(w.history(res.IntentID))
 	rep, err := w.reconciler("w1", nil).DryRun(context.Background(), "social_post", res.IntentID)

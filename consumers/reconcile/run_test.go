@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
-	"github.com/settle-dev/settle/testharness"
 )
 
 // runWorkers starts n reconcilers with Run (half of them on their own
@@ -92,7 +92,7 @@ func TestEightWorkersFiftyNotFoundIntentsExactlyOneRetryEach(t *testing.T) {
 	})
 	var ids []string
 	for k := 0; k < 50; k++ {
-		w.api.Next(testharness.ResetBeforeCommit())
+		w.api.Next(fakeapi.ResetBeforeCommit())
 		res := w.execute(fmt.Sprintf("task:%d", k), fmt.Sprintf("post %d", k))
 		if res.State != fsm.Unknown {
 			t.Fatalf("intent %d: %s", k, res.State)
@@ -130,7 +130,7 @@ func TestBatchedSearchSharesListCalls(t *testing.T) {
 	w := newWorld(t, nil)
 	var ids []string
 	for k := 0; k < 10; k++ {
-		w.api.Next(testharness.CommitThenDrop())
+		w.api.Next(fakeapi.CommitThenDrop())
 		ids = append(ids, w.execute(fmt.Sprintf("task:%d", k), fmt.Sprintf("post %d", k)).IntentID)
 		w.clock.Advance(time.Second) // overlapping windows
 	}
@@ -170,7 +170,7 @@ func TestBatchedSearchSharesListCalls(t *testing.T) {
 
 func TestRunSurvivesWorkerRestartWhileWaiting(t *testing.T) {
 	w := newWorld(t, nil)
-	w.api.Next(testharness.VisibilityDelay(3 * time.Minute).Dropped())
+	w.api.Next(fakeapi.VisibilityDelay(3 * time.Minute).Dropped())
 	res := w.execute("task:1", "hello")
 	// A first worker runs while the post is invisible, then stops.
 	ctx, cancel := context.WithCancel(context.Background())

@@ -20,6 +20,7 @@ import (
 	"github.com/settle-dev/settle/consumers/audit"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
@@ -92,14 +93,14 @@ var behaviours = []behaviour{
 	// search route, author-filtered listing, no idempotency key
 	{name: "ok", route: "post", weight: 8, want: confirmedOnly()},
 	{name: "response_lost_after_commit", route: "post", weight: 8, want: confirmedOnly(),
-		arm: func(s *sim, in *simIntent) { s.post.NextFor(in.id, testharness.CommitThenDrop()) }},
+		arm: func(s *sim, in *simIntent) { s.post.NextFor(in.id, fakeapi.CommitThenDrop()) }},
 	{name: "request_lost", route: "post", weight: 5, want: confirmedOnly(),
-		arm: func(s *sim, in *simIntent) { s.post.NextFor(in.id, testharness.ResetBeforeCommit()) }},
+		arm: func(s *sim, in *simIntent) { s.post.NextFor(in.id, fakeapi.ResetBeforeCommit()) }},
 	{name: "gateway_502_nothing_created", route: "post", weight: 3, want: confirmedOnly(),
-		arm: func(s *sim, in *simIntent) { s.post.NextFor(in.id, testharness.Status(502)) }},
+		arm: func(s *sim, in *simIntent) { s.post.NextFor(in.id, fakeapi.Status(502)) }},
 	{name: "visible_late_inside_window", route: "post", weight: 4, want: confirmedOnly(),
 		arm: func(s *sim, in *simIntent) {
-			s.post.NextFor(in.id, testharness.VisibilityDelay(time.Duration(1+s.rng.IntN(25))*time.Minute).Dropped())
+			s.post.NextFor(in.id, fakeapi.VisibilityDelay(time.Duration(1+s.rng.IntN(25))*time.Minute).Dropped())
 		}},
 	{name: "removed_after_success", route: "post", weight: 3, want: []outcome{{fsm.ManualAction, events.ReasonWrittenUnverified}},
 		after: func(s *sim, in *simIntent, res *producer.Result) {
@@ -109,70 +110,70 @@ var behaviours = []behaviour{
 		}},
 	{name: "lookalike_existed_request_lost", route: "post", weight: 3, want: confirmedOnly(),
 		arm: func(s *sim, in *simIntent) {
-			s.post.Inject(testharness.Post{AuthorID: in.account, Body: in.body, CreatedAt: s.clock.Now().Add(-20 * time.Second)})
-			s.post.NextFor(in.id, testharness.ResetBeforeCommit())
+			s.post.Inject(fakeapi.Post{AuthorID: in.account, Body: in.body, CreatedAt: s.clock.Now().Add(-20 * time.Second)})
+			s.post.NextFor(in.id, fakeapi.ResetBeforeCommit())
 		}},
 	{name: "lookalike_existed_response_lost", route: "post", weight: 3, want: confirmedOnly(),
 		arm: func(s *sim, in *simIntent) {
-			s.post.Inject(testharness.Post{AuthorID: in.account, Body: in.body, CreatedAt: s.clock.Now().Add(-20 * time.Second)})
-			s.post.NextFor(in.id, testharness.CommitThenDrop())
+			s.post.Inject(fakeapi.Post{AuthorID: in.account, Body: in.body, CreatedAt: s.clock.Now().Add(-20 * time.Second)})
+			s.post.NextFor(in.id, fakeapi.CommitThenDrop())
 		}},
 	{name: "api_duplicates", route: "post", weight: 2, apiDuplicates: true, want: []outcome{{fsm.ManualAction, events.ReasonDuplicateExactMatches}},
-		arm: func(s *sim, in *simIntent) { s.post.NextFor(in.id, testharness.Duplicate().Dropped()) }},
+		arm: func(s *sim, in *simIntent) { s.post.NextFor(in.id, fakeapi.Duplicate().Dropped()) }},
 	{name: "damaged_copy", route: "post", weight: 2, want: []outcome{{fsm.ManualAction, events.ReasonNearMatch}},
 		arm: func(s *sim, in *simIntent) {
 			in.assets = []string{strings.Repeat("ab", 32)}
-			s.post.NextFor(in.id, testharness.MissingAsset().Dropped())
+			s.post.NextFor(in.id, fakeapi.MissingAsset().Dropped())
 		}},
 	{name: "throttled_then_ok", route: "post", weight: 4, want: confirmedOnly(),
 		arm: func(s *sim, in *simIntent) {
 			n := 1 + s.rng.IntN(3)
 			for k := 0; k < n; k++ {
-				s.post.NextFor(in.id, testharness.Status(429))
+				s.post.NextFor(in.id, fakeapi.Status(429))
 			}
 		}},
 	{name: "throttled_past_budget", route: "post", weight: 1, want: []outcome{{fsm.Rejected, ""}},
 		arm: func(s *sim, in *simIntent) {
 			for k := 0; k < 6; k++ {
-				s.post.NextFor(in.id, testharness.Status(429))
+				s.post.NextFor(in.id, fakeapi.Status(429))
 			}
 		}},
 	{name: "throttled_until_expired", route: "post", weight: 1, expires: 200 * time.Millisecond,
 		want: []outcome{{fsm.Abandoned, ""}, {fsm.Confirmed, ""}},
-		arm:  func(s *sim, in *simIntent) { s.post.NextFor(in.id, testharness.Status(429)) }},
+		arm:  func(s *sim, in *simIntent) { s.post.NextFor(in.id, fakeapi.Status(429)) }},
 	{name: "definite_rejection", route: "post", weight: 1, want: []outcome{{fsm.Rejected, ""}},
-		arm: func(s *sim, in *simIntent) { s.post.NextFor(in.id, testharness.Status(400)) }},
+		arm: func(s *sim, in *simIntent) { s.post.NextFor(in.id, fakeapi.Status(400)) }},
 	{name: "writer_died_after_call", route: "post", weight: 3, want: confirmedOnly(),
 		arm: func(s *sim, in *simIntent) { s.dieAfterCall.Store(in.id, true) }},
 	{name: "writer_died_after_recording", route: "post", weight: 2, noWrite: true, want: confirmedOnly()},
 	{name: "read_errors_burst", route: "post", weight: 2, want: confirmedOnly(),
 		arm: func(s *sim, in *simIntent) {
-			f := make([]testharness.ReadFault, 1+s.rng.IntN(4))
+			f := make([]fakeapi.ReadFault, 1+s.rng.IntN(4))
 			for k := range f {
-				f[k] = testharness.ReadError500
+				f[k] = fakeapi.ReadError500
 			}
 			s.post.FailLists(f...)
-			s.post.NextFor(in.id, testharness.CommitThenDrop())
+			s.post.NextFor(in.id, fakeapi.CommitThenDrop())
 		}},
 	{name: "malformed_listing", route: "post", weight: 1, want: confirmedOnly(),
 		arm: func(s *sim, in *simIntent) {
-			s.post.FailLists(testharness.ReadNoItems)
-			s.post.NextFor(in.id, testharness.CommitThenDrop())
+			s.post.FailLists(fakeapi.ReadNoItems)
+			s.post.NextFor(in.id, fakeapi.CommitThenDrop())
 		}},
 	{name: "probe_errors", route: "post", weight: 1, want: confirmedOnly(),
 		arm: func(s *sim, in *simIntent) {
-			s.post.FailPages(testharness.ReadError500, testharness.ReadReset)
-			s.post.NextFor(in.id, testharness.CommitThenDrop())
+			s.post.FailPages(fakeapi.ReadError500, fakeapi.ReadReset)
+			s.post.NextFor(in.id, fakeapi.CommitThenDrop())
 		}},
 
 	// search route whose API honours an idempotency key (24h)
 	{name: "keyed_visible_after_window", route: "post_keyed", weight: 2,
 		want: []outcome{{fsm.Confirmed, ""}, {fsm.ManualAction, events.ReasonWrittenUnverified}},
 		arm: func(s *sim, in *simIntent) {
-			s.keyed.NextFor(in.id, testharness.VisibilityDelay(time.Duration(40+s.rng.IntN(60))*time.Minute).Dropped())
+			s.keyed.NextFor(in.id, fakeapi.VisibilityDelay(time.Duration(40+s.rng.IntN(60))*time.Minute).Dropped())
 		}},
 	{name: "keyed_removed_after_lost_response", route: "post_keyed", weight: 2, want: []outcome{{fsm.ManualAction, events.ReasonWrittenUnverified}},
-		arm: func(s *sim, in *simIntent) { s.keyed.NextFor(in.id, testharness.CommitThenDrop()) },
+		arm: func(s *sim, in *simIntent) { s.keyed.NextFor(in.id, fakeapi.CommitThenDrop()) },
 		after: func(s *sim, in *simIntent, _ *producer.Result) {
 			for _, p := range s.keyed.Posts() {
 				if strings.HasPrefix(p.AttemptID, in.id+".a") {
@@ -181,43 +182,43 @@ var behaviours = []behaviour{
 			}
 		}},
 	{name: "keyed_request_lost", route: "post_keyed", weight: 2, want: confirmedOnly(),
-		arm: func(s *sim, in *simIntent) { s.keyed.NextFor(in.id, testharness.ResetBeforeCommit()) }},
+		arm: func(s *sim, in *simIntent) { s.keyed.NextFor(in.id, fakeapi.ResetBeforeCommit()) }},
 
 	// replies in threads, listed with every author (as a comment list is)
 	{name: "reply_response_lost", route: "reply", weight: 2, want: confirmedOnly(),
-		arm: func(s *sim, in *simIntent) { s.thread.NextFor(in.id, testharness.CommitThenDrop()) }},
+		arm: func(s *sim, in *simIntent) { s.thread.NextFor(in.id, fakeapi.CommitThenDrop()) }},
 	{name: "reply_other_author", route: "reply", weight: 2, want: []outcome{{fsm.ManualAction, events.ReasonNearMatch}},
 		arm: func(s *sim, in *simIntent) {
-			s.thread.NextFor(in.id, testharness.WrongAuthor("u_token_owner").Dropped())
+			s.thread.NextFor(in.id, fakeapi.WrongAuthor("u_token_owner").Dropped())
 		}},
 	{name: "reply_other_parent", route: "reply", weight: 2, want: []outcome{{fsm.ManualAction, events.ReasonNearMatch}},
-		arm: func(s *sim, in *simIntent) { s.thread.NextFor(in.id, testharness.WrongParent("t_elsewhere").Dropped()) }},
+		arm: func(s *sim, in *simIntent) { s.thread.NextFor(in.id, fakeapi.WrongParent("t_elsewhere").Dropped()) }},
 
 	// status query + idempotency key (24h)
 	{name: "booking_ok", route: "booking", weight: 4, want: confirmedOnly()},
 	{name: "booking_response_lost", route: "booking", weight: 4, want: confirmedOnly(),
-		arm: func(s *sim, in *simIntent) { s.bk.NextFor(in.id, testharness.CommitThenDrop()) }},
+		arm: func(s *sim, in *simIntent) { s.bk.NextFor(in.id, fakeapi.CommitThenDrop()) }},
 	{name: "booking_request_lost", route: "booking", weight: 3, want: confirmedOnly(),
-		arm: func(s *sim, in *simIntent) { s.bk.NextFor(in.id, testharness.ResetBeforeCommit()) }},
+		arm: func(s *sim, in *simIntent) { s.bk.NextFor(in.id, fakeapi.ResetBeforeCommit()) }},
 	{name: "booking_late_original", route: "booking", weight: 2, want: confirmedOnly(),
-		arm: func(s *sim, in *simIntent) { s.bk.NextFor(in.id, testharness.HoldForLateArrival().Dropped()) }},
+		arm: func(s *sim, in *simIntent) { s.bk.NextFor(in.id, fakeapi.HoldForLateArrival().Dropped()) }},
 	{name: "booking_never_completes", route: "booking", weight: 1, want: []outcome{{fsm.ManualAction, events.ReasonProcessingDeadline}},
-		arm: func(s *sim, in *simIntent) { s.bk.NextFor(in.id, testharness.NeverComplete()) }},
+		arm: func(s *sim, in *simIntent) { s.bk.NextFor(in.id, fakeapi.NeverComplete()) }},
 	{name: "booking_failed_definite", route: "booking", weight: 1, want: []outcome{{fsm.Rejected, ""}},
-		arm: func(s *sim, in *simIntent) { s.bk.NextFor(in.id, testharness.FailDefinite(422, nil)) }},
+		arm: func(s *sim, in *simIntent) { s.bk.NextFor(in.id, fakeapi.FailDefinite(422, nil)) }},
 	{name: "booking_failed_partial_lost", route: "booking", weight: 1, want: []outcome{{fsm.ManualAction, events.ReasonPartialEffects}},
 		arm: func(s *sim, in *simIntent) {
-			s.bk.NextFor(in.id, testharness.FailDefinite(500, []string{"seat held"}).Dropped())
+			s.bk.NextFor(in.id, fakeapi.FailDefinite(500, []string{"seat held"}).Dropped())
 		}},
 	{name: "booking_throttled", route: "booking", weight: 2, want: confirmedOnly(),
-		arm: func(s *sim, in *simIntent) { s.bk.NextFor(in.id, testharness.Status(429), testharness.Status(429)) }},
+		arm: func(s *sim, in *simIntent) { s.bk.NextFor(in.id, fakeapi.Status(429), fakeapi.Status(429)) }},
 	{name: "status_completed_without_id", route: "booking_noid", weight: 1, want: []outcome{{fsm.ManualAction, events.ReasonNoExternalID}},
-		arm: func(s *sim, in *simIntent) { s.bk.NextFor(in.id, testharness.CommitThenDrop()) }},
+		arm: func(s *sim, in *simIntent) { s.bk.NextFor(in.id, fakeapi.CommitThenDrop()) }},
 	// a key remembered 2 minutes by an API whose status lags 3 minutes
 	{name: "key_expired_request_lost", route: "booking_short", weight: 1, want: []outcome{{fsm.ManualAction, events.ReasonKeyRetentionExpired}},
-		arm: func(s *sim, in *simIntent) { s.bkShort.NextFor(in.id, testharness.ResetBeforeCommit()) }},
+		arm: func(s *sim, in *simIntent) { s.bkShort.NextFor(in.id, fakeapi.ResetBeforeCommit()) }},
 	{name: "short_key_response_lost", route: "booking_short", weight: 1, want: confirmedOnly(),
-		arm: func(s *sim, in *simIntent) { s.bkShort.NextFor(in.id, testharness.CommitThenDrop()) }},
+		arm: func(s *sim, in *simIntent) { s.bkShort.NextFor(in.id, fakeapi.CommitThenDrop()) }},
 }
 
 type simIntent struct {
@@ -261,11 +262,11 @@ type sim struct {
 	clock   *testharness.ManualClock
 	node    *testharness.Node
 	store   *ledger.Store
-	post    *testharness.SocialAPI
-	keyed   *testharness.SocialAPI
-	thread  *testharness.SocialAPI
-	bk      *testharness.BookingAPI
-	bkShort *testharness.BookingAPI
+	post    *fakeapi.SocialAPI
+	keyed   *fakeapi.SocialAPI
+	thread  *fakeapi.SocialAPI
+	bk      *fakeapi.BookingAPI
+	bkShort *fakeapi.BookingAPI
 	routes  []adapter.Route
 	writers []*producer.Producer
 	workers []*simWorker
@@ -291,15 +292,15 @@ func newSim(t *testing.T, seed uint64) *sim {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clockOpt := testharness.WithSocialClock(s.clock.Now)
-	s.post = testharness.NewSocialAPI(t, clockOpt)
-	s.keyed = testharness.NewSocialAPI(t, clockOpt, testharness.WithIdempotencyKeys())
-	s.thread = testharness.NewSocialAPI(t, clockOpt, testharness.WithListAllAuthors())
-	s.bk = testharness.NewBookingAPI(t, testharness.WithBookingClock(s.clock.Now), testharness.WithBookingReflectionDelay(5*time.Second))
-	s.bkShort = testharness.NewBookingAPI(t, testharness.WithBookingClock(s.clock.Now), testharness.WithBookingReflectionDelay(3*time.Minute),
-		testharness.WithBookingKeyRetention(2*time.Minute))
+	clockOpt := fakeapi.WithSocialClock(s.clock.Now)
+	s.post = fakeapi.NewSocialAPI(t, clockOpt)
+	s.keyed = fakeapi.NewSocialAPI(t, clockOpt, fakeapi.WithIdempotencyKeys())
+	s.thread = fakeapi.NewSocialAPI(t, clockOpt, fakeapi.WithListAllAuthors())
+	s.bk = fakeapi.NewBookingAPI(t, fakeapi.WithBookingClock(s.clock.Now), fakeapi.WithBookingReflectionDelay(5*time.Second))
+	s.bkShort = fakeapi.NewBookingAPI(t, fakeapi.WithBookingClock(s.clock.Now), fakeapi.WithBookingReflectionDelay(3*time.Minute),
+		fakeapi.WithBookingKeyRetention(2*time.Minute))
 	client := &http.Client{Timeout: 5 * time.Second}
-	soc := func(api *testharness.SocialAPI, keyed bool) adapter.Adapter {
+	soc := func(api *fakeapi.SocialAPI, keyed bool) adapter.Adapter {
 		cfg := social.Config{BaseURL: api.URL(), Token: api.Token(), Client: client}
 		if keyed {
 			cfg.IdempotencyKey, cfg.KeyRetention = true, 24*time.Hour
@@ -310,7 +311,7 @@ func newSim(t *testing.T, seed uint64) *sim {
 		}
 		return ad
 	}
-	bkd := func(api *testharness.BookingAPI, retention, reflection time.Duration) *booking.Adapter {
+	bkd := func(api *fakeapi.BookingAPI, retention, reflection time.Duration) *booking.Adapter {
 		ad, err := booking.New(booking.Config{BaseURL: api.URL(), Token: api.Token(), KeyRetention: retention, ReflectionDelay: reflection, Client: client})
 		if err != nil {
 			t.Fatal(err)
@@ -630,8 +631,8 @@ func runSimulation(t *testing.T, seed uint64, n int, tot *simTotals) {
 		byState                                    = map[string]int{}
 		byBehaviour                                = map[string]int{}
 	)
-	writeLogs := map[string][]testharness.WriteRecord{}
-	for route, api := range map[string]*testharness.SocialAPI{"post": s.post, "post_keyed": s.keyed, "reply": s.thread} {
+	writeLogs := map[string][]fakeapi.WriteRecord{}
+	for route, api := range map[string]*fakeapi.SocialAPI{"post": s.post, "post_keyed": s.keyed, "reply": s.thread} {
 		for _, w := range api.WriteLog() {
 			if k := strings.LastIndex(w.AttemptID, ".a"); k > 0 {
 				writeLogs[route+"|"+w.AttemptID[:k]] = append(writeLogs[route+"|"+w.AttemptID[:k]], w)
@@ -640,11 +641,11 @@ func runSimulation(t *testing.T, seed uint64, n int, tot *simTotals) {
 	}
 	effectsOf := func(in *simIntent) (int, map[string]bool) {
 		created := map[string]bool{}
-		bkAPI := map[string]*testharness.BookingAPI{"booking": s.bk, "booking_noid": s.bk, "booking_short": s.bkShort}[in.route]
+		bkAPI := map[string]*fakeapi.BookingAPI{"booking": s.bk, "booking_noid": s.bk, "booking_short": s.bkShort}[in.route]
 		if bkAPI != nil {
 			// The object a booking change creates is the booking at the
 			// version this request applied.
-			if rq, ok := bkAPI.Request(in.requestID); ok && rq.State == testharness.BookingCompleted && !rq.External {
+			if rq, ok := bkAPI.Request(in.requestID); ok && rq.State == fakeapi.BookingCompleted && !rq.External {
 				created[fmt.Sprintf("%s@v%d", rq.BookingID, rq.AppliedVersion)] = true
 			}
 			return bkAPI.EffectsForRequest(in.requestID), created

@@ -16,6 +16,7 @@ import (
 	"github.com/settle-dev/settle/adapter/payment"
 	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
@@ -26,15 +27,15 @@ import (
 // embedded server, with one injected clock for fake, producer and workers.
 type statusWorld struct {
 	*world
-	bk  *testharness.BookingAPI
-	pay *testharness.PaymentAPI
+	bk  *fakeapi.BookingAPI
+	pay *fakeapi.PaymentAPI
 }
 
-func newBookingWorld(t *testing.T, opts ...testharness.BookingOption) *statusWorld {
+func newBookingWorld(t *testing.T, opts ...fakeapi.BookingOption) *statusWorld {
 	t.Helper()
 	clock := testharness.NewManualClock(t0)
-	opts = append([]testharness.BookingOption{testharness.WithBookingClock(clock.Now), testharness.WithBookingReflectionDelay(5 * time.Second)}, opts...)
-	bk := testharness.NewBookingAPI(t, opts...)
+	opts = append([]fakeapi.BookingOption{fakeapi.WithBookingClock(clock.Now), fakeapi.WithBookingReflectionDelay(5 * time.Second)}, opts...)
+	bk := fakeapi.NewBookingAPI(t, opts...)
 	ad, err := booking.New(booking.Config{BaseURL: bk.URL(), Token: bk.Token(), KeyRetention: 24 * time.Hour,
 		ReflectionDelay: 5 * time.Second, Client: &http.Client{Timeout: 2 * time.Second}})
 	if err != nil {
@@ -47,7 +48,7 @@ func newBookingWorld(t *testing.T, opts ...testharness.BookingOption) *statusWor
 func newPaymentWorld(t *testing.T) *statusWorld {
 	t.Helper()
 	clock := testharness.NewManualClock(t0)
-	pay := testharness.NewPaymentAPI(t, testharness.WithPaymentClock(clock.Now))
+	pay := fakeapi.NewPaymentAPI(t, fakeapi.WithPaymentClock(clock.Now))
 	ad, err := payment.New(payment.Config{BaseURL: pay.URL(), Token: pay.Token(), KeyRetention: 24 * time.Hour,
 		Client: &http.Client{Timeout: 5 * time.Second}})
 	if err != nil {
@@ -132,7 +133,7 @@ const change8 = `{"booking_id":"B-1","expected_version":8,"change":{"seat":"12A"
 func TestBookingResponseLostConfirmedByStatusWithoutResend(t *testing.T) {
 	w := newBookingWorld(t)
 	w.bk.Seed("B-1", 8, map[string]any{"seat": "3C"})
-	w.bk.Next(testharness.CommitThenDrop())
+	w.bk.Next(fakeapi.CommitThenDrop())
 	res := w.submit("trip-1:change-seat", change8)
 	if res.State != fsm.Unknown {
 		t.Fatalf("state %s", res.State)
@@ -159,7 +160,7 @@ func TestBookingResponseLostConfirmedByStatusWithoutResend(t *testing.T) {
 func TestBookingNeverArrivedRetriedOnceLateOriginalChangesNothing(t *testing.T) {
 	w := newBookingWorld(t)
 	w.bk.Seed("B-1", 8, map[string]any{"seat": "3C"})
-	w.bk.Next(testharness.HoldForLateArrival().Dropped())
+	w.bk.Next(fakeapi.HoldForLateArrival().Dropped())
 	res := w.submit("trip-1:change-seat", change8)
 	if res.State != fsm.Unknown || w.bk.Effects() != 0 {
 		t.Fatalf("state %s effects %d", res.State, w.bk.Effects())
@@ -192,7 +193,7 @@ func TestBookingNeverArrivedRetriedOnceLateOriginalChangesNothing(t *testing.T) 
 }
 
 func TestBookingProcessingPolledWithJitterThenCompleted(t *testing.T) {
-	w := newBookingWorld(t, testharness.WithBookingProcessingFor(3*time.Minute))
+	w := newBookingWorld(t, fakeapi.WithBookingProcessingFor(3*time.Minute))
 	w.bk.Seed("B-1", 8, nil)
 	res := w.submit("trip-1:change-seat", change8) // 202: accepted, processing
 	if res.State != fsm.Unknown {
@@ -222,7 +223,7 @@ func TestBookingProcessingPolledWithJitterThenCompleted(t *testing.T) {
 func TestBookingNeverCompletesIsHandedOffAtTheDeadline(t *testing.T) {
 	w := newBookingWorld(t)
 	w.bk.Seed("B-1", 8, nil)
-	w.bk.Next(testharness.NeverComplete())
+	w.bk.Next(fakeapi.NeverComplete())
 	res := w.submit("trip-1:change-seat", change8)
 	r := w.reconciler("w1", nil)
 	r.cfg.ProcessingDeadline = 10 * time.Minute
@@ -238,7 +239,7 @@ func TestBookingNeverCompletesIsHandedOffAtTheDeadline(t *testing.T) {
 func TestBookingKeyRetentionExpiredGoesToManualWithoutWrite(t *testing.T) {
 	w := newBookingWorld(t)
 	w.bk.Seed("B-1", 8, nil)
-	w.bk.Next(testharness.ResetBeforeCommit())
+	w.bk.Next(fakeapi.ResetBeforeCommit())
 	res := w.submit("trip-1:change-seat", change8)
 	w.clock.Advance(25 * time.Hour) // nobody reconciled for a day
 	i := w.settleRoute(w.reconciler("w1", nil), res.IntentID)
@@ -254,7 +255,7 @@ func TestBookingDefiniteFailureWithAndWithoutPartialEffects(t *testing.T) {
 	w := newBookingWorld(t)
 	w.bk.Seed("B-1", 8, nil)
 	w.bk.Seed("B-2", 8, nil)
-	w.bk.Next(testharness.FailDefinite(422, nil).Dropped(), testharness.FailDefinite(500, []string{"seat_hold_placed"}).Dropped())
+	w.bk.Next(fakeapi.FailDefinite(422, nil).Dropped(), fakeapi.FailDefinite(500, []string{"seat_hold_placed"}).Dropped())
 	clean := w.submit("trip-1:a", change8)
 	partial := w.submit("trip-1:b", `{"booking_id":"B-2","expected_version":8,"change":{"seat":"1A"}}`)
 	r := w.reconciler("w1", nil)
@@ -354,7 +355,7 @@ func TestPaymentSettleSemantics(t *testing.T) {
 
 func TestPaymentLostResponseConfirmedByLookup(t *testing.T) {
 	w := newPaymentWorld(t)
-	w.pay.Next(testharness.CommitThenDrop())
+	w.pay.Next(fakeapi.CommitThenDrop())
 	res := w.submit("order-9:pay", charge)
 	i := w.settleRoute(w.reconciler("w1", nil), res.IntentID)
 	if i.State != fsm.Confirmed || w.pay.Charges() != 1 || w.pay.Writes() != 1 {
@@ -372,13 +373,13 @@ func (blind) Capabilities() adapter.Capabilities { return adapter.Capabilities{}
 
 func TestNoQueryNoDedupHandsOffAndNeverWritesAgain(t *testing.T) {
 	clock := testharness.NewManualClock(t0)
-	api := testharness.NewSocialAPI(t, testharness.WithSocialClock(clock.Now))
+	api := fakeapi.NewSocialAPI(t, fakeapi.WithSocialClock(clock.Now))
 	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := &statusWorld{world: routeWorld(t, clock, "blind_post", blind{ad}, retryNever)}
-	api.Next(testharness.ResetBeforeCommit())
+	api.Next(fakeapi.ResetBeforeCommit())
 	res := w.submit("t:1", `{"body":"x"}`)
 	i := w.settleRoute(w.reconciler("w1", nil), res.IntentID)
 	if i.State != fsm.ManualAction || i.ManualReason != events.ReasonNoQueryNoDedup || i.ManualOwner == "" {
@@ -409,7 +410,7 @@ func TestNoQueryNoDedupHandsOffAndNeverWritesAgain(t *testing.T) {
 
 func TestCancellationIsNotRollback(t *testing.T) {
 	clock := testharness.NewManualClock(t0)
-	api := testharness.NewSocialAPI(t, testharness.WithSocialClock(clock.Now))
+	api := fakeapi.NewSocialAPI(t, fakeapi.WithSocialClock(clock.Now))
 	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
@@ -417,7 +418,7 @@ func TestCancellationIsNotRollback(t *testing.T) {
 	w := &statusWorld{world: routeWorld(t, clock, "blind_post", blind{ad}, retryNever)}
 	ctx := context.Background()
 	// The write executed but its response was lost; nothing can prove it.
-	api.Next(testharness.CommitThenDrop())
+	api.Next(fakeapi.CommitThenDrop())
 	res := w.submit("t:1", `{"body":"x"}`)
 	i := w.settleRoute(w.reconciler("w1", nil), res.IntentID)
 	if i.State != fsm.ManualAction {

@@ -7,7 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/settle-dev/settle/testharness"
+	"github.com/settle-dev/settle/fakeapi"
 )
 
 func main() {
@@ -19,10 +19,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "socialapi: set SOCIAL_TOKEN to a token of 16+ characters, e.g. export SOCIAL_TOKEN=$(head -c16 /dev/urandom | od -An -tx1 | tr -d ' \\n')")
 		os.Exit(2)
 	}
-	api := testharness.NewSocialAPIServer(testharness.SocialConfig{Token: token, HonorIdempotencyKey: *honor})
+	api := fakeapi.NewSocialAPIServer(fakeapi.SocialConfig{Token: token, HonorIdempotencyKey: *honor})
 	defer api.Close()
 	for k := 0; k < *drop; k++ {
-		api.Next(testharness.CommitThenDrop())
+		api.Next(fakeapi.CommitThenDrop())
 	}
 	fmt.Printf("export SOCIAL_BASE_URL=%s\n", api.URL())
 	fmt.Fprintf(os.Stderr, "fake social API on %s; the next %d post(s) will lose their response. Ctrl-C stops it.\n", api.URL(), *drop)

@@ -1,4 +1,4 @@
-package testharness
+package fakeapi
 
 import (
 	"cmp"
@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -94,9 +93,8 @@ type SlackAPI struct {
 }
 
 // NewSlackAPI starts a fake Slack API for a test, closed with t.Cleanup.
-func NewSlackAPI(t testing.TB, opts ...SlackOption) *SlackAPI {
-	t.Helper()
-	return startForTest(t, opts, NewSlackAPIServer)
+func NewSlackAPI(t Cleaner, opts ...SlackOption) *SlackAPI {
+	return startFor(t, opts, NewSlackAPIServer)
 }
 
 // NewSlackAPIServer starts a fake Slack API; the caller must Close it.

@@ -1,4 +1,4 @@
-package testharness
+package fakeapi
 
 import (
 	"bytes"
@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/settle-dev/settle/events"
@@ -283,9 +282,8 @@ type BookingAPI struct {
 
 // NewBookingAPI starts a fake booking API for a test and closes it with
 // t.Cleanup.
-func NewBookingAPI(t testing.TB, opts ...BookingOption) *BookingAPI {
-	t.Helper()
-	return startForTest(t, opts, NewBookingAPIServer)
+func NewBookingAPI(t Cleaner, opts ...BookingOption) *BookingAPI {
+	return startFor(t, opts, NewBookingAPIServer)
 }
 
 // NewBookingAPIServer starts a fake booking API outside a test. The caller
@@ -335,10 +333,10 @@ func checkBookingFaults(faults []BookingFault) []bookingFaultSpec {
 			FaultNeverComplete, FaultHoldForLateArrival:
 		case FaultFailDefinite:
 			if s.code < 400 || s.code > 599 {
-				panic("testharness: FailDefinite code must be 400..599, got " + strconv.Itoa(s.code))
+				panic("fakeapi: FailDefinite code must be 400..599, got " + strconv.Itoa(s.code))
 			}
 		default:
-			panic("testharness: the booking API does not implement fault " + s.name)
+			panic("fakeapi: the booking API does not implement fault " + s.name)
 		}
 		specs = append(specs, s)
 	}
@@ -370,7 +368,7 @@ func (b *BookingAPI) ChangeBy(bookingID, requestID string, change map[string]any
 	b.advanceLocked(now)
 	bk := b.bookings[bookingID]
 	if bk == nil {
-		panic("testharness: ChangeBy: no booking " + strconv.Quote(bookingID))
+		panic("fakeapi: ChangeBy: no booking " + strconv.Quote(bookingID))
 	}
 	ch := cloneJSONMap(change)
 	mergeChange(bk, ch)
@@ -620,13 +618,13 @@ func cloneJSONMap(m map[string]any) map[string]any {
 	}
 	raw, err := json.Marshal(m)
 	if err != nil {
-		panic("testharness: value is not JSON: " + err.Error())
+		panic("fakeapi: value is not JSON: " + err.Error())
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var out map[string]any
 	if err := dec.Decode(&out); err != nil {
-		panic("testharness: value is not JSON: " + err.Error())
+		panic("fakeapi: value is not JSON: " + err.Error())
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package testharness
+package fakeapi
 
 import (
 	"net/http"

@@ -1,4 +1,4 @@
-package testharness_test
+package fakeapi_test
 
 import (
 	"encoding/json"
@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/testharness"
 )
 
@@ -26,7 +27,7 @@ type call struct {
 
 // post sends one POST /v1/posts with a plain net/http client that cannot
 // replay it (GetBody cleared, no keep-alive reuse).
-func post(t *testing.T, api *testharness.SocialAPI, client *http.Client, payload string, hdr map[string]string) call {
+func post(t *testing.T, api *fakeapi.SocialAPI, client *http.Client, payload string, hdr map[string]string) call {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, api.URL()+"/v1/posts", strings.NewReader(payload))
 	if err != nil {
@@ -60,7 +61,7 @@ func newClient(timeout time.Duration) *http.Client {
 	return &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
 }
 
-func get(t *testing.T, api *testharness.SocialAPI, path string, auth bool) call {
+func get(t *testing.T, api *fakeapi.SocialAPI, path string, auth bool) call {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, api.URL()+path, nil)
 	if err != nil {
@@ -78,9 +79,9 @@ func get(t *testing.T, api *testharness.SocialAPI, path string, auth bool) call 
 	return call{status: resp.StatusCode, body: b, err: err}
 }
 
-func decodePost(t *testing.T, b []byte) testharness.Post {
+func decodePost(t *testing.T, b []byte) fakeapi.Post {
 	t.Helper()
-	var p testharness.Post
+	var p fakeapi.Post
 	if err := json.Unmarshal(b, &p); err != nil {
 		t.Fatalf("decode post %q: %v", b, err)
 	}
@@ -92,7 +93,7 @@ type listResp struct {
 	NextCursor string           `json:"next_cursor"`
 }
 
-func list(t *testing.T, api *testharness.SocialAPI, account string, q url.Values) listResp {
+func list(t *testing.T, api *fakeapi.SocialAPI, account string, q url.Values) listResp {
 	t.Helper()
 	c := get(t, api, "/v1/accounts/"+url.PathEscape(account)+"/posts?"+q.Encode(), true)
 	if c.err != nil || c.status != 200 {
@@ -110,7 +111,7 @@ const hello = `{"account":"acct_1","body":"hello","assets":["` + asset1 + `"]}`
 func TestSocialCreateSuccess(t *testing.T) {
 	t0 := time.Date(2025, 3, 1, 12, 0, 0, 123456789, time.UTC)
 	clock := testharness.NewManualClock(t0)
-	api := testharness.NewSocialAPI(t, testharness.WithSocialClock(clock.Now))
+	api := fakeapi.NewSocialAPI(t, fakeapi.WithSocialClock(clock.Now))
 
 	c := post(t, api, nil, `{"account":"acct_1","body":"hello","assets":["`+asset1+`"],"parent_id":"p_9"}`,
 		map[string]string{"Idempotency-Key": "sk_1", "X-Settle-Attempt": "at_1"})
@@ -158,7 +159,7 @@ func TestSocialCreateSuccess(t *testing.T) {
 
 func TestSocialUnauthorized(t *testing.T) {
 	const token = "tok_very_secret_123"
-	api := testharness.NewSocialAPI(t, testharness.WithSocialToken(token))
+	api := fakeapi.NewSocialAPI(t, fakeapi.WithSocialToken(token))
 	if api.Token() != token {
 		t.Fatal("Token()")
 	}
@@ -180,7 +181,7 @@ func TestSocialUnauthorized(t *testing.T) {
 		t.Fatalf("effects %d writes %d", api.Effects(), api.Writes())
 	}
 	// A 401 does not consume a fault.
-	api.Next(testharness.Status(500))
+	api.Next(fakeapi.Status(500))
 	post(t, api, nil, hello, map[string]string{"Authorization": ""})
 	if api.PendingFaults() != 1 {
 		t.Fatal("401 consumed a fault")
@@ -188,7 +189,7 @@ func TestSocialUnauthorized(t *testing.T) {
 }
 
 func TestSocialMalformed(t *testing.T) {
-	api := testharness.NewSocialAPI(t)
+	api := fakeapi.NewSocialAPI(t)
 	for _, body := range []string{
 		``, `{`, `[]`, `{"account":"acct_1"}`, `{"body":"x"}`,
 		`{"account":"acct_1","body":"x","assets":["nothex"]}`,
@@ -206,8 +207,8 @@ func TestSocialMalformed(t *testing.T) {
 }
 
 func TestSocialCommitThenDrop(t *testing.T) {
-	api := testharness.NewSocialAPI(t)
-	api.Next(testharness.CommitThenDrop())
+	api := fakeapi.NewSocialAPI(t)
+	api.Next(fakeapi.CommitThenDrop())
 	c := post(t, api, nil, hello, map[string]string{"Idempotency-Key": "sk_1"})
 	if c.err == nil {
 		t.Fatalf("expected a client error, got %d %s", c.status, c.body)
@@ -215,7 +216,7 @@ func TestSocialCommitThenDrop(t *testing.T) {
 	if api.Effects() != 1 || api.EffectsForKey("sk_1") != 1 || api.Writes() != 1 {
 		t.Fatalf("effects %d writes %d", api.Effects(), api.Writes())
 	}
-	if wl := api.WriteLog(); wl[0].Status != 0 || wl[0].Fault.Kind != testharness.FaultCommitThenDrop {
+	if wl := api.WriteLog(); wl[0].Status != 0 || wl[0].Fault.Kind != fakeapi.FaultCommitThenDrop {
 		t.Fatalf("write log %+v", wl)
 	}
 	// The next POST is normal.
@@ -225,8 +226,8 @@ func TestSocialCommitThenDrop(t *testing.T) {
 }
 
 func TestSocialResetBeforeCommit(t *testing.T) {
-	api := testharness.NewSocialAPI(t)
-	api.Next(testharness.ResetBeforeCommit())
+	api := fakeapi.NewSocialAPI(t)
+	api.Next(fakeapi.ResetBeforeCommit())
 	c := post(t, api, nil, hello, nil)
 	if c.err == nil {
 		t.Fatalf("expected a client error, got %d", c.status)
@@ -240,8 +241,8 @@ func TestSocialResetBeforeCommit(t *testing.T) {
 }
 
 func TestSocialDelay(t *testing.T) {
-	api := testharness.NewSocialAPI(t)
-	api.Next(testharness.Delay(time.Minute))
+	api := fakeapi.NewSocialAPI(t)
+	api.Next(fakeapi.Delay(time.Minute))
 	start := time.Now()
 	c := post(t, api, newClient(200*time.Millisecond), hello, nil)
 	if c.err == nil {
@@ -254,15 +255,15 @@ func TestSocialDelay(t *testing.T) {
 		t.Fatalf("effects %d", api.Effects())
 	}
 	// A short delay is simply slow.
-	api.Next(testharness.Delay(50 * time.Millisecond))
+	api.Next(fakeapi.Delay(50 * time.Millisecond))
 	if c := post(t, api, nil, hello, nil); c.status != 201 {
 		t.Fatalf("short delay: %d %v", c.status, c.err)
 	}
 }
 
 func TestSocialDelayEndsOnClose(t *testing.T) {
-	api := testharness.NewSocialAPIServer(testharness.SocialConfig{})
-	api.Next(testharness.Delay(time.Hour))
+	api := fakeapi.NewSocialAPIServer(fakeapi.SocialConfig{})
+	api.Next(fakeapi.Delay(time.Hour))
 	done := make(chan call, 1)
 	go func() { done <- post(t, api, newClient(0), hello, nil) }()
 	deadline := time.Now().Add(5 * time.Second)
@@ -284,9 +285,9 @@ func TestSocialDelayEndsOnClose(t *testing.T) {
 }
 
 func TestSocialStatus(t *testing.T) {
-	api := testharness.NewSocialAPI(t)
+	api := fakeapi.NewSocialAPI(t)
 	for _, code := range []int{400, 422, 429, 500, 502, 503, 504} {
-		api.Next(testharness.Status(code))
+		api.Next(fakeapi.Status(code))
 		c := post(t, api, nil, hello, nil)
 		if c.err != nil || c.status != code {
 			t.Fatalf("want %d, got %d %v", code, c.status, c.err)
@@ -304,8 +305,8 @@ func TestSocialStatus(t *testing.T) {
 }
 
 func TestSocialFaultsInOrder(t *testing.T) {
-	api := testharness.NewSocialAPI(t)
-	api.Next(testharness.Status(503), testharness.CommitThenDrop(), testharness.Status(429))
+	api := fakeapi.NewSocialAPI(t)
+	api.Next(fakeapi.Status(503), fakeapi.CommitThenDrop(), fakeapi.Status(429))
 	if c := post(t, api, nil, hello, nil); c.status != 503 {
 		t.Fatalf("1st: %d %v", c.status, c.err)
 	}
@@ -326,8 +327,8 @@ func TestSocialFaultsInOrder(t *testing.T) {
 func TestSocialVisibilityDelay(t *testing.T) {
 	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	clock := testharness.NewManualClock(t0)
-	api := testharness.NewSocialAPI(t, testharness.WithSocialClock(clock.Now))
-	api.Next(testharness.VisibilityDelay(30 * time.Second))
+	api := fakeapi.NewSocialAPI(t, fakeapi.WithSocialClock(clock.Now))
+	api.Next(fakeapi.VisibilityDelay(30 * time.Second))
 	c := post(t, api, nil, hello, nil)
 	if c.status != 201 {
 		t.Fatalf("status %d %v", c.status, c.err)
@@ -360,7 +361,7 @@ func TestSocialVisibilityDelay(t *testing.T) {
 
 func TestSocialDefaultVisibilityDelay(t *testing.T) {
 	clock := testharness.NewManualClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
-	api := testharness.NewSocialAPI(t, testharness.WithSocialClock(clock.Now), testharness.WithVisibilityDelay(time.Minute))
+	api := fakeapi.NewSocialAPI(t, fakeapi.WithSocialClock(clock.Now), fakeapi.WithVisibilityDelay(time.Minute))
 	post(t, api, nil, hello, nil)
 	if len(list(t, api, "acct_1", nil).Items) != 0 {
 		t.Fatal("visible too early")
@@ -372,17 +373,17 @@ func TestSocialDefaultVisibilityDelay(t *testing.T) {
 }
 
 func TestSocialCorruptions(t *testing.T) {
-	api := testharness.NewSocialAPI(t)
+	api := fakeapi.NewSocialAPI(t)
 	cases := []struct {
-		fault     testharness.Fault
-		check     func(p testharness.Post) bool
+		fault     fakeapi.Fault
+		check     func(p fakeapi.Post) bool
 		pageFound bool
 	}{
-		{testharness.WrongAuthor("acct_evil"), func(p testharness.Post) bool { return p.AuthorID == "acct_evil" }, true},
-		{testharness.WrongParent("p_77"), func(p testharness.Post) bool { return p.ParentID == "p_77" }, true},
-		{testharness.MissingAsset(), func(p testharness.Post) bool { return len(p.Assets) == 0 }, true},
-		{testharness.URL404(), func(p testharness.Post) bool { return p.AuthorID == "acct_1" }, false},
-		{testharness.Draft(), func(p testharness.Post) bool { return p.Visibility == "draft" }, false},
+		{fakeapi.WrongAuthor("acct_evil"), func(p fakeapi.Post) bool { return p.AuthorID == "acct_evil" }, true},
+		{fakeapi.WrongParent("p_77"), func(p fakeapi.Post) bool { return p.ParentID == "p_77" }, true},
+		{fakeapi.MissingAsset(), func(p fakeapi.Post) bool { return len(p.Assets) == 0 }, true},
+		{fakeapi.URL404(), func(p fakeapi.Post) bool { return p.AuthorID == "acct_1" }, false},
+		{fakeapi.Draft(), func(p fakeapi.Post) bool { return p.Visibility == "draft" }, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.fault.String(), func(t *testing.T) {
@@ -410,8 +411,8 @@ func TestSocialCorruptions(t *testing.T) {
 }
 
 func TestSocialDraftDropped(t *testing.T) {
-	api := testharness.NewSocialAPI(t)
-	api.Next(testharness.Draft().Dropped())
+	api := fakeapi.NewSocialAPI(t)
+	api.Next(fakeapi.Draft().Dropped())
 	if c := post(t, api, nil, hello, nil); c.err == nil {
 		t.Fatalf("expected a client error, got %d", c.status)
 	}
@@ -422,8 +423,8 @@ func TestSocialDraftDropped(t *testing.T) {
 }
 
 func TestSocialDuplicate(t *testing.T) {
-	api := testharness.NewSocialAPI(t)
-	api.Next(testharness.Duplicate())
+	api := fakeapi.NewSocialAPI(t)
+	api.Next(fakeapi.Duplicate())
 	c := post(t, api, nil, hello, map[string]string{"Idempotency-Key": "sk_d"})
 	if c.status != 201 {
 		t.Fatalf("status %d %v", c.status, c.err)
@@ -439,8 +440,8 @@ func TestSocialDuplicate(t *testing.T) {
 
 func TestSocialIdempotencyKey(t *testing.T) {
 	t.Run("honoured", func(t *testing.T) {
-		api := testharness.NewSocialAPI(t, testharness.WithIdempotencyKeys())
-		api.Next(testharness.CommitThenDrop())
+		api := fakeapi.NewSocialAPI(t, fakeapi.WithIdempotencyKeys())
+		api.Next(fakeapi.CommitThenDrop())
 		if c := post(t, api, nil, hello, map[string]string{"Idempotency-Key": "sk_1", "X-Settle-Attempt": "at_1"}); c.err == nil {
 			t.Fatal("expected the response to be dropped")
 		}
@@ -463,7 +464,7 @@ func TestSocialIdempotencyKey(t *testing.T) {
 		}
 	})
 	t.Run("ignored", func(t *testing.T) {
-		api := testharness.NewSocialAPI(t)
+		api := fakeapi.NewSocialAPI(t)
 		for range 2 {
 			if c := post(t, api, nil, hello, map[string]string{"Idempotency-Key": "sk_1"}); c.status != 201 {
 				t.Fatalf("status %d", c.status)
@@ -478,13 +479,13 @@ func TestSocialIdempotencyKey(t *testing.T) {
 func TestSocialListPagination(t *testing.T) {
 	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	clock := testharness.NewManualClock(t0)
-	api := testharness.NewSocialAPI(t, testharness.WithSocialClock(clock.Now), testharness.WithSocialPageSize(2))
+	api := fakeapi.NewSocialAPI(t, fakeapi.WithSocialClock(clock.Now), fakeapi.WithSocialPageSize(2))
 	for i := range 5 {
 		post(t, api, nil, fmt.Sprintf(`{"account":"acct_1","body":"post %d"}`, i), nil)
 		clock.Advance(time.Second)
 	}
 	post(t, api, nil, `{"account":"acct_2","body":"other"}`, nil)
-	injected := api.Inject(testharness.Post{AuthorID: "acct_1", Body: "planted", CreatedAt: t0.Add(-time.Hour)})
+	injected := api.Inject(fakeapi.Post{AuthorID: "acct_1", Body: "planted", CreatedAt: t0.Add(-time.Hour)})
 	if api.Effects() != 6 {
 		t.Fatalf("inject counted as an effect: %d", api.Effects())
 	}
@@ -544,7 +545,7 @@ func TestSocialListPagination(t *testing.T) {
 }
 
 func TestSocialOmitBodyInList(t *testing.T) {
-	api := testharness.NewSocialAPI(t, testharness.WithOmitBodyInList())
+	api := fakeapi.NewSocialAPI(t, fakeapi.WithOmitBodyInList())
 	post(t, api, nil, hello, nil)
 	lr := list(t, api, "acct_1", nil)
 	if len(lr.Items) != 1 {
@@ -562,7 +563,7 @@ func TestSocialOmitBodyInList(t *testing.T) {
 }
 
 func TestSocialConcurrent(t *testing.T) {
-	api := testharness.NewSocialAPI(t, testharness.WithIdempotencyKeys())
+	api := fakeapi.NewSocialAPI(t, fakeapi.WithIdempotencyKeys())
 	var wg sync.WaitGroup
 	for i := range 20 {
 		wg.Add(1)

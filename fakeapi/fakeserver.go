@@ -1,4 +1,4 @@
-package testharness
+package fakeapi
 
 import (
 	"crypto/rand"
@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -41,10 +40,14 @@ func (f *fakeServer[F]) start(token string, h http.Handler) {
 	f.srv = httptest.NewServer(h)
 }
 
-// startForTest builds a config from opts, starts a server with newServer
-// and closes it with t.Cleanup.
-func startForTest[C any, O ~func(*C), S interface{ Close() }](t testing.TB, opts []O, newServer func(C) S) S {
-	t.Helper()
+// Cleaner is what a test gives a fake API's NewXAPI to have the server
+// closed when the test ends: testing.TB is one. (The package links no
+// testing code: the settle binary's demo serves a fake.)
+type Cleaner interface{ Cleanup(func()) }
+
+// startFor builds a config from opts, starts a server with newServer and
+// closes it with t.Cleanup.
+func startFor[C any, O ~func(*C), S interface{ Close() }](t Cleaner, opts []O, newServer func(C) S) S {
 	var cfg C
 	for _, o := range opts {
 		o(&cfg)
@@ -185,7 +188,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 func hijack(w http.ResponseWriter) net.Conn {
 	hj, ok := w.(http.Hijacker)
 	if !ok {
-		panic("testharness: the response writer cannot be hijacked")
+		panic("fakeapi: the response writer cannot be hijacked")
 	}
 	conn, _, err := hj.Hijack()
 	if err != nil {

@@ -1,4 +1,4 @@
-package testharness_test
+package fakeapi_test
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/testharness"
 )
 
@@ -53,7 +54,7 @@ func bkSend(t *testing.T, base, token string, client *http.Client, method, path,
 	return bkResp{status: resp.StatusCode, header: resp.Header, body: b, err: err}
 }
 
-func bkPut(t *testing.T, api *testharness.BookingAPI, client *http.Client, id, key, body string) bkResp {
+func bkPut(t *testing.T, api *fakeapi.BookingAPI, client *http.Client, id, key, body string) bkResp {
 	t.Helper()
 	hdr := map[string]string{}
 	if key != "" {
@@ -62,7 +63,7 @@ func bkPut(t *testing.T, api *testharness.BookingAPI, client *http.Client, id, k
 	return bkSend(t, api.URL(), api.Token(), client, http.MethodPut, "/v1/bookings/"+id, body, hdr)
 }
 
-func bkStatus(t *testing.T, api *testharness.BookingAPI, requestID string) (int, map[string]any) {
+func bkStatus(t *testing.T, api *fakeapi.BookingAPI, requestID string) (int, map[string]any) {
 	t.Helper()
 	r := bkSend(t, api.URL(), api.Token(), nil, http.MethodGet, "/v1/requests/"+requestID, "", nil)
 	if r.err != nil {
@@ -97,10 +98,10 @@ const (
 
 var bkT0 = time.Date(2026, 11, 12, 5, 0, 0, 0, time.UTC)
 
-func bkSeeded(t *testing.T, opts ...testharness.BookingOption) (*testharness.BookingAPI, *testharness.ManualClock) {
+func bkSeeded(t *testing.T, opts ...fakeapi.BookingOption) (*fakeapi.BookingAPI, *testharness.ManualClock) {
 	t.Helper()
 	clock := testharness.NewManualClock(bkT0)
-	api := testharness.NewBookingAPI(t, append([]testharness.BookingOption{testharness.WithBookingClock(clock.Now)}, opts...)...)
+	api := fakeapi.NewBookingAPI(t, append([]fakeapi.BookingOption{fakeapi.WithBookingClock(clock.Now)}, opts...)...)
 	api.Seed("B-001", 7, map[string]any{"room": "A", "start": "14:00", "end": "15:00"})
 	return api, clock
 }
@@ -156,7 +157,7 @@ func TestBookingChangeSuccess(t *testing.T) {
 }
 
 func TestBookingRefusals(t *testing.T) {
-	api, _ := bkSeeded(t, testharness.WithBookingToken("tok_secret_booking"))
+	api, _ := bkSeeded(t, fakeapi.WithBookingToken("tok_secret_booking"))
 	if r := bkSend(t, api.URL(), "", nil, http.MethodPut, "/v1/bookings/B-001", bkChange, map[string]string{"Idempotency-Key": bkKey}); r.status != 401 {
 		t.Fatalf("no token: %d", r.status)
 	}
@@ -199,7 +200,7 @@ func TestBookingRefusals(t *testing.T) {
 // status query proves it, nothing is applied twice.
 func TestBookingResponseLostStatusCompleted(t *testing.T) {
 	api, _ := bkSeeded(t)
-	api.Next(testharness.CommitThenDrop())
+	api.Next(fakeapi.CommitThenDrop())
 	if r := bkPut(t, api, nil, "B-001", bkKey, bkChange); r.err == nil {
 		t.Fatalf("expected a lost response, got %d", r.status)
 	}
@@ -238,8 +239,8 @@ func TestBookingResponseLostStatusCompleted(t *testing.T) {
 // Seed 001, case 2: the request never arrived. The status query says 404,
 // before and after the reflection delay.
 func TestBookingResetBeforeCommitNotFound(t *testing.T) {
-	api, clock := bkSeeded(t, testharness.WithBookingReflectionDelay(30*time.Second))
-	api.Next(testharness.ResetBeforeCommit())
+	api, clock := bkSeeded(t, fakeapi.WithBookingReflectionDelay(30*time.Second))
+	api.Next(fakeapi.ResetBeforeCommit())
 	if r := bkPut(t, api, nil, "B-001", bkKey, bkChange); r.err == nil {
 		t.Fatalf("expected a reset, got %d", r.status)
 	}
@@ -262,7 +263,7 @@ func TestBookingResetBeforeCommitNotFound(t *testing.T) {
 }
 
 func TestBookingReflectionDelay(t *testing.T) {
-	api, clock := bkSeeded(t, testharness.WithBookingReflectionDelay(30*time.Second))
+	api, clock := bkSeeded(t, fakeapi.WithBookingReflectionDelay(30*time.Second))
 	if r := bkPut(t, api, nil, "B-001", bkKey, bkChange); r.status != 200 {
 		t.Fatalf("PUT: %d", r.status)
 	}
@@ -369,7 +370,7 @@ func TestBookingSameKeyDifferentBody(t *testing.T) {
 }
 
 func TestBookingKeyRetention(t *testing.T) {
-	api, clock := bkSeeded(t, testharness.WithBookingKeyRetention(time.Hour))
+	api, clock := bkSeeded(t, fakeapi.WithBookingKeyRetention(time.Hour))
 	if r := bkPut(t, api, nil, "B-001", bkKey, bkChange); r.status != 200 {
 		t.Fatalf("first: %d", r.status)
 	}
@@ -407,7 +408,7 @@ func TestBookingKeyRetention(t *testing.T) {
 }
 
 func TestBookingProcessing(t *testing.T) {
-	api, clock := bkSeeded(t, testharness.WithBookingProcessingFor(10*time.Second))
+	api, clock := bkSeeded(t, fakeapi.WithBookingProcessingFor(10*time.Second))
 	r := bkPut(t, api, nil, "B-001", bkKey, bkChange)
 	if r.status != http.StatusAccepted || bkJSON(t, r.body)["status"] != "processing" {
 		t.Fatalf("PUT: %d %s", r.status, r.body)
@@ -442,7 +443,7 @@ func TestBookingProcessing(t *testing.T) {
 }
 
 func TestBookingProcessingWithReflectionDelay(t *testing.T) {
-	api, clock := bkSeeded(t, testharness.WithBookingProcessingFor(10*time.Second), testharness.WithBookingReflectionDelay(5*time.Second))
+	api, clock := bkSeeded(t, fakeapi.WithBookingProcessingFor(10*time.Second), fakeapi.WithBookingReflectionDelay(5*time.Second))
 	if r := bkPut(t, api, nil, "B-001", bkKey, bkChange); r.status != 202 {
 		t.Fatalf("PUT: %d", r.status)
 	}
@@ -461,7 +462,7 @@ func TestBookingProcessingWithReflectionDelay(t *testing.T) {
 }
 
 func TestBookingProcessingVersionMovedMeanwhile(t *testing.T) {
-	api, clock := bkSeeded(t, testharness.WithBookingProcessingFor(10*time.Second))
+	api, clock := bkSeeded(t, fakeapi.WithBookingProcessingFor(10*time.Second))
 	if r := bkPut(t, api, nil, "B-001", bkKey, bkChange); r.status != 202 {
 		t.Fatalf("PUT: %d", r.status)
 	}
@@ -477,7 +478,7 @@ func TestBookingProcessingVersionMovedMeanwhile(t *testing.T) {
 
 func TestBookingNeverComplete(t *testing.T) {
 	api, clock := bkSeeded(t)
-	api.Next(testharness.NeverComplete())
+	api.Next(fakeapi.NeverComplete())
 	if r := bkPut(t, api, nil, "B-001", bkKey, bkChange); r.status != 202 {
 		t.Fatalf("PUT: %d", r.status)
 	}
@@ -493,7 +494,7 @@ func TestBookingNeverComplete(t *testing.T) {
 func TestBookingFailDefinite(t *testing.T) {
 	t.Run("no partial effects", func(t *testing.T) {
 		api, _ := bkSeeded(t)
-		api.Next(testharness.FailDefinite(422, nil))
+		api.Next(fakeapi.FailDefinite(422, nil))
 		r := bkPut(t, api, nil, "B-001", bkKey, bkChange)
 		if r.status != 422 || bkJSON(t, r.body)["error"] != "change_failed" {
 			t.Fatalf("PUT: %d %s", r.status, r.body)
@@ -515,7 +516,7 @@ func TestBookingFailDefinite(t *testing.T) {
 	})
 	t.Run("partial effects", func(t *testing.T) {
 		api, _ := bkSeeded(t)
-		api.Next(testharness.FailDefinite(500, []string{"room_released"}))
+		api.Next(fakeapi.FailDefinite(500, []string{"room_released"}))
 		r := bkPut(t, api, nil, "B-001", bkKey, bkChange)
 		if r.status != 500 || !strings.Contains(string(r.body), "room_released") {
 			t.Fatalf("PUT: %d %s", r.status, r.body)
@@ -530,8 +531,8 @@ func TestBookingFailDefinite(t *testing.T) {
 		}
 	})
 	t.Run("after processing, response dropped", func(t *testing.T) {
-		api, clock := bkSeeded(t, testharness.WithBookingProcessingFor(time.Minute))
-		api.Next(testharness.FailDefinite(500, []string{"email_sent"}).Dropped())
+		api, clock := bkSeeded(t, fakeapi.WithBookingProcessingFor(time.Minute))
+		api.Next(fakeapi.FailDefinite(500, []string{"email_sent"}).Dropped())
 		if r := bkPut(t, api, nil, "B-001", bkKey, bkChange); r.err == nil {
 			t.Fatalf("expected a dropped response, got %d", r.status)
 		}
@@ -552,7 +553,7 @@ func TestBookingFailDefinite(t *testing.T) {
 // same change) is applied, then T-001 arrives late: still one effect.
 func TestBookingHoldForLateArrival(t *testing.T) {
 	api, _ := bkSeeded(t)
-	api.Next(testharness.HoldForLateArrival())
+	api.Next(fakeapi.HoldForLateArrival())
 	start := time.Now()
 	if r := bkPut(t, api, bkTimeoutClient(200*time.Millisecond), "B-001", bkKey, bkChange); r.err == nil {
 		t.Fatalf("T-001 should time out, got %d", r.status)
@@ -582,7 +583,7 @@ func TestBookingHoldForLateArrival(t *testing.T) {
 
 func TestBookingHoldReleasedWhileWaiting(t *testing.T) {
 	api, _ := bkSeeded(t)
-	api.Next(testharness.HoldForLateArrival())
+	api.Next(fakeapi.HoldForLateArrival())
 	done := make(chan bkResp, 1)
 	go func() { done <- bkPut(t, api, nil, "B-001", bkKey, bkChange) }()
 	deadline := time.Now().Add(5 * time.Second)
@@ -602,8 +603,8 @@ func TestBookingHoldReleasedWhileWaiting(t *testing.T) {
 // A late arrival past the key's retention is no longer deduplicated by the
 // key; here the optimistic version still refuses it.
 func TestBookingHoldPastRetention(t *testing.T) {
-	api, clock := bkSeeded(t, testharness.WithBookingKeyRetention(time.Hour))
-	api.Next(testharness.HoldForLateArrival().Dropped())
+	api, clock := bkSeeded(t, fakeapi.WithBookingKeyRetention(time.Hour))
+	api.Next(fakeapi.HoldForLateArrival().Dropped())
 	if r := bkPut(t, api, nil, "B-001", bkKey, bkChange); r.err == nil {
 		t.Fatalf("dropped hold answered %d", r.status)
 	}
@@ -622,14 +623,14 @@ func TestBookingHoldPastRetention(t *testing.T) {
 
 func TestBookingTransportFaults(t *testing.T) {
 	api, _ := bkSeeded(t)
-	api.Next(testharness.Status(503))
+	api.Next(fakeapi.Status(503))
 	if r := bkPut(t, api, nil, "B-001", bkKey, bkChange); r.status != 503 {
 		t.Fatalf("Status(503): %d", r.status)
 	}
 	if api.Effects() != 0 {
 		t.Fatalf("effects %d", api.Effects())
 	}
-	api.Next(testharness.Delay(time.Minute))
+	api.Next(fakeapi.Delay(time.Minute))
 	if r := bkPut(t, api, bkTimeoutClient(200*time.Millisecond), "B-001", bkKey, bkChange); r.err == nil {
 		t.Fatalf("Delay: %d", r.status)
 	}
@@ -644,13 +645,13 @@ func TestBookingTransportFaults(t *testing.T) {
 			t.Fatal("Next accepted a fault the booking API does not implement")
 		}
 	}()
-	api.Next(testharness.Duplicate())
+	api.Next(fakeapi.Duplicate())
 }
 
 func TestBookingCloseWithHeldRequest(t *testing.T) {
-	api := testharness.NewBookingAPIServer(testharness.BookingConfig{})
+	api := fakeapi.NewBookingAPIServer(fakeapi.BookingConfig{})
 	api.Seed("B-001", 7, nil)
-	api.Next(testharness.HoldForLateArrival())
+	api.Next(fakeapi.HoldForLateArrival())
 	done := make(chan bkResp, 1)
 	go func() { done <- bkPut(t, api, nil, "B-001", bkKey, bkChange) }()
 	deadline := time.Now().Add(5 * time.Second)

@@ -1,4 +1,4 @@
-package testharness_test
+package fakeapi_test
 
 import (
 	"bytes"
@@ -9,12 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/testharness"
 )
 
 const payBody = `{"amount":4900,"currency":"jpy","customer":"c_1","description":"Pro plan, August"}`
 
-func payPost(t *testing.T, api *testharness.PaymentAPI, client *http.Client, key, body string) bkResp {
+func payPost(t *testing.T, api *fakeapi.PaymentAPI, client *http.Client, key, body string) bkResp {
 	t.Helper()
 	hdr := map[string]string{}
 	if key != "" {
@@ -23,7 +24,7 @@ func payPost(t *testing.T, api *testharness.PaymentAPI, client *http.Client, key
 	return bkSend(t, api.URL(), api.Token(), client, http.MethodPost, "/v1/charges", body, hdr)
 }
 
-func payLookup(t *testing.T, api *testharness.PaymentAPI, key string) bkResp {
+func payLookup(t *testing.T, api *fakeapi.PaymentAPI, key string) bkResp {
 	t.Helper()
 	return bkSend(t, api.URL(), api.Token(), nil, http.MethodGet, "/v1/charges?idempotency_key="+url.QueryEscape(key), "", nil)
 }
@@ -31,7 +32,7 @@ func payLookup(t *testing.T, api *testharness.PaymentAPI, key string) bkResp {
 func TestPaymentCreate(t *testing.T) {
 	t0 := time.Date(2026, 8, 1, 9, 0, 0, 0, time.UTC)
 	clock := testharness.NewManualClock(t0)
-	api := testharness.NewPaymentAPI(t, testharness.WithPaymentClock(clock.Now))
+	api := fakeapi.NewPaymentAPI(t, fakeapi.WithPaymentClock(clock.Now))
 	r := payPost(t, api, nil, "pk_1", payBody)
 	if r.err != nil || r.status != http.StatusCreated {
 		t.Fatalf("POST: %d %v %s", r.status, r.err, r.body)
@@ -65,7 +66,7 @@ func TestPaymentCreate(t *testing.T) {
 }
 
 func TestPaymentRefusals(t *testing.T) {
-	api := testharness.NewPaymentAPI(t, testharness.WithPaymentToken("sk_test_secret"))
+	api := fakeapi.NewPaymentAPI(t, fakeapi.WithPaymentToken("sk_test_secret"))
 	if r := bkSend(t, api.URL(), "", nil, http.MethodPost, "/v1/charges", payBody, map[string]string{"Idempotency-Key": "pk_1"}); r.status != 401 {
 		t.Fatalf("no token: %d", r.status)
 	}
@@ -98,7 +99,7 @@ func TestPaymentRefusals(t *testing.T) {
 }
 
 func TestPaymentReplay(t *testing.T) {
-	api := testharness.NewPaymentAPI(t)
+	api := fakeapi.NewPaymentAPI(t)
 	first := payPost(t, api, nil, "pk_1", payBody)
 	// Same parameters in another order and spacing are the same request.
 	reordered := `{"description":"Pro plan, August", "customer":"c_1","currency":"jpy", "amount":4900}`
@@ -120,7 +121,7 @@ func TestPaymentReplay(t *testing.T) {
 }
 
 func TestPaymentSameKeyDifferentBody(t *testing.T) {
-	api := testharness.NewPaymentAPI(t)
+	api := fakeapi.NewPaymentAPI(t)
 	if r := payPost(t, api, nil, "pk_1", payBody); r.status != 201 {
 		t.Fatalf("first: %d", r.status)
 	}
@@ -139,8 +140,8 @@ func TestPaymentSameKeyDifferentBody(t *testing.T) {
 }
 
 func TestPaymentConcurrentDuplicate(t *testing.T) {
-	api := testharness.NewPaymentAPI(t)
-	api.Next(testharness.Delay(500 * time.Millisecond))
+	api := fakeapi.NewPaymentAPI(t)
+	api.Next(fakeapi.Delay(500 * time.Millisecond))
 	done := make(chan bkResp, 1)
 	go func() { done <- payPost(t, api, nil, "pk_1", payBody) }()
 	deadline := time.Now().Add(5 * time.Second)
@@ -168,8 +169,8 @@ func TestPaymentConcurrentDuplicate(t *testing.T) {
 }
 
 func TestPaymentConcurrentBurst(t *testing.T) {
-	api := testharness.NewPaymentAPI(t)
-	api.Next(testharness.Delay(100 * time.Millisecond))
+	api := fakeapi.NewPaymentAPI(t)
+	api.Next(fakeapi.Delay(100 * time.Millisecond))
 	var wg sync.WaitGroup
 	results := make([]bkResp, 10)
 	for i := range results {
@@ -197,7 +198,7 @@ func TestPaymentConcurrentBurst(t *testing.T) {
 
 func TestPaymentKeyExpiry(t *testing.T) {
 	clock := testharness.NewManualClock(time.Date(2026, 8, 1, 9, 0, 0, 0, time.UTC))
-	api := testharness.NewPaymentAPI(t, testharness.WithPaymentClock(clock.Now))
+	api := fakeapi.NewPaymentAPI(t, fakeapi.WithPaymentClock(clock.Now))
 	if r := payPost(t, api, nil, "pk_1", payBody); r.status != 201 {
 		t.Fatalf("first: %d", r.status)
 	}
@@ -224,9 +225,9 @@ func TestPaymentKeyExpiry(t *testing.T) {
 }
 
 func TestPaymentFaults(t *testing.T) {
-	api := testharness.NewPaymentAPI(t)
+	api := fakeapi.NewPaymentAPI(t)
 
-	api.Next(testharness.CommitThenDrop())
+	api.Next(fakeapi.CommitThenDrop())
 	if r := payPost(t, api, nil, "pk_drop", payBody); r.err == nil {
 		t.Fatalf("CommitThenDrop answered %d", r.status)
 	}
@@ -237,7 +238,7 @@ func TestPaymentFaults(t *testing.T) {
 		t.Fatalf("retry after drop: %d", r.status)
 	}
 
-	api.Next(testharness.ResetBeforeCommit())
+	api.Next(fakeapi.ResetBeforeCommit())
 	if r := payPost(t, api, nil, "pk_reset", payBody); r.err == nil {
 		t.Fatalf("ResetBeforeCommit answered %d", r.status)
 	}
@@ -245,7 +246,7 @@ func TestPaymentFaults(t *testing.T) {
 		t.Fatalf("charges %d", api.Charges())
 	}
 
-	api.Next(testharness.Status(503))
+	api.Next(fakeapi.Status(503))
 	if r := payPost(t, api, nil, "pk_503", payBody); r.status != 503 {
 		t.Fatalf("Status(503): %d", r.status)
 	}
@@ -253,7 +254,7 @@ func TestPaymentFaults(t *testing.T) {
 		t.Fatalf("a 503 claimed the key: %d", r.status)
 	}
 
-	api.Next(testharness.Delay(time.Minute))
+	api.Next(fakeapi.Delay(time.Minute))
 	if r := payPost(t, api, bkTimeoutClient(200*time.Millisecond), "pk_slow", payBody); r.err == nil {
 		t.Fatalf("Delay answered %d", r.status)
 	}
@@ -271,5 +272,5 @@ func TestPaymentFaults(t *testing.T) {
 			t.Fatal("Next accepted a fault the payment API does not implement")
 		}
 	}()
-	api.Next(testharness.Draft())
+	api.Next(fakeapi.Draft())
 }

@@ -1,4 +1,4 @@
-package testharness
+package fakeapi
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/settle-dev/settle/events"
@@ -106,9 +105,8 @@ type PaymentAPI struct {
 
 // NewPaymentAPI starts a fake payment API for a test and closes it with
 // t.Cleanup.
-func NewPaymentAPI(t testing.TB, opts ...PaymentOption) *PaymentAPI {
-	t.Helper()
-	return startForTest(t, opts, NewPaymentAPIServer)
+func NewPaymentAPI(t Cleaner, opts ...PaymentOption) *PaymentAPI {
+	return startFor(t, opts, NewPaymentAPIServer)
 }
 
 // NewPaymentAPIServer starts a fake payment API outside a test. The caller
@@ -141,7 +139,7 @@ func (p *PaymentAPI) Next(faults ...Fault) {
 		switch f.Kind {
 		case FaultNone, FaultCommitThenDrop, FaultResetBeforeCommit, FaultDelay, FaultStatus:
 		default:
-			panic("testharness: the payment API does not implement fault " + f.String())
+			panic("fakeapi: the payment API does not implement fault " + f.String())
 		}
 	}
 	p.queueFaults(faults...)
@@ -338,7 +336,7 @@ func (p *PaymentAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 
 	body, err := json.Marshal(charge)
 	if err != nil {
-		panic("testharness: cannot marshal a charge: " + err.Error())
+		panic("fakeapi: cannot marshal a charge: " + err.Error())
 	}
 	body = append(body, '\n')
 

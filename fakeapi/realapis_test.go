@@ -1,4 +1,4 @@
-package testharness_test
+package fakeapi_test
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/testharness"
 )
 
@@ -46,7 +47,7 @@ func fcall(t *testing.T, method, u, token, contentType, body string, hdr ...stri
 
 func TestGitHubFake(t *testing.T) {
 	clock := testharness.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	api := testharness.NewGitHubAPI(t, testharness.WithGitHubToken("tok"), testharness.WithGitHubClock(clock.Now))
+	api := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubToken("tok"), fakeapi.WithGitHubClock(clock.Now))
 	repo := api.RepoURL()
 	if code, _, u, _ := fcall(t, "GET", api.URL()+"/user", "tok", "", ""); code != 200 || u["id"] != float64(4242) || u["login"] != "settle-bot" {
 		t.Fatalf("user %d %v", code, u)
@@ -100,7 +101,7 @@ func TestGitHubFake(t *testing.T) {
 
 func TestSlackFake(t *testing.T) {
 	clock := testharness.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	api := testharness.NewSlackAPI(t, testharness.WithSlackToken("xoxb-t"), testharness.WithSlackClock(clock.Now))
+	api := fakeapi.NewSlackAPI(t, fakeapi.WithSlackToken("xoxb-t"), fakeapi.WithSlackClock(clock.Now))
 	if _, _, r, _ := fcall(t, "POST", api.URL()+"/auth.test", "xoxb-t", "", ""); r["ok"] != true || r["user_id"] != "U0SETTLE" {
 		t.Fatalf("auth.test %v", r)
 	}
@@ -156,7 +157,7 @@ func TestSlackFake(t *testing.T) {
 	if m := r["messages"].([]any); len(m) != 0 {
 		t.Fatalf("exclusive bounds: %v", m)
 	}
-	api.Next(testharness.Status(429))
+	api.Next(fakeapi.Status(429))
 	if code, hdr, r, _ := fcall(t, "POST", api.URL()+"/chat.postMessage", "xoxb-t", "application/json", `{"channel":"C0SETTLE","text":"x"}`); code != 429 || hdr.Get("Retry-After") == "" || r["error"] != "ratelimited" {
 		t.Fatalf("rate limited: %d %v", code, r)
 	}
@@ -167,7 +168,7 @@ func TestSlackFake(t *testing.T) {
 
 func TestStripeFake(t *testing.T) {
 	clock := testharness.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	api := testharness.NewStripeAPI(t, testharness.WithStripeToken("sk_t"), testharness.WithStripeClock(clock.Now), testharness.WithStripeSearchLag(time.Minute))
+	api := fakeapi.NewStripeAPI(t, fakeapi.WithStripeToken("sk_t"), fakeapi.WithStripeClock(clock.Now), fakeapi.WithStripeSearchLag(time.Minute))
 	form := "application/x-www-form-urlencoded"
 	body := "amount=500&currency=usd&customer=cus_1&payment_method=pm_card_visa&confirm=true&metadata%5Bk%5D=v1"
 	code, _, pi, _ := fcall(t, "POST", api.URL()+"/v1/payment_intents", "sk_t", form, body, "Idempotency-Key", "key-1")

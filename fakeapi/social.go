@@ -1,4 +1,4 @@
-package testharness
+package fakeapi
 
 import (
 	"cmp"
@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -341,9 +340,8 @@ func (s *SocialAPI) Remove(id string) bool {
 
 // NewSocialAPI starts a fake social API for a test and closes it with
 // t.Cleanup.
-func NewSocialAPI(t testing.TB, opts ...SocialOption) *SocialAPI {
-	t.Helper()
-	return startForTest(t, opts, NewSocialAPIServer)
+func NewSocialAPI(t Cleaner, opts ...SocialOption) *SocialAPI {
+	return startFor(t, opts, NewSocialAPIServer)
 }
 
 // NewSocialAPIServer starts a fake social API outside a test (benchmarks,
@@ -825,35 +823,4 @@ func (s *SocialAPI) handlePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = fmt.Fprintf(w, "<!doctype html><title>Post %s</title><article>%s</article>\n", html.EscapeString(id), html.EscapeString(body))
-}
-
-// ManualClock is a clock a test moves by hand; pass its Now to
-// WithSocialClock. Safe for concurrent use.
-type ManualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-// NewManualClock returns a clock set to t.
-func NewManualClock(t time.Time) *ManualClock { return &ManualClock{now: t} }
-
-// Now returns the clock's time.
-func (c *ManualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward by d.
-func (c *ManualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// Set sets the clock to t.
-func (c *ManualClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
 }

@@ -1,4 +1,4 @@
-package testharness
+package fakeapi
 
 import (
 	"cmp"
@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -107,9 +106,8 @@ type GitHubAPI struct {
 }
 
 // NewGitHubAPI starts a fake GitHub API for a test, closed with t.Cleanup.
-func NewGitHubAPI(t testing.TB, opts ...GitHubOption) *GitHubAPI {
-	t.Helper()
-	return startForTest(t, opts, NewGitHubAPIServer)
+func NewGitHubAPI(t Cleaner, opts ...GitHubOption) *GitHubAPI {
+	return startFor(t, opts, NewGitHubAPIServer)
 }
 
 // NewGitHubAPIServer starts a fake GitHub API; the caller must Close it.

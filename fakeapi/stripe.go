@@ -1,4 +1,4 @@
-package testharness
+package fakeapi
 
 import (
 	"crypto/sha256"
@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -120,9 +119,8 @@ type StripeAPI struct {
 }
 
 // NewStripeAPI starts a fake Stripe API for a test, closed with t.Cleanup.
-func NewStripeAPI(t testing.TB, opts ...StripeOption) *StripeAPI {
-	t.Helper()
-	return startForTest(t, opts, NewStripeAPIServer)
+func NewStripeAPI(t Cleaner, opts ...StripeOption) *StripeAPI {
+	return startFor(t, opts, NewStripeAPIServer)
 }
 
 // NewStripeAPIServer starts a fake Stripe API; the caller must Close it.

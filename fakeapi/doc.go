@@ -1,0 +1,16 @@
+// Package fakeapi holds fake external APIs served over real HTTP on
+// loopback — a social network, a booking service, a payment processor,
+// and GitHub, Slack and Stripe as their documentation describes them —
+// that count their effects (writes, per key or request) and fail on
+// purpose (a response lost after the commit, a reset before it, delays,
+// duplicates, look-alikes, visibility lag, read failures), globally or
+// for one intent's writes.
+//
+// Tests start them with NewXAPI(t, ...), which closes the server when the
+// test ends; `settle demo` and examples/socialapi start one with
+// NewXAPIServer. The package links no testing code (a test passes itself
+// as a Cleaner), so the settle binary can serve the demo's fake.
+//
+// fakeapi imports events only.
+// It must never import: testing, testharness, fsm, adapter/..., ledger, producer, consumers/..., projector, api, mcp, cmd/..., github.com/nats-io/....
+package fakeapi
