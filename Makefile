@@ -35,10 +35,14 @@ bench:
 bench-peers:
 	bash bench/peers/run.sh
 
+# gofmt, vet, and the import direction: every package's doc.go says what
+# it must never import, and internal/layering fails on any such arrow,
+# direct or not (the settle binary, for one, must never link testing).
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) test -count=1 ./internal/layering/
 
 # The long seeded simulation (not part of make test): make soak SEED=n
 # INTENTS=n runs INTENTS intents in worlds of 2,000 (seeds SEED, SEED+1, ...)

@@ -25,6 +25,8 @@
 // the same for every error attribute a wiring's logger receives. Operator events name the token's Name (in dev mode
 // the operator the request names, or "dev").
 //
-// api imports producer, projector, fsm and events. It must never import
-// consumers, embedded or testharness (its tests may).
+// api imports producer, ledger, projector, fsm and events.
+// It must never import: consumers/..., mcp, cmd/..., embedded,
+// adapter/httproute, adapter/social, adapter/booking, adapter/payment,
+// fakeapi, testharness, testing.
 package api

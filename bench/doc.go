@@ -1,6 +1,6 @@
-// Package bench holds settle's end-to-end benchmarks and nothing else: it
-// imports everything (producer, consumers, embedded, testharness, the
-// social adapter) and nothing imports it.
+// Package bench holds settle's end-to-end benchmarks and nothing else: its
+// tests import everything (ledger, producer, consumers, embedded,
+// testharness, the social adapter) and nothing imports it.
 //
 // Every benchmark runs against a real embedded nats-server with a
 // b.TempDir() file store and, where an external API is involved, the fake
@@ -18,4 +18,6 @@
 //	go test -run '^$' -bench . -benchmem -benchtime 2s ./bench/
 //
 // BENCHMARKS.md at the repository root records a run and reads it.
+//
+// It must never import: cmd/..., examples/....
 package bench

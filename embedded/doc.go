@@ -6,6 +6,7 @@
 // permissions (serve --nats-listen: read-only downstream readers), and
 // 3-node clusters on loopback.
 //
-// embedded imports nats-server and nats.go only; it must never import
-// settle's domain packages (events, fsm, producer, consumers).
+// embedded imports nats-server and nats.go only.
+// It must never import: events, fsm, adapter/..., ledger, producer,
+// consumers/..., projector, api, mcp, cmd/..., fakeapi, testharness.
 package embedded

@@ -3,6 +3,9 @@
 // the ids (intent, idempotency key, attempt) and their validation, the NATS
 // subject and Nats-Msg-Id helpers, and the canon/v1 payload hash.
 //
-// events owns no I/O. It must never import a NATS package, the fsm, or any
-// other settle package: everything else imports it.
+// events owns no I/O and imports nothing of settle: everything else
+// imports it.
+// It must never import: fsm, adapter/..., ledger, producer, consumers/...,
+// projector, api, mcp, cmd/..., embedded, fakeapi, testharness,
+// github.com/nats-io/....
 package events

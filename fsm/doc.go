@@ -22,6 +22,8 @@
 // it); an Intent is restored by folding, never by mutating the machine.
 // Intents are not safe for concurrent mutation; fold a private copy.
 //
-// fsm imports events and looplab/fsm only. It must never import a NATS
-// package or any settle package that does I/O.
+// fsm imports events and looplab/fsm only.
+// It must never import: adapter/..., ledger, producer, consumers/...,
+// projector, api, mcp, cmd/..., embedded, fakeapi, testharness,
+// github.com/nats-io/....
 package fsm

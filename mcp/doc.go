@@ -29,8 +29,10 @@
 // are read from the log (Store.Load), lists of pending intents from the
 // projector's views and then re-read from the log.
 //
-// mcp imports producer, projector, fsm, events, adapter and the SDK. It
-// must never import api, consumers, embedded, adapter/httproute or
-// testharness (its tests may): optional adapter methods (PayloadSchema,
-// WriteMethod) are found through small interfaces defined here.
+// mcp imports producer, ledger, projector, fsm, events, adapter and the
+// SDK. Optional adapter methods (PayloadSchema, WriteMethod) are found
+// through small interfaces defined here.
+// It must never import: api, consumers/..., cmd/..., embedded,
+// adapter/httproute, adapter/social, adapter/booking, adapter/payment,
+// fakeapi, testharness, testing.
 package mcp

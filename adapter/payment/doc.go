@@ -18,7 +18,8 @@
 // is one attempt, never retried here. The bearer token is sent only to the
 // configured API origin and never appears in an error.
 //
-// payment imports adapter and events only (plus the standard library). It
-// must never import NATS, settle's producer, consumers or fsm, nor
-// testharness outside its tests.
+// payment imports adapter and events only (plus the standard library).
+// It must never import: fsm, ledger, producer, consumers/..., projector, api,
+// mcp, cmd/..., adapter/social, adapter/booking, adapter/httproute, fakeapi,
+// testharness, github.com/nats-io/....
 package payment

@@ -10,6 +10,8 @@
 // *adapter.CallError. The bearer token is sent only in the Authorization
 // header of API calls and never appears in an error.
 //
-// social imports adapter and events only (plus the standard library). It
-// must never import NATS, settle's producer, consumers or fsm.
+// social imports adapter and events only (plus the standard library).
+// It must never import: fsm, ledger, producer, consumers/..., projector, api,
+// mcp, cmd/..., adapter/booking, adapter/payment, adapter/httproute, fakeapi,
+// testharness, github.com/nats-io/....
 package social

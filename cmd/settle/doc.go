@@ -7,6 +7,9 @@
 // exclusive lock for its whole life, and checks flags, routes and tokens
 // before anything starts), audit and views rebuild (on a stopped serve's
 // --data, under the same lock), intents/approve/resolve/abandon (the CLI
-// over the API) and routes check. cmd may import every settle package;
-// nothing imports cmd.
+// over the API) and routes check. cmd wires every settle package; nothing
+// imports cmd. The demo's fake API is package fakeapi, so the binary links
+// no test code.
+// It must never import: testing, testharness, internal/..., examples/...,
+// bench.
 package main

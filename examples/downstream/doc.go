@@ -4,5 +4,8 @@
 // crash, an unconfirmed ack, a second consumer) is recognised by its event
 // id and changes nothing. See README.md.
 //
-// It imports settle's consumers and events; nothing imports it.
+// It imports settle's consumers/receipts and events; nothing imports it.
+// It must never import: fsm, adapter/..., ledger, producer,
+// consumers/reconcile, consumers/audit, projector, api, mcp, cmd/...,
+// embedded, fakeapi, testharness, testing.
 package main
