@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
 )
@@ -66,12 +69,53 @@ func (e *TokenError) Error() string {
 	return fmt.Sprintf("api config: Tokens[%d].%s: %s", e.Index, e.Field, e.Reason)
 }
 
+// Intents is the write path and the log as the API uses them;
+// *producer.Producer is one. Execute validates the request (the API
+// validates no field of it again) and returns the intent as the log holds
+// it; Load reads one intent by id and folds it once; the operator actions
+// append to the intent as loaded and leave the result in h and i.
+type Intents interface {
+	Execute(ctx context.Context, req producer.Request) (*producer.Result, error)
+	Load(ctx context.Context, intentID string) (*ledger.History, *fsm.Intent, error)
+	Approve(ctx context.Context, h *ledger.History, i *fsm.Intent, operator, reason string) error
+	Abandon(ctx context.Context, h *ledger.History, i *fsm.Intent, by, reason string) error
+	ResolveConfirmed(ctx context.Context, h *ledger.History, i *fsm.Intent, operator, reason, externalID, liveURL string) error
+	ResolveReleased(ctx context.Context, h *ledger.History, i *fsm.Intent, operator, reason string) error
+	RouteNames() []string
+}
+
+// Views are the projected read model: lists, counts and the figures of
+// /metrics. *projector.Projector is one.
+type Views interface {
+	List(ctx context.Context, f projector.Filter) (projector.Page, error)
+	CountByState(ctx context.Context) (map[fsm.State]int, error)
+	OldestUnknownAge(ctx context.Context, now time.Time) (time.Duration, bool, error)
+	Checkpoint(ctx context.Context) (uint64, error)
+}
+
+// Log is what /readyz asks of the log; *ledger.Store is one.
+type Log interface {
+	// Connected reports whether the connection to NATS is up.
+	Connected() bool
+	// CheckStream asks the server for the stream's info.
+	CheckStream(ctx context.Context) error
+}
+
+var (
+	_ Intents = (*producer.Producer)(nil)
+	_ Views   = (*projector.Projector)(nil)
+	_ Log     = (*ledger.Store)(nil)
+)
+
 // Config configures a Server.
 type Config struct {
-	// Producer executes submits and operator actions (required).
-	Producer *producer.Producer
-	// Projector serves lists, counts and metrics (required).
-	Projector *projector.Projector
+	// Intents executes submits and operator actions and reads single
+	// intents from the log (required).
+	Intents Intents
+	// Views serves lists, counts and metrics (required).
+	Views Views
+	// Log is checked by /readyz (required).
+	Log Log
 	// Tokens are the accepted credentials. At least one is required unless
 	// Dev is set.
 	Tokens []Token
@@ -103,7 +147,7 @@ type Config struct {
 	MaxHeaderBytes    int
 }
 
-// DefaultConfig returns a config with the defaults; Producer, Projector
+// DefaultConfig returns a config with the defaults; Intents, Views, Log
 // and Tokens (or Dev with a loopback Addr) must still be set.
 func DefaultConfig() Config {
 	return Config{Now: time.Now, MaxWait: 30 * time.Second, Logger: slog.Default(),
@@ -116,10 +160,12 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	bad := func(field, reason string) error { return fmt.Errorf("api config: %s: %s", field, reason) }
 	switch {
-	case c.Producer == nil:
-		return bad("Producer", "is required")
-	case c.Projector == nil:
-		return bad("Projector", "is required")
+	case c.Intents == nil:
+		return bad("Intents", "is required")
+	case c.Views == nil:
+		return bad("Views", "is required")
+	case c.Log == nil:
+		return bad("Log", "is required")
 	case c.Now == nil:
 		return bad("Now", "is required")
 	case c.Logger == nil:
@@ -140,11 +186,7 @@ func (c Config) Validate() error {
 	if c.MaxHeaderBytes < 4096 {
 		return bad("MaxHeaderBytes", "must be at least 4096")
 	}
-	var routes []string
-	if c.Producer != nil {
-		routes = c.Producer.RouteNames()
-	}
-	return ValidateTokens(c.Tokens, routes)
+	return ValidateTokens(c.Tokens, c.Intents.RouteNames())
 }
 
 // ValidateTokens checks tokens: names, secrets, tenant, scopes and limits.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
 )
@@ -22,10 +23,10 @@ func TestCheckDevAddr(t *testing.T) {
 }
 
 func TestConfigValidateNamesTheFieldAndNeverTheSecret(t *testing.T) {
-	prod, proj := &producer.Producer{}, &projector.Projector{}
+	prod, proj, store := &producer.Producer{}, &projector.Projector{}, &ledger.Store{}
 	base := func() Config {
 		c := DefaultConfig()
-		c.Producer, c.Projector = prod, proj
+		c.Intents, c.Views, c.Log = prod, proj, store
 		c.Tokens = []Token{{Name: "ci", Secret: "s3cr3t-value-abcdef123456", Scopes: []string{ScopeSubmit}}}
 		return c
 	}
@@ -37,8 +38,9 @@ func TestConfigValidateNamesTheFieldAndNeverTheSecret(t *testing.T) {
 		edit  func(*Config)
 		field string
 	}{
-		{"no producer", func(c *Config) { c.Producer = nil }, "Producer"},
-		{"no projector", func(c *Config) { c.Projector = nil }, "Projector"},
+		{"no intents", func(c *Config) { c.Intents = nil }, "Intents"},
+		{"no views", func(c *Config) { c.Views = nil }, "Views"},
+		{"no log", func(c *Config) { c.Log = nil }, "Log"},
 		{"no clock", func(c *Config) { c.Now = nil }, "Now"},
 		{"no logger", func(c *Config) { c.Logger = nil }, "Logger"},
 		{"no max wait", func(c *Config) { c.MaxWait = 0 }, "MaxWait"},

@@ -130,7 +130,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	t.Cleanup(func() { cancel(); <-projDone; proj.Close() })
 
 	cfg := DefaultConfig()
-	cfg.Producer, cfg.Projector, cfg.Now, cfg.Logger, cfg.Metrics = prod, proj, clock.Now, logger, metrics
+	cfg.Intents, cfg.Views, cfg.Log, cfg.Now, cfg.Logger, cfg.Metrics = prod, proj, store, clock.Now, logger, metrics
 	cfg.Dev = o.dev
 	if o.dev {
 		cfg.Addr = "127.0.0.1:0"

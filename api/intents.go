@@ -80,17 +80,10 @@ type DryRunView struct {
 	Reason           string          `json:"reason"`
 }
 
-func detailOf(h *ledger.History) (*IntentDetail, error) {
-	v, err := projector.FoldView(h.Events)
-	if err != nil {
-		return nil, err
-	}
-	i, err := h.Fold()
-	if err != nil {
-		return nil, err
-	}
-	v.LastSeq = h.LastSeq
-	d := &IntentDetail{IntentView: *v, ParentExternalID: i.Recorded.ParentExternalID, Payload: i.Recorded.Payload,
+// detailOf is the detail of an intent as loaded: its history h and its
+// fold i (no second fold).
+func detailOf(h *ledger.History, i *fsm.Intent) (*IntentDetail, error) {
+	d := &IntentDetail{IntentView: projector.ViewOf(i, h.LastSeq), ParentExternalID: i.Recorded.ParentExternalID, Payload: i.Recorded.Payload,
 		ApprovalFor: i.ApprovalFor, ApprovedBy: i.ApprovedBy, Settled: Settled(i.State),
 		AttemptHistory: []AttemptView{}, History: make([]json.RawMessage, 0, len(h.Events)), Actions: actionsOf(i)}
 	if !i.Recorded.ExpiresAt.IsZero() {
@@ -167,7 +160,15 @@ type submitBody struct {
 	Payload                                     json.RawMessage
 	PlannedAt, ExpiresAt                        time.Time
 	DryRun                                      bool
+	// keyFromHeader: the request id came as the Idempotency-Key header, so
+	// a refusal of it names the header.
+	keyFromHeader bool
 }
+
+// parseSubmit reads the body and the Idempotency-Key header. It checks
+// what is HTTP's (JSON, known fields and their types, the header's form,
+// the header and the body agreeing); the request's fields are validated
+// once, by Execute, and its refusals name them.
 
 func (s *Server) parseSubmit(w http.ResponseWriter, r *http.Request) (*submitBody, *Problem) {
 	data, prob := readJSONBody(w, r)
@@ -194,28 +195,13 @@ func (s *Server) parseSubmit(w http.ResponseWriter, r *http.Request) (*submitBod
 		if key == "" {
 			return nil, invalid(IdempotencyKeyHeader, IdempotencyKeyHeader+": the header is empty")
 		}
-		if err := events.ValidateFreeform("request_id", key); err != nil {
-			return nil, invalid(IdempotencyKeyHeader, IdempotencyKeyHeader+": "+reasonOf(err))
-		}
 		if b.RequestID != "" && b.RequestID != key {
 			return nil, invalid(IdempotencyKeyHeader, IdempotencyKeyHeader+": the header and the body's request_id differ")
 		}
-		b.RequestID = key
+		b.RequestID, b.keyFromHeader = key, true
 	}
 	if b.RequestID == "" {
 		return nil, invalid("request_id", "request_id: is required, in the body or as the Idempotency-Key header")
-	}
-	if err := events.ValidateToken("route", b.Route); err != nil {
-		return nil, fieldProblem(err)
-	}
-	if err := events.ValidateFreeform("account", b.Account); err != nil {
-		return nil, fieldProblem(err)
-	}
-	if err := events.ValidateFreeform("request_id", b.RequestID); err != nil {
-		return nil, fieldProblem(err)
-	}
-	if len(b.Payload) == 0 {
-		return nil, invalid("payload", "payload: is required")
 	}
 	return &b, nil
 }
@@ -276,9 +262,9 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, p *princip
 	waitCtx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	if b.DryRun {
-		res, err := s.cfg.Producer.Execute(ctx, req)
+		res, err := s.cfg.Intents.Execute(ctx, req)
 		if err != nil {
-			return executeProblem(err, nil)
+			return b.problem(err, nil)
 		}
 		d := res.DryRun
 		if d.ExistingState != "" && !p.mayRead(p.tenant, b.Route, b.Account) {
@@ -314,11 +300,11 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, p *princip
 		}
 	}
 	execCtx, execCancel := context.WithTimeout(context.WithoutCancel(ctx), executeTimeout)
-	res, err := s.cfg.Producer.Execute(execCtx, req)
+	res, err := s.cfg.Intents.Execute(execCtx, req)
 	execCancel()
 	release()
 	if err != nil {
-		return executeProblem(err, res)
+		return b.problem(err, res)
 	}
 	// A replay shows the intent as it is now: only to a token that may
 	// read it (the request's tenant, route and account are the token's
@@ -329,34 +315,22 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, p *princip
 	if !res.Replayed {
 		s.metrics.observeSubmitWrite(res.Route, res.History)
 	}
-	// The answer is read from the log: fresh, with its stream sequence.
-	// Should that read fail after a write was made, Execute's own history
-	// answers: the write happened and the client must learn of it.
-	var h *ledger.History
+	// The answer is the intent as Execute left it on the log (its events
+	// and the stream sequence of the last, folded once): the log is not
+	// read again, unless the client waits for the intent to settle.
+	h, i := &ledger.History{Route: res.Route, Events: res.History, LastSeq: res.LastSeq}, res.Intent
 	waited := wait > 0 && !Settled(res.State)
 	if waited {
-		h, err = s.awaitSettled(waitCtx, res.Route, res.IntentID)
-	} else {
-		h, err = s.cfg.Producer.Store().Load(ctx, res.Route, res.IntentID)
-		if err != nil && !res.Replayed && len(res.History) > 0 {
-			s.log.Warn("api: re-reading a submitted intent failed; answering from Execute's history", "intent", res.IntentID, "err", SafeError(err))
-			h, err = &ledger.History{Route: res.Route, Events: res.History}, nil
+		if h, i, err = s.awaitSettled(waitCtx, res.IntentID); err != nil {
+			return err
 		}
 	}
-	if err != nil {
-		return err
-	}
-	i, err := h.Fold()
-	if err != nil {
-		return err
-	}
-	state := i.State
-	if state == fsm.WriteStarted && (res.Replayed || waited) {
+	if i.State == fsm.WriteStarted && (res.Replayed || waited) {
 		w.Header().Set("Retry-After", "1")
 		return newProblem(http.StatusConflict, ProbInFlight, "the intent's write is in flight (write_started); retry later or send ?wait=").
-			withIntent(res.IntentID, string(state))
+			withIntent(res.IntentID, string(i.State))
 	}
-	d, err := detailOf(h)
+	d, err := detailOf(h, i)
 	if err != nil {
 		return err
 	}
@@ -396,9 +370,13 @@ func OutcomeLabel(t events.Type) string {
 	return strings.ToLower(string(t))
 }
 
-// executeProblem maps an Execute error.
-func executeProblem(err error, res *producer.Result) error {
+// problem maps an Execute error. A refused request id that came as the
+// Idempotency-Key header names the header.
+func (b *submitBody) problem(err error, res *producer.Result) error {
+	var fe *events.FieldError
 	switch {
+	case errors.Is(err, producer.ErrInvalidRequest) && b.keyFromHeader && errors.As(err, &fe) && fe.Field == "request_id":
+		return invalid(IdempotencyKeyHeader, IdempotencyKeyHeader+": "+fe.Reason)
 	case errors.Is(err, producer.ErrInvalidRequest):
 		return fieldProblem(err)
 	case errors.Is(err, producer.ErrPayloadTooLarge):
@@ -423,29 +401,25 @@ func executeProblem(err error, res *producer.Result) error {
 }
 
 // awaitSettled polls the log until the intent is settled or ctx ends, and
-// returns the last history read.
-func (s *Server) awaitSettled(ctx context.Context, route, id string) (*ledger.History, error) {
-	store := s.cfg.Producer.Store()
+// returns the last history read and its fold.
+func (s *Server) awaitSettled(ctx context.Context, id string) (*ledger.History, *fsm.Intent, error) {
 	delay := 20 * time.Millisecond
 	var last *ledger.History
+	var lastIntent *fsm.Intent
 	for {
 		// The last read runs even when ctx has ended, so the answer is fresh.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		h, err := store.Load(rctx, route, id)
+		h, i, err := s.cfg.Intents.Load(rctx, id)
 		cancel()
 		if err != nil {
 			if last != nil && ctx.Err() != nil {
-				return last, nil
+				return last, lastIntent, nil
 			}
-			return nil, err
+			return nil, nil, err
 		}
-		last = h
-		i, err := h.Fold()
-		if err != nil {
-			return nil, err
-		}
+		last, lastIntent = h, i
 		if Settled(i.State) || ctx.Err() != nil {
-			return h, nil
+			return h, i, nil
 		}
 		t := time.NewTimer(delay)
 		select {
@@ -459,29 +433,17 @@ func (s *Server) awaitSettled(ctx context.Context, route, id string) (*ledger.Hi
 
 // --- GET /v1/intents/{id} ---
 
-// loadAuthorized loads the intent named by the path from the log and
-// checks that p may see it.
+// loadAuthorized loads the intent named by the path from the log (one
+// read, folded once) and checks that p may see it.
 func (s *Server) loadAuthorized(r *http.Request, p *principal) (*ledger.History, *fsm.Intent, error) {
 	id := r.PathValue("id")
 	if err := events.ValidateIntentID(id); err != nil {
 		return nil, nil, invalid("intent_id", "intent_id: is not an intent id (in_ + 32 base32 characters)")
 	}
-	store := s.cfg.Producer.Store()
-	route, err := store.FindRoute(r.Context(), id)
+	h, i, err := s.cfg.Intents.Load(r.Context(), id)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return nil, nil, newProblem(http.StatusNotFound, ProbNotFound, "no such intent").withIntent(id, "")
 	}
-	if err != nil {
-		return nil, nil, err
-	}
-	h, err := store.Load(r.Context(), route, id)
-	if errors.Is(err, ledger.ErrNotFound) {
-		return nil, nil, newProblem(http.StatusNotFound, ProbNotFound, "no such intent").withIntent(id, "")
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	i, err := h.Fold()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -496,11 +458,11 @@ func (s *Server) loadAuthorized(r *http.Request, p *principal) (*ledger.History,
 }
 
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, p *principal) error {
-	h, _, err := s.loadAuthorized(r, p)
+	h, i, err := s.loadAuthorized(r, p)
 	if err != nil {
 		return err
 	}
-	d, err := detailOf(h)
+	d, err := detailOf(h, i)
 	if err != nil {
 		return err
 	}
@@ -570,7 +532,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, p *principal
 	if (f.Account == "" && len(p.accounts) > 0) || !p.accountAllowed(f.Account) {
 		return newProblem(http.StatusForbidden, ProbForbidden, "the token is limited to some accounts: name one of them with ?account=").withField("account")
 	}
-	page, err := s.cfg.Projector.List(r.Context(), f)
+	page, err := s.cfg.Views.List(r.Context(), f)
 	if err != nil {
 		if f.After != "" && strings.Contains(err.Error(), "After:") {
 			return invalid("after", "after: is not a cursor from a previous page")
@@ -662,36 +624,35 @@ func (s *Server) parseAction(w http.ResponseWriter, r *http.Request, p *principa
 }
 
 func (s *Server) handleApprove(w http.ResponseWriter, r *http.Request, p *principal) error {
-	return s.operate(w, r, p, false, func(ctx context.Context, route, id, operator string, b *actionBody) error {
-		_, err := s.cfg.Producer.Approve(ctx, route, id, operator, b.Reason)
-		return err
+	return s.operate(w, r, p, false, func(ctx context.Context, h *ledger.History, i *fsm.Intent, operator string, b *actionBody) error {
+		return s.cfg.Intents.Approve(ctx, h, i, operator, b.Reason)
 	})
 }
 
 func (s *Server) handleAbandon(w http.ResponseWriter, r *http.Request, p *principal) error {
-	return s.operate(w, r, p, false, func(ctx context.Context, route, id, operator string, b *actionBody) error {
-		_, err := s.cfg.Producer.Abandon(ctx, route, id, operator, b.Reason)
-		return err
+	return s.operate(w, r, p, false, func(ctx context.Context, h *ledger.History, i *fsm.Intent, operator string, b *actionBody) error {
+		return s.cfg.Intents.Abandon(ctx, h, i, operator, b.Reason)
 	})
 }
 
 func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request, p *principal) error {
-	return s.operate(w, r, p, true, func(ctx context.Context, route, id, operator string, b *actionBody) error {
-		var err error
+	return s.operate(w, r, p, true, func(ctx context.Context, h *ledger.History, i *fsm.Intent, operator string, b *actionBody) error {
 		switch b.Resolution {
 		case ResolutionConfirmed:
-			_, err = s.cfg.Producer.ResolveConfirmed(ctx, route, id, operator, b.Reason, b.ExternalID, b.LiveURL)
+			return s.cfg.Intents.ResolveConfirmed(ctx, h, i, operator, b.Reason, b.ExternalID, b.LiveURL)
 		case ResolutionNotExecuted:
-			_, err = s.cfg.Producer.ResolveReleased(ctx, route, id, operator, b.Reason)
-		case ResolutionAbandoned:
-			_, err = s.cfg.Producer.Abandon(ctx, route, id, operator, b.Reason)
+			return s.cfg.Intents.ResolveReleased(ctx, h, i, operator, b.Reason)
+		default: // ResolutionAbandoned (parseAction allows no other)
+			return s.cfg.Intents.Abandon(ctx, h, i, operator, b.Reason)
 		}
-		return err
 	})
 }
 
+// operate runs one operator action on the intent as loadAuthorized read it
+// and answers with the intent the action left (h and i hold the appended
+// event): one read of the log. An intent that moved since is a conflict.
 func (s *Server) operate(w http.ResponseWriter, r *http.Request, p *principal, resolve bool,
-	act func(ctx context.Context, route, id, operator string, b *actionBody) error) error {
+	act func(ctx context.Context, h *ledger.History, i *fsm.Intent, operator string, b *actionBody) error) error {
 	h, i, err := s.loadAuthorized(r, p)
 	if err != nil {
 		return err
@@ -704,42 +665,23 @@ func (s *Server) operate(w http.ResponseWriter, r *http.Request, p *principal, r
 	// reached the log is reported by the next read, never half made.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
 	defer cancel()
-	if err := act(ctx, h.Route, i.ID, operator, b); err != nil {
+	if err := act(ctx, h, i, operator, b); err != nil {
 		switch {
 		case errors.Is(err, producer.ErrNotAllowed):
-			st := currentState(ctx, s, h.Route, i)
-			return newProblem(http.StatusConflict, ProbNotAllowed, "the intent is "+string(st)+"; this action is not allowed there").
-				withIntent(i.ID, string(st))
+			// Refused on the state just read (the intent is unchanged).
+			return newProblem(http.StatusConflict, ProbNotAllowed, "the intent is "+string(i.State)+"; this action is not allowed there").
+				withIntent(i.ID, string(i.State))
 		case errors.Is(err, producer.ErrInvalidRequest):
 			return fieldProblem(err)
 		case errors.Is(err, ledger.ErrConflict):
 			return newProblem(http.StatusConflict, ProbConflict, "the intent changed while the action was recorded; reload and decide again").withIntent(i.ID, "")
-		case errors.Is(err, ledger.ErrNotFound):
-			return newProblem(http.StatusNotFound, ProbNotFound, "no such intent").withIntent(i.ID, "")
 		}
 		return err
 	}
-	fresh, err := s.cfg.Producer.Store().Load(ctx, h.Route, i.ID)
-	if err != nil {
-		return err
-	}
-	d, err := detailOf(fresh)
+	d, err := detailOf(h, i)
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, d)
 	return nil
-}
-
-// currentState re-reads the intent's state for a refusal (the one loaded
-// before the action may be stale).
-func currentState(ctx context.Context, s *Server, route string, i *fsm.Intent) fsm.State {
-	h, err := s.cfg.Producer.Store().Load(ctx, route, i.ID)
-	if err != nil {
-		return i.State
-	}
-	if j, err := h.Fold(); err == nil {
-		return j.State
-	}
-	return i.State
 }

@@ -143,15 +143,15 @@ func (m *Metrics) countHTTP(code int) {
 
 // readGauges sets the gauges from the projector.
 func (s *Server) readGauges(ctx context.Context) error {
-	states, err := s.cfg.Projector.CountByState(ctx)
+	states, err := s.cfg.Views.CountByState(ctx)
 	if err != nil {
 		return err
 	}
-	oldest, haveOldest, err := s.cfg.Projector.OldestUnknownAge(ctx, s.cfg.Now())
+	oldest, haveOldest, err := s.cfg.Views.OldestUnknownAge(ctx, s.cfg.Now())
 	if err != nil {
 		return err
 	}
-	cp, err := s.cfg.Projector.Checkpoint(ctx)
+	cp, err := s.cfg.Views.Checkpoint(ctx)
 	if err != nil {
 		return err
 	}

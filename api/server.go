@@ -302,14 +302,13 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request, _ *principa
 		checks[name] = "failed"
 		s.log.Warn("api: not ready", "check", name, "err", SafeError(err))
 	}
-	store := s.cfg.Producer.Store()
-	if nc := store.JetStream().Conn(); nc == nil || !nc.IsConnected() {
+	if !s.cfg.Log.Connected() {
 		failed("nats", errors.New("not connected"))
 	}
-	if _, err := store.Stream().Info(ctx); err != nil {
+	if err := s.cfg.Log.CheckStream(ctx); err != nil {
 		failed("stream", err)
 	}
-	if _, err := s.cfg.Projector.Checkpoint(ctx); err != nil {
+	if _, err := s.cfg.Views.Checkpoint(ctx); err != nil {
 		failed("projector", err)
 	}
 	if !ok {

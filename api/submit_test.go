@@ -221,7 +221,7 @@ func TestSubmitInFlightConflicts(t *testing.T) {
 	e := newEnv(t, envOptions{maxWait: time.Minute})
 	// A second API process over the same log.
 	cfg := DefaultConfig()
-	cfg.Producer, cfg.Projector, cfg.Now, cfg.Logger, cfg.Tokens = e.prod, e.proj, e.clock.Now, e.logger, testTokens()
+	cfg.Intents, cfg.Views, cfg.Log, cfg.Now, cfg.Logger, cfg.Tokens = e.prod, e.proj, e.store, e.clock.Now, e.logger, testTokens()
 	other, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -125,6 +125,11 @@ type Intent struct {
 	// NotFoundBy is the event that proved not_found (SearchWindowElapsed or
 	// StatusNotFound) since the last attempt.
 	NotFoundBy events.Type
+	// UnknownSince is when the intent's current unsettled episode began:
+	// it begins when the intent enters unknown and lasts through
+	// reconciliation (reconciling, in_progress, and verifying reached from
+	// there) until the intent leaves for any other state (zero then).
+	UnknownSince time.Time
 }
 
 // maxReadErrors bounds Intent.ReadErrors.
@@ -520,6 +525,15 @@ func (i *Intent) fold(e events.Event, to State) {
 	i.State = to
 	i.UpdatedAt = e.At
 	i.LastType = e.Type
+	switch to {
+	case Unknown, Reconciling, InProgress:
+		if i.UnknownSince.IsZero() {
+			i.UnknownSince = e.At
+		}
+	case Verifying:
+	default:
+		i.UnknownSince = time.Time{}
+	}
 	if to != Unknown && to != InProgress {
 		i.NextCheckAt = time.Time{}
 	}

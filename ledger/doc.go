@@ -5,7 +5,7 @@
 // of lost acks by reading the log (each Append call's own append id tells
 // its message from a competitor's identical one), the group commit of
 // concurrent appends into JetStream atomic batches (batch.go), and the
-// reads: Load and Refresh of an intent's history, FindRoute.
+// reads: Load, LoadByID and Refresh of an intent's history.
 //
 // It decides nothing: what to append is the caller's (producer,
 // reconciler), checked against the fsm by AppendNext before it is sent.

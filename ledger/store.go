@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -161,7 +162,17 @@ type Store struct {
 	faults storeFaults
 	// atomic: the stream allows atomic batches (the server knows them).
 	atomic bool
+	// scopedOnly: the stream was created by a version that records every
+	// intent under its scoped id (ScopedIDsOnly).
+	scopedOnly bool
+	// loads counts history reads (Loads).
+	loads atomic.Int64
 }
+
+// ScopedIDsMetadata is the stream metadata key a store sets when it
+// creates the stream: every intent on it is recorded under its scoped id
+// (events.ScopedIntentID), none under an "intent/v1" id.
+const ScopedIDsMetadata = "settle.intent_ids"
 
 // OpenStore creates or updates the stream and returns the store.
 func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*Store, error) {
@@ -187,11 +198,14 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 		// replicated stream a follower may answer, and may lag.
 		AllowDirect: cfg.Replicas == 1,
 	}
+	// A stream this version creates holds scoped ids only; one made
+	// before keeps what it has (ensureStream never adds the mark).
+	sc.Metadata = map[string]string{ScopedIDsMetadata: "scoped"}
 	st, err := ensureStream(ctx, js, sc)
 	if err != nil {
 		return nil, fmt.Errorf("open store: stream %s: %w", cfg.Stream, err)
 	}
-	s := &Store{js: js, stream: st, cfg: cfg}
+	s := &Store{js: js, stream: st, cfg: cfg, scopedOnly: st.CachedInfo().Config.Metadata[ScopedIDsMetadata] == "scoped"}
 	s.batch = &batcher{s: s, cost: newCostModel()}
 	// A server that does not know atomic batches (before 2.12) would
 	// store Nats-Batch-* messages one by one as they come: then every
@@ -220,8 +234,20 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.Stre
 	if err != nil {
 		return nil, err
 	}
-	if sameStreamConfig(st.CachedInfo().Config, sc) {
+	have := st.CachedInfo().Config
+	if sameStreamConfig(have, sc) {
 		return st, nil
+	}
+	// The update keeps the stream's own metadata: the scoped-ids mark is
+	// set when a stream is created, never on one that may hold v1 ids.
+	sc.Metadata = nil
+	for k, v := range have.Metadata {
+		if !strings.HasPrefix(k, "_nats.") {
+			if sc.Metadata == nil {
+				sc.Metadata = map[string]string{}
+			}
+			sc.Metadata[k] = v
+		}
 	}
 	return js.UpdateStream(ctx, sc)
 }
@@ -236,6 +262,28 @@ func sameStreamConfig(have, want jetstream.StreamConfig) bool {
 
 // Stream returns the underlying stream.
 func (s *Store) Stream() jetstream.Stream { return s.stream }
+
+// ScopedIDsOnly reports whether every intent on the stream is recorded
+// under its scoped id: the stream was created by a version that records
+// no other (ScopedIDsMetadata). On a stream made before, an intent may
+// also exist under its "intent/v1" id.
+func (s *Store) ScopedIDsOnly() bool { return s.scopedOnly }
+
+// Loads counts the history reads of this store (Load, LoadIfAny,
+// LoadByID, Refresh): each is one walk of one intent's subject.
+func (s *Store) Loads() int64 { return s.loads.Load() }
+
+// Connected reports whether the NATS connection is up (readiness).
+func (s *Store) Connected() bool {
+	nc := s.js.Conn()
+	return nc != nil && nc.IsConnected()
+}
+
+// CheckStream asks the server for the stream's info (readiness).
+func (s *Store) CheckStream(ctx context.Context) error {
+	_, err := s.stream.Info(ctx)
+	return err
+}
 
 // JetStream returns the JetStream context.
 func (s *Store) JetStream() jetstream.JetStream { return s.js }
@@ -438,7 +486,14 @@ func (s *Store) LoadIfAny(ctx context.Context, route, intentID string) (*History
 // stream is append-only (no delete, no purge), so a cached history only
 // ever grows: refreshing costs one read per new event plus one.
 func (s *Store) Refresh(ctx context.Context, h *History, intentID string) error {
-	subject := events.Subject(h.Route, intentID)
+	s.loads.Add(1)
+	return s.refresh(ctx, h, intentID, events.Subject(h.Route, intentID))
+}
+
+// refresh reads the messages on subject after h.LastSeq into h. A
+// subject with a wildcard for the route (LoadByID) takes h.Route from the
+// first message; every later one must be on the same subject.
+func (s *Store) refresh(ctx context.Context, h *History, intentID, subject string) error {
 	seq := h.LastSeq + 1
 	for {
 		m, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
@@ -447,6 +502,16 @@ func (s *Store) Refresh(ctx context.Context, h *History, intentID string) error 
 		}
 		if err != nil {
 			return fmt.Errorf("load %s: %w", intentID, err)
+		}
+		if h.Route == "" {
+			route, _, err := events.ParseSubject(m.Subject)
+			if err != nil {
+				return fmt.Errorf("load %s seq %d: %w: %w", intentID, m.Sequence, ErrCorruptHistory, err)
+			}
+			h.Route, subject = route, m.Subject
+		}
+		if m.Subject != subject {
+			return fmt.Errorf("load %s seq %d: %w: the intent has events under two routes", intentID, m.Sequence, ErrCorruptHistory)
 		}
 		e, err := events.Decode(m.Data)
 		if err != nil {
@@ -461,21 +526,23 @@ func (s *Store) Refresh(ctx context.Context, h *History, intentID string) error 
 	}
 }
 
-// FindRoute returns the route of an intent id by looking for its subject
-// under any route.
-func (s *Store) FindRoute(ctx context.Context, intentID string) (string, error) {
+// LoadByID reads an intent's whole history by its id alone, under
+// whichever route it was recorded (ErrNotFound when it has none): one
+// walk of the intent's subject, the route a wildcard, with no lookup of
+// the route first.
+func (s *Store) LoadByID(ctx context.Context, intentID string) (*History, error) {
 	if err := events.ValidateIntentID(intentID); err != nil {
-		return "", err
+		return nil, err
 	}
-	m, err := s.stream.GetLastMsgForSubject(ctx, events.SubjectPrefix+".*."+intentID)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return "", fmt.Errorf("find %s: %w", intentID, ErrNotFound)
+	s.loads.Add(1)
+	h := &History{}
+	if err := s.refresh(ctx, h, intentID, events.SubjectPrefix+".*."+intentID); err != nil {
+		return nil, err
 	}
-	if err != nil {
-		return "", fmt.Errorf("find %s: %w", intentID, err)
+	if len(h.Events) == 0 {
+		return nil, fmt.Errorf("load %s: %w", intentID, ErrNotFound)
 	}
-	route, _, err := events.ParseSubject(m.Subject)
-	return route, err
+	return h, nil
 }
 
 // AppendNext appends the event that follows intent (folded from h): it is

@@ -219,12 +219,15 @@ func TestLoadAfterServerRestartKeepsHistoryEndingAtWriteStarted(t *testing.T) {
 	if i.State != fsm.WriteStarted || len(h.Events) != 2 || i.LastAttempt().Outcome != "" {
 		t.Fatalf("after restart: state %s, %d events", i.State, len(h.Events))
 	}
-	route, err := s.FindRoute(ctx, rec.IntentID)
-	if err != nil || route != "social_post" {
-		t.Fatalf("FindRoute: %q %v", route, err)
+	byID, err := s.LoadByID(ctx, rec.IntentID)
+	if err != nil || byID.Route != "social_post" || byID.LastSeq != h.LastSeq || len(byID.Events) != 2 {
+		t.Fatalf("LoadByID: %+v %v", byID, err)
 	}
 	if _, err := s.Load(ctx, "social_post", events.IntentID("default", "social_post", "nope")); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("missing intent: %v", err)
+	}
+	if _, err := s.LoadByID(ctx, events.IntentID("default", "social_post", "nope")); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("missing intent by id: %v", err)
 	}
 }
 
@@ -269,5 +272,38 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met in 10s")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A stream the store creates is marked as holding scoped ids only; a
+// stream made before keeps no mark, also once the store has updated its
+// configuration (atomic publish, direct get), and a store opened on it
+// later still sees none.
+func TestStoreMarksOnlyTheStreamsItCreates(t *testing.T) {
+	ctx := context.Background()
+	n := testharness.StartNode(t)
+	if s := openStore(t, n.JS); !s.ScopedIDsOnly() {
+		t.Fatal("a stream the store created is not marked")
+	}
+	if s := openStore(t, n.JS); !s.ScopedIDsOnly() {
+		t.Fatal("the mark is lost when the store opens the stream again")
+	}
+
+	old := testharness.StartNode(t)
+	if _, err := old.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "SETTLE_INTENTS", Subjects: []string{events.AllSubjects},
+		Storage: jetstream.FileStorage, Duplicates: 10 * time.Minute, DenyDelete: true, DenyPurge: true,
+		Metadata: map[string]string{"owner": "ops"}}); err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t, old.JS)
+	info, err := s.Stream().Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ScopedIDsOnly() || !info.Config.AllowAtomicPublish || info.Config.Metadata[ledger.ScopedIDsMetadata] != "" || info.Config.Metadata["owner"] != "ops" {
+		t.Fatalf("older stream: scoped only %v, atomic %v, metadata %v", s.ScopedIDsOnly(), info.Config.AllowAtomicPublish, info.Config.Metadata)
+	}
+	if s := openStore(t, old.JS); s.ScopedIDsOnly() {
+		t.Fatal("an older stream is marked on a second open")
 	}
 }

@@ -355,16 +355,20 @@ func (h *handlers) load(ctx context.Context, route, id string) (*fsm.Intent, err
 	return i, nil
 }
 
-// find loads an intent by id alone.
-func (h *handlers) find(ctx context.Context, id string) (*fsm.Intent, error) {
-	route, err := h.s.cfg.Producer.Store().FindRoute(ctx, id)
+// find reads an intent by id alone (one read of the log, folded once);
+// nil, nil, nil when it does not exist or the caller may not see it.
+func (h *handlers) find(ctx context.Context, id string) (*ledger.History, *fsm.Intent, error) {
+	hist, i, err := h.s.cfg.Producer.Load(ctx, id)
 	if errors.Is(err, ledger.ErrNotFound) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return h.load(ctx, route, id)
+	if !h.c.RouteAllowed(i.Route()) || !h.c.AccountAllowed(i.Account()) {
+		return nil, nil, nil
+	}
+	return hist, i, nil
 }
 
 // await polls the log until the intent is settled or d has passed (or the
@@ -426,7 +430,7 @@ func (h *handlers) status(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 		if err := events.ValidateIntentID(id); err != nil {
 			return h.refuseArg(err), nil
 		}
-		if i, err = h.find(ctx, id); err != nil {
+		if _, i, err = h.find(ctx, id); err != nil {
 			return h.unavailable("status", err), nil
 		}
 	case byStep:
@@ -610,9 +614,8 @@ func (h *handlers) approve(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 	if err != nil {
 		return h.refuseArg(err), nil
 	}
-	return h.operate(ctx, a, "approve", func(ctx context.Context, i *fsm.Intent, reason string) error {
-		_, err := h.s.cfg.Producer.Approve(ctx, i.Route(), i.ID, h.c.Name, reason)
-		return err
+	return h.operate(ctx, a, "approve", func(ctx context.Context, hist *ledger.History, i *fsm.Intent, reason string) error {
+		return h.s.cfg.Producer.Approve(ctx, hist, i, h.c.Name, reason)
 	})
 }
 
@@ -653,24 +656,23 @@ func (h *handlers) resolve(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 	default:
 		return h.refuseArg(argErr("resolution", "must be confirmed, not_executed or abandoned")), nil
 	}
-	return h.operate(ctx, a, "resolve", func(ctx context.Context, i *fsm.Intent, reason string) error {
+	return h.operate(ctx, a, "resolve", func(ctx context.Context, hist *ledger.History, i *fsm.Intent, reason string) error {
 		p := h.s.cfg.Producer
-		var err error
 		switch resolution {
 		case resolutionConfirmed:
-			_, err = p.ResolveConfirmed(ctx, i.Route(), i.ID, h.c.Name, reason, externalID, liveURL)
+			return p.ResolveConfirmed(ctx, hist, i, h.c.Name, reason, externalID, liveURL)
 		case resolutionNotExecuted:
-			_, err = p.ResolveReleased(ctx, i.Route(), i.ID, h.c.Name, reason)
+			return p.ResolveReleased(ctx, hist, i, h.c.Name, reason)
 		default:
-			_, err = p.Abandon(ctx, i.Route(), i.ID, h.c.Name, reason)
+			return p.Abandon(ctx, hist, i, h.c.Name, reason)
 		}
-		return err
 	})
 }
 
-// operate runs one operator action on a visible intent and answers with
-// its state read back from the log.
-func (h *handlers) operate(ctx context.Context, a *args, action string, act func(context.Context, *fsm.Intent, string) error) (*sdk.CallToolResult, error) {
+// operate runs one operator action on a visible intent as it was read and
+// answers with the intent the action left (the appended event is folded
+// into it): one read of the log.
+func (h *handlers) operate(ctx context.Context, a *args, action string, act func(context.Context, *ledger.History, *fsm.Intent, string) error) (*sdk.CallToolResult, error) {
 	id, err := a.id("intent_id", true)
 	if err != nil {
 		return h.refuseArg(err), nil
@@ -682,7 +684,7 @@ func (h *handlers) operate(ctx context.Context, a *args, action string, act func
 	if err != nil {
 		return h.refuseArg(err), nil
 	}
-	i, err := h.find(ctx, id)
+	hist, i, err := h.find(ctx, id)
 	if err != nil {
 		return h.unavailable(action, err), nil
 	}
@@ -693,15 +695,12 @@ func (h *handlers) operate(ctx context.Context, a *args, action string, act func
 	// the log, the next read reports it.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := act(actx, i, reason); err != nil {
+	if err := act(actx, hist, i, reason); err != nil {
 		switch {
 		case errors.Is(err, producer.ErrNotAllowed):
-			cur := i
-			if j, lerr := h.load(actx, i.Route(), i.ID); lerr == nil && j != nil {
-				cur = j
-			}
-			return h.refuse(CodeNotAllowed, "", fmt.Sprintf("the intent is %s; %s is not allowed there; nothing was recorded", cur.State, action),
-				answerOf(cur, false)), nil
+			// Refused on the state just read (the intent is unchanged).
+			return h.refuse(CodeNotAllowed, "", fmt.Sprintf("the intent is %s; %s is not allowed there; nothing was recorded", i.State, action),
+				answerOf(i, false)), nil
 		case errors.Is(err, producer.ErrInvalidRequest):
 			return h.refuseArg(err), nil
 		case errors.Is(err, ledger.ErrConflict):
@@ -709,9 +708,5 @@ func (h *handlers) operate(ctx context.Context, a *args, action string, act func
 		}
 		return h.unavailable(action, err), nil
 	}
-	j, err := h.load(actx, i.Route(), i.ID)
-	if err != nil || j == nil {
-		return h.unavailable(action, errors.Newf("reload after %s: %v", action, err)), nil
-	}
-	return h.s.result(fmt.Sprintf("%s recorded. %s", action, answerOf(j, false).Guidance), answerOf(j, false), false), nil
+	return h.s.result(fmt.Sprintf("%s recorded. %s", action, answerOf(i, false).Guidance), answerOf(i, false), false), nil
 }

@@ -133,7 +133,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 
 	// The API's tokens authenticate the MCP endpoint.
 	acfg := api.DefaultConfig()
-	acfg.Producer, acfg.Projector, acfg.Logger, acfg.Tokens = prod, proj, logger, testTokens()
+	acfg.Intents, acfg.Views, acfg.Log, acfg.Logger, acfg.Tokens = prod, proj, store, logger, testTokens()
 	apiSrv, err := api.New(acfg)
 	if err != nil {
 		t.Fatal(err)

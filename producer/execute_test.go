@@ -35,7 +35,17 @@ type env struct {
 
 func newEnv(t *testing.T, mod ...func(*adapter.Route, *social.Config)) *env {
 	t.Helper()
+	return newEnvOn(t, nil, mod...)
+}
+
+// newEnvOn is newEnv with made(js) run on the fresh server before the
+// store opens (to make the stream as an older version did).
+func newEnvOn(t *testing.T, made func(jetstream.JetStream), mod ...func(*adapter.Route, *social.Config)) *env {
+	t.Helper()
 	n := testharness.StartNode(t)
+	if made != nil {
+		made(n.JS)
+	}
 	api := fakeapi.NewSocialAPI(t)
 	cfg := social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}}
 	route := adapter.Route{Name: "social_post", Policy: adapter.DefaultPolicy()}
@@ -394,7 +404,7 @@ func TestExecuteStartsAnIntentWhoseWriterDiedBeforeWriteStarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum, _ := events.PayloadSHA256(canon)
-	id := events.IntentID("default", "social_post", "task:1")
+	id := events.ScopedIntentID("default", "social_post", "acct_1", "task:1")
 	rec := events.New(id, 1, time.Now(), "dead-writer", "", &events.IntentRecordedData{
 		Tenant: "default", Route: "social_post", Account: "acct_1", RequestID: "task:1",
 		IdempotencyKey: events.IdempotencyKey(id), Payload: canon, PayloadSHA256: sum, Canon: events.CanonV1,

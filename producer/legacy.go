@@ -3,32 +3,34 @@ package producer
 import (
 	"context"
 
+	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
 )
 
-// loadPrepared reads the intent a prepared request maps to: its scoped id
-// (tenant, route, account, request id), or else an intent recorded under
-// the request's "intent/v1" id (before ids were scoped per account) for
-// the same account — that intent is this request's, and recording a new
-// one would write twice. A v1 intent of another account is another
-// intent under scoped ids, so it is not returned.
+// loadPrepared reads and folds the intent a prepared request maps to: its
+// scoped id (tenant, route, account, request id), or else an intent
+// recorded under the request's "intent/v1" id (before ids were scoped per
+// account) for the same account — that intent is this request's, and
+// recording a new one would write twice. A v1 intent of another account
+// is another intent under scoped ids, so it is not returned. A stream
+// created since ids were scoped holds no v1 intent
+// (ledger.Store.ScopedIDsOnly): there a new intent costs one read.
 //
-// It returns (nil, nil) when neither exists.
-func (p *Producer) loadPrepared(ctx context.Context, pr *prepared) (*ledger.History, error) {
+// It returns (nil, nil, nil) when neither exists.
+func (p *Producer) loadPrepared(ctx context.Context, pr *prepared) (*ledger.History, *fsm.Intent, error) {
 	h, err := p.store.LoadIfAny(ctx, pr.rec.Route, pr.intentID)
-	if err != nil || h != nil || pr.legacyID == pr.intentID {
-		return h, err
+	if err == nil && h == nil && pr.legacyID != pr.intentID && !p.store.ScopedIDsOnly() {
+		h, err = p.store.LoadIfAny(ctx, pr.rec.Route, pr.legacyID)
 	}
-	lh, err := p.store.LoadIfAny(ctx, pr.rec.Route, pr.legacyID)
-	if err != nil || lh == nil {
-		return nil, err
+	if err != nil || h == nil {
+		return nil, nil, err
 	}
-	i, err := lh.Fold()
+	i, err := h.Fold()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if i.Recorded.Account != pr.rec.Account {
-		return nil, nil
+	if i.ID == pr.legacyID && i.Recorded.Account != pr.rec.Account {
+		return nil, nil, nil
 	}
-	return lh, nil
+	return h, i, nil
 }

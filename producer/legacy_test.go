@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
@@ -51,8 +53,12 @@ func TestRequestIDIsScopedPerTenantAndAccount(t *testing.T) {
 // found by the same request: replayed, never recorded and written again.
 // A v1 intent of another account does not capture the request.
 func TestExecuteFindsAnIntentRecordedUnderItsV1ID(t *testing.T) {
-	e := newEnv(t)
 	ctx := context.Background()
+	// The stream was made before ids were scoped: it may hold v1 intents.
+	e := newEnvOn(t, func(js jetstream.JetStream) { olderStream(t, js) })
+	if e.p.Store().ScopedIDsOnly() {
+		t.Fatal("a stream made before scoped ids is taken to hold scoped ids only")
+	}
 	record := func(requestID, account, body string) string {
 		r := req(requestID, body)
 		canon, err := e.ad.NormalizePayload(r.Payload)
@@ -100,5 +106,64 @@ func TestExecuteFindsAnIntentRecordedUnderItsV1ID(t *testing.T) {
 	}
 	if res.IntentID != events.ScopedIntentID("default", "social_post", "acct_1", "v1-other") {
 		t.Fatalf("new intent id %s", res.IntentID)
+	}
+}
+
+// olderStream makes the intents stream as a version before scoped ids
+// did: no atomic publish, no direct get, no scoped-ids mark.
+func olderStream(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
+	_, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "SETTLE_INTENTS",
+		Description: "settle intents: one subject per intent, every lifecycle event", Subjects: []string{events.AllSubjects},
+		Storage: jetstream.FileStorage, Discard: jetstream.DiscardNew, Duplicates: 10 * time.Minute,
+		DenyDelete: true, DenyPurge: true, MaxMsgSize: events.MaxEventSize + 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A new intent costs one read of the log (its scoped id) on a stream
+// this version made, and a replay one read too; on a stream made before
+// scoped ids, a new intent also looks under its v1 id.
+func TestExecuteReadsTheLogOncePerSubmit(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name      string
+		made      func(t *testing.T, js jetstream.JetStream)
+		readsNew  int64
+		readsSame int64
+	}{
+		{"stream made by this version", nil, 1, 1},
+		{"stream made before scoped ids", olderStream, 2, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var made func(jetstream.JetStream)
+			if c.made != nil {
+				made = func(js jetstream.JetStream) { c.made(t, js) }
+			}
+			e := newEnvOn(t, made)
+			before := e.p.Store().Loads()
+			res, err := e.p.Execute(ctx, req("reads-1", "hello"))
+			if err != nil || res.State != fsm.Verifying {
+				t.Fatalf("%v %+v", err, res)
+			}
+			if got := e.p.Store().Loads() - before; got != c.readsNew {
+				t.Fatalf("a new intent read the log %d times, want %d", got, c.readsNew)
+			}
+			before = e.p.Store().Loads()
+			again, err := e.p.Execute(ctx, req("reads-1", "hello"))
+			if err != nil || !again.Replayed {
+				t.Fatalf("%v %+v", err, again)
+			}
+			if got := e.p.Store().Loads() - before; got != c.readsSame {
+				t.Fatalf("a replay read the log %d times, want %d", got, c.readsSame)
+			}
+			// The result is the intent as the log holds it: its events and
+			// the sequence of the last, and the fold of exactly those.
+			h, err := e.p.Store().Load(ctx, "social_post", res.IntentID)
+			if err != nil || h.LastSeq != again.LastSeq || len(h.Events) != len(again.History) || again.Intent.Version != uint64(len(h.Events)) {
+				t.Fatalf("result: last seq %d, %d events, version %d; log: %+v %v", again.LastSeq, len(again.History), again.Intent.Version, h, err)
+			}
+		})
 	}
 }

@@ -14,50 +14,11 @@ import (
 // ErrNotAllowed: the operator action is not legal in the intent's state.
 var ErrNotAllowed = errors.New("action not allowed in this state")
 
-// Operator decisions are events too: who, when, why. Each is one CAS
-// append checked against the fsm first.
-
-// Approve approves the pending first write or retry of an intent.
-func (p *Producer) Approve(ctx context.Context, route, intentID, operator, reason string) (*fsm.Intent, error) {
-	return p.operate(ctx, route, intentID, &events.ApprovedData{Operator: operator, Reason: reason})
-}
-
-// Abandon records that the intent will not be written. Cancellation is not
-// rollback: a write that already happened stays on the external system,
-// and an audit reports an abandoned intent whose effect is later found.
-func (p *Producer) Abandon(ctx context.Context, route, intentID, by, reason string) (*fsm.Intent, error) {
-	h, i, err := p.load(ctx, route, intentID)
-	if err != nil {
-		return nil, err
-	}
-	possible := false
-	for _, a := range i.Attempts {
-		possible = possible || a.Outcome != events.WriteRejected
-	}
-	return i, p.appendOperator(ctx, h, i, &events.AbandonedData{By: by, Reason: reason, EffectPossible: possible})
-}
-
-// ResolveConfirmed closes a manual action with the external object the
-// operator proved.
-func (p *Producer) ResolveConfirmed(ctx context.Context, route, intentID, operator, reason, externalID, liveURL string) (*fsm.Intent, error) {
-	h, i, err := p.load(ctx, route, intentID)
-	if err != nil {
-		return nil, err
-	}
-	d := &events.OperatorConfirmedData{Operator: operator, Reason: reason, Receipt: events.Receipt{
-		ExternalID: externalID, LiveURL: liveURL, PayloadSHA256: i.Recorded.PayloadSHA256, Source: "operator",
-		IdempotencyKey: i.Recorded.IdempotencyKey, RequestID: i.Recorded.RequestID}}
-	return i, p.appendOperator(ctx, h, i, d)
-}
-
-// ResolveReleased closes a manual action as proven not executed: the
-// intent returns to recorded and may be written again (same key).
-func (p *Producer) ResolveReleased(ctx context.Context, route, intentID, operator, reason string) (*fsm.Intent, error) {
-	return p.operate(ctx, route, intentID, &events.OperatorReleasedData{Operator: operator, Reason: reason})
-}
-
-func (p *Producer) load(ctx context.Context, route, intentID string) (*ledger.History, *fsm.Intent, error) {
-	h, err := p.store.Load(ctx, route, intentID)
+// Load reads an intent by its id alone, whatever its route, and folds it
+// once: what a read or an operator action starts from. It returns an
+// error matching ledger.ErrNotFound for an intent that does not exist.
+func (p *Producer) Load(ctx context.Context, intentID string) (*ledger.History, *fsm.Intent, error) {
+	h, err := p.store.LoadByID(ctx, intentID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -68,12 +29,42 @@ func (p *Producer) load(ctx context.Context, route, intentID string) (*ledger.Hi
 	return h, i, nil
 }
 
-func (p *Producer) operate(ctx context.Context, route, intentID string, d events.Data) (*fsm.Intent, error) {
-	h, i, err := p.load(ctx, route, intentID)
-	if err != nil {
-		return nil, err
+// Operator decisions are events too: who, when, why. Each is one CAS
+// append on the intent as the caller loaded it (h, folded into i),
+// checked against the fsm first; on success h and i hold the new event,
+// so the caller answers from them without reading the log again. An
+// intent that moved since it was loaded is ledger.ErrConflict: reload and
+// decide again.
+
+// Approve approves the pending first write or retry of an intent.
+func (p *Producer) Approve(ctx context.Context, h *ledger.History, i *fsm.Intent, operator, reason string) error {
+	return p.appendOperator(ctx, h, i, &events.ApprovedData{Operator: operator, Reason: reason})
+}
+
+// Abandon records that the intent will not be written. Cancellation is not
+// rollback: a write that already happened stays on the external system,
+// and an audit reports an abandoned intent whose effect is later found.
+func (p *Producer) Abandon(ctx context.Context, h *ledger.History, i *fsm.Intent, by, reason string) error {
+	possible := false
+	for _, a := range i.Attempts {
+		possible = possible || a.Outcome != events.WriteRejected
 	}
-	return i, p.appendOperator(ctx, h, i, d)
+	return p.appendOperator(ctx, h, i, &events.AbandonedData{By: by, Reason: reason, EffectPossible: possible})
+}
+
+// ResolveConfirmed closes a manual action with the external object the
+// operator proved.
+func (p *Producer) ResolveConfirmed(ctx context.Context, h *ledger.History, i *fsm.Intent, operator, reason, externalID, liveURL string) error {
+	d := &events.OperatorConfirmedData{Operator: operator, Reason: reason, Receipt: events.Receipt{
+		ExternalID: externalID, LiveURL: liveURL, PayloadSHA256: i.Recorded.PayloadSHA256, Source: "operator",
+		IdempotencyKey: i.Recorded.IdempotencyKey, RequestID: i.Recorded.RequestID}}
+	return p.appendOperator(ctx, h, i, d)
+}
+
+// ResolveReleased closes a manual action as proven not executed: the
+// intent returns to recorded and may be written again (same key).
+func (p *Producer) ResolveReleased(ctx context.Context, h *ledger.History, i *fsm.Intent, operator, reason string) error {
+	return p.appendOperator(ctx, h, i, &events.OperatorReleasedData{Operator: operator, Reason: reason})
 }
 
 func (p *Producer) appendOperator(ctx context.Context, h *ledger.History, i *fsm.Intent, d events.Data) error {

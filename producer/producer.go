@@ -155,6 +155,10 @@ type Result struct {
 	State    fsm.State
 	Intent   *fsm.Intent
 	History  []events.Event
+	// LastSeq is the stream sequence of the last event of History: the
+	// result is the intent as the log holds it, with no need to read it
+	// again.
+	LastSeq uint64
 	// Replayed: the request id was already recorded with the same payload;
 	// the stored state is returned and nothing new was written.
 	Replayed bool
@@ -315,12 +319,12 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 	}
 	recordedNow, checked := false, false
 	for round := 0; round < 5; round++ {
-		h, err := p.loadPrepared(ctx, pr)
+		h, intent, err := p.loadPrepared(ctx, pr)
 		if err != nil {
 			return nil, fmt.Errorf("execute: %w", err)
 		}
 		if req.DryRun {
-			return p.dryRun(pr, h)
+			return p.dryRun(pr, h, intent)
 		}
 		if h == nil {
 			if !checked {
@@ -343,10 +347,6 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 				return nil, err
 			}
 			return res, nil
-		}
-		intent, err := h.Fold()
-		if err != nil {
-			return nil, fmt.Errorf("execute: %w", err)
 		}
 		if err := sameRequest(intent.Recorded, pr.rec); err != nil {
 			return nil, err
@@ -546,10 +546,10 @@ func (p *Producer) appendTo(ctx context.Context, h *ledger.History, intent *fsm.
 }
 
 func (p *Producer) result(h *ledger.History, intent *fsm.Intent, replayed bool) *Result {
-	return &Result{IntentID: intent.ID, Route: h.Route, State: intent.State, Intent: intent, History: h.Events, Replayed: replayed}
+	return &Result{IntentID: intent.ID, Route: h.Route, State: intent.State, Intent: intent, History: h.Events, LastSeq: h.LastSeq, Replayed: replayed}
 }
 
-func (p *Producer) dryRun(pr *prepared, h *ledger.History) (*Result, error) {
+func (p *Producer) dryRun(pr *prepared, h *ledger.History, intent *fsm.Intent) (*Result, error) {
 	rep := &DryRunReport{IntentID: pr.intentID, Subject: events.Subject(pr.rec.Route, pr.intentID),
 		IdempotencyKey: pr.rec.IdempotencyKey, PayloadSHA256: pr.rec.PayloadSHA256, CanonicalPayload: pr.rec.Payload}
 	res := &Result{IntentID: pr.intentID, Route: pr.rec.Route, DryRun: rep}
@@ -564,11 +564,7 @@ func (p *Producer) dryRun(pr *prepared, h *ledger.History) (*Result, error) {
 		rep.WouldAppend = []events.Type{events.IntentRecorded}
 		rep.Reason = "new intent"
 	} else {
-		intent, err := h.Fold()
-		if err != nil {
-			return nil, err
-		}
-		res.Intent, res.State, res.History = intent, intent.State, h.Events
+		res.Intent, res.State, res.History, res.LastSeq = intent, intent.State, h.Events, h.LastSeq
 		rep.ExistingState = intent.State
 		// An intent recorded under its v1 id (see loadPrepared) is reported as is.
 		rep.IntentID, res.IntentID, rep.Subject = intent.ID, intent.ID, events.Subject(pr.rec.Route, intent.ID)

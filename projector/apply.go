@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
@@ -250,11 +249,7 @@ func (p *Projector) applyOne(b *batchTx, m rawMsg) (*quarantined, error) {
 	if err := next.Apply(e); err != nil {
 		return q(subjID, fsm.FoldCode(err), err.Error())
 	}
-	var since time.Time
-	if prev != nil {
-		since = prev.unknownSince
-	}
-	f := &folded{intent: next, unknownSince: unsettledSince(since, next, e), lastSeq: m.seq}
+	f := &folded{intent: next, lastSeq: m.seq}
 	if _, err := b.insertEvent.ExecContext(b.ctx, m.seq, e.IntentID, int64(e.Version), string(e.Type),
 		fmtTimeNN(e.At), e.Actor, e.AttemptID, string(m.data)); err != nil {
 		return nil, fmt.Errorf("insert event: %w", err)
@@ -309,7 +304,6 @@ func refold(ctx context.Context, load *sql.Stmt, id string) (*folded, error) {
 		if err := f.intent.Apply(e); err != nil {
 			return nil, fmt.Errorf("stored history of %s: %w", id, err)
 		}
-		f.unknownSince = unsettledSince(f.unknownSince, f.intent, e)
 		f.lastSeq = uint64(seq)
 	}
 	if err := rows.Err(); err != nil {
@@ -318,26 +312,9 @@ func refold(ctx context.Context, load *sql.Stmt, id string) (*folded, error) {
 	return f, nil
 }
 
-// unsettledSince carries the start of an intent's unsettled episode: it
-// begins when the intent enters unknown and lasts through reconciliation
-// (reconciling, in_progress, and verifying reached from reconciling) until
-// the intent leaves for any other state.
-func unsettledSince(prev time.Time, i *fsm.Intent, e events.Event) time.Time {
-	switch i.State {
-	case fsm.Unknown, fsm.Reconciling, fsm.InProgress:
-		if prev.IsZero() {
-			return e.At
-		}
-		return prev
-	case fsm.Verifying:
-		return prev
-	}
-	return time.Time{}
-}
-
 // writeViews upserts the intent row and its receipt.
 func (b *batchTx) writeViews(id string, f *folded) error {
-	v := viewOf(f.intent, f.unknownSince, f.lastSeq)
+	v := ViewOf(f.intent, f.lastSeq)
 	var evidence any
 	if v.Evidence != nil {
 		j, err := json.Marshal(v.Evidence)

@@ -2,19 +2,15 @@ package projector
 
 import (
 	"container/list"
-	"time"
 
 	"github.com/settle-dev/settle/fsm"
 )
 
-// folded is an intent's state after its last applied event: the fold plus
-// what the projector derives from the history beyond it.
+// folded is an intent's state after its last applied event: the fold and
+// the stream sequence of that event.
 type folded struct {
-	intent *fsm.Intent
-	// unknownSince is when the intent's current unsettled episode began
-	// (see IntentView.UnknownSince); zero when it is not in one.
-	unknownSince time.Time
-	lastSeq      uint64
+	intent  *fsm.Intent
+	lastSeq uint64
 }
 
 // lru is a bounded cache of folded intents. It is not safe for concurrent

@@ -94,15 +94,11 @@ func FoldView(history []events.Event) (*IntentView, error) {
 	if len(history) == 0 {
 		return nil, ErrNotFound
 	}
-	i := &fsm.Intent{State: fsm.None}
-	var since time.Time
-	for _, e := range history {
-		if err := i.Apply(e); err != nil {
-			return nil, err
-		}
-		since = unsettledSince(since, i, e)
+	i, err := fsm.Fold(history)
+	if err != nil {
+		return nil, err
 	}
-	v := viewOf(i, since, 0)
+	v := ViewOf(i, 0)
 	return &v, nil
 }
 
@@ -113,8 +109,10 @@ func utc(t time.Time) time.Time {
 	return t.UTC()
 }
 
-// viewOf maps a folded intent to its view.
-func viewOf(i *fsm.Intent, unknownSince time.Time, lastSeq uint64) IntentView {
+// ViewOf maps a folded intent to its view, lastSeq being the stream
+// sequence of its last event: what the projector holds for it, with no
+// fold of its own (a reader that folded the intent once maps it here).
+func ViewOf(i *fsm.Intent, lastSeq uint64) IntentView {
 	rec := i.Recorded
 	v := IntentView{
 		IntentID: i.ID, Tenant: rec.Tenant, Route: rec.Route, Account: rec.Account, RequestID: rec.RequestID,
@@ -122,7 +120,7 @@ func viewOf(i *fsm.Intent, unknownSince time.Time, lastSeq uint64) IntentView {
 		ExternalID: i.ExternalID, LiveURL: i.LiveURL, LastEventType: i.LastType, LastEventAt: utc(i.UpdatedAt),
 		Version: i.Version, LastSeq: lastSeq, NextCheckAt: utc(i.NextCheckAt),
 		ManualReason: i.ManualReason, ManualOwner: i.ManualOwner, Failure: i.Failure,
-		UnknownSince: utc(unknownSince), CreatedAt: utc(i.CreatedAt), UpdatedAt: utc(i.UpdatedAt),
+		UnknownSince: utc(i.UnknownSince), CreatedAt: utc(i.CreatedAt), UpdatedAt: utc(i.UpdatedAt),
 		PayloadSHA256: rec.PayloadSHA256, PlannedAt: utc(rec.PlannedAt),
 	}
 	if i.Evidence != nil {

@@ -300,7 +300,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	}()
 
 	acfg := api.DefaultConfig()
-	acfg.Producer, acfg.Projector, acfg.Tokens, acfg.Dev, acfg.Addr = prod, proj, tokens, f.dev, f.addr
+	acfg.Intents, acfg.Views, acfg.Log, acfg.Tokens, acfg.Dev, acfg.Addr = prod, proj, store, tokens, f.dev, f.addr
 	acfg.Logger, acfg.Metrics = logger, metrics
 	acfg.ReadTimeout, acfg.IdleTimeout = f.readTimeout, f.idleTimeout
 	handler, err := api.New(acfg)

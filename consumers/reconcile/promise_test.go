@@ -369,7 +369,8 @@ func TestApprovalAfterExpiryDoesNotWrite(t *testing.T) {
 		t.Fatalf("%v %+v", err, res)
 	}
 	w.clock.Advance(2 * time.Minute)
-	if _, err := w.prod.Approve(context.Background(), "social_post", res.IntentID, "alice", "ok"); err != nil {
+	lh, li := loaded(t, w.prod, res.IntentID)
+	if err := w.prod.Approve(context.Background(), lh, li, "alice", "ok"); err != nil {
 		t.Fatal(err)
 	}
 	// The producer (a replay) and the reconciler both refuse to write.

@@ -142,6 +142,17 @@ func (w *world) intent(intentID string) *fsm.Intent {
 	return i
 }
 
+// loaded reads an intent with p as an operator action does, and returns
+// its history and fold for the action.
+func loaded(t *testing.T, p *producer.Producer, id string) (*ledger.History, *fsm.Intent) {
+	t.Helper()
+	h, i, err := p.Load(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, i
+}
+
 func count(h []events.Event, t events.Type) int {
 	n := 0
 	for _, e := range h {
@@ -216,7 +227,8 @@ func TestServerFailureWaitsWindowThenOneApprovedRetrySameKey(t *testing.T) {
 	if elapsed.Type != events.SearchWindowElapsed || elapsed.At.Before(elapsed.Data.(*events.SearchWindowElapsedData).WindowTo) {
 		t.Fatalf("not_found before the window closed: %+v", elapsed)
 	}
-	if _, err := w.prod.Approve(context.Background(), "social_post", res.IntentID, "alice", "checked the feed"); err != nil {
+	lh, li := loaded(t, w.prod, res.IntentID)
+	if err := w.prod.Approve(context.Background(), lh, li, "alice", "checked the feed"); err != nil {
 		t.Fatal(err)
 	}
 	i = w.settle(r, res.IntentID)
@@ -538,7 +550,8 @@ func TestFirstWriteApprovalThenTheReconcilerWrites(t *testing.T) {
 	if sr, err := r.Step(context.Background(), "social_post", res.IntentID); err != nil || !sr.Done || w.api.Writes() != 0 {
 		t.Fatalf("unapproved: %+v %v writes %d", sr, err, w.api.Writes())
 	}
-	if _, err := w.prod.Approve(context.Background(), "social_post", res.IntentID, "alice", "reviewed"); err != nil {
+	lh, li := loaded(t, w.prod, res.IntentID)
+	if err := w.prod.Approve(context.Background(), lh, li, "alice", "reviewed"); err != nil {
 		t.Fatal(err)
 	}
 	i := w.settle(r, res.IntentID)

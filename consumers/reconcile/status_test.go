@@ -425,7 +425,8 @@ func TestCancellationIsNotRollback(t *testing.T) {
 		t.Fatalf("state %s", i.State)
 	}
 	// The caller cancels: recorded, and the record says an effect may exist.
-	if _, err := w.prod.Abandon(ctx, "blind_post", res.IntentID, "alice", "no longer needed"); err != nil {
+	lh, li := loaded(t, w.prod, res.IntentID)
+	if err := w.prod.Abandon(ctx, lh, li, "alice", "no longer needed"); err != nil {
 		t.Fatal(err)
 	}
 	i = w.load(res.IntentID)
@@ -438,7 +439,8 @@ func TestCancellationIsNotRollback(t *testing.T) {
 	}
 	// Later the write proves executed: it is reported as such on the log.
 	post := api.Posts()[0]
-	if _, err := w.prod.ResolveConfirmed(ctx, "blind_post", res.IntentID, "bob", "found it on the timeline", post.ID, post.URL); err != nil {
+	lh, li = loaded(t, w.prod, res.IntentID)
+	if err := w.prod.ResolveConfirmed(ctx, lh, li, "bob", "found it on the timeline", post.ID, post.URL); err != nil {
 		t.Fatal(err)
 	}
 	i = w.load(res.IntentID)
@@ -459,7 +461,8 @@ func TestCancellationIsNotRollback(t *testing.T) {
 	if err != nil || r2.State != fsm.AwaitingApproval {
 		t.Fatalf("approval route: %v %v", r2, err)
 	}
-	if _, err := p2.Abandon(ctx, w2.route.Name, r2.IntentID, "alice", "changed plans"); err != nil {
+	lh, li = loaded(t, p2, r2.IntentID)
+	if err := p2.Abandon(ctx, lh, li, "alice", "changed plans"); err != nil {
 		t.Fatal(err)
 	}
 	if got := w2.load(r2.IntentID); got.State != fsm.Abandoned || got.EffectPossible || w2.bk.Writes() != 0 {
