@@ -6,7 +6,7 @@ INTENTS  ?= 100000
 BENCHTIME ?= 2s
 SIM      := ^TestSimulationSeeded$$
 
-.PHONY: build test demo bench bench-peers lint soak fuzz clean
+.PHONY: build test short demo bench bench-peers lint soak fuzz clean
 
 build:
 	$(GO) build -o bin/ ./cmd/settle ./examples/socialapi
@@ -18,6 +18,11 @@ build:
 test: lint
 	$(GO) test -race -count=1 -timeout 9m -skip '$(SIM)' $(PKGS)
 	$(GO) test -count=1 -timeout 9m -run '$(SIM)' -v ./consumers/reconcile/ -args -sim.seed=$(SEED) -sim.intents=2000
+
+# The fast tier (seconds): every test that needs no nats-server and no
+# built binary; the others skip under -short (testharness.SkipShort).
+short:
+	$(GO) test -short -count=1 $(PKGS)
 
 demo:
 	$(GO) run ./cmd/settle demo

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/settle-dev/settle/fakeapi"
 )
 
 // endpointCase is how to call one served route for the auth table.
@@ -25,14 +23,12 @@ type endpointCase struct {
 }
 
 func TestAuthOnEveryEndpoint(t *testing.T) {
-	e := newEnv(t, envOptions{})
-	e.social.Next(fakeapi.CommitThenDrop())
+	e := newMemEnv(t, envOptions{})
 	r := e.do("POST", "/v1/intents", secretSubmitter, submitBodyJSON("social_post", "acct_1", "auth-1", `{"body":"auth"}`))
 	if r.code != http.StatusCreated {
 		t.Fatalf("setup submit: %d %s", r.code, r.body)
 	}
 	id := r.str(t, "intent_id")
-	e.catchUp()
 	submit := submitBodyJSON("social_post", "acct_1", "auth-2", `{"body":"auth 2"}`, "dry_run", "true")
 	action := `{"reason":"auth table"}`
 	resolve := `{"reason":"auth table","resolution":"abandoned"}`
@@ -129,7 +125,7 @@ func TestAuthOnEveryEndpoint(t *testing.T) {
 }
 
 func TestDevModeNeedsNoTokenButOnlyServesLoopback(t *testing.T) {
-	e := newEnv(t, envOptions{dev: true})
+	e := newMemEnv(t, envOptions{dev: true})
 	r := e.do("POST", "/v1/intents", "", submitBodyJSON("social_approval", "acct_1", "dev-1", `{"body":"dev"}`))
 	if r.code != http.StatusCreated || r.str(t, "state") != "awaiting_approval" {
 		t.Fatalf("dev submit: %d %s", r.code, r.body)

@@ -11,7 +11,7 @@ import (
 // the API's own endpoints: the token's name, scopes and limits, or an
 // error naming why (never holding the secret).
 func TestAuthenticateForOtherSurfaces(t *testing.T) {
-	e := newEnv(t, envOptions{})
+	e := newMemEnv(t, envOptions{})
 	for _, c := range []struct {
 		header string
 		want   error
@@ -48,7 +48,7 @@ func TestAuthenticateForOtherSurfaces(t *testing.T) {
 		}
 	}
 
-	dev := newEnv(t, envOptions{dev: true})
+	dev := newMemEnv(t, envOptions{dev: true})
 	r := httptest.NewRequest("POST", "http://127.0.0.1/mcp", nil)
 	r.RemoteAddr = "127.0.0.1:5555"
 	if c, err := dev.srv.Authenticate(r); err != nil || !c.Dev || c.Name != "dev" {

@@ -84,6 +84,8 @@ type env struct {
 	logger *slog.Logger
 	// seen, when set, collects every response (for the secret scan).
 	seen *transcript
+	// mem is the in-memory intent store of a newMemEnv (nil with NATS).
+	mem *memIntents
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -131,6 +133,15 @@ func newEnv(t testing.TB, o envOptions) *env {
 
 	cfg := DefaultConfig()
 	cfg.Intents, cfg.Views, cfg.Log, cfg.Now, cfg.Logger, cfg.Metrics = prod, proj, store, clock.Now, logger, metrics
+	srv, hs := serveEnv(t, cfg, o)
+	return &env{t: t, ctx: ctx, node: n, clock: clock, social: api, routes: routes, store: store, prod: prod,
+		proj: proj, srv: srv, http: hs, logs: logs, logger: logger}
+}
+
+// serveEnv applies the options to cfg and serves the API on a loopback
+// httptest server until the test ends.
+func serveEnv(t testing.TB, cfg Config, o envOptions) (*Server, *httptest.Server) {
+	t.Helper()
 	cfg.Dev = o.dev
 	if o.dev {
 		cfg.Addr = "127.0.0.1:0"
@@ -148,8 +159,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	}
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	return &env{t: t, ctx: ctx, node: n, clock: clock, social: api, routes: routes, store: store, prod: prod,
-		proj: proj, srv: srv, http: hs, logs: logs, logger: logger}
+	return srv, hs
 }
 
 // reconciler returns a reconciler over every route on the env's clock.
@@ -205,6 +215,13 @@ func (e *env) settle(route, intentID string) *fsm.Intent {
 
 func (e *env) history(route, intentID string) []events.Event {
 	e.t.Helper()
+	if e.mem != nil {
+		h, _, err := e.mem.Load(context.Background(), intentID)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		return h.Events
+	}
 	h, err := e.store.Load(context.Background(), route, intentID)
 	if err != nil {
 		e.t.Fatal(err)

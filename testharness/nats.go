@@ -20,9 +20,12 @@ type Node struct {
 }
 
 // StartNode starts a single node (fsync always unless durability says
-// otherwise) listening on loopback, and connects to it.
+// otherwise) listening on loopback, and connects to it. Under -short
+// (go test -short: the fast tier) the test is skipped: every test that
+// needs a nats-server is in the full suite (make test).
 func StartNode(t testing.TB, durability ...embedded.Durability) *Node {
 	t.Helper()
+	SkipShort(t, "an embedded nats-server")
 	cfg := embedded.DefaultConfig(t.TempDir())
 	if len(durability) > 0 {
 		cfg.Durability = durability[0]
@@ -83,13 +86,23 @@ func (n *Node) Stop() {
 }
 
 // StartCluster starts a real 3-node cluster on loopback, each node with its
-// own t.TempDir() store.
+// own t.TempDir() store (skipped under -short, like StartNode).
 func StartCluster(t testing.TB, durability embedded.Durability) *embedded.Cluster {
 	t.Helper()
+	SkipShort(t, "a 3-node nats-server cluster")
 	c, err := embedded.StartCluster("settle-test", []string{t.TempDir(), t.TempDir(), t.TempDir()}, durability)
 	if err != nil {
 		t.Fatalf("start cluster: %v", err)
 	}
 	t.Cleanup(c.Stop)
 	return c
+}
+
+// SkipShort skips t under go test -short (the fast tier), naming what it
+// needs that the fast tier leaves out (a nats-server, the built binary).
+func SkipShort(t testing.TB, needs string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("-short: needs %s (make test runs it)", needs)
+	}
 }

@@ -27,9 +27,10 @@ var (
 )
 
 // settleBinary builds cmd/settle once per test run: the end-to-end tests
-// drive the real binary, as a user would.
+// drive the real binary, as a user would (not in the -short tier).
 func settleBinary(t *testing.T) string {
 	t.Helper()
+	testharness.SkipShort(t, "the settle binary built with -race")
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "settle-bin-")
 		if err != nil {
