@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"hash/maphash"
 	"runtime"
-	"sort"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -48,111 +45,6 @@ func prepareMsg(seq uint64, subject string, hdr nats.Header, data []byte) prepar
 	m.hits = scanSecrets(data)
 	m.hits = append(m.hits, scanHeaders(hdr)...)
 	return m
-}
-
-// scanHeaders scans each header line ("Name: value") for secrets, in the
-// order of the header names.
-func scanHeaders(hdr nats.Header) []secretHit {
-	var line []byte
-	any := false
-	for k, vs := range hdr {
-		for _, v := range vs {
-			line = append(append(append(line[:0], k...), ": "...), v...)
-			if hintMask(line) != 0 || strings.Contains(v, `\u`) {
-				any = true
-			}
-		}
-	}
-	if !any {
-		return nil
-	}
-	keys := make([]string, 0, len(hdr))
-	for k := range hdr {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var hits []secretHit
-	for _, k := range keys {
-		for _, v := range hdr[k] {
-			for _, h := range scanSecrets([]byte(k + ": " + v)) {
-				h.offset, h.header = hitInHeader, k
-				hits = append(hits, h)
-			}
-		}
-	}
-	return hits
-}
-
-// hintIndex lists, for each byte, the hints of secretPatterns that start
-// with it (in either case) and the pattern they belong to.
-var hintIndex = func() (idx [256][]hintRef) {
-	if len(secretPatterns) > 64 {
-		panic("consumers: more than 64 secret patterns")
-	}
-	for i, p := range secretPatterns {
-		for _, h := range p.hints {
-			c := h[0]
-			idx[c] = append(idx[c], hintRef{h, i})
-			if 'a' <= c && c <= 'z' {
-				idx[c-'a'+'A'] = append(idx[c-'a'+'A'], hintRef{h, i})
-			}
-		}
-	}
-	return idx
-}()
-
-type hintRef struct {
-	hint    string
-	pattern int
-}
-
-// hintMask says which secret patterns are hinted in s (bit i for
-// secretPatterns[i]): those one of whose hints occurs in the lower-case
-// form of s. ASCII text is scanned once, without lower-casing it; other
-// text as strings.ToLower sees it (Unicode case folding).
-func hintMask[T string | []byte](s T) uint64 {
-	var mask uint64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= utf8.RuneSelf {
-			return hintMaskFold(string(s))
-		}
-		for _, r := range hintIndex[c] {
-			if mask&(1<<r.pattern) == 0 && hasPrefixFoldASCII(s[i:], r.hint) {
-				mask |= 1 << r.pattern
-			}
-		}
-	}
-	return mask
-}
-
-func hintMaskFold(s string) uint64 {
-	lower := strings.ToLower(s)
-	var mask uint64
-	for i, p := range secretPatterns {
-		if hinted(lower, p.hints) {
-			mask |= 1 << i
-		}
-	}
-	return mask
-}
-
-// hasPrefixFoldASCII: s starts with the lower-case ASCII hint, ignoring
-// the case of ASCII letters in s.
-func hasPrefixFoldASCII[T string | []byte](s T, hint string) bool {
-	if len(s) < len(hint) {
-		return false
-	}
-	for j := 0; j < len(hint); j++ {
-		c := s[j]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != hint[j] {
-			return false
-		}
-	}
-	return true
 }
 
 // auditChunk is a run of consecutive messages prepared together.
