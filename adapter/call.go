@@ -177,3 +177,28 @@ func NewRequest(ctx context.Context, method, url string, body []byte) (*http.Req
 	req.GetBody = nil
 	return req, nil
 }
+
+// InvalidRequest is a write that cannot be built (bad payload, missing
+// request id, ...): NotSent and not retryable.
+func InvalidRequest(code, msg string) error {
+	return &CallError{Class: NotSent, Code: code, Message: msg}
+}
+
+// Unparseable is a response to what (e.g. "the write", "a get") that
+// cannot be parsed: Unknown, code response_unparseable.
+func Unparseable(status int, what string) error {
+	return &CallError{Class: Unknown, Code: "response_unparseable", StatusCode: status,
+		Message: "the response to " + what + " cannot be parsed"}
+}
+
+// AuthGet sends one GET with "Authorization: Bearer token" and
+// "Accept: application/json" and returns the response of any status.
+func AuthGet(ctx context.Context, client *http.Client, token, u string) (*Response, error) {
+	req, err := NewRequest(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Accept", "application/json")
+	return Do(ctx, client, req)
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -94,5 +95,37 @@ func TestStatusPolicyClassifies(t *testing.T) {
 	var ce *adapter.CallError
 	if errors.As(p.Classify(429), &ce); !ce.Retryable {
 		t.Error("429 must be retryable")
+	}
+}
+
+func TestCallErrorHelpers(t *testing.T) {
+	var ce *adapter.CallError
+	err := adapter.InvalidRequest("invalid_payload", "payload.body: is required")
+	if !errors.As(err, &ce) || ce.Class != adapter.NotSent || ce.Code != "invalid_payload" || ce.Retryable || ce.Message != "payload.body: is required" {
+		t.Fatalf("InvalidRequest: %#v", err)
+	}
+	err = adapter.Unparseable(200, "a get")
+	if !errors.As(err, &ce) || ce.Class != adapter.Unknown || ce.Code != "response_unparseable" || ce.StatusCode != 200 ||
+		ce.Message != "the response to a get cannot be parsed" {
+		t.Fatalf("Unparseable: %#v", err)
+	}
+}
+
+func TestAuthGetSendsTokenAndAccept(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || r.Header.Get("Authorization") != "Bearer tok" || r.Header.Get("Accept") != "application/json" {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		w.WriteHeader(http.StatusTeapot)
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	defer srv.Close()
+	resp, err := adapter.AuthGet(context.Background(), srv.Client(), "tok", srv.URL+"/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusTeapot || string(resp.Body) != `{"ok":true}` {
+		t.Fatalf("got %d %s", resp.StatusCode, resp.Body)
 	}
 }

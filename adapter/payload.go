@@ -1,0 +1,129 @@
+package adapter
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/cockroachdb/errors"
+
+	"github.com/settle-dev/settle/events"
+)
+
+// Payload helpers shared by the concrete adapters (adapter/social,
+// adapter/booking, adapter/payment, adapter/httproute): validation that
+// names the field, canon/v1. Their error texts are part of each adapter's
+// contract: change one and every adapter's message changes.
+
+// PayloadError is a payload validation error naming the field
+// (payload.body, payload.assets[2], ...): a *events.FieldError.
+func PayloadError(field, reason string) error {
+	return &events.FieldError{Field: field, Reason: reason}
+}
+
+// FieldPath renders parent.key, or parent["key"] when key is not a plain
+// identifier; long keys are cut.
+func FieldPath(parent, key string) string {
+	plain := key != ""
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if c != '_' && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (i == 0 || c < '0' || c > '9') {
+			plain = false
+			break
+		}
+	}
+	if len(key) > 64 {
+		key = strings.ToValidUTF8(key[:64], "") + "..."
+		plain = false
+	}
+	if plain {
+		return parent + "." + key
+	}
+	return parent + "[" + strconv.Quote(key) + "]"
+}
+
+// IsSHA256Hex reports whether s is a sha256 in 64 lowercase hex characters.
+func IsSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// CanonicalJSON is canon/v1 of v's JSON encoding: how an adapter builds a
+// canonical payload from its payload struct. Errors are json.Marshal's or
+// events.Canonicalize's, unwrapped.
+func CanonicalJSON(v any) (json.RawMessage, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	c, err := events.Canonicalize(b)
+	if err != nil {
+		return nil, err
+	}
+	return json.RawMessage(c), nil
+}
+
+// CanonicalizePayload returns canon/v1 of a caller's payload. Errors are
+// *events.FieldError: "payload" when it is empty or not canonicalizable,
+// the offending member (payload.a[1], ...) when canon/v1 names one.
+func CanonicalizePayload(raw []byte) ([]byte, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, PayloadError("payload", "is required")
+	}
+	canon, err := events.Canonicalize(raw)
+	if err != nil {
+		var ce *events.CanonError
+		if errors.As(err, &ce) {
+			return nil, PayloadError("payload"+strings.TrimPrefix(ce.Path, "$"), ce.Reason)
+		}
+		return nil, PayloadError("payload", "is not canonicalizable")
+	}
+	return canon, nil
+}
+
+// ObjectMembers decodes raw, which must be a JSON object, into its members,
+// refusing any member not in known. Errors are *events.FieldError naming
+// field, or the first unknown member in sorted order; the reason lists
+// known in the order given.
+func ObjectMembers(raw []byte, field string, known ...string) (map[string]json.RawMessage, error) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, PayloadError(field, "must be a JSON object")
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, PayloadError(field, "must be a JSON object")
+	}
+	var unknown []string
+	for k := range m {
+		if !slices.Contains(known, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return nil, PayloadError(FieldPath(field, unknown[0]), "is not a known field (known: "+strings.Join(known, ", ")+")")
+	}
+	return m, nil
+}
+
+// PayloadObject is the common start of a route's payload validation: the
+// payload is required, canonicalized (CanonicalizePayload), must be a JSON
+// object and may hold only the known members (ObjectMembers with field
+// "payload"). It returns the canonical members.
+func PayloadObject(raw []byte, known ...string) (map[string]json.RawMessage, error) {
+	canon, err := CanonicalizePayload(raw)
+	if err != nil {
+		return nil, err
+	}
+	return ObjectMembers(canon, "payload", known...)
+}
