@@ -1,7 +1,6 @@
 package adapter
 
 import (
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -20,7 +19,7 @@ import (
 // field: "<pkg>: config.<field>: <reason>", wrapping a *events.FieldError.
 // reason must never echo the field's value.
 func ConfigError(pkg, field, reason string) error {
-	return fmt.Errorf("%s: %w", pkg, &events.FieldError{Field: "config." + field, Reason: reason})
+	return errors.Errorf("%s: %w", pkg, &events.FieldError{Field: "config." + field, Reason: reason})
 }
 
 // CheckEndpoint checks the BaseURL and Token of an adapter's Config

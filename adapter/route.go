@@ -1,7 +1,6 @@
 package adapter
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -43,7 +42,7 @@ func ValidateRoute(r Route) error {
 		return err
 	}
 	if r.Adapter == nil {
-		return fmt.Errorf("route %s: adapter: is required", r.Name)
+		return errors.Errorf("route %s: adapter: is required", r.Name)
 	}
 	if err := r.Policy.Validate("route " + r.Name + ": policy."); err != nil {
 		return err
@@ -56,6 +55,6 @@ func ValidateRoute(r Route) error {
 	if keyProof || (c.Search && c.SearchAuthoritative) {
 		return nil
 	}
-	return errors.WithHint(fmt.Errorf("route %s: policy.retry: %q needs a dedup proof, and the route has none (no idempotency key with a known retention, no search that maps author and parent)", r.Name, r.Policy.Retry),
+	return errors.WithHint(errors.Errorf("route %s: policy.retry: %q needs a dedup proof, and the route has none (no idempotency key with a known retention, no search that maps author and parent)", r.Name, r.Policy.Retry),
 		"set policy.retry to never, or declare the API's idempotency key and its retention, or a search that maps author_id and parent")
 }

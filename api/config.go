@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,6 +12,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
@@ -158,7 +159,7 @@ func DefaultConfig() Config {
 // Validate checks the config. Errors name the field (Tokens[1].Secret,
 // MaxWait, ...) and never contain a secret.
 func (c Config) Validate() error {
-	bad := func(field, reason string) error { return fmt.Errorf("api config: %s: %s", field, reason) }
+	bad := func(field, reason string) error { return errors.Errorf("api config: %s: %s", field, reason) }
 	switch {
 	case c.Intents == nil:
 		return bad("Intents", "is required")
@@ -269,7 +270,7 @@ func validateName(v string) error {
 	case v == "":
 		return errors.New("is required")
 	case len(v) > 64:
-		return fmt.Errorf("is %d bytes, the limit is 64", len(v))
+		return errors.Errorf("is %d bytes, the limit is 64", len(v))
 	case !utf8.ValidString(v):
 		return errors.New("is not valid UTF-8")
 	case strings.TrimSpace(v) != v:
@@ -302,10 +303,10 @@ func CheckDevAddr(addr string) error {
 	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("%q is not host:port", addr)
+		return errors.Errorf("%q is not host:port", addr)
 	}
 	if !isLoopbackHost(host) {
-		return fmt.Errorf("dev mode serves without authentication and may only listen on loopback (127.0.0.1, ::1, localhost), not %q", addr)
+		return errors.Errorf("dev mode serves without authentication and may only listen on loopback (127.0.0.1, ::1, localhost), not %q", addr)
 	}
 	return nil
 }

@@ -2,10 +2,11 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/events"
 )

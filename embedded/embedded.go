@@ -33,7 +33,7 @@ func ParseDurability(s string) (Durability, error) {
 	case SyncAlways, SyncDefault:
 		return Durability(s), nil
 	}
-	return "", fmt.Errorf("durability %q: want %q or %q", s, SyncAlways, SyncDefault)
+	return "", errors.Errorf("durability %q: want %q or %q", s, SyncAlways, SyncDefault)
 }
 
 // Config of one embedded server.
@@ -88,10 +88,10 @@ func (c Config) Validate() error {
 		return errors.New("embedded: config.Dir: is required")
 	}
 	if _, err := ParseDurability(string(c.Durability)); err != nil {
-		return fmt.Errorf("embedded: config.Durability: %w", err)
+		return errors.Errorf("embedded: config.Durability: %w", err)
 	}
 	if c.Port < -1 || c.Port > 65535 {
-		return fmt.Errorf("embedded: config.Port: %d is not a port", c.Port)
+		return errors.Errorf("embedded: config.Port: %d is not a port", c.Port)
 	}
 	if c.ClusterName != "" && c.Name == "" {
 		return errors.New("embedded: config.Name: is required in a cluster")
@@ -100,16 +100,16 @@ func (c Config) Validate() error {
 	for i, u := range c.Users {
 		switch {
 		case u.Name == "":
-			return fmt.Errorf("embedded: config.Users[%d].Name: is required", i)
+			return errors.Errorf("embedded: config.Users[%d].Name: is required", i)
 		case names[u.Name]:
-			return fmt.Errorf("embedded: config.Users[%d].Name: %q is used twice", i, u.Name)
+			return errors.Errorf("embedded: config.Users[%d].Name: %q is used twice", i, u.Name)
 		case u.Password == "" && u.Name != c.NoAuthUser:
-			return fmt.Errorf("embedded: config.Users[%d].Password: is required", i)
+			return errors.Errorf("embedded: config.Users[%d].Password: is required", i)
 		}
 		names[u.Name] = true
 	}
 	if c.NoAuthUser != "" && !names[c.NoAuthUser] {
-		return fmt.Errorf("embedded: config.NoAuthUser: %q is not one of Users", c.NoAuthUser)
+		return errors.Errorf("embedded: config.NoAuthUser: %q is not one of Users", c.NoAuthUser)
 	}
 	return nil
 }
@@ -170,14 +170,14 @@ func Start(cfg Config) (*Server, error) {
 		for _, r := range cfg.Routes {
 			u, err := url.Parse(r)
 			if err != nil {
-				return nil, fmt.Errorf("embedded: route %q: %w", r, err)
+				return nil, errors.Errorf("embedded: route %q: %w", r, err)
 			}
 			opts.Routes = append(opts.Routes, u)
 		}
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
-		return nil, fmt.Errorf("embedded: new server: %w", err)
+		return nil, errors.Errorf("embedded: new server: %w", err)
 	}
 	if cfg.Logs {
 		s.ConfigureLogger()

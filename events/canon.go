@@ -3,13 +3,14 @@ package events
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/cockroachdb/errors"
 
 	"golang.org/x/text/unicode/norm"
 )

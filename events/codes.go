@@ -2,8 +2,9 @@ package events
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
+
+	"github.com/cockroachdb/errors"
 )
 
 // Decode codes: the stable name of why bytes on the log are not an event

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/cockroachdb/errors"
 )
 
 // SchemaV1 is the envelope schema this version writes and reads.
@@ -127,11 +129,11 @@ func (e Event) Validate() error {
 // Encode validates and marshals an event.
 func Encode(e Event) ([]byte, error) {
 	if err := e.Validate(); err != nil {
-		return nil, fmt.Errorf("encode %s v%d: %w", e.Type, e.Version, err)
+		return nil, errors.Errorf("encode %s v%d: %w", e.Type, e.Version, err)
 	}
 	b, err := e.MarshalJSON()
 	if err != nil {
-		return nil, fmt.Errorf("encode %s v%d: %w", e.Type, e.Version, err)
+		return nil, errors.Errorf("encode %s v%d: %w", e.Type, e.Version, err)
 	}
 	if len(b) > MaxEventSize {
 		return nil, &DecodeError{Kind: ErrTooLarge, Reason: fmt.Sprintf("encode %s v%d: %d bytes exceeds %d", e.Type, e.Version, len(b), MaxEventSize)}
@@ -269,7 +271,7 @@ func strictUnmarshal(b []byte, v any) error {
 		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("trailing data after the JSON document")
+		return errors.Errorf("trailing data after the JSON document")
 	}
 	return nil
 }
@@ -285,7 +287,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	}
 	at, err := e.At.MarshalJSON()
 	if err != nil {
-		return nil, fmt.Errorf("json: error calling MarshalJSON for type time.Time: %w", err)
+		return nil, errors.Errorf("json: error calling MarshalJSON for type time.Time: %w", err)
 	}
 	b := make([]byte, 0, len(data)+len(at)+len(e.EventID)+len(e.IntentID)+len(e.Actor)+len(e.AttemptID)+160)
 	b = append(b, `{"schema":`...)

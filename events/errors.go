@@ -1,6 +1,6 @@
 package events
 
-import "errors"
+import "github.com/cockroachdb/errors"
 
 // Sentinel errors. Every error this package returns matches one of them with
 // errors.Is, and carries the field and reason in its text.

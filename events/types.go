@@ -6,10 +6,16 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/cockroachdb/errors"
 )
 
 // Type is an event type. The set is closed: Decode refuses any other.
 type Type string
+
+// SafeValue marks event types safe for redacted log lines (the
+// vocabulary holds no value from outside; cockroachdb/redact keeps it).
+func (Type) SafeValue() {}
 
 // The lifecycle's event types. Each row of the lifecycle table in
 // ARCHITECTURE.md names the state it enters.
@@ -104,14 +110,14 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration must be a string like \"90s\"")
+		return errors.Errorf("duration must be a string like \"90s\"")
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("duration %q: %v", s, err)
+		return errors.Errorf("duration %q: %v", s, err)
 	}
 	if v < 0 {
-		return fmt.Errorf("duration %q is negative", s)
+		return errors.Errorf("duration %q is negative", s)
 	}
 	*d = Duration(v)
 	return nil

@@ -376,10 +376,10 @@ func (i *Intent) guard(e events.Event) error {
 	case *events.WriteStartedData:
 		n := len(i.Attempts) + 1
 		if d.Attempt != n {
-			return fmt.Errorf("attempt %d, expected %d", d.Attempt, n)
+			return errors.Errorf("attempt %d, expected %d", d.Attempt, n)
 		}
 		if e.AttemptID != events.AttemptID(i.ID, n) {
-			return fmt.Errorf("attempt id %q, expected %q", e.AttemptID, events.AttemptID(i.ID, n))
+			return errors.Errorf("attempt id %q, expected %q", e.AttemptID, events.AttemptID(i.ID, n))
 		}
 		if d.IdempotencyKey != i.Recorded.IdempotencyKey {
 			return errors.New("every attempt must carry the intent's idempotency key")
@@ -401,7 +401,7 @@ func (i *Intent) guard(e events.Event) error {
 				return errors.New("the claim is for another attempt")
 			}
 			if d.ClaimOwner != i.Claim.Owner {
-				return fmt.Errorf("claim belongs to %q", i.Claim.Owner)
+				return errors.Errorf("claim belongs to %q", i.Claim.Owner)
 			}
 			if e.At.After(i.Claim.LeaseUntil) || (i.Strict() && !e.At.Before(i.Claim.LeaseUntil)) {
 				return errors.New("the claim's lease expired")
@@ -414,7 +414,7 @@ func (i *Intent) guard(e events.Event) error {
 	case *events.RetryClaimedData:
 		n := len(i.Attempts) + 1
 		if d.Attempt != n {
-			return fmt.Errorf("claim for attempt %d, expected %d", d.Attempt, n)
+			return errors.Errorf("claim for attempt %d, expected %d", d.Attempt, n)
 		}
 		if !i.Strict() && i.BudgetLeft() <= 0 {
 			return errors.New("retry budget spent")
@@ -444,7 +444,7 @@ func (i *Intent) guard(e events.Event) error {
 		}
 		for _, c := range d.Receipt.Checks {
 			if !c.OK {
-				return fmt.Errorf("check %s failed", c.Name)
+				return errors.Errorf("check %s failed", c.Name)
 			}
 		}
 	}
@@ -508,11 +508,11 @@ func (i *Intent) strictGuard(e events.Event) error {
 		}
 		for _, name := range i.RequiredChecks() {
 			if !have[name] {
-				return fmt.Errorf("the receipt lacks the %s check the route's readback requires", name)
+				return errors.Errorf("the receipt lacks the %s check the route's readback requires", name)
 			}
 		}
 		if i.ExternalID != "" && d.Receipt.ExternalID != i.ExternalID {
-			return fmt.Errorf("the receipt names %q, the object found was %q", d.Receipt.ExternalID, i.ExternalID)
+			return errors.Errorf("the receipt names %q, the object found was %q", d.Receipt.ExternalID, i.ExternalID)
 		}
 	}
 	return nil

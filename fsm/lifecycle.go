@@ -12,6 +12,11 @@ import (
 // State is a lifecycle state of an intent.
 type State string
 
+// SafeValue marks states safe for redacted log lines (cockroachdb/redact
+// keeps them): a state is the lifecycle's vocabulary, never a value from
+// outside.
+func (State) SafeValue() {}
+
 // The lifecycle states. See ARCHITECTURE.md and docs/lifecycle.md.
 const (
 	None             State = "none" // before IntentRecorded

@@ -3,7 +3,6 @@ package ledger
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"math/bits"
 	"strconv"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/internal/errkind"
 )
 
 // Group commit.
@@ -408,13 +408,13 @@ func (s *Store) publishAtomic(units []*unit) ([][]uint64, error) {
 				continue
 			}
 			if err := nc.PublishMsg(m); err != nil {
-				return nil, fmt.Errorf("%w: %w", errBatchUnresolved, err)
+				return nil, errkind.Wrap(errBatchUnresolved, err)
 			}
 		}
 	}
 	if takeFault(&s.faults.dropCommit) {
 		// Fault injection (tests): the commit never reaches the server.
-		return nil, fmt.Errorf("%w: commit dropped", errBatchUnresolved)
+		return nil, errors.Errorf("%w: commit dropped", errBatchUnresolved)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.AppendTimeout)
 	defer cancel()
@@ -424,17 +424,17 @@ func (s *Store) publishAtomic(units []*unit) ([][]uint64, error) {
 		err = nats.ErrTimeout
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errBatchUnresolved, err)
+		return nil, errkind.Wrap(errBatchUnresolved, err)
 	}
 	var ack batchAck
 	if err := json.Unmarshal(resp.Data, &ack); err != nil {
-		return nil, fmt.Errorf("%w: ack %q: %w", errBatchUnresolved, resp.Data, err)
+		return nil, errkind.Wrap(errBatchUnresolved, errors.Wrapf(err, "ack %q", resp.Data))
 	}
 	if ack.Error != nil {
 		return nil, ack.Error
 	}
 	if ack.BatchID != id || ack.Count != total || ack.Sequence < uint64(total) {
-		return nil, fmt.Errorf("%w: ack for batch %q count %d seq %d, sent %q with %d", errBatchUnresolved, ack.BatchID, ack.Count, ack.Sequence, id, total)
+		return nil, errors.Errorf("%w: ack for batch %q count %d seq %d, sent %q with %d", errBatchUnresolved, ack.BatchID, ack.Count, ack.Sequence, id, total)
 	}
 	out := make([][]uint64, len(units))
 	seq := ack.Sequence - uint64(total)
@@ -490,7 +490,7 @@ func (s *Store) await(ctx context.Context, u *unit) ([]uint64, error) {
 	case r = <-u.res:
 	case <-ctx.Done():
 		if s.batch.withdraw(u) {
-			return nil, fmt.Errorf("append %s: not published: %w", u.evs[0].EventID, ctx.Err())
+			return nil, errors.Errorf("append %s: not published: %w", u.evs[0].EventID, ctx.Err())
 		}
 		// Taken by the flusher: its answer comes within its publish
 		// timeout; a hand-back then fails fast on the cancelled ctx.
@@ -530,11 +530,11 @@ func (s *Store) newUnit(route string, evs []events.Event, expectedLastSeq uint64
 		data: make([][]byte, len(evs))}
 	for i, e := range evs {
 		if i > 0 && (e.IntentID != evs[0].IntentID || e.Version != evs[i-1].Version+1) {
-			return nil, fmt.Errorf("append %s: events of one append must be consecutive versions of one intent", e.EventID)
+			return nil, errors.Errorf("append %s: events of one append must be consecutive versions of one intent", e.EventID)
 		}
 		data, err := events.Encode(e)
 		if err != nil {
-			return nil, fmt.Errorf("append: %w", err)
+			return nil, errors.Errorf("append: %w", err)
 		}
 		u.data[i] = data
 	}

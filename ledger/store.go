@@ -18,6 +18,7 @@ import (
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/internal/errkind"
 )
 
 // Sentinel errors of the store.
@@ -90,10 +91,10 @@ func (c StoreConfig) Validate() error {
 		return errors.New("store config: Stream: is required")
 	}
 	if c.Replicas != 1 && c.Replicas != 3 && c.Replicas != 5 {
-		return fmt.Errorf("store config: Replicas: %d (want 1, 3 or 5)", c.Replicas)
+		return errors.Errorf("store config: Replicas: %d (want 1, 3 or 5)", c.Replicas)
 	}
 	if c.DuplicateWindow < time.Minute {
-		return fmt.Errorf("store config: DuplicateWindow: %s is shorter than 1m", c.DuplicateWindow)
+		return errors.Errorf("store config: DuplicateWindow: %s is shorter than 1m", c.DuplicateWindow)
 	}
 	if c.AppendAttempts < 1 {
 		return errors.New("store config: AppendAttempts: must be ≥ 1")
@@ -102,14 +103,14 @@ func (c StoreConfig) Validate() error {
 		return errors.New("store config: AppendTimeout: must be positive")
 	}
 	if c.BatchMax < 0 || c.BatchMax > maxAtomicBatch {
-		return fmt.Errorf("store config: BatchMax: %d (want 0 … %d, the server's atomic batch limit)", c.BatchMax, maxAtomicBatch)
+		return errors.Errorf("store config: BatchMax: %d (want 0 … %d, the server's atomic batch limit)", c.BatchMax, maxAtomicBatch)
 	}
 	if c.BatchMax >= 2 {
 		if c.BatchMin < 0 || c.BatchMin > c.BatchMax {
-			return fmt.Errorf("store config: BatchMin: %d (want 0 … BatchMax %d)", c.BatchMin, c.BatchMax)
+			return errors.Errorf("store config: BatchMin: %d (want 0 … BatchMax %d)", c.BatchMin, c.BatchMax)
 		}
 		if c.BatchFlushers < 1 || c.BatchFlushers > 16 {
-			return fmt.Errorf("store config: BatchFlushers: %d (want 1 … 16)", c.BatchFlushers)
+			return errors.Errorf("store config: BatchFlushers: %d (want 1 … 16)", c.BatchFlushers)
 		}
 		if c.BatchBytes < 1 {
 			return errors.New("store config: BatchBytes: must be positive")
@@ -143,7 +144,7 @@ func (h *History) Fold() (*fsm.Intent, error) {
 	}
 	i, err := fsm.Fold(h.Events)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCorruptHistory, err)
+		return nil, errkind.Wrap(ErrCorruptHistory, err)
 	}
 	return i, nil
 }
@@ -203,7 +204,8 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 	sc.Metadata = map[string]string{ScopedIDsMetadata: "scoped"}
 	st, err := ensureStream(ctx, js, sc)
 	if err != nil {
-		return nil, fmt.Errorf("open store: stream %s: %w", cfg.Stream, err)
+		return nil, errors.WithHint(errors.Wrapf(err, "open store: stream %s", cfg.Stream),
+			"the NATS server must run JetStream (nats-server -js, or jetstream {} in its config) and let this user manage streams")
 	}
 	s := &Store{js: js, stream: st, cfg: cfg, scopedOnly: st.CachedInfo().Config.Metadata[ScopedIDsMetadata] == "scoped"}
 	s.batch = &batcher{s: s, cost: newCostModel()}
@@ -350,7 +352,7 @@ func (s *Store) publishOne(ctx context.Context, subject string, e events.Event, 
 		if attempt > 0 {
 			select {
 			case <-ctx.Done():
-				return 0, fmt.Errorf("append %s: %w: %w", e.EventID, ErrAppendUnresolved, lastErr)
+				return 0, errors.Wrapf(errkind.Wrap(ErrAppendUnresolved, lastErr), "append %s", e.EventID)
 			case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
 			}
 		}
@@ -380,7 +382,7 @@ func (s *Store) publishOne(ctx context.Context, subject string, e events.Event, 
 		var apiErr jetstream.JetStreamError
 		if errors.As(err, &apiErr) && apiErr.APIError() != nil {
 			// A definite refusal by the server (not a lost ack).
-			return 0, fmt.Errorf("append %s: %w", e.EventID, err)
+			return 0, errors.Errorf("append %s: %w", e.EventID, err)
 		}
 		lastErr = err
 	}
@@ -388,7 +390,7 @@ func (s *Store) publishOne(ctx context.Context, subject string, e events.Event, 
 	if seq, err := s.resolveCAS(ctx, subject, e, data, appendID); err == nil {
 		return seq, nil
 	}
-	return 0, fmt.Errorf("append %s: %w: %w", e.EventID, ErrAppendUnresolved, lastErr)
+	return 0, errors.Wrapf(errkind.Wrap(ErrAppendUnresolved, lastErr), "append %s", e.EventID)
 }
 
 // resolveCAS decides whether e (encoded as data, published by the Append
@@ -402,7 +404,7 @@ func (s *Store) resolveCAS(ctx context.Context, subject string, e events.Event, 
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return 0, &ConflictError{IntentID: e.IntentID, Version: e.Version}
 		}
-		return 0, fmt.Errorf("append %s: read last: %w: %w", e.EventID, ErrAppendUnresolved, err)
+		return 0, errors.Wrapf(errkind.Wrap(ErrAppendUnresolved, err), "append %s: read last", e.EventID)
 	}
 	lastID := last.Header.Get(jetstream.MsgIDHeader)
 	m := last
@@ -464,7 +466,7 @@ func isWrongLastSeq(err error) bool {
 func (s *Store) Load(ctx context.Context, route, intentID string) (*History, error) {
 	h, err := s.LoadIfAny(ctx, route, intentID)
 	if err == nil && h == nil {
-		return nil, fmt.Errorf("load %s: %w", intentID, ErrNotFound)
+		return nil, errors.Errorf("load %s: %w", intentID, ErrNotFound)
 	}
 	return h, err
 }
@@ -501,24 +503,24 @@ func (s *Store) refresh(ctx context.Context, h *History, intentID, subject strin
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("load %s: %w", intentID, err)
+			return errors.Errorf("load %s: %w", intentID, err)
 		}
 		if h.Route == "" {
 			route, _, err := events.ParseSubject(m.Subject)
 			if err != nil {
-				return fmt.Errorf("load %s seq %d: %w: %w", intentID, m.Sequence, ErrCorruptHistory, err)
+				return errors.Wrapf(errkind.Wrap(ErrCorruptHistory, err), "load %s seq %d", intentID, m.Sequence)
 			}
 			h.Route, subject = route, m.Subject
 		}
 		if m.Subject != subject {
-			return fmt.Errorf("load %s seq %d: %w: the intent has events under two routes", intentID, m.Sequence, ErrCorruptHistory)
+			return errors.Errorf("load %s seq %d: %w: the intent has events under two routes", intentID, m.Sequence, ErrCorruptHistory)
 		}
 		e, err := events.Decode(m.Data)
 		if err != nil {
-			return fmt.Errorf("load %s seq %d: %w: %w", intentID, m.Sequence, ErrCorruptHistory, err)
+			return errors.Wrapf(errkind.Wrap(ErrCorruptHistory, err), "load %s seq %d", intentID, m.Sequence)
 		}
 		if e.IntentID != intentID || e.Version != uint64(len(h.Events))+1 {
-			return fmt.Errorf("load %s seq %d: %w: event %s out of order", intentID, m.Sequence, ErrCorruptHistory, e.EventID)
+			return errors.Errorf("load %s seq %d: %w: event %s out of order", intentID, m.Sequence, ErrCorruptHistory, e.EventID)
 		}
 		h.Events = append(h.Events, e)
 		h.LastSeq = m.Sequence
@@ -540,7 +542,7 @@ func (s *Store) LoadByID(ctx context.Context, intentID string) (*History, error)
 		return nil, err
 	}
 	if len(h.Events) == 0 {
-		return nil, fmt.Errorf("load %s: %w", intentID, ErrNotFound)
+		return nil, errors.Errorf("load %s: %w", intentID, ErrNotFound)
 	}
 	return h, nil
 }
@@ -553,7 +555,7 @@ func (s *Store) AppendNext(ctx context.Context, h *History, intent *fsm.Intent, 
 	e := events.New(intent.ID, intent.Version+1, at, actor, attemptID, d)
 	next := intent.Clone()
 	if err := next.Apply(e); err != nil {
-		return fmt.Errorf("append %s: %w", e.Type, err)
+		return errors.Errorf("append %s: %w", e.Type, err)
 	}
 	seq, err := s.Append(ctx, h.Route, e, h.LastSeq)
 	if err != nil {

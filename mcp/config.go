@@ -74,17 +74,17 @@ func (c Caller) Validate() error {
 	}
 	for i, s := range c.Scopes {
 		if s != ScopeSubmit && s != ScopeRead && s != ScopeOperate {
-			return fmt.Errorf("mcp caller: Scopes[%d]: %q is not submit, read or operate", i, s)
+			return errors.Errorf("mcp caller: Scopes[%d]: %q is not submit, read or operate", i, s)
 		}
 	}
 	for i, r := range c.Routes {
 		if err := events.ValidateToken("route", r); err != nil {
-			return fmt.Errorf("mcp caller: Routes[%d]: %w", i, err)
+			return errors.Errorf("mcp caller: Routes[%d]: %w", i, err)
 		}
 	}
 	for i, a := range c.Accounts {
 		if err := events.ValidateFreeform("account", a); err != nil {
-			return fmt.Errorf("mcp caller: Accounts[%d]: %w", i, err)
+			return errors.Errorf("mcp caller: Accounts[%d]: %w", i, err)
 		}
 	}
 	return nil
@@ -132,7 +132,7 @@ func DefaultConfig() Config {
 
 // Validate checks the config; errors name the field and hold no secret.
 func (c Config) Validate() error {
-	bad := func(field, reason string) error { return fmt.Errorf("mcp config: %s: %s", field, reason) }
+	bad := func(field, reason string) error { return errors.Errorf("mcp config: %s: %s", field, reason) }
 	switch {
 	case c.Producer == nil:
 		return bad("Producer", "is required")

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	cerrors "github.com/cockroachdb/errors"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/adapter"
@@ -314,6 +316,10 @@ func TestExecuteDifferentPayloadIsRefused(t *testing.T) {
 	if !errors.Is(err, producer.ErrPayloadMismatch) {
 		t.Fatalf("want ErrPayloadMismatch, got %v", err)
 	}
+	// The caller is told what to do.
+	if h := cerrors.FlattenHints(err); !strings.Contains(h, "new request id") {
+		t.Fatalf("hint %q", h)
+	}
 	if e.api.Effects() != 1 || e.api.Writes() != 1 || len(e.logged(t, first.IntentID)) != before {
 		t.Fatalf("a refused request wrote: effects %d", e.api.Effects())
 	}
@@ -387,8 +393,9 @@ func TestExecuteRejectsBadRequestsNamingTheField(t *testing.T) {
 			t.Errorf("%s: got %v", field, err)
 		}
 	}
-	if _, err := e.p.Execute(context.Background(), producer.Request{Route: "nope", Account: "a", RequestID: "r", Payload: json.RawMessage(`{}`)}); !errors.Is(err, producer.ErrUnknownRoute) {
-		t.Errorf("unknown route: %v", err)
+	if _, err := e.p.Execute(context.Background(), producer.Request{Route: "nope", Account: "a", RequestID: "r", Payload: json.RawMessage(`{}`)}); !errors.Is(err, producer.ErrUnknownRoute) ||
+		cerrors.FlattenHints(err) != "the routes configured here are social_post" {
+		t.Errorf("unknown route: %v (hint %q)", err, cerrors.FlattenHints(err))
 	}
 	if e.api.Writes() != 0 {
 		t.Fatal("bad requests reached the API")

@@ -2,12 +2,12 @@ package producer
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/internal/errkind"
 	"github.com/settle-dev/settle/ledger"
 )
 
@@ -69,14 +69,14 @@ func (p *Producer) ResolveReleased(ctx context.Context, h *ledger.History, i *fs
 
 func (p *Producer) appendOperator(ctx context.Context, h *ledger.History, i *fsm.Intent, d events.Data) error {
 	if err := d.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		return errkind.Wrap(ErrInvalidRequest, err)
 	}
 	if !i.Can(d.EventType()) {
-		return fmt.Errorf("%w: %s in state %s", ErrNotAllowed, d.EventType(), i.State)
+		return errors.Errorf("%w: %s in state %s", ErrNotAllowed, d.EventType(), i.State)
 	}
 	if err := p.appendTo(ctx, h, i, "", d); err != nil {
 		if errors.Is(err, fsm.ErrGuard) || errors.Is(err, fsm.ErrIllegalTransition) {
-			return fmt.Errorf("%w: %w", ErrNotAllowed, err)
+			return errkind.Wrap(ErrNotAllowed, err)
 		}
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -12,6 +13,7 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/internal/errkind"
 	"github.com/settle-dev/settle/ledger"
 )
 
@@ -109,7 +111,7 @@ func New(store *ledger.Store, cfg Config, routes ...adapter.Route) (*Producer, e
 			return nil, err
 		}
 		if _, dup := p.routes[r.Name]; dup {
-			return nil, fmt.Errorf("route %s: defined twice", r.Name)
+			return nil, errors.Errorf("route %s: defined twice", r.Name)
 		}
 		p.routes[r.Name] = r
 	}
@@ -193,7 +195,7 @@ func (p *Producer) prepare(req Request) (*prepared, error) {
 	if req.Tenant == "" {
 		req.Tenant = p.cfg.Tenant
 	}
-	invalid := func(err error) error { return fmt.Errorf("%w: %w", ErrInvalidRequest, err) }
+	invalid := func(err error) error { return errkind.Wrap(ErrInvalidRequest, err) }
 	if err := events.ValidateToken("tenant", req.Tenant); err != nil {
 		return nil, invalid(err)
 	}
@@ -202,7 +204,8 @@ func (p *Producer) prepare(req Request) (*prepared, error) {
 	}
 	route, ok := p.routes[req.Route]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownRoute, req.Route)
+		return nil, errors.WithHintf(errors.Errorf("%w: %q", ErrUnknownRoute, req.Route),
+			"the routes configured here are %s", strings.Join(p.RouteNames(), ", "))
 	}
 	if err := events.ValidateFreeform("account", req.Account); err != nil {
 		return nil, invalid(err)
@@ -249,7 +252,7 @@ func (p *Producer) prepare(req Request) (*prepared, error) {
 	// event could not be decoded again, before anything is recorded or
 	// written.
 	if len(canon) > events.MaxPayloadSize {
-		return nil, fmt.Errorf("%w: %w", ErrPayloadTooLarge, &events.FieldError{Field: "payload",
+		return nil, errkind.Wrap(ErrPayloadTooLarge, &events.FieldError{Field: "payload",
 			Reason: fmt.Sprintf("is %d bytes in canonical form, the limit is %d", len(canon), events.MaxPayloadSize)})
 	}
 	// The event is validated here; its size is checked when it is encoded
@@ -264,7 +267,7 @@ func (p *Producer) prepare(req Request) (*prepared, error) {
 // ErrPayloadTooLarge (nothing was recorded or written).
 func tooLarge(err error) error {
 	if errors.Is(err, events.ErrTooLarge) {
-		return fmt.Errorf("%w: %w", ErrPayloadTooLarge, &events.FieldError{Field: "payload",
+		return errkind.Wrap(ErrPayloadTooLarge, &events.FieldError{Field: "payload",
 			Reason: fmt.Sprintf("makes an event over the log's %d-byte limit once encoded", events.MaxEventSize)})
 	}
 	return err
@@ -276,17 +279,23 @@ func (pr *prepared) event(at time.Time, actor string) events.Event {
 	return events.New(pr.intentID, 1, at, actor, "", &rec)
 }
 
+// mismatchHint is what the caller of a refused request id should do.
+const mismatchHint = "a different write needs a new request id; resending this one must carry the same payload, account and parent"
+
 // sameRequest compares the identity of a stored intent with a new request.
 func sameRequest(stored events.IntentRecordedData, rec events.IntentRecordedData) error {
+	var err error
 	switch {
 	case stored.PayloadSHA256 != rec.PayloadSHA256:
-		return fmt.Errorf("%w: payload_sha256 is %s, the request has %s", ErrPayloadMismatch, stored.PayloadSHA256[:12], rec.PayloadSHA256[:12])
+		err = errors.Errorf("%w: payload_sha256 is %s, the request has %s", ErrPayloadMismatch, stored.PayloadSHA256[:12], rec.PayloadSHA256[:12])
 	case stored.Account != rec.Account:
-		return fmt.Errorf("%w: account differs", ErrPayloadMismatch)
+		err = errors.Errorf("%w: account differs", ErrPayloadMismatch)
 	case stored.ParentExternalID != rec.ParentExternalID:
-		return fmt.Errorf("%w: parent_external_id differs", ErrPayloadMismatch)
+		err = errors.Errorf("%w: parent_external_id differs", ErrPayloadMismatch)
+	default:
+		return nil
 	}
-	return nil
+	return errors.WithHint(err, mismatchHint)
 }
 
 // Execute records the intent and makes its write, at most once per
@@ -321,7 +330,7 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 	for round := 0; round < 5; round++ {
 		h, intent, err := p.loadPrepared(ctx, pr)
 		if err != nil {
-			return nil, fmt.Errorf("execute: %w", err)
+			return nil, errors.Errorf("execute: %w", err)
 		}
 		if req.DryRun {
 			return p.dryRun(pr, h, intent)
@@ -357,7 +366,7 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 		}
 		return res, err
 	}
-	return nil, fmt.Errorf("execute %s: %w: too much contention", pr.intentID, ledger.ErrConflict)
+	return nil, errors.Errorf("execute %s: %w: too much contention", pr.intentID, ledger.ErrConflict)
 }
 
 // checkIdentity asks a route that knows its credential's identity whether
@@ -372,10 +381,10 @@ func (p *Producer) checkIdentity(ctx context.Context, pr *prepared) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, adapter.ErrAccountMismatch):
-		return fmt.Errorf("%w: %w", ErrInvalidRequest, &events.FieldError{Field: "account",
+		return errkind.Wrap(ErrInvalidRequest, &events.FieldError{Field: "account",
 			Reason: "is not the identity of the route's credential: the write would be authored by someone else"})
 	}
-	return fmt.Errorf("execute: identity check of route %s: %w", pr.route.Name, err)
+	return errors.Errorf("execute: identity check of route %s: %w", pr.route.Name, err)
 }
 
 // recordAndStart records a new intent together with the first step the
@@ -393,7 +402,7 @@ func (p *Producer) recordAndStart(ctx context.Context, pr *prepared) (*Result, e
 	rec := pr.event(now, p.cfg.Actor)
 	intent, err := fsm.Fold([]events.Event{rec})
 	if err != nil {
-		return nil, fmt.Errorf("record: %w", err)
+		return nil, errors.Errorf("record: %w", err)
 	}
 	evs := []events.Event{rec}
 	caps := fsm.CapsFor(intent, adapter.FrozenCaps(pr.route.Adapter))
@@ -408,11 +417,11 @@ func (p *Producer) recordAndStart(ctx context.Context, pr *prepared) (*Result, e
 	}
 	seqs, err := p.store.AppendEvents(ctx, pr.rec.Route, evs, 0)
 	if len(seqs) == 0 {
-		return nil, fmt.Errorf("record: %w", tooLarge(err))
+		return nil, errors.Errorf("record: %w", tooLarge(err))
 	}
 	h := &ledger.History{Route: pr.rec.Route, Events: evs[:len(seqs)], LastSeq: seqs[len(seqs)-1]}
 	if len(seqs) < len(evs) {
-		return p.result(h, intent, false), fmt.Errorf("record: %s: %w", evs[1].Type, err)
+		return p.result(h, intent, false), errors.Errorf("record: %s: %w", evs[1].Type, err)
 	}
 	if len(evs) == 1 {
 		return p.drive(ctx, pr.route, h, intent, true, false, 0)
@@ -472,7 +481,7 @@ func (p *Producer) drive(ctx context.Context, route adapter.Route, h *ledger.His
 func (p *Producer) TakeWrite(ctx context.Context, route adapter.Route, h *ledger.History, intent *fsm.Intent, step fsm.Step, realStart time.Time) error {
 	started, ok := step.Event.(*events.WriteStartedData)
 	if step.Kind != fsm.StepWrite || !ok {
-		return fmt.Errorf("take write: step %s with %T is not a write", step.Kind, step.Event)
+		return errors.Errorf("take write: step %s with %T is not a write", step.Kind, step.Event)
 	}
 	if err := p.appendTo(ctx, h, intent, step.AttemptID, started); err != nil {
 		return err
@@ -493,7 +502,7 @@ func (p *Producer) call(ctx context.Context, route adapter.Route, h *ledger.Hist
 	cancel()
 	if p.cfg.AfterCall != nil {
 		if err := p.cfg.AfterCall(intent.ID); err != nil {
-			return fmt.Errorf("%w: %s: %w", ErrOutcomeNotRecorded, step.AttemptID, err)
+			return errkind.Wrap(ErrOutcomeNotRecorded, errors.Wrapf(err, "%s", step.AttemptID))
 		}
 	}
 	outcome := Classify(intent, step.AttemptID, res, callErr)
@@ -504,7 +513,7 @@ func (p *Producer) call(ctx context.Context, route adapter.Route, h *ledger.Hist
 	octx, ocancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.OutcomeTimeout)
 	defer ocancel()
 	if err := p.appendTo(octx, h, intent, step.AttemptID, outcome); err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrOutcomeNotRecorded, step.AttemptID, err)
+		return errkind.Wrap(ErrOutcomeNotRecorded, errors.Wrapf(err, "%s", step.AttemptID))
 	}
 	return nil
 }

@@ -3,12 +3,12 @@ package producer
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 
 	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/internal/errkind"
 )
 
 // ErrNoKey: a tool call without the task and step its key derives from.
@@ -39,7 +39,7 @@ func (p *Producer) Call(ctx context.Context, c ToolCall) (*Result, error) {
 	if c.KeyIncludesPayload {
 		s, err := events.PayloadSHA256(c.Payload)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, &events.FieldError{Field: "payload", Reason: err.Error()})
+			return nil, errkind.Wrap(ErrInvalidRequest, &events.FieldError{Field: "payload", Reason: err.Error()})
 		}
 		sum = s
 	}

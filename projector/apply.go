@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/cockroachdb/errors"
+
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
 )
@@ -71,7 +73,7 @@ func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	s.loadEvents = prep(`SELECT seq, raw FROM events WHERE intent_id = ? ORDER BY version`)
 	if err != nil {
 		s.close()
-		return fmt.Errorf("prepare: %w", err)
+		return errors.Errorf("prepare: %w", err)
 	}
 	return nil
 }
@@ -112,7 +114,7 @@ func (p *Projector) applyBatch(ctx context.Context, msgs []rawMsg) error {
 	}
 	tx, err := p.w.BeginTx(ctx, nil)
 	if err != nil {
-		return &applyError{fmt.Errorf("begin: %w", err)}
+		return &applyError{errors.Errorf("begin: %w", err)}
 	}
 	committed := false
 	defer func() {
@@ -122,7 +124,7 @@ func (p *Projector) applyBatch(ctx context.Context, msgs []rawMsg) error {
 	}()
 	var cp uint64
 	if err := tx.QueryRowContext(ctx, `SELECT seq FROM checkpoint WHERE id = 1`).Scan(&cp); err != nil {
-		return &applyError{fmt.Errorf("read checkpoint: %w", err)}
+		return &applyError{errors.Errorf("read checkpoint: %w", err)}
 	}
 	if cp != p.checkpoint {
 		// Someone else wrote this database: what we hold may be stale.
@@ -148,11 +150,11 @@ func (p *Projector) applyBatch(ctx context.Context, msgs []rawMsg) error {
 		}
 		q, err := p.applyOne(b, m)
 		if err != nil {
-			return &applyError{fmt.Errorf("apply seq %d (%s): %w", m.seq, m.subject, err)}
+			return &applyError{errors.Errorf("apply seq %d (%s): %w", m.seq, m.subject, err)}
 		}
 		if q != nil {
 			if _, err := b.insertQuarantine.ExecContext(ctx, q.seq, q.subject, q.intentID, q.code, q.reason, m.data); err != nil {
-				return &applyError{fmt.Errorf("quarantine seq %d: %w", m.seq, err)}
+				return &applyError{errors.Errorf("quarantine seq %d: %w", m.seq, err)}
 			}
 			qs = append(qs, *q)
 			b.quarantined++
@@ -167,17 +169,17 @@ func (p *Projector) applyBatch(ctx context.Context, msgs []rawMsg) error {
 	}
 	for _, id := range b.order {
 		if err := b.writeViews(id, b.pending[id]); err != nil {
-			return &applyError{fmt.Errorf("write views of %s: %w", id, err)}
+			return &applyError{errors.Errorf("write views of %s: %w", id, err)}
 		}
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE checkpoint SET seq = ? WHERE id = 1`, cp); err != nil {
-		return &applyError{fmt.Errorf("write checkpoint: %w", err)}
+		return &applyError{errors.Errorf("write checkpoint: %w", err)}
 	}
 	if p.beforeCommit != nil {
 		p.beforeCommit(cp)
 	}
 	if err := tx.Commit(); err != nil {
-		return &applyError{fmt.Errorf("commit checkpoint %d: %w", cp, err)}
+		return &applyError{errors.Errorf("commit checkpoint %d: %w", cp, err)}
 	}
 	committed = true
 	p.checkpoint = cp
@@ -252,7 +254,7 @@ func (p *Projector) applyOne(b *batchTx, m rawMsg) (*quarantined, error) {
 	f := &folded{intent: next, lastSeq: m.seq}
 	if _, err := b.insertEvent.ExecContext(b.ctx, m.seq, e.IntentID, int64(e.Version), string(e.Type),
 		fmtTimeNN(e.At), e.Actor, e.AttemptID, string(m.data)); err != nil {
-		return nil, fmt.Errorf("insert event: %w", err)
+		return nil, errors.Errorf("insert event: %w", err)
 	}
 	if !inBatch {
 		b.order = append(b.order, subjID)
@@ -282,7 +284,7 @@ func (p *Projector) lookup(b *batchTx, id string) (f *folded, inBatch bool, err 
 func refold(ctx context.Context, load *sql.Stmt, id string) (*folded, error) {
 	rows, err := load.QueryContext(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("load history: %w", err)
+		return nil, errors.Errorf("load history: %w", err)
 	}
 	defer rows.Close()
 	var f *folded
@@ -292,22 +294,22 @@ func refold(ctx context.Context, load *sql.Stmt, id string) (*folded, error) {
 			raw string
 		)
 		if err := rows.Scan(&seq, &raw); err != nil {
-			return nil, fmt.Errorf("load history: %w", err)
+			return nil, errors.Errorf("load history: %w", err)
 		}
 		e, err := events.Decode([]byte(raw))
 		if err != nil {
-			return nil, fmt.Errorf("stored history of %s: %w", id, err)
+			return nil, errors.Errorf("stored history of %s: %w", id, err)
 		}
 		if f == nil {
 			f = &folded{intent: &fsm.Intent{State: fsm.None}}
 		}
 		if err := f.intent.Apply(e); err != nil {
-			return nil, fmt.Errorf("stored history of %s: %w", id, err)
+			return nil, errors.Errorf("stored history of %s: %w", id, err)
 		}
 		f.lastSeq = uint64(seq)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("load history: %w", err)
+		return nil, errors.Errorf("load history: %w", err)
 	}
 	return f, nil
 }

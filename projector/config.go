@@ -1,10 +1,10 @@
 package projector
 
 import (
-	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
+
+	"github.com/cockroachdb/errors"
 )
 
 // Config configures a Projector.
@@ -41,25 +41,25 @@ func (c Config) Validate() error {
 		return errors.New("projector config: Stream: is required")
 	}
 	if strings.ContainsAny(c.Stream, ".*> \t\r\n") {
-		return fmt.Errorf("projector config: Stream: %q is not a stream name", c.Stream)
+		return errors.Errorf("projector config: Stream: %q is not a stream name", c.Stream)
 	}
 	if c.DBPath == "" {
 		return errors.New("projector config: DBPath: is required")
 	}
 	if strings.ContainsRune(c.DBPath, '?') {
-		return fmt.Errorf("projector config: DBPath: %q must not contain '?'", c.DBPath)
+		return errors.Errorf("projector config: DBPath: %q must not contain '?'", c.DBPath)
 	}
 	if c.Durable == "" {
 		return errors.New("projector config: Durable: is required")
 	}
 	if len(c.Durable) > 64 || strings.ContainsAny(c.Durable, ".*>/\\ \t\r\n") {
-		return fmt.Errorf("projector config: Durable: %q is not a consumer name (≤64 bytes, no . * > / \\ or white space)", c.Durable)
+		return errors.Errorf("projector config: Durable: %q is not a consumer name (≤64 bytes, no . * > / \\ or white space)", c.Durable)
 	}
 	if c.Batch < 1 || c.Batch > MaxBatch {
-		return fmt.Errorf("projector config: Batch: %d is outside 1..%d", c.Batch, MaxBatch)
+		return errors.Errorf("projector config: Batch: %d is outside 1..%d", c.Batch, MaxBatch)
 	}
 	if c.CacheSize < 1 {
-		return fmt.Errorf("projector config: CacheSize: %d must be ≥ 1", c.CacheSize)
+		return errors.Errorf("projector config: CacheSize: %d must be ≥ 1", c.CacheSize)
 	}
 	return nil
 }

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
@@ -96,18 +96,18 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Projector, 
 	}
 	stream, err := js.Stream(ctx, cfg.Stream)
 	if err != nil {
-		return nil, fmt.Errorf("open projector: stream %s: %w", cfg.Stream, err)
+		return nil, errors.Errorf("open projector: stream %s: %w", cfg.Stream, err)
 	}
 	w, r, err := openDBs(ctx, cfg.DBPath)
 	if err != nil {
-		return nil, fmt.Errorf("open projector: %w", err)
+		return nil, errors.Errorf("open projector: %w", err)
 	}
 	p := &Projector{cfg: cfg, log: cfg.Logger, js: js, stream: stream, w: w, r: r,
 		cache: newLRU(cfg.CacheSize), progress: make(chan struct{}), done: make(chan struct{})}
 	if err := p.init(ctx); err != nil {
 		w.Close()
 		r.Close()
-		return nil, fmt.Errorf("open projector: %w", err)
+		return nil, errors.Errorf("open projector: %w", err)
 	}
 	return p, nil
 }
@@ -118,7 +118,7 @@ func (p *Projector) init(ctx context.Context) error {
 		return err
 	}
 	if have != "" && have != p.cfg.Stream {
-		return fmt.Errorf("%w: %s projects stream %q, not %q", ErrStreamMismatch, p.cfg.DBPath, have, p.cfg.Stream)
+		return errors.Errorf("%w: %s projects stream %q, not %q", ErrStreamMismatch, p.cfg.DBPath, have, p.cfg.Stream)
 	}
 	if have == "" {
 		if _, err := p.w.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('stream', ?)`, p.cfg.Stream); err != nil {
@@ -130,7 +130,7 @@ func (p *Projector) init(ctx context.Context) error {
 	}
 	p.cp.Store(p.checkpoint)
 	if last := p.stream.CachedInfo().State.LastSeq; p.checkpoint > last {
-		return fmt.Errorf("%w: checkpoint %d is past the stream's last sequence %d (was the stream recreated?): rebuild %s",
+		return errors.Errorf("%w: checkpoint %d is past the stream's last sequence %d (was the stream recreated?): rebuild %s",
 			ErrStreamMismatch, p.checkpoint, last, p.cfg.DBPath)
 	}
 	if err := p.checkLastApplied(ctx); err != nil {
@@ -150,7 +150,7 @@ func (p *Projector) checkLastApplied(ctx context.Context) error {
 	err := p.w.QueryRowContext(ctx, `SELECT CAST(raw AS BLOB) FROM events WHERE seq = ?1
 		UNION ALL SELECT raw FROM quarantine WHERE seq = ?1`, int64(p.checkpoint)).Scan(&stored)
 	if err != nil {
-		return fmt.Errorf("read the event at checkpoint %d: %w", p.checkpoint, err)
+		return errors.Errorf("read the event at checkpoint %d: %w", p.checkpoint, err)
 	}
 	m, err := p.stream.GetMsg(ctx, p.checkpoint)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -159,10 +159,10 @@ func (p *Projector) checkLastApplied(ctx context.Context) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("read stream seq %d: %w", p.checkpoint, err)
+		return errors.Errorf("read stream seq %d: %w", p.checkpoint, err)
 	}
 	if !bytes.Equal(m.Data, stored) {
-		return fmt.Errorf("%w: stream %s holds another event at the checkpoint %d than %s applied (was the stream recreated?): rebuild it",
+		return errors.Errorf("%w: stream %s holds another event at the checkpoint %d than %s applied (was the stream recreated?): rebuild it",
 			ErrStreamMismatch, p.cfg.Stream, p.checkpoint, p.cfg.DBPath)
 	}
 	return nil
@@ -219,7 +219,7 @@ func (p *Projector) Run(ctx context.Context) error {
 func (p *Projector) CatchUp(ctx context.Context) error {
 	info, err := p.stream.Info(ctx)
 	if err != nil {
-		return fmt.Errorf("catch up: stream %s: %w", p.cfg.Stream, err)
+		return errors.Errorf("catch up: stream %s: %w", p.cfg.Stream, err)
 	}
 	target := info.State.LastSeq
 	for {
@@ -230,7 +230,7 @@ func (p *Projector) CatchUp(ctx context.Context) error {
 			err := p.consume(ctx, true, target)
 			p.release()
 			if err != nil {
-				return fmt.Errorf("catch up to %d: %w", target, err)
+				return errors.Errorf("catch up to %d: %w", target, err)
 			}
 			return nil
 		}
@@ -241,9 +241,9 @@ func (p *Projector) CatchUp(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("catch up to %d: %w", target, ctx.Err())
+			return errors.Errorf("catch up to %d: %w", target, ctx.Err())
 		case <-p.done:
-			return fmt.Errorf("catch up to %d: %w", target, ErrClosed)
+			return errors.Errorf("catch up to %d: %w", target, ErrClosed)
 		case <-ch:
 		}
 	}
@@ -336,11 +336,11 @@ func (p *Projector) consumeOnce(ctx context.Context, untilCaughtUp bool, target 
 		NamePrefix:        p.cfg.Durable + "_" + nuid.Next(),
 	})
 	if err != nil {
-		return false, fmt.Errorf("ordered consumer: %w", err)
+		return false, errors.Errorf("ordered consumer: %w", err)
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(max(2*p.cfg.Batch, 64)))
 	if err != nil {
-		return false, fmt.Errorf("ordered consumer: %w", err)
+		return false, errors.Errorf("ordered consumer: %w", err)
 	}
 	defer func() {
 		it.Stop()

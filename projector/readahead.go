@@ -2,8 +2,9 @@ package projector
 
 import (
 	"context"
-	"fmt"
 	"sync"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -34,7 +35,7 @@ func (p *Projector) readAhead(ctx context.Context, it jetstream.MessagesContext)
 			}
 			meta, err := m.Metadata()
 			if err != nil {
-				return rawMsg{}, fmt.Errorf("message metadata: %w", err)
+				return rawMsg{}, errors.Errorf("message metadata: %w", err)
 			}
 			r := rawMsg{seq: meta.Sequence.Stream, subject: m.Subject(), data: m.Data(), pending: meta.NumPending}
 			r.decode()

@@ -3,9 +3,9 @@ package projector
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"fmt"
 	"time"
+
+	"github.com/cockroachdb/errors"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go)
 )
@@ -119,7 +119,7 @@ func openDBs(ctx context.Context, path string) (w, r *sql.DB, err error) {
 	common := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
 	w, err = sql.Open("sqlite", path+"?"+common+"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate")
 	if err != nil {
-		return nil, nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, nil, errors.Errorf("open %s: %w", path, err)
 	}
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
@@ -127,19 +127,19 @@ func openDBs(ctx context.Context, path string) (w, r *sql.DB, err error) {
 	w.SetConnMaxIdleTime(0)
 	if err := migrate(ctx, w); err != nil {
 		w.Close()
-		return nil, nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, nil, errors.Errorf("open %s: %w", path, err)
 	}
 	r, err = sql.Open("sqlite", path+"?"+common+"&_pragma=synchronous(FULL)&_query_only=1")
 	if err != nil {
 		w.Close()
-		return nil, nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, nil, errors.Errorf("open %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
 	if err := r.PingContext(ctx); err != nil {
 		w.Close()
 		r.Close()
-		return nil, nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, nil, errors.Errorf("open %s: %w", path, err)
 	}
 	return w, r, nil
 }
@@ -150,14 +150,14 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		return err
 	}
 	if mode != "wal" {
-		return fmt.Errorf("journal_mode is %q, want wal", mode)
+		return errors.Errorf("journal_mode is %q, want wal", mode)
 	}
 	var sync int
 	if err := db.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync); err != nil {
 		return err
 	}
 	if sync != 2 {
-		return fmt.Errorf("synchronous is %d, want 2 (FULL)", sync)
+		return errors.Errorf("synchronous is %d, want 2 (FULL)", sync)
 	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -169,16 +169,16 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	switch {
 	case err == nil:
 		if have != SchemaVersion {
-			return fmt.Errorf("%w: database has %q, this version writes %q: rebuild it from the log", ErrSchema, have, SchemaVersion)
+			return errors.Errorf("%w: database has %q, this version writes %q: rebuild it from the log", ErrSchema, have, SchemaVersion)
 		}
 	case errors.Is(err, sql.ErrNoRows):
-		return fmt.Errorf("%w: meta table without a schema row", ErrSchema)
+		return errors.Errorf("%w: meta table without a schema row", ErrSchema)
 	default:
 		// No meta table yet: a new database.
 	}
 	for _, s := range schema {
 		if _, err := tx.ExecContext(ctx, s); err != nil {
-			return fmt.Errorf("schema: %w", err)
+			return errors.Errorf("schema: %w", err)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)`, SchemaVersion); err != nil {

@@ -5,10 +5,11 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
@@ -179,24 +180,24 @@ func scanIntent(s scanner) (IntentView, error) {
 	}{{&v.LastEventAt, lastAt}, {&v.NextCheckAt, nextCheck}, {&v.UnknownSince, since},
 		{&v.CreatedAt, created}, {&v.UpdatedAt, updated}, {&v.PlannedAt, planned}} {
 		if *t.dst, err = parseTime(t.src); err != nil {
-			return v, fmt.Errorf("intent %s: %w", v.IntentID, err)
+			return v, errors.Errorf("intent %s: %w", v.IntentID, err)
 		}
 	}
 	if evidence.Valid {
 		v.Evidence = &events.Evidence{}
 		if err := json.Unmarshal([]byte(evidence.String), v.Evidence); err != nil {
-			return v, fmt.Errorf("intent %s evidence: %w", v.IntentID, err)
+			return v, errors.Errorf("intent %s evidence: %w", v.IntentID, err)
 		}
 	}
 	if rID.Valid {
 		r := &events.Receipt{ExternalID: rExt.String, LiveURL: rURL.String, PayloadSHA256: rSHA.String,
 			Source: rSrc.String, RequestID: rReq.String, IdempotencyKey: rKey.String, AttemptID: rAttempt.String}
 		if r.ReadbackAt, err = parseTime(rAt); err != nil {
-			return v, fmt.Errorf("receipt %s: %w", v.IntentID, err)
+			return v, errors.Errorf("receipt %s: %w", v.IntentID, err)
 		}
 		var checks []events.Check
 		if err := json.Unmarshal([]byte(rChecks.String), &checks); err != nil {
-			return v, fmt.Errorf("receipt %s checks: %w", v.IntentID, err)
+			return v, errors.Errorf("receipt %s checks: %w", v.IntentID, err)
 		}
 		if len(checks) > 0 {
 			r.Checks = checks
@@ -226,10 +227,10 @@ func (p *Projector) queryIntents(ctx context.Context, where string, args ...any)
 func (p *Projector) one(ctx context.Context, what, where string, args ...any) (*IntentView, error) {
 	vs, err := p.queryIntents(ctx, where, args...)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
+		return nil, errors.Errorf("%s: %w", what, err)
 	}
 	if len(vs) == 0 {
-		return nil, fmt.Errorf("%s: %w", what, ErrNotFound)
+		return nil, errors.Errorf("%s: %w", what, ErrNotFound)
 	}
 	return &vs[0], nil
 }
@@ -254,7 +255,7 @@ func (p *Projector) ByRequest(ctx context.Context, tenant, route, requestID stri
 	vs, err := p.queryIntents(ctx, `WHERE i.tenant = ? AND i.route = ? AND i.request_id = ? ORDER BY i.created_at DESC, i.intent_id DESC LIMIT 100`,
 		tenant, route, requestID)
 	if err != nil {
-		return nil, fmt.Errorf("by request %s/%s/%q: %w", tenant, route, requestID, err)
+		return nil, errors.Errorf("by request %s/%s/%q: %w", tenant, route, requestID, err)
 	}
 	return vs, nil
 }
@@ -265,14 +266,14 @@ func (p *Projector) ByRequest(ctx context.Context, tenant, route, requestID stri
 // object: an audit finding.
 func (p *Projector) ByExternalID(ctx context.Context, externalID string) ([]IntentView, error) {
 	if externalID == "" {
-		return nil, fmt.Errorf("by external id: %w", ErrNotFound)
+		return nil, errors.Errorf("by external id: %w", ErrNotFound)
 	}
 	vs, err := p.queryIntents(ctx, `WHERE i.external_id = ? ORDER BY i.created_at, i.intent_id`, externalID)
 	if err != nil {
-		return nil, fmt.Errorf("by external id %q: %w", externalID, err)
+		return nil, errors.Errorf("by external id %q: %w", externalID, err)
 	}
 	if len(vs) == 0 {
-		return nil, fmt.Errorf("by external id %q: %w", externalID, ErrNotFound)
+		return nil, errors.Errorf("by external id %q: %w", externalID, ErrNotFound)
 	}
 	return vs, nil
 }
@@ -299,7 +300,7 @@ func decodeCursor(s string) (cursor, error) {
 		}
 	}
 	if err != nil {
-		return c, fmt.Errorf("list: After: %q is not a cursor from a previous page", s)
+		return c, errors.Errorf("list: After: %q is not a cursor from a previous page", s)
 	}
 	return c, nil
 }
@@ -309,7 +310,7 @@ func decodeCursor(s string) (cursor, error) {
 // after the last item it was made from, whatever was projected since.
 func (p *Projector) List(ctx context.Context, f Filter) (Page, error) {
 	if f.Limit < 0 || f.Limit > MaxLimit {
-		return Page{}, fmt.Errorf("list: Limit: %d is outside 0..%d", f.Limit, MaxLimit)
+		return Page{}, errors.Errorf("list: Limit: %d is outside 0..%d", f.Limit, MaxLimit)
 	}
 	limit := f.Limit
 	if limit == 0 {
@@ -352,7 +353,7 @@ func (p *Projector) List(ctx context.Context, f Filter) (Page, error) {
 	args = append(args, limit+1)
 	vs, err := p.queryIntents(ctx, where+` ORDER BY i.created_at DESC, i.intent_id DESC LIMIT ?`, args...)
 	if err != nil {
-		return Page{}, fmt.Errorf("list: %w", err)
+		return Page{}, errors.Errorf("list: %w", err)
 	}
 	pg := Page{Items: vs}
 	if len(vs) > limit {
@@ -375,7 +376,7 @@ func (p *Projector) CountByState(ctx context.Context) (map[fsm.State]int, error)
 	}
 	rows, err := p.r.QueryContext(ctx, `SELECT state, count(*) FROM intents GROUP BY state`)
 	if err != nil {
-		return nil, fmt.Errorf("count by state: %w", err)
+		return nil, errors.Errorf("count by state: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -384,7 +385,7 @@ func (p *Projector) CountByState(ctx context.Context) (map[fsm.State]int, error)
 			n int
 		)
 		if err := rows.Scan(&s, &n); err != nil {
-			return nil, fmt.Errorf("count by state: %w", err)
+			return nil, errors.Errorf("count by state: %w", err)
 		}
 		out[fsm.State(s)] = n
 	}
@@ -396,14 +397,14 @@ func (p *Projector) CountByState(ctx context.Context) (map[fsm.State]int, error)
 func (p *Projector) OldestUnknownAge(ctx context.Context, now time.Time) (time.Duration, bool, error) {
 	var s sql.NullString
 	if err := p.r.QueryRowContext(ctx, `SELECT min(unknown_since) FROM intents WHERE unknown_since IS NOT NULL`).Scan(&s); err != nil {
-		return 0, false, fmt.Errorf("oldest unknown: %w", err)
+		return 0, false, errors.Errorf("oldest unknown: %w", err)
 	}
 	if !s.Valid {
 		return 0, false, nil
 	}
 	t, err := parseTime(s)
 	if err != nil {
-		return 0, false, fmt.Errorf("oldest unknown: %w", err)
+		return 0, false, errors.Errorf("oldest unknown: %w", err)
 	}
 	return now.Sub(t), true, nil
 }
@@ -417,7 +418,7 @@ func (p *Projector) ManualQueue(ctx context.Context, limit int) ([]IntentView, e
 	limit = min(limit, MaxLimit)
 	vs, err := p.queryIntents(ctx, `WHERE i.state = ? ORDER BY i.last_event_at, i.intent_id LIMIT ?`, string(fsm.ManualAction), limit)
 	if err != nil {
-		return nil, fmt.Errorf("manual queue: %w", err)
+		return nil, errors.Errorf("manual queue: %w", err)
 	}
 	if vs == nil {
 		vs = []IntentView{}
@@ -429,7 +430,7 @@ func (p *Projector) ManualQueue(ctx context.Context, limit int) ([]IntentView, e
 func (p *Projector) Timeline(ctx context.Context, intentID string) ([]events.Event, error) {
 	rows, err := p.r.QueryContext(ctx, `SELECT seq, raw FROM events WHERE intent_id = ? ORDER BY version`, intentID)
 	if err != nil {
-		return nil, fmt.Errorf("timeline %s: %w", intentID, err)
+		return nil, errors.Errorf("timeline %s: %w", intentID, err)
 	}
 	defer rows.Close()
 	var out []events.Event
@@ -439,19 +440,19 @@ func (p *Projector) Timeline(ctx context.Context, intentID string) ([]events.Eve
 			raw string
 		)
 		if err := rows.Scan(&seq, &raw); err != nil {
-			return nil, fmt.Errorf("timeline %s: %w", intentID, err)
+			return nil, errors.Errorf("timeline %s: %w", intentID, err)
 		}
 		e, err := events.Decode([]byte(raw))
 		if err != nil {
-			return nil, fmt.Errorf("timeline %s seq %d: %w", intentID, seq, err)
+			return nil, errors.Errorf("timeline %s seq %d: %w", intentID, seq, err)
 		}
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("timeline %s: %w", intentID, err)
+		return nil, errors.Errorf("timeline %s: %w", intentID, err)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("timeline %s: %w", intentID, ErrNotFound)
+		return nil, errors.Errorf("timeline %s: %w", intentID, ErrNotFound)
 	}
 	return out, nil
 }
@@ -460,7 +461,7 @@ func (p *Projector) Timeline(ctx context.Context, intentID string) ([]events.Eve
 func (p *Projector) Checkpoint(ctx context.Context) (uint64, error) {
 	var seq int64
 	if err := p.r.QueryRowContext(ctx, `SELECT seq FROM checkpoint WHERE id = 1`).Scan(&seq); err != nil {
-		return 0, fmt.Errorf("checkpoint: %w", err)
+		return 0, errors.Errorf("checkpoint: %w", err)
 	}
 	return uint64(seq), nil
 }
@@ -469,7 +470,7 @@ func (p *Projector) Checkpoint(ctx context.Context) (uint64, error) {
 func (p *Projector) Quarantined(ctx context.Context) ([]Quarantine, error) {
 	rows, err := p.r.QueryContext(ctx, `SELECT seq, subject, intent_id, code, reason, raw FROM quarantine ORDER BY seq`)
 	if err != nil {
-		return nil, fmt.Errorf("quarantined: %w", err)
+		return nil, errors.Errorf("quarantined: %w", err)
 	}
 	defer rows.Close()
 	out := []Quarantine{}
@@ -479,7 +480,7 @@ func (p *Projector) Quarantined(ctx context.Context) ([]Quarantine, error) {
 			seq int64
 		)
 		if err := rows.Scan(&seq, &q.Subject, &q.IntentID, &q.Code, &q.Reason, &q.Raw); err != nil {
-			return nil, fmt.Errorf("quarantined: %w", err)
+			return nil, errors.Errorf("quarantined: %w", err)
 		}
 		q.Seq = uint64(seq)
 		out = append(out, q)
@@ -494,13 +495,13 @@ func (p *Projector) Quarantined(ctx context.Context) ([]Quarantine, error) {
 func (p *Projector) Dump(ctx context.Context) (string, error) {
 	tx, err := p.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return "", fmt.Errorf("dump: %w", err)
+		return "", errors.Errorf("dump: %w", err)
 	}
 	defer tx.Rollback()
 	var sb strings.Builder
 	for _, t := range dumpTables {
 		if err := dumpTable(ctx, tx, &sb, t.name, t.order); err != nil {
-			return "", fmt.Errorf("dump %s: %w", t.name, err)
+			return "", errors.Errorf("dump %s: %w", t.name, err)
 		}
 	}
 	return sb.String(), nil

@@ -1,9 +1,10 @@
 package testharness
 
 import (
-	"errors"
 	"strings"
 	"testing"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"

@@ -3,13 +3,14 @@ package booking
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
@@ -357,22 +358,22 @@ func (a *Adapter) Status(ctx context.Context, q adapter.StatusQuery) (adapter.St
 	}
 	resp, err := a.get(ctx, a.base+"/v1/requests/"+url.PathEscape(q.RequestID))
 	if err != nil {
-		return adapter.StatusResult{}, fmt.Errorf("booking: status: %w", err)
+		return adapter.StatusResult{}, errors.Errorf("booking: status: %w", err)
 	}
 	if resp.StatusCode == http.StatusNotFound {
 		return adapter.StatusResult{}, adapter.ErrNotFound
 	}
 	if err := a.cfg.Status.Classify(resp.StatusCode); err != nil {
-		return adapter.StatusResult{}, fmt.Errorf("booking: status: %w", err)
+		return adapter.StatusResult{}, errors.Errorf("booking: status: %w", err)
 	}
 	var s statusAnswer
 	if err := json.Unmarshal(resp.Body, &s); err != nil || s.RequestID != q.RequestID || s.BookingID == "" {
-		return adapter.StatusResult{}, fmt.Errorf("booking: status: %w", adapter.Unparseable(resp.StatusCode, "a status query"))
+		return adapter.StatusResult{}, errors.Errorf("booking: status: %w", adapter.Unparseable(resp.StatusCode, "a status query"))
 	}
 	switch s.State {
 	case adapter.StatusCompleted, adapter.StatusProcessing, adapter.StatusFailed:
 	default:
-		return adapter.StatusResult{}, fmt.Errorf("booking: status: %w", adapter.Unparseable(resp.StatusCode, "a status query"))
+		return adapter.StatusResult{}, errors.Errorf("booking: status: %w", adapter.Unparseable(resp.StatusCode, "a status query"))
 	}
 	out := adapter.StatusResult{
 		State:          s.State,
@@ -434,25 +435,25 @@ func (a *Adapter) Get(ctx context.Context, externalID string) (adapter.Record, e
 	}
 	resp, err := a.get(ctx, a.bookingURL(id))
 	if err != nil {
-		return adapter.Record{}, fmt.Errorf("booking: get: %w", err)
+		return adapter.Record{}, errors.Errorf("booking: get: %w", err)
 	}
 	if resp.StatusCode == http.StatusNotFound {
 		return adapter.Record{}, adapter.ErrNotFound
 	}
 	if err := a.cfg.Status.Classify(resp.StatusCode); err != nil {
-		return adapter.Record{}, fmt.Errorf("booking: get: %w", err)
+		return adapter.Record{}, errors.Errorf("booking: get: %w", err)
 	}
 	var b apiBooking
 	if err := json.Unmarshal(resp.Body, &b); err != nil || b.BookingID != id || len(b.Data) == 0 {
-		return adapter.Record{}, fmt.Errorf("booking: get: %w", adapter.Unparseable(resp.StatusCode, "a get"))
+		return adapter.Record{}, errors.Errorf("booking: get: %w", adapter.Unparseable(resp.StatusCode, "a get"))
 	}
 	raw, err := json.Marshal(currentState{BookingID: b.BookingID, Data: b.Data, UpdatedByRequest: b.UpdatedByRequest, Version: b.Version})
 	if err != nil {
-		return adapter.Record{}, fmt.Errorf("booking: get: %w", adapter.Unparseable(resp.StatusCode, "a get"))
+		return adapter.Record{}, errors.Errorf("booking: get: %w", adapter.Unparseable(resp.StatusCode, "a get"))
 	}
 	pl, err := events.Canonicalize(raw)
 	if err != nil {
-		return adapter.Record{}, fmt.Errorf("booking: get: booking %q: cannot canonicalise its state: %w", id, err)
+		return adapter.Record{}, errors.Errorf("booking: get: booking %q: cannot canonicalise its state: %w", id, err)
 	}
 	return adapter.Record{
 		ExternalID: ExternalID(b.BookingID, b.Version),
@@ -473,7 +474,7 @@ func (a *Adapter) Probe(ctx context.Context, liveURL string) (int, error) {
 	}
 	resp, err := a.get(ctx, u.String())
 	if err != nil {
-		return 0, fmt.Errorf("booking: probe: %w", err)
+		return 0, errors.Errorf("booking: probe: %w", err)
 	}
 	return resp.StatusCode, nil
 }

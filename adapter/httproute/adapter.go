@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -14,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
@@ -303,7 +304,7 @@ func (a *Adapter) Resembles(intentPayload, recordPayload json.RawMessage) bool {
 }
 
 func (a *Adapter) errorf(format string, args ...any) error {
-	return fmt.Errorf("httproute: route %s: "+format, append([]any{a.name}, args...)...)
+	return errors.Errorf("httproute: route %s: "+format, append([]any{a.name}, args...)...)
 }
 
 func mismatch(status int, what string) error {

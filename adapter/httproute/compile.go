@@ -1,7 +1,6 @@
 package httproute
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -10,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
@@ -124,11 +125,11 @@ func resolveEnv(s string, env func(string) (string, bool)) (string, int, error) 
 		v, set := env(name)
 		switch {
 		case !set:
-			return "", refs, fmt.Errorf("environment variable %s is not set", name)
+			return "", refs, errors.Errorf("environment variable %s is not set", name)
 		case v == "":
-			return "", refs, fmt.Errorf("environment variable %s is empty", name)
+			return "", refs, errors.Errorf("environment variable %s is empty", name)
 		case !printable(v):
-			return "", refs, fmt.Errorf("environment variable %s contains control characters", name)
+			return "", refs, errors.Errorf("environment variable %s contains control characters", name)
 		}
 		b.WriteString(v)
 		refs++

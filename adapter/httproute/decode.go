@@ -2,7 +2,6 @@ package httproute
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -10,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/goccy/go-yaml"
 
@@ -65,7 +66,7 @@ func parseYAML(data []byte) (v any, err error) {
 		if errors.Is(err, io.EOF) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("is not valid YAML: %s", firstLine(yaml.FormatError(err, false, false)))
+		return nil, errors.Errorf("is not valid YAML: %s", firstLine(yaml.FormatError(err, false, false)))
 	}
 	var next any
 	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
@@ -86,10 +87,10 @@ func firstLine(s string) string {
 func (d *decoder) conv(v any, depth int) (any, error) {
 	d.nodes++
 	if d.nodes > maxNodes {
-		return nil, fmt.Errorf("holds more than %d values once anchors are expanded", maxNodes)
+		return nil, errors.Errorf("holds more than %d values once anchors are expanded", maxNodes)
 	}
 	if depth > maxDepth {
-		return nil, fmt.Errorf("is nested deeper than %d levels", maxDepth)
+		return nil, errors.Errorf("is nested deeper than %d levels", maxDepth)
 	}
 	switch x := v.(type) {
 	case yaml.MapSlice:
@@ -100,7 +101,7 @@ func (d *decoder) conv(v any, depth int) (any, error) {
 				return nil, errors.New("has a mapping key that is not a string")
 			}
 			if slices.Contains(m.keys, k) {
-				return nil, fmt.Errorf("has the key %q twice", clip(k))
+				return nil, errors.Errorf("has the key %q twice", clip(k))
 			}
 			cv, err := d.conv(it.Value, depth+1)
 			if err != nil {
@@ -127,7 +128,7 @@ func (d *decoder) conv(v any, depth int) (any, error) {
 	case uint:
 		return uint64(x), nil
 	}
-	return nil, fmt.Errorf("holds a %T value, which a route file does not use", v)
+	return nil, errors.Errorf("holds a %T value, which a route file does not use", v)
 }
 
 func clip(s string) string {

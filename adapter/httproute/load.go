@@ -1,10 +1,11 @@
 package httproute
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
@@ -121,22 +122,22 @@ func New(cfg RouteConfig) (*Adapter, error) {
 func Load(path string, env func(string) (string, bool)) ([]adapter.Route, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("httproute: %w", err)
+		return nil, errors.Errorf("httproute: %w", err)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	_ = f.Close()
 	if err != nil {
-		return nil, fmt.Errorf("httproute: %w", err)
+		return nil, errors.Errorf("httproute: %w", err)
 	}
 	cfgs, err := Parse(data, env)
 	if err != nil {
-		return nil, fmt.Errorf("httproute: %s: %w", path, err)
+		return nil, errors.Errorf("httproute: %s: %w", path, err)
 	}
 	routes := make([]adapter.Route, 0, len(cfgs))
 	for _, cfg := range cfgs {
 		r, err := Build(cfg)
 		if err != nil {
-			return nil, fmt.Errorf("httproute: %s: %w", path, err)
+			return nil, errors.Errorf("httproute: %s: %w", path, err)
 		}
 		routes = append(routes, r)
 	}

@@ -3,7 +3,6 @@ package httproute
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"net/url"
@@ -12,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cockroachdb/errors"
 )
 
 // --- JSON paths ---
@@ -43,7 +44,7 @@ func isNameByte(c byte) bool {
 func parsePath(s string) (jpath, error) {
 	p := jpath{src: s}
 	if len(s) > MaxPathLen {
-		return p, fmt.Errorf("JSON path is longer than %d bytes", MaxPathLen)
+		return p, errors.Errorf("JSON path is longer than %d bytes", MaxPathLen)
 	}
 	if !strings.HasPrefix(s, "$") {
 		return p, errors.New(`a JSON path starts with "$"`)
@@ -51,7 +52,7 @@ func parsePath(s string) (jpath, error) {
 	i := 1
 	for i < len(s) {
 		if len(p.segs) == maxPathSegs {
-			return p, fmt.Errorf("JSON path %q has more than %d segments", s, maxPathSegs)
+			return p, errors.Errorf("JSON path %q has more than %d segments", s, maxPathSegs)
 		}
 		switch s[i] {
 		case '.':
@@ -60,34 +61,34 @@ func parsePath(s string) (jpath, error) {
 				j++
 			}
 			if j == i+1 {
-				return p, fmt.Errorf("JSON path %q: a name must follow the \".\" at offset %d (letters, digits, _ and -; quote others as [\"name\"])", s, i)
+				return p, errors.Errorf("JSON path %q: a name must follow the \".\" at offset %d (letters, digits, _ and -; quote others as [\"name\"])", s, i)
 			}
 			p.segs = append(p.segs, pathSeg{key: s[i+1 : j]})
 			i = j
 		case '[':
 			j := strings.IndexByte(s[i:], ']')
 			if j < 0 {
-				return p, fmt.Errorf("JSON path %q: \"[\" at offset %d is not closed", s, i)
+				return p, errors.Errorf("JSON path %q: \"[\" at offset %d is not closed", s, i)
 			}
 			inner := s[i+1 : i+j]
 			switch {
 			case len(inner) >= 2 && (inner[0] == '"' || inner[0] == '\'') && inner[len(inner)-1] == inner[0]:
 				key := inner[1 : len(inner)-1]
 				if strings.IndexByte(key, inner[0]) >= 0 {
-					return p, fmt.Errorf("JSON path %q: a quoted name cannot contain its quote", s)
+					return p, errors.Errorf("JSON path %q: a quoted name cannot contain its quote", s)
 				}
 				p.segs = append(p.segs, pathSeg{key: key})
 			default:
 				n, err := strconv.Atoi(inner)
 				digits := inner != "" && strings.Trim(inner, "0123456789") == "" && (len(inner) == 1 || inner[0] != '0')
 				if !digits || err != nil || n > maxIndex {
-					return p, fmt.Errorf("JSON path %q: [%s] is not an array index (0, 1, ...) or a quoted name", s, inner)
+					return p, errors.Errorf("JSON path %q: [%s] is not an array index (0, 1, ...) or a quoted name", s, inner)
 				}
 				p.segs = append(p.segs, pathSeg{index: n, isIndex: true})
 			}
 			i += j + 1
 		default:
-			return p, fmt.Errorf("JSON path %q: unexpected %q at offset %d (want . or [)", s, s[i], i)
+			return p, errors.Errorf("JSON path %q: unexpected %q at offset %d (want . or [)", s, s[i], i)
 		}
 	}
 	return p, nil
@@ -432,7 +433,7 @@ func isTimeVar(name string) bool { return name == varFrom || name == varTo }
 func parseExpr(inner string, c tctx) (*expr, error) {
 	fields, err := splitFilters(inner)
 	if err != nil {
-		return nil, fmt.Errorf("{{%s}}: %w", strings.TrimSpace(inner), err)
+		return nil, errors.Errorf("{{%s}}: %w", strings.TrimSpace(inner), err)
 	}
 	name := strings.TrimSpace(fields[0])
 	e := &expr{src: strings.TrimSpace(inner)}
@@ -441,7 +442,7 @@ func parseExpr(inner string, c tctx) (*expr, error) {
 		return nil, errors.New("empty {{}}")
 	case name == varDoc || strings.HasPrefix(name, "$.") || strings.HasPrefix(name, "$["):
 		if c.doc == "" {
-			return nil, fmt.Errorf("{{%s}}: a JSON path reads a response, and there is none here (known here: %s)", name, c.known())
+			return nil, errors.Errorf("{{%s}}: a JSON path reads a response, and there is none here (known here: %s)", name, c.known())
 		}
 		p, err := parsePath(name)
 		if err != nil {
@@ -450,19 +451,19 @@ func parseExpr(inner string, c tctx) (*expr, error) {
 		e.name, e.path = varDoc, p
 	case name == varPayload || strings.HasPrefix(name, "payload.") || strings.HasPrefix(name, "payload["):
 		if !c.payload {
-			return nil, fmt.Errorf("unknown variable {{%s}} here (known here: %s)", name, c.known())
+			return nil, errors.Errorf("unknown variable {{%s}} here (known here: %s)", name, c.known())
 		}
 		p, err := parsePath("$" + strings.TrimPrefix(name, varPayload))
 		if err != nil {
-			return nil, fmt.Errorf("{{%s}}: %w", name, err)
+			return nil, errors.Errorf("{{%s}}: %w", name, err)
 		}
 		if c.payloadFields != nil && len(p.segs) > 0 && (p.segs[0].isIndex || !c.payloadFields[p.segs[0].key]) {
-			return nil, fmt.Errorf("{{%s}}: not a field of payload.fields", name)
+			return nil, errors.Errorf("{{%s}}: not a field of payload.fields", name)
 		}
 		e.name, e.path = varPayload, p
 	default:
 		if !slices.Contains(c.vars, name) {
-			return nil, fmt.Errorf("unknown variable {{%s}} (known here: %s)", name, c.known())
+			return nil, errors.Errorf("unknown variable {{%s}} (known here: %s)", name, c.known())
 		}
 		e.name = name
 	}
@@ -473,14 +474,14 @@ func parseExpr(inner string, c tctx) (*expr, error) {
 		f = strings.TrimSpace(f)
 		if arg, ok := filterArg(f, fBefore); ok {
 			if arg == "" {
-				return nil, fmt.Errorf("{{%s}}: before: needs a separator (before:@)", e.src)
+				return nil, errors.Errorf("{{%s}}: before: needs a separator (before:@)", e.src)
 			}
 			e.filters = append(e.filters, textFilter{kind: fBefore, arg: arg})
 			continue
 		}
 		if arg, ok := filterArg(f, fTrimPrefix); ok {
 			if arg == "" {
-				return nil, fmt.Errorf("{{%s}}: trim_prefix: needs a prefix (trim_prefix:'https://')", e.src)
+				return nil, errors.Errorf("{{%s}}: trim_prefix: needs a prefix (trim_prefix:'https://')", e.src)
 			}
 			e.filters = append(e.filters, textFilter{kind: fTrimPrefix, arg: arg})
 			continue
@@ -489,11 +490,11 @@ func parseExpr(inner string, c tctx) (*expr, error) {
 			re, err := regexp.Compile(arg)
 			switch {
 			case arg == "":
-				return nil, fmt.Errorf("{{%s}}: regex: needs an expression with one group (regex:'#([0-9]+)$')", e.src)
+				return nil, errors.Errorf("{{%s}}: regex: needs an expression with one group (regex:'#([0-9]+)$')", e.src)
 			case err != nil:
-				return nil, fmt.Errorf("{{%s}}: regex: is not a valid regular expression (RE2 syntax)", e.src)
+				return nil, errors.Errorf("{{%s}}: regex: is not a valid regular expression (RE2 syntax)", e.src)
 			case re.NumSubexp() != 1:
-				return nil, fmt.Errorf("{{%s}}: regex: must have exactly one capturing group, the value taken; it has %d", e.src, re.NumSubexp())
+				return nil, errors.Errorf("{{%s}}: regex: must have exactly one capturing group, the value taken; it has %d", e.src, re.NumSubexp())
 			}
 			e.filters = append(e.filters, textFilter{kind: fRegex, arg: arg, re: re})
 			continue
@@ -501,25 +502,25 @@ func parseExpr(inner string, c tctx) (*expr, error) {
 		switch f {
 		case fOmitEmpty:
 			if !c.omitEmpty {
-				return nil, fmt.Errorf("{{%s}}: the omitempty filter only applies to write.body values", e.src)
+				return nil, errors.Errorf("{{%s}}: the omitempty filter only applies to write.body values", e.src)
 			}
 			e.omitEmpty = true
 		case fRFC3339, fUnix, fUnixMS:
 			if !isTimeVar(e.name) {
-				return nil, fmt.Errorf("{{%s}}: the %s filter formats a time, and only from and to are times", e.src, f)
+				return nil, errors.Errorf("{{%s}}: the %s filter formats a time, and only from and to are times", e.src, f)
 			}
 			if e.timeFmt != "" {
-				return nil, fmt.Errorf("{{%s}}: one time format only", e.src)
+				return nil, errors.Errorf("{{%s}}: one time format only", e.src)
 			}
 			e.timeFmt = f
 		case fLastSegment, fLower:
 			e.filters = append(e.filters, textFilter{kind: f})
 		default:
-			return nil, fmt.Errorf("{{%s}}: unknown filter %q (known: %s)", e.src, f, knownFilters)
+			return nil, errors.Errorf("{{%s}}: unknown filter %q (known: %s)", e.src, f, knownFilters)
 		}
 	}
 	if isTimeVar(e.name) && e.timeFmt != "" && len(e.filters) > 0 {
-		return nil, fmt.Errorf("{{%s}}: a time format is the last filter of from and to", e.src)
+		return nil, errors.Errorf("{{%s}}: a time format is the last filter of from and to", e.src)
 	}
 	return e, nil
 }

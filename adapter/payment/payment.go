@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/adapter"
 )
@@ -322,17 +322,17 @@ func (a *Adapter) get(ctx context.Context, u string) (*adapter.Response, error) 
 func (a *Adapter) readCharge(ctx context.Context, u, what string) (apiCharge, error) {
 	resp, err := a.get(ctx, u)
 	if err != nil {
-		return apiCharge{}, fmt.Errorf("payment: %s: %w", what, err)
+		return apiCharge{}, errors.Errorf("payment: %s: %w", what, err)
 	}
 	if resp.StatusCode == http.StatusNotFound {
 		return apiCharge{}, adapter.ErrNotFound
 	}
 	if err := a.cfg.Status.Classify(resp.StatusCode); err != nil {
-		return apiCharge{}, fmt.Errorf("payment: %s: %w", what, err)
+		return apiCharge{}, errors.Errorf("payment: %s: %w", what, err)
 	}
 	var c apiCharge
 	if err := json.Unmarshal(resp.Body, &c); err != nil || c.ID == "" {
-		return apiCharge{}, fmt.Errorf("payment: %s: %w", what, adapter.Unparseable(resp.StatusCode, "a "+what))
+		return apiCharge{}, errors.Errorf("payment: %s: %w", what, adapter.Unparseable(resp.StatusCode, "a "+what))
 	}
 	return c, nil
 }
@@ -359,7 +359,7 @@ func (a *Adapter) Status(ctx context.Context, q adapter.StatusQuery) (adapter.St
 	case "failed":
 		out.State, out.Code = adapter.StatusFailed, "charge_failed"
 	default:
-		return adapter.StatusResult{}, fmt.Errorf("payment: status: %w", adapter.Unparseable(http.StatusOK, "a status lookup"))
+		return adapter.StatusResult{}, errors.Errorf("payment: status: %w", adapter.Unparseable(http.StatusOK, "a status lookup"))
 	}
 	if c.Created > 0 {
 		out.ReceivedAt = time.Unix(c.Created, 0).UTC()
@@ -385,7 +385,7 @@ func (a *Adapter) Get(ctx context.Context, externalID string) (adapter.Record, e
 	}
 	pl, err := c.payload()
 	if err != nil {
-		return adapter.Record{}, fmt.Errorf("payment: get: charge %q: cannot rebuild its payload: %w", c.ID, err)
+		return adapter.Record{}, errors.Errorf("payment: get: charge %q: cannot rebuild its payload: %w", c.ID, err)
 	}
 	r := adapter.Record{ExternalID: c.ID, LiveURL: a.chargeURL(c.ID), Payload: pl}
 	if c.Created > 0 {
@@ -404,7 +404,7 @@ func (a *Adapter) Probe(ctx context.Context, liveURL string) (int, error) {
 	}
 	resp, err := a.get(ctx, u.String())
 	if err != nil {
-		return 0, fmt.Errorf("payment: probe: %w", err)
+		return 0, errors.Errorf("payment: probe: %w", err)
 	}
 	return resp.StatusCode, nil
 }

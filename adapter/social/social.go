@@ -3,13 +3,13 @@ package social
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/adapter"
 )
@@ -258,7 +258,7 @@ func (a *Adapter) record(p apiPost, listing bool) (adapter.Record, error) {
 	}
 	pl, err := canonicalPayload(*p.Body, p.Assets)
 	if err != nil {
-		return adapter.Record{}, fmt.Errorf("social: post %q: cannot rebuild its payload: %w", p.ID, err)
+		return adapter.Record{}, errors.Errorf("social: post %q: cannot rebuild its payload: %w", p.ID, err)
 	}
 	r.Payload = pl
 	return r, nil
@@ -279,7 +279,7 @@ func (a *Adapter) Search(ctx context.Context, q adapter.SearchQuery) ([]adapter.
 	cursor := ""
 	for page := 1; ; page++ {
 		if page > MaxSearchPages {
-			return nil, fmt.Errorf("social: search: more than %d pages in one window; narrow the window", MaxSearchPages)
+			return nil, errors.Errorf("social: search: more than %d pages in one window; narrow the window", MaxSearchPages)
 		}
 		v := url.Values{}
 		if !q.From.IsZero() {
@@ -297,10 +297,10 @@ func (a *Adapter) Search(ctx context.Context, q adapter.SearchQuery) ([]adapter.
 		}
 		resp, err := a.get(ctx, u)
 		if err != nil {
-			return nil, fmt.Errorf("social: search page %d: %w", page, err)
+			return nil, errors.Errorf("social: search page %d: %w", page, err)
 		}
 		if err := a.cfg.Status.Classify(resp.StatusCode); err != nil {
-			return nil, fmt.Errorf("social: search page %d: %w", page, err)
+			return nil, errors.Errorf("social: search page %d: %w", page, err)
 		}
 		var lr struct {
 			Items      *[]apiPost `json:"items"`
@@ -309,11 +309,11 @@ func (a *Adapter) Search(ctx context.Context, q adapter.SearchQuery) ([]adapter.
 		// A page without its items array is an error, never "no posts":
 		// on the last check that would license a retry.
 		if err := json.Unmarshal(resp.Body, &lr); err != nil || lr.Items == nil {
-			return nil, fmt.Errorf("social: search page %d: %w", page, adapter.Unparseable(resp.StatusCode, "a search"))
+			return nil, errors.Errorf("social: search page %d: %w", page, adapter.Unparseable(resp.StatusCode, "a search"))
 		}
 		for _, it := range *lr.Items {
 			if it.ID == "" {
-				return nil, fmt.Errorf("social: search page %d: %w", page, adapter.Unparseable(resp.StatusCode, "a search"))
+				return nil, errors.Errorf("social: search page %d: %w", page, adapter.Unparseable(resp.StatusCode, "a search"))
 			}
 			if seen[it.ID] {
 				continue
@@ -329,7 +329,7 @@ func (a *Adapter) Search(ctx context.Context, q adapter.SearchQuery) ([]adapter.
 			return out, nil
 		}
 		if lr.NextCursor == cursor {
-			return nil, fmt.Errorf("social: search page %d: the cursor did not advance", page)
+			return nil, errors.Errorf("social: search page %d: the cursor did not advance", page)
 		}
 		cursor = lr.NextCursor
 	}
@@ -343,17 +343,17 @@ func (a *Adapter) Get(ctx context.Context, externalID string) (adapter.Record, e
 	}
 	resp, err := a.get(ctx, a.base+"/v1/posts/"+url.PathEscape(externalID))
 	if err != nil {
-		return adapter.Record{}, fmt.Errorf("social: get: %w", err)
+		return adapter.Record{}, errors.Errorf("social: get: %w", err)
 	}
 	if resp.StatusCode == http.StatusNotFound {
 		return adapter.Record{}, adapter.ErrNotFound
 	}
 	if err := a.cfg.Status.Classify(resp.StatusCode); err != nil {
-		return adapter.Record{}, fmt.Errorf("social: get: %w", err)
+		return adapter.Record{}, errors.Errorf("social: get: %w", err)
 	}
 	var p apiPost
 	if err := json.Unmarshal(resp.Body, &p); err != nil || p.ID == "" {
-		return adapter.Record{}, fmt.Errorf("social: get: %w", adapter.Unparseable(resp.StatusCode, "a get"))
+		return adapter.Record{}, errors.Errorf("social: get: %w", adapter.Unparseable(resp.StatusCode, "a get"))
 	}
 	return a.record(p, false)
 }
@@ -373,7 +373,7 @@ func (a *Adapter) Probe(ctx context.Context, liveURL string) (int, error) {
 	}
 	resp, err := adapter.Do(ctx, a.cfg.Client, hreq)
 	if err != nil {
-		return 0, fmt.Errorf("social: probe: %w", err)
+		return 0, errors.Errorf("social: probe: %w", err)
 	}
 	return resp.StatusCode, nil
 }

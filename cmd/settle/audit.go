@@ -13,6 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/cockroachdb/errors"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -62,45 +64,45 @@ func (m *Main) audit(ctx context.Context, args []string) error {
 		// would misread it).
 		lockDir, storeDir, err := auditStoreDir(*data)
 		if err != nil {
-			return fmt.Errorf("audit: %w", err)
+			return errors.Errorf("audit: %w", err)
 		}
 		dd, err := lockDataDir(lockDir, "settle audit", false)
 		if err != nil {
-			return fmt.Errorf("audit: %w", err)
+			return errors.Errorf("audit: %w", err)
 		}
 		defer dd.Unlock()
 		if !isDir(storeDir) {
-			return fmt.Errorf("audit: --data %s: no JetStream store at %s", *data, storeDir)
+			return errors.Errorf("audit: --data %s: no JetStream store at %s", *data, storeDir)
 		}
 		srv, err := embedded.Start(embedded.Config{Dir: storeDir, Durability: embedded.SyncAlways, Port: -1})
 		if err != nil {
-			return fmt.Errorf("audit: %w", err)
+			return errors.Errorf("audit: %w", err)
 		}
 		defer srv.Stop()
 		if nc, err = srv.Connect(nats.Name("settle-audit")); err != nil {
-			return fmt.Errorf("audit: connect: %w", err)
+			return errors.Errorf("audit: connect: %w", err)
 		}
 	} else {
 		var err error
 		if nc, err = nats.Connect(*natsURL, nats.Name("settle-audit")); err != nil {
-			return fmt.Errorf("audit: connect %s: %w", *natsURL, err)
+			return errors.Errorf("audit: connect %s: %w", *natsURL, err)
 		}
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return fmt.Errorf("audit: %w", err)
+		return errors.Errorf("audit: %w", err)
 	}
 
 	cfg := audit.AuditConfig{Stream: *stream, Intent: *intent, Grace: *grace, StuckAfter: *stuckAfter, ProgressEvery: *every}
 	if *projection != "" {
 		if _, err := os.Stat(*projection); err != nil {
-			return fmt.Errorf("audit: --projection: %w", err)
+			return errors.Errorf("audit: --projection: %w", err)
 		}
 		p, err := projector.Open(ctx, js, projector.Config{Stream: *stream, DBPath: *projection,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
-			return fmt.Errorf("audit: %w", err)
+			return errors.Errorf("audit: %w", err)
 		}
 		defer p.Close()
 		cfg.Projection = p
@@ -126,7 +128,7 @@ func (m *Main) audit(ctx context.Context, args []string) error {
 			OK bool `json:"ok"`
 			*audit.AuditReport
 		}{rep.OK(), rep}); err != nil {
-			return fmt.Errorf("audit: %w", err)
+			return errors.Errorf("audit: %w", err)
 		}
 	case *quiet:
 		for _, v := range rep.Violations {
@@ -136,10 +138,10 @@ func (m *Main) audit(ctx context.Context, args []string) error {
 		printAudit(m.Stdout, rep)
 	}
 	if *intent != "" && len(rep.Timeline) == 0 {
-		return fmt.Errorf("audit: intent %s has no event in stream %s", *intent, rep.Stream)
+		return errors.Errorf("audit: intent %s has no event in stream %s", *intent, rep.Stream)
 	}
 	if !rep.OK() {
-		return fmt.Errorf("audit: %d violation(s) in stream %s", len(rep.Violations), rep.Stream)
+		return errors.Errorf("audit: %d violation(s) in stream %s", len(rep.Violations), rep.Stream)
 	}
 	return nil
 }

@@ -14,6 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/cockroachdb/errors"
+
 	"github.com/settle-dev/settle/adapter/httproute"
 )
 
@@ -21,7 +23,9 @@ import (
 type client struct {
 	base  string
 	token string
-	http  *http.Client
+	// tokenEnv names the variable the token came from (for hints).
+	tokenEnv string
+	http     *http.Client
 }
 
 func clientFlags(fs *flag.FlagSet) (*string, *string) {
@@ -37,17 +41,35 @@ func clientFlags(fs *flag.FlagSet) (*string, *string) {
 func newClient(apiURL, tokenEnv string) (*client, error) {
 	u, err := url.Parse(apiURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--api: %q is not an http(s) URL", apiURL)
+		return nil, errors.Errorf("--api: %q is not an http(s) URL", apiURL)
 	}
-	return &client{base: strings.TrimRight(apiURL, "/"), token: os.Getenv(tokenEnv), http: &http.Client{Timeout: 60 * time.Second}}, nil
+	return &client{base: strings.TrimRight(apiURL, "/"), token: os.Getenv(tokenEnv), tokenEnv: tokenEnv, http: &http.Client{Timeout: 60 * time.Second}}, nil
 }
 
 // problem is an RFC 9457 error body.
 type problem struct {
+	Type   string `json:"type"`
 	Title  string `json:"title"`
 	Status int    `json:"status"`
 	Detail string `json:"detail"`
 	Field  string `json:"field"`
+}
+
+// hint says what the user can do about an answer of the API.
+func (c *client) hint(status int, p problem) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "put a token of the server's --tokens file in $" + c.tokenEnv + " (or name another variable with --token-env)"
+	case status == http.StatusForbidden:
+		return "the token lacks the scope (read, operate) or the route/account this needs: use a token that has them"
+	case status == http.StatusNotFound:
+		return "check the intent id: settle intents list shows the intents the token may see"
+	case strings.HasSuffix(p.Type, "/action-not-allowed"), strings.HasSuffix(p.Type, "/conflict"):
+		return "see where the intent is now (settle intents show ID) and decide again"
+	case status >= 500:
+		return "the server could not answer: see its log, and try again"
+	}
+	return ""
 }
 
 func (c *client) do(ctx context.Context, method, path string, body any) ([]byte, error) {
@@ -71,7 +93,8 @@ func (c *client) do(ctx context.Context, method, path string, body any) ([]byte,
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, errors.WithHint(errors.Wrapf(err, "%s %s", method, path),
+			"is settle serve running at "+c.base+"? Name its address with --api or $SETTLE_API")
 	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
@@ -80,14 +103,18 @@ func (c *client) do(ctx context.Context, method, path string, body any) ([]byte,
 	}
 	if resp.StatusCode >= 400 {
 		var p problem
+		err := errors.Errorf("%s %s: HTTP %d", method, path, resp.StatusCode)
 		if json.Unmarshal(out, &p) == nil && p.Title != "" {
-			msg := fmt.Sprintf("%s %s: %d %s", method, path, resp.StatusCode, p.Title)
+			msg := fmt.Sprintf("%d %s", resp.StatusCode, p.Title)
 			if p.Detail != "" {
 				msg += ": " + p.Detail
 			}
-			return nil, fmt.Errorf("%s", msg)
+			err = errors.Errorf("%s %s: %s", method, path, msg)
 		}
-		return nil, fmt.Errorf("%s %s: HTTP %d", method, path, resp.StatusCode)
+		if h := c.hint(resp.StatusCode, p); h != "" {
+			err = errors.WithHint(err, h)
+		}
+		return nil, err
 	}
 	return out, nil
 }
@@ -155,7 +182,7 @@ func (m *Main) intents(ctx context.Context, args []string) error {
 		Next  string           `json:"next"`
 	}
 	if err := json.Unmarshal(out, &page); err != nil {
-		return fmt.Errorf("list: unexpected answer: %w", err)
+		return errors.Errorf("list: unexpected answer: %w", err)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "INTENT\tSTATE\tROUTE\tACCOUNT\tREQUEST\tEXTERNAL\tREASON")
@@ -186,7 +213,7 @@ func str(v any) string {
 func printIntent(w io.Writer, raw []byte) error {
 	var d map[string]any
 	if err := json.Unmarshal(raw, &d); err != nil {
-		return fmt.Errorf("show: unexpected answer: %w", err)
+		return errors.Errorf("show: unexpected answer: %w", err)
 	}
 	for _, k := range []string{"intent_id", "state", "route", "account", "request_id", "idempotency_key", "external_id", "live_url", "manual_reason", "actions"} {
 		if v, ok := d[k]; ok && v != nil && fmt.Sprint(v) != "" {
@@ -310,7 +337,7 @@ func (m *Main) routes(ctx context.Context, args []string) error {
 	}
 	data, err := os.ReadFile(args[1])
 	if err != nil {
-		return fmt.Errorf("routes check: %w", err)
+		return errors.Errorf("routes check: %w", err)
 	}
 	errs, warnings := httproute.Lint(data, os.LookupEnv)
 	for _, w := range warnings {
@@ -319,7 +346,7 @@ func (m *Main) routes(ctx context.Context, args []string) error {
 	if len(errs) == 0 {
 		cfgs, err := httproute.Parse(data, os.LookupEnv)
 		if err != nil {
-			return fmt.Errorf("routes check: %w", err)
+			return errors.Errorf("routes check: %w", err)
 		}
 		fmt.Fprintf(m.Stdout, "%s: %d route(s) OK\n", args[1], len(cfgs))
 		return nil
@@ -327,5 +354,5 @@ func (m *Main) routes(ctx context.Context, args []string) error {
 	for _, e := range errs {
 		fmt.Fprintf(m.Stderr, "%s: %v\n", args[1], e)
 	}
-	return fmt.Errorf("routes check: %d problem(s) in %s", len(errs), args[1])
+	return errors.Errorf("routes check: %d problem(s) in %s", len(errs), args[1])
 }

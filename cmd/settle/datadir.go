@@ -46,32 +46,32 @@ func lockDataDir(dir, command string, create bool) (*dataDir, error) {
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, fmt.Errorf("--data %s: %w", dir, err)
+		return nil, errors.Errorf("--data %s: %w", dir, err)
 	}
 	st, err := os.Stat(abs)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && create:
 		if err := os.MkdirAll(abs, dataDirPerm); err != nil {
-			return nil, fmt.Errorf("--data %s: %w", dir, err)
+			return nil, errors.Errorf("--data %s: %w", dir, err)
 		}
 	case err != nil:
-		return nil, errors.WithHint(fmt.Errorf("--data %s: %w", dir, err), "give the directory settle serve --data uses")
+		return nil, errors.WithHint(errors.Errorf("--data %s: %w", dir, err), "give the directory settle serve --data uses")
 	case !st.IsDir():
-		return nil, fmt.Errorf("--data %s: not a directory", dir)
+		return nil, errors.Errorf("--data %s: not a directory", dir)
 	case create && st.Mode().Perm()&0o077 != 0:
 		if err := os.Chmod(abs, dataDirPerm); err != nil {
-			return nil, fmt.Errorf("--data %s: cannot make it private (0700): %w", dir, err)
+			return nil, errors.Errorf("--data %s: cannot make it private (0700): %w", dir, err)
 		}
 	}
 	path := filepath.Join(abs, lockFile)
 	fl := flock.New(path, flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(dataFilePerm))
 	ok, err := fl.TryLock()
 	if err != nil {
-		return nil, fmt.Errorf("--data %s: lock %s: %w", dir, path, err)
+		return nil, errors.Errorf("--data %s: lock %s: %w", dir, path, err)
 	}
 	if !ok {
 		holder := describeHolder(path)
-		return nil, errors.WithHint(fmt.Errorf("%w: %s is locked by %s", ErrDataDirInUse, abs, holder), lockRetryNote)
+		return nil, errors.WithHint(errors.Errorf("%w: %s is locked by %s", ErrDataDirInUse, abs, holder), lockRetryNote)
 	}
 	info := fmt.Sprintf("pid %d\ncommand %s\nsince %s\n", os.Getpid(), command, time.Now().UTC().Format(time.RFC3339))
 	// The pid is a courtesy for the next process's message; the flock is
@@ -143,12 +143,12 @@ func (d *dataDir) Unlock() {
 func privateViews(path string) error {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, dataFilePerm)
 	if err != nil {
-		return fmt.Errorf("views %s: %w", path, err)
+		return errors.Errorf("views %s: %w", path, err)
 	}
 	f.Close()
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
 		if err := os.Chmod(p, dataFilePerm); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("views %s: %w", p, err)
+			return errors.Errorf("views %s: %w", p, err)
 		}
 	}
 	return nil
@@ -162,7 +162,7 @@ func privateViews(path string) error {
 func auditStoreDir(dir string) (lockDir, store string, err error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return "", "", fmt.Errorf("--data %s: %w", dir, err)
+		return "", "", errors.Errorf("--data %s: %w", dir, err)
 	}
 	if isDir(filepath.Join(abs, jetstreamDir, "jetstream")) || isFile(filepath.Join(abs, lockFile)) || isFile(filepath.Join(abs, viewsFile)) {
 		return abs, filepath.Join(abs, jetstreamDir), nil
@@ -175,7 +175,7 @@ func auditStoreDir(dir string) (lockDir, store string, err error) {
 		// A nats-server store_dir of its own: locked where it is.
 		return abs, abs, nil
 	}
-	return "", "", errors.WithHint(fmt.Errorf("--data %s: not a settle data directory (no %s/ store, no %s)", dir, jetstreamDir, viewsFile),
+	return "", "", errors.WithHint(errors.Errorf("--data %s: not a settle data directory (no %s/ store, no %s)", dir, jetstreamDir, viewsFile),
 		"give the directory settle serve --data used, or --nats-url for a running server")
 }
 

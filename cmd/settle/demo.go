@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cockroachdb/errors"
+
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/adapter"
@@ -40,7 +42,7 @@ func (m *Main) demo(ctx context.Context, args []string) error {
 	if dir == "" {
 		d, err := os.MkdirTemp("", "settle-demo-")
 		if err != nil {
-			return fmt.Errorf("demo: %w", err)
+			return errors.Errorf("demo: %w", err)
 		}
 		defer os.RemoveAll(d)
 		dir = d
@@ -48,34 +50,34 @@ func (m *Main) demo(ctx context.Context, args []string) error {
 	out := m.Stdout
 	srv, err := embedded.Start(embedded.Config{Dir: dir, Durability: embedded.SyncAlways, Port: -1})
 	if err != nil {
-		return fmt.Errorf("demo: %w", err)
+		return errors.Errorf("demo: %w", err)
 	}
 	defer srv.Stop()
 	nc, err := srv.Connect()
 	if err != nil {
-		return fmt.Errorf("demo: connect: %w", err)
+		return errors.Errorf("demo: connect: %w", err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return fmt.Errorf("demo: %w", err)
+		return errors.Errorf("demo: %w", err)
 	}
 	store, err := ledger.OpenStore(ctx, js, ledger.DefaultStoreConfig())
 	if err != nil {
-		return fmt.Errorf("demo: %w", err)
+		return errors.Errorf("demo: %w", err)
 	}
 	api := fakeapi.NewSocialAPIServer(fakeapi.SocialConfig{})
 	defer api.Close()
 	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 5 * time.Second}})
 	if err != nil {
-		return fmt.Errorf("demo: %w", err)
+		return errors.Errorf("demo: %w", err)
 	}
 	route := adapter.Route{Name: "social_post", Adapter: ad, Policy: adapter.DefaultPolicy()}
 	pc := producer.DefaultConfig()
 	pc.Actor = "demo-writer"
 	prod, err := producer.New(store, pc, route)
 	if err != nil {
-		return fmt.Errorf("demo: %w", err)
+		return errors.Errorf("demo: %w", err)
 	}
 	fmt.Fprintf(out, "settle demo — embedded nats-server (JetStream, fsync always) in %s\n", dir)
 	fmt.Fprintf(out, "fake social API at %s; its next POST commits the post and then drops the response\n\n", api.URL())
@@ -85,7 +87,7 @@ func (m *Main) demo(ctx context.Context, args []string) error {
 		Payload: json.RawMessage(`{"body":"Reconciliation settles unknown results without a second write."}`)}
 	res, err := prod.Execute(ctx, req)
 	if err != nil {
-		return fmt.Errorf("demo: execute: %w", err)
+		return errors.Errorf("demo: execute: %w", err)
 	}
 	fmt.Fprintf(out, "1. Execute %s (request %s)\n", res.IntentID, req.RequestID)
 	printHistory(out, res.History)
@@ -96,14 +98,14 @@ func (m *Main) demo(ctx context.Context, args []string) error {
 	rcfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	rec, err := reconcile.NewReconciler(store, rcfg, route)
 	if err != nil {
-		return fmt.Errorf("demo: %w", err)
+		return errors.Errorf("demo: %w", err)
 	}
 	fmt.Fprintln(out, "2. Reconcile: read-only search by account and window, exact match, readback")
 	var i *fsm.Intent
 	for step := 0; step < 50; step++ {
 		sr, err := rec.Step(ctx, "social_post", res.IntentID)
 		if err != nil {
-			return fmt.Errorf("demo: reconcile: %w", err)
+			return errors.Errorf("demo: reconcile: %w", err)
 		}
 		if sr.Done {
 			break
@@ -118,15 +120,15 @@ func (m *Main) demo(ctx context.Context, args []string) error {
 	}
 	h, err := store.Load(ctx, "social_post", res.IntentID)
 	if err != nil {
-		return fmt.Errorf("demo: %w", err)
+		return errors.Errorf("demo: %w", err)
 	}
 	if i, err = h.Fold(); err != nil {
-		return fmt.Errorf("demo: %w", err)
+		return errors.Errorf("demo: %w", err)
 	}
 	printHistory(out, h.Events[len(res.History):])
 	fmt.Fprintf(out, "   state: %s\n\n", i.State)
 	if i.Receipt == nil {
-		return fmt.Errorf("demo: no receipt: the intent ended in %s (%s)", i.State, i.ManualReason)
+		return errors.Errorf("demo: no receipt: the intent ended in %s (%s)", i.State, i.ManualReason)
 	}
 	fmt.Fprintln(out, "3. Receipt")
 	fmt.Fprintf(out, "   external id:     %s\n   live url:        %s\n   payload sha256:  %s\n   readback at:     %s\n   idempotency key: %s\n",
@@ -140,7 +142,7 @@ func (m *Main) demo(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(out, "\nfake API: %d POST request(s), %d effect(s) — written once, settled without a second write.\n", api.Writes(), api.Effects())
 	if api.Effects() != 1 || i.State != fsm.Confirmed {
-		return fmt.Errorf("demo: expected 1 effect and confirmed, got %d and %s", api.Effects(), i.State)
+		return errors.Errorf("demo: expected 1 effect and confirmed, got %d and %s", api.Effects(), i.State)
 	}
 	return nil
 }

@@ -10,6 +10,6 @@
 // over the API) and routes check. cmd wires every settle package; nothing
 // imports cmd. The demo's fake API is package fakeapi, so the binary links
 // no test code.
-// It must never import: testing, testharness, internal/..., examples/...,
+// It must never import: testing, testharness, internal/layering, examples/...,
 // bench.
 package main

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cockroachdb/errors"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/settle-dev/settle/api"
 	"github.com/settle-dev/settle/consumers/reconcile"
 	"github.com/settle-dev/settle/embedded"
+	"github.com/settle-dev/settle/internal/errkind"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/mcp"
 	"github.com/settle-dev/settle/producer"
@@ -79,7 +81,7 @@ func mountMCP(apiSrv *api.Server, prod *producer.Producer, proj *projector.Proje
 		c, err := apiSrv.Authenticate(r)
 		switch {
 		case errors.Is(err, api.ErrNoCredentials), errors.Is(err, api.ErrBadCredentials):
-			return nil, fmt.Errorf("%w: %w", mcp.ErrUnauthenticated, err)
+			return nil, errkind.Wrap(mcp.ErrUnauthenticated, err)
 		case err != nil:
 			return nil, err
 		}
@@ -118,15 +120,15 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 		fmt.Fprintln(m.Stderr, "settle mcp: --data DIR or --nats-url URL is required")
 		return errUsage
 	case *workers < 0 || *workers > 64 || (*workers == 0 && *natsURL == ""):
-		return fmt.Errorf("mcp: --workers: %d is outside 1..64 (0 only with --nats-url)", *workers)
+		return errors.Errorf("mcp: --workers: %d is outside 1..64 (0 only with --nats-url)", *workers)
 	}
 	caller := mcp.Caller{Name: *name, Scopes: splitList(*scopes), Accounts: splitList(*accounts)}
 	if err := caller.Validate(); err != nil {
-		return fmt.Errorf("mcp: --scopes/--accounts/--name: %w", err)
+		return errors.Errorf("mcp: --scopes/--accounts/--name: %w", err)
 	}
 	dur, err := embedded.ParseDurability(*durability)
 	if err != nil {
-		return fmt.Errorf("mcp: --durability: %w", err)
+		return errors.Errorf("mcp: --durability: %w", err)
 	}
 
 	// Stdout is the protocol. Anything else that would print to the
@@ -145,58 +147,58 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 
 	routes, err := httproute.Load(*routesPath, os.LookupEnv)
 	if err != nil {
-		return fmt.Errorf("mcp: %w", err)
+		return errors.Errorf("mcp: %w", err)
 	}
 	if *data != "" {
 		// One process owns a data directory (see lockDataDir).
 		dd, err := lockDataDir(*data, "settle mcp", true)
 		if err != nil {
-			return fmt.Errorf("mcp: %w", err)
+			return errors.Errorf("mcp: %w", err)
 		}
 		defer dd.Unlock()
 		if err := privateViews(dd.Views()); err != nil {
-			return fmt.Errorf("mcp: %w", err)
+			return errors.Errorf("mcp: %w", err)
 		}
 	}
 	var nc *nats.Conn
 	if *natsURL == "" {
 		srv, err := embedded.Start(embedded.Config{Dir: filepath.Join(*data, "jetstream"), Durability: dur, Port: -1})
 		if err != nil {
-			return fmt.Errorf("mcp: %w", err)
+			return errors.Errorf("mcp: %w", err)
 		}
 		defer srv.Stop()
 		nc, err = srv.Connect()
 		if err != nil {
-			return fmt.Errorf("mcp: connect: %w", err)
+			return errors.Errorf("mcp: connect: %w", err)
 		}
 	} else {
 		nc, err = nats.Connect(*natsURL, nats.Name("settle-mcp"), nats.MaxReconnects(-1))
 		if err != nil {
-			return fmt.Errorf("mcp: connect: %w", err)
+			return errors.Errorf("mcp: connect: %w", err)
 		}
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return fmt.Errorf("mcp: %w", err)
+		return errors.Errorf("mcp: %w", err)
 	}
 	sc := ledger.DefaultStoreConfig()
 	sc.Replicas = *replicas
 	store, err := ledger.OpenStore(ctx, js, sc)
 	if err != nil {
-		return fmt.Errorf("mcp: %w", err)
+		return errors.Errorf("mcp: %w", err)
 	}
 	host, _ := os.Hostname()
 	pc := producer.DefaultConfig()
 	pc.Actor = "settle-mcp@" + host
 	prod, err := producer.New(store, pc, routes...)
 	if err != nil {
-		return fmt.Errorf("mcp: %w", err)
+		return errors.Errorf("mcp: %w", err)
 	}
 	viewsDir := *data
 	if viewsDir == "" {
 		if viewsDir, err = os.MkdirTemp("", "settle-mcp-views-"); err != nil {
-			return fmt.Errorf("mcp: %w", err)
+			return errors.Errorf("mcp: %w", err)
 		}
 		defer os.RemoveAll(viewsDir)
 	}
@@ -205,7 +207,7 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 	pjc.Logger = logger
 	proj, err := openViews(ctx, js, pjc, logger)
 	if err != nil {
-		return fmt.Errorf("mcp: %w", err)
+		return errors.Errorf("mcp: %w", err)
 	}
 	defer proj.Close()
 
@@ -219,7 +221,7 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 		rc.Logger = logger
 		rec, err := reconcile.NewReconciler(store, rc, routes...)
 		if err != nil {
-			return fmt.Errorf("mcp: %w", err)
+			return errors.Errorf("mcp: %w", err)
 		}
 		wg.Add(1)
 		go func() {
@@ -243,13 +245,13 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 	cfg.Secrets = mcpSecrets(*routesPath, nil, logger)
 	srv, err := mcp.New(cfg)
 	if err != nil {
-		return fmt.Errorf("mcp: %w", err)
+		return errors.Errorf("mcp: %w", err)
 	}
 	logger.Info("settle mcp: serving on stdio", "routes", len(routes), "workers", *workers, "caller", caller.Name, "scopes", caller.Scopes)
 	err = srv.RunStdio(ctx, caller, in, out)
 	logger.Info("settle mcp: session ended")
 	if err != nil && !errors.Is(err, io.EOF) && ctx.Err() == nil {
-		return fmt.Errorf("mcp: %w", err)
+		return errors.Errorf("mcp: %w", err)
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -43,17 +42,17 @@ func parseNATSListen(v, passwordEnv string, env func(string) (string, bool)) (*n
 	}
 	port, err := strconv.Atoi(portStr)
 	if err != nil || port < 0 || port > 65535 {
-		return nil, fmt.Errorf("--nats-listen: %q is not PORT or HOST:PORT", v)
+		return nil, errors.Errorf("--nats-listen: %q is not PORT or HOST:PORT", v)
 	}
 	l := &natsListener{host: host, port: port}
 	if pw, ok := env(passwordEnv); ok && pw != "" {
 		if len(pw) < 12 {
-			return nil, fmt.Errorf("--nats-password-env: the password in $%s is shorter than 12 bytes", passwordEnv)
+			return nil, errors.Errorf("--nats-password-env: the password in $%s is shorter than 12 bytes", passwordEnv)
 		}
 		l.password = pw
 	}
 	if l.password == "" && !loopback(host) {
-		return nil, errors.WithHint(fmt.Errorf("--nats-listen %s is not loopback: readers must authenticate, and $%s is not set", v, passwordEnv),
+		return nil, errors.WithHint(errors.Errorf("--nats-listen %s is not loopback: readers must authenticate, and $%s is not set", v, passwordEnv),
 			"export "+passwordEnv+"=<a long random password>, or listen on 127.0.0.1")
 	}
 	return l, nil
@@ -124,7 +123,7 @@ func readerPublish(stream string) []string {
 func randomSecret() (string, error) {
 	b := make([]byte, 24)
 	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("random password: %w", err)
+		return "", errors.Errorf("random password: %w", err)
 	}
 	return hex.EncodeToString(b), nil
 }

@@ -11,6 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/cockroachdb/errors"
+
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/httproute"
 	"github.com/settle-dev/settle/events"
@@ -52,14 +54,14 @@ func (m *Main) routesProbe(ctx context.Context, args []string) error {
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return fmt.Errorf("routes probe: %w", err)
+		return errors.Errorf("routes probe: %w", err)
 	}
 	cfgs, err := httproute.Parse(data, os.LookupEnv)
 	if err != nil {
 		for _, e := range httproute.Check(data, os.LookupEnv) {
 			fmt.Fprintf(m.Stderr, "%s: %v\n", file, e)
 		}
-		return fmt.Errorf("routes probe: %s is not valid (settle routes check %s)", file, file)
+		return errors.Errorf("routes probe: %s is not valid (settle routes check %s)", file, file)
 	}
 	var cfg *httproute.RouteConfig
 	var names []string
@@ -70,21 +72,21 @@ func (m *Main) routesProbe(ctx context.Context, args []string) error {
 		}
 	}
 	if cfg == nil {
-		return fmt.Errorf("routes probe: --route: %q is not a route of %s (routes: %s)", *route, file, strings.Join(names, ", "))
+		return errors.Errorf("routes probe: --route: %q is not a route of %s (routes: %s)", *route, file, strings.Join(names, ", "))
 	}
 	a, err := httproute.New(*cfg)
 	if err != nil {
-		return fmt.Errorf("routes probe: %w", err)
+		return errors.Errorf("routes probe: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	in, err := a.Inspect(ctx, httproute.InspectOptions{Window: *window, Account: *account, Parent: *parent, ExternalID: *extID, Items: *items})
 	if err != nil {
-		return fmt.Errorf("routes probe: %w", err)
+		return errors.Errorf("routes probe: %w", err)
 	}
 	printInspection(m.Stdout, a, in)
 	if in.Identity != nil && in.Identity.Err != "" || in.Search != nil && in.Search.Err != "" || in.Readback != nil && in.Readback.Err != "" {
-		return fmt.Errorf("routes probe: a read of route %s failed (see above)", in.Route)
+		return errors.Errorf("routes probe: a read of route %s failed (see above)", in.Route)
 	}
 	return nil
 }

@@ -51,11 +51,11 @@ type tokenFile struct {
 func loadTokens(path string, routes []string) ([]api.Token, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("--tokens: %w", err)
+		return nil, errors.Errorf("--tokens: %w", err)
 	}
 	toks, err := parseTokens(b, os.LookupEnv, routes)
 	if err != nil {
-		return nil, fmt.Errorf("--tokens %s: %w", path, err)
+		return nil, errors.Errorf("--tokens %s: %w", path, err)
 	}
 	return toks, nil
 }
@@ -67,7 +67,7 @@ func parseTokens(b []byte, env func(string) (string, bool), routes []string) ([]
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&tf); err != nil {
-		return nil, fmt.Errorf("not a token file: %w", err)
+		return nil, errors.Errorf("not a token file: %w", err)
 	}
 	if len(tf.Tokens) == 0 {
 		return nil, errors.New("tokens: at least one token is required")
@@ -75,11 +75,11 @@ func parseTokens(b []byte, env func(string) (string, bool), routes []string) ([]
 	var out []api.Token
 	for i, t := range tf.Tokens {
 		if t.SecretEnv == "" {
-			return nil, fmt.Errorf("tokens[%d].secret_env: is required (secrets come from the environment)", i)
+			return nil, errors.Errorf("tokens[%d].secret_env: is required (secrets come from the environment)", i)
 		}
 		secret, ok := env(t.SecretEnv)
 		if !ok || secret == "" {
-			return nil, fmt.Errorf("tokens[%d].secret_env: environment variable %q is not set", i, t.SecretEnv)
+			return nil, errors.Errorf("tokens[%d].secret_env: environment variable %q is not set", i, t.SecretEnv)
 		}
 		out = append(out, api.Token{Name: t.Name, Secret: secret, Tenant: t.Tenant, Scopes: t.Scopes, Routes: t.Routes, Accounts: t.Accounts})
 	}
@@ -88,7 +88,7 @@ func parseTokens(b []byte, env func(string) (string, bool), routes []string) ([]
 		if !errors.As(err, &te) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("tokens[%d].%s: %s", te.Index, fileField(te.Field, tf.Tokens[te.Index].SecretEnv), secretReason(te, tf.Tokens[te.Index].SecretEnv))
+		return nil, errors.Errorf("tokens[%d].%s: %s", te.Index, fileField(te.Field, tf.Tokens[te.Index].SecretEnv), secretReason(te, tf.Tokens[te.Index].SecretEnv))
 	}
 	return out, nil
 }
@@ -162,18 +162,18 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		return errUsage
 	}
 	if f.workers < 1 || f.workers > 64 {
-		return fmt.Errorf("serve: --workers: %d is outside 1..64", f.workers)
+		return errors.Errorf("serve: --workers: %d is outside 1..64", f.workers)
 	}
 	if f.readTimeout <= 0 || f.idleTimeout <= 0 {
 		return errors.New("serve: --read-timeout and --idle-timeout must be positive")
 	}
 	dur, err := embedded.ParseDurability(f.durability)
 	if err != nil {
-		return fmt.Errorf("serve: --durability: %w", err)
+		return errors.Errorf("serve: --durability: %w", err)
 	}
 	if f.dev {
 		if err := api.CheckDevAddr(f.addr); err != nil {
-			return fmt.Errorf("serve: --dev: %w", err)
+			return errors.Errorf("serve: --dev: %w", err)
 		}
 	}
 	if f.tokens == "" && !f.dev {
@@ -185,12 +185,12 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 			return errors.New("serve: --nats-listen exposes the embedded server; with --nats-url readers connect to that server")
 		}
 		if listen, err = parseNATSListen(f.natsListen, f.natsPasswordEnv, os.LookupEnv); err != nil {
-			return fmt.Errorf("serve: %w", err)
+			return errors.Errorf("serve: %w", err)
 		}
 	}
 	routes, err := httproute.Load(f.routes, os.LookupEnv)
 	if err != nil {
-		return fmt.Errorf("serve: %w", err)
+		return errors.Errorf("serve: %w", err)
 	}
 	routeNames := make([]string, len(routes))
 	for i, r := range routes {
@@ -199,18 +199,18 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	var tokens []api.Token
 	if f.tokens != "" {
 		if tokens, err = loadTokens(f.tokens, routeNames); err != nil {
-			return fmt.Errorf("serve: %w", err)
+			return errors.Errorf("serve: %w", err)
 		}
 	}
 
 	// From here on the data directory is this process's.
 	dd, err := lockDataDir(f.data, "settle serve", true)
 	if err != nil {
-		return fmt.Errorf("serve: %w", err)
+		return errors.Errorf("serve: %w", err)
 	}
 	defer dd.Unlock()
 	if err := privateViews(dd.Views()); err != nil {
-		return fmt.Errorf("serve: %w", err)
+		return errors.Errorf("serve: %w", err)
 	}
 	logger := newLogger(m.Stderr)
 
@@ -224,13 +224,13 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 			var internal embedded.User
 			ecfg.Users, ecfg.NoAuthUser, internal, err = listen.users()
 			if err != nil {
-				return fmt.Errorf("serve: %w", err)
+				return errors.Errorf("serve: %w", err)
 			}
 			connect = append(connect, nats.UserInfo(internal.Name, internal.Password))
 		}
 		srv, err = embedded.Start(ecfg)
 		if err != nil {
-			return fmt.Errorf("serve: %w", err)
+			return errors.Errorf("serve: %w", err)
 		}
 		defer srv.Stop()
 		nc, err = srv.Connect(connect...)
@@ -238,18 +238,18 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		nc, err = nats.Connect(f.natsURL, nats.Name("settle"), nats.MaxReconnects(-1))
 	}
 	if err != nil {
-		return fmt.Errorf("serve: connect: %w", err)
+		return errors.Errorf("serve: connect: %w", err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return fmt.Errorf("serve: %w", err)
+		return errors.Errorf("serve: %w", err)
 	}
 	sc := ledger.DefaultStoreConfig()
 	sc.Replicas = f.replicas
 	store, err := ledger.OpenStore(ctx, js, sc)
 	if err != nil {
-		return fmt.Errorf("serve: %w", err)
+		return errors.Errorf("serve: %w", err)
 	}
 	metrics := api.NewMetrics()
 	host, _ := os.Hostname()
@@ -258,14 +258,14 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	pc.OnCall = func(route string, outcome events.Type) { metrics.CountCall(route, api.OutcomeLabel(outcome)) }
 	prod, err := producer.New(store, pc, routes...)
 	if err != nil {
-		return fmt.Errorf("serve: %w", err)
+		return errors.Errorf("serve: %w", err)
 	}
 	pjc := projector.DefaultConfig()
 	pjc.DBPath = dd.Views()
 	pjc.Logger = logger
 	proj, err := openViews(ctx, js, pjc, logger)
 	if err != nil {
-		return fmt.Errorf("serve: %w", err)
+		return errors.Errorf("serve: %w", err)
 	}
 	defer proj.Close()
 
@@ -281,7 +281,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		rc.OnStep = stepMetrics(wctx, store, metrics)
 		rec, err := reconcile.NewReconciler(store, rc, routes...)
 		if err != nil {
-			return fmt.Errorf("serve: %w", err)
+			return errors.Errorf("serve: %w", err)
 		}
 		wg.Add(1)
 		go func() {
@@ -307,19 +307,19 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		stopWorkers()
 		wg.Wait()
-		return fmt.Errorf("serve: %w", err)
+		return errors.Errorf("serve: %w", err)
 	}
 	withMCP, err := mountMCP(handler, prod, proj, routes, f.routes, tokens, logger)
 	if err != nil {
 		stopWorkers()
 		wg.Wait()
-		return fmt.Errorf("serve: %w", err)
+		return errors.Errorf("serve: %w", err)
 	}
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		stopWorkers()
 		wg.Wait()
-		return fmt.Errorf("serve: listen: %w", err)
+		return errors.Errorf("serve: listen: %w", err)
 	}
 	hs := handler.HTTPServer()
 	hs.Handler = withMCP
@@ -347,7 +347,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	stopWorkers()
 	wg.Wait()
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", serveErr)
+		return errors.Errorf("serve: %w", serveErr)
 	}
 	logger.Info("stopped")
 	return nil
@@ -407,7 +407,7 @@ func openViews(ctx context.Context, js jetstream.JetStream, cfg projector.Config
 	}
 	aside, merr := moveViewsAside(cfg.DBPath)
 	if merr != nil {
-		return nil, errors.WithHint(fmt.Errorf("%w (and moving it aside failed: %w)", err, merr),
+		return nil, errors.WithHint(errors.WithSecondaryError(errors.Errorf("%w (and moving it aside failed: %v)", err, merr), merr),
 			"stop settle, then run: settle views rebuild --data DIR")
 	}
 	logger.Warn("views do not match the stream: rebuilding them from the log", "reason", safeText(err), "old_views", aside)

@@ -39,65 +39,65 @@ func (m *Main) views(ctx context.Context, args []string) error {
 	}
 	dd, err := lockDataDir(*data, "settle views rebuild", false)
 	if err != nil {
-		return fmt.Errorf("views rebuild: %w", err)
+		return errors.Errorf("views rebuild: %w", err)
 	}
 	defer dd.Unlock()
 	var nc *nats.Conn
 	if *natsURL == "" {
 		if !isDir(dd.Store()) {
-			return errors.WithHint(fmt.Errorf("views rebuild: --data %s: no JetStream store at %s", *data, dd.Store()),
+			return errors.WithHint(errors.Errorf("views rebuild: --data %s: no JetStream store at %s", *data, dd.Store()),
 				"give the directory settle serve --data used, or --nats-url when serve used an external server")
 		}
 		srv, err := embedded.Start(embedded.Config{Dir: dd.Store(), Durability: embedded.SyncAlways, Port: -1})
 		if err != nil {
-			return fmt.Errorf("views rebuild: %w", err)
+			return errors.Errorf("views rebuild: %w", err)
 		}
 		defer srv.Stop()
 		nc, err = srv.Connect(nats.Name("settle-views"))
 		if err != nil {
-			return fmt.Errorf("views rebuild: connect: %w", err)
+			return errors.Errorf("views rebuild: connect: %w", err)
 		}
 	} else {
 		if nc, err = nats.Connect(*natsURL, nats.Name("settle-views")); err != nil {
-			return fmt.Errorf("views rebuild: connect %s: %w", redactURL(*natsURL), err)
+			return errors.Errorf("views rebuild: connect %s: %w", redactURL(*natsURL), err)
 		}
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return fmt.Errorf("views rebuild: %w", err)
+		return errors.Errorf("views rebuild: %w", err)
 	}
 	if _, err := js.Stream(ctx, *stream); err != nil {
-		return fmt.Errorf("views rebuild: stream %s: %w", *stream, err)
+		return errors.Errorf("views rebuild: stream %s: %w", *stream, err)
 	}
 	aside, err := moveViewsAside(dd.Views())
 	if err != nil {
-		return fmt.Errorf("views rebuild: %w", err)
+		return errors.Errorf("views rebuild: %w", err)
 	}
 	if err := privateViews(dd.Views()); err != nil {
-		return fmt.Errorf("views rebuild: %w", err)
+		return errors.Errorf("views rebuild: %w", err)
 	}
 	cfg := projector.DefaultConfig()
 	cfg.Stream, cfg.DBPath = *stream, dd.Views()
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	p, err := projector.Open(ctx, js, cfg)
 	if err != nil {
-		return fmt.Errorf("views rebuild: %w", err)
+		return errors.Errorf("views rebuild: %w", err)
 	}
 	defer p.Close()
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	err = p.CatchUp(cctx)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("views rebuild: %w", err)
+		return errors.Errorf("views rebuild: %w", err)
 	}
 	cp, err := p.Checkpoint(ctx)
 	if err != nil {
-		return fmt.Errorf("views rebuild: %w", err)
+		return errors.Errorf("views rebuild: %w", err)
 	}
 	counts, err := p.CountByState(ctx)
 	if err != nil {
-		return fmt.Errorf("views rebuild: %w", err)
+		return errors.Errorf("views rebuild: %w", err)
 	}
 	n := 0
 	for _, c := range counts {

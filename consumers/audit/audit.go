@@ -90,20 +90,20 @@ func (c AuditConfig) withDefaults() AuditConfig {
 // Validate checks the config (after defaults); errors name the field.
 func (c AuditConfig) Validate() error {
 	if c.Stream == "" || strings.ContainsAny(c.Stream, ".*> \t\r\n") {
-		return fmt.Errorf("audit config: Stream: %q is not a stream name", c.Stream)
+		return errors.Errorf("audit config: Stream: %q is not a stream name", c.Stream)
 	}
 	if c.Grace < 0 {
-		return fmt.Errorf("audit config: Grace: %s is negative", c.Grace)
+		return errors.Errorf("audit config: Grace: %s is negative", c.Grace)
 	}
 	if c.StuckAfter < 0 {
-		return fmt.Errorf("audit config: StuckAfter: %s is negative", c.StuckAfter)
+		return errors.Errorf("audit config: StuckAfter: %s is negative", c.StuckAfter)
 	}
 	if c.Batch < 1 || c.Batch > 10000 {
-		return fmt.Errorf("audit config: Batch: %d is outside 1..10000", c.Batch)
+		return errors.Errorf("audit config: Batch: %d is outside 1..10000", c.Batch)
 	}
 	if c.Intent != "" {
 		if err := events.ValidateIntentID(c.Intent); err != nil {
-			return fmt.Errorf("audit config: Intent: %w", err)
+			return errors.Errorf("audit config: Intent: %w", err)
 		}
 	}
 	return nil
@@ -160,7 +160,7 @@ func audit(ctx context.Context, js jetstream.JetStream, cfg AuditConfig, evict b
 	}
 	stream, err := js.Stream(ctx, cfg.Stream)
 	if err != nil {
-		return nil, fmt.Errorf("audit: stream %s: %w", cfg.Stream, err)
+		return nil, errors.Errorf("audit: stream %s: %w", cfg.Stream, err)
 	}
 	a := &auditor{cfg: cfg, intents: map[string]*auditIntent{}, stream: stream, rep: &AuditReport{
 		Stream: cfg.Stream, At: cfg.Now().UTC(), States: map[fsm.State]int{}, Violations: []Violation{}, Intent: cfg.Intent,
@@ -168,14 +168,14 @@ func audit(ctx context.Context, js jetstream.JetStream, cfg AuditConfig, evict b
 	if cfg.Projection != nil {
 		cp, err := cfg.Projection.Checkpoint(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("audit: projection: %w", err)
+			return nil, errors.Errorf("audit: projection: %w", err)
 		}
 		a.cpStart = cp
 		a.rep.Projection = &ProjectionReport{Checkpoint: cp}
 	}
 	info, err := stream.Info(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("audit: stream %s info: %w", cfg.Stream, err)
+		return nil, errors.Errorf("audit: stream %s info: %w", cfg.Stream, err)
 	}
 	a.total = info.State.Msgs
 	a.rep.LastSeq = info.State.LastSeq

@@ -3,13 +3,14 @@ package audit
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
@@ -180,7 +181,7 @@ func (a *auditor) checkProjection(ctx context.Context, ids []string) error {
 			got, err = nil, nil
 		}
 		if err != nil {
-			return fmt.Errorf("audit: projection: %w", err)
+			return errors.Errorf("audit: projection: %w", err)
 		}
 		want := t.view(a.cpStart)
 		if want != nil {
@@ -220,12 +221,12 @@ func (a *auditor) checkProjection(ctx context.Context, ids []string) error {
 	if sc, ok := p.(stateCounter); ok {
 		cp, err := p.Checkpoint(ctx)
 		if err != nil {
-			return fmt.Errorf("audit: projection: %w", err)
+			return errors.Errorf("audit: projection: %w", err)
 		}
 		if cp == a.cpStart {
 			counts, err := sc.CountByState(ctx)
 			if err != nil {
-				return fmt.Errorf("audit: projection: %w", err)
+				return errors.Errorf("audit: projection: %w", err)
 			}
 			n := 0
 			for _, c := range counts {

@@ -2,12 +2,12 @@ package audit
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"hash/maphash"
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -67,11 +67,11 @@ func (a *auditor) replay(ctx context.Context, js jetstream.JetStream, target uin
 		NamePrefix:        "settle_audit_" + nuid.Next(),
 	})
 	if err != nil {
-		return fmt.Errorf("audit: ordered consumer: %w", err)
+		return errors.Errorf("audit: ordered consumer: %w", err)
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(a.cfg.Batch))
 	if err != nil {
-		return fmt.Errorf("audit: ordered consumer: %w", err)
+		return errors.Errorf("audit: ordered consumer: %w", err)
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -116,12 +116,12 @@ func (a *auditor) replay(ctx context.Context, js jetstream.JetStream, target uin
 			for len(c.msgs) < auditChunkSize && !last {
 				m, err := it.Next(jetstream.NextContext(rctx))
 				if err != nil {
-					c.err = fmt.Errorf("audit: read after %d events: %w", read, err)
+					c.err = errors.Errorf("audit: read after %d events: %w", read, err)
 					break
 				}
 				meta, err := m.Metadata()
 				if err != nil {
-					c.err = fmt.Errorf("audit: message metadata: %w", err)
+					c.err = errors.Errorf("audit: message metadata: %w", err)
 					break
 				}
 				c.msgs = append(c.msgs, preparedMsg{seq: meta.Sequence.Stream, subject: m.Subject(), hdr: m.Headers(), data: m.Data()})
@@ -147,7 +147,7 @@ func (a *auditor) replay(ctx context.Context, js jetstream.JetStream, target uin
 		select {
 		case <-c.done:
 		case <-ctx.Done():
-			return fmt.Errorf("audit: %w", ctx.Err())
+			return errors.Errorf("audit: %w", ctx.Err())
 		}
 		for i := range c.msgs {
 			a.apply(&c.msgs[i])
@@ -164,7 +164,7 @@ func (a *auditor) replay(ctx context.Context, js jetstream.JetStream, target uin
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("audit: %w", err)
+		return errors.Errorf("audit: %w", err)
 	}
 	return nil
 }
@@ -228,7 +228,7 @@ func (a *auditor) restored(id string, seq uint64) *auditIntent {
 			break
 		}
 		if err != nil {
-			a.evict.err = fmt.Errorf("audit: re-read intent %s: %w", id, err)
+			a.evict.err = errors.Errorf("audit: re-read intent %s: %w", id, err)
 			return nil
 		}
 		if m.Sequence >= seq {

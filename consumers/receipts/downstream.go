@@ -107,32 +107,32 @@ func (c SubscribeConfig) withDefaults() SubscribeConfig {
 // Validate checks the config (after defaults); errors name the field.
 func (c SubscribeConfig) Validate() error {
 	if c.Stream == "" || strings.ContainsAny(c.Stream, ".*> \t\r\n") {
-		return fmt.Errorf("subscribe config: Stream: %q is not a stream name", c.Stream)
+		return errors.Errorf("subscribe config: Stream: %q is not a stream name", c.Stream)
 	}
 	if c.Durable == "" {
 		return errors.New("subscribe config: Durable: is required")
 	}
 	if len(c.Durable) > 64 || strings.ContainsAny(c.Durable, ".*>/\\ \t\r\n") {
-		return fmt.Errorf("subscribe config: Durable: %q is not a consumer name (≤64 bytes, no . * > / \\ or white space)", c.Durable)
+		return errors.Errorf("subscribe config: Durable: %q is not a consumer name (≤64 bytes, no . * > / \\ or white space)", c.Durable)
 	}
 	for k, r := range c.Routes {
 		if err := events.ValidateToken(fmt.Sprintf("Routes[%d]", k), r); err != nil {
-			return fmt.Errorf("subscribe config: %w", err)
+			return errors.Errorf("subscribe config: %w", err)
 		}
 	}
 	for k, t := range c.Types {
 		if !t.Known() {
-			return fmt.Errorf("subscribe config: Types[%d]: %q is not an event type", k, t)
+			return errors.Errorf("subscribe config: Types[%d]: %q is not an event type", k, t)
 		}
 	}
 	if c.AckWait < 0 || c.RetryDelay < 0 || c.MaxRetryDelay < c.RetryDelay {
 		return errors.New("subscribe config: AckWait, RetryDelay must be positive and MaxRetryDelay ≥ RetryDelay")
 	}
 	if c.MaxDeliver < -1 {
-		return fmt.Errorf("subscribe config: MaxDeliver: %d (want -1 or ≥ 1)", c.MaxDeliver)
+		return errors.Errorf("subscribe config: MaxDeliver: %d (want -1 or ≥ 1)", c.MaxDeliver)
 	}
 	if c.Batch < 1 || c.Batch > 1000 {
-		return fmt.Errorf("subscribe config: Batch: %d is outside 1..1000", c.Batch)
+		return errors.Errorf("subscribe config: Batch: %d is outside 1..1000", c.Batch)
 	}
 	return nil
 }
@@ -215,11 +215,11 @@ func Subscribe(ctx context.Context, js jetstream.JetStream, cfg SubscribeConfig,
 		MaxDeliver:     cfg.MaxDeliver,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("subscribe %s: consumer %s: %w", cfg.Stream, cfg.Durable, err)
+		return nil, errors.Errorf("subscribe %s: consumer %s: %w", cfg.Stream, cfg.Durable, err)
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(cfg.Batch))
 	if err != nil {
-		return nil, fmt.Errorf("subscribe %s: consumer %s: %w", cfg.Stream, cfg.Durable, err)
+		return nil, errors.Errorf("subscribe %s: consumer %s: %w", cfg.Stream, cfg.Durable, err)
 	}
 	s := &subscriber{cfg: cfg, handler: handler, types: map[events.Type]bool{}}
 	for _, t := range cfg.Types {
@@ -348,7 +348,7 @@ func (s *subscriber) call(ctx context.Context, m jetstream.Msg, d Delivery) (err
 		close(stop)
 		wg.Wait()
 		if r := recover(); r != nil {
-			err = fmt.Errorf("handler panicked: %v", r)
+			err = errors.Errorf("handler panicked: %v", r)
 		}
 	}()
 	return s.handler(ctx, d)
@@ -383,13 +383,13 @@ func NewDeduper(ctx context.Context, db *sql.DB, table string) (*Deduper, error)
 		table = DefaultDedupTable
 	}
 	if !sqlIdent.MatchString(table) {
-		return nil, fmt.Errorf("deduper: table %q is not an SQL identifier", table)
+		return nil, errors.Errorf("deduper: table %q is not an SQL identifier", table)
 	}
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+table+` (
 		event_id   TEXT PRIMARY KEY,
 		applied_at TEXT NOT NULL
 	)`); err != nil {
-		return nil, fmt.Errorf("deduper: create %s: %w", table, err)
+		return nil, errors.Errorf("deduper: create %s: %w", table, err)
 	}
 	return &Deduper{db: db, table: table, now: time.Now}, nil
 }
@@ -406,7 +406,7 @@ func (d *Deduper) ApplyOnce(ctx context.Context, eventID string, effect func(tx 
 	}
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
-		return false, fmt.Errorf("deduper: begin: %w", err)
+		return false, errors.Errorf("deduper: begin: %w", err)
 	}
 	defer func() {
 		if !applied {
@@ -416,11 +416,11 @@ func (d *Deduper) ApplyOnce(ctx context.Context, eventID string, effect func(tx 
 	res, err := tx.ExecContext(ctx, `INSERT INTO `+d.table+` (event_id, applied_at) VALUES (?, ?) ON CONFLICT (event_id) DO NOTHING`,
 		eventID, d.now().UTC().Format(time.RFC3339Nano))
 	if err != nil {
-		return false, fmt.Errorf("deduper: record %s: %w", eventID, err)
+		return false, errors.Errorf("deduper: record %s: %w", eventID, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return false, fmt.Errorf("deduper: record %s: %w", eventID, err)
+		return false, errors.Errorf("deduper: record %s: %w", eventID, err)
 	}
 	if n == 0 {
 		return false, nil
@@ -431,7 +431,7 @@ func (d *Deduper) ApplyOnce(ctx context.Context, eventID string, effect func(tx 
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("deduper: commit %s: %w", eventID, err)
+		return false, errors.Errorf("deduper: commit %s: %w", eventID, err)
 	}
 	return true, nil
 }
@@ -444,7 +444,7 @@ func (d *Deduper) Applied(ctx context.Context, eventID string) (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("deduper: %w", err)
+		return false, errors.Errorf("deduper: %w", err)
 	}
 	return true, nil
 }
@@ -454,15 +454,15 @@ func (d *Deduper) Applied(ctx context.Context, eventID string) (bool, error) {
 // immediate transactions, so concurrent writers queue instead of failing.
 func OpenSQLite(path string) (*sql.DB, error) {
 	if path == "" || strings.ContainsRune(path, '?') {
-		return nil, fmt.Errorf("open sqlite: path %q: must be non-empty without '?'", path)
+		return nil, errors.Errorf("open sqlite: path %q: must be non-empty without '?'", path)
 	}
 	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate")
 	if err != nil {
-		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+		return nil, errors.Errorf("open sqlite %s: %w", path, err)
 	}
 	if err := db.Ping(); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+		return nil, errors.Errorf("open sqlite %s: %w", path, err)
 	}
 	return db, nil
 }

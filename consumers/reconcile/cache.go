@@ -2,8 +2,9 @@ package reconcile
 
 import (
 	"context"
-	"fmt"
 	"sync"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/ledger"
@@ -44,7 +45,7 @@ func (c *historyCache) put(h *ledger.History, err error) (*ledger.History, error
 		return nil, err
 	}
 	if len(h.Events) == 0 {
-		return nil, fmt.Errorf("load: %w", ledger.ErrNotFound)
+		return nil, errors.Errorf("load: %w", ledger.ErrNotFound)
 	}
 	cp := &ledger.History{Route: h.Route, Events: append([]events.Event(nil), h.Events...), LastSeq: h.LastSeq}
 	c.mu.Lock()

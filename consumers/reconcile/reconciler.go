@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -109,7 +108,7 @@ func (c Config) Validate() error {
 	case c.ResendBase <= 0 || c.ResendCap < c.ResendBase:
 		return errors.New("reconciler config: ResendBase, ResendCap: must be positive (ResendCap ≥ ResendBase)")
 	case c.Batch < 1 || c.Batch > 1024:
-		return fmt.Errorf("reconciler config: Batch: %d is outside 1..1024", c.Batch)
+		return errors.Errorf("reconciler config: Batch: %d is outside 1..1024", c.Batch)
 	case c.MaxAckPending < c.Batch:
 		return errors.New("reconciler config: MaxAckPending: must be ≥ Batch")
 	case c.Rand == nil:
@@ -162,11 +161,11 @@ func NewReconciler(store *ledger.Store, cfg Config, routes ...adapter.Route) (*R
 	pc.Actor, pc.Now, pc.ClaimLease, pc.AfterCall = cfg.Worker, cfg.Now, cfg.Lease, cfg.AfterCall
 	prod, err := producer.New(store, pc, routes...)
 	if err != nil {
-		return nil, fmt.Errorf("reconciler: %w", err)
+		return nil, errors.Errorf("reconciler: %w", err)
 	}
 	r := &Reconciler{cfg: cfg, store: store, prod: prod}
 	if err := r.decider().Validate(); err != nil {
-		return nil, fmt.Errorf("reconciler: %w", err)
+		return nil, errors.Errorf("reconciler: %w", err)
 	}
 	return r, nil
 }
@@ -217,11 +216,11 @@ func (r *Reconciler) step(ctx context.Context, route, intentID string, sc *searc
 	for i := 0; i < 16; i++ {
 		h, err := r.cache.load(ctx, r.store, route, intentID)
 		if err != nil {
-			return res, fmt.Errorf("step %s: %w", intentID, err)
+			return res, errors.Errorf("step %s: %w", intentID, err)
 		}
 		intent, err := h.Fold()
 		if err != nil {
-			return res, fmt.Errorf("step %s: %w", intentID, err)
+			return res, errors.Errorf("step %s: %w", intentID, err)
 		}
 		res.State = intent.State
 		next, wait, err := r.advance(ctx, h, intent, sc)
@@ -254,7 +253,7 @@ func (r *Reconciler) step(ctx context.Context, route, intentID string, sc *searc
 func (r *Reconciler) advance(ctx context.Context, h *ledger.History, i *fsm.Intent, sc *searchCache) ([]events.Type, time.Duration, error) {
 	route, ok := r.prod.Route(i.Route())
 	if !ok {
-		return nil, 0, fmt.Errorf("step %s: %w: %q", i.ID, ErrRouteMissing, i.Route())
+		return nil, 0, errors.Errorf("step %s: %w: %q", i.ID, ErrRouteMissing, i.Route())
 	}
 	caps := fsm.CapsFor(i, adapter.FrozenCaps(route.Adapter))
 	realStart := time.Now()
@@ -302,7 +301,7 @@ func (r *Reconciler) advance(ctx context.Context, h *ledger.History, i *fsm.Inte
 		}
 		return appendOne("", d)
 	}
-	return nil, 0, fmt.Errorf("step %s: unknown step kind %s", i.ID, step.Kind)
+	return nil, 0, errors.Errorf("step %s: unknown step kind %s", i.ID, step.Kind)
 }
 
 func until(now, t time.Time) time.Duration {

@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -57,7 +56,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("reconciler: consumer of route %s: %w", name, err)
+			return errors.Errorf("reconciler: consumer of route %s: %w", name, err)
 		}
 		cons[k] = c
 	}
@@ -231,15 +230,15 @@ type Report struct {
 func (r *Reconciler) DryRun(ctx context.Context, route, intentID string) (*Report, error) {
 	h, err := r.store.Load(ctx, route, intentID)
 	if err != nil {
-		return nil, fmt.Errorf("dry run %s: %w", intentID, err)
+		return nil, errors.Errorf("dry run %s: %w", intentID, err)
 	}
 	i, err := h.Fold()
 	if err != nil {
-		return nil, fmt.Errorf("dry run %s: %w", intentID, err)
+		return nil, errors.Errorf("dry run %s: %w", intentID, err)
 	}
 	rt, ok := r.prod.Route(route)
 	if !ok {
-		return nil, fmt.Errorf("dry run %s: %w: %q", intentID, producer.ErrUnknownRoute, route)
+		return nil, errors.Errorf("dry run %s: %w: %q", intentID, producer.ErrUnknownRoute, route)
 	}
 	caps := fsm.CapsFor(i, adapter.FrozenCaps(rt.Adapter))
 	strategy := fsm.StrategyOf(caps)

@@ -92,7 +92,7 @@ func (r *Reconciler) reconcile(ctx context.Context, i *fsm.Intent, route adapter
 		}
 		return r.decider().ConcludeSearch(i, caps, r.cfg.Now(), cands), nil
 	}
-	return nil, fmt.Errorf("step %s: %w: strategy %q", i.ID, ErrRouteMissing, strategy)
+	return nil, errors.Errorf("step %s: %w: strategy %q", i.ID, ErrRouteMissing, strategy)
 }
 
 func (r *Reconciler) logRead(i *fsm.Intent, what string, err error) {
@@ -104,7 +104,7 @@ func (r *Reconciler) logRead(i *fsm.Intent, what string, err error) {
 func (r *Reconciler) status(ctx context.Context, i *fsm.Intent, route adapter.Route) (fsm.StatusObservation, error) {
 	sq, ok := reader(route, i).(adapter.StatusQuerier)
 	if !ok {
-		return fsm.StatusObservation{}, fmt.Errorf("route %s: %w: its adapter has no status query", route.Name, ErrRouteMissing)
+		return fsm.StatusObservation{}, errors.Errorf("route %s: %w: its adapter has no status query", route.Name, ErrRouteMissing)
 	}
 	r.readCalls.add(1)
 	st, err := sq.Status(ctx, adapter.StatusQuery{RequestID: i.Recorded.RequestID, IdempotencyKey: i.Recorded.IdempotencyKey, Account: i.Recorded.Account})

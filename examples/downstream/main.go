@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cockroachdb/errors"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -55,7 +57,7 @@ func run(url, stream, route, durable, dbPath string) error {
 
 	nc, err := nats.Connect(url, nats.Name("settle-downstream-example"), nats.MaxReconnects(-1))
 	if err != nil {
-		return fmt.Errorf("connect %s: %w", url, err)
+		return errors.Errorf("connect %s: %w", url, err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)

@@ -268,3 +268,15 @@ func TestReadRule(t *testing.T) {
 		t.Fatal("prose was accepted as a list")
 	}
 }
+
+// Errors are made with cockroachdb/errors everywhere (safe format strings
+// for log lines, hints for the user): no package of the module imports
+// the standard library's errors package outside its tests.
+func TestNoStandardErrorsPackage(t *testing.T) {
+	module, pkgs, _ := load(t)
+	for path, p := range pkgs {
+		if strings.HasPrefix(path, module+"/") && slices.Contains(p.Imports, "errors") {
+			t.Errorf("%s imports the standard library's errors: use github.com/cockroachdb/errors", path)
+		}
+	}
+}
