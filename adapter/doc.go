@@ -1,11 +1,11 @@
 // Package adapter is the port to external APIs, and the routes that use
 // them. It defines the small interfaces an external system must offer
 // (Writer, Searcher, Reader and the optional StatusQuerier), the
-// capability flags that tell the reconciler
-// which strategy a route supports, and the outcome classification of one
-// HTTP attempt (CallError): not sent, rejected, or unknown. Scrubber
-// removes configured secret values (and any 8+ byte part of them) from the
-// response-derived fields an adapter returns, before anything records them.
+// capability flags that tell the reconciler which strategy a route
+// supports, and the outcome classification of one HTTP attempt
+// (CallError): not sent, rejected, or unknown. Scrubber removes configured
+// secret values (and any 8+ byte part of them) from the response-derived
+// fields an adapter returns, before anything records them.
 //
 // A Route names one configured external operation: its adapter and its
 // policy (DefaultPolicy); ValidateRoute refuses a policy that could retry

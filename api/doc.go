@@ -12,11 +12,17 @@
 // events.ScopedIntentID); a replay shows the intent as it is now, and only
 // to a token that may read it. Another tenant's intent is 404.
 //
-// Writes go through producer.Producer (Execute and the operator actions),
-// so every rule of the log applies: intent first, CAS appends, refusal of
-// illegal transitions. Single-intent reads (GET /v1/intents/{id}, submit
-// replays, ?wait=) fold the intent's history from the log, so they are
-// never stale; lists, counts and metrics read the projector's views.
+// The API depends on small interfaces it declares: Intents (the write path
+// and the log: *producer.Producer), Views (the read model:
+// *projector.Projector) and Log (what /readyz checks: *ledger.Store).
+// Writes go through Intents (Execute and the operator actions), so every
+// rule of the log applies: intent first, CAS appends, refusal of illegal
+// transitions; Execute validates the request, the API validates no field
+// of it again. A submit answers with the intent as Execute left it on the
+// log, and a GET or an operator action reads the intent once (by id) and
+// folds it once: single intents are never stale; lists, counts and metrics
+// read the views. Its HTTP-semantics tests run over an in-memory Intents,
+// without NATS.
 //
 // Secrets: a token's secret is kept only as its SHA-256 digest and
 // compared in constant time; the Authorization header is never logged,

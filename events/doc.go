@@ -1,7 +1,9 @@
 // Package events is settle's vocabulary: the event types of the intent
 // lifecycle, the versioned JSON envelope they travel in, the strict decoder,
 // the ids (intent, idempotency key, attempt) and their validation, the NATS
-// subject and Nats-Msg-Id helpers, and the canon/v1 payload hash.
+// subject and Nats-Msg-Id helpers, the canon/v1 payload hash, and the
+// decode codes (DecodeCode, Unreadable) every reader of the log reports
+// an unreadable event with.
 //
 // events owns no I/O and imports nothing of settle: everything else
 // imports it.

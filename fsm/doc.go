@@ -6,8 +6,10 @@
 // write, no pre-existing or foreign-marker candidate, every declared
 // readback check), Fold, which rebuilds an intent from its history and
 // refuses an illegal history with an error naming the event, its version
-// and the state, and the decision function (Decider), the only place that
-// decides what happens to an intent next.
+// and the state (FoldCode is its stable code), and the decision function
+// (Decider), the only place that decides what happens to an intent next.
+// The fold carries everything a view of the intent needs (UnknownSince
+// included), so a reader folds once.
 //
 // Contract of Decider: Next and the Conclude functions are pure and
 // deterministic (their inputs are the folded intent, the frozen

@@ -25,9 +25,11 @@
 //     tokens in settle serve) and the server a stdio transport runs.
 //
 // Writes go through producer.Producer (Call, Approve, ResolveConfirmed,
-// ResolveReleased, Abandon): every rule of the log applies. Single intents
-// are read from the log (Store.Load), lists of pending intents from the
-// projector's views and then re-read from the log.
+// ResolveReleased, Abandon): every rule of the log applies; an operator
+// action appends to the intent as it was read (producer.Load, one read)
+// and answers from it. Single intents are read from the log, lists of
+// pending intents from the projector's views and then re-read from the
+// log.
 //
 // mcp imports producer, ledger, projector, fsm, events, adapter and the
 // SDK. Optional adapter methods (PayloadSchema, WriteMethod) are found

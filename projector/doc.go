@@ -13,7 +13,9 @@
 // names the projector's (ephemeral) consumers.
 //
 // Applying an event folds it onto the intent's history with
-// (*fsm.Intent).Apply. The history is the events table (each event's raw
+// (*fsm.Intent).Apply; ViewOf maps a folded intent to its view, for any
+// reader that folded it already. Quarantine codes are events' decode codes
+// and fsm's fold codes, plus the projector's own subject checks. The history is the events table (each event's raw
 // bytes, once per stream sequence); a bounded LRU of folded intents saves
 // re-reading it, but SQL stays authoritative: a cache miss re-folds from
 // the table, and the cache is dropped whenever the checkpoint in SQL is not
