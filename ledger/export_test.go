@@ -2,7 +2,9 @@ package ledger
 
 import (
 	"context"
+	"strings"
 	"sync"
+	"testing"
 
 	"github.com/settle-dev/settle/events"
 )
@@ -44,3 +46,19 @@ func (s *Store) DropBatchCommits(n int32) { s.faults.dropCommit.Store(n) }
 
 // LoseBatchAcks makes the next n committed atomic batches lose their ack.
 func (s *Store) LoseBatchAcks(n int32) { s.faults.loseAck.Store(n) }
+
+// Append ids are what tells one Append call's message from another's with
+// the same bytes: they must not repeat.
+func TestAppendIDsAreUniqueAndHeaderSafe(t *testing.T) {
+	seen := map[string]bool{}
+	for k := 0; k < 10000; k++ {
+		id := newAppendID()
+		if len(id) != 24 || strings.Trim(id, "0123456789abcdef") != "" {
+			t.Fatalf("append id %q is not 24 hex characters", id)
+		}
+		if seen[id] {
+			t.Fatalf("append id %q repeated after %d", id, k)
+		}
+		seen[id] = true
+	}
+}
