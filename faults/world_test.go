@@ -171,6 +171,15 @@ func (w *world) burst(first, n, conc int, via func(k int) *testharness.SettlePro
 	wg.Wait()
 }
 
+// burstNoRetry submits once each, without retrying: what a caller
+// whose service is going down sees.
+func (w *world) burstNoRetry(first, n, conc int, via func(k int) *testharness.SettleProc) {
+	saved := w.retryFor
+	w.retryFor = 0
+	defer func() { w.retryFor = saved }()
+	w.burst(first, n, conc, via, nil)
+}
+
 // logIntent is one intent as the log holds it.
 type logIntent struct {
 	id, route string
@@ -360,8 +369,35 @@ func (w *world) finish(settleTimeout time.Duration) result {
 			w.t.Errorf("ORPHAN: %d effect(s) of intent %q, which has no WriteStarted on the log", n, id)
 		}
 	}
+	reasons := map[string]int{}
 	for _, li := range lv.intents {
 		r.states[li.fold.State]++
+		if li.fold.State == fsm.ManualAction {
+			reasons[li.fold.ManualReason]++
+		}
+	}
+	if len(reasons) > 0 {
+		w.notef("manual_action reasons: %v", reasons)
+	}
+	var unanswered, retried int
+	codes := map[string]int{}
+	for _, s := range w.submits {
+		if !s.acked() {
+			unanswered++
+			c := fmt.Sprint(s.res.Code)
+			if s.res.Code == 0 {
+				c = "no answer"
+			} else if s.res.Problem != "" {
+				c += " " + s.res.Problem
+			}
+			codes[c]++
+		}
+		if s.tries > 1 {
+			retried++
+		}
+	}
+	if unanswered+retried > 0 {
+		w.notef("%d submit(s) retried by the caller; %d never answered 2xx %v", retried, unanswered, codes)
 	}
 	r.auditOK, r.auditSummary = w.audit()
 	if !r.auditOK {
