@@ -316,6 +316,9 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, p *princip
 	res, err := s.cfg.Producer.Execute(execCtx, req)
 	execCancel()
 	release()
+	if errors.Is(err, producer.ErrLogUnavailable) && !errors.Is(err, producer.ErrOutcomeNotRecorded) {
+		return unavailableProblem(w, err)
+	}
 	if err != nil {
 		return executeProblem(err, res)
 	}

@@ -68,6 +68,13 @@ type Config struct {
 	// AfterCall is the producer's fault-injection hook for the writes this
 	// reconciler makes (see producer.Config.AfterCall).
 	AfterCall func(intentID string) error
+	// Sweep makes Run read every intent's last event on start and step
+	// those no reconciler is done with (sweep.go); one reconciler per
+	// process is enough. SweepMax bounds the intents it keeps waiting.
+	Sweep    bool
+	SweepMax int
+	// CacheBytes bounds the histories kept in memory (an LRU, cache.go).
+	CacheBytes int
 }
 
 // DefaultConfig returns production defaults with a unique worker name.
@@ -90,6 +97,8 @@ func DefaultConfig() Config {
 		ResendBase:         time.Second,
 		ResendCap:          time.Minute,
 		Rand:               rand.New(rand.NewPCG(1, 2)),
+		SweepMax:           100_000,
+		CacheBytes:         DefaultCacheBytes,
 		Logger:             slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 }
@@ -115,6 +124,10 @@ func (c Config) Validate() error {
 		return errors.New("reconciler config: Rand: is required")
 	case c.Logger == nil:
 		return errors.New("reconciler config: Logger: is required")
+	case c.Sweep && c.SweepMax < 1:
+		return fmt.Errorf("reconciler config: SweepMax: %d must be ≥ 1 with Sweep", c.SweepMax)
+	case c.CacheBytes < 0:
+		return fmt.Errorf("reconciler config: CacheBytes: %d is negative", c.CacheBytes)
 	}
 	return nil
 }
@@ -138,6 +151,7 @@ type Reconciler struct {
 	hookStep  func(i *fsm.Intent, s fsm.Step) error
 	readCalls countingReads
 	cache     historyCache
+	sweepState
 }
 
 // ErrRouteMissing: the intent's route (or the capability its frozen
@@ -164,6 +178,7 @@ func NewReconciler(store *producer.Store, cfg Config, routes ...producer.Route) 
 		return nil, fmt.Errorf("reconciler: %w", err)
 	}
 	r := &Reconciler{cfg: cfg, store: store, prod: prod}
+	r.cache.max = cfg.CacheBytes
 	if err := r.decider().Validate(); err != nil {
 		return nil, fmt.Errorf("reconciler: %w", err)
 	}
@@ -238,6 +253,9 @@ func (r *Reconciler) step(ctx context.Context, route, intentID string, sc *searc
 		if len(next) == 0 {
 			res.Wait = wait
 			res.Done = wait == 0
+			if res.Done {
+				r.cache.forget(intentID) // nothing will wake it again
+			}
 			if r.cfg.OnStep != nil && len(res.Appended) > 0 {
 				res.Since = intent.LastAttempt()
 				r.cfg.OnStep(route, intentID, res)

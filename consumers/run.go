@@ -68,6 +68,13 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			r.runConsumer(ctx, c)
 		}()
 	}
+	if r.cfg.Sweep {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.sweep(ctx, names) // sweep.go
+		}()
+	}
 	wg.Wait()
 	return nil
 }

@@ -125,6 +125,12 @@ func (w *world) readerURL() string {
 // handed out (a fault injected mid-burst). It returns when every submit
 // has its answer (or its error).
 func (w *world) burst(first, n, conc int, via func(k int) *testharness.SettleProc, at func(k int)) {
+	w.burstVia(first, n, conc, func(k, _ int) *testharness.SettleProc { return via(k) }, at)
+}
+
+// burstVia is burst with a choice of process per try (a caller that
+// fails over to another instance).
+func (w *world) burstVia(first, n, conc int, via func(k, try int) *testharness.SettleProc, at func(k int)) {
 	w.t.Helper()
 	ks := make(chan int)
 	var wg sync.WaitGroup
@@ -143,8 +149,12 @@ func (w *world) burst(first, n, conc int, via func(k int) *testharness.SettlePro
 				var s *testharness.SettleProc
 				tries := 0
 				for deadline := time.Now().Add(w.retryFor); ; {
-					s = via(k)
+					s = via(k, tries)
+					t0 := time.Now()
 					res = s.Submit(route, account, rid, body)
+					if d := time.Since(t0); d > 20*time.Second {
+						w.notef("slow submit %s: %s (code %d %s %v)", rid, d.Round(time.Second), res.Code, res.Problem, res.Err)
+					}
 					tries++
 					if (res.Code > 0 && res.Code < 500 && res.Code != 409) || time.Now().After(deadline) {
 						break

@@ -474,7 +474,11 @@ const (
 )
 
 // appendUnit appends u: through the group commit, or alone.
-func (s *Store) appendUnit(ctx context.Context, u *unit) ([]uint64, error) {
+func (s *Store) appendUnit(ctx context.Context, u *unit) (seqs []uint64, err error) {
+	if berr := s.Blocked(); berr != nil { // health.go
+		return nil, fmt.Errorf("append %s: %w: %w", u.evs[0].EventID, ErrLogUnavailable, berr)
+	}
+	defer func() { s.observe(ctx, err) }()
 	if s.cfg.BatchMax < 2 || !s.atomic {
 		return s.appendAlone(ctx, u)
 	}

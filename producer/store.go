@@ -161,6 +161,8 @@ type Store struct {
 	faults storeFaults
 	// atomic: the stream allows atomic batches (the server knows them).
 	atomic bool
+	// health is the write gate and the appends' record (health.go).
+	health writeHealth
 }
 
 // OpenStore creates or updates the stream and returns the store.
@@ -349,7 +351,7 @@ func (s *Store) publishOne(ctx context.Context, subject string, e events.Event, 
 // have the same bytes: only our bytes under our append id prove the event
 // is ours.
 func (s *Store) resolveCAS(ctx context.Context, subject string, e events.Event, data []byte, appendID string) (uint64, error) {
-	last, err := s.stream.GetLastMsgForSubject(ctx, subject)
+	last, err := s.getLastMsgForSubject(ctx, subject)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return 0, &ConflictError{IntentID: e.IntentID, Version: e.Version}
@@ -377,7 +379,7 @@ func (s *Store) resolveCAS(ctx context.Context, subject string, e events.Event, 
 func (s *Store) findVersion(ctx context.Context, subject string, version uint64) (*jetstream.RawStreamMsg, error) {
 	var seq uint64 = 1
 	for v := uint64(1); ; v++ {
-		m, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		m, err := s.getMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if err != nil {
 			return nil, err
 		}
@@ -441,7 +443,7 @@ func (s *Store) Refresh(ctx context.Context, h *History, intentID string) error 
 	subject := events.Subject(h.Route, intentID)
 	seq := h.LastSeq + 1
 	for {
-		m, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		m, err := s.getMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return nil
 		}
@@ -467,7 +469,7 @@ func (s *Store) FindRoute(ctx context.Context, intentID string) (string, error) 
 	if err := events.ValidateIntentID(intentID); err != nil {
 		return "", err
 	}
-	m, err := s.stream.GetLastMsgForSubject(ctx, events.SubjectPrefix+".*."+intentID)
+	m, err := s.getLastMsgForSubject(ctx, events.SubjectPrefix+".*."+intentID)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return "", fmt.Errorf("find %s: %w", intentID, ErrNotFound)
 	}

@@ -162,6 +162,20 @@ func (c *NATSCluster) DirectURLs(nodes ...int) string {
 	return strings.Join(out, ",")
 }
 
+// ClientLinks makes a new proxy to every node's client port, for one
+// client of its own (a second settle process the test partitions alone
+// from NATS), and returns their URL list and the proxies.
+func (c *NATSCluster) ClientLinks() (string, []*Proxy) {
+	var urls []string
+	var links []*Proxy
+	for _, n := range c.Nodes {
+		p := StartProxy(c.t, "127.0.0.1:"+strconv.Itoa(n.clientPort))
+		links = append(links, p)
+		urls = append(urls, "nats://"+p.Addr())
+	}
+	return strings.Join(urls, ","), links
+}
+
 // Kill9 kills node i with SIGKILL.
 func (c *NATSCluster) Kill9(i int) { c.t.Helper(); c.Nodes[i].Proc.Kill9() }
 

@@ -145,9 +145,10 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("mcp: %w", err)
 	}
+	var dd *dataDir
 	if *data != "" {
 		// One process owns a data directory (see lockDataDir).
-		dd, err := lockDataDir(*data, "settle mcp", true)
+		dd, err = lockDataDir(*data, "settle mcp", true)
 		if err != nil {
 			return fmt.Errorf("mcp: %w", err)
 		}
@@ -180,6 +181,11 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 	}
 	sc := producer.DefaultStoreConfig()
 	sc.Replicas = *replicas
+	if dd != nil {
+		if err := guardLog(ctx, js, sc.Stream, dd, false, logger); err != nil { // watermark.go
+			return fmt.Errorf("mcp: %w", err)
+		}
+	}
 	store, err := producer.OpenStore(ctx, js, sc)
 	if err != nil {
 		return fmt.Errorf("mcp: %w", err)
@@ -201,7 +207,7 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 	pjc := projector.DefaultConfig()
 	pjc.DBPath = filepath.Join(viewsDir, "views.db")
 	pjc.Logger = logger
-	proj, err := openViews(ctx, js, pjc, logger)
+	proj, err := openViews(ctx, js, pjc, logger, false)
 	if err != nil {
 		return fmt.Errorf("mcp: %w", err)
 	}
