@@ -93,7 +93,9 @@ func (s *supervisor) start(ctx context.Context, wg *sync.WaitGroup, f faultFlags
 			fn()
 		}()
 	}
-	run(func() { keepHighWater(ctx, st, filepath.Join(p.dd.Path(), highWaterFile), p.store, s.logger, time.Second) })
+	run(func() {
+		keepHighWater(ctx, st, filepath.Join(p.dd.Path(), highWaterFile), p.store, s.logger, time.Second)
+	})
 	run(func() { s.guardClock(ctx, st, maxOffset(f.maxClockOffset, p.routes), 10*time.Second) })
 	if p.srv != nil {
 		run(func() {
