@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"net/http"
-	"strings"
 
 	"github.com/cockroachdb/errors"
 	"github.com/prometheus/client_golang/prometheus"
@@ -104,15 +103,6 @@ func unavailableProblem(w http.ResponseWriter, err error) *Problem {
 	}
 	w.Header().Set("Retry-After", "5")
 	return newProblem(http.StatusServiceUnavailable, ProbUnavailable, why+"; nothing was recorded or written; retry later")
-}
-
-// readyReason is the safe, one-line form of a failed ready check.
-func readyReason(err error) string {
-	s := SafeError(err)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	return clip(s, 200)
 }
 
 // MustRegister adds collectors (the wiring's own gauges: reconciler

@@ -326,13 +326,13 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request, _ *principa
 		}
 		if err := rc.Check(ctx); err != nil {
 			failed(rc.Name, err)
-			reasons = append(reasons, rc.Name+": "+readyReason(err))
+			reasons = append(reasons, rc.Name)
 		}
 	}
 	if !ok {
 		detail := "not ready"
 		if len(reasons) > 0 {
-			detail += ": " + strings.Join(reasons, "; ")
+			detail += ": " + strings.Join(reasons, ", ") + " failed (the server's log says why)"
 		}
 		p := newProblem(http.StatusServiceUnavailable, ProbUnavailable, detail)
 		w.Header().Set("Content-Type", "application/problem+json")

@@ -302,6 +302,9 @@ func (s *Store) publishOne(ctx context.Context, subject string, e events.Event, 
 	var lastErr error
 	for attempt := 0; attempt < s.cfg.AppendAttempts; attempt++ {
 		if attempt > 0 {
+			if s.Blocked() != nil {
+				break // the log cannot take it now (health.go): resolve by reading
+			}
 			select {
 			case <-ctx.Done():
 				return 0, fmt.Errorf("append %s: %w: %w", e.EventID, ErrAppendUnresolved, lastErr)
