@@ -146,6 +146,11 @@ type AuditReport struct {
 	Timeline   []TimelineEntry   `json:"timeline,omitempty"`
 	// ByKind counts violations per kind.
 	ByKind map[string]int `json:"violations_by_kind,omitempty"`
+	// AcceptedLoss counts events lost in ranges an operator accepted, and
+	// AcceptedIntents the intents whose histories they broke (not
+	// checked further).
+	AcceptedLoss    uint64 `json:"accepted_loss,omitempty"`
+	AcceptedIntents int    `json:"accepted_intents,omitempty"`
 }
 
 // OK reports whether the audit found no violation.
@@ -196,6 +201,10 @@ type AuditConfig struct {
 	// acknowledged event the log lost (audit_loss.go).
 	Known     KnownEvents
 	HighWater uint64
+	// Accepted are sequence ranges (inclusive) an operator accepted as
+	// lost (serve --accept-log-loss): counted in the report's
+	// AcceptedLoss, not violations.
+	Accepted [][2]uint64
 }
 
 // DefaultAuditConfig returns the defaults.
@@ -366,8 +375,9 @@ type auditIntent struct {
 	final *projector.IntentView
 	// blocked: an unreadable event was met; later events are not checked.
 	blocked bool
-	// seen is the highest version met on the log (audit_loss.go).
-	seen uint64
+	// seen is the highest version met on the log and seenSeq its
+	// sequence (audit_loss.go).
+	seen, seenSeq uint64
 	// refused is the index in Violations of the first fsm refusal; later
 	// refusals of the intent are counted in moreRefused instead.
 	refused     int

@@ -62,6 +62,13 @@ func (a *auditor) noteSeq(seq uint64) {
 // violation.
 func (a *auditor) checkVersion(t *auditIntent, v, seq uint64) {
 	have := max(t.seen, t.fold.Version)
+	if v > have+1 && !t.blocked && a.accepted(t.seenSeq+1, seq-1) > 0 {
+		// The missing events were in a loss an operator accepted: the
+		// intent's history is broken, and known to be.
+		t.blocked = true
+		a.rep.Incomplete++
+		a.rep.AcceptedIntents++
+	}
 	if v > have+1 && !t.blocked {
 		missing := fmt.Sprintf("version %d", have+1)
 		if v-1 > have+1 {
@@ -74,8 +81,42 @@ func (a *auditor) checkVersion(t *auditIntent, v, seq uint64) {
 		}
 	}
 	if v > t.seen {
-		t.seen = v
+		t.seen, t.seenSeq = v, seq
 	}
+}
+
+// accepted counts the sequences of [from, to] inside accepted ranges.
+func (a *auditor) accepted(from, to uint64) uint64 {
+	var n uint64
+	for _, r := range a.cfg.Accepted {
+		lo, hi := max(from, r[0]), min(to, r[1])
+		if lo <= hi {
+			n += hi - lo + 1
+		}
+	}
+	return n
+}
+
+// subtractAccepted splits r into its parts outside the accepted ranges.
+func (a *auditor) subtractAccepted(r [2]uint64) [][2]uint64 {
+	parts := [][2]uint64{r}
+	for _, acc := range a.cfg.Accepted {
+		var next [][2]uint64
+		for _, p := range parts {
+			if acc[1] < p[0] || acc[0] > p[1] {
+				next = append(next, p)
+				continue
+			}
+			if p[0] < acc[0] {
+				next = append(next, [2]uint64{p[0], acc[0] - 1})
+			}
+			if p[1] > acc[1] {
+				next = append(next, [2]uint64{acc[1] + 1, p[1]})
+			}
+		}
+		parts = next
+	}
+	return parts
 }
 
 // checkLoss runs after the replay: holes met, and a stream shorter than
@@ -84,8 +125,11 @@ func (a *auditor) checkVersion(t *auditIntent, v, seq uint64) {
 func (a *auditor) checkLoss(ctx context.Context) error {
 	ranges := append([][2]uint64(nil), a.loss.gaps...)
 	last := a.rep.LastSeq
-	if a.rep.Events == 0 {
-		last = 0
+	if a.loss.prevSeq < last {
+		// The stream says it ends at LastSeq, but its messages ended
+		// earlier: the state outlived the messages (a cut block file).
+		ranges = append(ranges, [2]uint64{a.loss.prevSeq + 1, last})
+		last = a.loss.prevSeq
 	}
 	var cp uint64
 	if a.cfg.Known != nil {
@@ -95,6 +139,10 @@ func (a *auditor) checkLoss(ctx context.Context) error {
 		}
 	}
 	want := max(cp, a.cfg.HighWater)
+	if want > last && a.accepted(last+1, want) == want-last {
+		a.rep.AcceptedLoss += want - last
+		want = last
+	}
 	if want > last {
 		var by []string
 		if cp > last {
@@ -107,7 +155,12 @@ func (a *auditor) checkLoss(ctx context.Context) error {
 			Detail: fmt.Sprintf("the stream ends at sequence %d but %s: %d acknowledged event(s) are gone", last, strings.Join(by, " and "), want-last)})
 		ranges = append(ranges, [2]uint64{last + 1, want})
 	}
+	var open [][2]uint64
 	for _, r := range ranges {
+		a.rep.AcceptedLoss += a.accepted(r[0], r[1])
+		open = append(open, a.subtractAccepted(r)...)
+	}
+	for _, r := range open {
 		type lost struct {
 			versions []uint64
 			types    []string
@@ -148,12 +201,8 @@ func (a *auditor) checkLoss(ctx context.Context) error {
 			for i, v := range l.versions {
 				vs = append(vs, fmt.Sprintf("v%d %s", v, l.types[i]))
 			}
-			what := "its last events"
-			if l.versions[0] == 1 {
-				what = "the whole intent"
-			}
 			a.violate(Violation{IntentID: id, Kind: ViolationEventsLost, Version: l.versions[0], Seq: l.first,
-				Detail: fmt.Sprintf("%s (%s) applied by the views at sequences from %d, gone from the log", what, strings.Join(vs, ", "), l.first)})
+				Detail: fmt.Sprintf("%s, applied by the views at sequences from %d, gone from the log", strings.Join(vs, ", "), l.first)})
 		}
 	}
 	return nil

@@ -75,6 +75,10 @@ type Config struct {
 	SweepMax int
 	// CacheBytes bounds the histories kept in memory (an LRU, cache.go).
 	CacheBytes int
+	// Hold names intents that lost events in a log loss an operator
+	// accepted, each with a message: they are handed to a human and never
+	// written for again (hold.go).
+	Hold map[string]string
 }
 
 // DefaultConfig returns production defaults with a unique worker name.
@@ -283,7 +287,13 @@ func (r *Reconciler) advance(ctx context.Context, h *producer.History, i *fsm.In
 		r.cfg.Logger.Debug("reconciler step", "intent", i.ID, "event", d.EventType(), "state", i.State)
 		return []events.Type{d.EventType()}, 0, nil
 	}
+	if d, ok := r.holdEvent(h, i); ok { // hold.go
+		return appendOne("", d)
+	}
 	step := r.decider().Next(i, caps, now)
+	if step.Kind == fsm.StepWrite && r.heldWrite(h, i) {
+		return nil, r.cfg.Recheck, nil // handed off once its state allows it
+	}
 	if r.hookStep != nil && step.Kind != fsm.StepWait && step.Kind != fsm.StepDone {
 		if err := r.hookStep(i, step); err != nil {
 			return nil, 0, err

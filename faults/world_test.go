@@ -55,6 +55,9 @@ type world struct {
 
 	// retryFor is how long a caller retries a submit without an answer.
 	retryFor time.Duration
+	// damaged are intents settle named as damaged by a log loss: their
+	// histories may not fold.
+	damaged map[string]bool
 
 	mu      sync.Mutex
 	submits []submit
@@ -235,7 +238,7 @@ func (w *world) readLog(url string) (*logView, error) {
 		return nil, fmt.Errorf("ordered consumer: %w", err)
 	}
 	var n uint64
-	for n < info.State.Msgs {
+	for done := false; n < info.State.Msgs && !done; {
 		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
 			return nil, fmt.Errorf("fetch: %w", err)
@@ -244,6 +247,10 @@ func (w *world) readLog(url string) (*logView, error) {
 		for m := range batch.Messages() {
 			got++
 			n++
+			// A damaged store may count a message it cannot deliver.
+			if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
+				done = true
+			}
 			r, id, err := events.ParseSubject(m.Subject())
 			if err != nil {
 				return nil, fmt.Errorf("subject %q: %w", m.Subject(), err)
@@ -263,8 +270,8 @@ func (w *world) readLog(url string) (*logView, error) {
 		if err := batch.Error(); err != nil {
 			return nil, fmt.Errorf("fetch: %w", err)
 		}
-		if got == 0 && ctx.Err() != nil {
-			return nil, ctx.Err()
+		if got == 0 {
+			break
 		}
 	}
 	for _, li := range lv.intents {
@@ -290,6 +297,9 @@ func (w *world) waitSettled(timeout time.Duration) *logView {
 		if err == nil {
 			var open []string
 			for id, li := range lv.intents {
+				if li.err != nil && w.damaged[id] {
+					continue // its history is broken, and settle said so
+				}
 				if li.err != nil {
 					w.t.Fatalf("intent %s does not fold: %v", id, li.err)
 				}
@@ -419,6 +429,65 @@ func (w *world) finish(settleTimeout time.Duration) result {
 	return r
 }
 
+// finishDamaged is finish for a log that lost events settle named: an
+// acknowledged intent missing from the log is lost only if it is not
+// among the named ones; the rest must hold as in finish.
+func (w *world) finishDamaged(settleTimeout time.Duration, named map[string]bool) result {
+	w.t.Helper()
+	lv := w.waitSettled(settleTimeout)
+	st := w.api.State(w.t)
+	for _, s := range w.settles {
+		if s.Running() {
+			if code := s.Term(2 * time.Minute); code != 0 {
+				w.t.Fatalf("%s exited %d after SIGTERM\n%s", s.Name(), code, s.Tail(6000))
+			}
+		}
+	}
+	r := result{scenario: w.scenario, states: map[fsm.State]int{}}
+	rids := map[string]bool{}
+	reported := 0
+	for _, s := range w.submits {
+		rids[s.rid] = true
+		if !s.acked() {
+			continue
+		}
+		r.acked++
+		li := lv.intents[s.intentID]
+		if li == nil || uint64(len(li.events)) < s.res.Version {
+			if named[s.intentID] {
+				reported++
+				continue
+			}
+			r.lost++
+			w.t.Errorf("LOST SILENTLY: submit %s (intent %s, version %d) is not on the log as acknowledged and settle did not name it", s.rid, s.intentID, s.res.Version)
+		}
+	}
+	r.intents = len(rids)
+	for id, n := range st.ByIntent {
+		if n > 1 {
+			r.dup++
+			w.t.Errorf("DUPLICATE: intent %s made %d external effects", id, n)
+		}
+	}
+	for _, li := range lv.intents {
+		if li.fold == nil {
+			r.states["damaged (named)"]++
+			continue
+		}
+		r.states[li.fold.State]++
+	}
+	w.notef("acknowledged intents the damage took (named by serve and audit, not on the log as acknowledged): %d; intents named: %d; silently lost: %d", reported, len(named), r.lost)
+	r.auditOK, r.auditSummary = w.audit()
+	if !r.auditOK {
+		w.t.Errorf("settle audit after accepting the loss failed:\n%s", r.auditSummary)
+	}
+	r.notes = w.notes
+	w.t.Logf("%s: %d intents, %d acknowledged, %d lost silently, %d with effects > 1; states: %s; audit ok=%v",
+		r.scenario, r.intents, r.acked, r.lost, r.dup, r.statesString(), r.auditOK)
+	record(r)
+	return r
+}
+
 // audit runs `settle audit` on the stopped processes' log, comparing it
 // with every process's views.
 func (w *world) audit() (bool, string) {
@@ -446,6 +515,8 @@ func (w *world) audit() (bool, string) {
 	}
 	return ok, out.String()
 }
+
+func itoa(n int) string { return fmt.Sprint(n) }
 
 func (r result) statesString() string {
 	keys := make([]string, 0, len(r.states))

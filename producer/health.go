@@ -50,13 +50,13 @@ func (s *Store) Blocked() error {
 	s.health.mu.Lock()
 	defer s.health.mu.Unlock()
 	var errs []error
-	for _, src := range []string{"log", "disk", "clock"} {
+	for _, src := range []string{"log", "verify", "disk", "clock"} {
 		if err, ok := s.health.blocks[src]; ok {
 			errs = append(errs, err)
 		}
 	}
 	for src, err := range s.health.blocks {
-		if src != "log" && src != "disk" && src != "clock" {
+		if src != "log" && src != "verify" && src != "disk" && src != "clock" {
 			errs = append(errs, err)
 		}
 	}
@@ -108,4 +108,7 @@ var (
 	ErrClockOffset = errors.New("this process's clock is off")
 	// ErrLogDamaged: the log lost events this process knows of.
 	ErrLogDamaged = errors.New("the log lost events")
+	// ErrLogVerifying: the log is being read whole after a start, to make
+	// sure it lost nothing, before anything is written.
+	ErrLogVerifying = errors.New("the log is being verified")
 )

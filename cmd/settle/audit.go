@@ -188,6 +188,9 @@ func printAudit(w io.Writer, rep *consumers.AuditReport) {
 	fmt.Fprintf(tw, "  unknown schema\t%d event(s)\n", rep.UnknownSchema)
 	fmt.Fprintf(tw, "  unknown type\t%d event(s)\n", rep.UnknownType)
 	fmt.Fprintf(tw, "  malformed\t%d event(s)\n", rep.Malformed)
+	if rep.AcceptedLoss > 0 {
+		fmt.Fprintf(tw, "  accepted loss\t%d event(s) an operator accepted as lost (--accept-log-loss); %d intent(s) with broken histories not checked further\n", rep.AcceptedLoss, rep.AcceptedIntents)
+	}
 	if rep.Incomplete > 0 {
 		fmt.Fprintf(tw, "  incomplete\t%d intent(s) not fully checked\n", rep.Incomplete)
 	}

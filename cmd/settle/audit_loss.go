@@ -36,6 +36,7 @@ func auditRecords(ctx context.Context, cfg *consumers.AuditConfig, views, highWa
 		}
 		if hw.Stream == "" || hw.Stream == cfg.Stream || (cfg.Stream == "" && hw.Stream == "SETTLE_INTENTS") {
 			cfg.HighWater = hw.LastSeq
+			cfg.Accepted = hw.Accepted
 		}
 	}
 	return nil

@@ -182,7 +182,7 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 	sc := producer.DefaultStoreConfig()
 	sc.Replicas = *replicas
 	if dd != nil {
-		if err := guardLog(ctx, js, sc.Stream, dd, false, logger); err != nil { // watermark.go
+		if _, err := guardLog(ctx, js, sc.Stream, dd, false, logger); err != nil { // watermark.go
 			return fmt.Errorf("mcp: %w", err)
 		}
 	}

@@ -259,18 +259,21 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	sc := producer.DefaultStoreConfig()
 	sc.Replicas = f.replicas
 	// Before anything reads or writes the log: has it lost events?
-	if err := guardLog(ctx, js, sc.Stream, dd, f.faults.acceptLoss, logger); err != nil {
+	hold, err := guardLog(ctx, js, sc.Stream, dd, f.faults.acceptLoss, logger)
+	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	store, err := producer.OpenStore(ctx, js, sc)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	// Nothing is written until the whole log was read (verify.go).
+	store.Block("verify", producer.ErrLogVerifying)
 	metrics := api.NewMetrics()
 	host, _ := os.Hostname()
 	pc := producer.DefaultConfig()
 	pc.Actor = "settle-api@" + host
-	pc.Now = now
+	pc.Now, pc.Hold = now, hold
 	pc.OnCall = func(route string, outcome events.Type) { metrics.CountCall(route, api.OutcomeLabel(outcome)) }
 	prod, err := producer.New(store, pc, routes...)
 	if err != nil {
@@ -294,7 +297,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		rc := consumers.DefaultConfig()
 		rc.Worker = host + "-" + strconv.Itoa(os.Getpid()) + "-w" + strconv.Itoa(k)
 		rc.Logger = logger
-		rc.Now = now
+		rc.Now, rc.Hold = now, hold
 		rc.Sweep = k == 0 // one sweep per process (consumers/sweep.go)
 		rc.OnStep = stepMetrics(wctx, store, metrics)
 		rec, err := consumers.NewReconciler(store, rc, routes...)
@@ -304,6 +307,11 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			select { // the log is read whole first (verify.go)
+			case <-sup.verified:
+			case <-wctx.Done():
+				return
+			}
 			if err := rec.Run(wctx); err != nil {
 				logger.Error("reconciler stopped", "err", err)
 			}

@@ -38,10 +38,11 @@ type supervisor struct {
 	offset    time.Duration
 
 	diskFull chan struct{} // signalled by the embedded server's log
+	verified chan struct{} // closed once the whole log was read whole (verify.go)
 }
 
 func newSupervisor(logger *slog.Logger, now func() time.Time) *supervisor {
-	return &supervisor{logger: logger, now: now, diskFull: make(chan struct{}, 1)}
+	return &supervisor{logger: logger, now: now, diskFull: make(chan struct{}, 1), verified: make(chan struct{})}
 }
 
 // --- the projector ---
@@ -173,7 +174,7 @@ func (s *supervisor) watchDisk(ctx context.Context, srv *embedded.Restartable, j
 			cctx, cancel := context.WithTimeout(ctx, time.Minute)
 			err := waitStream(cctx, js, stream)
 			if err == nil {
-				err = guardLog(cctx, js, stream, dd, false, s.logger)
+				_, err = guardLog(cctx, js, stream, dd, false, s.logger)
 			}
 			cancel()
 			if err != nil {
@@ -296,7 +297,7 @@ func (s *supervisor) readyChecks() []api.ReadyCheck {
 			return nil
 		}},
 		{Name: "log", Check: func(context.Context) error {
-			if err := s.store.Blocked(); err != nil && errors.Is(err, producer.ErrLogDamaged) {
+			if err := s.store.Blocked(); err != nil && (errors.Is(err, producer.ErrLogDamaged) || errors.Is(err, producer.ErrLogVerifying)) {
 				return err
 			}
 			return nil

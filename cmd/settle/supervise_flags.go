@@ -97,6 +97,7 @@ func (s *supervisor) start(ctx context.Context, wg *sync.WaitGroup, f faultFlags
 		keepHighWater(ctx, st, filepath.Join(p.dd.Path(), highWaterFile), p.store, s.logger, time.Second)
 	})
 	run(func() { s.guardClock(ctx, st, maxOffset(f.maxClockOffset, p.routes), 10*time.Second) })
+	run(func() { s.verifyLog(ctx, p.js, p.store.Config().Stream, p.dd, p.store) })
 	if p.srv != nil {
 		run(func() {
 			s.watchDisk(ctx, p.srv, p.js, p.store.Config().Stream, p.dd, uint64(f.minFreeMB)<<20)

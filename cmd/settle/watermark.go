@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -37,6 +38,12 @@ type highWater struct {
 	LastSeq uint64    `json:"last_seq"`
 	Msgs    uint64    `json:"msgs"`
 	Updated time.Time `json:"updated"`
+	// Accepted are sequence ranges an operator accepted as lost
+	// (--accept-log-loss): not reported again.
+	Accepted [][2]uint64 `json:"accepted,omitempty"`
+	// Held are the intents that lost events in an accepted loss: handed
+	// to a human, never written for again (consumers/hold.go).
+	Held []string `json:"held,omitempty"`
 }
 
 func readHighWater(path string) (highWater, error) {
@@ -102,6 +109,9 @@ type logLoss struct {
 	Lost      []projector.KnownEvent
 	LostTotal int
 	Intents   []string
+	// scanned: found by reading the whole log (the stream's state did
+	// not show it).
+	scanned bool
 }
 
 const maxListed = 20
@@ -116,7 +126,9 @@ func (l *logLoss) count() uint64 {
 
 func (l *logLoss) Error() string {
 	var b strings.Builder
-	if l.Gone {
+	if l.scanned {
+		fmt.Fprintf(&b, "stream %s lost %d event(s) its state still counts (found by reading sequences 1..%d)", l.Stream, l.count(), l.LastSeq)
+	} else if l.Gone {
 		fmt.Fprintf(&b, "stream %s is gone, but settle recorded it at sequence %d", l.Stream, max(l.HighWater, l.ViewsCheckpnt))
 	} else {
 		fmt.Fprintf(&b, "stream %s lost %d event(s): it holds %d message(s), sequences %d..%d; the high-water mark says %d, the views' checkpoint %d",
@@ -182,7 +194,7 @@ func checkLog(ctx context.Context, js jetstream.JetStream, stream string, hw hig
 		}
 		s := info.State
 		l.FirstSeq, l.LastSeq, l.Msgs = s.FirstSeq, s.LastSeq, s.Msgs
-		l.Ranges = lostRanges(s.FirstSeq, s.LastSeq, s.Msgs, s.Deleted, max(l.HighWater, l.ViewsCheckpnt))
+		l.Ranges = subtract(lostRanges(s.FirstSeq, s.LastSeq, s.Msgs, s.Deleted, max(l.HighWater, l.ViewsCheckpnt)), hw.Accepted)
 	}
 	if len(l.Ranges) == 0 {
 		return nil, nil
@@ -242,21 +254,45 @@ func lostRanges(first, last, msgs uint64, deleted []uint64, want uint64) [][2]ui
 // loss it refuses (an error wrapping producer.ErrLogDamaged) unless the
 // operator accepts it; then the views, which hold the lost events, are
 // moved aside (kept), and the high-water mark is reset to the stream.
-func guardLog(ctx context.Context, js jetstream.JetStream, stream string, dd *dataDir, accept bool, logger *slog.Logger) error {
+//
+// It returns the intents held after accepted losses (this one and earlier
+// ones), each with the message of its hand-off.
+func guardLog(ctx context.Context, js jetstream.JetStream, stream string, dd *dataDir, accept bool, logger *slog.Logger) (map[string]string, error) {
 	hwPath := filepath.Join(dd.Path(), highWaterFile)
 	hw, err := readHighWater(hwPath)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	held := func(ids []string) map[string]string {
+		m := map[string]string{}
+		for _, id := range ids {
+			m[id] = "the log lost some of this intent's events (a damaged store; the loss was accepted with --accept-log-loss): what it shows may be older than what happened — check the external system before resolving"
+		}
+		return m
 	}
 	loss, err := checkLog(ctx, js, stream, hw, dd.Views())
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if accept {
+		// Accept everything missing, including what only reading the
+		// whole log finds (verify.go).
+		missing, last, err := scanLog(ctx, js, stream)
+		if err == nil {
+			if missing = subtract(missing, hw.Accepted); len(missing) > 0 {
+				if loss == nil {
+					loss = describeLoss(ctx, stream, missing, last, dd.Views())
+				} else {
+					loss.Ranges = merge(append(loss.Ranges, missing...))
+				}
+			}
+		}
 	}
 	if loss == nil {
-		return nil
+		return held(hw.Held), nil
 	}
 	if !accept {
-		return errors.WithHint(fmt.Errorf("%w: %w", producer.ErrLogDamaged, loss),
+		return nil, errors.WithHint(fmt.Errorf("%w: %w", producer.ErrLogDamaged, loss),
 			"nothing was started. The log itself lost acknowledged events (a damaged or replaced store): settle must not act as if they never happened. "+
 				"See them all: settle audit --data DIR. Restore the store from a replica or a backup if you can; "+
 				"otherwise start with --accept-log-loss (the views are kept aside, the intents that remain are swept and settled, the lost ones listed here must be checked by hand)")
@@ -264,14 +300,21 @@ func guardLog(ctx context.Context, js jetstream.JetStream, stream string, dd *da
 	logger.Error("the log lost events; starting anyway (--accept-log-loss): the intents listed must be checked by hand",
 		"loss", loss.Error())
 	if aside, err := moveViewsAside(dd.Views()); err != nil {
-		return fmt.Errorf("accept log loss: %w", err)
+		return nil, fmt.Errorf("accept log loss: %w", err)
 	} else {
 		logger.Warn("views moved aside; they are rebuilt from what the log holds", "old_views", aside)
 	}
-	if err := writeHighWater(hwPath, highWater{Stream: stream, LastSeq: loss.LastSeq, Msgs: loss.Msgs, Updated: time.Now().UTC()}); err != nil {
-		return err
+	accepted := merge(append(hw.Accepted, loss.Ranges...))
+	ids := append(append([]string(nil), hw.Held...), loss.Intents...)
+	sort.Strings(ids)
+	ids = slices.Compact(ids)
+	if err := writeHighWater(hwPath, highWater{Stream: stream, LastSeq: loss.LastSeq, Msgs: loss.Msgs, Updated: time.Now().UTC(), Accepted: accepted, Held: ids}); err != nil {
+		return nil, err
 	}
-	return nil
+	if len(loss.Intents) > 0 {
+		logger.Warn("intents that lost events are held: each is handed to a human (manual_action, log_events_lost) and never written for again", "intents", len(loss.Intents))
+	}
+	return held(ids), nil
 }
 
 // keepHighWater records the stream's length every interval (and once when
@@ -283,6 +326,7 @@ func keepHighWater(ctx context.Context, st jetstream.Stream, path string, store 
 	if hw.Stream != name {
 		hw = highWater{Stream: name}
 	}
+
 	regressions := 0
 	update := func(ictx context.Context) {
 		info, err := st.Info(ictx)
