@@ -100,6 +100,8 @@ func unavailableProblem(w http.ResponseWriter, err error) *Problem {
 		why = "this server's clock is off by more than the allowed skew"
 	case errors.Is(err, producer.ErrLogDamaged):
 		why = "the log lost events and this server refuses to write until an operator acts"
+	case errors.Is(err, producer.ErrNotConnected):
+		why = "this server cannot reach the log (NATS)"
 	case errors.Is(err, producer.ErrLogVerifying):
 		why = "the log is being verified after a start"
 	}

@@ -94,11 +94,15 @@ func (w *world) startSettle(name, data string, args []string, env ...string) *te
 	w.t.Helper()
 	spec := testharness.SettleSpec{Name: name, Bin: settleBin(w.t), Data: data, Routes: routesFile(w.t), Args: args,
 		Env: append([]string{"SOCIAL_BASE_URL=" + w.api.URL, "SOCIAL_TOKEN=" + w.api.Token}, env...)}
-	if w.nats != nil && !hasFlag(args, "--nats-url") {
+	if w.nats != nil {
 		spec.NATSURL = w.nats.ClientURLs()
 	}
-	if hasFlag(args, "--nats-url") {
-		spec.Replicas = 3
+	for k := 0; k+1 < len(args); k++ {
+		if args[k] == "--nats-url" { // a client of its own links (ClientLinks)
+			spec.NATSURL = args[k+1]
+			spec.Args = append(append([]string(nil), args[:k]...), args[k+2:]...)
+			break
+		}
 	}
 	s := testharness.StartSettle(w.t, spec)
 	w.settles = append(w.settles, s)

@@ -478,6 +478,9 @@ func (s *Store) appendUnit(ctx context.Context, u *unit) (seqs []uint64, err err
 	if berr := s.Blocked(); berr != nil { // health.go
 		return nil, fmt.Errorf("append %s: %w: %w", u.evs[0].EventID, ErrLogUnavailable, berr)
 	}
+	if cerr := s.connected(ctx); cerr != nil {
+		return nil, fmt.Errorf("append %s: %w: %w", u.evs[0].EventID, ErrLogUnavailable, cerr)
+	}
 	defer func() { s.observe(ctx, err) }()
 	if s.cfg.BatchMax < 2 || !s.atomic {
 		return s.appendAlone(ctx, u)

@@ -112,3 +112,35 @@ var (
 	// sure it lost nothing, before anything is written.
 	ErrLogVerifying = errors.New("the log is being verified")
 )
+
+// ErrNotConnected: the client has no connection to NATS (a partition, a
+// server restarting): nothing was published.
+var ErrNotConnected = errors.New("not connected to NATS")
+
+// connectWait is how long a read or an append waits for a lost
+// connection to come back before failing: a reconnect after a server
+// restart takes about this long; a partition lasts longer, and callers
+// then learn at once instead of after every publish timed out.
+const connectWait = 2 * time.Second
+
+// connected waits up to connectWait for the client to be connected.
+func (s *Store) connected(ctx context.Context) error {
+	nc := s.js.Conn()
+	if nc == nil || nc.IsConnected() {
+		return nil
+	}
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	deadline := time.Now().Add(connectWait)
+	for !nc.IsConnected() {
+		if nc.IsClosed() || time.Now().After(deadline) {
+			return ErrNotConnected
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}

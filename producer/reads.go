@@ -42,6 +42,9 @@ func (s *Store) boundedRead(ctx context.Context, get func(context.Context) (*jet
 			case <-t.C:
 			}
 		}
+		if cerr := s.connected(ctx); cerr != nil {
+			return nil, errors.CombineErrors(cerr, err)
+		}
 		rctx, cancel := context.WithTimeout(ctx, s.cfg.AppendTimeout)
 		var m *jetstream.RawStreamMsg
 		m, err = get(rctx)
