@@ -58,6 +58,11 @@ type world struct {
 	// damaged are intents settle named as damaged by a log loss: their
 	// histories may not fold.
 	damaged map[string]bool
+	// hazard: the run shows what settle does NOT survive (a guard turned
+	// off): duplicates are counted, not failures, and the run is a note
+	// on the row named noteFor instead of a row of its own.
+	hazard  bool
+	noteFor string
 
 	mu      sync.Mutex
 	submits []submit
@@ -86,6 +91,30 @@ func (w *world) notef(format string, args ...any) {
 	defer w.mu.Unlock()
 	w.notes = append(w.notes, fmt.Sprintf(format, args...))
 	w.t.Logf(format, args...)
+}
+
+// startSettleUnready starts a settle serve that is not expected to
+// become ready (it waits until the process listens).
+func (w *world) startSettleUnready(name, data string, env ...string) *testharness.SettleProc {
+	w.t.Helper()
+	spec := testharness.SettleSpec{Name: name, Bin: settleBin(w.t), Data: data, Routes: routesFile(w.t), NoWait: true,
+		Env: append([]string{"SOCIAL_BASE_URL=" + w.api.URL, "SOCIAL_TOKEN=" + w.api.Token}, env...)}
+	if w.nats != nil {
+		spec.NATSURL = w.nats.ClientURLs()
+	}
+	s := testharness.StartSettle(w.t, spec)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if code, _ := s.Get("/healthz"); code == 200 {
+			break
+		}
+		if !s.Running() || time.Now().After(deadline) {
+			w.t.Fatalf("%s did not come up\n%s", name, s.Tail(4000))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	w.settles = append(w.settles, s)
+	return s
 }
 
 // startSettle starts a settle serve against the world's NATS (or its own
@@ -385,7 +414,9 @@ func (w *world) finish(settleTimeout time.Duration) result {
 	for id, n := range st.ByIntent {
 		if n > 1 {
 			r.dup++
-			w.t.Errorf("DUPLICATE: intent %s made %d external effects", id, n)
+			if !w.hazard {
+				w.t.Errorf("DUPLICATE: intent %s made %d external effects", id, n)
+			}
 		}
 		li := lv.intents[id]
 		if li == nil || li.fold == nil || len(li.fold.Attempts) == 0 {
@@ -429,6 +460,11 @@ func (w *world) finish(settleTimeout time.Duration) result {
 	}
 	w.t.Logf("%s: %d intents, %d acknowledged, %d lost, %d with effects > 1; states: %s; audit ok=%v",
 		r.scenario, r.intents, r.acked, r.lost, r.dup, r.statesString(), r.auditOK)
+	if w.hazard {
+		addNote(w.noteFor, fmt.Sprintf("with the guard turned off (%s): %d intents, %d with effects > 1; states: %s",
+			w.scenario, r.intents, r.dup, r.statesString()))
+		return r
+	}
 	record(r)
 	return r
 }
@@ -551,6 +587,15 @@ type row struct {
 	notes                               []string
 }
 
+var extraNotes = map[string][]string{}
+
+// addNote adds a note to a scenario's row.
+func addNote(scenario, note string) {
+	reportMu.Lock()
+	defer reportMu.Unlock()
+	extraNotes[scenario] = append(extraNotes[scenario], note)
+}
+
 func record(r result) {
 	reportMu.Lock()
 	defer reportMu.Unlock()
@@ -627,7 +672,7 @@ func writeReport(path string) error {
 	fmt.Fprintln(&b, "\n## Notes per scenario")
 	for _, rw := range rows {
 		fmt.Fprintf(&b, "\n**%s**\n\n", rw.scenario)
-		for _, n := range rw.notes {
+		for _, n := range append(rw.notes, extraNotes[rw.scenario]...) {
 			fmt.Fprintf(&b, "- %s\n", n)
 		}
 	}
