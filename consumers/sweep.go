@@ -95,23 +95,29 @@ func (r *Reconciler) sweep(ctx context.Context, routes []string) {
 	}
 }
 
-// sweepRoute reads the last event of every intent of route.
+// sweepRoute reads the last event of every intent of route, then steps
+// those a reconciler may still have to act on.
 func (r *Reconciler) sweepRoute(ctx context.Context, route string) error {
 	js := r.store.JetStream()
 	cons, err := js.OrderedConsumer(ctx, r.store.Config().Stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{events.SubjectPrefix + "." + route + ".*"},
-		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
+		FilterSubjects:    []string{events.SubjectPrefix + "." + route + ".*"},
+		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
+		InactiveThreshold: 30 * time.Second,
 	})
 	if err != nil {
 		return err
 	}
-	for ctx.Err() == nil {
+	var open []string
+	for last := false; !last && ctx.Err() == nil; {
 		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(time.Second))
 		if err != nil {
 			return err
 		}
-		got, last := 0, false
+		got := 0
 		for m := range batch.Messages() {
+			if last {
+				continue // newer events, appended since the scan began
+			}
 			got++
 			if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
 				last = true
@@ -126,16 +132,28 @@ func (r *Reconciler) sweepRoute(ctx context.Context, route string) error {
 			if e, err := events.Decode(m.Data()); err == nil && settledBy(e.Type) {
 				continue
 			}
-			r.sweepStep(ctx, route, id)
+			if len(open) >= r.cfg.SweepMax {
+				r.sweepMu.Lock()
+				r.sweepStats.Dropped++
+				r.sweepMu.Unlock()
+				continue
+			}
+			open = append(open, id)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
 			return err
 		}
-		if last || got == 0 {
-			return nil
+		if got == 0 {
+			break
 		}
 	}
-	return ctx.Err()
+	for _, id := range open {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.sweepStep(ctx, route, id)
+	}
+	return nil
 }
 
 // sweepStep steps one intent and schedules it again if it must wait.
