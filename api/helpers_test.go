@@ -59,6 +59,9 @@ type envOptions struct {
 	tokens []Token
 	// maxWait bounds ?wait= (default 30s).
 	maxWait time.Duration
+	// maxInFlight and readyChecks are the Config's (faults_test.go).
+	maxInFlight int
+	readyChecks []ReadyCheck
 }
 
 // env is a real embedded nats-server, the fake social API over real HTTP
@@ -139,6 +142,10 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if o.maxWait > 0 {
 		cfg.MaxWait = o.maxWait
 	}
+	if o.maxInFlight > 0 {
+		cfg.MaxInFlight = o.maxInFlight
+	}
+	cfg.ReadyChecks = o.readyChecks
 	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
