@@ -16,9 +16,7 @@ const DefaultCacheBytes = 32 << 20
 // historyCache keeps recently used histories so that a wake-up reads only
 // the events appended since (the stream is append-only). It is bounded in
 // bytes (Config.CacheBytes, an estimate of the histories' memory) and
-// evicts the least recently used history first; a history an intent will
-// not need again (its step found nothing left to do) is dropped at once.
-// The log stays the truth: a stale entry is refreshed before every use,
+// evicts the least recently used history first. The log stays the truth: a stale entry is refreshed before every use,
 // and a CAS refusal makes the step reload.
 type historyCache struct {
 	mu    sync.Mutex
@@ -136,4 +134,18 @@ func (c *historyCache) removeLocked(el *list.Element) {
 	c.ll.Remove(el)
 	delete(c.m, e.id)
 	c.bytes -= e.bytes
+}
+
+// known is how many events the cached history of intentID holds (0: not
+// cached). The stream is append-only: a message of a version below it is
+// not the intent's latest event, whatever the log holds now.
+func (c *historyCache) known(route, intentID string) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.m[intentID]; ok {
+		if h := el.Value.(*cacheEntry).h; h.Route == route {
+			return uint64(len(h.Events))
+		}
+	}
+	return 0
 }

@@ -257,9 +257,6 @@ func (r *Reconciler) step(ctx context.Context, route, intentID string, sc *searc
 		if len(next) == 0 {
 			res.Wait = wait
 			res.Done = wait == 0
-			if res.Done {
-				r.cache.forget(intentID) // nothing will wake it again
-			}
 			if r.cfg.OnStep != nil && len(res.Appended) > 0 {
 				res.Since = intent.LastAttempt()
 				r.cfg.OnStep(route, intentID, res)

@@ -185,6 +185,10 @@ func (r *Reconciler) triage(ctx context.Context, m jetstream.Msg, sc *searchCach
 		_ = m.Ack()
 		return wake{}, false
 	}
+	if r.cache.known(route, intentID) > version {
+		_ = m.Ack() // a newer event's message carries the intent (no read)
+		return wake{}, false
+	}
 	h, err := r.cache.load(ctx, r.store, route, intentID)
 	if err != nil {
 		if errors.Is(err, producer.ErrCorruptHistory) {

@@ -125,6 +125,7 @@ func (w *world) startSettle(name, data string, args []string, env ...string) *te
 		Env: append([]string{"SOCIAL_BASE_URL=" + w.api.URL, "SOCIAL_TOKEN=" + w.api.Token}, env...)}
 	if w.nats != nil {
 		spec.NATSURL = w.nats.ClientURLs()
+		spec.Replicas = min(3, len(w.nats.Nodes))
 	}
 	for k := 0; k+1 < len(args); k++ {
 		if args[k] == "--nats-url" { // a client of its own links (ClientLinks)

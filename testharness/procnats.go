@@ -52,7 +52,8 @@ type NATSNode struct {
 
 // NATSClusterOptions tune StartNATSCluster.
 type NATSClusterOptions struct {
-	// Nodes is the cluster size (default 3).
+	// Nodes is the cluster size (default 3; 1 is a single server without
+	// a cluster).
 	Nodes int
 	// Extra is appended to every node's configuration file (e.g. limits).
 	Extra string
@@ -94,6 +95,16 @@ func StartNATSCluster(t testing.TB, opt NATSClusterOptions) *NATSCluster {
 			}
 		}
 		node.Conf = filepath.Join(filepath.Dir(node.Store), "nats.conf")
+		if n == 1 {
+			// A single node: no cluster block.
+			conf := fmt.Sprintf("server_name: %s\nlisten: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\njetstream {\n  store_dir: %q\n  sync_interval: always\n}\n%s\n",
+				node.Name, node.clientPort, node.monitorPort, node.Store, opt.Extra)
+			if err := os.WriteFile(node.Conf, []byte(conf), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			node.Proc = StartProc(t, ProcSpec{Name: node.Name, Path: bin, Args: []string{"-c", node.Conf}})
+			continue
+		}
 		conf := fmt.Sprintf(`server_name: %s
 listen: 127.0.0.1:%d
 http: 127.0.0.1:%d
