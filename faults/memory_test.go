@@ -45,6 +45,9 @@ func metric(body []byte, name string) (float64, bool) {
 // window) are taken because a sample lands anywhere in a GC cycle.
 func TestMemoryFlatOverManyIntents(t *testing.T) {
 	n := sizes(4000, 100_000)
+	if v, err := strconv.Atoi(os.Getenv("FAULTS_MEM_INTENTS")); err == nil && v > 0 {
+		n = v
+	}
 	w := newWorld(t, fmt.Sprintf("long run: %d finished intents, heap sampled", n), *seed0)
 	w.retryFor = time.Minute
 	data := t.TempDir()
@@ -55,7 +58,11 @@ func TestMemoryFlatOverManyIntents(t *testing.T) {
 		// and its duplicate window grow with intents and append rate).
 		w.nats = testharness.StartNATSCluster(t, testharness.NATSClusterOptions{Nodes: 1})
 	}
-	a := w.startSettle("settle", data, args)
+	var env []string
+	if v := os.Getenv("FAULTS_MEM_PPROF"); v != "" {
+		env = append(env, "SETTLE_DEBUG_PPROF="+v)
+	}
+	a := w.startSettle("settle", data, args, env...)
 	var answered atomic.Int64
 	var mu sync.Mutex
 	var samples []memSample
