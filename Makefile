@@ -6,7 +6,7 @@ INTENTS  ?= 100000
 BENCHTIME ?= 2s
 SIM      := ^TestSimulationSeeded$$
 
-.PHONY: build test short demo bench bench-peers lint soak fuzz clean
+.PHONY: build test short demo bench bench-peers lint soak fuzz faults clean
 
 build:
 	$(GO) build -o bin/ ./cmd/settle ./examples/socialapi
@@ -48,6 +48,13 @@ lint:
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 ./internal/layering/
+
+# The process-level fault suite (faults/): real settle and nats-server
+# processes killed, stopped, partitioned, filled and damaged, several seeds
+# each and a 100,000-intent run sampling the heap; writes FAULTS.md. Needs
+# root for the full-disk scenario (a tmpfs), as CI has.
+faults:
+	$(GO) test -count=1 -timeout 40m -v ./faults/ -args -faults.full -faults.report=$(CURDIR)/FAULTS.md
 
 # The long seeded simulation (not part of make test): make soak SEED=n
 # INTENTS=n runs INTENTS intents in worlds of 2,000 (seeds SEED, SEED+1, ...)

@@ -146,6 +146,13 @@ type Config struct {
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
 	MaxHeaderBytes    int
+	// MaxInFlight bounds the API requests (token-scoped endpoints) served
+	// at once; more are answered 503 with Retry-After at once (0: no
+	// bound). See limits.go.
+	MaxInFlight int
+	// ReadyChecks are more checks of /readyz (the projector running, the
+	// appends, the disk, the clock), each reported under its name.
+	ReadyChecks []ReadyCheck
 }
 
 // DefaultConfig returns a config with the defaults; Intents, Views, Log
@@ -153,7 +160,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{Now: time.Now, MaxWait: 30 * time.Second, Logger: slog.Default(),
 		ReadTimeout: 60 * time.Second, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
-		MaxHeaderBytes: 64 << 10}
+		MaxHeaderBytes: 64 << 10, MaxInFlight: DefaultMaxInFlight}
 }
 
 // Validate checks the config. Errors name the field (Tokens[1].Secret,
@@ -173,6 +180,13 @@ func (c Config) Validate() error {
 		return bad("Logger", "is required")
 	case c.MaxWait <= 0 || c.MaxWait > MaxMaxWait:
 		return bad("MaxWait", fmt.Sprintf("%s is outside (0, %s]", c.MaxWait, MaxMaxWait))
+	case c.MaxInFlight < 0:
+		return bad("MaxInFlight", fmt.Sprintf("%d is negative", c.MaxInFlight))
+	}
+	for i, rc := range c.ReadyChecks {
+		if rc.Name == "" || rc.Check == nil {
+			return bad(fmt.Sprintf("ReadyChecks[%d]", i), "needs a Name and a Check")
+		}
 	}
 	if c.Dev {
 		if err := CheckDevAddr(c.Addr); err != nil {

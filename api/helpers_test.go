@@ -62,6 +62,9 @@ type envOptions struct {
 	tokens []Token
 	// maxWait bounds ?wait= (default 30s).
 	maxWait time.Duration
+	// maxInFlight and readyChecks are the Config's (faults_test.go).
+	maxInFlight int
+	readyChecks []ReadyCheck
 }
 
 // env is a real embedded nats-server, the fake social API over real HTTP
@@ -153,6 +156,10 @@ func serveEnv(t testing.TB, cfg Config, o envOptions) (*Server, *httptest.Server
 	if o.maxWait > 0 {
 		cfg.MaxWait = o.maxWait
 	}
+	if o.maxInFlight > 0 {
+		cfg.MaxInFlight = o.maxInFlight
+	}
+	cfg.ReadyChecks = o.readyChecks
 	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

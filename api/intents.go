@@ -304,6 +304,9 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, p *princip
 	res, err := s.cfg.Intents.Execute(execCtx, req)
 	execCancel()
 	release()
+	if errors.Is(err, ledger.ErrLogUnavailable) && !errors.Is(err, producer.ErrOutcomeNotRecorded) {
+		return unavailableProblem(w, err)
+	}
 	if err != nil {
 		return b.problem(err, res)
 	}

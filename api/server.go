@@ -26,6 +26,7 @@ type Server struct {
 	mux     *http.ServeMux
 	flights *flights
 	routes  []route
+	busy    *inflight // limits.go
 }
 
 // route is one served endpoint. scope "" is public (no token).
@@ -54,6 +55,7 @@ func New(cfg Config) (*Server, error) {
 	cfg.Tokens = slices.Clone(cfg.Tokens)
 	s := &Server{cfg: cfg, log: cfg.Logger, keys: newKeyring(cfg.Tokens), metrics: cfg.Metrics,
 		mux: http.NewServeMux(), flights: newFlights()}
+	s.busy = newInflight(cfg.MaxInFlight, s.metrics)
 	for i := range s.cfg.Tokens {
 		s.cfg.Tokens[i].Secret = "" // only the digests are needed from here on
 	}
@@ -173,6 +175,11 @@ func (s *Server) endpoint(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var p *principal
 		if rt.scope != "" {
+			if !s.busy.acquire() {
+				writeProblem(w, overloaded(w))
+				return
+			}
+			defer s.busy.release()
 			var aerr authError
 			p, aerr = s.authenticate(r)
 			if aerr != "" {
@@ -312,8 +319,22 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request, _ *principa
 	if _, err := s.cfg.Views.Checkpoint(ctx); err != nil {
 		failed("projector", err)
 	}
+	var reasons []string
+	for _, rc := range s.cfg.ReadyChecks {
+		if _, seen := checks[rc.Name]; !seen {
+			checks[rc.Name] = "ok"
+		}
+		if err := rc.Check(ctx); err != nil {
+			failed(rc.Name, err)
+			reasons = append(reasons, rc.Name)
+		}
+	}
 	if !ok {
-		p := newProblem(http.StatusServiceUnavailable, ProbUnavailable, "not ready")
+		detail := "not ready"
+		if len(reasons) > 0 {
+			detail += ": " + strings.Join(reasons, ", ") + " failed (the server's log says why)"
+		}
+		p := newProblem(http.StatusServiceUnavailable, ProbUnavailable, detail)
 		w.Header().Set("Content-Type", "application/problem+json")
 		w.Header().Set("Cache-Control", "no-store")
 		w.WriteHeader(http.StatusServiceUnavailable)

@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
@@ -54,6 +55,11 @@ type Config struct {
 	Routes      []string
 	// Logs turns the server's own logging on (stderr).
 	Logs bool
+	// Logger, when set, receives the server's errors and warnings (and its
+	// notices at debug level) instead; Watch, when set, is called with
+	// every error and warning line (to notice a full disk, say).
+	Logger *slog.Logger
+	Watch  func(level slog.Level, msg string)
 	// Users, when set, are the only clients the server accepts (user and
 	// password); NoAuthUser names the one a client without credentials is
 	// taken for ("": such clients are refused).
@@ -132,6 +138,13 @@ func Start(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := checkStoreDir(cfg.Dir); err != nil {
+		return nil, err
+	}
+	var srvLog *serverLog
+	if cfg.Logger != nil || cfg.Watch != nil {
+		srvLog = &serverLog{l: cfg.Logger, watch: cfg.Watch}
+	}
 	opts := &server.Options{
 		ServerName:             cfg.Name,
 		Host:                   cfg.Host,
@@ -139,7 +152,7 @@ func Start(cfg Config) (*Server, error) {
 		JetStream:              true,
 		StoreDir:               cfg.Dir,
 		SyncAlways:             cfg.Durability == SyncAlways,
-		NoLog:                  !cfg.Logs,
+		NoLog:                  !cfg.Logs && srvLog == nil,
 		NoSigs:                 true,
 		DisableJetStreamBanner: true,
 		MaxPayload:             8 << 20,
@@ -179,15 +192,33 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, errors.Errorf("embedded: new server: %w", err)
 	}
-	if cfg.Logs {
+	switch {
+	case srvLog != nil:
+		s.SetLoggerV2(srvLog, false, false, false)
+	case cfg.Logs:
 		s.ConfigureLogger()
 	}
 	s.Start()
 	if !s.ReadyForConnections(30 * time.Second) {
 		s.Shutdown()
+		if last := srvLog.last(); last != "" {
+			return nil, errors.Errorf("embedded: server not ready for connections after 30s: %s", last)
+		}
 		return nil, errors.New("embedded: server not ready for connections after 30s")
 	}
+	if !s.JetStreamEnabled() {
+		s.Shutdown()
+		s.WaitForShutdown()
+		return nil, errors.Errorf("embedded: JetStream did not start on %s: %s", cfg.Dir, orUnknown(srvLog.last()))
+	}
 	return &Server{Server: s, cfg: cfg}, nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "no error was logged (start with Logs or a Logger to see the server's log)"
+	}
+	return s
 }
 
 // Connect opens a client connection: in-process when the server does not

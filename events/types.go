@@ -660,6 +660,10 @@ const (
 	// ReasonReadFailing: external reads kept failing for longer than the
 	// policy's ReadFailingAfter.
 	ReasonReadFailing = "read_failing"
+	// ReasonLogEventsLost: the log lost some of the intent's events (a
+	// damaged store, accepted by an operator): what it shows may be older
+	// than what happened, so nothing more is written without a human.
+	ReasonLogEventsLost = "log_events_lost"
 )
 
 // ManualActionRequiredData hands the intent to a human.

@@ -474,7 +474,14 @@ const (
 )
 
 // appendUnit appends u: through the group commit, or alone.
-func (s *Store) appendUnit(ctx context.Context, u *unit) ([]uint64, error) {
+func (s *Store) appendUnit(ctx context.Context, u *unit) (seqs []uint64, err error) {
+	if berr := s.Blocked(); berr != nil { // health.go
+		return nil, errors.Errorf("append %s: %w: %w", u.evs[0].EventID, ErrLogUnavailable, berr)
+	}
+	if cerr := s.connected(ctx); cerr != nil {
+		return nil, errors.Errorf("append %s: %w: %w", u.evs[0].EventID, ErrLogUnavailable, cerr)
+	}
+	defer func() { s.observe(ctx, err) }()
 	if s.cfg.BatchMax < 2 || !s.atomic {
 		return s.appendAlone(ctx, u)
 	}

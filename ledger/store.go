@@ -168,6 +168,8 @@ type Store struct {
 	scopedOnly bool
 	// loads counts history reads (Loads).
 	loads atomic.Int64
+	// health is the write gate and the appends' record (health.go).
+	health writeHealth
 }
 
 // ScopedIDsMetadata is the stream metadata key a store sets when it
@@ -350,6 +352,9 @@ func (s *Store) publishOne(ctx context.Context, subject string, e events.Event, 
 	var lastErr error
 	for attempt := 0; attempt < s.cfg.AppendAttempts; attempt++ {
 		if attempt > 0 {
+			if s.Blocked() != nil {
+				break // the log cannot take it now (health.go): resolve by reading
+			}
 			select {
 			case <-ctx.Done():
 				return 0, errors.Wrapf(errkind.Wrap(ErrAppendUnresolved, lastErr), "append %s", e.EventID)
@@ -399,7 +404,7 @@ func (s *Store) publishOne(ctx context.Context, subject string, e events.Event, 
 // have the same bytes: only our bytes under our append id prove the event
 // is ours.
 func (s *Store) resolveCAS(ctx context.Context, subject string, e events.Event, data []byte, appendID string) (uint64, error) {
-	last, err := s.stream.GetLastMsgForSubject(ctx, subject)
+	last, err := s.getLastMsgForSubject(ctx, subject)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return 0, &ConflictError{IntentID: e.IntentID, Version: e.Version}
@@ -427,7 +432,7 @@ func (s *Store) resolveCAS(ctx context.Context, subject string, e events.Event, 
 func (s *Store) findVersion(ctx context.Context, subject string, version uint64) (*jetstream.RawStreamMsg, error) {
 	var seq uint64 = 1
 	for v := uint64(1); ; v++ {
-		m, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		m, err := s.getMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if err != nil {
 			return nil, err
 		}
@@ -498,7 +503,7 @@ func (s *Store) Refresh(ctx context.Context, h *History, intentID string) error 
 func (s *Store) refresh(ctx context.Context, h *History, intentID, subject string) error {
 	seq := h.LastSeq + 1
 	for {
-		m, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		m, err := s.getMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return nil
 		}

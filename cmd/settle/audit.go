@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -40,6 +41,8 @@ func (m *Main) audit(ctx context.Context, args []string) error {
 	grace := fs.Duration("grace", 5*time.Minute, "allowance past attempt deadlines and leases before an intent is stuck")
 	stuckAfter := fs.Duration("stuck-after", time.Hour, "an unknown or in_progress intent whose next check is older than this is stuck")
 	every := fs.Uint64("progress-every", 10000, "print progress to stderr every `N` events")
+	views := fs.String("views", "", "name the events the log lost from the views `DB` (default with --data: DIR/views.db)")
+	highWater := fs.String("high-water", "", "compare the stream with the high-water mark `FILE` (default with --data: DIR/highwater.json)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: settle audit (--data DIR | --nats-url URL) [flags]\n\n"+
 			"Replays the whole intents stream, folds every intent and checks the invariants the log\n"+
@@ -66,6 +69,12 @@ func (m *Main) audit(ctx context.Context, args []string) error {
 		if err != nil {
 			return errors.Errorf("audit: %w", err)
 		}
+		if *views == "" {
+			*views = filepath.Join(lockDir, viewsFile)
+		}
+		if *highWater == "" {
+			*highWater = filepath.Join(lockDir, highWaterFile)
+		}
 		dd, err := lockDataDir(lockDir, "settle audit", false)
 		if err != nil {
 			return errors.Errorf("audit: %w", err)
@@ -74,7 +83,8 @@ func (m *Main) audit(ctx context.Context, args []string) error {
 		if !isDir(storeDir) {
 			return errors.Errorf("audit: --data %s: no JetStream store at %s", *data, storeDir)
 		}
-		srv, err := embedded.Start(embedded.Config{Dir: storeDir, Durability: embedded.SyncAlways, Port: -1})
+		srv, err := embedded.Start(embedded.Config{Dir: storeDir, Durability: embedded.SyncAlways, Port: -1,
+			Logger: slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 		if err != nil {
 			return errors.Errorf("audit: %w", err)
 		}
@@ -95,17 +105,29 @@ func (m *Main) audit(ctx context.Context, args []string) error {
 	}
 
 	cfg := audit.AuditConfig{Stream: *stream, Intent: *intent, Grace: *grace, StuckAfter: *stuckAfter, ProgressEvery: *every}
+	if err := auditRecords(ctx, &cfg, *views, *highWater, m.Stderr); err != nil { // audit_loss.go (here)
+		return err
+	}
+	if c, ok := cfg.Known.(io.Closer); ok {
+		defer c.Close()
+	}
 	if *projection != "" {
 		if _, err := os.Stat(*projection); err != nil {
 			return errors.Errorf("audit: --projection: %w", err)
 		}
 		p, err := projector.Open(ctx, js, projector.Config{Stream: *stream, DBPath: *projection,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
+		switch {
+		case errors.Is(err, projector.ErrStreamMismatch):
+			// The stream is not what the views projected (shorter, or
+			// another): the loss checks say what is gone.
+			fmt.Fprintf(m.Stderr, "audit: the projection is not compared: %v\n", err)
+		case err != nil:
 			return errors.Errorf("audit: %w", err)
+		default:
+			defer p.Close()
+			cfg.Projection = p
 		}
-		defer p.Close()
-		cfg.Projection = p
 	}
 	if !*quiet {
 		cfg.Progress = func(done, total uint64) {
@@ -167,6 +189,9 @@ func printAudit(w io.Writer, rep *audit.AuditReport) {
 	fmt.Fprintf(tw, "  unknown schema\t%d event(s)\n", rep.UnknownSchema)
 	fmt.Fprintf(tw, "  unknown type\t%d event(s)\n", rep.UnknownType)
 	fmt.Fprintf(tw, "  malformed\t%d event(s)\n", rep.Malformed)
+	if rep.AcceptedLoss > 0 {
+		fmt.Fprintf(tw, "  accepted loss\t%d event(s) an operator accepted as lost (--accept-log-loss); %d intent(s) with broken histories not checked further\n", rep.AcceptedLoss, rep.AcceptedIntents)
+	}
 	if rep.Incomplete > 0 {
 		fmt.Fprintf(tw, "  incomplete\t%d intent(s) not fully checked\n", rep.Incomplete)
 	}

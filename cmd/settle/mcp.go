@@ -149,9 +149,10 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 	if err != nil {
 		return errors.Errorf("mcp: %w", err)
 	}
+	var dd *dataDir
 	if *data != "" {
 		// One process owns a data directory (see lockDataDir).
-		dd, err := lockDataDir(*data, "settle mcp", true)
+		dd, err = lockDataDir(*data, "settle mcp", true)
 		if err != nil {
 			return errors.Errorf("mcp: %w", err)
 		}
@@ -184,6 +185,11 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 	}
 	sc := ledger.DefaultStoreConfig()
 	sc.Replicas = *replicas
+	if dd != nil {
+		if _, err := guardLog(ctx, js, sc.Stream, dd, false, logger); err != nil { // watermark.go
+			return errors.Errorf("mcp: %w", err)
+		}
+	}
 	store, err := ledger.OpenStore(ctx, js, sc)
 	if err != nil {
 		return errors.Errorf("mcp: %w", err)
@@ -205,7 +211,7 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 	pjc := projector.DefaultConfig()
 	pjc.DBPath = filepath.Join(viewsDir, "views.db")
 	pjc.Logger = logger
-	proj, err := openViews(ctx, js, pjc, logger)
+	proj, err := openViews(ctx, js, pjc, logger, false)
 	if err != nil {
 		return errors.Errorf("mcp: %w", err)
 	}

@@ -123,6 +123,7 @@ type serveFlags struct {
 	dev                                             bool
 	workers, replicas                               int
 	readTimeout, idleTimeout                        time.Duration
+	faults                                          faultFlags // supervise_flags.go
 }
 
 // serve runs, in one process, the embedded nats-server (or a connection to
@@ -150,6 +151,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	fs.IntVar(&f.replicas, "replicas", 1, "stream replicas (3 on a cluster)")
 	fs.DurationVar(&f.readTimeout, "read-timeout", api.DefaultConfig().ReadTimeout, "a request, body included, must arrive within this `duration`")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", api.DefaultConfig().IdleTimeout, "close kept-alive connections idle this `duration`")
+	f.faults.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
@@ -166,6 +168,9 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	}
 	if f.readTimeout <= 0 || f.idleTimeout <= 0 {
 		return errors.New("serve: --read-timeout and --idle-timeout must be positive")
+	}
+	if err := f.faults.validate(); err != nil {
+		return errors.Errorf("serve: %w", err)
 	}
 	dur, err := embedded.ParseDurability(f.durability)
 	if err != nil {
@@ -213,11 +218,18 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		return errors.Errorf("serve: %w", err)
 	}
 	logger := newLogger(m.Stderr)
+	now, err := processClock(logger)
+	if err != nil {
+		return errors.Errorf("serve: %w", err)
+	}
+	sup := newSupervisor(logger, now)
 
 	var nc *nats.Conn
-	var srv *embedded.Server
+	var srv *embedded.Restartable
 	if f.natsURL == "" {
-		ecfg := embedded.Config{Dir: dd.Store(), Durability: dur, Port: -1}
+		// The server's own errors (a store it cannot write, a damaged
+		// block, a full disk) reach settle's log; a full disk is watched.
+		ecfg := embedded.Config{Dir: dd.Store(), Durability: dur, Port: -1, Logger: logger, Watch: sup.watchServerLog}
 		var connect []nats.Option
 		if listen != nil {
 			ecfg.Host, ecfg.Port = listen.host, listen.port
@@ -228,7 +240,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 			}
 			connect = append(connect, nats.UserInfo(internal.Name, internal.Password))
 		}
-		srv, err = embedded.Start(ecfg)
+		srv, err = embedded.StartRestartable(ecfg)
 		if err != nil {
 			return errors.Errorf("serve: %w", err)
 		}
@@ -247,14 +259,22 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	}
 	sc := ledger.DefaultStoreConfig()
 	sc.Replicas = f.replicas
+	// Before anything reads or writes the log: has it lost events?
+	hold, err := guardLog(ctx, js, sc.Stream, dd, f.faults.acceptLoss, logger)
+	if err != nil {
+		return errors.Errorf("serve: %w", err)
+	}
 	store, err := ledger.OpenStore(ctx, js, sc)
 	if err != nil {
 		return errors.Errorf("serve: %w", err)
 	}
+	// Nothing is written until the whole log was read (verify.go).
+	store.Block("verify", ledger.ErrLogVerifying)
 	metrics := api.NewMetrics()
 	host, _ := os.Hostname()
 	pc := producer.DefaultConfig()
 	pc.Actor = "settle-api@" + host
+	pc.Now, pc.Hold = now, hold
 	pc.OnCall = func(route string, outcome events.Type) { metrics.CountCall(route, api.OutcomeLabel(outcome)) }
 	prod, err := producer.New(store, pc, routes...)
 	if err != nil {
@@ -263,7 +283,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	pjc := projector.DefaultConfig()
 	pjc.DBPath = dd.Views()
 	pjc.Logger = logger
-	proj, err := openViews(ctx, js, pjc, logger)
+	proj, err := openViews(ctx, js, pjc, logger, f.faults.acceptLoss)
 	if err != nil {
 		return errors.Errorf("serve: %w", err)
 	}
@@ -278,6 +298,8 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		rc := reconcile.DefaultConfig()
 		rc.Worker = host + "-" + strconv.Itoa(os.Getpid()) + "-w" + strconv.Itoa(k)
 		rc.Logger = logger
+		rc.Now, rc.Hold = now, hold
+		rc.Sweep = k == 0 // one sweep per process (consumers/reconcile/sweep.go)
 		rc.OnStep = stepMetrics(wctx, store, metrics)
 		rec, err := reconcile.NewReconciler(store, rc, routes...)
 		if err != nil {
@@ -286,23 +308,30 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			select { // the log is read whole first (verify.go)
+			case <-sup.verified:
+			case <-wctx.Done():
+				return
+			}
 			if err := rec.Run(wctx); err != nil {
 				logger.Error("reconciler stopped", "err", err)
 			}
 		}()
 	}
+	sup.store = store
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := proj.Run(wctx); err != nil && !errors.Is(err, projector.ErrClosed) {
-			logger.Error("projector stopped", "err", err)
-		}
+		sup.runProjector(wctx, proj) // restarted after failures (supervise.go)
 	}()
+	sup.start(wctx, &wg, f.faults, supervised{js: js, store: store, proj: proj, srv: srv, dd: dd, routes: routes, metrics: metrics,
+		consumers: consumerNames(routes)})
 
 	acfg := api.DefaultConfig()
 	acfg.Intents, acfg.Views, acfg.Log, acfg.Tokens, acfg.Dev, acfg.Addr = prod, proj, store, tokens, f.dev, f.addr
 	acfg.Logger, acfg.Metrics = logger, metrics
 	acfg.ReadTimeout, acfg.IdleTimeout = f.readTimeout, f.idleTimeout
+	acfg.Now, acfg.MaxInFlight, acfg.ReadyChecks = now, f.faults.maxInFlight, sup.readyChecks()
 	handler, err := api.New(acfg)
 	if err != nil {
 		stopWorkers()
@@ -400,10 +429,16 @@ func stepMetrics(ctx context.Context, store *ledger.Store, metrics *api.Metrics)
 // stream (another schema version, a recreated stream) are derived data:
 // they are moved aside and rebuilt from the log, with a log line naming
 // the file kept.
-func openViews(ctx context.Context, js jetstream.JetStream, cfg projector.Config, logger *slog.Logger) (*projector.Projector, error) {
+func openViews(ctx context.Context, js jetstream.JetStream, cfg projector.Config, logger *slog.Logger, acceptLoss bool) (*projector.Projector, error) {
 	p, err := projector.Open(ctx, js, cfg)
 	if err == nil || !(errors.Is(err, projector.ErrSchema) || errors.Is(err, projector.ErrStreamMismatch)) {
 		return p, err
+	}
+	if errors.Is(err, projector.ErrStreamMismatch) && !acceptLoss {
+		// The views project another history than the stream holds: the
+		// log was replaced or damaged. Never rebuilt silently.
+		return nil, errors.WithHint(errors.Errorf("%w: %w", ledger.ErrLogDamaged, err),
+			"the stream is not the one the views were built from: restore it, or start with --accept-log-loss to rebuild the views from what it holds (the old views are kept aside)")
 	}
 	aside, merr := moveViewsAside(cfg.DBPath)
 	if merr != nil {

@@ -56,6 +56,15 @@ type AuditConfig struct {
 	// Batch is how many messages the ordered consumer pulls at once
 	// (default 512).
 	Batch int
+	// Known and HighWater are settle's record of the log outside it (the
+	// views, the high-water mark): with them the audit names every
+	// acknowledged event the log lost (loss.go).
+	Known     KnownEvents
+	HighWater uint64
+	// Accepted are sequence ranges (inclusive) an operator accepted as
+	// lost (serve --accept-log-loss): counted in the report's
+	// AcceptedLoss, not violations.
+	Accepted [][2]uint64
 }
 
 // DefaultAuditConfig returns the defaults.
@@ -190,6 +199,9 @@ func audit(ctx context.Context, js jetstream.JetStream, cfg AuditConfig, evict b
 	if cfg.Progress != nil && a.lastProgress != a.rep.Events {
 		cfg.Progress(a.rep.Events, a.total)
 	}
+	if err := a.checkLoss(ctx); err != nil {
+		return nil, err
+	}
 	if err := a.finish(ctx); err != nil {
 		return nil, err
 	}
@@ -205,6 +217,7 @@ type auditor struct {
 	total        uint64
 	lastProgress uint64
 	cpStart      uint64
+	loss         lossState // loss.go
 }
 
 // auditIntent is what the audit keeps of one intent.
@@ -222,6 +235,9 @@ type auditIntent struct {
 	final *projector.IntentView
 	// blocked: an unreadable event was met; later events are not checked.
 	blocked bool
+	// seen is the highest version met on the log and seenSeq its
+	// sequence (loss.go).
+	seen, seenSeq uint64
 	// refused is the index in Violations of the first fsm refusal; later
 	// refusals of the intent are counted in moreRefused instead.
 	refused     int
@@ -260,6 +276,7 @@ func (a *auditor) apply(m *preparedMsg) {
 	seq, subject, hdr, data := m.seq, m.subject, m.hdr, m.data
 	route, subjID, subjErr := m.route, m.subjID, m.subjErr
 	e, decErr, hits := m.e, m.decErr, m.hits
+	a.noteSeq(seq)
 	a.rep.Events++
 	if len(hits) > 0 {
 		var version uint64
@@ -345,6 +362,7 @@ func (a *auditor) apply(m *preparedMsg) {
 		refuse("route_mismatch")
 		return
 	}
+	a.checkVersion(t, e.Version, seq)
 	if !t.blocked {
 		a.checkInvariants(t, e, seq)
 	}

@@ -138,6 +138,11 @@ type AuditReport struct {
 	Timeline   []TimelineEntry   `json:"timeline,omitempty"`
 	// ByKind counts violations per kind.
 	ByKind map[string]int `json:"violations_by_kind,omitempty"`
+	// AcceptedLoss counts events lost in ranges an operator accepted, and
+	// AcceptedIntents the intents whose histories they broke (not
+	// checked further).
+	AcceptedLoss    uint64 `json:"accepted_loss,omitempty"`
+	AcceptedIntents int    `json:"accepted_intents,omitempty"`
 }
 
 // OK reports whether the audit found no violation.

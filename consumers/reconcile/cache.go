@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"container/list"
 	"context"
 	"sync"
 
@@ -10,24 +11,74 @@ import (
 	"github.com/settle-dev/settle/ledger"
 )
 
+// DefaultCacheBytes bounds a reconciler's history cache by default.
+const DefaultCacheBytes = 32 << 20
+
 // historyCache keeps recently used histories so that a wake-up reads only
-// the events appended since (the stream is append-only). It is bounded:
-// past maxCached entries it is dropped whole and refilled from the log.
-// The log stays the truth: a stale entry is refreshed before every use, and
-// a CAS refusal makes the step reload.
+// the events appended since (the stream is append-only). It is bounded in
+// bytes (Config.CacheBytes, an estimate of the histories' memory) and
+// evicts the least recently used history first. The log stays the truth: a stale entry is refreshed before every use,
+// and a CAS refusal makes the step reload.
 type historyCache struct {
-	mu sync.Mutex
-	m  map[string]*ledger.History
+	mu    sync.Mutex
+	max   int // bytes; 0: DefaultCacheBytes
+	bytes int
+	ll    *list.List // front: most recently used
+	m     map[string]*list.Element
 }
 
-const maxCached = 20_000
+type cacheEntry struct {
+	id    string
+	h     *ledger.History
+	bytes int
+}
+
+// CacheStats are a history cache's size now.
+type CacheStats struct {
+	Entries, Bytes, MaxBytes int
+}
+
+// CacheStats returns the reconciler's history cache's size.
+func (r *Reconciler) CacheStats() CacheStats {
+	c := &r.cache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	if c.ll != nil {
+		n = c.ll.Len()
+	}
+	return CacheStats{Entries: n, Bytes: c.bytes, MaxBytes: c.limit()}
+}
+
+func (c *historyCache) limit() int {
+	if c.max > 0 {
+		return c.max
+	}
+	return DefaultCacheBytes
+}
+
+// historyBytes estimates what a history holds in memory: a fixed cost per
+// event (envelope, ids, times, maps) plus the payload it carries.
+func historyBytes(h *ledger.History) int {
+	n := 128 + len(h.Route)
+	for _, e := range h.Events {
+		n += 512 + len(e.EventID) + len(e.IntentID) + len(e.Actor) + len(e.AttemptID)
+		if d, ok := e.Data.(*events.IntentRecordedData); ok {
+			n += 2 * len(d.Payload)
+		}
+	}
+	return n
+}
 
 func (c *historyCache) load(ctx context.Context, store *ledger.Store, route, intentID string) (*ledger.History, error) {
 	c.mu.Lock()
-	cached := c.m[intentID]
 	var h *ledger.History
-	if cached != nil && cached.Route == route {
-		h = &ledger.History{Route: route, Events: append([]events.Event(nil), cached.Events...), LastSeq: cached.LastSeq}
+	if el, ok := c.m[intentID]; ok {
+		cached := el.Value.(*cacheEntry).h
+		if cached.Route == route {
+			h = &ledger.History{Route: route, Events: append([]events.Event(nil), cached.Events...), LastSeq: cached.LastSeq}
+			c.ll.MoveToFront(el)
+		}
 	}
 	c.mu.Unlock()
 	if h == nil {
@@ -48,17 +99,54 @@ func (c *historyCache) put(h *ledger.History, err error) (*ledger.History, error
 		return nil, errors.Errorf("load: %w", ledger.ErrNotFound)
 	}
 	cp := &ledger.History{Route: h.Route, Events: append([]events.Event(nil), h.Events...), LastSeq: h.LastSeq}
+	size := historyBytes(cp)
+	id := h.Events[0].IntentID
 	c.mu.Lock()
-	if c.m == nil || len(c.m) >= maxCached {
-		c.m = map[string]*ledger.History{}
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]*list.Element{}
+		c.ll = list.New()
 	}
-	c.m[h.Events[0].IntentID] = cp
-	c.mu.Unlock()
+	if el, ok := c.m[id]; ok {
+		e := el.Value.(*cacheEntry)
+		c.bytes += size - e.bytes
+		e.h, e.bytes = cp, size
+		c.ll.MoveToFront(el)
+	} else {
+		c.m[id] = c.ll.PushFront(&cacheEntry{id: id, h: cp, bytes: size})
+		c.bytes += size
+	}
+	for c.bytes > c.limit() && c.ll.Len() > 1 {
+		c.removeLocked(c.ll.Back())
+	}
 	return h, nil
 }
 
 func (c *historyCache) forget(intentID string) {
 	c.mu.Lock()
-	delete(c.m, intentID)
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	if el, ok := c.m[intentID]; ok {
+		c.removeLocked(el)
+	}
+}
+
+func (c *historyCache) removeLocked(el *list.Element) {
+	e := el.Value.(*cacheEntry)
+	c.ll.Remove(el)
+	delete(c.m, e.id)
+	c.bytes -= e.bytes
+}
+
+// known is how many events the cached history of intentID holds (0: not
+// cached). The stream is append-only: a message of a version below it is
+// not the intent's latest event, whatever the log holds now.
+func (c *historyCache) known(route, intentID string) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.m[intentID]; ok {
+		if h := el.Value.(*cacheEntry).h; h.Route == route {
+			return uint64(len(h.Events))
+		}
+	}
+	return 0
 }

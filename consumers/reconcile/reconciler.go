@@ -68,6 +68,17 @@ type Config struct {
 	// AfterCall is the producer's fault-injection hook for the writes this
 	// reconciler makes (see producer.Config.AfterCall).
 	AfterCall func(intentID string) error
+	// Sweep makes Run read every intent's last event on start and step
+	// those no reconciler is done with (sweep.go); one reconciler per
+	// process is enough. SweepMax bounds the intents it keeps waiting.
+	Sweep    bool
+	SweepMax int
+	// CacheBytes bounds the histories kept in memory (an LRU, cache.go).
+	CacheBytes int
+	// Hold names intents that lost events in a log loss an operator
+	// accepted, each with a message: they are handed to a human and never
+	// written for again (hold.go).
+	Hold map[string]string
 }
 
 // DefaultConfig returns production defaults with a unique worker name.
@@ -90,6 +101,8 @@ func DefaultConfig() Config {
 		ResendBase:         time.Second,
 		ResendCap:          time.Minute,
 		Rand:               rand.New(rand.NewPCG(1, 2)),
+		SweepMax:           100_000,
+		CacheBytes:         DefaultCacheBytes,
 		Logger:             slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 }
@@ -115,6 +128,10 @@ func (c Config) Validate() error {
 		return errors.New("reconciler config: Rand: is required")
 	case c.Logger == nil:
 		return errors.New("reconciler config: Logger: is required")
+	case c.Sweep && c.SweepMax < 1:
+		return errors.Errorf("reconciler config: SweepMax: %d must be ≥ 1 with Sweep", c.SweepMax)
+	case c.CacheBytes < 0:
+		return errors.Errorf("reconciler config: CacheBytes: %d is negative", c.CacheBytes)
 	}
 	return nil
 }
@@ -138,6 +155,7 @@ type Reconciler struct {
 	hookStep  func(i *fsm.Intent, s fsm.Step) error
 	readCalls countingReads
 	cache     historyCache
+	sweepState
 }
 
 // ErrRouteMissing: the intent's route (or the capability its frozen
@@ -164,6 +182,7 @@ func NewReconciler(store *ledger.Store, cfg Config, routes ...adapter.Route) (*R
 		return nil, errors.Errorf("reconciler: %w", err)
 	}
 	r := &Reconciler{cfg: cfg, store: store, prod: prod}
+	r.cache.max = cfg.CacheBytes
 	if err := r.decider().Validate(); err != nil {
 		return nil, errors.Errorf("reconciler: %w", err)
 	}
@@ -265,7 +284,13 @@ func (r *Reconciler) advance(ctx context.Context, h *ledger.History, i *fsm.Inte
 		r.cfg.Logger.Debug("reconciler step", "intent", i.ID, "event", d.EventType(), "state", i.State)
 		return []events.Type{d.EventType()}, 0, nil
 	}
+	if d, ok := r.holdEvent(h, i); ok { // hold.go
+		return appendOne("", d)
+	}
 	step := r.decider().Next(i, caps, now)
+	if step.Kind == fsm.StepWrite && r.heldWrite(h, i) {
+		return nil, r.cfg.Recheck, nil // handed off once its state allows it
+	}
 	if r.hookStep != nil && step.Kind != fsm.StepWait && step.Kind != fsm.StepDone {
 		if err := r.hookStep(i, step); err != nil {
 			return nil, 0, err

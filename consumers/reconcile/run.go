@@ -68,6 +68,13 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			r.runConsumer(ctx, c)
 		}()
 	}
+	if r.cfg.Sweep {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.sweep(ctx, names) // sweep.go
+		}()
+	}
 	wg.Wait()
 	return nil
 }
@@ -176,6 +183,10 @@ func (r *Reconciler) triage(ctx context.Context, m jetstream.Msg, sc *searchCach
 	if err != nil {
 		r.cfg.Logger.Warn("reconciler: message without a valid Nats-Msg-Id is skipped", "subject", m.Subject())
 		_ = m.Ack()
+		return wake{}, false
+	}
+	if r.cache.known(route, intentID) > version {
+		_ = m.Ack() // a newer event's message carries the intent (no read)
 		return wake{}, false
 	}
 	h, err := r.cache.load(ctx, r.store, route, intentID)

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/errors"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/settle-dev/settle/adapter"
+	"github.com/settle-dev/settle/api"
+	"github.com/settle-dev/settle/consumers/reconcile"
+	"github.com/settle-dev/settle/embedded"
+	"github.com/settle-dev/settle/ledger"
+	"github.com/settle-dev/settle/projector"
+)
+
+// faultFlags are serve's flags about faults: what to accept, what to
+// wait for, what to bound.
+type faultFlags struct {
+	acceptLoss     bool
+	minFreeMB      int
+	maxClockOffset time.Duration
+	maxInFlight    int
+}
+
+func (f *faultFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&f.acceptLoss, "accept-log-loss", false, "start although the log lost events settle knew of (the views are moved aside and rebuilt; the lost intents are listed and must be checked by hand)")
+	fs.IntVar(&f.minFreeMB, "min-free-mb", 64, "after the embedded server's disk was full, resume when its file system has this many `MiB` free")
+	fs.DurationVar(&f.maxClockOffset, "max-clock-offset", 0, "refuse every append while this process's clock is off the log's by more than this `duration` (0: half the smallest clock_skew of the routes)")
+	fs.IntVar(&f.maxInFlight, "max-inflight", api.DefaultMaxInFlight, "API requests served at once; more are answered 503 with Retry-After")
+}
+
+func (f *faultFlags) validate() error {
+	switch {
+	case f.minFreeMB < 1:
+		return errors.Errorf("--min-free-mb: %d must be ≥ 1", f.minFreeMB)
+	case f.maxClockOffset < 0:
+		return errors.Errorf("--max-clock-offset: %s is negative", f.maxClockOffset)
+	case f.maxInFlight < 1:
+		return errors.Errorf("--max-inflight: %d must be ≥ 1", f.maxInFlight)
+	}
+	return nil
+}
+
+// supervised are the parts the supervisor watches.
+type supervised struct {
+	js        jetstream.JetStream
+	store     *ledger.Store
+	proj      *projector.Projector
+	srv       *embedded.Restartable // nil with --nats-url
+	dd        *dataDir
+	routes    []adapter.Route
+	metrics   *api.Metrics
+	consumers map[string]string
+}
+
+// consumerNames maps each route to its reconcilers' durable consumer.
+func consumerNames(routes []adapter.Route) map[string]string {
+	out := map[string]string{}
+	for _, r := range routes {
+		out[r.Name] = reconcile.DefaultConfig().Durable + "-" + r.Name
+	}
+	return out
+}
+
+// maxOffset is --max-clock-offset, or half the smallest clock skew the
+// routes allow (two processes each within it of the log are within the
+// skew of each other).
+func maxOffset(flagged time.Duration, routes []adapter.Route) time.Duration {
+	if flagged > 0 {
+		return flagged
+	}
+	skew := 5 * time.Second
+	for i, r := range routes {
+		if d := time.Duration(r.Policy.ClockSkew); d > 0 && (i == 0 || d < skew) {
+			skew = d
+		}
+	}
+	return skew / 2
+}
+
+// start runs the supervisor's watchers on ctx (counted in wg).
+func (s *supervisor) start(ctx context.Context, wg *sync.WaitGroup, f faultFlags, p supervised) {
+	st := p.store.Stream()
+	p.metrics.MustRegister(s.metrics(ctx, st, p.proj, p.consumers)...)
+	run := func(fn func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn()
+		}()
+	}
+	run(func() {
+		keepHighWater(ctx, st, filepath.Join(p.dd.Path(), highWaterFile), p.store, s.logger, time.Second)
+	})
+	run(func() { s.guardClock(ctx, st, maxOffset(f.maxClockOffset, p.routes), 10*time.Second) })
+	run(func() { s.verifyLog(ctx, p.js, p.store.Config().Stream, p.dd, p.store) })
+	if p.srv != nil {
+		run(func() {
+			s.watchDisk(ctx, p.srv, p.js, p.store.Config().Stream, p.dd, uint64(f.minFreeMB)<<20)
+		})
+	}
+}

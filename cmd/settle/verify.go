@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/cockroachdb/errors"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/settle-dev/settle/ledger"
+	"github.com/settle-dev/settle/projector"
+)
+
+// scanLog reads the whole stream, headers only, and returns the
+// sequences it should hold and does not: holes, and the end of what it
+// delivers short of the LastSeq its state claims. A damaged block file
+// can keep a state that still counts its lost messages; only reading
+// finds them. It costs one pass over the stream's headers.
+func scanLog(ctx context.Context, js jetstream.JetStream, stream string) (missing [][2]uint64, last uint64, err error) {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil, 0, errors.Errorf("scan the log: stream %s: %w", stream, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return nil, 0, errors.Errorf("scan the log: stream %s: %w", stream, err)
+	}
+	last = info.State.LastSeq
+	if info.State.Msgs == 0 {
+		if last > 0 {
+			missing = append(missing, [2]uint64{1, last})
+		}
+		return missing, last, nil
+	}
+	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
+		HeadersOnly: true, InactiveThreshold: time.Minute, NamePrefix: "settle_scan_" + nuid.Next(),
+	})
+	if err != nil {
+		return nil, 0, errors.Errorf("scan the log: %w", err)
+	}
+	defer func() {
+		if ci := cons.CachedInfo(); ci != nil {
+			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = js.DeleteConsumer(dctx, stream, ci.Name)
+			cancel()
+		}
+	}()
+	var prev uint64
+	for prev < last {
+		batch, err := cons.Fetch(4096, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return nil, 0, errors.Errorf("scan the log: %w", err)
+		}
+		got, done := 0, false
+		for m := range batch.Messages() {
+			got++
+			md, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			seq := md.Sequence.Stream
+			if seq > prev+1 {
+				missing = append(missing, [2]uint64{prev + 1, seq - 1})
+			}
+			prev = max(prev, seq)
+			if md.NumPending == 0 {
+				done = true
+			}
+		}
+		if err := batch.Error(); err != nil && ctx.Err() != nil {
+			return nil, 0, err
+		}
+		if done || got == 0 {
+			break
+		}
+	}
+	if prev < last {
+		missing = append(missing, [2]uint64{prev + 1, last})
+	}
+	return missing, last, nil
+}
+
+// subtract removes the accepted ranges from rs.
+func subtract(rs, accepted [][2]uint64) [][2]uint64 {
+	out := rs
+	for _, a := range accepted {
+		var next [][2]uint64
+		for _, r := range out {
+			if a[1] < r[0] || a[0] > r[1] {
+				next = append(next, r)
+				continue
+			}
+			if r[0] < a[0] {
+				next = append(next, [2]uint64{r[0], a[0] - 1})
+			}
+			if r[1] > a[1] {
+				next = append(next, [2]uint64{a[1] + 1, r[1]})
+			}
+		}
+		out = next
+	}
+	return out
+}
+
+// merge unions ranges.
+func merge(rs [][2]uint64) [][2]uint64 {
+	if len(rs) == 0 {
+		return nil
+	}
+	rs = append([][2]uint64(nil), rs...)
+	sort.Slice(rs, func(i, j int) bool { return rs[i][0] < rs[j][0] })
+	out := [][2]uint64{rs[0]}
+	for _, r := range rs[1:] {
+		if n := len(out); r[0] <= out[n-1][1]+1 {
+			out[n-1][1] = max(out[n-1][1], r[1])
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// describeLoss names the lost ranges, and the events the views knew in
+// them, as a logLoss.
+func describeLoss(ctx context.Context, stream string, ranges [][2]uint64, last uint64, viewsPath string) *logLoss {
+	l := &logLoss{Stream: stream, LastSeq: last, Ranges: ranges, scanned: true}
+	k, err := projector.OpenKnown(ctx, viewsPath)
+	if err != nil {
+		return l
+	}
+	defer k.Close()
+	l.ViewsCheckpnt, _ = k.Checkpoint(ctx)
+	seen := map[string]bool{}
+	for _, r := range ranges {
+		_ = k.EventsBetween(ctx, r[0], r[1], func(e projector.KnownEvent) error {
+			l.LostTotal++
+			if len(l.Lost) < maxListed {
+				l.Lost = append(l.Lost, e)
+			}
+			if !seen[e.IntentID] {
+				seen[e.IntentID] = true
+				l.Intents = append(l.Intents, e.IntentID)
+			}
+			return nil
+		})
+	}
+	return l
+}
+
+// verifyLog reads the whole log when serve starts, before anything
+// writes: a loss the start-up check could not see (a damaged record inside
+// a block whose state still counts it) is found here. Meanwhile appends
+// are refused (ledger.ErrLogVerifying: 503, /readyz not ready) and the
+// reconcilers wait (verified). A loss blocks every append
+// (ledger.ErrLogDamaged) with a loud error naming what was lost, until
+// an operator restarts with --accept-log-loss; the reconcilers never
+// start. Ranges already accepted are ignored.
+func (s *supervisor) verifyLog(ctx context.Context, js jetstream.JetStream, stream string, dd *dataDir, store *ledger.Store) {
+	logger := s.logger
+	hw, _ := readHighWater(filepath.Join(dd.Path(), highWaterFile))
+	start := time.Now()
+	var missing [][2]uint64
+	var last uint64
+	for {
+		var err error
+		missing, last, err = scanLog(ctx, js, stream)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		logger.Warn("reading the whole log to verify it failed; trying again", "err", safeText(err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(2 * time.Second):
+		}
+	}
+	missing = subtract(missing, hw.Accepted)
+	if len(missing) == 0 {
+		store.Unblock("verify")
+		close(s.verified)
+		logger.Info("the whole log was read: no event is missing", "last_seq", last, "took", time.Since(start).Round(time.Millisecond).String())
+		return
+	}
+	loss := describeLoss(ctx, stream, missing, last, dd.Views())
+	err := errors.Errorf("%w: %w", ledger.ErrLogDamaged, loss)
+	store.Block("log", err)
+	store.Unblock("verify")
+	logger.Error("THE LOG LOST EVENTS: appends are refused and the reconcilers do not start until an operator acts. See them all with settle audit --data DIR (serve stopped); "+
+		"restore the store from a replica or backup, or restart with --accept-log-loss", "loss", loss.Error())
+}

@@ -1,0 +1,370 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/errors"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/settle-dev/settle/ledger"
+	"github.com/settle-dev/settle/projector"
+)
+
+// The high-water mark: what settle knows the log held, kept outside the
+// log (DIR/highwater.json, next to the views). The stream never deletes
+// (deny_delete, deny_purge, no limits), so its sequences run 1 … LastSeq
+// without a hole, and LastSeq only grows. A stream that starts below its
+// high-water mark, or below the views' checkpoint, or with a hole, has
+// lost acknowledged events: serve refuses to start (ErrLogDamaged) and
+// says which events are gone — by sequence, and by intent and version
+// for the events the views applied — until an operator accepts the loss
+// (--accept-log-loss). The per-intent versions outside the stream are the
+// views' (every event they applied, by sequence).
+
+const highWaterFile = "highwater.json"
+
+// highWater is the content of highwater.json.
+type highWater struct {
+	Stream  string    `json:"stream"`
+	LastSeq uint64    `json:"last_seq"`
+	Msgs    uint64    `json:"msgs"`
+	Updated time.Time `json:"updated"`
+	// Accepted are sequence ranges an operator accepted as lost
+	// (--accept-log-loss): not reported again.
+	Accepted [][2]uint64 `json:"accepted,omitempty"`
+	// Held are the intents that lost events in an accepted loss: handed
+	// to a human, never written for again (consumers/reconcile/hold.go).
+	Held []string `json:"held,omitempty"`
+}
+
+func readHighWater(path string) (highWater, error) {
+	var hw highWater
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return hw, nil
+	}
+	if err != nil {
+		return hw, errors.Errorf("high-water mark %s: %w", path, err)
+	}
+	if err := json.Unmarshal(b, &hw); err != nil {
+		return hw, errors.WithHint(errors.Errorf("high-water mark %s: %w", path, err),
+			"the file is settle's record of the log's length; if it was damaged, remove it (the views' checkpoint is still checked)")
+	}
+	return hw, nil
+}
+
+// writeHighWater replaces the file atomically and durably (temporary
+// file, fsync, rename, fsync of the directory).
+func writeHighWater(path string, hw highWater) error {
+	b, err := json.Marshal(hw)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, dataFilePerm)
+	if err != nil {
+		return errors.Errorf("high-water mark: %w", err)
+	}
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return errors.Errorf("high-water mark: %w", err)
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// logLoss is what the check found missing from the stream.
+type logLoss struct {
+	Stream string
+	// Gone: the stream itself is missing.
+	Gone                     bool
+	FirstSeq, LastSeq, Msgs  uint64
+	HighWater, ViewsCheckpnt uint64
+	// Ranges are the lost sequences, inclusive.
+	Ranges [][2]uint64
+	// Lost are the events the views knew at lost sequences (at most
+	// maxListed), LostTotal all of them, Intents the intents they belong to.
+	Lost      []projector.KnownEvent
+	LostTotal int
+	Intents   []string
+	// scanned: found by reading the whole log (the stream's state did
+	// not show it).
+	scanned bool
+}
+
+const maxListed = 20
+
+func (l *logLoss) count() uint64 {
+	var n uint64
+	for _, r := range l.Ranges {
+		n += r[1] - r[0] + 1
+	}
+	return n
+}
+
+func (l *logLoss) Error() string {
+	var b strings.Builder
+	if l.scanned {
+		fmt.Fprintf(&b, "stream %s lost %d event(s) its state still counts (found by reading sequences 1..%d)", l.Stream, l.count(), l.LastSeq)
+	} else if l.Gone {
+		fmt.Fprintf(&b, "stream %s is gone, but settle recorded it at sequence %d", l.Stream, max(l.HighWater, l.ViewsCheckpnt))
+	} else {
+		fmt.Fprintf(&b, "stream %s lost %d event(s): it holds %d message(s), sequences %d..%d; the high-water mark says %d, the views' checkpoint %d",
+			l.Stream, l.count(), l.Msgs, l.FirstSeq, l.LastSeq, l.HighWater, l.ViewsCheckpnt)
+	}
+	var rs []string
+	for _, r := range l.Ranges {
+		if r[0] == r[1] {
+			rs = append(rs, fmt.Sprint(r[0]))
+		} else {
+			rs = append(rs, fmt.Sprintf("%d..%d", r[0], r[1]))
+		}
+	}
+	if len(rs) > 0 {
+		fmt.Fprintf(&b, "; lost sequences %s", strings.Join(rs, ", "))
+	}
+	if l.LostTotal > 0 {
+		fmt.Fprintf(&b, "; the views knew %d of the lost events, of %d intent(s):", l.LostTotal, len(l.Intents))
+		for _, e := range l.Lost {
+			fmt.Fprintf(&b, " %s v%d %s (seq %d);", e.IntentID, e.Version, e.Type, e.Seq)
+		}
+		if l.LostTotal > len(l.Lost) {
+			fmt.Fprintf(&b, " … %d more", l.LostTotal-len(l.Lost))
+		}
+	} else if !l.Gone {
+		b.WriteString("; the views do not know what they were")
+	}
+	return b.String()
+}
+
+// checkLog compares the stream with the high-water mark and the views.
+// It returns nil when nothing is missing (or the stream and the records
+// are both new).
+func checkLog(ctx context.Context, js jetstream.JetStream, stream string, hw highWater, viewsPath string) (*logLoss, error) {
+	l := &logLoss{Stream: stream}
+	if hw.Stream == "" || hw.Stream == stream {
+		l.HighWater = hw.LastSeq
+	}
+	var known *projector.Known
+	if k, err := projector.OpenKnown(ctx, viewsPath); err == nil {
+		known = k
+		defer k.Close()
+		if l.ViewsCheckpnt, err = k.Checkpoint(ctx); err != nil {
+			return nil, err
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, errors.Errorf("check the log: %w", err)
+	}
+	st, err := js.Stream(ctx, stream)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		if l.HighWater == 0 && l.ViewsCheckpnt == 0 {
+			return nil, nil // a new log
+		}
+		l.Gone = true
+		l.Ranges = [][2]uint64{{1, max(l.HighWater, l.ViewsCheckpnt)}}
+	case err != nil:
+		return nil, errors.Errorf("check the log: stream %s: %w", stream, err)
+	default:
+		info, err := st.Info(ctx, jetstream.WithDeletedDetails(true))
+		if err != nil {
+			return nil, errors.Errorf("check the log: stream %s: %w", stream, err)
+		}
+		s := info.State
+		l.FirstSeq, l.LastSeq, l.Msgs = s.FirstSeq, s.LastSeq, s.Msgs
+		l.Ranges = subtract(lostRanges(s.FirstSeq, s.LastSeq, s.Msgs, s.Deleted, max(l.HighWater, l.ViewsCheckpnt)), hw.Accepted)
+	}
+	if len(l.Ranges) == 0 {
+		return nil, nil
+	}
+	if known != nil {
+		seen := map[string]bool{}
+		for _, r := range l.Ranges {
+			err := known.EventsBetween(ctx, r[0], r[1], func(e projector.KnownEvent) error {
+				l.LostTotal++
+				if len(l.Lost) < maxListed {
+					l.Lost = append(l.Lost, e)
+				}
+				if !seen[e.IntentID] {
+					seen[e.IntentID] = true
+					l.Intents = append(l.Intents, e.IntentID)
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, errors.Errorf("check the log: %w", err)
+			}
+		}
+		sort.Strings(l.Intents)
+	}
+	return l, nil
+}
+
+// lostRanges lists the sequences a never-deleting stream should hold and
+// does not: before its first, its holes, and after its last up to want.
+func lostRanges(first, last, msgs uint64, deleted []uint64, want uint64) [][2]uint64 {
+	var out [][2]uint64
+	if last > 0 && first > 1 {
+		out = append(out, [2]uint64{1, min(first-1, last)})
+	}
+	if msgs > 0 && last >= first && msgs < last-first+1 {
+		ds := append([]uint64(nil), deleted...)
+		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+		for _, d := range ds {
+			if n := len(out); n > 0 && out[n-1][1]+1 == d {
+				out[n-1][1] = d
+				continue
+			}
+			out = append(out, [2]uint64{d, d})
+		}
+		if len(ds) == 0 {
+			// The server did not list them: name the span.
+			out = append(out, [2]uint64{first, last})
+		}
+	}
+	if want > last {
+		out = append(out, [2]uint64{last + 1, want})
+	}
+	return out
+}
+
+// guardLog runs the check before anything reads or writes the log. On a
+// loss it refuses (an error wrapping ledger.ErrLogDamaged) unless the
+// operator accepts it; then the views, which hold the lost events, are
+// moved aside (kept), and the high-water mark is reset to the stream.
+//
+// It returns the intents held after accepted losses (this one and earlier
+// ones), each with the message of its hand-off.
+func guardLog(ctx context.Context, js jetstream.JetStream, stream string, dd *dataDir, accept bool, logger *slog.Logger) (map[string]string, error) {
+	hwPath := filepath.Join(dd.Path(), highWaterFile)
+	hw, err := readHighWater(hwPath)
+	if err != nil {
+		return nil, err
+	}
+	held := func(ids []string) map[string]string {
+		m := map[string]string{}
+		for _, id := range ids {
+			m[id] = "the log lost some of this intent's events (a damaged store; the loss was accepted with --accept-log-loss): what it shows may be older than what happened — check the external system before resolving"
+		}
+		return m
+	}
+	loss, err := checkLog(ctx, js, stream, hw, dd.Views())
+	if err != nil {
+		return nil, err
+	}
+	if accept {
+		// Accept everything missing, including what only reading the
+		// whole log finds (verify.go).
+		missing, last, err := scanLog(ctx, js, stream)
+		if err == nil {
+			if missing = subtract(missing, hw.Accepted); len(missing) > 0 {
+				if loss == nil {
+					loss = describeLoss(ctx, stream, missing, last, dd.Views())
+				} else {
+					loss.Ranges = merge(append(loss.Ranges, missing...))
+				}
+			}
+		}
+	}
+	if loss == nil {
+		return held(hw.Held), nil
+	}
+	if !accept {
+		return nil, errors.WithHint(errors.Errorf("%w: %w", ledger.ErrLogDamaged, loss),
+			"nothing was started. The log itself lost acknowledged events (a damaged or replaced store): settle must not act as if they never happened. "+
+				"See them all: settle audit --data DIR. Restore the store from a replica or a backup if you can; "+
+				"otherwise start with --accept-log-loss (the views are kept aside, the intents that remain are swept and settled, the lost ones listed here must be checked by hand)")
+	}
+	logger.Error("the log lost events; starting anyway (--accept-log-loss): the intents listed must be checked by hand",
+		"loss", loss.Error())
+	if aside, err := moveViewsAside(dd.Views()); err != nil {
+		return nil, errors.Errorf("accept log loss: %w", err)
+	} else {
+		logger.Warn("views moved aside; they are rebuilt from what the log holds", "old_views", aside)
+	}
+	accepted := merge(append(hw.Accepted, loss.Ranges...))
+	ids := append(append([]string(nil), hw.Held...), loss.Intents...)
+	sort.Strings(ids)
+	ids = slices.Compact(ids)
+	if err := writeHighWater(hwPath, highWater{Stream: stream, LastSeq: loss.LastSeq, Msgs: loss.Msgs, Updated: time.Now().UTC(), Accepted: accepted, Held: ids}); err != nil {
+		return nil, err
+	}
+	if len(loss.Intents) > 0 {
+		logger.Warn("intents that lost events are held: each is handed to a human (manual_action, log_events_lost) and never written for again", "intents", len(loss.Intents))
+	}
+	return held(ids), nil
+}
+
+// keepHighWater records the stream's length every interval (and once when
+// ctx ends). A stream seen shorter than its mark while serving blocks the
+// appends (ledger.ErrLogDamaged) with a loud error.
+func keepHighWater(ctx context.Context, st jetstream.Stream, path string, store *ledger.Store, logger *slog.Logger, interval time.Duration) {
+	hw, _ := readHighWater(path)
+	name := st.CachedInfo().Config.Name
+	if hw.Stream != name {
+		hw = highWater{Stream: name}
+	}
+
+	regressions := 0
+	update := func(ictx context.Context) {
+		info, err := st.Info(ictx)
+		if err != nil {
+			return // unreachable now; the appends' health reports it
+		}
+		s := info.State
+		switch {
+		case s.LastSeq < hw.LastSeq:
+			regressions++
+			if regressions >= 2 {
+				err := errors.Errorf("%w: stream %s is at sequence %d, below its high-water mark %d", ledger.ErrLogDamaged, name, s.LastSeq, hw.LastSeq)
+				store.Block("log", err)
+				logger.Error("the log lost events while serving: appends are refused until an operator acts (restart settle to see what was lost)", "err", err.Error())
+			}
+		case s.LastSeq > hw.LastSeq:
+			regressions = 0
+			hw.LastSeq, hw.Msgs, hw.Updated = s.LastSeq, s.Msgs, time.Now().UTC()
+			if err := writeHighWater(path, hw); err != nil {
+				logger.Warn("high-water mark not written", "err", safeText(err))
+			}
+		default:
+			regressions = 0
+		}
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			update(fctx)
+			cancel()
+			return
+		case <-t.C:
+			ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			update(ictx)
+			cancel()
+		}
+	}
+}

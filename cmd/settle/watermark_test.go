@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/errors"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/settle-dev/settle/ledger"
+	"github.com/settle-dev/settle/testharness"
+)
+
+func TestLostRanges(t *testing.T) {
+	for _, c := range []struct {
+		name                  string
+		first, last, msgs, hw uint64
+		deleted               []uint64
+		want                  [][2]uint64
+	}{
+		{"whole", 1, 10, 10, 10, nil, nil},
+		{"empty new", 0, 0, 0, 0, nil, nil},
+		{"tail below the mark", 1, 10, 10, 14, nil, [][2]uint64{{11, 14}}},
+		{"front gone", 4, 10, 7, 10, nil, [][2]uint64{{1, 3}}},
+		{"holes", 1, 10, 7, 10, []uint64{7, 3, 4}, [][2]uint64{{3, 4}, {7, 7}}},
+		{"holes unlisted", 1, 10, 7, 10, nil, [][2]uint64{{1, 10}}},
+		{"everything gone", 11, 10, 0, 10, nil, [][2]uint64{{1, 10}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := lostRanges(c.first, c.last, c.msgs, c.deleted, c.hw); !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("got %v, want %v", got, c.want)
+			}
+		})
+	}
+	if got := subtract([][2]uint64{{1, 10}, {20, 30}}, [][2]uint64{{3, 4}, {25, 40}}); !reflect.DeepEqual(got, [][2]uint64{{1, 2}, {5, 10}, {20, 24}}) {
+		t.Fatalf("subtract: %v", got)
+	}
+	if got := merge([][2]uint64{{5, 6}, {1, 2}, {3, 4}, {10, 11}}); !reflect.DeepEqual(got, [][2]uint64{{1, 6}, {10, 11}}) {
+		t.Fatalf("merge: %v", got)
+	}
+}
+
+// A log shorter than its high-water mark is refused by name (the lost
+// sequences); without the mark nothing tells, and a stream that vanished
+// while the mark remembers it is refused too, instead of being created
+// empty by the store.
+func TestGuardLogRefusesAShortLog(t *testing.T) {
+	node := testharness.StartNode(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	dd, err := lockDataDir(dir, "test", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dd.Unlock()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if _, err := ledger.OpenStore(ctx, node.JS, ledger.DefaultStoreConfig()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.JS.Publish(ctx, "settle.intents.r.in_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, false, logger); err != nil {
+		t.Fatalf("a whole log: %v", err)
+	}
+	hw := highWater{Stream: "SETTLE_INTENTS", LastSeq: 5, Msgs: 5}
+	if err := writeHighWater(filepath.Join(dir, highWaterFile), hw); err != nil {
+		t.Fatal(err)
+	}
+	_, err = guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, false, logger)
+	if !errors.Is(err, ledger.ErrLogDamaged) || !strings.Contains(err.Error(), "lost sequences 2..5") {
+		t.Fatalf("a log behind its mark: %v", err)
+	}
+	if hint := errors.FlattenHints(err); !strings.Contains(hint, "--accept-log-loss") || !strings.Contains(hint, "settle audit") {
+		t.Fatalf("hint: %q", hint)
+	}
+	// Accepted: recorded, and not refused again.
+	if _, err := guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, true, logger); err != nil {
+		t.Fatalf("accepting: %v", err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, highWaterFile))
+	var got highWater
+	if err := json.Unmarshal(b, &got); err != nil || !reflect.DeepEqual(got.Accepted, [][2]uint64{{2, 5}}) || got.LastSeq != 1 {
+		t.Fatalf("after accepting: %s (%v)", b, err)
+	}
+	if _, err := guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, false, logger); err != nil {
+		t.Fatalf("after accepting: %v", err)
+	}
+	// The stream gone while the mark remembers it.
+	if err := node.JS.DeleteStream(ctx, "SETTLE_INTENTS"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, false, logger)
+	if !errors.Is(err, ledger.ErrLogDamaged) || !strings.Contains(err.Error(), "is gone") {
+		t.Fatalf("a vanished stream: %v", err)
+	}
+	if _, err := node.JS.Stream(ctx, "SETTLE_INTENTS"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("the check created the stream: %v", err)
+	}
+}

@@ -1,0 +1,210 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/cockroachdb/errors"
+	"github.com/settle-dev/settle/projector"
+)
+
+// Damage is never silent. The stream never deletes (deny_delete,
+// deny_purge, no limits), so its sequences run 1 … LastSeq without a hole
+// and every intent's versions run 1 … n. The audit checks both, and,
+// given what settle recorded outside the stream (the views' checkpoint
+// and the events they applied, the high-water mark), names every
+// acknowledged event the log no longer holds.
+
+// Violation kinds of a log that lost events.
+const (
+	// ViolationVersionGap: an intent's versions skip; the events between
+	// are gone from the log.
+	ViolationVersionGap = "version_gap"
+	// ViolationStreamGap: sequences are missing from the stream, and
+	// nothing settle recorded says what they held.
+	ViolationStreamGap = "stream_gap"
+	// ViolationEventsLost: events the views applied (so acknowledged) are
+	// gone from the log; one violation per intent.
+	ViolationEventsLost = "events_lost"
+	// ViolationStreamBehind: the stream ends before the views' checkpoint
+	// or the high-water mark.
+	ViolationStreamBehind = "stream_behind"
+)
+
+// KnownEvents is settle's record of the log outside it: the views'
+// checkpoint and every event they applied (*projector.Known).
+type KnownEvents interface {
+	Checkpoint(ctx context.Context) (uint64, error)
+	EventsBetween(ctx context.Context, from, to uint64, fn func(projector.KnownEvent) error) error
+}
+
+var _ KnownEvents = (*projector.Known)(nil)
+
+// lossState is the audit's record of the sequences it met.
+type lossState struct {
+	prevSeq uint64
+	gaps    [][2]uint64
+}
+
+// noteSeq records a hole before seq (messages arrive in stream order).
+func (a *auditor) noteSeq(seq uint64) {
+	if seq > a.loss.prevSeq+1 {
+		a.loss.gaps = append(a.loss.gaps, [2]uint64{a.loss.prevSeq + 1, seq - 1})
+	}
+	if seq > a.loss.prevSeq {
+		a.loss.prevSeq = seq
+	}
+}
+
+// checkVersion reports a gap in t's versions before the event of version
+// v at seq; the fold then refuses the event, which is counted under this
+// violation.
+func (a *auditor) checkVersion(t *auditIntent, v, seq uint64) {
+	have := max(t.seen, t.fold.Version)
+	if v > have+1 && !t.blocked && a.accepted(t.seenSeq+1, seq-1) > 0 {
+		// The missing events were in a loss an operator accepted: the
+		// intent's history is broken, and known to be.
+		t.blocked = true
+		a.rep.Incomplete++
+		a.rep.AcceptedIntents++
+	}
+	if v > have+1 && !t.blocked {
+		missing := fmt.Sprintf("version %d", have+1)
+		if v-1 > have+1 {
+			missing = fmt.Sprintf("versions %d..%d", have+1, v-1)
+		}
+		idx := a.violate(Violation{IntentID: t.id, Kind: ViolationVersionGap, Version: v, Seq: seq,
+			Detail: fmt.Sprintf("%s missing before this event: gone from the log", missing)})
+		if t.refused < 0 {
+			t.refused = idx
+		}
+	}
+	if v > t.seen {
+		t.seen, t.seenSeq = v, seq
+	}
+}
+
+// accepted counts the sequences of [from, to] inside accepted ranges.
+func (a *auditor) accepted(from, to uint64) uint64 {
+	var n uint64
+	for _, r := range a.cfg.Accepted {
+		lo, hi := max(from, r[0]), min(to, r[1])
+		if lo <= hi {
+			n += hi - lo + 1
+		}
+	}
+	return n
+}
+
+// subtractAccepted splits r into its parts outside the accepted ranges.
+func (a *auditor) subtractAccepted(r [2]uint64) [][2]uint64 {
+	parts := [][2]uint64{r}
+	for _, acc := range a.cfg.Accepted {
+		var next [][2]uint64
+		for _, p := range parts {
+			if acc[1] < p[0] || acc[0] > p[1] {
+				next = append(next, p)
+				continue
+			}
+			if p[0] < acc[0] {
+				next = append(next, [2]uint64{p[0], acc[0] - 1})
+			}
+			if p[1] > acc[1] {
+				next = append(next, [2]uint64{acc[1] + 1, p[1]})
+			}
+		}
+		parts = next
+	}
+	return parts
+}
+
+// checkLoss runs after the replay: holes met, and a stream shorter than
+// the views' checkpoint or the high-water mark; with Known, every lost
+// event it knows is named by intent and version.
+func (a *auditor) checkLoss(ctx context.Context) error {
+	ranges := append([][2]uint64(nil), a.loss.gaps...)
+	last := a.rep.LastSeq
+	if a.loss.prevSeq < last {
+		// The stream says it ends at LastSeq, but its messages ended
+		// earlier: the state outlived the messages (a cut block file).
+		ranges = append(ranges, [2]uint64{a.loss.prevSeq + 1, last})
+		last = a.loss.prevSeq
+	}
+	var cp uint64
+	if a.cfg.Known != nil {
+		var err error
+		if cp, err = a.cfg.Known.Checkpoint(ctx); err != nil {
+			return errors.Errorf("audit: views: %w", err)
+		}
+	}
+	want := max(cp, a.cfg.HighWater)
+	if want > last && a.accepted(last+1, want) == want-last {
+		a.rep.AcceptedLoss += want - last
+		want = last
+	}
+	if want > last {
+		var by []string
+		if cp > last {
+			by = append(by, fmt.Sprintf("the views' checkpoint is %d", cp))
+		}
+		if a.cfg.HighWater > last {
+			by = append(by, fmt.Sprintf("the high-water mark is %d", a.cfg.HighWater))
+		}
+		a.violate(Violation{Kind: ViolationStreamBehind, Seq: last,
+			Detail: fmt.Sprintf("the stream ends at sequence %d but %s: %d acknowledged event(s) are gone", last, strings.Join(by, " and "), want-last)})
+		ranges = append(ranges, [2]uint64{last + 1, want})
+	}
+	var open [][2]uint64
+	for _, r := range ranges {
+		a.rep.AcceptedLoss += a.accepted(r[0], r[1])
+		open = append(open, a.subtractAccepted(r)...)
+	}
+	for _, r := range open {
+		type lost struct {
+			versions []uint64
+			types    []string
+			first    uint64
+		}
+		byIntent := map[string]*lost{}
+		if a.cfg.Known != nil {
+			err := a.cfg.Known.EventsBetween(ctx, r[0], r[1], func(e projector.KnownEvent) error {
+				l := byIntent[e.IntentID]
+				if l == nil {
+					l = &lost{first: e.Seq}
+					byIntent[e.IntentID] = l
+				}
+				l.versions = append(l.versions, e.Version)
+				l.types = append(l.types, e.Type)
+				return nil
+			})
+			if err != nil {
+				return errors.Errorf("audit: views: %w", err)
+			}
+		}
+		if len(byIntent) == 0 {
+			if r[1] > last {
+				continue // reported as stream_behind; nothing more is known
+			}
+			a.violate(Violation{Kind: ViolationStreamGap, Seq: r[0],
+				Detail: fmt.Sprintf("sequences %d..%d are missing from the stream (it never deletes); nothing settle recorded says what they held", r[0], r[1])})
+			continue
+		}
+		ids := make([]string, 0, len(byIntent))
+		for id := range byIntent {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			l := byIntent[id]
+			var vs []string
+			for i, v := range l.versions {
+				vs = append(vs, fmt.Sprintf("v%d %s", v, l.types[i]))
+			}
+			a.violate(Violation{IntentID: id, Kind: ViolationEventsLost, Version: l.versions[0], Seq: l.first,
+				Detail: fmt.Sprintf("%s, applied by the views at sequences from %d, gone from the log", strings.Join(vs, ", "), l.first)})
+		}
+	}
+	return nil
+}

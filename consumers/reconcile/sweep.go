@@ -1,0 +1,213 @@
+package reconcile
+
+import (
+	"container/heap"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/errors"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/settle-dev/settle/events"
+)
+
+// The start-up sweep. An intent is woken by its latest event's message on
+// its route's durable consumer. That message can be gone while the intent
+// still needs a reconciler: the log lost the intent's later events (whose
+// messages had made the reconciler ack this one), the consumer was
+// recreated past it, or it was acked by mistake. So, on start, a sweeping
+// reconciler (Config.Sweep; one per process is enough) reads the last
+// event of every intent of its routes — an ordered consumer delivering the
+// last message per subject — and steps every intent that no reconciler
+// is done with. An intent that must wait is kept in a bounded schedule
+// and stepped again when due, until a step appends an event (whose message
+// carries it on) or nobody has anything left to do. Intents the sweep and
+// the consumers both step are safe: every step is a CAS append.
+
+// SweepStats count what the sweep did.
+type SweepStats struct {
+	// Scanned: intents whose last event was read; Stepped: steps taken;
+	// Waiting: intents in the schedule now; Dropped: intents left out
+	// because the schedule was full (SweepMax); Done: the scan finished.
+	Scanned, Stepped, Dropped uint64
+	Waiting                   int
+	Done                      bool
+}
+
+// SweepStats returns the sweep's counters.
+func (r *Reconciler) SweepStats() SweepStats {
+	r.sweepMu.Lock()
+	defer r.sweepMu.Unlock()
+	s := r.sweepStats
+	s.Waiting = len(r.sweepQ)
+	return s
+}
+
+// settledBy reports whether an intent whose last event is t needs no
+// reconciler (confirmed, abandoned, a human's turn): the sweep skips it
+// without loading its history.
+func settledBy(t events.Type) bool {
+	switch t {
+	case events.ReadbackPassed, events.WriteConfirmed, events.OperatorConfirmed,
+		events.Abandoned, events.ManualActionRequired, events.ReadbackFailed, events.ApprovalRequired:
+		return true
+	}
+	return false
+}
+
+// sweep scans every route, then works its schedule until ctx ends.
+func (r *Reconciler) sweep(ctx context.Context, routes []string) {
+	for _, route := range routes {
+		if err := r.sweepRoute(ctx, route); err != nil && ctx.Err() == nil {
+			r.cfg.Logger.Warn("sweep: scanning a route failed; its intents rely on their consumer messages", "route", route, "err", err)
+		}
+	}
+	r.sweepMu.Lock()
+	r.sweepStats.Done = true
+	n := r.sweepStats.Scanned
+	r.sweepMu.Unlock()
+	r.cfg.Logger.Info("sweep: every intent's last event read", "intents", n, "waiting", r.SweepStats().Waiting)
+	for ctx.Err() == nil {
+		r.sweepMu.Lock()
+		var next *sweepItem
+		if len(r.sweepQ) > 0 {
+			next = r.sweepQ[0]
+		}
+		r.sweepMu.Unlock()
+		if next == nil {
+			return
+		}
+		if d := next.due.Sub(r.cfg.Now()); d > 0 {
+			t := time.NewTimer(min(d, r.cfg.MaxWait))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
+		}
+		r.sweepMu.Lock()
+		heap.Pop(&r.sweepQ)
+		r.sweepMu.Unlock()
+		r.sweepStep(ctx, next.route, next.id)
+	}
+}
+
+// sweepRoute reads the last event of every intent of route, then steps
+// those a reconciler may still have to act on.
+func (r *Reconciler) sweepRoute(ctx context.Context, route string) error {
+	js := r.store.JetStream()
+	cons, err := js.OrderedConsumer(ctx, r.store.Config().Stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects:    []string{events.SubjectPrefix + "." + route + ".*"},
+		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
+		InactiveThreshold: 30 * time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	var open []string
+	for last := false; !last && ctx.Err() == nil; {
+		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			return err
+		}
+		got := 0
+		for m := range batch.Messages() {
+			if last {
+				continue // newer events, appended since the scan began
+			}
+			got++
+			if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
+				last = true
+			}
+			_, id, err := events.ParseSubject(m.Subject())
+			if err != nil {
+				continue
+			}
+			r.sweepMu.Lock()
+			r.sweepStats.Scanned++
+			r.sweepMu.Unlock()
+			if e, err := events.Decode(m.Data()); err == nil && settledBy(e.Type) {
+				continue
+			}
+			if len(open) >= r.cfg.SweepMax {
+				r.sweepMu.Lock()
+				r.sweepStats.Dropped++
+				r.sweepMu.Unlock()
+				continue
+			}
+			open = append(open, id)
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return err
+		}
+		if got == 0 {
+			break
+		}
+	}
+	for _, id := range open {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.sweepStep(ctx, route, id)
+	}
+	return nil
+}
+
+// sweepStep steps one intent and schedules it again if it must wait.
+func (r *Reconciler) sweepStep(ctx context.Context, route, id string) {
+	res, err := r.step(ctx, route, id, nil)
+	r.sweepMu.Lock()
+	defer r.sweepMu.Unlock()
+	r.sweepStats.Stepped++
+	var wait time.Duration
+	switch {
+	case ctx.Err() != nil:
+		return
+	case errors.Is(err, ErrRouteMissing):
+		return // another worker's
+	case err != nil:
+		wait = r.cfg.Recheck
+	case len(res.Appended) > 0, res.Done:
+		return // its new event's message carries it on, or nobody acts
+	default:
+		wait = res.Wait
+	}
+	if len(r.sweepQ) >= r.cfg.SweepMax {
+		r.sweepStats.Dropped++
+		if r.sweepStats.Dropped == 1 {
+			r.cfg.Logger.Warn("sweep: schedule full; further waiting intents rely on their consumer messages", "max", r.cfg.SweepMax)
+		}
+		return
+	}
+	heap.Push(&r.sweepQ, &sweepItem{due: r.cfg.Now().Add(wait), route: route, id: id})
+}
+
+type sweepItem struct {
+	due       time.Time
+	route, id string
+}
+
+// sweepQueue is a min-heap by due time.
+type sweepQueue []*sweepItem
+
+func (q sweepQueue) Len() int           { return len(q) }
+func (q sweepQueue) Less(i, j int) bool { return q[i].due.Before(q[j].due) }
+func (q sweepQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *sweepQueue) Push(x any)        { *q = append(*q, x.(*sweepItem)) }
+func (q *sweepQueue) Pop() any {
+	old := *q
+	it := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	return it
+}
+
+// sweepState is the sweep's part of a Reconciler.
+type sweepState struct {
+	sweepMu    sync.Mutex
+	sweepQ     sweepQueue
+	sweepStats SweepStats
+}

@@ -1,0 +1,56 @@
+package faults
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/testharness"
+)
+
+// sizes returns the short or the full size.
+func sizes(short, long int) int {
+	if *full {
+		return long
+	}
+	return short
+}
+
+// kill -9 of `settle serve` (embedded server, fsync always) at a random
+// moment of a write burst, then a restart on the same data: nothing
+// acknowledged is lost, nothing is written twice, everything settles.
+func TestKill9SettleDuringBurst(t *testing.T) {
+	for s := 0; s < sizes(1, 5); s++ {
+		seed := *seed0 + int64(s)
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+			w := newWorld(t, "kill -9 settle serve mid-burst, restart", seed)
+			data := t.TempDir()
+			a := w.startSettle("settle", data, nil)
+			n := sizes(60, 200)
+			// Some responses are lost, so reconciliation runs too.
+			var fs []string
+			for k := 0; k < n; k++ {
+				if w.rng.IntN(6) == 0 {
+					fs = append(fs, "commit_then_drop")
+				} else {
+					fs = append(fs, "none")
+				}
+			}
+			w.api.Queue(t, fs...)
+			killAt := n/4 + w.rng.IntN(n/2)
+			via := func(int) *testharness.SettleProc { return a }
+			w.burst(0, n, 8, via, func(k int) {
+				if k == killAt {
+					// Let the requests in flight reach the write path.
+					time.Sleep(time.Duration(w.rng.IntN(40)) * time.Millisecond)
+					a.Kill9()
+					w.notef("seed %d: killed at submit %d of %d; callers retry until answered", seed, k, n)
+					a.Restart(t)
+				}
+			})
+			// More work after the restart, on the same log.
+			w.burst(n, n/4, 4, via, nil)
+			w.finish(3 * time.Minute)
+		})
+	}
+}

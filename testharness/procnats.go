@@ -1,0 +1,385 @@
+package testharness
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/errors"
+	"github.com/settle-dev/settle/embedded"
+)
+
+// NATSCluster is a cluster of real nats-server processes (the binary built
+// from the module version go.mod pins) on loopback, each with its own
+// store directory and configuration file, as an operator runs them:
+// JetStream with sync_interval: always. Every route between two nodes and
+// every client link to a node goes through a Proxy the test controls, so
+// a node can be partitioned from the others and from its clients:
+//
+//   - node i reaches node j at Route[i][j] (a proxy to j's cluster port);
+//   - a node advertises a closed port as its cluster address, so no node
+//     learns a direct address by gossip and routes around a cut;
+//   - cluster no_advertise keeps client URLs out of the INFO clients get,
+//     so a client keeps to the proxied URLs it was given (ClientURLs).
+//
+// The test itself reads through DirectURL, which no fault touches.
+type NATSCluster struct {
+	t     testing.TB
+	Name  string
+	Nodes []*NATSNode
+	// Route[i][j] carries node i's route to node j (nil when i == j).
+	Route [][]*Proxy
+}
+
+// NATSNode is one nats-server process of a NATSCluster.
+type NATSNode struct {
+	Proc  *Proc
+	Name  string
+	Store string // JetStream store directory
+	Conf  string // configuration file
+	// Client is the proxy clients reach the node through.
+	Client        *Proxy
+	clientPort    int
+	clusterPort   int
+	monitorPort   int
+	advertisePort int
+}
+
+// NATSClusterOptions tune StartNATSCluster.
+type NATSClusterOptions struct {
+	// Nodes is the cluster size (default 3; 1 is a single server without
+	// a cluster).
+	Nodes int
+	// Extra is appended to every node's configuration file (e.g. limits).
+	Extra string
+}
+
+// StartNATSCluster builds nats-server and starts a cluster of real
+// processes, waiting until every node is healthy.
+func StartNATSCluster(t testing.TB, opt NATSClusterOptions) *NATSCluster {
+	t.Helper()
+	if opt.Nodes == 0 {
+		opt.Nodes = 3
+	}
+	bin := BuildBinary(t, NATSServerPackage)
+	c := &NATSCluster{t: t, Name: "settle-faults"}
+	n := opt.Nodes
+	for i := 0; i < n; i++ {
+		node := &NATSNode{Name: fmt.Sprintf("n%d", i+1), Store: filepath.Join(t.TempDir(), "store")}
+		node.clientPort = freePort(t)
+		node.clusterPort = freePort(t)
+		node.monitorPort = freePort(t)
+		node.advertisePort = freePort(t) // nothing listens there
+		node.Client = StartProxy(t, "127.0.0.1:"+strconv.Itoa(node.clientPort))
+		c.Nodes = append(c.Nodes, node)
+	}
+	c.Route = make([][]*Proxy, n)
+	for i := range c.Route {
+		c.Route[i] = make([]*Proxy, n)
+		for j := 0; j < n; j++ {
+			if i != j {
+				c.Route[i][j] = StartProxy(t, "127.0.0.1:"+strconv.Itoa(c.Nodes[j].clusterPort))
+			}
+		}
+	}
+	for i, node := range c.Nodes {
+		var routes []string
+		for j := 0; j < n; j++ {
+			if i != j {
+				routes = append(routes, "nats-route://"+c.Route[i][j].Addr())
+			}
+		}
+		node.Conf = filepath.Join(filepath.Dir(node.Store), "nats.conf")
+		if n == 1 {
+			// A single node: no cluster block.
+			conf := fmt.Sprintf("server_name: %s\nlisten: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\njetstream {\n  store_dir: %q\n  sync_interval: always\n}\n%s\n",
+				node.Name, node.clientPort, node.monitorPort, node.Store, opt.Extra)
+			if err := os.WriteFile(node.Conf, []byte(conf), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			node.Proc = StartProc(t, ProcSpec{Name: node.Name, Path: bin, Args: []string{"-c", node.Conf}})
+			continue
+		}
+		conf := fmt.Sprintf(`server_name: %s
+listen: 127.0.0.1:%d
+http: 127.0.0.1:%d
+jetstream {
+  store_dir: %q
+  sync_interval: always
+}
+cluster {
+  name: %s
+  listen: 127.0.0.1:%d
+  advertise: "127.0.0.1:%d"
+  no_advertise: true
+  routes: [
+    %s
+  ]
+}
+%s
+`, node.Name, node.clientPort, node.monitorPort, node.Store, c.Name, node.clusterPort, node.advertisePort,
+			strings.Join(routes, "\n    "), opt.Extra)
+		if err := os.WriteFile(node.Conf, []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		node.Proc = StartProc(t, ProcSpec{Name: node.Name, Path: bin, Args: []string{"-c", node.Conf}})
+	}
+	c.WaitHealthy(2*time.Minute, c.all()...)
+	return c
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	p, err := embedded.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (c *NATSCluster) all() []int {
+	out := make([]int, len(c.Nodes))
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// ClientURLs is the comma-separated list of every node's proxied client
+// URL (what settle is given).
+func (c *NATSCluster) ClientURLs() string {
+	var out []string
+	for _, n := range c.Nodes {
+		out = append(out, "nats://"+n.Client.Addr())
+	}
+	return strings.Join(out, ",")
+}
+
+// DirectURLs lists the nodes' own client URLs (no proxy): the test reads
+// the log through them.
+func (c *NATSCluster) DirectURLs(nodes ...int) string {
+	if len(nodes) == 0 {
+		nodes = c.all()
+	}
+	var out []string
+	for _, i := range nodes {
+		out = append(out, "nats://127.0.0.1:"+strconv.Itoa(c.Nodes[i].clientPort))
+	}
+	return strings.Join(out, ",")
+}
+
+// ClientLinks makes a new proxy to every node's client port, for one
+// client of its own (a second settle process the test partitions alone
+// from NATS), and returns their URL list and the proxies.
+func (c *NATSCluster) ClientLinks() (string, []*Proxy) {
+	var urls []string
+	var links []*Proxy
+	for _, n := range c.Nodes {
+		p := StartProxy(c.t, "127.0.0.1:"+strconv.Itoa(n.clientPort))
+		links = append(links, p)
+		urls = append(urls, "nats://"+p.Addr())
+	}
+	return strings.Join(urls, ","), links
+}
+
+// Kill9 kills node i with SIGKILL.
+func (c *NATSCluster) Kill9(i int) { c.t.Helper(); c.Nodes[i].Proc.Kill9() }
+
+// Stop stops node i with SIGTERM and waits for it.
+func (c *NATSCluster) Stop(i int) {
+	c.t.Helper()
+	if code := c.Nodes[i].Proc.Term(time.Minute); code == -1 {
+		c.t.Fatalf("%s did not stop after SIGTERM", c.Nodes[i].Name)
+	}
+}
+
+// Start starts node i again with its store and configuration.
+func (c *NATSCluster) Start(i int) { c.t.Helper(); c.Nodes[i].Proc.Start() }
+
+// Wipe deletes node i's store (the node must be stopped): a node that
+// comes back with an empty disk.
+func (c *NATSCluster) Wipe(i int) {
+	c.t.Helper()
+	if c.Nodes[i].Proc.Running() {
+		c.t.Fatalf("wipe %s: the node is running", c.Nodes[i].Name)
+	}
+	if err := os.RemoveAll(c.Nodes[i].Store); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// Isolate cuts node i from every other node and from its clients.
+func (c *NATSCluster) Isolate(i int) {
+	for j := range c.Nodes {
+		if j != i {
+			c.Route[i][j].Cut()
+			c.Route[j][i].Cut()
+		}
+	}
+	c.Nodes[i].Client.Cut()
+}
+
+// Heal undoes Isolate(i).
+func (c *NATSCluster) Heal(i int) {
+	for j := range c.Nodes {
+		if j != i {
+			c.Route[i][j].Heal()
+			c.Route[j][i].Heal()
+		}
+	}
+	c.Nodes[i].Client.Heal()
+}
+
+// Routes is how many routes node i reports (its /routez), or -1 when its
+// monitor does not answer.
+func (c *NATSCluster) Routes(i int) int {
+	var rz struct {
+		NumRoutes int `json:"num_routes"`
+		Routes    []struct {
+			RemoteName string `json:"remote_name"`
+		} `json:"routes"`
+	}
+	if err := c.monitor(i, "/routez", &rz); err != nil {
+		return -1
+	}
+	peers := map[string]bool{}
+	for _, r := range rz.Routes {
+		peers[r.RemoteName] = true
+	}
+	return len(peers)
+}
+
+// WaitIsolated waits until node i sees no peer and no peer sees it: the
+// cut is real (no route found its way around the proxies).
+func (c *NATSCluster) WaitIsolated(i int, timeout time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok := c.Routes(i) == 0
+		for j := range c.Nodes {
+			if j != i && c.Nodes[j].Proc.Running() && c.Routes(j) != len(c.Nodes)-2 {
+				ok = false
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s still has routes %s after the cut", c.Nodes[i].Name, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// WaitMeshed waits until every listed node sees every other listed node.
+func (c *NATSCluster) WaitMeshed(timeout time.Duration, nodes ...int) {
+	c.t.Helper()
+	if len(nodes) == 0 {
+		nodes = c.all()
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		ok := true
+		for _, i := range nodes {
+			if c.Routes(i) < len(nodes)-1 {
+				ok = false
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("nats cluster: nodes %v not meshed in %s", nodes, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Healthy reports whether node i's /healthz says ok (JetStream enabled,
+// current with its meta group, streams and consumers).
+func (c *NATSCluster) Healthy(i int) bool {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", c.Nodes[i].monitorPort))
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// WaitHealthy waits until every listed node is healthy.
+func (c *NATSCluster) WaitHealthy(timeout time.Duration, nodes ...int) {
+	c.t.Helper()
+	if len(nodes) == 0 {
+		nodes = c.all()
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		ok := true
+		for _, i := range nodes {
+			if !c.Healthy(i) {
+				ok = false
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			var b strings.Builder
+			for _, i := range nodes {
+				fmt.Fprintf(&b, "%s healthy=%v\n%s\n", c.Nodes[i].Name, c.Healthy(i), c.Nodes[i].Proc.Tail(3000))
+			}
+			c.t.Fatalf("nats cluster not healthy in %s\n%s", timeout, b.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// StreamLeader is the index of the node leading stream (by its /jsz), or
+// -1 when no running node says it leads.
+func (c *NATSCluster) StreamLeader(stream string) int {
+	for i, n := range c.Nodes {
+		if !n.Proc.Running() {
+			continue
+		}
+		var jsz struct {
+			AccountDetails []struct {
+				Streams []struct {
+					Name    string `json:"name"`
+					Cluster struct {
+						Leader string `json:"leader"`
+					} `json:"cluster"`
+				} `json:"stream_detail"`
+			} `json:"account_details"`
+		}
+		if err := c.monitor(i, "/jsz?streams=true", &jsz); err != nil {
+			continue
+		}
+		for _, a := range jsz.AccountDetails {
+			for _, s := range a.Streams {
+				if s.Name == stream && s.Cluster.Leader == n.Name {
+					return i
+				}
+			}
+		}
+	}
+	return -1
+}
+
+func (c *NATSCluster) monitor(i int, path string, v any) error {
+	cl := http.Client{Timeout: 2 * time.Second}
+	resp, err := cl.Get(fmt.Sprintf("http://127.0.0.1:%d%s", c.Nodes[i].monitorPort, path))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return errors.Errorf("%s%s: %s", c.Nodes[i].Name, path, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
