@@ -11,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/errors"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/settle-dev/settle/internal/errkind"
 )
 
 // serverLog carries the embedded server's own log lines to a slog.Logger:
@@ -80,7 +81,7 @@ var ErrStoreNotWritable = errors.New("store directory not writable")
 // that never became ready.
 func checkStoreDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return errors.WithHint(errors.Errorf("embedded: %w: %s: %w", ErrStoreNotWritable, dir, err),
+		return errors.WithHint(errors.Wrapf(errkind.Wrap(ErrStoreNotWritable, err), "embedded: %s", dir),
 			"give settle a data directory it owns (it needs to create and write files there)")
 	}
 	f, err := os.CreateTemp(dir, ".settle-write-check-*")
@@ -100,7 +101,7 @@ func checkStoreDir(dir string) error {
 		} else if strings.Contains(err.Error(), "no space left") {
 			hint = "the file system is full: free space, then start again"
 		}
-		return errors.WithHint(errors.Errorf("embedded: %w: %s: %w", ErrStoreNotWritable, filepath.Clean(dir), err), hint)
+		return errors.WithHint(errors.Wrapf(errkind.Wrap(ErrStoreNotWritable, err), "embedded: %s", filepath.Clean(dir)), hint)
 	}
 	return nil
 }

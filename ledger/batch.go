@@ -476,10 +476,10 @@ const (
 // appendUnit appends u: through the group commit, or alone.
 func (s *Store) appendUnit(ctx context.Context, u *unit) (seqs []uint64, err error) {
 	if berr := s.Blocked(); berr != nil { // health.go
-		return nil, errors.Errorf("append %s: %w: %w", u.evs[0].EventID, ErrLogUnavailable, berr)
+		return nil, errors.Wrapf(errkind.Wrap(ErrLogUnavailable, berr), "append %s", u.evs[0].EventID)
 	}
 	if cerr := s.connected(ctx); cerr != nil {
-		return nil, errors.Errorf("append %s: %w: %w", u.evs[0].EventID, ErrLogUnavailable, cerr)
+		return nil, errors.Wrapf(errkind.Wrap(ErrLogUnavailable, cerr), "append %s", u.evs[0].EventID)
 	}
 	defer func() { s.observe(ctx, err) }()
 	if s.cfg.BatchMax < 2 || !s.atomic {

@@ -25,6 +25,7 @@ import (
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/internal/errkind"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
@@ -437,7 +438,7 @@ func openViews(ctx context.Context, js jetstream.JetStream, cfg projector.Config
 	if errors.Is(err, projector.ErrStreamMismatch) && !acceptLoss {
 		// The views project another history than the stream holds: the
 		// log was replaced or damaged. Never rebuilt silently.
-		return nil, errors.WithHint(errors.Errorf("%w: %w", ledger.ErrLogDamaged, err),
+		return nil, errors.WithHint(errkind.Wrap(ledger.ErrLogDamaged, err),
 			"the stream is not the one the views were built from: restore it, or start with --accept-log-loss to rebuild the views from what it holds (the old views are kept aside)")
 	}
 	aside, merr := moveViewsAside(cfg.DBPath)

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/settle-dev/settle/internal/errkind"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/projector"
 )
@@ -188,7 +189,7 @@ func (s *supervisor) verifyLog(ctx context.Context, js jetstream.JetStream, stre
 		return
 	}
 	loss := describeLoss(ctx, stream, missing, last, dd.Views())
-	err := errors.Errorf("%w: %w", ledger.ErrLogDamaged, loss)
+	err := errkind.Wrap(ledger.ErrLogDamaged, loss)
 	store.Block("log", err)
 	store.Unblock("verify")
 	logger.Error("THE LOG LOST EVENTS: appends are refused and the reconcilers do not start until an operator acts. See them all with settle audit --data DIR (serve stopped); "+

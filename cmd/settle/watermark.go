@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/errors"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/settle-dev/settle/internal/errkind"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/projector"
 )
@@ -292,7 +293,7 @@ func guardLog(ctx context.Context, js jetstream.JetStream, stream string, dd *da
 		return held(hw.Held), nil
 	}
 	if !accept {
-		return nil, errors.WithHint(errors.Errorf("%w: %w", ledger.ErrLogDamaged, loss),
+		return nil, errors.WithHint(errkind.Wrap(ledger.ErrLogDamaged, loss),
 			"nothing was started. The log itself lost acknowledged events (a damaged or replaced store): settle must not act as if they never happened. "+
 				"See them all: settle audit --data DIR. Restore the store from a replica or a backup if you can; "+
 				"otherwise start with --accept-log-loss (the views are kept aside, the intents that remain are swept and settled, the lost ones listed here must be checked by hand)")
