@@ -81,6 +81,13 @@ func (r *Reconciler) Run(ctx context.Context) error {
 
 func (r *Reconciler) runConsumer(ctx context.Context, cons jetstream.Consumer) {
 	for ctx.Err() == nil {
+		// A process that cannot append (its clock off, its disk full, its
+		// log being verified or damaged) takes no work: what it fetched it
+		// could only hold while another process could step it.
+		if r.store.Blocked() != nil {
+			sleep(ctx, 500*time.Millisecond)
+			continue
+		}
 		// Take what is pending at once; when nothing is, block for the
 		// first message, then take whatever else is pending with it.
 		msgs, err := fetch(cons.FetchNoWait(r.cfg.Batch))
@@ -150,6 +157,12 @@ func (r *Reconciler) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
 		switch {
 		case ctx.Err() != nil:
 			return
+		case errors.Is(err, ledger.ErrLogUnavailable):
+			// This process cannot append now: hand the intent back at once
+			// for a process that can (runConsumer fetches nothing until the
+			// log takes appends again).
+			r.cfg.Logger.Warn("reconciler: the log takes no appends from this process; intent handed back", "intent", w.intentID, "err", err)
+			_ = w.msg.Nak()
 		case errors.Is(err, ErrRouteMissing):
 			// Never ack what this worker cannot do: leave it for one that
 			// can (or for this one, once its configuration has it).

@@ -2,11 +2,14 @@ package reconcile
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/pkg/errors"
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 )
 
 // An intent whose wake-up message is gone (acked: its later events lost,
@@ -96,5 +99,74 @@ func TestSweepWakesAnIntentWhoseMessageIsGone(t *testing.T) {
 	}
 	if w.api.Effects() != 2 {
 		t.Fatalf("effects %d, want 2 (one per intent)", w.api.Effects())
+	}
+}
+
+// A process that cannot append (here its clock is off the log's; a full
+// disk or a log being verified are the same) takes no work from the
+// route's consumer: before, it fetched the intent, failed its step and
+// put it back with a delay (Recheck, an hour here), so the intent waited
+// for it while another process could have settled it at once.
+func TestBlockedReconcilerLeavesWorkToOthers(t *testing.T) {
+	w := newWorld(t, nil)
+	w.api.Next(fakeapi.CommitThenDrop())
+	res := w.execute("blocked:1", "a post whose response was dropped")
+	if res.State != fsm.Unknown {
+		t.Fatalf("after the dropped response: %s", res.State)
+	}
+	ctx := context.Background()
+	offStore, err := ledger.OpenStore(ctx, w.node.JS, ledger.DefaultStoreConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	offStore.Block("clock", errors.Wrap(ledger.ErrClockOffset, "30s off"))
+	off := w.reconciler("clock-off", offStore)
+	off.cfg.Recheck, off.cfg.MaxRecheck, off.cfg.MaxWait = time.Hour, time.Hour, time.Hour
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	offDone := make(chan struct{})
+	go func() { defer close(offDone); _ = off.Run(rctx) }()
+
+	// The blocked process runs alone for a while: it holds nothing.
+	cons, err := w.store.Stream().Consumer(ctx, off.consumerConfig("social_post").Durable)
+	for k := 0; err != nil && k < 100; k++ { // Run creates the consumer
+		time.Sleep(20 * time.Millisecond)
+		cons, err = w.store.Stream().Consumer(ctx, off.consumerConfig("social_post").Durable)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := 0; k < 10; k++ {
+		time.Sleep(100 * time.Millisecond)
+		info, err := cons.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumAckPending != 0 || info.NumRedelivered != 0 {
+			t.Fatalf("the blocked reconciler took the intent: %d unacked, %d redelivered", info.NumAckPending, info.NumRedelivered)
+		}
+	}
+
+	// A process that can append settles it.
+	on := w.reconciler("clock-on", nil)
+	onDone := make(chan struct{})
+	go func() { defer close(onDone); _ = on.Run(rctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for w.intent(res.IntentID).State != fsm.Confirmed {
+		if time.Now().After(deadline) {
+			t.Fatalf("the intent was not settled by the process that can append: %s", w.intent(res.IntentID).State)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	<-offDone
+	<-onDone
+	for _, e := range w.history(res.IntentID) {
+		if strings.Contains(e.Actor, "clock-off") {
+			t.Fatalf("the blocked process appended %s", e.Type)
+		}
+	}
+	if w.api.Effects() != 1 {
+		t.Fatalf("effects %d, want 1", w.api.Effects())
 	}
 }
