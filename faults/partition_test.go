@@ -8,16 +8,18 @@ import (
 )
 
 // Two settle processes share the cluster; one of them is cut from NATS
-// for longer than its leases (30s) while both take submits (callers fail
-// over to the other). Its leases expire, the other settles its intents;
+// for longer than its leases (--lease: 8s in make test, the default 30s in
+// make faults) while both take submits (callers fail over to the other). Its leases expire, the other settles its intents;
 // when it is back, its stale steps lose their CAS. Nothing is lost,
 // nothing is written twice.
 func TestTwoSettlesOnePartitioned(t *testing.T) {
 	w := newWorld(t, "two settles, one cut from NATS longer than its leases", *seed0)
 	w.nats = testharness.StartNATSCluster(t, testharness.NATSClusterOptions{})
-	a := w.startSettle("settle-a", t.TempDir(), nil)
+	lease := time.Duration(sizes(8, 30)) * time.Second
+	leaseArgs := []string{"--lease", lease.String()}
+	a := w.startSettle("settle-a", t.TempDir(), leaseArgs)
 	bURL, bLinks := w.nats.ClientLinks()
-	b := w.startSettle("settle-b", t.TempDir(), []string{"--nats-url", bURL})
+	b := w.startSettle("settle-b", t.TempDir(), append([]string{"--nats-url", bURL}, leaseArgs...))
 	n := sizes(60, 200)
 	var fs []string
 	for k := 0; k < n; k++ {
@@ -45,9 +47,9 @@ func TestTwoSettlesOnePartitioned(t *testing.T) {
 			w.notef("settle-b cut from every NATS node at submit %d of %d", k, n)
 		}
 	})
-	// The partition outlasts the leases (30s): keep submitting meanwhile.
+	// The partition outlasts the leases: keep submitting meanwhile.
 	w.burstVia(n/2, n/2, 6, via, nil)
-	if d := 40*time.Second - time.Since(cutStart); d > 0 {
+	if d := lease + 10*time.Second - time.Since(cutStart); d > 0 {
 		time.Sleep(d) // the fault's duration, not synchronisation
 	}
 	for _, l := range bLinks {

@@ -275,7 +275,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	host, _ := os.Hostname()
 	pc := producer.DefaultConfig()
 	pc.Actor = "settle-api@" + host
-	pc.Now, pc.Hold = now, hold
+	pc.Now, pc.Hold, pc.ClaimLease = now, hold, f.faults.lease
 	pc.OnCall = func(route string, outcome events.Type) { metrics.CountCall(route, api.OutcomeLabel(outcome)) }
 	prod, err := producer.New(store, pc, routes...)
 	if err != nil {
@@ -299,7 +299,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		rc := reconcile.DefaultConfig()
 		rc.Worker = host + "-" + strconv.Itoa(os.Getpid()) + "-w" + strconv.Itoa(k)
 		rc.Logger = logger
-		rc.Now, rc.Hold = now, hold
+		rc.Now, rc.Hold, rc.Lease = now, hold, f.faults.lease
 		rc.Sweep = k == 0 // one sweep per process (consumers/reconcile/sweep.go)
 		rc.OnStep = stepMetrics(wctx, store, metrics)
 		rec, err := reconcile.NewReconciler(store, rc, routes...)

@@ -25,12 +25,14 @@ type faultFlags struct {
 	minFreeMB      int
 	maxClockOffset time.Duration
 	maxInFlight    int
+	lease          time.Duration
 }
 
 func (f *faultFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.acceptLoss, "accept-log-loss", false, "start although the log lost events settle knew of (the views are moved aside and rebuilt; the lost intents are listed and must be checked by hand)")
 	fs.IntVar(&f.minFreeMB, "min-free-mb", 64, "after the embedded server's disk was full, resume when its file system has this many `MiB` free")
 	fs.DurationVar(&f.maxClockOffset, "max-clock-offset", 0, "refuse every append while this process's clock is off the log's by more than this `duration` (0: half the smallest clock_skew of the routes)")
+	fs.DurationVar(&f.lease, "lease", reconcile.DefaultConfig().Lease, "how long a reconciler's claim on an intent holds it: a process cut from NATS loses its intents to the others after this `duration`")
 	fs.IntVar(&f.maxInFlight, "max-inflight", api.DefaultMaxInFlight, "API requests served at once; more are answered 503 with Retry-After")
 }
 
@@ -42,6 +44,8 @@ func (f *faultFlags) validate() error {
 		return errors.Errorf("--max-clock-offset: %s is negative", f.maxClockOffset)
 	case f.maxInFlight < 1:
 		return errors.Errorf("--max-inflight: %d must be ≥ 1", f.maxInFlight)
+	case f.lease < time.Second:
+		return errors.Errorf("--lease: %s must be at least 1s", f.lease)
 	}
 	return nil
 }
