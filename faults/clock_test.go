@@ -78,10 +78,12 @@ func clockScenario(t *testing.T, scenario string, offset time.Duration, refused 
 }
 
 func TestClockOffsetWithinSkew(t *testing.T) {
+	t.Parallel()
 	clockScenario(t, "two settles, clocks 0.8s apart (within the skew)", 800*time.Millisecond, false)
 }
 
 func TestClockOffsetBeyondSkew(t *testing.T) {
+	t.Parallel()
 	clockScenario(t, "two settles, one clock 30s off (beyond the skew)", 30*time.Second, true)
 }
 
@@ -91,6 +93,7 @@ func TestClockOffsetBeyondSkew(t *testing.T) {
 // older than its attempt, so not its own, and the window closes empty).
 // Only in the full suite.
 func TestClockOffsetBeyondSkewUnguarded(t *testing.T) {
+	t.Parallel()
 	if !*full {
 		t.Skip("only in make faults (-faults.full): a demonstration, not a check")
 	}

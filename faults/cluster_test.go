@@ -73,6 +73,7 @@ func clusterBurst(t *testing.T, scenario string, fault, repair func(w *world)) {
 // The stream leader is killed (-9) during a burst and restarted later
 // with its data.
 func TestClusterLeaderKilled(t *testing.T) {
+	t.Parallel()
 	var victim int
 	clusterBurst(t, "stream leader kill -9 mid-burst, restarted", func(w *world) {
 		victim = w.leader()
@@ -86,6 +87,7 @@ func TestClusterLeaderKilled(t *testing.T) {
 // The stream leader is partitioned from the other nodes and from its
 // clients (a minority of one) during a burst, then healed.
 func TestClusterMinorityPartitioned(t *testing.T) {
+	t.Parallel()
 	var victim int
 	clusterBurst(t, "leader partitioned (minority of one) mid-burst, healed", func(w *world) {
 		victim = w.leader()
@@ -99,6 +101,7 @@ func TestClusterMinorityPartitioned(t *testing.T) {
 
 // A follower is stopped and restarted with its data during a burst.
 func TestClusterNodeRestarted(t *testing.T) {
+	t.Parallel()
 	var victim int
 	clusterBurst(t, "node restarted with its data mid-burst", func(w *world) {
 		victim = (w.leader() + 1 + w.rng.IntN(2)) % 3
@@ -112,6 +115,7 @@ func TestClusterNodeRestarted(t *testing.T) {
 // A node loses its disk: killed, its store deleted, started empty. It
 // catches up from the others, and holds the whole stream again.
 func TestClusterNodeEmptyDisk(t *testing.T) {
+	t.Parallel()
 	var victim int
 	clusterBurst(t, "node killed, restarted with an empty disk", func(w *world) {
 		victim = w.rng.IntN(3)

@@ -130,6 +130,7 @@ func clipNote(s string, n int) string {
 
 // The tail of the last block file is cut off after a clean stop.
 func TestDamagedStoreTruncatedTail(t *testing.T) {
+	t.Parallel()
 	damageScenario(t, "block file tail truncated after a stop", func(t *testing.T, block string) string {
 		st, err := os.Stat(block)
 		if err != nil {
@@ -145,6 +146,7 @@ func TestDamagedStoreTruncatedTail(t *testing.T) {
 
 // 64 bytes in the middle of the last block file are zeroed after a stop.
 func TestDamagedStoreZeroedBytes(t *testing.T) {
+	t.Parallel()
 	damageScenario(t, "64 bytes zeroed mid block file after a stop", func(t *testing.T, block string) string {
 		f, err := os.OpenFile(block, os.O_RDWR, 0)
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 // why; when space returns settle resumes by itself (no restart), and
 // nothing acknowledged is lost.
 func TestDiskFullWhileServing(t *testing.T) {
+	t.Parallel()
 	disk := testharness.MountSmallDisk(t, 96<<20)
 	w := newWorld(t, "data disk full while serving, space returns", *seed0)
 	data := filepath.Join(disk.Dir, "data")

@@ -13,6 +13,7 @@ import (
 // back (SIGCONT) and settles what it had received while stopped; a
 // restarted settle reconciles every unknown to exactly one effect.
 func TestAPIHangsThenSIGTERM(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "external API hangs (SIGSTOP), SIGTERM settle, API resumes", *seed0)
 	data := t.TempDir()
 	a := w.startSettle("settle", data, nil)

@@ -20,6 +20,7 @@ func sizes(short, long int) int {
 // moment of a write burst, then a restart on the same data: nothing
 // acknowledged is lost, nothing is written twice, everything settles.
 func TestKill9SettleDuringBurst(t *testing.T) {
+	t.Parallel()
 	for s := 0; s < sizes(1, 5); s++ {
 		seed := *seed0 + int64(s)
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {

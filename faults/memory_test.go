@@ -44,6 +44,7 @@ func metric(body []byte, name string) (float64, bool) {
 // add 16 MB over 80,000 intents. Floors (the least of the samples in a
 // window) are taken because a sample lands anywhere in a GC cycle.
 func TestMemoryFlatOverManyIntents(t *testing.T) {
+	t.Parallel()
 	n := sizes(4000, 100_000)
 	if v, err := strconv.Atoi(os.Getenv("FAULTS_MEM_INTENTS")); err == nil && v > 0 {
 		n = v

@@ -13,6 +13,7 @@ import (
 // when it is back, its stale steps lose their CAS. Nothing is lost,
 // nothing is written twice.
 func TestTwoSettlesOnePartitioned(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "two settles, one cut from NATS longer than its leases", *seed0)
 	w.nats = testharness.StartNATSCluster(t, testharness.NATSClusterOptions{})
 	lease := time.Duration(sizes(8, 30)) * time.Second
