@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/settle-dev/settle/consumers/audit"
 	"github.com/settle-dev/settle/internal/errkind"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/projector"
@@ -85,26 +86,7 @@ func scanLog(ctx context.Context, js jetstream.JetStream, stream string) (missin
 }
 
 // subtract removes the accepted ranges from rs.
-func subtract(rs, accepted [][2]uint64) [][2]uint64 {
-	out := rs
-	for _, a := range accepted {
-		var next [][2]uint64
-		for _, r := range out {
-			if a[1] < r[0] || a[0] > r[1] {
-				next = append(next, r)
-				continue
-			}
-			if r[0] < a[0] {
-				next = append(next, [2]uint64{r[0], a[0] - 1})
-			}
-			if r[1] > a[1] {
-				next = append(next, [2]uint64{a[1] + 1, r[1]})
-			}
-		}
-		out = next
-	}
-	return out
-}
+func subtract(rs, accepted [][2]uint64) [][2]uint64 { return audit.SubtractRanges(rs, accepted) }
 
 // merge unions ranges.
 func merge(rs [][2]uint64) [][2]uint64 {
@@ -134,9 +116,16 @@ func describeLoss(ctx context.Context, stream string, ranges [][2]uint64, last u
 	}
 	defer k.Close()
 	l.ViewsCheckpnt, _ = k.Checkpoint(ctx)
+	_ = l.nameLost(ctx, k) // what the views cannot say stays unnamed
+	return l
+}
+
+// nameLost lists the events known (the views) in l's ranges and the
+// intents they belong to.
+func (l *logLoss) nameLost(ctx context.Context, known audit.KnownEvents) error {
 	seen := map[string]bool{}
-	for _, r := range ranges {
-		_ = k.EventsBetween(ctx, r[0], r[1], func(e projector.KnownEvent) error {
+	for _, r := range l.Ranges {
+		err := known.EventsBetween(ctx, r[0], r[1], func(e projector.KnownEvent) error {
 			l.LostTotal++
 			if len(l.Lost) < maxListed {
 				l.Lost = append(l.Lost, e)
@@ -147,8 +136,12 @@ func describeLoss(ctx context.Context, stream string, ranges [][2]uint64, last u
 			}
 			return nil
 		})
+		if err != nil {
+			return err
+		}
 	}
-	return l
+	sort.Strings(l.Intents)
+	return nil
 }
 
 // verifyLog reads the whole log when serve starts, before anything

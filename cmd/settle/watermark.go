@@ -201,24 +201,9 @@ func checkLog(ctx context.Context, js jetstream.JetStream, stream string, hw hig
 		return nil, nil
 	}
 	if known != nil {
-		seen := map[string]bool{}
-		for _, r := range l.Ranges {
-			err := known.EventsBetween(ctx, r[0], r[1], func(e projector.KnownEvent) error {
-				l.LostTotal++
-				if len(l.Lost) < maxListed {
-					l.Lost = append(l.Lost, e)
-				}
-				if !seen[e.IntentID] {
-					seen[e.IntentID] = true
-					l.Intents = append(l.Intents, e.IntentID)
-				}
-				return nil
-			})
-			if err != nil {
-				return nil, errors.Errorf("check the log: %w", err)
-			}
+		if err := l.nameLost(ctx, known); err != nil {
+			return nil, errors.Errorf("check the log: %w", err)
 		}
-		sort.Strings(l.Intents)
 	}
 	return l, nil
 }

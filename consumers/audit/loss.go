@@ -100,24 +100,30 @@ func (a *auditor) accepted(from, to uint64) uint64 {
 
 // subtractAccepted splits r into its parts outside the accepted ranges.
 func (a *auditor) subtractAccepted(r [2]uint64) [][2]uint64 {
-	parts := [][2]uint64{r}
-	for _, acc := range a.cfg.Accepted {
+	return SubtractRanges([][2]uint64{r}, a.cfg.Accepted)
+}
+
+// SubtractRanges removes the cut ranges from rs (both inclusive sequence
+// ranges); what is left of each range of rs, in order.
+func SubtractRanges(rs, cut [][2]uint64) [][2]uint64 {
+	out := rs
+	for _, c := range cut {
 		var next [][2]uint64
-		for _, p := range parts {
-			if acc[1] < p[0] || acc[0] > p[1] {
-				next = append(next, p)
+		for _, r := range out {
+			if c[1] < r[0] || c[0] > r[1] {
+				next = append(next, r)
 				continue
 			}
-			if p[0] < acc[0] {
-				next = append(next, [2]uint64{p[0], acc[0] - 1})
+			if r[0] < c[0] {
+				next = append(next, [2]uint64{r[0], c[0] - 1})
 			}
-			if p[1] > acc[1] {
-				next = append(next, [2]uint64{acc[1] + 1, p[1]})
+			if r[1] > c[1] {
+				next = append(next, [2]uint64{c[1] + 1, r[1]})
 			}
 		}
-		parts = next
+		out = next
 	}
-	return parts
+	return out
 }
 
 // checkLoss runs after the replay: holes met, and a stream shorter than
