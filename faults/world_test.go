@@ -338,7 +338,12 @@ func (w *world) waitSettled(timeout time.Duration) *logView {
 				if li.err != nil {
 					w.t.Fatalf("intent %s does not fold: %v", id, li.err)
 				}
-				if !settled(li.fold, time.Now()) {
+				if !settled(li.fold, time.Now()) && !w.damaged[id] {
+					// An intent that lost events was named by settle (at
+					// start and by audit) and is held: it is either
+					// handed off on the log or, when the server still
+					// counts its corrupt record, cannot be appended to
+					// (docs/deploy.md, Log damage).
 					open = append(open, fmt.Sprintf("%s(%s v%d)", id, li.fold.State, li.fold.Version))
 				}
 			}
@@ -356,10 +361,20 @@ func (w *world) waitSettled(timeout time.Duration) *logView {
 	}
 }
 
+// tails is the end of every settle's log, for a failure's message. With
+// $FAULTS_LOGS set to a directory, the whole logs are copied there too
+// (the test's own directories are removed when it ends).
 func (w *world) tails() string {
 	var b strings.Builder
+	keep := os.Getenv("FAULTS_LOGS")
 	for _, s := range w.settles {
 		fmt.Fprintf(&b, "--- %s (log %s)\n%s\n", s.Name(), s.LogFile(), s.Tail(4000))
+		if keep != "" {
+			dst := filepath.Join(keep, strings.ReplaceAll(w.t.Name(), "/", "_")+"-"+s.Name()+".log")
+			if err := os.WriteFile(dst, []byte(s.Output()), 0o644); err == nil {
+				fmt.Fprintf(&b, "(whole log: %s)\n", dst)
+			}
+		}
 	}
 	return b.String()
 }
@@ -375,6 +390,7 @@ type result struct {
 	states       map[fsm.State]int
 	auditOK      bool
 	auditSummary string
+	auditNamed   int // intents a failing audit named lost (damaged stores)
 	notes        []string
 }
 
@@ -486,6 +502,21 @@ func (w *world) finishDamaged(settleTimeout time.Duration, named map[string]bool
 		}
 	}
 	r := result{scenario: w.scenario, states: map[fsm.State]int{}}
+	// The audit after the accepted loss passes — or, when the embedded
+	// server cut its damaged block on a later open (a corrupt record it
+	// still counted; docs/deploy.md), fails naming only losses: every
+	// violation a loss kind, every intent it names lost.
+	r.auditOK, r.auditSummary = w.audit()
+	laterLost := map[string]bool{}
+	if !r.auditOK {
+		other := lossOnly(r.auditSummary, laterLost)
+		if len(other) > 0 || len(laterLost) == 0 {
+			w.t.Errorf("settle audit after accepting the loss failed on more than a named loss (%d other line(s)):\n%s", len(other), r.auditSummary)
+		} else {
+			r.auditNamed = len(laterLost)
+			w.notef("the embedded server cut its damaged block when the store was opened again after the accepted loss; settle audit fails naming the %d intent(s) that lost events then (events_lost, stream_behind), none silently", len(laterLost))
+		}
+	}
 	rids := map[string]bool{}
 	reported := 0
 	for _, s := range w.submits {
@@ -496,7 +527,7 @@ func (w *world) finishDamaged(settleTimeout time.Duration, named map[string]bool
 		r.acked++
 		li := lv.intents[s.intentID]
 		if li == nil || uint64(len(li.events)) < s.res.Version {
-			if named[s.intentID] {
+			if named[s.intentID] || laterLost[s.intentID] {
 				reported++
 				continue
 			}
@@ -518,16 +549,41 @@ func (w *world) finishDamaged(settleTimeout time.Duration, named map[string]bool
 		}
 		r.states[li.fold.State]++
 	}
-	w.notef("acknowledged intents the damage took (named by serve and audit, not on the log as acknowledged): %d; intents named: %d; silently lost: %d", reported, len(named), r.lost)
-	r.auditOK, r.auditSummary = w.audit()
-	if !r.auditOK {
-		w.t.Errorf("settle audit after accepting the loss failed:\n%s", r.auditSummary)
-	}
+	w.notef("acknowledged intents the damage took (named by serve and audit, not on the log as acknowledged): %d; intents named: %d; silently lost: %d", reported, len(named)+len(laterLost), r.lost)
 	r.notes = w.notes
 	w.t.Logf("%s: %d intents, %d acknowledged, %d lost silently, %d with effects > 1; states: %s; audit ok=%v",
 		r.scenario, r.intents, r.acked, r.lost, r.dup, r.statesString(), r.auditOK)
 	record(r)
 	return r
+}
+
+// lossKinds are the audit's violations of a log that lost events (and of
+// views that applied them).
+var lossKinds = map[string]bool{"events_lost": true, "stream_behind": true, "stream_gap": true, "version_gap": true, "projection_mismatch": true}
+
+// lossOnly reads `settle audit --quiet` output: the intents its
+// events_lost lines name go into lost; the violation lines of any other
+// kind are returned.
+func lossOnly(out string, lost map[string]bool) []string {
+	var other []string
+	var lines [][]string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || !strings.HasPrefix(f[2], "v") || (!strings.HasPrefix(f[1], "in_") && f[1] != "-") {
+			continue // not a violation line
+		}
+		if f[0] == "events_lost" {
+			lost[f[1]] = true
+		}
+		lines = append(lines, f)
+	}
+	for _, f := range lines {
+		// A loss kind about an intent must be about one named lost.
+		if !lossKinds[f[0]] || (f[1] != "-" && !lost[f[1]]) {
+			other = append(other, strings.Join(f, " "))
+		}
+	}
+	return other
 }
 
 // audit runs `settle audit` on the stopped processes' log, comparing it
@@ -585,7 +641,7 @@ type row struct {
 	scenario                            string
 	runs, intents, acked, lost, dup, or int
 	states                              map[fsm.State]int
-	auditPass, auditFail                int
+	auditPass, auditFail, auditNamed    int
 	notes                               []string
 }
 
@@ -620,9 +676,12 @@ func record(r result) {
 	for s, n := range r.states {
 		rw.states[s] += n
 	}
-	if r.auditOK {
+	switch {
+	case r.auditOK:
 		rw.auditPass++
-	} else {
+	case r.auditNamed > 0:
+		rw.auditNamed++ // failed naming only the loss (finishDamaged)
+	default:
 		rw.auditFail++
 	}
 	rw.notes = append(rw.notes, r.notes...)
@@ -655,7 +714,11 @@ func writeReport(path string) error {
 	fmt.Fprintln(&b, "| scenario | runs | intents | acknowledged | lost | effects > 1 | final states | audit |")
 	fmt.Fprintln(&b, "|---|---:|---:|---:|---:|---:|---|---|")
 	for _, rw := range rows {
-		audit := fmt.Sprintf("pass %d/%d", rw.auditPass, rw.auditPass+rw.auditFail)
+		runs := rw.auditPass + rw.auditFail + rw.auditNamed
+		audit := fmt.Sprintf("pass %d/%d", rw.auditPass, runs)
+		if rw.auditNamed > 0 {
+			audit += fmt.Sprintf(", names a later loss %d/%d", rw.auditNamed, runs)
+		}
 		keys := make([]string, 0, len(rw.states))
 		for s := range rw.states {
 			keys = append(keys, string(s))
