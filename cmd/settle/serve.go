@@ -376,6 +376,14 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	_ = hs.Shutdown(sctx)
 	stopWorkers()
 	wg.Wait()
+	// The views catch up with the log before the process ends: after a
+	// clean stop they know every event, so a loss found at the next start
+	// is named in full (intents and versions), not only by sequence.
+	cctx, ccancel := context.WithTimeout(context.Background(), 15*time.Second)
+	if err := proj.CatchUp(cctx); err != nil {
+		logger.Warn("shutting down: the views did not catch up with the log; a later loss may be named by sequence only", "err", err)
+	}
+	ccancel()
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return errors.Errorf("serve: %w", serveErr)
 	}
