@@ -3,16 +3,17 @@ package testharness
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/errors"
-	"github.com/settle-dev/settle/embedded"
 )
 
 // NATSCluster is a cluster of real nats-server processes (the binary built
@@ -134,14 +135,44 @@ cluster {
 	return c
 }
 
+// freePort returns a port for a process the harness starts. It is
+// handed out once per test process from below the kernel's ephemeral
+// range (which starts at 32768 on Linux): a port asked of the kernel
+// (":0") and closed again can be handed to the next ":0" listener — a
+// proxy of a test running in parallel — before the process it was meant
+// for binds it, and a cluster then forms with another test's node (seen
+// as a node never healthy, its routes reset). Each test process starts
+// at its own offset; a port found taken is skipped.
 func freePort(t testing.TB) int {
 	t.Helper()
-	p, err := embedded.FreePort()
-	if err != nil {
-		t.Fatal(err)
+	portMu.Lock()
+	defer portMu.Unlock()
+	if portNext == 0 {
+		portNext = portLow + (os.Getpid()*37)%(portHigh-portLow)
 	}
-	return p
+	for tries := 0; tries < portHigh-portLow; tries++ {
+		p := portNext
+		portNext++
+		if portNext >= portHigh {
+			portNext = portLow
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue // taken
+		}
+		_ = ln.Close()
+		return p
+	}
+	t.Fatal("no free port between 20000 and 32000")
+	return 0
 }
+
+const portLow, portHigh = 20000, 32000
+
+var (
+	portMu   sync.Mutex
+	portNext int
+)
 
 func (c *NATSCluster) all() []int {
 	out := make([]int, len(c.Nodes))
