@@ -3,6 +3,7 @@ package events
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -154,6 +155,32 @@ func TestDecodeCanonicalPath(t *testing.T) {
 		}
 		if _, ok := decodeCanonical([]byte(b)); ok {
 			t.Errorf("%s: canonical path took %s", name, b)
+		}
+	}
+}
+
+// Duration's escape-free shortcut reads what json.Unmarshal into a string
+// reads, and errs where it errs.
+func TestDurationUnmarshalShortcutAgrees(t *testing.T) {
+	for _, in := range []string{`"90s"`, `"1h2m"`, `"-1s"`, `""`, `"x"`, `"9\u0030s"`, `"1\\s"`, `null`, `12`, `"\u00b5s"`, `"1µs"`} {
+		var fast Duration
+		ferr := fast.UnmarshalJSON([]byte(in))
+		var s string
+		var want Duration
+		werr := json.Unmarshal([]byte(in), &s)
+		if werr == nil {
+			v, err := time.ParseDuration(s)
+			switch {
+			case err != nil:
+				werr = err
+			case v < 0:
+				werr = errors.New("negative")
+			default:
+				want = Duration(v)
+			}
+		}
+		if (ferr == nil) != (werr == nil) || fast != want {
+			t.Errorf("%s: got %v, %v; want %v, %v", in, fast, ferr, want, werr)
 		}
 	}
 }
