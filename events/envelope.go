@@ -79,7 +79,7 @@ func (e Event) Validate() error {
 	if e.Version == 0 {
 		return &DecodeError{Kind: ErrMissingField, Field: "version", Reason: "must be ≥ 1"}
 	}
-	if e.EventID != MsgID(e.IntentID, e.Version) {
+	if !isMsgID(e.EventID, e.IntentID, e.Version) {
 		return &DecodeError{Kind: ErrBadID, Field: "event_id", Reason: fmt.Sprintf("%q is not %s", clip(e.EventID), MsgID(e.IntentID, e.Version))}
 	}
 	if e.Type == "" {

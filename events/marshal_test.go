@@ -2,10 +2,13 @@ package events
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/base32"
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -182,5 +185,51 @@ func TestDurationUnmarshalShortcutAgrees(t *testing.T) {
 		if (ferr == nil) != (werr == nil) || fast != want {
 			t.Errorf("%s: got %v, %v; want %v, %v", in, fast, ferr, want, werr)
 		}
+	}
+}
+
+// isMsgID agrees with comparing against MsgID.
+func TestIsMsgIDMatchesMsgID(t *testing.T) {
+	id := IntentID("acme", "social_post", "task:1")
+	for _, v := range []uint64{0, 1, 9, 10, 12345, 1<<64 - 1} {
+		for _, cand := range []string{MsgID(id, v), MsgID(id, v+1), id + ":", id, "", id + ":0" + MsgID(id, v)[len(id)+1:], id + "x" + MsgID(id, v)[len(id):], MsgID(id, v) + "0"} {
+			if got, want := isMsgID(cand, id, v), cand == MsgID(id, v); got != want {
+				t.Errorf("isMsgID(%q, v%d) = %v, want %v", cand, v, got, want)
+			}
+		}
+	}
+}
+
+// digest gives what it gave when it was built with a hash.Hash, base32's
+// EncodeToString and strings.ToLower.
+func TestDigestMatchesReference(t *testing.T) {
+	ref := func(prefix, domain string, parts ...string) string {
+		h := sha256.New()
+		h.Write([]byte(domain))
+		for _, p := range parts {
+			h.Write([]byte{0})
+			h.Write([]byte(strconv.Itoa(len(p))))
+			h.Write([]byte{0})
+			h.Write([]byte(p))
+		}
+		return prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(h.Sum(nil)[:20]))
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 2000; i++ {
+		parts := make([]string, r.IntN(5))
+		for j := range parts {
+			b := make([]byte, r.IntN(200))
+			for k := range b {
+				b[k] = byte(r.IntN(256))
+			}
+			parts[j] = string(b)
+		}
+		prefix := []string{"", "in_", "sk_", "tool:"}[r.IntN(4)]
+		if got, want := digest(prefix, "intent/v2", parts...), ref(prefix, "intent/v2", parts...); got != want {
+			t.Fatalf("parts %q: %s, want %s", parts, got, want)
+		}
+	}
+	if got, want := IntentID("acme", "social_post", "task:1"), ref("in_", "intent/v1", "acme", "social_post", "task:1"); got != want {
+		t.Fatalf("IntentID %s, want %s", got, want)
 	}
 }
