@@ -65,6 +65,7 @@ func Canonicalize(raw []byte) ([]byte, error) {
 		return nil, &CanonError{Path: "$", Reason: fmt.Sprintf("input is %d bytes, the limit is %d", len(raw), canonMaxBytes)}
 	}
 	p := &canonParser{data: raw}
+	p.path = p.pathBuf[:0]
 	p.skipWS()
 	out, err := p.value(nil)
 	if err != nil {
@@ -101,10 +102,11 @@ type canonSeg struct {
 }
 
 type canonParser struct {
-	data  []byte
-	pos   int
-	depth int
-	path  []canonSeg
+	data    []byte
+	pos     int
+	depth   int
+	path    []canonSeg
+	pathBuf [8]canonSeg // path's first backing array
 }
 
 func (p *canonParser) pathString() string {
@@ -262,9 +264,35 @@ func (p *canonParser) array(dst []byte) ([]byte, error) {
 }
 
 type canonMember struct {
-	key   string
-	key16 []uint16
-	value []byte
+	key        string
+	decoded    string   // the key as decoded, before normalisation
+	key16      []uint16 // the key's UTF-16 code units; nil when it is ASCII
+	start, end int      // the value's canonical form in the object's buffer
+}
+
+// canonCompareKeys orders keys by their UTF-16 code units (RFC 8785
+// §3.2.3). For ASCII keys those are the bytes.
+func canonCompareKeys(a, b *canonMember) int {
+	if a.key16 == nil && b.key16 == nil {
+		return strings.Compare(a.key, b.key)
+	}
+	ka, kb := a.key16, b.key16
+	if ka == nil {
+		ka = utf16.Encode([]rune(a.key))
+	}
+	if kb == nil {
+		kb = utf16.Encode([]rune(b.key))
+	}
+	return slices.Compare(ka, kb)
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *canonParser) object(dst []byte) ([]byte, error) {
@@ -273,8 +301,16 @@ func (p *canonParser) object(dst []byte) ([]byte, error) {
 	}
 	p.pos++ // '{'
 	p.skipWS()
-	var members []canonMember
-	seen := map[string]string{} // normalised key -> key as decoded
+	var (
+		mbuf    [8]canonMember
+		members = mbuf[:0]
+		values  []byte            // the members' canonical values, one after another
+		seen    map[string]string // normalised key -> key as decoded, past 8 members
+	)
+	if p.depth == 1 {
+		// At the top, the values are about as long as the input.
+		values = make([]byte, 0, len(p.data)-p.pos)
+	}
 	if p.pos < len(p.data) && p.data[p.pos] == '}' {
 		p.pos++
 	} else {
@@ -289,24 +325,48 @@ func (p *canonParser) object(dst []byte) ([]byte, error) {
 			}
 			key := canonNormalize(decoded)
 			p.path = append(p.path, canonSeg{key: key, isKey: true})
-			if prev, dup := seen[key]; dup {
+			prev, dup := "", false
+			if seen != nil {
+				prev, dup = seen[key]
+			} else {
+				for i := range members {
+					if members[i].key == key {
+						prev, dup = members[i].decoded, true
+						break
+					}
+				}
+			}
+			if dup {
 				if prev == decoded {
 					return nil, p.fail(fmt.Sprintf("duplicate object key %q", key))
 				}
 				return nil, p.fail(fmt.Sprintf("duplicate object key %q: it collides with an earlier key after newline/NFC normalisation", key))
 			}
-			seen[key] = decoded
+			if seen == nil && len(members) >= 8 {
+				seen = make(map[string]string, 2*len(members))
+				for i := range members {
+					seen[members[i].key] = members[i].decoded
+				}
+			}
+			if seen != nil {
+				seen[key] = decoded
+			}
 			p.skipWS()
 			if p.pos >= len(p.data) || p.data[p.pos] != ':' {
 				return nil, p.unexpected("':'")
 			}
 			p.pos++
 			p.skipWS()
-			v, err := p.value(nil)
+			start := len(values)
+			values, err = p.value(values)
 			if err != nil {
 				return nil, err
 			}
-			members = append(members, canonMember{key: key, key16: utf16.Encode([]rune(key)), value: v})
+			m := canonMember{key: key, decoded: decoded, start: start, end: len(values)}
+			if !isASCII(key) {
+				m.key16 = utf16.Encode([]rune(key))
+			}
+			members = append(members, m)
 			p.skipWS()
 			if p.pos >= len(p.data) {
 				return nil, p.unexpected("',' or '}'")
@@ -324,7 +384,12 @@ func (p *canonParser) object(dst []byte) ([]byte, error) {
 	}
 	p.depth--
 	// RFC 8785 §3.2.3: sort by the UTF-16 code units of the (normalised) keys.
-	slices.SortFunc(members, func(a, b canonMember) int { return slices.Compare(a.key16, b.key16) })
+	slices.SortFunc(members, func(a, b canonMember) int { return canonCompareKeys(&a, &b) })
+	need := len(values) + 2
+	for i := range members {
+		need += len(members[i].key) + 4
+	}
+	dst = slices.Grow(dst, need)
 	dst = append(dst, '{')
 	for i, m := range members {
 		if i > 0 {
@@ -332,7 +397,7 @@ func (p *canonParser) object(dst []byte) ([]byte, error) {
 		}
 		dst = canonAppendString(dst, m.key)
 		dst = append(dst, ':')
-		dst = append(dst, m.value...)
+		dst = append(dst, values[m.start:m.end]...)
 	}
 	return append(dst, '}'), nil
 }
@@ -366,11 +431,15 @@ func (p *canonParser) str() (string, error) {
 			}
 			return "", p.fail(fmt.Sprintf("invalid UTF-8 in string at offset %d", off))
 		}
-		buf = append(buf, run...)
 		if p.pos >= len(p.data) {
 			return "", p.fail(fmt.Sprintf("invalid JSON: unterminated string starting at offset %d", start))
 		}
 		c := p.data[p.pos]
+		if c == '"' && buf == nil {
+			p.pos++
+			return string(run), nil // no escape: one copy
+		}
+		buf = append(buf, run...)
 		switch {
 		case c == '"':
 			p.pos++

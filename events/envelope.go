@@ -79,7 +79,7 @@ func (e Event) Validate() error {
 	if e.Version == 0 {
 		return &DecodeError{Kind: ErrMissingField, Field: "version", Reason: "must be ≥ 1"}
 	}
-	if e.EventID != MsgID(e.IntentID, e.Version) {
+	if !isMsgID(e.EventID, e.IntentID, e.Version) {
 		return &DecodeError{Kind: ErrBadID, Field: "event_id", Reason: fmt.Sprintf("%q is not %s", clip(e.EventID), MsgID(e.IntentID, e.Version))}
 	}
 	if e.Type == "" {
@@ -148,9 +148,13 @@ func Decode(b []byte) (Event, error) {
 	if len(b) > MaxEventSize {
 		return Event{}, &DecodeError{Kind: ErrMalformed, Reason: fmt.Sprintf("%d bytes exceeds %d", len(b), MaxEventSize)}
 	}
-	// The common case first: a v1 envelope of a known type, its body read
+	// The common case first: an envelope as settle writes it, read without
+	// encoding/json; then a v1 envelope of a known type, its body read
 	// in the same pass. Anything else (or any doubt) takes the careful
 	// path below, which gives every error its precise kind.
+	if e, ok := decodeCanonical(b); ok {
+		return e, nil
+	}
 	if e, ok := decodeTyped(b); ok {
 		return e, nil
 	}

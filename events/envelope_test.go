@@ -3,6 +3,7 @@ package events
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +66,13 @@ func TestEncodeDecodeRoundTripEveryType(t *testing.T) {
 		got, err := Decode(b)
 		if err != nil {
 			t.Fatalf("%s: %v", typ, err)
+		}
+		// What settle writes takes the canonical path, and it agrees
+		// with the careful one.
+		canon, ok := decodeCanonical(b)
+		careful, cerr := decodeCareful(b)
+		if !ok || cerr != nil || !reflect.DeepEqual(canon, careful) || !reflect.DeepEqual(got, careful) {
+			t.Fatalf("%s: canonical path ok %v, %+v; careful %+v, %v", typ, ok, canon, careful, cerr)
 		}
 		b2, _ := Encode(got)
 		if string(b) != string(b2) || got.Type != typ || got.EventID != MsgID(id, 2) {

@@ -71,7 +71,7 @@ func ValidateFreeform(field, v string) error {
 // by another tenant or for another account is another intent. Producers
 // derive every new intent's id with it.
 func ScopedIntentID(tenant, route, account, requestID string) string {
-	return "in_" + digest("intent/v2", tenant, route, account, requestID)
+	return digest("in_", "intent/v2", tenant, route, account, requestID)
 }
 
 // IntentID is the first derivation ("intent/v1"): tenant, route and
@@ -79,7 +79,7 @@ func ScopedIntentID(tenant, route, account, requestID string) string {
 // ScopedIntentID keep these ids; the fsm accepts both, and a producer
 // looks an intent up under its v1 id too before recording it anew.
 func IntentID(tenant, route, requestID string) string {
-	return "in_" + digest("intent/v1", tenant, route, requestID)
+	return digest("in_", "intent/v1", tenant, route, requestID)
 }
 
 // DerivedIntentID reports whether id is the intent id of tenant, route,
@@ -92,7 +92,7 @@ func DerivedIntentID(id, tenant, route, account, requestID string) bool {
 // is identical on every attempt of the intent and never depends on time or
 // on the attempt number.
 func IdempotencyKey(intentID string) string {
-	return "sk_" + digest("idem/v1", intentID)
+	return digest("sk_", "idem/v1", intentID)
 }
 
 // ToolKey derives a request id for a caller (an agent tool call) from its
@@ -100,22 +100,34 @@ func IdempotencyKey(intentID string) string {
 // a clock, so a re-run of the same step maps to the same intent.
 func ToolKey(task, step, payloadSHA256 string) string {
 	if payloadSHA256 == "" {
-		return "tool:" + digest("tool/v1", task, step)
+		return digest("tool:", "tool/v1", task, step)
 	}
-	return "tool:" + digest("tool/v1", task, step, payloadSHA256)
+	return digest("tool:", "tool/v1", task, step, payloadSHA256)
 }
 
-func digest(domain string, parts ...string) string {
-	h := sha256.New()
-	h.Write([]byte(domain))
+func digest(prefix, domain string, parts ...string) string {
+	// sha256(domain, then per part: 0, its length in decimal, 0, the part),
+	// its first 20 bytes in lower-case unpadded base32, after prefix. Built
+	// in buffers on the stack: one allocation, the string.
+	var in [256]byte
+	b := append(in[:0], domain...)
 	for _, p := range parts {
-		h.Write([]byte{0})
-		h.Write([]byte(strconv.Itoa(len(p))))
-		h.Write([]byte{0})
-		h.Write([]byte(p))
+		b = append(b, 0)
+		b = strconv.AppendInt(b, int64(len(p)), 10)
+		b = append(b, 0)
+		b = append(b, p...)
 	}
-	sum := h.Sum(nil)
-	return strings.ToLower(b32.EncodeToString(sum[:20]))
+	sum := sha256.Sum256(b)
+	var out [64]byte
+	n := copy(out[:], prefix)
+	enc := out[n : n+b32.EncodedLen(20)]
+	b32.Encode(enc, sum[:20])
+	for i, c := range enc {
+		if c >= 'A' && c <= 'Z' {
+			enc[i] = c + 'a' - 'A'
+		}
+	}
+	return string(out[:n+len(enc)])
 }
 
 // ValidateIntentID checks an id produced by IntentID.
@@ -188,6 +200,17 @@ func ParseSubject(subject string) (route, intentID string, err error) {
 // deduplicated; a competing append is refused by the per-subject CAS.
 func MsgID(intentID string, version uint64) string {
 	return intentID + ":" + strconv.FormatUint(version, 10)
+}
+
+// isMsgID reports whether id is MsgID(intentID, version), without
+// building it.
+func isMsgID(id, intentID string, version uint64) bool {
+	n := len(intentID)
+	if len(id) <= n+1 || id[:n] != intentID || id[n] != ':' {
+		return false
+	}
+	var buf [20]byte
+	return id[n+1:] == string(strconv.AppendUint(buf[:0], version, 10))
 }
 
 // ParseMsgID splits a Nats-Msg-Id into intent id and version.

@@ -2,9 +2,13 @@ package events
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/base32"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -78,17 +82,22 @@ func FuzzDecodeFastPathAgrees(f *testing.F) {
 	f.Add(good)
 	f.Add([]byte(`{"schema":"settle.event/v1","type":"WriteStarted","data":{}}`))
 	f.Add([]byte(`{"schema":"settle.event/v1","event_id":"x","type":"WriteStarted","data":{"attempt":1},"data":{}}`))
+	f.Add([]byte(strings.Replace(string(good), `"version":1`, `"version":01`, 1)))
+	f.Add([]byte(strings.Replace(string(good), `"actor":"test"`, `"actor":"t\u0065st"`, 1)))
+	f.Add([]byte(strings.Replace(string(good), `"data":{`, `"data":{"tenant":"x"},"data":{`, 1)))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		fast, ok := decodeTyped(b)
-		if !ok {
-			return
-		}
-		slow, err := decodeCareful(b)
-		if err != nil {
-			t.Fatalf("fast path took %q, the careful path refuses it: %v", b, err)
-		}
-		if !reflect.DeepEqual(fast, slow) {
-			t.Fatalf("%q:\nfast %+v\nslow %+v", b, fast, slow)
+		for name, path := range map[string]func([]byte) (Event, bool){"typed": decodeTyped, "canonical": decodeCanonical} {
+			fast, ok := path(b)
+			if !ok {
+				continue
+			}
+			slow, err := decodeCareful(b)
+			if err != nil {
+				t.Fatalf("%s path took %q, the careful path refuses it: %v", name, b, err)
+			}
+			if !reflect.DeepEqual(fast, slow) {
+				t.Fatalf("%s path, %q:\nfast %+v\nslow %+v", name, b, fast, slow)
+			}
 		}
 	})
 }
@@ -113,5 +122,114 @@ func TestDecodeFastPathTakesEveryEncodedType(t *testing.T) {
 		if _, ok := decodeTyped([]byte(bad)); ok {
 			t.Fatalf("fast path took %s", bad)
 		}
+	}
+}
+
+// The envelope settle writes is read without encoding/json, and agrees
+// with the careful path; any other layout of it is left to the other paths.
+func TestDecodeCanonicalPath(t *testing.T) {
+	e := sampleRecorded()
+	good, err := Encode(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, ok := decodeCanonical(good)
+	slow, serr := decodeCareful(good)
+	if !ok || serr != nil || !reflect.DeepEqual(fast, slow) {
+		t.Fatalf("canonical %v ok %v; careful %v err %v", fast, ok, slow, serr)
+	}
+	g := string(good)
+	for name, b := range map[string]string{
+		"escaped actor":      strings.Replace(g, `"actor":"test"`, `"actor":"t\u0065st"`, 1),
+		"leading zero":       strings.Replace(g, `"version":1`, `"version":01`, 1),
+		"version overflow":   strings.Replace(g, `"version":1`, `"version":18446744073709551616`, 1),
+		"white space":        strings.Replace(g, `"version":1`, `"version": 1`, 1),
+		"members reordered":  strings.Replace(strings.Replace(g, `"actor":"test",`, ``, 1), `"schema":`, `"actor":"test","schema":`, 1),
+		"upper-case key":     strings.Replace(g, `"actor":`, `"Actor":`, 1),
+		"repeated body":      strings.Replace(g, `"data":{`, `"data":{"tenant":"x"},"data":{`, 1),
+		"null body":          g[:strings.Index(g, `"data":`)] + `"data":null}`,
+		"trailing data":      g + ` {}`,
+		"unknown body field": strings.Replace(g, `"data":{`, `"data":{"extra":1,`, 1),
+		"non-ASCII id":       strings.Replace(g, `"actor":"test"`, `"actor":"tést"`, 1),
+		"invalid time":       strings.Replace(g, `"at":"2026-07-22T00:00:00Z"`, `"at":"2026-07-22"`, 1),
+	} {
+		if b == g {
+			t.Fatalf("%s: the case did not change the event", name)
+		}
+		if _, ok := decodeCanonical([]byte(b)); ok {
+			t.Errorf("%s: canonical path took %s", name, b)
+		}
+	}
+}
+
+// Duration's escape-free shortcut reads what json.Unmarshal into a string
+// reads, and errs where it errs.
+func TestDurationUnmarshalShortcutAgrees(t *testing.T) {
+	for _, in := range []string{`"90s"`, `"1h2m"`, `"-1s"`, `""`, `"x"`, `"9\u0030s"`, `"1\\s"`, `null`, `12`, `"\u00b5s"`, `"1µs"`} {
+		var fast Duration
+		ferr := fast.UnmarshalJSON([]byte(in))
+		var s string
+		var want Duration
+		werr := json.Unmarshal([]byte(in), &s)
+		if werr == nil {
+			v, err := time.ParseDuration(s)
+			switch {
+			case err != nil:
+				werr = err
+			case v < 0:
+				werr = errors.New("negative")
+			default:
+				want = Duration(v)
+			}
+		}
+		if (ferr == nil) != (werr == nil) || fast != want {
+			t.Errorf("%s: got %v, %v; want %v, %v", in, fast, ferr, want, werr)
+		}
+	}
+}
+
+// isMsgID agrees with comparing against MsgID.
+func TestIsMsgIDMatchesMsgID(t *testing.T) {
+	id := IntentID("acme", "social_post", "task:1")
+	for _, v := range []uint64{0, 1, 9, 10, 12345, 1<<64 - 1} {
+		for _, cand := range []string{MsgID(id, v), MsgID(id, v+1), id + ":", id, "", id + ":0" + MsgID(id, v)[len(id)+1:], id + "x" + MsgID(id, v)[len(id):], MsgID(id, v) + "0"} {
+			if got, want := isMsgID(cand, id, v), cand == MsgID(id, v); got != want {
+				t.Errorf("isMsgID(%q, v%d) = %v, want %v", cand, v, got, want)
+			}
+		}
+	}
+}
+
+// digest gives what it gave when it was built with a hash.Hash, base32's
+// EncodeToString and strings.ToLower.
+func TestDigestMatchesReference(t *testing.T) {
+	ref := func(prefix, domain string, parts ...string) string {
+		h := sha256.New()
+		h.Write([]byte(domain))
+		for _, p := range parts {
+			h.Write([]byte{0})
+			h.Write([]byte(strconv.Itoa(len(p))))
+			h.Write([]byte{0})
+			h.Write([]byte(p))
+		}
+		return prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(h.Sum(nil)[:20]))
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 2000; i++ {
+		parts := make([]string, r.IntN(5))
+		for j := range parts {
+			b := make([]byte, r.IntN(200))
+			for k := range b {
+				b[k] = byte(r.IntN(256))
+			}
+			parts[j] = string(b)
+		}
+		prefix := []string{"", "in_", "sk_", "tool:"}[r.IntN(4)]
+		if got, want := digest(prefix, "intent/v2", parts...), ref(prefix, "intent/v2", parts...); got != want {
+			t.Fatalf("parts %q: %s, want %s", parts, got, want)
+		}
+	}
+	if got, want := IntentID("acme", "social_post", "task:1"), ref("in_", "intent/v1", "acme", "social_post", "task:1"); got != want {
+		t.Fatalf("IntentID %s, want %s", got, want)
 	}
 }

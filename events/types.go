@@ -109,7 +109,9 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
+	if q, rest, ok := canonQuoted(b); ok && len(rest) == 0 {
+		s = string(q[1 : len(q)-1]) // no escape: the value is the bytes
+	} else if err := json.Unmarshal(b, &s); err != nil {
 		return errors.Errorf("duration must be a string like \"90s\"")
 	}
 	v, err := time.ParseDuration(s)

@@ -392,18 +392,23 @@ func (s *Store) publishAtomic(units []*unit) ([][]uint64, error) {
 	for _, u := range units {
 		for i, e := range u.evs {
 			k++
-			m := nats.NewMsg(u.subject)
-			m.Data = u.data[i]
-			m.Header.Set(jetstream.MsgIDHeader, e.EventID)
-			m.Header.Set(AppendIDHeader, u.appendID)
+			// The header as nats.Header.Set builds it (one value per key),
+			// its values in one allocation.
+			vals := make([]string, 7)
+			vals[0], vals[1], vals[2], vals[3], vals[4] = e.EventID, u.appendID, s.cfg.Stream, id, strconv.Itoa(k)
+			m := &nats.Msg{Subject: u.subject, Data: u.data[i], Header: make(nats.Header, 7)}
+			m.Header[jetstream.MsgIDHeader] = vals[0:1:1]
+			m.Header[AppendIDHeader] = vals[1:2:2]
+			m.Header[jetstream.ExpectedStreamHeader] = vals[2:3:3]
+			m.Header[batchIDHeader] = vals[3:4:4]
+			m.Header[batchSeqHeader] = vals[4:5:5]
 			if i == 0 {
-				m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(u.expected, 10))
+				vals[5] = strconv.FormatUint(u.expected, 10)
+				m.Header[jetstream.ExpectedLastSubjSeqHeader] = vals[5:6:6]
 			}
-			m.Header.Set(jetstream.ExpectedStreamHeader, s.cfg.Stream)
-			m.Header.Set(batchIDHeader, id)
-			m.Header.Set(batchSeqHeader, strconv.Itoa(k))
 			if k == total {
-				m.Header.Set(batchCommitHeader, "1")
+				vals[6] = "1"
+				m.Header[batchCommitHeader] = vals[6:7:7]
 				commit = m
 				continue
 			}

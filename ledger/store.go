@@ -344,11 +344,16 @@ func (s *Store) appendAs(ctx context.Context, route string, e events.Event, expe
 // publishOne publishes one encoded event alone, retrying a lost ack, and
 // resolves a duplicate ack or CAS refusal by reading the log.
 func (s *Store) publishOne(ctx context.Context, subject string, e events.Event, data []byte, expectedLastSeq uint64, appendID string) (uint64, error) {
-	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
-	msg.Header.Set(jetstream.MsgIDHeader, e.EventID)
-	msg.Header.Set(AppendIDHeader, appendID)
-	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expectedLastSeq, 10))
-	msg.Header.Set(jetstream.ExpectedStreamHeader, s.cfg.Stream)
+	// The header as nats.Header.Set builds it (one value per key), with the
+	// four values in one allocation.
+	vals := make([]string, 4)
+	vals[0], vals[1], vals[2], vals[3] = e.EventID, appendID, strconv.FormatUint(expectedLastSeq, 10), s.cfg.Stream
+	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{
+		jetstream.MsgIDHeader:               vals[0:1:1],
+		AppendIDHeader:                      vals[1:2:2],
+		jetstream.ExpectedLastSubjSeqHeader: vals[2:3:3],
+		jetstream.ExpectedStreamHeader:      vals[3:4:4],
+	}}
 	var lastErr error
 	for attempt := 0; attempt < s.cfg.AppendAttempts; attempt++ {
 		if attempt > 0 {

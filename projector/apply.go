@@ -134,8 +134,14 @@ func (p *Projector) applyBatch(ctx context.Context, msgs []rawMsg) error {
 		p.cp.Store(cp)
 		p.cachedN.Store(0)
 	}
+	// The statements run with a context that is never done: modernc's
+	// driver starts a watcher goroutine for every statement whose context
+	// can end (≈ 18 % of an insert's cost in the profile). Each statement
+	// is short; ctx is checked between messages, and the transaction itself
+	// is still rolled back when ctx ends.
+	sctx := context.WithoutCancel(ctx)
 	b := &batchTx{
-		ctx:         ctx,
+		ctx:         sctx,
 		insertEvent: tx.StmtContext(ctx, p.st.insertEvent), upsertIntent: tx.StmtContext(ctx, p.st.upsertIntent),
 		upsertReceipt: tx.StmtContext(ctx, p.st.upsertReceipt), deleteReceipt: tx.StmtContext(ctx, p.st.deleteReceipt),
 		insertQuarantine: tx.StmtContext(ctx, p.st.insertQuarantine), loadEvents: tx.StmtContext(ctx, p.st.loadEvents),
@@ -148,12 +154,15 @@ func (p *Projector) applyBatch(ctx context.Context, msgs []rawMsg) error {
 			b.skipped++
 			continue
 		}
+		if err := ctx.Err(); err != nil {
+			return &applyError{errors.Errorf("apply seq %d: %w", m.seq, err)}
+		}
 		q, err := p.applyOne(b, m)
 		if err != nil {
 			return &applyError{errors.Errorf("apply seq %d (%s): %w", m.seq, m.subject, err)}
 		}
 		if q != nil {
-			if _, err := b.insertQuarantine.ExecContext(ctx, q.seq, q.subject, q.intentID, q.code, q.reason, m.data); err != nil {
+			if _, err := b.insertQuarantine.ExecContext(sctx, q.seq, q.subject, q.intentID, q.code, q.reason, m.data); err != nil {
 				return &applyError{errors.Errorf("quarantine seq %d: %w", m.seq, err)}
 			}
 			qs = append(qs, *q)
@@ -172,7 +181,7 @@ func (p *Projector) applyBatch(ctx context.Context, msgs []rawMsg) error {
 			return &applyError{errors.Errorf("write views of %s: %w", id, err)}
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE checkpoint SET seq = ? WHERE id = 1`, cp); err != nil {
+	if _, err := tx.ExecContext(sctx, `UPDATE checkpoint SET seq = ? WHERE id = 1`, cp); err != nil {
 		return &applyError{errors.Errorf("write checkpoint: %w", err)}
 	}
 	if p.beforeCommit != nil {

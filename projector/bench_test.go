@@ -13,8 +13,8 @@ import (
 )
 
 // BenchmarkProjection projects a generated log of a few thousand events
-// into a fresh database per iteration (default config: batches of 256, WAL,
-// synchronous=FULL) and, in the same iteration, reads the same stream raw
+// into a fresh database per iteration (default config: batches of 8192, WAL,
+// synchronous=NORMAL) and, in the same iteration, reads the same stream raw
 // with an ordered consumer. It reports both rates and their ratio.
 //
 //	go test -run XXX -bench Projection ./projector

@@ -10,7 +10,10 @@
 // covers, so a crash at any point either keeps a whole batch or none of it,
 // and an event at or below the checkpoint is skipped: every event is applied
 // exactly once. No position is kept on the NATS server; Config.Durable only
-// names the projector's (ephemeral) consumers.
+// names the projector's (ephemeral) consumers. The database is synced at
+// WAL checkpoints, not at every commit (synchronous=NORMAL): a power loss
+// may take the last batches back, checkpoint and rows together, and they
+// are applied again from the log.
 //
 // Applying an event folds it onto the intent's history with
 // (*fsm.Intent).Apply; ViewOf maps a folded intent to its view, for any

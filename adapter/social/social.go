@@ -45,6 +45,9 @@ type Config struct {
 type Adapter struct {
 	cfg  Config
 	base string
+	// Built once for every write: the posts URL and the Authorization
+	// header's value.
+	postsURL, auth string
 }
 
 var (
@@ -76,7 +79,8 @@ func New(cfg Config) (*Adapter, error) {
 	if cfg.Status.Definite4xx == nil && cfg.Status.Retryable4xx == nil {
 		cfg.Status = adapter.DefaultStatusPolicy()
 	}
-	return &Adapter{cfg: cfg, base: strings.TrimRight(u.String(), "/")}, nil
+	base := strings.TrimRight(u.String(), "/")
+	return &Adapter{cfg: cfg, base: base, postsURL: base + "/v1/posts", auth: "Bearer " + cfg.Token}, nil
 }
 
 // Capabilities: Search (by account and window), optional Idempotency-Key,
@@ -209,18 +213,22 @@ func (a *Adapter) Write(ctx context.Context, req adapter.WriteRequest) (adapter.
 	if err != nil {
 		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "cannot encode the request body")
 	}
-	hreq, err := adapter.NewRequest(ctx, http.MethodPost, a.base+"/v1/posts", body)
+	hreq, err := adapter.NewRequest(ctx, http.MethodPost, a.postsURL, body)
 	if err != nil {
 		return adapter.WriteResult{}, err
 	}
-	hreq.Header.Set("Authorization", "Bearer "+a.cfg.Token)
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/json")
+	// What Header.Set gives (the keys are in canonical form already), the
+	// values in one allocation.
+	vals := make([]string, 5)
+	vals[0], vals[1], vals[2], vals[3], vals[4] = a.auth, "application/json", "application/json", req.IdempotencyKey, req.AttemptID
+	hreq.Header["Authorization"] = vals[0:1:1]
+	hreq.Header["Content-Type"] = vals[1:2:2]
+	hreq.Header["Accept"] = vals[2:3:3]
 	if req.IdempotencyKey != "" {
-		hreq.Header.Set("Idempotency-Key", req.IdempotencyKey)
+		hreq.Header["Idempotency-Key"] = vals[3:4:4]
 	}
 	if req.AttemptID != "" {
-		hreq.Header.Set("X-Settle-Attempt", req.AttemptID)
+		hreq.Header["X-Settle-Attempt"] = vals[4:5:5]
 	}
 	resp, err := adapter.Do(ctx, a.cfg.Client, hreq)
 	if err != nil {

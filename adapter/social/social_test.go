@@ -692,3 +692,56 @@ func callError(t *testing.T, err error) *adapter.CallError {
 }
 
 func hash(t *testing.T, p []byte) string { t.Helper(); return testharness.Hash(t, p) }
+
+// Write sends its headers exactly as http.Header.Set would have built them
+// (one value per canonical key), the attempt and idempotency key only when
+// set.
+func TestWriteHeaders(t *testing.T) {
+	var mu sync.Mutex
+	var got []http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Clone())
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, `{"id":"p_1","url":"https://x/p_1","author_id":"acct_1","body":"hi","assets":[],"visibility":"public","created_at":"2026-07-22T00:00:00Z"}`)
+	}))
+	defer srv.Close()
+	a := newAdapter(t, srv.URL, nil)
+	full := writeReq(t, helloPayload)
+	bare := full
+	bare.IdempotencyKey, bare.AttemptID = "", ""
+	for _, req := range []adapter.WriteRequest{full, bare} {
+		if _, err := a.Write(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 {
+		t.Fatalf("requests %d", len(got))
+	}
+	for i, req := range []adapter.WriteRequest{full, bare} {
+		want := http.Header{}
+		want.Set("Authorization", "Bearer "+token)
+		want.Set("Content-Type", "application/json")
+		want.Set("Accept", "application/json")
+		if req.IdempotencyKey != "" {
+			want.Set("Idempotency-Key", req.IdempotencyKey)
+		}
+		if req.AttemptID != "" {
+			want.Set("X-Settle-Attempt", req.AttemptID)
+		}
+		for k, v := range want {
+			if g := got[i].Values(k); len(g) != 1 || g[0] != v[0] {
+				t.Errorf("request %d: %s = %q, want %q", i, k, g, v)
+			}
+		}
+		for _, k := range []string{"Idempotency-Key", "X-Settle-Attempt"} {
+			if _, ok := want[k]; !ok && got[i].Get(k) != "" {
+				t.Errorf("request %d: %s sent though empty", i, k)
+			}
+		}
+	}
+}

@@ -162,7 +162,8 @@ func redactStop(c byte) bool {
 // scanHeaders scans each header line ("Name: value") for secrets, in the
 // order of the header names.
 func scanHeaders(hdr nats.Header) []secretHit {
-	var line []byte
+	var buf [256]byte // settle's header lines fit: no allocation per message
+	line := buf[:0]
 	any := false
 	for k, vs := range hdr {
 		for _, v := range vs {
