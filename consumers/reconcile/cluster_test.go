@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -92,7 +93,15 @@ func TestClusterReconcilesThroughANodeRestart(t *testing.T) {
 		if time.Now().After(deadline) {
 			stop()
 			wg.Wait()
-			t.Fatal("not all confirmed in 3 minutes")
+			var states []string
+			for _, id := range ids {
+				if h, err := store.Load(context.Background(), "social_post", id); err == nil && len(h.Events) > 0 {
+					states = append(states, fmt.Sprintf("%s v%d %s", id, len(h.Events), h.Events[len(h.Events)-1].Type))
+				} else {
+					states = append(states, fmt.Sprintf("%s: %v", id, err))
+				}
+			}
+			t.Fatalf("not all confirmed in 3 minutes:\n%s", strings.Join(states, "\n"))
 		}
 		time.Sleep(50 * time.Millisecond)
 		clock.Advance(10 * time.Second)
