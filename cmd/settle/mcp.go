@@ -190,7 +190,7 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 			return errors.Errorf("mcp: %w", err)
 		}
 	}
-	store, err := ledger.OpenStore(ctx, js, sc)
+	store, err := openStore(ctx, js, sc, logger)
 	if err != nil {
 		return errors.Errorf("mcp: %w", err)
 	}

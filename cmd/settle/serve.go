@@ -265,7 +265,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return errors.Errorf("serve: %w", err)
 	}
-	store, err := ledger.OpenStore(ctx, js, sc)
+	store, err := openStore(ctx, js, sc, logger)
 	if err != nil {
 		return errors.Errorf("serve: %w", err)
 	}

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"flag"
+	"log/slog"
 	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/cockroachdb/errors"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/adapter"
@@ -108,4 +110,32 @@ func (s *supervisor) start(ctx context.Context, wg *sync.WaitGroup, f faultFlags
 			s.watchDisk(ctx, p.srv, p.js, p.store.Config().Stream, p.dd, uint64(f.minFreeMB)<<20)
 		})
 	}
+}
+
+// openStore opens the log, waiting out a cluster still forming: creating
+// a replicated stream times out while the servers elect the stream's
+// leader (seen right after a cluster started). Only timeouts are retried,
+// for a minute; any other error ends at once.
+func openStore(ctx context.Context, js jetstream.JetStream, sc ledger.StoreConfig, logger *slog.Logger) (*ledger.Store, error) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		store, err := ledger.OpenStore(ctx, js, sc)
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) || !storeTimeout(err) {
+			return store, err
+		}
+		logger.Warn("the stream is not ready yet (the cluster may still be electing its leaders); retrying", "stream", sc.Stream, "err", err)
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// storeTimeout reports whether opening the store failed for want of an
+// answer in time (not a refusal).
+func storeTimeout(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
 }

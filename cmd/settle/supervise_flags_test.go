@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/cockroachdb/errors"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // serve's fault flags are checked before anything starts, each error
@@ -33,6 +38,25 @@ func TestFaultFlagsValidate(t *testing.T) {
 			t.Errorf("%q: %v", args, err)
 		case want != "" && (err == nil || err.Error() != want):
 			t.Errorf("%q: got %v, want %q", args, err, want)
+		}
+	}
+}
+
+// Opening the store is retried only when nobody answered in time (a
+// cluster electing the stream's leader), never on a refusal.
+func TestStoreTimeoutRetriesOnlyTimeouts(t *testing.T) {
+	wrap := func(err error) error {
+		return errors.WithHint(errors.Wrapf(err, "open store: stream %s", "SETTLE_INTENTS"), "hint")
+	}
+	for err, want := range map[error]bool{
+		wrap(context.DeadlineExceeded):             true,
+		wrap(nats.ErrTimeout):                      true,
+		wrap(nats.ErrNoResponders):                 true,
+		wrap(jetstream.ErrJetStreamNotEnabled):     false,
+		wrap(errors.New("insufficient resources")): false,
+	} {
+		if got := storeTimeout(err); got != want {
+			t.Errorf("%v: retried %v, want %v", err, got, want)
 		}
 	}
 }
