@@ -255,7 +255,14 @@ func TestServeSIGTERMDuringBurstLosesNothing(t *testing.T) {
 			}
 		}(k)
 		if k == n/2 {
-			go func() { _ = s.cmd.Process.Signal(syscall.SIGTERM) }()
+			// SIGTERM once writes are under way (sent at once, it could
+			// beat every request to the listener: nothing in flight).
+			go func() {
+				for deadline := time.Now().Add(30 * time.Second); api.Writes() < n/8 && time.Now().Before(deadline); {
+					time.Sleep(5 * time.Millisecond)
+				}
+				_ = s.cmd.Process.Signal(syscall.SIGTERM)
+			}()
 		}
 	}
 	wg.Wait()
@@ -301,6 +308,9 @@ func TestServeSIGTERMDuringBurstLosesNothing(t *testing.T) {
 		if c := api.EffectsForKey(p.IdempotencyKey); c > 1 {
 			t.Fatalf("key %s has %d effects", p.IdempotencyKey, c)
 		}
+	}
+	if len(items) == 0 {
+		t.Fatalf("no intent on the log: SIGTERM found nothing in flight")
 	}
 	t.Logf("burst: %d submits, %d intents on the log, %d writes, %d effects", n, len(items), api.Writes(), api.Effects())
 }
