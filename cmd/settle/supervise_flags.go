@@ -28,6 +28,7 @@ type faultFlags struct {
 	maxClockOffset time.Duration
 	maxInFlight    int
 	lease          time.Duration
+	cacheMB        int
 }
 
 func (f *faultFlags) register(fs *flag.FlagSet) {
@@ -35,6 +36,7 @@ func (f *faultFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.minFreeMB, "min-free-mb", 64, "after the embedded server's disk was full, resume when its file system has this many `MiB` free")
 	fs.DurationVar(&f.maxClockOffset, "max-clock-offset", 0, "refuse every append while this process's clock is off the log's by more than this `duration` (0: half the smallest clock_skew of the routes)")
 	fs.DurationVar(&f.lease, "lease", reconcile.DefaultConfig().Lease, "how long a reconciler's claim on an intent holds it: a process cut from NATS loses its intents to the others after this `duration`")
+	fs.IntVar(&f.cacheMB, "cache-mb", reconcile.DefaultCacheBytes>>20, "each reconciler keeps histories in an LRU of at most this many `MiB` (an estimate)")
 	fs.IntVar(&f.maxInFlight, "max-inflight", api.DefaultMaxInFlight, "API requests served at once; more are answered 503 with Retry-After")
 }
 
@@ -46,6 +48,8 @@ func (f *faultFlags) validate() error {
 		return errors.Errorf("--max-clock-offset: %s is negative", f.maxClockOffset)
 	case f.maxInFlight < 1:
 		return errors.Errorf("--max-inflight: %d must be ≥ 1", f.maxInFlight)
+	case f.cacheMB < 1:
+		return errors.Errorf("--cache-mb: %d must be ≥ 1", f.cacheMB)
 	case f.lease < time.Second:
 		return errors.Errorf("--lease: %s must be at least 1s", f.lease)
 	}
