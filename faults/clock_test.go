@@ -74,7 +74,7 @@ func clockScenario(t *testing.T, scenario string, offset time.Duration, refused 
 		t.Fatalf("settle-b, whose clock is %s off, appended %d reconciler event(s)", offset, bSteps)
 	}
 	w.notef("events appended by settle-b's reconcilers: %d", bSteps)
-	w.finish(3 * time.Minute)
+	mustHold(t, w.finish(3*time.Minute))
 }
 
 func TestClockOffsetWithinSkew(t *testing.T) {

@@ -65,7 +65,7 @@ func clusterBurst(t *testing.T, scenario string, fault, repair func(w *world)) {
 				}
 			})
 			w.healAll()
-			w.finish(3 * time.Minute)
+			mustHold(t, w.finish(3*time.Minute))
 		})
 	}
 }

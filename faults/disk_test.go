@@ -76,5 +76,5 @@ func TestDiskFullWhileServing(t *testing.T) {
 	a.WaitReady(t, 2*time.Minute)
 	w.notef("space returned: ready again after %s, same process (pid %d)", time.Since(freed).Round(100*time.Millisecond), a.Pid())
 	w.burst(k+1, n, 4, via, nil)
-	w.finish(3 * time.Minute)
+	mustHold(t, w.finish(3*time.Minute))
 }

@@ -39,5 +39,5 @@ func TestAPIHangsThenSIGTERM(t *testing.T) {
 	<-stopped
 	w.api.Resume()
 	a.Restart(t)
-	w.finish(3 * time.Minute)
+	mustHold(t, w.finish(3*time.Minute))
 }

@@ -51,7 +51,7 @@ func TestKill9SettleDuringBurst(t *testing.T) {
 			})
 			// More work after the restart, on the same log.
 			w.burst(n, n/4, 4, via, nil)
-			w.finish(3 * time.Minute)
+			mustHold(t, w.finish(3*time.Minute))
 		})
 	}
 }

@@ -158,5 +158,5 @@ func TestMemoryFlatOverManyIntents(t *testing.T) {
 	if endG > warmG*1.5+50 {
 		t.Errorf("goroutines grew: %.0f → %.0f", warmG, endG)
 	}
-	w.finish(5 * time.Minute)
+	mustHold(t, w.finish(5*time.Minute))
 }

@@ -58,5 +58,5 @@ func TestTwoSettlesOnePartitioned(t *testing.T) {
 	}
 	w.notef("settle-b healed after %s", time.Since(cutStart).Round(time.Second))
 	b.WaitReady(t, 2*time.Minute)
-	w.finish(3 * time.Minute)
+	mustHold(t, w.finish(3*time.Minute))
 }

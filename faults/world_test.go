@@ -631,6 +631,17 @@ func (w *world) audit() (bool, string) {
 
 func itoa(n int) string { return fmt.Sprint(n) }
 
+// mustHold fails t unless r shows what settle promises after a fault:
+// nothing acknowledged lost, no intent with two effects, the audit passed
+// (finish reports each breach as it finds it; this states the contract
+// where the scenario ends).
+func mustHold(t *testing.T, r result) {
+	t.Helper()
+	if r.lost != 0 || r.dup != 0 || !r.auditOK || r.acked == 0 {
+		t.Fatalf("%s: %d acknowledged, %d lost, %d with effects > 1, audit ok=%v", r.scenario, r.acked, r.lost, r.dup, r.auditOK)
+	}
+}
+
 func (r result) statesString() string {
 	keys := make([]string, 0, len(r.states))
 	for s := range r.states {
