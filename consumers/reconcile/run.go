@@ -51,14 +51,22 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	names := r.prod.RouteNames()
 	cons := make([]jetstream.Consumer, len(names))
 	for k, name := range names {
-		c, err := r.store.Stream().CreateOrUpdateConsumer(ctx, r.consumerConfig(name))
-		if err != nil {
+		// A consumer that cannot be made now (a cluster electing its
+		// leaders, a node restarting) is tried again until ctx ends: a
+		// reconciler that gave up here would leave the process serving
+		// with nothing settling its intents.
+		for wait := 200 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+			c, err := r.store.Stream().CreateOrUpdateConsumer(ctx, r.consumerConfig(name))
+			if err == nil {
+				cons[k] = c
+				break
+			}
 			if ctx.Err() != nil {
 				return nil
 			}
-			return errors.Errorf("reconciler: consumer of route %s: %w", name, err)
+			r.cfg.Logger.Warn("reconciler: the consumer of a route cannot be made yet; retrying", "route", name, "consumer", r.ConsumerName(name), "err", err)
+			sleep(ctx, wait)
 		}
-		cons[k] = c
 	}
 	var wg sync.WaitGroup
 	for _, c := range cons {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/pkg/errors"
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
@@ -165,6 +166,54 @@ func TestBlockedReconcilerLeavesWorkToOthers(t *testing.T) {
 		if strings.Contains(e.Actor, "clock-off") {
 			t.Fatalf("the blocked process appended %s", e.Type)
 		}
+	}
+	if w.api.Effects() != 1 {
+		t.Fatalf("effects %d, want 1", w.api.Effects())
+	}
+}
+
+// A reconciler whose route consumer cannot be made when it starts (here
+// a consumer of the same name that the server will not update; in
+// production a cluster electing its leaders) keeps trying and settles
+// once it can. Before, Run returned the error and the process went on
+// serving with nothing settling its intents (seen in the R3 cluster test
+// under load: every intent left unknown).
+func TestReconcilerRetriesItsConsumerUntilItCanMakeIt(t *testing.T) {
+	w := newWorld(t, nil)
+	w.api.Next(fakeapi.CommitThenDrop())
+	res := w.execute("consumer:1", "a post whose response was dropped")
+	if res.State != fsm.Unknown {
+		t.Fatalf("after the dropped response: %s", res.State)
+	}
+	r := w.reconciler("w-consumer", nil)
+	ctx := context.Background()
+	blocker := r.consumerConfig("social_post")
+	blocker.DeliverPolicy = jetstream.DeliverNewPolicy // cannot be updated to DeliverAll
+	if _, err := w.store.Stream().CreateConsumer(ctx, blocker); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	runErr := make(chan error, 1)
+	go func() { runErr <- r.Run(rctx) }()
+	select {
+	case err := <-runErr:
+		t.Fatalf("Run gave up while its consumer could not be made: %v", err)
+	case <-time.After(time.Second):
+	}
+	if err := w.store.Stream().DeleteConsumer(ctx, blocker.Durable); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for w.intent(res.IntentID).State != fsm.Confirmed {
+		if time.Now().After(deadline) {
+			t.Fatalf("not settled once the consumer could be made: %s", w.intent(res.IntentID).State)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-runErr; err != nil {
+		t.Fatalf("Run: %v", err)
 	}
 	if w.api.Effects() != 1 {
 		t.Fatalf("effects %d, want 1", w.api.Effects())
