@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -59,15 +60,38 @@ type server struct {
 	done   chan error
 }
 
+// freeAddr returns a loopback address for a serve the test starts. The
+// port comes from below the kernel's ephemeral range, once per test
+// process: a port asked of the kernel (":0") and closed again could be
+// handed to another test process's server before this serve bound it,
+// and the test then talked to a serve with tokens (a 401 in make test).
+// testharness uses 20000-32000; these tests use 12000-20000.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	addrMu.Lock()
+	defer addrMu.Unlock()
+	const low, high = 12000, 20000
+	if addrNext == 0 {
+		addrNext = low + (os.Getpid()*53)%(high-low)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	for tries := 0; tries < high-low; tries++ {
+		a := "127.0.0.1:" + strconv.Itoa(addrNext)
+		if addrNext++; addrNext >= high {
+			addrNext = low
+		}
+		if l, err := net.Listen("tcp", a); err == nil {
+			_ = l.Close()
+			return a
+		}
+	}
+	t.Fatal("no free port between 12000 and 20000")
+	return ""
 }
+
+var (
+	addrMu   sync.Mutex
+	addrNext int
+)
 
 func startServe(t *testing.T, dataDir string, api *fakeapi.SocialAPI, extra ...string) *server {
 	t.Helper()
