@@ -2,6 +2,7 @@ package faults
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,6 +41,7 @@ func TestKill9SettleDuringBurst(t *testing.T) {
 			w.api.Queue(t, fs...)
 			killAt := n/4 + w.rng.IntN(n/2)
 			via := func(int) *testharness.SettleProc { return a }
+			pidBefore := a.Pid()
 			w.burst(0, n, 8, via, func(k int) {
 				if k == killAt {
 					// Let the requests in flight reach the write path.
@@ -49,8 +51,17 @@ func TestKill9SettleDuringBurst(t *testing.T) {
 					a.Restart(t)
 				}
 			})
-			// More work after the restart, on the same log.
+			if a.Pid() == pidBefore {
+				t.Fatalf("settle (pid %d) was never killed and restarted", pidBefore)
+			}
+			// More work after the restart, on the same log: every submit of
+			// it is answered 2xx by the restarted process.
 			w.burst(n, n/4, 4, via, nil)
+			for _, s := range w.submits {
+				if strings.HasSuffix(s.rid, fmt.Sprintf(":%d", n)) && !s.acked() {
+					t.Fatalf("the first submit after the restart (%s) was not acknowledged: %d", s.rid, s.res.Code)
+				}
+			}
 			mustHold(t, w.finish(3*time.Minute))
 		})
 	}

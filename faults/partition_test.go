@@ -58,5 +58,15 @@ func TestTwoSettlesOnePartitioned(t *testing.T) {
 	}
 	w.notef("settle-b healed after %s", time.Since(cutStart).Round(time.Second))
 	b.WaitReady(t, 2*time.Minute)
+	// The cut took effect: callers of settle-b had to fail over.
+	failedOver := 0
+	for _, s := range w.submits {
+		if s.tries > 1 {
+			failedOver++
+		}
+	}
+	if failedOver == 0 {
+		t.Fatal("no submit was retried: settle-b was never cut off")
+	}
 	mustHold(t, w.finish(3*time.Minute))
 }
