@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/cockroachdb/errors"
 
@@ -32,20 +34,30 @@ const (
 
 // stmts are the writer's prepared statements.
 type stmts struct {
-	insertEvent, upsertIntent, upsertReceipt, deleteReceipt, insertQuarantine, loadEvents *sql.Stmt
+	insertEvent, upsertIntent, insertIntent, upsertReceipt, deleteReceipt, insertQuarantine, loadEvents *sql.Stmt
 }
 
 const upsertIntentSQL = `INSERT INTO intents (intent_id, tenant, route, account, request_id, idempotency_key,
 	state, attempts, external_id, live_url, last_event_type, last_event_at, version, last_seq, next_check_at,
-	manual_reason, manual_owner, evidence, failure, unknown_since, created_at, updated_at, payload_sha256, planned_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	manual_reason, manual_owner, evidence, failure, unknown_since, created_at, updated_at, payload_sha256, planned_at, event_seqs)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (intent_id) DO UPDATE SET
 	state = excluded.state, attempts = excluded.attempts, external_id = excluded.external_id,
 	live_url = excluded.live_url, last_event_type = excluded.last_event_type,
 	last_event_at = excluded.last_event_at, version = excluded.version, last_seq = excluded.last_seq,
 	next_check_at = excluded.next_check_at, manual_reason = excluded.manual_reason,
 	manual_owner = excluded.manual_owner, evidence = excluded.evidence, failure = excluded.failure,
-	unknown_since = excluded.unknown_since, updated_at = excluded.updated_at`
+	unknown_since = excluded.unknown_since, updated_at = excluded.updated_at,
+	event_seqs = substr(intents.event_seqs, 1, length(intents.event_seqs) - 1) || ',' || substr(excluded.event_seqs, 2)`
+
+// insertIntentSQL inserts the row of an intent taken for new: nothing
+// changes when it has one (RowsAffected tells).
+var insertIntentSQL = upsertIntentSQL[:strings.Index(upsertIntentSQL, "ON CONFLICT")] + "ON CONFLICT (intent_id) DO NOTHING"
+
+// loadEventsSQL reads an intent's applied events in version order (which
+// is stream order: the fold accepts only the next version).
+const loadEventsSQL = `SELECT seq, raw FROM events WHERE seq IN
+	(SELECT value FROM json_each((SELECT event_seqs FROM intents WHERE intent_id = ?))) ORDER BY seq`
 
 const upsertReceiptSQL = `INSERT INTO receipts (intent_id, external_id, live_url, payload_sha256, source,
 	readback_at, checks, request_id, idempotency_key, attempt_id)
@@ -65,12 +77,13 @@ func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		st, err = db.PrepareContext(ctx, q)
 		return st
 	}
-	s.insertEvent = prep(`INSERT INTO events (seq, intent_id, version, type, at, actor, attempt_id, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+	s.insertEvent = prep(`INSERT INTO events (seq, intent_id, version, type, raw) VALUES (?, ?, ?, ?, ?)`)
 	s.upsertIntent = prep(upsertIntentSQL)
+	s.insertIntent = prep(insertIntentSQL)
 	s.upsertReceipt = prep(upsertReceiptSQL)
 	s.deleteReceipt = prep(`DELETE FROM receipts WHERE intent_id = ?`)
 	s.insertQuarantine = prep(`INSERT INTO quarantine (seq, subject, intent_id, code, reason, raw) VALUES (?, ?, ?, ?, ?, ?)`)
-	s.loadEvents = prep(`SELECT seq, raw FROM events WHERE intent_id = ? ORDER BY version`)
+	s.loadEvents = prep(loadEventsSQL)
 	if err != nil {
 		s.close()
 		return errors.Errorf("prepare: %w", err)
@@ -79,7 +92,7 @@ func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 }
 
 func (s *stmts) close() {
-	for _, st := range []*sql.Stmt{s.insertEvent, s.upsertIntent, s.upsertReceipt, s.deleteReceipt, s.insertQuarantine, s.loadEvents} {
+	for _, st := range []*sql.Stmt{s.insertEvent, s.upsertIntent, s.insertIntent, s.upsertReceipt, s.deleteReceipt, s.insertQuarantine, s.loadEvents} {
 		if st != nil {
 			st.Close()
 		}
@@ -93,6 +106,10 @@ type batchTx struct {
 	insertEvent, upsertReceipt, deleteReceipt   *sql.Stmt
 	upsertIntent, insertQuarantine, loadEvents  *sql.Stmt
 	pending                                     map[string]*folded
+	newSeqs                                     map[string][]byte // per intent, "[s1,s2" of the events this batch applied
+	insertIntent                                *sql.Stmt
+	assumedNew                                  map[string]bool // first events not looked up (see applyBatch)
+	careful                                     bool
 	hadReceipt                                  map[string]bool
 	order                                       []string
 	applied, quarantined, skipped, hits, misses uint64
@@ -103,15 +120,37 @@ type quarantined struct {
 	subject, intentID, code, reason string
 }
 
+// errNotNew: an intent whose first event the batch took for a new
+// intent's already had a row. The batch is rolled back and applied again,
+// looking every intent up.
+var errNotNew = errors.New("projector: an intent taken for new has a row")
+
 // applyBatch applies msgs (ascending stream sequences) in one transaction
 // that also moves the checkpoint. Messages at or below the checkpoint in
 // SQL are skipped. On any error nothing of the batch is kept.
+//
+// An event of version 1 that is neither in the batch nor in the cache
+// normally starts a new intent, so it is not looked up in SQL (a query per
+// new intent was a tenth of catching up): its row is inserted without
+// upsert, and only if a row was there after all (a version 1 repeated on
+// a damaged log) is the batch applied again with every lookup made. The
+// outcome is the same either way.
 func (p *Projector) applyBatch(ctx context.Context, msgs []rawMsg) error {
 	p.applyMu.Lock()
 	defer p.applyMu.Unlock()
 	if p.closed {
 		return ErrClosed
 	}
+	err := p.applyBatchTx(ctx, msgs, false)
+	if errors.Is(err, errNotNew) {
+		p.careful.Add(1)
+		err = p.applyBatchTx(ctx, msgs, true)
+	}
+	return err
+}
+
+// applyBatchTx is one attempt of applyBatch; careful looks every intent up.
+func (p *Projector) applyBatchTx(ctx context.Context, msgs []rawMsg, careful bool) error {
 	tx, err := p.w.BeginTx(ctx, nil)
 	if err != nil {
 		return &applyError{errors.Errorf("begin: %w", err)}
@@ -145,7 +184,9 @@ func (p *Projector) applyBatch(ctx context.Context, msgs []rawMsg) error {
 		insertEvent: tx.StmtContext(ctx, p.st.insertEvent), upsertIntent: tx.StmtContext(ctx, p.st.upsertIntent),
 		upsertReceipt: tx.StmtContext(ctx, p.st.upsertReceipt), deleteReceipt: tx.StmtContext(ctx, p.st.deleteReceipt),
 		insertQuarantine: tx.StmtContext(ctx, p.st.insertQuarantine), loadEvents: tx.StmtContext(ctx, p.st.loadEvents),
-		pending: make(map[string]*folded), hadReceipt: make(map[string]bool),
+		insertIntent: tx.StmtContext(ctx, p.st.insertIntent),
+		pending:      make(map[string]*folded), newSeqs: make(map[string][]byte), hadReceipt: make(map[string]bool),
+		assumedNew: make(map[string]bool), careful: careful,
 	}
 	var qs []quarantined
 	start := cp
@@ -177,7 +218,9 @@ func (p *Projector) applyBatch(ctx context.Context, msgs []rawMsg) error {
 		return nil
 	}
 	for _, id := range b.order {
-		if err := b.writeViews(id, b.pending[id]); err != nil {
+		if err := b.writeViews(id, b.pending[id]); errors.Is(err, errNotNew) {
+			return err
+		} else if err != nil {
 			return &applyError{errors.Errorf("write views of %s: %w", id, err)}
 		}
 	}
@@ -240,7 +283,7 @@ func (p *Projector) applyOne(b *batchTx, m rawMsg) (*quarantined, error) {
 	if d, ok := e.Data.(*events.IntentRecordedData); ok && d.Route != route {
 		return q(subjID, QuarantineRouteMismatch, fmt.Sprintf("recorded route %q on a %q subject", d.Route, route))
 	}
-	prev, inBatch, err := p.lookup(b, subjID)
+	prev, inBatch, err := p.lookup(b, subjID, e.Version)
 	if err != nil {
 		return nil, err
 	}
@@ -261,10 +304,16 @@ func (p *Projector) applyOne(b *batchTx, m rawMsg) (*quarantined, error) {
 		return q(subjID, fsm.FoldCode(err), err.Error())
 	}
 	f := &folded{intent: next, lastSeq: m.seq}
-	if _, err := b.insertEvent.ExecContext(b.ctx, m.seq, e.IntentID, int64(e.Version), string(e.Type),
-		fmtTimeNN(e.At), e.Actor, e.AttemptID, string(m.data)); err != nil {
+	if _, err := b.insertEvent.ExecContext(b.ctx, m.seq, e.IntentID, int64(e.Version), string(e.Type), m.data); err != nil {
 		return nil, errors.Errorf("insert event: %w", err)
 	}
+	seqs := b.newSeqs[subjID]
+	if seqs == nil {
+		seqs = append(make([]byte, 0, 64), '[')
+	} else {
+		seqs = append(seqs, ',')
+	}
+	b.newSeqs[subjID] = strconv.AppendUint(seqs, m.seq, 10)
 	if !inBatch {
 		b.order = append(b.order, subjID)
 		b.hadReceipt[subjID] = prev != nil && prev.intent.Receipt != nil
@@ -274,14 +323,18 @@ func (p *Projector) applyOne(b *batchTx, m rawMsg) (*quarantined, error) {
 }
 
 // lookup returns the intent's state before m: from this batch, the cache,
-// or re-folded from the events table (nil when it has no history).
-func (p *Projector) lookup(b *batchTx, id string) (f *folded, inBatch bool, err error) {
+// or re-folded from its events (nil when it has no history).
+func (p *Projector) lookup(b *batchTx, id string, version uint64) (f *folded, inBatch bool, err error) {
 	if f, ok := b.pending[id]; ok {
 		return f, true, nil
 	}
 	if f, ok := p.cache.get(id); ok {
 		b.hits++
 		return f, false, nil
+	}
+	if version == 1 && !b.careful {
+		b.assumedNew[id] = true
+		return nil, false, nil
 	}
 	b.misses++
 	f, err = refold(b.ctx, b.loadEvents, id)
@@ -334,11 +387,24 @@ func (b *batchTx) writeViews(id string, f *folded) error {
 		}
 		evidence = string(j)
 	}
-	if _, err := b.upsertIntent.ExecContext(b.ctx, v.IntentID, v.Tenant, v.Route, v.Account, v.RequestID, v.IdempotencyKey,
+	st := b.upsertIntent
+	if b.assumedNew[id] {
+		st = b.insertIntent
+	}
+	res, err := st.ExecContext(b.ctx, v.IntentID, v.Tenant, v.Route, v.Account, v.RequestID, v.IdempotencyKey,
 		string(v.State), v.Attempts, v.ExternalID, v.LiveURL, string(v.LastEventType), fmtTimeNN(v.LastEventAt),
 		int64(v.Version), int64(v.LastSeq), fmtTime(v.NextCheckAt), v.ManualReason, v.ManualOwner, evidence, v.Failure,
-		fmtTime(v.UnknownSince), fmtTimeNN(v.CreatedAt), fmtTimeNN(v.UpdatedAt), v.PayloadSHA256, fmtTimeNN(v.PlannedAt)); err != nil {
+		fmtTime(v.UnknownSince), fmtTimeNN(v.CreatedAt), fmtTimeNN(v.UpdatedAt), v.PayloadSHA256, fmtTimeNN(v.PlannedAt),
+		string(append(b.newSeqs[id], ']')))
+	if err != nil {
 		return err
+	}
+	if b.assumedNew[id] {
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n != 1 {
+			return errNotNew
+		}
 	}
 	r := v.Receipt
 	if r == nil {

@@ -19,10 +19,16 @@
 // (*fsm.Intent).Apply; ViewOf maps a folded intent to its view, for any
 // reader that folded it already. Quarantine codes are events' decode codes
 // and fsm's fold codes, plus the projector's own subject checks. The history is the events table (each event's raw
-// bytes, once per stream sequence); a bounded LRU of folded intents saves
-// re-reading it, but SQL stays authoritative: a cache miss re-folds from
-// the table, and the cache is dropped whenever the checkpoint in SQL is not
-// the one this process wrote. Terminal intents are never kept in memory.
+// bytes, once per stream sequence, appended in stream order with no other
+// index); each intent row lists its events' sequences (event_seqs). A
+// bounded LRU of folded intents saves re-reading the history, but SQL
+// stays authoritative: a cache miss re-folds from the table, and the cache
+// is dropped whenever the checkpoint in SQL is not the one this process
+// wrote. Terminal intents are never kept in memory. A first event (version
+// 1) that is neither in the batch nor in the cache is taken for a new
+// intent's without a query; if its intent has a row after all (a damaged
+// log repeating a first event), the batch is rolled back and applied again
+// with every lookup made, so the outcome never depends on the shortcut.
 //
 // An event that cannot be applied (unknown schema or type, malformed,
 // illegal transition, refused guard, version gap) is never a crash and never

@@ -48,6 +48,11 @@ type Stats struct {
 	// re-folds the intent from the events table.
 	CacheHits   uint64
 	CacheMisses uint64
+	// Reapplied counts batches applied a second time, looking every
+	// intent up, because an event of version 1 taken for a new intent's
+	// found its intent's row already there (only a damaged log repeats a
+	// first event).
+	Reapplied uint64
 	// Cached is the number of folded intents in memory now.
 	Cached int
 }
@@ -75,9 +80,9 @@ type Projector struct {
 	progressMu sync.Mutex
 	progress   chan struct{} // closed and replaced after every commit
 
-	applied, quarantined, skipped, batches, hits, misses atomic.Uint64
-	cachedN                                              atomic.Int64
-	cp                                                   atomic.Uint64
+	applied, quarantined, skipped, batches, hits, misses, careful atomic.Uint64
+	cachedN                                                       atomic.Int64
+	cp                                                            atomic.Uint64
 
 	// test hooks, called inside applyMu with the batch's new checkpoint.
 	beforeCommit func(seq uint64)
@@ -147,7 +152,7 @@ func (p *Projector) checkLastApplied(ctx context.Context) error {
 		return nil
 	}
 	var stored []byte
-	err := p.w.QueryRowContext(ctx, `SELECT CAST(raw AS BLOB) FROM events WHERE seq = ?1
+	err := p.w.QueryRowContext(ctx, `SELECT raw FROM events WHERE seq = ?1
 		UNION ALL SELECT raw FROM quarantine WHERE seq = ?1`, int64(p.checkpoint)).Scan(&stored)
 	if err != nil {
 		return errors.Errorf("read the event at checkpoint %d: %w", p.checkpoint, err)
@@ -196,6 +201,7 @@ func (p *Projector) Stats() Stats {
 		Batches:     p.batches.Load(),
 		CacheHits:   p.hits.Load(),
 		CacheMisses: p.misses.Load(),
+		Reapplied:   p.careful.Load(),
 		Cached:      int(p.cachedN.Load()),
 	}
 }

@@ -358,3 +358,56 @@ func TestListPagingAndFilters(t *testing.T) {
 		t.Errorf("ManualQueue: %v %v", mq, err)
 	}
 }
+
+// TestRepeatedFirstEventOfAnEvictedIntent: a first event is not looked up
+// in SQL when its intent is neither in the batch nor in the cache (it is
+// taken for a new intent's). A damaged log that repeats the first event of
+// an intent the cache no longer holds must still be quarantined exactly as
+// a full lookup would: the batch is applied again, looking every intent
+// up, and the views equal a rebuild's.
+func TestRepeatedFirstEventOfAnEvictedIntent(t *testing.T) {
+	ctx := context.Background()
+	lg := newTestLog(t)
+	p := openProjector(t, lg.node.JS, "", func(c *Config) { c.CacheSize = 1 })
+	g := newGenerator(5)
+	rA, a1 := g.recorded(1)
+	rB, b1 := g.recorded(2)
+	lg.append(rA, a1)
+	lg.append(rB, b1) // evicts A from the cache of one
+	catchUp(t, p)
+	if st := p.Stats(); st.Applied != 2 || st.Reapplied != 0 {
+		t.Fatalf("stats %+v: want 2 applied, none reapplied", st)
+	}
+	raw, err := events.Encode(a1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rC, c1 := g.recorded(3)
+	repeat := lg.publishRaw(events.Subject(rA, a1.IntentID), raw) // A's first event again
+	lg.append(rC, c1)
+	catchUp(t, p)
+	st := p.Stats()
+	if st.Applied != 3 || st.Quarantined != 1 || st.Reapplied != 1 || st.Checkpoint != lg.lastSeq() {
+		t.Fatalf("stats %+v: want 3 applied, 1 quarantined, 1 batch reapplied, checkpoint %d", st, lg.lastSeq())
+	}
+	qs, err := p.Quarantined(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) != 1 || qs[0].Seq != repeat || qs[0].Code != QuarantineBadHistory {
+		t.Fatalf("quarantined %+v: want seq %d with %s", qs, repeat, QuarantineBadHistory)
+	}
+	for id, want := range map[string]uint64{a1.IntentID: 1, b1.IntentID: 1, c1.IntentID: 1} {
+		v, err := p.Get(ctx, id)
+		if err != nil || v.Version != want {
+			t.Fatalf("Get %s: %+v, %v (want version %d)", id, v, err, want)
+		}
+	}
+	tl, err := p.Timeline(ctx, a1.IntentID)
+	if err != nil || len(tl) != 1 || tl[0].EventID != a1.EventID {
+		t.Fatalf("timeline of A: %+v, %v: want its one event", tl, err)
+	}
+	if d, r := dump(t, p), rebuildDump(t, lg.node.JS); d != r {
+		t.Fatalf("projection differs from a rebuild: %s", firstDiff(d, r))
+	}
+}

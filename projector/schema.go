@@ -15,7 +15,12 @@ import (
 //
 // v2: request ids are scoped per account (events.ScopedIntentID), so one
 // tenant, route and request id may name several intents.
-const SchemaVersion = "settle.projector/v2"
+// v3: the events table is keyed by stream sequence alone, without an
+// index on (intent_id, version) and without the columns its raw event
+// already holds (at, actor, attempt_id); each intent row lists the
+// sequences of its events (event_seqs), which is how an intent's history
+// is found. A random index insert per event was most of catching up.
+const SchemaVersion = "settle.projector/v3"
 
 // Times are stored as fixed-width UTC text, so that they sort and compare
 // as strings and stay readable; a zero time is NULL.
@@ -58,7 +63,8 @@ var schema = []string{
 		created_at      TEXT NOT NULL,
 		updated_at      TEXT NOT NULL,
 		payload_sha256  TEXT NOT NULL,
-		planned_at      TEXT NOT NULL
+		planned_at      TEXT NOT NULL,
+		event_seqs      TEXT NOT NULL -- JSON array of the stream sequences of its applied events, in version order
 	) STRICT`,
 	`CREATE INDEX IF NOT EXISTS intents_by_request ON intents (tenant, route, account, request_id)`,
 	`CREATE INDEX IF NOT EXISTS intents_by_external ON intents (external_id) WHERE external_id != ''`,
@@ -78,21 +84,21 @@ var schema = []string{
 		idempotency_key TEXT NOT NULL,
 		attempt_id      TEXT NOT NULL
 	) STRICT`,
-	// No query reads receipts by external id (ByExternalID reads
-	// intents_by_external): the index only cost a b-tree insert per receipt.
-	`DROP INDEX IF EXISTS receipts_by_external`,
+	// No index by external id: no query reads receipts by it (ByExternalID
+	// reads intents_by_external).
 	// Every applied event, once per stream sequence: the timeline of each
 	// intent and the history a cache miss re-folds.
+	//
+	// Rows are appended in stream order (seq is the rowid), so an insert
+	// touches only the rightmost pages. An intent's events are found
+	// through its row's event_seqs; the fold refuses a version gap or a
+	// repeat, so (intent_id, version) is unique without an index.
 	`CREATE TABLE IF NOT EXISTS events (
-		seq        INTEGER PRIMARY KEY,
-		intent_id  TEXT NOT NULL,
-		version    INTEGER NOT NULL,
-		type       TEXT NOT NULL,
-		at         TEXT NOT NULL,
-		actor      TEXT NOT NULL,
-		attempt_id TEXT NOT NULL,
-		raw        TEXT NOT NULL,
-		UNIQUE (intent_id, version)
+		seq       INTEGER PRIMARY KEY,
+		intent_id TEXT NOT NULL,
+		version   INTEGER NOT NULL,
+		type      TEXT NOT NULL,
+		raw       BLOB NOT NULL -- the message's bytes, as on the stream
 	) STRICT`,
 	// Events that could not be applied.
 	`CREATE TABLE IF NOT EXISTS quarantine (

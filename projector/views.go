@@ -428,7 +428,7 @@ func (p *Projector) ManualQueue(ctx context.Context, limit int) ([]IntentView, e
 
 // Timeline returns an intent's applied events in version order.
 func (p *Projector) Timeline(ctx context.Context, intentID string) ([]events.Event, error) {
-	rows, err := p.r.QueryContext(ctx, `SELECT seq, raw FROM events WHERE intent_id = ? ORDER BY version`, intentID)
+	rows, err := p.r.QueryContext(ctx, loadEventsSQL, intentID)
 	if err != nil {
 		return nil, errors.Errorf("timeline %s: %w", intentID, err)
 	}
