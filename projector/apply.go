@@ -32,16 +32,43 @@ const (
 	QuarantineBadHistory        = fsm.CodeBadHistory // version gap or duplicate, mixed intents
 )
 
-// stmts are the writer's prepared statements.
+// stmts are the writer's prepared statements. Rows of events, intents and
+// receipts are written several to a statement (rowWriter): the per-
+// statement cost of database/sql and the driver was most of an append.
 type stmts struct {
-	insertEvent, upsertIntent, insertIntent, upsertReceipt, deleteReceipt, insertQuarantine, loadEvents *sql.Stmt
+	insertEvent, insertEvents                   *sql.Stmt
+	upsertIntent, upsertIntents                 *sql.Stmt
+	insertIntent, insertIntents                 *sql.Stmt
+	upsertReceipt, upsertReceipts               *sql.Stmt
+	deleteReceipt, insertQuarantine, loadEvents *sql.Stmt
 }
 
-const upsertIntentSQL = `INSERT INTO intents (intent_id, tenant, route, account, request_id, idempotency_key,
-	state, attempts, external_id, live_url, last_event_type, last_event_at, version, last_seq, next_check_at,
-	manual_reason, manual_owner, evidence, failure, unknown_since, created_at, updated_at, payload_sha256, planned_at, event_seqs)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (intent_id) DO UPDATE SET
+// Rows per multi-row statement (each under SQLite's 32766 variables).
+const (
+	eventRows   = 64
+	intentRows  = 32
+	receiptRows = 32
+)
+
+// insertSQL is INSERT INTO table (cols) VALUES (?, …) × rows, then tail.
+func insertSQL(table string, cols []string, rows int, tail string) string {
+	one := "(?" + strings.Repeat(", ?", len(cols)-1) + ")"
+	return "INSERT INTO " + table + " (" + strings.Join(cols, ", ") + ") VALUES " +
+		one + strings.Repeat(", "+one, rows-1) + tail
+}
+
+var (
+	eventRowCols  = []string{"seq", "intent_id", "version", "type", "raw"}
+	intentRowCols = []string{"intent_id", "tenant", "route", "account", "request_id", "idempotency_key",
+		"state", "attempts", "external_id", "live_url", "last_event_type", "last_event_at", "version", "last_seq", "next_check_at",
+		"manual_reason", "manual_owner", "evidence", "failure", "unknown_since", "created_at", "updated_at", "payload_sha256", "planned_at", "event_seqs"}
+	receiptRowCols = []string{"intent_id", "external_id", "live_url", "payload_sha256", "source",
+		"readback_at", "checks", "request_id", "idempotency_key", "attempt_id"}
+)
+
+// upsertIntentTail updates what an event can change; event_seqs gets the
+// batch's sequences appended ("[1,5]" and "[9]" give "[1,5,9]").
+const upsertIntentTail = ` ON CONFLICT (intent_id) DO UPDATE SET
 	state = excluded.state, attempts = excluded.attempts, external_id = excluded.external_id,
 	live_url = excluded.live_url, last_event_type = excluded.last_event_type,
 	last_event_at = excluded.last_event_at, version = excluded.version, last_seq = excluded.last_seq,
@@ -50,22 +77,19 @@ ON CONFLICT (intent_id) DO UPDATE SET
 	unknown_since = excluded.unknown_since, updated_at = excluded.updated_at,
 	event_seqs = substr(intents.event_seqs, 1, length(intents.event_seqs) - 1) || ',' || substr(excluded.event_seqs, 2)`
 
-// insertIntentSQL inserts the row of an intent taken for new: nothing
-// changes when it has one (RowsAffected tells).
-var insertIntentSQL = upsertIntentSQL[:strings.Index(upsertIntentSQL, "ON CONFLICT")] + "ON CONFLICT (intent_id) DO NOTHING"
+// insertIntentTail: the rows of intents taken for new change nothing
+// where a row is there (RowsAffected tells).
+const insertIntentTail = ` ON CONFLICT (intent_id) DO NOTHING`
+
+const upsertReceiptTail = ` ON CONFLICT (intent_id) DO UPDATE SET
+	external_id = excluded.external_id, live_url = excluded.live_url, payload_sha256 = excluded.payload_sha256,
+	source = excluded.source, readback_at = excluded.readback_at, checks = excluded.checks,
+	request_id = excluded.request_id, idempotency_key = excluded.idempotency_key, attempt_id = excluded.attempt_id`
 
 // loadEventsSQL reads an intent's applied events in version order (which
 // is stream order: the fold accepts only the next version).
 const loadEventsSQL = `SELECT seq, raw FROM events WHERE seq IN
 	(SELECT value FROM json_each((SELECT event_seqs FROM intents WHERE intent_id = ?))) ORDER BY seq`
-
-const upsertReceiptSQL = `INSERT INTO receipts (intent_id, external_id, live_url, payload_sha256, source,
-	readback_at, checks, request_id, idempotency_key, attempt_id)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (intent_id) DO UPDATE SET
-	external_id = excluded.external_id, live_url = excluded.live_url, payload_sha256 = excluded.payload_sha256,
-	source = excluded.source, readback_at = excluded.readback_at, checks = excluded.checks,
-	request_id = excluded.request_id, idempotency_key = excluded.idempotency_key, attempt_id = excluded.attempt_id`
 
 func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	var err error
@@ -77,10 +101,14 @@ func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		st, err = db.PrepareContext(ctx, q)
 		return st
 	}
-	s.insertEvent = prep(`INSERT INTO events (seq, intent_id, version, type, raw) VALUES (?, ?, ?, ?, ?)`)
-	s.upsertIntent = prep(upsertIntentSQL)
-	s.insertIntent = prep(insertIntentSQL)
-	s.upsertReceipt = prep(upsertReceiptSQL)
+	s.insertEvent = prep(insertSQL("events", eventRowCols, 1, ""))
+	s.insertEvents = prep(insertSQL("events", eventRowCols, eventRows, ""))
+	s.upsertIntent = prep(insertSQL("intents", intentRowCols, 1, upsertIntentTail))
+	s.upsertIntents = prep(insertSQL("intents", intentRowCols, intentRows, upsertIntentTail))
+	s.insertIntent = prep(insertSQL("intents", intentRowCols, 1, insertIntentTail))
+	s.insertIntents = prep(insertSQL("intents", intentRowCols, intentRows, insertIntentTail))
+	s.upsertReceipt = prep(insertSQL("receipts", receiptRowCols, 1, upsertReceiptTail))
+	s.upsertReceipts = prep(insertSQL("receipts", receiptRowCols, receiptRows, upsertReceiptTail))
 	s.deleteReceipt = prep(`DELETE FROM receipts WHERE intent_id = ?`)
 	s.insertQuarantine = prep(`INSERT INTO quarantine (seq, subject, intent_id, code, reason, raw) VALUES (?, ?, ?, ?, ?, ?)`)
 	s.loadEvents = prep(loadEventsSQL)
@@ -92,23 +120,79 @@ func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 }
 
 func (s *stmts) close() {
-	for _, st := range []*sql.Stmt{s.insertEvent, s.upsertIntent, s.insertIntent, s.upsertReceipt, s.deleteReceipt, s.insertQuarantine, s.loadEvents} {
+	for _, st := range []*sql.Stmt{s.insertEvent, s.insertEvents, s.upsertIntent, s.upsertIntents, s.insertIntent,
+		s.insertIntents, s.upsertReceipt, s.upsertReceipts, s.deleteReceipt, s.insertQuarantine, s.loadEvents} {
 		if st != nil {
 			st.Close()
 		}
 	}
 }
 
+// rowWriter writes the rows of one statement several at a time: rows
+// are buffered and written by the statement of n rows when n are there,
+// the rest by the one-row statement at flush. With changeAll, a row that
+// changed nothing (RowsAffected short) is errNotNew.
+type rowWriter struct {
+	one, many *sql.Stmt
+	cols, n   int
+	changeAll bool
+	args      []any
+}
+
+func newRowWriter(ctx context.Context, tx *sql.Tx, one, many *sql.Stmt, cols, n int, changeAll bool) *rowWriter {
+	return &rowWriter{one: tx.StmtContext(ctx, one), many: tx.StmtContext(ctx, many), cols: cols, n: n,
+		changeAll: changeAll, args: make([]any, 0, cols*n)}
+}
+
+// add buffers one row (len(vals) == cols), writing n rows when n are buffered.
+func (w *rowWriter) add(ctx context.Context, vals ...any) error {
+	w.args = append(w.args, vals...)
+	if len(w.args) < w.cols*w.n {
+		return nil
+	}
+	return w.exec(ctx, w.many, w.args, w.n)
+}
+
+// flush writes the rows still buffered.
+func (w *rowWriter) flush(ctx context.Context) error {
+	for a := w.args; len(a) > 0; a = a[w.cols:] {
+		if err := w.exec(ctx, w.one, a[:w.cols], 1); err != nil {
+			return err
+		}
+	}
+	clear(w.args)
+	w.args = w.args[:0]
+	return nil
+}
+
+func (w *rowWriter) exec(ctx context.Context, st *sql.Stmt, args []any, rows int) error {
+	res, err := st.ExecContext(ctx, args...)
+	if err != nil {
+		return err
+	}
+	if w.changeAll {
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n != int64(rows) {
+			return errNotNew
+		}
+	}
+	if rows == w.n {
+		clear(w.args)
+		w.args = w.args[:0]
+	}
+	return nil
+}
+
 // batchTx is one batch being applied: its transaction and the intents it
 // changed, which reach the cache only once the transaction commits.
 type batchTx struct {
 	ctx                                         context.Context
-	insertEvent, upsertReceipt, deleteReceipt   *sql.Stmt
-	upsertIntent, insertQuarantine, loadEvents  *sql.Stmt
+	events, upsertIntents, newIntents, receipts *rowWriter
+	deleteReceipt, insertQuarantine, loadEvents *sql.Stmt
 	pending                                     map[string]*folded
 	newSeqs                                     map[string][]byte // per intent, "[s1,s2" of the events this batch applied
-	insertIntent                                *sql.Stmt
-	assumedNew                                  map[string]bool // first events not looked up (see applyBatch)
+	assumedNew                                  map[string]bool   // first events not looked up (see applyBatch)
 	careful                                     bool
 	hadReceipt                                  map[string]bool
 	order                                       []string
@@ -180,12 +264,14 @@ func (p *Projector) applyBatchTx(ctx context.Context, msgs []rawMsg, careful boo
 	// is still rolled back when ctx ends.
 	sctx := context.WithoutCancel(ctx)
 	b := &batchTx{
-		ctx:         sctx,
-		insertEvent: tx.StmtContext(ctx, p.st.insertEvent), upsertIntent: tx.StmtContext(ctx, p.st.upsertIntent),
-		upsertReceipt: tx.StmtContext(ctx, p.st.upsertReceipt), deleteReceipt: tx.StmtContext(ctx, p.st.deleteReceipt),
-		insertQuarantine: tx.StmtContext(ctx, p.st.insertQuarantine), loadEvents: tx.StmtContext(ctx, p.st.loadEvents),
-		insertIntent: tx.StmtContext(ctx, p.st.insertIntent),
-		pending:      make(map[string]*folded), newSeqs: make(map[string][]byte), hadReceipt: make(map[string]bool),
+		ctx:           sctx,
+		events:        newRowWriter(ctx, tx, p.st.insertEvent, p.st.insertEvents, len(eventRowCols), eventRows, false),
+		upsertIntents: newRowWriter(ctx, tx, p.st.upsertIntent, p.st.upsertIntents, len(intentRowCols), intentRows, false),
+		newIntents:    newRowWriter(ctx, tx, p.st.insertIntent, p.st.insertIntents, len(intentRowCols), intentRows, true),
+		receipts:      newRowWriter(ctx, tx, p.st.upsertReceipt, p.st.upsertReceipts, len(receiptRowCols), receiptRows, false),
+		deleteReceipt: tx.StmtContext(ctx, p.st.deleteReceipt), insertQuarantine: tx.StmtContext(ctx, p.st.insertQuarantine),
+		loadEvents: tx.StmtContext(ctx, p.st.loadEvents),
+		pending:    make(map[string]*folded), newSeqs: make(map[string][]byte), hadReceipt: make(map[string]bool),
 		assumedNew: make(map[string]bool), careful: careful,
 	}
 	var qs []quarantined
@@ -217,11 +303,21 @@ func (p *Projector) applyBatchTx(ctx context.Context, msgs []rawMsg, careful boo
 		p.skipped.Add(b.skipped)
 		return nil
 	}
+	if err := b.events.flush(sctx); err != nil {
+		return &applyError{errors.Errorf("insert events: %w", err)}
+	}
 	for _, id := range b.order {
 		if err := b.writeViews(id, b.pending[id]); errors.Is(err, errNotNew) {
 			return err
 		} else if err != nil {
 			return &applyError{errors.Errorf("write views of %s: %w", id, err)}
+		}
+	}
+	for _, w := range []*rowWriter{b.upsertIntents, b.newIntents, b.receipts} {
+		if err := w.flush(sctx); errors.Is(err, errNotNew) {
+			return err
+		} else if err != nil {
+			return &applyError{errors.Errorf("write views: %w", err)}
 		}
 	}
 	if _, err := tx.ExecContext(sctx, `UPDATE checkpoint SET seq = ? WHERE id = 1`, cp); err != nil {
@@ -304,8 +400,10 @@ func (p *Projector) applyOne(b *batchTx, m rawMsg) (*quarantined, error) {
 		return q(subjID, fsm.FoldCode(err), err.Error())
 	}
 	f := &folded{intent: next, lastSeq: m.seq}
-	if _, err := b.insertEvent.ExecContext(b.ctx, m.seq, e.IntentID, int64(e.Version), string(e.Type), m.data); err != nil {
-		return nil, errors.Errorf("insert event: %w", err)
+	// The row is written with others (rowWriter): nothing reads an
+	// intent's rows back while it is pending in the batch.
+	if err := b.events.add(b.ctx, int64(m.seq), e.IntentID, int64(e.Version), string(e.Type), m.data); err != nil {
+		return nil, errors.Errorf("insert events: %w", err)
 	}
 	seqs := b.newSeqs[subjID]
 	if seqs == nil {
@@ -376,7 +474,8 @@ func refold(ctx context.Context, load *sql.Stmt, id string) (*folded, error) {
 	return f, nil
 }
 
-// writeViews upserts the intent row and its receipt.
+// writeViews upserts the intent row and its receipt (or deletes a receipt
+// its intent no longer has).
 func (b *batchTx) writeViews(id string, f *folded) error {
 	v := ViewOf(f.intent, f.lastSeq)
 	var evidence any
@@ -387,24 +486,16 @@ func (b *batchTx) writeViews(id string, f *folded) error {
 		}
 		evidence = string(j)
 	}
-	st := b.upsertIntent
+	w := b.upsertIntents
 	if b.assumedNew[id] {
-		st = b.insertIntent
+		w = b.newIntents
 	}
-	res, err := st.ExecContext(b.ctx, v.IntentID, v.Tenant, v.Route, v.Account, v.RequestID, v.IdempotencyKey,
+	if err := w.add(b.ctx, v.IntentID, v.Tenant, v.Route, v.Account, v.RequestID, v.IdempotencyKey,
 		string(v.State), v.Attempts, v.ExternalID, v.LiveURL, string(v.LastEventType), fmtTimeNN(v.LastEventAt),
 		int64(v.Version), int64(v.LastSeq), fmtTime(v.NextCheckAt), v.ManualReason, v.ManualOwner, evidence, v.Failure,
 		fmtTime(v.UnknownSince), fmtTimeNN(v.CreatedAt), fmtTimeNN(v.UpdatedAt), v.PayloadSHA256, fmtTimeNN(v.PlannedAt),
-		string(append(b.newSeqs[id], ']')))
-	if err != nil {
+		string(append(b.newSeqs[id], ']'))); err != nil {
 		return err
-	}
-	if b.assumedNew[id] {
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n != 1 {
-			return errNotNew
-		}
 	}
 	r := v.Receipt
 	if r == nil {
@@ -422,7 +513,6 @@ func (b *batchTx) writeViews(id string, f *folded) error {
 	if err != nil {
 		return err
 	}
-	_, err = b.upsertReceipt.ExecContext(b.ctx, id, r.ExternalID, r.LiveURL, r.PayloadSHA256, r.Source,
+	return b.receipts.add(b.ctx, id, r.ExternalID, r.LiveURL, r.PayloadSHA256, r.Source,
 		fmtTime(r.ReadbackAt), string(cj), r.RequestID, r.IdempotencyKey, r.AttemptID)
-	return err
 }

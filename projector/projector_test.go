@@ -366,6 +366,14 @@ func TestListPagingAndFilters(t *testing.T) {
 // a full lookup would: the batch is applied again, looking every intent
 // up, and the views equal a rebuild's.
 func TestRepeatedFirstEventOfAnEvictedIntent(t *testing.T) {
+	// 0 more intents: A's row is written alone; 40: with others, by the
+	// statement of intentRows rows.
+	for _, more := range []int{0, 40} {
+		t.Run(fmt.Sprintf("more=%d", more), func(t *testing.T) { repeatedFirstEvent(t, more) })
+	}
+}
+
+func repeatedFirstEvent(t *testing.T, more int) {
 	ctx := context.Background()
 	lg := newTestLog(t)
 	p := openProjector(t, lg.node.JS, "", func(c *Config) { c.CacheSize = 1 })
@@ -385,10 +393,19 @@ func TestRepeatedFirstEventOfAnEvictedIntent(t *testing.T) {
 	rC, c1 := g.recorded(3)
 	repeat := lg.publishRaw(events.Subject(rA, a1.IntentID), raw) // A's first event again
 	lg.append(rC, c1)
+	want := map[string]uint64{a1.IntentID: 1, b1.IntentID: 1, c1.IntentID: 1}
+	for k := 0; k < more; k++ {
+		r, e := g.recorded(10 + k)
+		if _, dup := want[e.IntentID]; dup {
+			continue
+		}
+		lg.append(r, e)
+		want[e.IntentID] = 1
+	}
 	catchUp(t, p)
 	st := p.Stats()
-	if st.Applied != 3 || st.Quarantined != 1 || st.Reapplied != 1 || st.Checkpoint != lg.lastSeq() {
-		t.Fatalf("stats %+v: want 3 applied, 1 quarantined, 1 batch reapplied, checkpoint %d", st, lg.lastSeq())
+	if st.Applied != uint64(len(want)) || st.Quarantined != 1 || st.Reapplied != 1 || st.Checkpoint != lg.lastSeq() {
+		t.Fatalf("stats %+v: want %d applied, 1 quarantined, 1 batch reapplied, checkpoint %d", st, len(want), lg.lastSeq())
 	}
 	qs, err := p.Quarantined(ctx)
 	if err != nil {
@@ -397,10 +414,10 @@ func TestRepeatedFirstEventOfAnEvictedIntent(t *testing.T) {
 	if len(qs) != 1 || qs[0].Seq != repeat || qs[0].Code != QuarantineBadHistory {
 		t.Fatalf("quarantined %+v: want seq %d with %s", qs, repeat, QuarantineBadHistory)
 	}
-	for id, want := range map[string]uint64{a1.IntentID: 1, b1.IntentID: 1, c1.IntentID: 1} {
+	for id, version := range want {
 		v, err := p.Get(ctx, id)
-		if err != nil || v.Version != want {
-			t.Fatalf("Get %s: %+v, %v (want version %d)", id, v, err, want)
+		if err != nil || v.Version != version {
+			t.Fatalf("Get %s: %+v, %v (want version %d)", id, v, err, version)
 		}
 	}
 	tl, err := p.Timeline(ctx, a1.IntentID)
