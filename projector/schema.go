@@ -134,7 +134,7 @@ var dumpTables = []struct{ name, order string }{
 // index pages rewritten by several batches are copied to the file once.
 func openDBs(ctx context.Context, path string) (w, r *sql.DB, err error) {
 	common := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
-	w, err = sql.Open("sqlite", path+"?"+common+"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=cache_size(-65536)&_pragma=wal_autocheckpoint(4096)&_txlock=immediate")
+	w, err = sql.Open("sqlite", path+"?"+common+"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=cache_size(-65536)&_pragma=wal_autocheckpoint(4096)&_pragma=temp_store(2)&_txlock=immediate")
 	if err != nil {
 		return nil, nil, errors.Errorf("open %s: %w", path, err)
 	}
