@@ -21,7 +21,8 @@ var (
 // layout Event.MarshalJSON writes (members in that order, no white space,
 // strings of printable ASCII without escapes), without encoding/json: what
 // the careful path would read from such an envelope is exactly its bytes.
-// The body is decoded by strictUnmarshal, as the careful path decodes it.
+// The body is read by readBody when it is as settle writes it, otherwise
+// by strictUnmarshal, as the careful path decodes it.
 // ok is false on any doubt (another layout, an escape, a body or an event
 // that does not decode or validate): the other paths then decide.
 func decodeCanonical(b []byte) (Event, bool) {
@@ -94,9 +95,17 @@ func decodeCanonical(b []byte) (Event, bool) {
 	if len(rest) < 3 || rest[0] != '{' || rest[len(rest)-1] != '}' {
 		return Event{}, false
 	}
+	body := rest[:len(rest)-1]
 	data := NewData(e.Type)
-	if data == nil || strictUnmarshal(rest[:len(rest)-1], data) != nil {
+	if data == nil {
 		return Event{}, false
+	}
+	if !readBody(body, data) {
+		// Not a body as settle writes it: strict encoding/json decides,
+		// into a fresh body (readBody may have filled part of this one).
+		if data = NewData(e.Type); strictUnmarshal(body, data) != nil {
+			return Event{}, false
+		}
 	}
 	e.Data = data
 	if e.Validate() != nil {
