@@ -300,66 +300,66 @@ func (r *bodyReader) raw() json.RawMessage {
 	return nil
 }
 
-// array reads an array, calling elem for each element: '[]' is an empty,
-// non-nil slice in encoding/json, which the caller makes.
-func (r *bodyReader) array(elem func()) {
-	if r.bad || r.i >= len(r.b) || r.b[r.i] != '[' {
+// next reads an array's '[' (first) or the ',' before its next element,
+// and says whether an element follows; false once its ']' is read or on
+// doubt. '[]' is an empty, non-nil slice in encoding/json: the callers
+// start from one.
+func (r *bodyReader) next(first bool) bool {
+	if r.bad || r.i >= len(r.b) {
 		r.bad = true
-		return
+		return false
 	}
-	r.i++
-	if r.i < len(r.b) && r.b[r.i] == ']' {
+	switch c := r.b[r.i]; {
+	case first && c == '[':
 		r.i++
-		return
-	}
-	for !r.bad {
-		elem()
-		if r.bad || r.i >= len(r.b) {
-			r.bad = true
-			return
-		}
-		switch r.b[r.i] {
-		case ',':
+		if r.i < len(r.b) && r.b[r.i] == ']' {
 			r.i++
-		case ']':
-			r.i++
-			return
-		default:
-			r.bad = true
+			return false
 		}
+		return true
+	case !first && c == ',':
+		r.i++
+		return true
+	case !first && c == ']':
+		r.i++
+		return false
 	}
+	r.bad = true
+	return false
 }
 
 func (r *bodyReader) strings() []string {
 	out := []string{}
-	r.array(func() { out = append(out, r.str()) })
+	for first := true; r.next(first); first = false {
+		out = append(out, r.str())
+	}
 	return out
 }
 
 func (r *bodyReader) checks() []Check {
 	out := []Check{}
-	r.array(func() {
+	for first := true; r.next(first); first = false {
 		out = append(out, Check{})
 		r.check(&out[len(out)-1])
-	})
+	}
 	return out
 }
 
 func (r *bodyReader) candidates() []CandidateRef {
 	out := []CandidateRef{}
-	r.array(func() {
+	for first := true; r.next(first); first = false {
 		out = append(out, CandidateRef{})
 		r.candidate(&out[len(out)-1])
-	})
+	}
 	return out
 }
 
 func (r *bodyReader) attempts() []AttemptRef {
 	out := []AttemptRef{}
-	r.array(func() {
+	for first := true; r.next(first); first = false {
 		out = append(out, AttemptRef{})
 		r.attemptRef(&out[len(out)-1])
-	})
+	}
 	return out
 }
 

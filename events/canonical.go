@@ -63,10 +63,15 @@ func decodeCanonical(b []byte) (Event, bool) {
 	if rest, ok = bytes.CutPrefix(rest, canonType); !ok {
 		return Event{}, false
 	}
-	if s, rest, ok = canonString(rest); !ok {
+	q, rest, ok := canonQuoted(rest)
+	if !ok {
 		return Event{}, false
 	}
-	e.Type = Type(s)
+	// A known type is its constant (no string made); an unknown one is
+	// left to the other paths, which name it.
+	if e.Type, ok = knownTypes[string(q[1:len(q)-1])]; !ok {
+		return Event{}, false
+	}
 	if rest, ok = bytes.CutPrefix(rest, canonAt); !ok {
 		return Event{}, false
 	}
