@@ -21,7 +21,8 @@ var (
 // layout Event.MarshalJSON writes (members in that order, no white space,
 // strings of printable ASCII without escapes), without encoding/json: what
 // the careful path would read from such an envelope is exactly its bytes.
-// The body is decoded by strictUnmarshal, as the careful path decodes it.
+// The body is read by readBody when it is as settle writes it, otherwise
+// by strictUnmarshal, as the careful path decodes it.
 // ok is false on any doubt (another layout, an escape, a body or an event
 // that does not decode or validate): the other paths then decide.
 func decodeCanonical(b []byte) (Event, bool) {
@@ -62,10 +63,15 @@ func decodeCanonical(b []byte) (Event, bool) {
 	if rest, ok = bytes.CutPrefix(rest, canonType); !ok {
 		return Event{}, false
 	}
-	if s, rest, ok = canonString(rest); !ok {
+	q, rest, ok := canonQuoted(rest)
+	if !ok {
 		return Event{}, false
 	}
-	e.Type = Type(s)
+	// A known type is its constant (no string made); an unknown one is
+	// left to the other paths, which name it.
+	if e.Type, ok = knownTypes[string(q[1:len(q)-1])]; !ok {
+		return Event{}, false
+	}
 	if rest, ok = bytes.CutPrefix(rest, canonAt); !ok {
 		return Event{}, false
 	}
@@ -94,9 +100,17 @@ func decodeCanonical(b []byte) (Event, bool) {
 	if len(rest) < 3 || rest[0] != '{' || rest[len(rest)-1] != '}' {
 		return Event{}, false
 	}
+	body := rest[:len(rest)-1]
 	data := NewData(e.Type)
-	if data == nil || strictUnmarshal(rest[:len(rest)-1], data) != nil {
+	if data == nil {
 		return Event{}, false
+	}
+	if !readBody(body, data) {
+		// Not a body as settle writes it: strict encoding/json decides,
+		// into a fresh body (readBody may have filled part of this one).
+		if data = NewData(e.Type); strictUnmarshal(body, data) != nil {
+			return Event{}, false
+		}
 	}
 	e.Data = data
 	if e.Validate() != nil {

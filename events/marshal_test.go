@@ -85,6 +85,14 @@ func FuzzDecodeFastPathAgrees(f *testing.F) {
 	f.Add([]byte(strings.Replace(string(good), `"version":1`, `"version":01`, 1)))
 	f.Add([]byte(strings.Replace(string(good), `"actor":"test"`, `"actor":"t\u0065st"`, 1)))
 	f.Add([]byte(strings.Replace(string(good), `"data":{`, `"data":{"tenant":"x"},"data":{`, 1)))
+	// Every type as settle writes it, every body field set, and its body
+	// alone (for readBody, below).
+	for i, typ := range AllTypes() {
+		ev := fullEvent(f, typ, uint64(i))
+		f.Add(ev)
+		f.Add(ev[bytes.Index(ev, []byte(`"data":`))+len(`"data":`) : len(ev)-1])
+	}
+	types := AllTypes()
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for name, path := range map[string]func([]byte) (Event, bool){"typed": decodeTyped, "canonical": decodeCanonical} {
 			fast, ok := path(b)
@@ -97,6 +105,21 @@ func FuzzDecodeFastPathAgrees(f *testing.F) {
 			}
 			if !reflect.DeepEqual(fast, slow) {
 				t.Fatalf("%s path, %q:\nfast %+v\nslow %+v", name, b, fast, slow)
+			}
+		}
+		// b as a body of each type: what readBody takes, strict
+		// encoding/json takes, and reads the same.
+		for _, typ := range types {
+			fast := NewData(typ)
+			if !readBody(b, fast) {
+				continue
+			}
+			slow := NewData(typ)
+			if err := strictUnmarshal(b, slow); err != nil {
+				t.Fatalf("readBody took %q as %s, encoding/json refuses it: %v", b, typ, err)
+			}
+			if !reflect.DeepEqual(fast, slow) {
+				t.Fatalf("%s body %q:\nreadBody %#v\nencoding/json %#v", typ, b, fast, slow)
 			}
 		}
 	})

@@ -78,6 +78,15 @@ var registry = map[Type]func() Data{
 	Abandoned:            func() Data { return &AbandonedData{} },
 }
 
+// knownTypes maps each type's name to its constant.
+var knownTypes = func() map[string]Type {
+	m := make(map[string]Type, len(registry))
+	for t := range registry {
+		m[string(t)] = t
+	}
+	return m
+}()
+
 // AllTypes lists every event type, sorted.
 func AllTypes() []Type {
 	out := make([]Type, 0, len(registry))

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // The secret scan: credential-shaped text anywhere in an event or its
@@ -161,14 +162,20 @@ func redactStop(c byte) bool {
 
 // scanHeaders scans each header line ("Name: value") for secrets, in the
 // order of the header names.
+//
+// A hint holds no colon, so none spans the ": " between a name and its
+// value: the hints of a line are those of its name and of its value
+// (TestHeaderLineHintsAreNameAndValue), and the names settle and
+// JetStream write hold none (TestHintFreeHeaderNames).
 func scanHeaders(hdr nats.Header) []secretHit {
-	var buf [256]byte // settle's header lines fit: no allocation per message
-	line := buf[:0]
 	any := false
 	for k, vs := range hdr {
+		kmask := uint64(0)
+		if !hintFreeHeader(k) {
+			kmask = hintMask(k)
+		}
 		for _, v := range vs {
-			line = append(append(append(line[:0], k...), ": "...), v...)
-			if hintMask(line) != 0 || strings.Contains(v, `\u`) {
+			if kmask != 0 || hintMask(v) != 0 || strings.Contains(v, `\u`) {
 				any = true
 			}
 		}
@@ -191,6 +198,21 @@ func scanHeaders(hdr nats.Header) []secretHit {
 		}
 	}
 	return hits
+}
+
+// hintFreeHeaders are the header names settle's appends carry (the
+// ledger's and JetStream's): hintFreeHeader knows them without a scan.
+var hintFreeHeaders = []string{jetstream.MsgIDHeader, "Settle-Append-Id", jetstream.ExpectedStreamHeader,
+	jetstream.ExpectedLastSubjSeqHeader, "Nats-Batch-Id", "Nats-Batch-Sequence", "Nats-Batch-Commit"}
+
+// hintFreeHeader: k is one of hintFreeHeaders, whose hint mask is 0.
+func hintFreeHeader(k string) bool {
+	switch k {
+	case jetstream.MsgIDHeader, "Settle-Append-Id", jetstream.ExpectedStreamHeader,
+		jetstream.ExpectedLastSubjSeqHeader, "Nats-Batch-Id", "Nats-Batch-Sequence", "Nats-Batch-Commit":
+		return true
+	}
+	return false
 }
 
 // hintIndex lists, for each byte, the hints of secretPatterns that start
@@ -216,16 +238,73 @@ type hintRef struct {
 	pattern int
 }
 
+// hintByte classifies each byte for hintMask: hintNone for a byte no hint
+// starts with, hintStart for one that some hint starts with (in either
+// case), hintNonASCII for a byte of a multi-byte character.
+var hintByte = func() (t [256]uint8) {
+	for c := utf8.RuneSelf; c < 256; c++ {
+		t[c] = hintNonASCII
+	}
+	for c := range 256 {
+		if len(hintIndex[c]) > 0 {
+			t[c] = hintStart
+		}
+	}
+	return t
+}()
+
+const (
+	hintNone = iota
+	hintStart
+	hintNonASCII
+)
+
+// hintPairs[c0] has bit c1 set when some hint starts with c0 c1, either
+// letter in either case: a byte whose next byte is not set starts no hint
+// (every hint has at least two bytes).
+var hintPairs = func() (t [256][4]uint64) {
+	cases := func(c byte) []byte {
+		if 'a' <= c && c <= 'z' {
+			return []byte{c, c - 'a' + 'A'}
+		}
+		return []byte{c}
+	}
+	for _, p := range secretPatterns {
+		for _, h := range p.hints {
+			if len(h) < 2 {
+				panic("consumers: a secret hint of one byte")
+			}
+			for _, c0 := range cases(h[0]) {
+				for _, c1 := range cases(h[1]) {
+					t[c0][c1>>6] |= 1 << (c1 & 63)
+				}
+			}
+		}
+	}
+	return t
+}()
+
 // hintMask says which secret patterns are hinted in s (bit i for
 // secretPatterns[i]): those one of whose hints occurs in the lower-case
-// form of s. ASCII text is scanned once, without lower-casing it; other
-// text as strings.ToLower sees it (Unicode case folding).
+// form of s. ASCII text is scanned once, without lower-casing it (most
+// bytes cost one table look-up; a hint is compared only where its first
+// two bytes are); other text as strings.ToLower sees it (Unicode case
+// folding).
 func hintMask[T string | []byte](s T) uint64 {
 	var mask uint64
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c >= utf8.RuneSelf {
+		switch hintByte[c] {
+		case hintNone:
+			continue
+		case hintNonASCII:
 			return hintMaskFold(string(s))
+		}
+		if i+1 >= len(s) {
+			break
+		}
+		if c1 := s[i+1]; hintPairs[c][c1>>6]&(1<<(c1&63)) == 0 {
+			continue
 		}
 		for _, r := range hintIndex[c] {
 			if mask&(1<<r.pattern) == 0 && hasPrefixFoldASCII(s[i:], r.hint) {

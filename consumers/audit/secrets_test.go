@@ -59,11 +59,66 @@ func TestHintMaskMatchesLowerCaseSearch(t *testing.T) {
 
 func FuzzHintMask(f *testing.F) {
 	f.Add("Authorization: Bearer abc")
+	f.Add("x-API-Key: PASSWORD\\u0022 Private Key \u212a")
 	f.Fuzz(func(t *testing.T, s string) {
 		if got, want := hintMask(s), hintMaskFold(s); got != want {
 			t.Fatalf("%q: mask %b, lower-case search %b", s, got, want)
 		}
+		// Cut anywhere into a header's name and value, the line's hints
+		// are theirs.
+		for i := 0; i <= len(s); i += 1 + len(s)/7 {
+			k, v := s[:i], s[i:]
+			if got, want := hintMask(k)|hintMask(v), hintMaskFold(k+": "+v); got != want {
+				t.Fatalf("%q, %q: name and value %b, line %b", k, v, got, want)
+			}
+		}
 	})
+}
+
+// A header line's hints are those of its name and of its value: no hint
+// holds ": ", whatever the case folding of the text around it.
+func TestHeaderLineHintsAreNameAndValue(t *testing.T) {
+	for _, p := range secretPatterns {
+		for _, h := range p.hints {
+			if strings.Contains(h, ":") {
+				t.Fatalf("hint %q holds a colon", h)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	var pieces []string
+	for _, p := range secretPatterns {
+		for _, h := range p.hints {
+			pieces = append(pieces, h, strings.ToUpper(h), h[:len(h)/2], strings.ToUpper(h[len(h)/2:]))
+		}
+	}
+	pieces = append(pieces, "x", " ", ":", ": ", "é", "\u212a", "İ", "\xff", "\xe2", "ſ", "-", "Nats-Msg-Id")
+	str := func() string {
+		var b strings.Builder
+		for range rng.IntN(5) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		return b.String()
+	}
+	for i := 0; i < 20000; i++ {
+		k, v := str(), str()
+		if got, want := hintMask(k)|hintMask(v), hintMask(k+": "+v); got != want {
+			t.Fatalf("%q, %q: name and value %b, line %b", k, v, got, want)
+		}
+	}
+}
+
+// The header names scanHeaders does not scan hold no hint, and are the
+// ones it skips.
+func TestHintFreeHeaderNames(t *testing.T) {
+	for _, k := range hintFreeHeaders {
+		if !hintFreeHeader(k) || hintMask(k) != 0 || hintMaskFold(k) != 0 {
+			t.Errorf("%s: skipped %v, mask %b", k, hintFreeHeader(k), hintMask(k))
+		}
+	}
+	if hintFreeHeader("Authorization") || hintFreeHeader("nats-msg-id") {
+		t.Error("an unlisted name is skipped")
+	}
 }
 
 // The hints are sound: whenever a pattern's regexp matches a text, one of
