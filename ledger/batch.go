@@ -205,7 +205,7 @@ func (b *batcher) submit(units ...*unit) {
 		u.res = make(chan unitResult, 1)
 		b.queue = append(b.queue, u)
 	}
-	if b.running < b.s.cfg.BatchFlushers {
+	if b.running < b.s.cfg.flushers() {
 		b.running++
 		go b.loop()
 	}

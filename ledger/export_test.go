@@ -62,3 +62,6 @@ func TestAppendIDsAreUniqueAndHeaderSafe(t *testing.T) {
 		seen[id] = true
 	}
 }
+
+// Flushers is StoreConfig.flushers, for tests.
+func Flushers(c StoreConfig) int { return c.flushers() }

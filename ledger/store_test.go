@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -261,6 +262,23 @@ func TestStoreConfigValidate(t *testing.T) {
 	c.DuplicateWindow = time.Second
 	if err := c.Validate(); err == nil {
 		t.Fatal("1s dedup window accepted")
+	}
+	// Batches in flight: one on a single replica, two on three, or as set.
+	c = ledger.DefaultStoreConfig()
+	if n := ledger.Flushers(c); n != 1 {
+		t.Fatalf("default flushers on one replica: %d, want 1", n)
+	}
+	c.Replicas = 3
+	if n := ledger.Flushers(c); n != 2 {
+		t.Fatalf("default flushers on three replicas: %d, want 2", n)
+	}
+	c.BatchFlushers = 4
+	if n := ledger.Flushers(c); n != 4 || c.Validate() != nil {
+		t.Fatalf("flushers set to 4: %d, %v", n, c.Validate())
+	}
+	c.BatchFlushers = -1
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "BatchFlushers") {
+		t.Fatalf("BatchFlushers -1: %v, want an error naming the field", err)
 	}
 }
 
