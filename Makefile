@@ -71,6 +71,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalize$$' -fuzztime 60s ./events/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeArgs$$' -fuzztime 60s ./mcp/
 	$(GO) test -run '^$$' -fuzz '^FuzzHintMask$$' -fuzztime 30s ./consumers/audit/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseCanonicalAgrees$$' -fuzztime 30s ./adapter/social/
 
 clean:
 	rm -rf bin
