@@ -150,19 +150,25 @@ func (w *rowWriter) add(ctx context.Context, vals ...any) error {
 	if len(w.args) < w.cols*w.n {
 		return nil
 	}
+	defer w.reset()
 	return w.exec(ctx, w.many, w.args, w.n)
 }
 
 // flush writes the rows still buffered.
 func (w *rowWriter) flush(ctx context.Context) error {
+	defer w.reset()
 	for a := w.args; len(a) > 0; a = a[w.cols:] {
 		if err := w.exec(ctx, w.one, a[:w.cols], 1); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// reset drops the buffered rows (and the references they hold).
+func (w *rowWriter) reset() {
 	clear(w.args)
 	w.args = w.args[:0]
-	return nil
 }
 
 func (w *rowWriter) exec(ctx context.Context, st *sql.Stmt, args []any, rows int) error {
@@ -176,10 +182,6 @@ func (w *rowWriter) exec(ctx context.Context, st *sql.Stmt, args []any, rows int
 		} else if n != int64(rows) {
 			return errNotNew
 		}
-	}
-	if rows == w.n {
-		clear(w.args)
-		w.args = w.args[:0]
 	}
 	return nil
 }
