@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/consumers/audit"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
@@ -32,30 +31,10 @@ func replayLog(b *testing.B, js jetstream.JetStream, n int) *ledger.Store {
 		b.Fatal(err)
 	}
 	t0 := time.Date(2026, 7, 22, 9, 0, 0, 0, time.UTC)
-	payload := []byte(`{"assets":[],"body":"replay"}`)
-	sum, _ := events.PayloadSHA256(payload)
 	for k := 0; k*6 < n; k++ {
-		req := "replay:" + strconv.Itoa(k)
-		id := events.IntentID("default", "social_post", req)
-		at := t0.Add(time.Duration(k) * time.Millisecond)
-		key := events.IdempotencyKey(id)
-		rec := &events.IntentRecordedData{Tenant: "default", Route: "social_post", Account: "acct_1", RequestID: req,
-			IdempotencyKey: key, Payload: payload, PayloadSHA256: sum, Canon: events.CanonV1, PlannedAt: at, Policy: adapter.DefaultPolicy()}
-		evs := []struct {
-			attempt string
-			d       events.Data
-		}{
-			{"", rec},
-			{events.AttemptID(id, 1), &events.WriteStartedData{Attempt: 1, IdempotencyKey: key, Deadline: at.Add(time.Minute)}},
-			{events.AttemptID(id, 1), &events.OutcomeUnknownData{Code: "connection_reset"}},
-			{"", &events.ReconcileStartedData{Worker: "w", LeaseUntil: at.Add(time.Minute), Strategy: "search", Check: 1}},
-			{"", &events.CandidateFoundData{ExternalID: "p_" + strconv.Itoa(k), Source: "search"}},
-			{"", &events.ReadbackPassedData{Receipt: events.Receipt{ExternalID: "p_" + strconv.Itoa(k), PayloadSHA256: sum, Source: "readback",
-				ReadbackAt: at, Checks: []events.Check{{Name: "url", OK: true}, {Name: "author", OK: true}, {Name: "payload", OK: true}, {Name: "parent", OK: true}, {Name: "visibility", OK: true}}}}},
-		}
 		var last uint64
-		for v, e := range evs {
-			seq, err := store.Append(ctx, "social_post", events.New(id, uint64(v+1), at, "bench", e.attempt, e.d), last)
+		for _, e := range testharness.ReplayedIntent(k, t0) {
+			seq, err := store.Append(ctx, "social_post", e, last)
 			if err != nil {
 				b.Fatal(err)
 			}

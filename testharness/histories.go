@@ -2,6 +2,7 @@ package testharness
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -141,4 +142,38 @@ func (x *HandHistory) Receipt(externalID, source string) events.Receipt {
 		r.ReadbackAt = x.l.At
 	}
 	return r
+}
+
+// ReplayedIntent is intent k of the benchmarks' replay log: the six events
+// of a dropped response settled by reconciliation (recorded, started,
+// unknown, reconciling, found, read back), on route social_post, at
+// t0 + k ms. BenchmarkReplay appends them; the audit's per-message
+// benchmark decodes them.
+func ReplayedIntent(k int, t0 time.Time) []events.Event {
+	payload := []byte(`{"assets":[],"body":"replay"}`)
+	sum, _ := events.PayloadSHA256(payload)
+	req := "replay:" + strconv.Itoa(k)
+	id := events.IntentID("default", "social_post", req)
+	at := t0.Add(time.Duration(k) * time.Millisecond)
+	key := events.IdempotencyKey(id)
+	ext := "p_" + strconv.Itoa(k)
+	rec := &events.IntentRecordedData{Tenant: "default", Route: "social_post", Account: "acct_1", RequestID: req,
+		IdempotencyKey: key, Payload: payload, PayloadSHA256: sum, Canon: events.CanonV1, PlannedAt: at, Policy: adapter.DefaultPolicy()}
+	evs := []struct {
+		attempt string
+		d       events.Data
+	}{
+		{"", rec},
+		{events.AttemptID(id, 1), &events.WriteStartedData{Attempt: 1, IdempotencyKey: key, Deadline: at.Add(time.Minute)}},
+		{events.AttemptID(id, 1), &events.OutcomeUnknownData{Code: "connection_reset"}},
+		{"", &events.ReconcileStartedData{Worker: "w", LeaseUntil: at.Add(time.Minute), Strategy: "search", Check: 1}},
+		{"", &events.CandidateFoundData{ExternalID: ext, Source: "search"}},
+		{"", &events.ReadbackPassedData{Receipt: events.Receipt{ExternalID: ext, PayloadSHA256: sum, Source: "readback",
+			ReadbackAt: at, Checks: []events.Check{{Name: "url", OK: true}, {Name: "author", OK: true}, {Name: "payload", OK: true}, {Name: "parent", OK: true}, {Name: "visibility", OK: true}}}}},
+	}
+	out := make([]events.Event, len(evs))
+	for v, e := range evs {
+		out[v] = events.New(id, uint64(v+1), at, "bench", e.attempt, e.d)
+	}
+	return out
 }
