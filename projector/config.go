@@ -24,6 +24,14 @@ type Config struct {
 	Batch int
 	// CacheSize bounds the LRU of folded non-terminal intents (default 4096).
 	CacheSize int
+	// UnsyncedBacklog: a catch-up of a backlog of at least this many
+	// events, and at least the checkpoint it starts from (a rebuild, or a
+	// database far behind), runs with the writer's syncs off until caught
+	// up (default 100,000; -1: never). A crash of the process loses
+	// nothing; after a restart of the machine in the middle of one, Open
+	// removes the database and the views are rebuilt from the log
+	// (unsynced.go).
+	UnsyncedBacklog int
 	// Logger receives quarantine warnings and consumer errors
 	// (default slog.Default()).
 	Logger *slog.Logger
@@ -31,8 +39,11 @@ type Config struct {
 
 // DefaultConfig returns the defaults; DBPath must still be set.
 func DefaultConfig() Config {
-	return Config{Stream: "SETTLE_INTENTS", Durable: "settle-projector", Batch: 8192, CacheSize: 4096}
+	return Config{Stream: "SETTLE_INTENTS", Durable: "settle-projector", Batch: 8192, CacheSize: 4096, UnsyncedBacklog: DefaultUnsyncedBacklog}
 }
+
+// DefaultUnsyncedBacklog is Config.UnsyncedBacklog's default.
+const DefaultUnsyncedBacklog = 100_000
 
 // MaxBatch bounds Config.Batch.
 const MaxBatch = 10000
@@ -63,6 +74,9 @@ func (c Config) Validate() error {
 	if c.CacheSize < 1 {
 		return errors.Errorf("projector config: CacheSize: %d must be ≥ 1", c.CacheSize)
 	}
+	if c.UnsyncedBacklog < -1 {
+		return errors.Errorf("projector config: UnsyncedBacklog: %d must be ≥ 1, or -1 for never", c.UnsyncedBacklog)
+	}
 	return nil
 }
 
@@ -80,6 +94,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CacheSize == 0 {
 		c.CacheSize = d.CacheSize
+	}
+	if c.UnsyncedBacklog == 0 {
+		c.UnsyncedBacklog = d.UnsyncedBacklog
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -31,6 +31,7 @@ const (
 	helperDB      = "SETTLE_PROJECTOR_DB"
 	helperStopAt  = "SETTLE_PROJECTOR_STOP_AT"
 	helperBatchSz = 16
+	helperUnsync  = "SETTLE_PROJECTOR_UNSYNCED" // "1": UnsyncedBacklog 1
 )
 
 // TestHelperProcess is the child: it projects with Run and, once a batch
@@ -62,6 +63,9 @@ func TestHelperProcess(t *testing.T) {
 	cfg.DBPath = os.Getenv(helperDB)
 	cfg.Batch = helperBatchSz
 	cfg.CacheSize = 8
+	if os.Getenv(helperUnsync) == "1" {
+		cfg.UnsyncedBacklog = 1
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	p, err := Open(context.Background(), js, cfg)
 	if err != nil {
@@ -93,11 +97,12 @@ func TestHelperProcess(t *testing.T) {
 // runAndKill starts the child, waits until it blocks, SIGKILLs it and
 // returns the last checkpoint it reported committed and the one it
 // blocked at.
-func runAndKill(t *testing.T, url, db, mode string, stopAt uint64) (committed, blocked uint64) {
+func runAndKill(t *testing.T, url, db, mode string, stopAt uint64, env ...string) (committed, blocked uint64) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), helperEnv+"="+mode, helperURL+"="+url, helperDB+"="+db,
 		helperStopAt+"="+strconv.FormatUint(stopAt, 10))
+	cmd.Env = append(cmd.Env, env...)
 	var stderr testharness.SyncBuffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
@@ -205,6 +210,54 @@ func TestCrashMidStreamExactlyOnce(t *testing.T) {
 			t.Fatalf("%s: view attempts %d version %d state %s; fold %d %d %s", gi.ID(), v.Attempts, v.Version, v.State,
 				len(f.Attempts), len(gi.History), f.State)
 		}
+	}
+}
+
+// TestCrashDuringAnUnsyncedCatchUp kills (SIGKILL) a projector inside a
+// batch of an unsynced catch-up, twice. On the same boot, Open finds the
+// marker, syncs the files and resumes from the checkpoint; told that the
+// machine restarted, it removes the database and rebuilds it from the
+// log. Both end equal to a synced rebuild.
+func TestCrashDuringAnUnsyncedCatchUp(t *testing.T) {
+	ctx := context.Background()
+	lg := newTestLog(t)
+	for _, x := range interleave(99, generate(t, 99, 5)) {
+		lg.append(x.Route, x.Event)
+	}
+	total := lg.lastSeq()
+	want := rebuildDump(t, lg.node.JS)
+	url := lg.node.URL()
+	for _, restarted := range []bool{false, true} {
+		db := filepath.Join(t.TempDir(), "views.db")
+		committed, blocked := runAndKill(t, url, db, "in_tx", total/2, helperUnsync+"=1")
+		if committed == 0 || blocked <= committed {
+			t.Fatalf("committed %d, blocked at %d", committed, blocked)
+		}
+		if !fileExists(t, markerPath(db)) {
+			t.Fatal("no marker after a kill during an unsynced catch-up")
+		}
+		if restarted {
+			fakeBoot(t, "a-later-boot", nil)
+		}
+		p := openProjector(t, lg.node.JS, db, nil)
+		if fileExists(t, markerPath(db)) {
+			t.Fatal("Open left the marker")
+		}
+		cp, err := p.Checkpoint(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wantCP := map[bool]uint64{false: committed, true: 0}[restarted]; cp != wantCP {
+			t.Fatalf("machine restarted %v: checkpoint %d after Open, want %d", restarted, cp, wantCP)
+		}
+		catchUp(t, p)
+		if st := p.Stats(); st.Applied != total-cp || st.Quarantined != 0 {
+			t.Fatalf("machine restarted %v: %+v after catching up from %d", restarted, st, cp)
+		}
+		if d := dump(t, p); d != want {
+			t.Fatalf("machine restarted %v: views differ from a rebuild: %s", restarted, firstDiff(d, want))
+		}
+		p.Close()
 	}
 }
 

@@ -13,7 +13,10 @@
 // names the projector's (ephemeral) consumers. The database is synced at
 // WAL checkpoints, not at every commit (synchronous=NORMAL): a power loss
 // may take the last batches back, checkpoint and rows together, and they
-// are applied again from the log.
+// are applied again from the log. A long catch-up (Config.UnsyncedBacklog)
+// runs without syncs behind a synced marker file naming the machine's boot
+// id; a marker found by Open on another boot means the database may be torn,
+// and it is rebuilt from the log (unsynced.go).
 //
 // Applying an event folds it onto the intent's history with
 // (*fsm.Intent).Apply; ViewOf maps a folded intent to its view, for any

@@ -55,6 +55,11 @@ type Stats struct {
 	Reapplied uint64
 	// Cached is the number of folded intents in memory now.
 	Cached int
+	// UnsyncedCatchUps counts catch-ups run without syncs (see
+	// Config.UnsyncedBacklog).
+	UnsyncedCatchUps uint64
+	// Unsynced reports whether one is in progress.
+	Unsynced bool
 }
 
 // Projector keeps the receipt views of one stream in one SQLite database.
@@ -75,14 +80,17 @@ type Projector struct {
 	cache      *lru
 	checkpoint uint64
 	closed     bool
+	unsynced   bool          // the writer runs with synchronous=OFF; the marker is on disk
 	done       chan struct{} // closed by Close: stops Run and CatchUp
 
 	progressMu sync.Mutex
 	progress   chan struct{} // closed and replaced after every commit
 
 	applied, quarantined, skipped, batches, hits, misses, careful atomic.Uint64
+	unsyncedRuns                                                  atomic.Uint64
 	cachedN                                                       atomic.Int64
 	cp                                                            atomic.Uint64
+	unsyncedNow, noBootID                                         atomic.Bool
 
 	// test hooks, called inside applyMu with the batch's new checkpoint.
 	beforeCommit func(seq uint64)
@@ -102,6 +110,18 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Projector, 
 	stream, err := js.Stream(ctx, cfg.Stream)
 	if err != nil {
 		return nil, errors.Errorf("open projector: stream %s: %w", cfg.Stream, err)
+	}
+	found, removed, why, err := recoverUnsynced(cfg.DBPath)
+	if err != nil {
+		return nil, errors.Errorf("open projector: an unsynced catch-up was interrupted: %w", err)
+	}
+	switch {
+	case removed:
+		cfg.Logger.Warn("projector: an unsynced catch-up was interrupted and the database may be torn: removed it, the views are rebuilt from the log",
+			"db", cfg.DBPath, "why", why)
+	case found:
+		cfg.Logger.Info("projector: an unsynced catch-up was interrupted by a stop of the process (the machine did not restart): synced the database, resuming from its checkpoint",
+			"db", cfg.DBPath)
 	}
 	w, r, err := openDBs(ctx, cfg.DBPath)
 	if err != nil {
@@ -184,11 +204,12 @@ func (p *Projector) Close() error {
 		p.applyMu.Unlock()
 		return nil
 	}
+	endErr := p.endUnsyncedLocked(context.Background())
 	p.closed = true
 	close(p.done)
 	p.applyMu.Unlock()
 	p.st.close()
-	return errors.Join(p.w.Close(), p.r.Close())
+	return errors.Join(endErr, p.w.Close(), p.r.Close())
 }
 
 // Stats returns the counters.
@@ -203,6 +224,9 @@ func (p *Projector) Stats() Stats {
 		CacheMisses: p.misses.Load(),
 		Reapplied:   p.careful.Load(),
 		Cached:      int(p.cachedN.Load()),
+
+		UnsyncedCatchUps: p.unsyncedRuns.Load(),
+		Unsynced:         p.unsyncedNow.Load(),
 	}
 }
 
@@ -359,11 +383,27 @@ func (p *Projector) consumeOnce(ctx context.Context, untilCaughtUp bool, target 
 	rctx, cancel := context.WithCancel(ctx)
 	batches, wait := p.readAhead(rctx, it)
 	defer func() { cancel(); wait() }()
+	defer func() {
+		// However consuming ends, the views are synced again.
+		if uerr := p.endUnsynced(ctx); uerr != nil && err == nil {
+			err = &applyError{uerr}
+		}
+	}()
 	for rb := range batches {
 		batch, err := rb.msgs, rb.err
 		if len(batch) > 0 {
+			if last := batch[len(batch)-1]; last.pending > 0 && p.shouldGoUnsynced(uint64(len(batch))+last.pending) {
+				if uerr := p.beginUnsynced(ctx, uint64(len(batch))+last.pending); uerr != nil {
+					return false, uerr
+				}
+			}
 			if aerr := p.applyBatch(ctx, batch); aerr != nil {
 				return false, aerr
+			}
+			if batch[len(batch)-1].pending == 0 {
+				if uerr := p.endUnsynced(ctx); uerr != nil {
+					return false, &applyError{uerr}
+				}
 			}
 		}
 		if err != nil {

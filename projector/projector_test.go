@@ -34,6 +34,7 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{"Batch", func(c *Config) { c.Batch = 0 }},
 		{"Batch", func(c *Config) { c.Batch = MaxBatch + 1 }},
 		{"CacheSize", func(c *Config) { c.CacheSize = -1 }},
+		{"UnsyncedBacklog", func(c *Config) { c.UnsyncedBacklog = -2 }},
 	}
 	for _, c := range cases {
 		cfg := ok
@@ -50,7 +51,7 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	if c := p.Config(); c.Stream != "SETTLE_INTENTS" || c.Durable != "settle-projector" || c.Batch != DefaultConfig().Batch {
+	if c := p.Config(); c.Stream != "SETTLE_INTENTS" || c.Durable != "settle-projector" || c.Batch != DefaultConfig().Batch || c.UnsyncedBacklog != DefaultUnsyncedBacklog {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
 	if _, err := Open(context.Background(), lg.node.JS, Config{DBPath: t.TempDir() + "/v.db", Stream: "NOPE"}); err == nil {

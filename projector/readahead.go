@@ -17,8 +17,9 @@ type readBatch struct {
 }
 
 // readAhead reads the consumer's messages on its own goroutine, decodes
-// them there, and hands them on in batches of up to cfg.Batch (a batch
-// ends early when nothing more is pending), in stream order: decoding the
+// them there, and hands them on in batches of up to cfg.Batch (during an
+// unsynced catch-up, unsyncedBatchFactor times that; a batch ends early
+// when nothing more is pending), in stream order: decoding the
 // next batch overlaps with applying this one. wait ends the reader (after
 // ctx is cancelled) and waits for it.
 func (p *Projector) readAhead(ctx context.Context, it jetstream.MessagesContext) (<-chan readBatch, func()) {
@@ -50,9 +51,10 @@ func (p *Projector) readAhead(ctx context.Context, it jetstream.MessagesContext)
 				}
 				return
 			}
-			batch := make([]rawMsg, 1, min(p.cfg.Batch, 1024))
+			limit := p.batchLimit()
+			batch := make([]rawMsg, 1, min(uint64(limit), m.pending+1))
 			batch[0] = m
-			for m.pending > 0 && len(batch) < p.cfg.Batch {
+			for m.pending > 0 && len(batch) < limit {
 				if m, err = next(); err != nil {
 					break
 				}
