@@ -32,22 +32,20 @@ const (
 	QuarantineBadHistory        = fsm.CodeBadHistory // version gap or duplicate, mixed intents
 )
 
-// stmts are the writer's prepared statements. Rows of events, intents and
-// receipts are written several to a statement (rowWriter): the per-
+// stmts are the writer's prepared statements. Rows of events and intents
+// (with their receipts) are written several to a statement (rowWriter): the per-
 // statement cost of database/sql and the driver was most of an append.
 type stmts struct {
-	insertEvent, insertEvents                   *sql.Stmt
-	upsertIntent, upsertIntents                 *sql.Stmt
-	insertIntent, insertIntents                 *sql.Stmt
-	upsertReceipt, upsertReceipts               *sql.Stmt
-	deleteReceipt, insertQuarantine, loadEvents *sql.Stmt
+	insertEvent, insertEvents    *sql.Stmt
+	upsertIntent, upsertIntents  *sql.Stmt
+	insertIntent, insertIntents  *sql.Stmt
+	insertQuarantine, loadEvents *sql.Stmt
 }
 
 // Rows per multi-row statement (each under SQLite's 32766 variables).
 const (
-	eventRows   = 64
-	intentRows  = 32
-	receiptRows = 32
+	eventRows  = 64
+	intentRows = 32
 )
 
 // insertSQL is INSERT INTO table (cols) VALUES (?, …) × rows, then tail.
@@ -61,9 +59,9 @@ var (
 	eventRowCols  = []string{"seq", "intent_id", "version", "type", "raw"}
 	intentRowCols = []string{"intent_id", "tenant", "route", "account", "request_id", "idempotency_key",
 		"state", "attempts", "external_id", "live_url", "last_event_type", "last_event_at", "version", "last_seq", "next_check_at",
-		"manual_reason", "manual_owner", "evidence", "failure", "unknown_since", "created_at", "updated_at", "payload_sha256", "planned_at", "event_seqs"}
-	receiptRowCols = []string{"intent_id", "external_id", "live_url", "payload_sha256", "source",
-		"readback_at", "checks", "request_id", "idempotency_key", "attempt_id"}
+		"manual_reason", "manual_owner", "evidence", "failure", "unknown_since", "created_at", "updated_at", "payload_sha256", "planned_at", "event_seqs",
+		"receipt_source", "receipt_external_id", "receipt_live_url", "receipt_payload_sha256", "receipt_readback_at",
+		"receipt_checks", "receipt_request_id", "receipt_idempotency_key", "receipt_attempt_id"}
 )
 
 // upsertIntentTail updates what an event can change; event_seqs gets the
@@ -75,16 +73,16 @@ const upsertIntentTail = ` ON CONFLICT (intent_id) DO UPDATE SET
 	next_check_at = excluded.next_check_at, manual_reason = excluded.manual_reason,
 	manual_owner = excluded.manual_owner, evidence = excluded.evidence, failure = excluded.failure,
 	unknown_since = excluded.unknown_since, updated_at = excluded.updated_at,
-	event_seqs = substr(intents.event_seqs, 1, length(intents.event_seqs) - 1) || ',' || substr(excluded.event_seqs, 2)`
+	event_seqs = substr(intents.event_seqs, 1, length(intents.event_seqs) - 1) || ',' || substr(excluded.event_seqs, 2),
+	receipt_source = excluded.receipt_source, receipt_external_id = excluded.receipt_external_id,
+	receipt_live_url = excluded.receipt_live_url, receipt_payload_sha256 = excluded.receipt_payload_sha256,
+	receipt_readback_at = excluded.receipt_readback_at, receipt_checks = excluded.receipt_checks,
+	receipt_request_id = excluded.receipt_request_id, receipt_idempotency_key = excluded.receipt_idempotency_key,
+	receipt_attempt_id = excluded.receipt_attempt_id`
 
 // insertIntentTail: the rows of intents taken for new change nothing
 // where a row is there (RowsAffected tells).
 const insertIntentTail = ` ON CONFLICT (intent_id) DO NOTHING`
-
-const upsertReceiptTail = ` ON CONFLICT (intent_id) DO UPDATE SET
-	external_id = excluded.external_id, live_url = excluded.live_url, payload_sha256 = excluded.payload_sha256,
-	source = excluded.source, readback_at = excluded.readback_at, checks = excluded.checks,
-	request_id = excluded.request_id, idempotency_key = excluded.idempotency_key, attempt_id = excluded.attempt_id`
 
 // loadEventsSQL reads an intent's applied events in version order (which
 // is stream order: the fold accepts only the next version).
@@ -107,9 +105,6 @@ func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	s.upsertIntents = prep(insertSQL("intents", intentRowCols, intentRows, upsertIntentTail))
 	s.insertIntent = prep(insertSQL("intents", intentRowCols, 1, insertIntentTail))
 	s.insertIntents = prep(insertSQL("intents", intentRowCols, intentRows, insertIntentTail))
-	s.upsertReceipt = prep(insertSQL("receipts", receiptRowCols, 1, upsertReceiptTail))
-	s.upsertReceipts = prep(insertSQL("receipts", receiptRowCols, receiptRows, upsertReceiptTail))
-	s.deleteReceipt = prep(`DELETE FROM receipts WHERE intent_id = ?`)
 	s.insertQuarantine = prep(`INSERT INTO quarantine (seq, subject, intent_id, code, reason, raw) VALUES (?, ?, ?, ?, ?, ?)`)
 	s.loadEvents = prep(loadEventsSQL)
 	if err != nil {
@@ -121,7 +116,7 @@ func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 
 func (s *stmts) close() {
 	for _, st := range []*sql.Stmt{s.insertEvent, s.insertEvents, s.upsertIntent, s.upsertIntents, s.insertIntent,
-		s.insertIntents, s.upsertReceipt, s.upsertReceipts, s.deleteReceipt, s.insertQuarantine, s.loadEvents} {
+		s.insertIntents, s.insertQuarantine, s.loadEvents} {
 		if st != nil {
 			st.Close()
 		}
@@ -190,13 +185,12 @@ func (w *rowWriter) exec(ctx context.Context, st *sql.Stmt, args []any, rows int
 // changed, which reach the cache only once the transaction commits.
 type batchTx struct {
 	ctx                                         context.Context
-	events, upsertIntents, newIntents, receipts *rowWriter
-	deleteReceipt, insertQuarantine, loadEvents *sql.Stmt
+	events, upsertIntents, newIntents           *rowWriter
+	insertQuarantine, loadEvents                *sql.Stmt
 	pending                                     map[string]*folded
 	newSeqs                                     map[string][]byte // per intent, "[s1,s2" of the events this batch applied
 	assumedNew                                  map[string]bool   // first events not looked up (see applyBatch)
 	careful                                     bool
-	hadReceipt                                  map[string]bool
 	order                                       []string
 	applied, quarantined, skipped, hits, misses uint64
 }
@@ -266,14 +260,13 @@ func (p *Projector) applyBatchTx(ctx context.Context, msgs []rawMsg, careful boo
 	// is still rolled back when ctx ends.
 	sctx := context.WithoutCancel(ctx)
 	b := &batchTx{
-		ctx:           sctx,
-		events:        newRowWriter(ctx, tx, p.st.insertEvent, p.st.insertEvents, len(eventRowCols), eventRows, false),
-		upsertIntents: newRowWriter(ctx, tx, p.st.upsertIntent, p.st.upsertIntents, len(intentRowCols), intentRows, false),
-		newIntents:    newRowWriter(ctx, tx, p.st.insertIntent, p.st.insertIntents, len(intentRowCols), intentRows, true),
-		receipts:      newRowWriter(ctx, tx, p.st.upsertReceipt, p.st.upsertReceipts, len(receiptRowCols), receiptRows, false),
-		deleteReceipt: tx.StmtContext(ctx, p.st.deleteReceipt), insertQuarantine: tx.StmtContext(ctx, p.st.insertQuarantine),
-		loadEvents: tx.StmtContext(ctx, p.st.loadEvents),
-		pending:    make(map[string]*folded), newSeqs: make(map[string][]byte), hadReceipt: make(map[string]bool),
+		ctx:              sctx,
+		events:           newRowWriter(ctx, tx, p.st.insertEvent, p.st.insertEvents, len(eventRowCols), eventRows, false),
+		upsertIntents:    newRowWriter(ctx, tx, p.st.upsertIntent, p.st.upsertIntents, len(intentRowCols), intentRows, false),
+		newIntents:       newRowWriter(ctx, tx, p.st.insertIntent, p.st.insertIntents, len(intentRowCols), intentRows, true),
+		insertQuarantine: tx.StmtContext(ctx, p.st.insertQuarantine),
+		loadEvents:       tx.StmtContext(ctx, p.st.loadEvents),
+		pending:          make(map[string]*folded), newSeqs: make(map[string][]byte),
 		assumedNew: make(map[string]bool), careful: careful,
 	}
 	var qs []quarantined
@@ -315,7 +308,7 @@ func (p *Projector) applyBatchTx(ctx context.Context, msgs []rawMsg, careful boo
 			return &applyError{errors.Errorf("write views of %s: %w", id, err)}
 		}
 	}
-	for _, w := range []*rowWriter{b.upsertIntents, b.newIntents, b.receipts} {
+	for _, w := range []*rowWriter{b.upsertIntents, b.newIntents} {
 		if err := w.flush(sctx); errors.Is(err, errNotNew) {
 			return err
 		} else if err != nil {
@@ -416,7 +409,6 @@ func (p *Projector) applyOne(b *batchTx, m rawMsg) (*quarantined, error) {
 	b.newSeqs[subjID] = strconv.AppendUint(seqs, m.seq, 10)
 	if !inBatch {
 		b.order = append(b.order, subjID)
-		b.hadReceipt[subjID] = prev != nil && prev.intent.Receipt != nil
 	}
 	b.pending[subjID] = f
 	return nil, nil
@@ -476,8 +468,8 @@ func refold(ctx context.Context, load *sql.Stmt, id string) (*folded, error) {
 	return f, nil
 }
 
-// writeViews upserts the intent row and its receipt (or deletes a receipt
-// its intent no longer has).
+// writeViews upserts the intent row, with its receipt (or NULLs where it
+// has none: a receipt an intent no longer has goes with them).
 func (b *batchTx) writeViews(id string, f *folded) error {
 	v := ViewOf(f.intent, f.lastSeq)
 	var evidence any
@@ -488,33 +480,27 @@ func (b *batchTx) writeViews(id string, f *folded) error {
 		}
 		evidence = string(j)
 	}
+	var rSrc, rExt, rURL, rSHA, rAt, rChecks, rReq, rKey, rAttempt any
+	if r := v.Receipt; r != nil {
+		checks := r.Checks
+		if checks == nil {
+			checks = []events.Check{}
+		}
+		cj, err := json.Marshal(checks)
+		if err != nil {
+			return err
+		}
+		rSrc, rExt, rURL, rSHA, rAt = r.Source, r.ExternalID, r.LiveURL, r.PayloadSHA256, fmtTime(r.ReadbackAt)
+		rChecks, rReq, rKey, rAttempt = string(cj), r.RequestID, r.IdempotencyKey, r.AttemptID
+	}
 	w := b.upsertIntents
 	if b.assumedNew[id] {
 		w = b.newIntents
 	}
-	if err := w.add(b.ctx, v.IntentID, v.Tenant, v.Route, v.Account, v.RequestID, v.IdempotencyKey,
+	return w.add(b.ctx, v.IntentID, v.Tenant, v.Route, v.Account, v.RequestID, v.IdempotencyKey,
 		string(v.State), v.Attempts, v.ExternalID, v.LiveURL, string(v.LastEventType), fmtTimeNN(v.LastEventAt),
 		int64(v.Version), int64(v.LastSeq), fmtTime(v.NextCheckAt), v.ManualReason, v.ManualOwner, evidence, v.Failure,
 		fmtTime(v.UnknownSince), fmtTimeNN(v.CreatedAt), fmtTimeNN(v.UpdatedAt), v.PayloadSHA256, fmtTimeNN(v.PlannedAt),
-		string(append(b.newSeqs[id], ']'))); err != nil {
-		return err
-	}
-	r := v.Receipt
-	if r == nil {
-		if b.hadReceipt[id] {
-			_, err := b.deleteReceipt.ExecContext(b.ctx, id)
-			return err
-		}
-		return nil
-	}
-	checks := r.Checks
-	if checks == nil {
-		checks = []events.Check{}
-	}
-	cj, err := json.Marshal(checks)
-	if err != nil {
-		return err
-	}
-	return b.receipts.add(b.ctx, id, r.ExternalID, r.LiveURL, r.PayloadSHA256, r.Source,
-		fmtTime(r.ReadbackAt), string(cj), r.RequestID, r.IdempotencyKey, r.AttemptID)
+		string(append(b.newSeqs[id], ']')),
+		rSrc, rExt, rURL, rSHA, rAt, rChecks, rReq, rKey, rAttempt)
 }

@@ -20,7 +20,11 @@ import (
 // already holds (at, actor, attempt_id); each intent row lists the
 // sequences of its events (event_seqs), which is how an intent's history
 // is found. A random index insert per event was most of catching up.
-const SchemaVersion = "settle.projector/v3"
+// v4: an intent's receipt is in its row (receipt_* columns, NULL when it
+// has none) and receipts is a view of them: a table of its own cost
+// every confirmed intent a row and a random insert into its intent_id
+// index (without them a million-intent catch-up made 23 % more events/s).
+const SchemaVersion = "settle.projector/v4"
 
 // Times are stored as fixed-width UTC text, so that they sort and compare
 // as strings and stay readable; a zero time is NULL.
@@ -64,28 +68,32 @@ var schema = []string{
 		updated_at      TEXT NOT NULL,
 		payload_sha256  TEXT NOT NULL,
 		planned_at      TEXT NOT NULL,
-		event_seqs      TEXT NOT NULL -- JSON array of the stream sequences of its applied events, in version order
+		event_seqs      TEXT NOT NULL, -- JSON array of the stream sequences of its applied events, in version order
+		-- The proven result of a confirmed intent: receipt_source is NULL
+		-- when it has none (and then so is every receipt_ column).
+		receipt_source          TEXT,
+		receipt_external_id     TEXT,
+		receipt_live_url        TEXT,
+		receipt_payload_sha256  TEXT,
+		receipt_readback_at     TEXT,
+		receipt_checks          TEXT, -- JSON array
+		receipt_request_id      TEXT,
+		receipt_idempotency_key TEXT,
+		receipt_attempt_id      TEXT
 	) STRICT`,
 	`CREATE INDEX IF NOT EXISTS intents_by_request ON intents (tenant, route, account, request_id)`,
 	`CREATE INDEX IF NOT EXISTS intents_by_external ON intents (external_id) WHERE external_id != ''`,
 	`CREATE INDEX IF NOT EXISTS intents_by_created ON intents (created_at, intent_id)`,
 	`CREATE INDEX IF NOT EXISTS intents_by_state ON intents (state, created_at, intent_id)`,
 	`CREATE INDEX IF NOT EXISTS intents_by_unknown ON intents (unknown_since) WHERE unknown_since IS NOT NULL`,
-	// The proven result of confirmed intents.
-	`CREATE TABLE IF NOT EXISTS receipts (
-		intent_id       TEXT PRIMARY KEY,
-		external_id     TEXT NOT NULL,
-		live_url        TEXT NOT NULL,
-		payload_sha256  TEXT NOT NULL,
-		source          TEXT NOT NULL,
-		readback_at     TEXT,
-		checks          TEXT NOT NULL,
-		request_id      TEXT NOT NULL,
-		idempotency_key TEXT NOT NULL,
-		attempt_id      TEXT NOT NULL
-	) STRICT`,
-	// No index by external id: no query reads receipts by it (ByExternalID
-	// reads intents_by_external).
+	// The receipts of confirmed intents, as they were a table of their own
+	// (v3). No query reads receipts by external id (ByExternalID reads
+	// intents_by_external).
+	`CREATE VIEW IF NOT EXISTS receipts AS SELECT intent_id, receipt_external_id AS external_id,
+		receipt_live_url AS live_url, receipt_payload_sha256 AS payload_sha256, receipt_source AS source,
+		receipt_readback_at AS readback_at, receipt_checks AS checks, receipt_request_id AS request_id,
+		receipt_idempotency_key AS idempotency_key, receipt_attempt_id AS attempt_id
+		FROM intents WHERE receipt_source IS NOT NULL`,
 	// Every applied event, once per stream sequence: the timeline of each
 	// intent and the history a cache miss re-folds.
 	//

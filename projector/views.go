@@ -147,10 +147,10 @@ const intentCols = `i.intent_id, i.tenant, i.route, i.account, i.request_id, i.i
 	i.attempts, i.external_id, i.live_url, i.last_event_type, i.last_event_at, i.version, i.last_seq,
 	i.next_check_at, i.manual_reason, i.manual_owner, i.evidence, i.failure, i.unknown_since,
 	i.created_at, i.updated_at, i.payload_sha256, i.planned_at,
-	r.intent_id, r.external_id, r.live_url, r.payload_sha256, r.source, r.readback_at, r.checks,
-	r.request_id, r.idempotency_key, r.attempt_id`
+	i.receipt_source, i.receipt_external_id, i.receipt_live_url, i.receipt_payload_sha256, i.receipt_source,
+	i.receipt_readback_at, i.receipt_checks, i.receipt_request_id, i.receipt_idempotency_key, i.receipt_attempt_id`
 
-const intentFrom = ` FROM intents i LEFT JOIN receipts r ON r.intent_id = i.intent_id `
+const intentFrom = ` FROM intents i `
 
 type scanner interface{ Scan(dest ...any) error }
 

@@ -237,7 +237,7 @@ func TestAuditDetectsProjectionMismatch(t *testing.T) {
 		arg string
 	}{
 		{`UPDATE intents SET state = 'unknown' WHERE intent_id = ?`, hs[0].ID()},
-		{`UPDATE receipts SET external_id = 'p_forged' WHERE intent_id = ?`, hs[1].ID()},
+		{`UPDATE intents SET receipt_external_id = 'p_forged' WHERE intent_id = ?`, hs[1].ID()},
 		{`DELETE FROM intents WHERE intent_id = ?`, hs[2].ID()},
 	} {
 		if _, err := db.Exec(q.sql, q.arg); err != nil {
