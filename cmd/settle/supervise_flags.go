@@ -121,18 +121,32 @@ func (s *supervisor) start(ctx context.Context, wg *sync.WaitGroup, f faultFlags
 // leader (seen right after a cluster started). Only timeouts are retried,
 // for a minute; any other error ends at once.
 func openStore(ctx context.Context, js jetstream.JetStream, sc ledger.StoreConfig, logger *slog.Logger) (*ledger.Store, error) {
+	var store *ledger.Store
+	err := untilAnswered(ctx, logger, "open the store", sc.Stream, func() error {
+		var err error
+		store, err = ledger.OpenStore(ctx, js, sc)
+		return err
+	})
+	return store, err
+}
+
+// untilAnswered runs op until it succeeds, fails for another reason than
+// a missing answer (storeTimeout), ctx ends or a minute has passed: a
+// cluster still electing its leaders, or a server whose JetStream is not
+// up yet, answers late or not at all.
+func untilAnswered(ctx context.Context, logger *slog.Logger, what, stream string, op func() error) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
-		store, err := ledger.OpenStore(ctx, js, sc)
+		err := op()
 		if err == nil || ctx.Err() != nil || time.Now().After(deadline) || !storeTimeout(err) {
-			return store, err
+			return err
 		}
-		logger.Warn("the stream is not ready yet (the cluster may still be electing its leaders); retrying", "stream", sc.Stream, "err", err)
+		logger.Warn("the stream is not ready yet (the cluster may still be electing its leaders); retrying", "op", what, "stream", stream, "err", err)
 		t := time.NewTimer(time.Second)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-t.C:
 		}
 	}

@@ -256,7 +256,12 @@ func guardLog(ctx context.Context, js jetstream.JetStream, stream string, dd *da
 		}
 		return m
 	}
-	loss, err := checkLog(ctx, js, stream, hw, dd.Views())
+	var loss *logLoss
+	err = untilAnswered(ctx, logger, "check the log", stream, func() error {
+		var err error
+		loss, err = checkLog(ctx, js, stream, hw, dd.Views())
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -10,8 +10,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/errors"
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/ledger"
@@ -103,5 +106,70 @@ func TestGuardLogRefusesAShortLog(t *testing.T) {
 	}
 	if _, err := node.JS.Stream(ctx, "SETTLE_INTENTS"); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Fatalf("the check created the stream: %v", err)
+	}
+}
+
+// The log check waits for an answer: a server whose JetStream is not up
+// yet (no responders), as a cluster still electing its leaders answers
+// late, makes it retry rather than end serve. It gives up on a refusal at
+// once.
+func TestGuardLogWaitsForJetStream(t *testing.T) {
+	srv, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	defer srv.Shutdown()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dd, err := lockDataDir(t.TempDir(), "test", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dd.Unlock()
+	var logs testharness.SyncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	done := make(chan error, 1)
+	go func() {
+		_, err := guardLog(context.Background(), js, "SETTLE_INTENTS", dd, false, logger)
+		done <- err
+	}()
+	// Not before a first attempt went unanswered.
+	for !strings.Contains(logs.String(), "not ready yet") {
+		select {
+		case err := <-done:
+			t.Fatalf("guardLog returned before JetStream was up: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err := srv.EnableJetStream(&natsserver.JetStreamConfig{StoreDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("guardLog once JetStream is up: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("guardLog still waiting 30 s after JetStream came up")
+	}
+	if !strings.Contains(logs.String(), `op="check the log"`) {
+		t.Fatalf("log: %s", logs.String())
+	}
+	// A refusal is not waited out.
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := guardLog(canceled, js, "SETTLE_INTENTS", dd, false, logger); !errors.Is(err, context.Canceled) {
+		t.Fatalf("guardLog with its context done: %v", err)
 	}
 }
