@@ -42,7 +42,7 @@
 // Rebuilding from an empty database gives the same views: Dump renders a
 // canonical snapshot of every table for that comparison (tests, audit).
 //
-// projector imports events, fsm, nats.go's jetstream and database/sql
+// projector imports events, fsm, internal/durable, nats.go's jetstream and database/sql
 // (its tests use testharness and ledger.Store to build a real log).
 // It must never import: adapter/..., ledger, producer, consumers/..., api,
 // mcp, cmd/..., fakeapi, testharness.

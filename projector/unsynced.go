@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/settle-dev/settle/internal/durable"
 )
 
 // Catching up a long backlog without syncs.
@@ -77,35 +79,11 @@ var bootID = func() (string, error) {
 
 func markerPath(dbPath string) string { return dbPath + markerSuffix }
 
-// syncFile syncs one file; a file that does not exist is fine.
-func syncFile(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	return errors.Join(err, f.Close())
-}
-
-// syncDir syncs a directory, so that a file created or removed in it
-// stays so.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	return errors.Join(err, d.Close())
-}
-
 // syncDB syncs the database file and its WAL.
 func syncDB(dbPath string) error {
 	for _, f := range []string{dbPath, dbPath + "-wal"} {
-		if err := syncFile(f); err != nil {
-			return errors.Errorf("sync %s: %w", f, err)
+		if err := durable.SyncFile(f); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -150,7 +128,7 @@ func recoverUnsynced(dbPath string) (found, removed bool, why string, err error)
 	if err := os.Remove(mp); err != nil {
 		return true, removed, why, errors.Errorf("remove %s: %w", mp, err)
 	}
-	return true, removed, why, syncDir(filepath.Dir(dbPath))
+	return true, removed, why, durable.SyncDir(filepath.Dir(dbPath))
 }
 
 // shouldGoUnsynced: a backlog of at least UnsyncedBacklog events and at
@@ -179,7 +157,7 @@ func (p *Projector) beginUnsynced(ctx context.Context, backlog uint64) error {
 		return nil
 	}
 	mp := markerPath(p.cfg.DBPath)
-	if err := writeSynced(mp, []byte(markerPrefix+id+"\n")); err != nil {
+	if err := durable.WriteFile(mp, []byte(markerPrefix+id+"\n"), 0o600); err != nil {
 		return &applyError{errors.Errorf("unsynced catch-up: %w", err)}
 	}
 	if _, err := p.w.ExecContext(ctx, `PRAGMA synchronous = OFF`); err != nil {
@@ -210,7 +188,7 @@ func (p *Projector) endUnsyncedLocked(ctx context.Context) error {
 	if err := os.Remove(markerPath(p.cfg.DBPath)); err != nil {
 		return errors.Errorf("end unsynced catch-up: %w", err)
 	}
-	if err := syncDir(filepath.Dir(p.cfg.DBPath)); err != nil {
+	if err := durable.SyncDir(filepath.Dir(p.cfg.DBPath)); err != nil {
 		return errors.Errorf("end unsynced catch-up: %w", err)
 	}
 	p.log.Info("projector: caught up; syncing again", "db", p.cfg.DBPath, "checkpoint", p.checkpoint)
@@ -224,24 +202,4 @@ func (p *Projector) endUnsynced(ctx context.Context) error {
 		return nil
 	}
 	return p.endUnsyncedLocked(ctx)
-}
-
-// writeSynced creates path with data, syncs it and its directory.
-func writeSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
 }

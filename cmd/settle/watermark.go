@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/errors"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/settle-dev/settle/internal/durable"
 	"github.com/settle-dev/settle/internal/errkind"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/projector"
@@ -64,34 +65,15 @@ func readHighWater(path string) (highWater, error) {
 }
 
 // writeHighWater replaces the file atomically and durably (temporary
-// file, fsync, rename, fsync of the directory).
+// file, fsync, rename, fsync of the directory; a directory that cannot be
+// synced is not an error here: the mark is rewritten every second).
 func writeHighWater(path string, hw highWater) error {
 	b, err := json.Marshal(hw)
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, dataFilePerm)
-	if err != nil {
+	if err := durable.WriteFile(path, append(b, '\n'), dataFilePerm); err != nil && !errors.Is(err, durable.ErrDirNotSynced) {
 		return errors.Errorf("high-water mark: %w", err)
-	}
-	_, err = f.Write(append(b, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return errors.Errorf("high-water mark: %w", err)
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync()
-		d.Close()
 	}
 	return nil
 }
