@@ -117,10 +117,13 @@ func (p *rawProbe) rate(b *testing.B) float64 {
 	return float64(p.next) / p.elapsed.Seconds()
 }
 
-// openStore opens settle's intent stream on n.
-func openStore(b *testing.B, n *testharness.Node) *ledger.Store {
+// openStore opens settle's intent stream on n, a node started with
+// durability d, configured as settle serve configures it on its embedded
+// server: at the default sync every append is published alone
+// (ledger.StoreConfig.ForServerSync).
+func openStore(b *testing.B, n *testharness.Node, d embedded.Durability) *ledger.Store {
 	b.Helper()
-	s, err := ledger.OpenStore(context.Background(), n.JS, ledger.DefaultStoreConfig())
+	s, err := ledger.OpenStore(context.Background(), n.JS, ledger.DefaultStoreConfig().ForServerSync(d.SyncsEveryWrite()))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -226,7 +229,7 @@ func BenchmarkAppendRaw(b *testing.B) {
 	for _, d := range durabilities {
 		b.Run(string(d), func(b *testing.B) {
 			n := testharness.StartNode(b, d)
-			store := openStore(b, n)
+			store := openStore(b, n, d)
 			probe := newRawProbe(b, n, store)
 			ctx := context.Background()
 			msgs := rawMsgs(events.SubjectPrefix, 0, b.N)
@@ -256,7 +259,7 @@ func BenchmarkAppendRawBatch(b *testing.B) {
 	for _, d := range durabilities {
 		b.Run(string(d), func(b *testing.B) {
 			n := testharness.StartNode(b, d)
-			store := openStore(b, n)
+			store := openStore(b, n, d)
 			probe := newRawProbe(b, n, store)
 			msgs := rawMsgs(events.SubjectPrefix, 0, b.N)
 			for k, m := range msgs {
@@ -311,7 +314,7 @@ func BenchmarkAppendCAS(b *testing.B) {
 	for _, d := range durabilities {
 		b.Run(string(d), func(b *testing.B) {
 			n := testharness.StartNode(b, d)
-			store := openStore(b, n)
+			store := openStore(b, n, d)
 			ctx := context.Background()
 			evs := make([]events.Event, b.N)
 			for k := range evs {
@@ -375,7 +378,9 @@ var executeConcurrency = []int{1, 16, 64, 256}
 // fake social API (success): load (empty), IntentRecorded and WriteStarted
 // (one unit: one atomic batch under load), POST over loopback HTTP,
 // WriteSucceeded. cN is N goroutines sharing one producer and one store
-// (so their appends are group-committed), splitting b.N. p50_ms and p99_ms
+// (so, with fsync always, their appends are group-committed; at the
+// default sync each is published alone, as serve does), splitting b.N.
+// p50_ms and p99_ms
 // are the latencies of single Executes; msgs/batch is the mean size of the
 // atomic batches the group commit made (0: every append went alone).
 func BenchmarkExecute(b *testing.B) {
@@ -383,7 +388,7 @@ func BenchmarkExecute(b *testing.B) {
 		for _, conc := range executeConcurrency {
 			b.Run(fmt.Sprintf("%s/c%d", d, conc), func(b *testing.B) {
 				n := testharness.StartNode(b, d)
-				store := openStore(b, n)
+				store := openStore(b, n, d)
 				api := fakeapi.NewSocialAPI(b)
 				pc := producer.DefaultConfig()
 				pc.Actor = "bench"
@@ -493,7 +498,7 @@ func newReconcileWorld(b *testing.B) *reconcileWorld {
 	pol.SearchAfter = events.Duration(30 * time.Minute)
 	pol.ClockSkew = events.Duration(time.Second)
 	rt := adapter.Route{Name: route, Adapter: newAdapter(b, api), Policy: pol}
-	store := openStore(b, n)
+	store := openStore(b, n, reconcileDurability)
 	pc := producer.DefaultConfig()
 	pc.Now = clock.Now
 	pc.Actor = "writer"

@@ -28,6 +28,10 @@ const (
 	SyncDefault Durability = "default"
 )
 
+// SyncsEveryWrite reports whether the server fsyncs each write before its
+// ack (SyncAlways, and the zero value, which Start takes as SyncAlways).
+func (d Durability) SyncsEveryWrite() bool { return d != SyncDefault }
+
 // ParseDurability reads "always" or "default".
 func ParseDurability(s string) (Durability, error) {
 	switch Durability(s) {

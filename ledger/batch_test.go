@@ -249,10 +249,45 @@ func TestGroupCommitLostAckDoesNotClaimAnIdenticalEvent(t *testing.T) {
 // Many concurrent writers of many intents, some racing for the same
 // versions, through the group commit: every version has exactly one
 // winner, the winners' sequences are the log's, and histories are whole.
+//
+// The same race with the store set for a server that does not sync every
+// write (ForServerSync(false)): every append alone, none batched, the same
+// one winner per version.
 func TestGroupCommitConcurrentWritersRace(t *testing.T) {
-	n := testharness.StartNode(t)
-	_, js2 := n.Connect()
-	stores := []*ledger.Store{batchStore(t, n.JS, 2), batchStore(t, js2, 2)}
+	t.Run("group commit", func(t *testing.T) {
+		n := testharness.StartNode(t)
+		_, js2 := n.Connect()
+		stores := []*ledger.Store{batchStore(t, n.JS, 2), batchStore(t, js2, 2)}
+		writersRace(t, stores)
+		if st := stores[0].BatchStats(); st.Batches == 0 {
+			t.Logf("no batch was formed: %+v", st)
+		}
+	})
+	t.Run("lone appends", func(t *testing.T) {
+		n := testharness.StartNode(t)
+		_, js2 := n.Connect()
+		cfg := ledger.DefaultStoreConfig().ForServerSync(false)
+		var stores []*ledger.Store
+		for _, js := range []jetstream.JetStream{n.JS, js2} {
+			s, err := ledger.OpenStore(context.Background(), js, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stores = append(stores, s)
+		}
+		writersRace(t, stores)
+		for i, s := range stores {
+			if st := s.BatchStats(); st != (ledger.BatchStats{}) {
+				t.Errorf("store %d: the group commit was used: %+v", i, st)
+			}
+		}
+	})
+}
+
+// writersRace records intents and, at each next version, races three
+// writers over two stores: exactly one wins, the others get ErrConflict.
+func writersRace(t *testing.T, stores []*ledger.Store) {
+	t.Helper()
 	ctx := context.Background()
 	const intents, versions, racers = 24, 6, 3
 	var wg sync.WaitGroup
@@ -305,9 +340,6 @@ func TestGroupCommitConcurrentWritersRace(t *testing.T) {
 	close(errc)
 	for err := range errc {
 		t.Error(err)
-	}
-	if st := stores[0].BatchStats(); st.Batches == 0 {
-		t.Logf("no batch was formed: %+v", st)
 	}
 }
 

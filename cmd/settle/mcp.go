@@ -26,7 +26,6 @@ import (
 	"github.com/settle-dev/settle/consumers/reconcile"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/internal/errkind"
-	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/mcp"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
@@ -183,8 +182,7 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 	if err != nil {
 		return errors.Errorf("mcp: %w", err)
 	}
-	sc := ledger.DefaultStoreConfig()
-	sc.Replicas = *replicas
+	sc := storeConfig(*natsURL, dur, *replicas)
 	if dd != nil {
 		if _, err := guardLog(ctx, js, sc.Stream, dd, false, logger); err != nil { // watermark.go
 			return errors.Errorf("mcp: %w", err)

@@ -258,8 +258,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return errors.Errorf("serve: %w", err)
 	}
-	sc := ledger.DefaultStoreConfig()
-	sc.Replicas = f.replicas
+	sc := storeConfig(f.natsURL, dur, f.replicas)
 	// Before anything reads or writes the log: has it lost events?
 	hold, err := guardLog(ctx, js, sc.Stream, dd, f.faults.acceptLoss, logger)
 	if err != nil {

@@ -116,6 +116,20 @@ func (s *supervisor) start(ctx context.Context, wg *sync.WaitGroup, f faultFlags
 	}
 }
 
+// storeConfig is the log's store config for serve and mcp: replicas from
+// the flag and, on the embedded server (natsURL empty), appends published
+// each by itself when that server does not fsync every write
+// (ledger.StoreConfig.ForServerSync). A server settle did not start keeps
+// the group commit's measured choice.
+func storeConfig(natsURL string, dur embedded.Durability, replicas int) ledger.StoreConfig {
+	sc := ledger.DefaultStoreConfig()
+	sc.Replicas = replicas
+	if natsURL == "" {
+		sc = sc.ForServerSync(dur.SyncsEveryWrite())
+	}
+	return sc
+}
+
 // openStore opens the log, waiting out a cluster still forming: creating
 // a replicated stream times out while the servers elect the stream's
 // leader (seen right after a cluster started). Only timeouts are retried,

@@ -10,6 +10,9 @@ import (
 	"github.com/cockroachdb/errors"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/settle-dev/settle/embedded"
+	"github.com/settle-dev/settle/ledger"
 )
 
 // serve's fault flags are checked before anything starts, each error
@@ -57,6 +60,34 @@ func TestStoreTimeoutRetriesOnlyTimeouts(t *testing.T) {
 	} {
 		if got := storeTimeout(err); got != want {
 			t.Errorf("%v: retried %v, want %v", err, got, want)
+		}
+	}
+}
+
+// serve and mcp publish every append alone on an embedded server that does
+// not fsync every write (atomic batches cost it more than the lone publishes
+// they replace); with fsync always, and on a server settle did not start,
+// the group commit decides.
+func TestStoreConfigFollowsTheEmbeddedServersSync(t *testing.T) {
+	group := ledger.DefaultStoreConfig().BatchMax
+	for _, c := range []struct {
+		natsURL      string
+		dur          embedded.Durability
+		replicas     int
+		wantBatchMax int
+	}{
+		{"", embedded.SyncDefault, 1, 1},
+		{"", embedded.SyncAlways, 1, group},
+		{"", "", 1, group},
+		{"nats://127.0.0.1:4222", embedded.SyncDefault, 3, group},
+		{"nats://127.0.0.1:4222", embedded.SyncAlways, 3, group},
+	} {
+		sc := storeConfig(c.natsURL, c.dur, c.replicas)
+		if sc.BatchMax != c.wantBatchMax || sc.Replicas != c.replicas {
+			t.Errorf("storeConfig(%q, %q, %d): BatchMax %d, Replicas %d; want %d, %d", c.natsURL, c.dur, c.replicas, sc.BatchMax, sc.Replicas, c.wantBatchMax, c.replicas)
+		}
+		if err := sc.Validate(); err != nil {
+			t.Errorf("storeConfig(%q, %q, %d): %v", c.natsURL, c.dur, c.replicas, err)
 		}
 	}
 }
