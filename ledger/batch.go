@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"encoding/json"
 	"math/bits"
 	"strconv"
 	"sync"
@@ -368,14 +367,6 @@ func (b *batcher) handBack(units []*unit, alone *sync.WaitGroup) {
 	}
 }
 
-// batchAck is the server's answer to a batch commit.
-type batchAck struct {
-	Sequence uint64              `json:"seq"`
-	BatchID  string              `json:"batch"`
-	Count    int                 `json:"count"`
-	Error    *jetstream.APIError `json:"error,omitempty"`
-}
-
 // errBatchUnresolved: the batch's answer was lost or not understood.
 var errBatchUnresolved = errors.New("atomic batch unresolved")
 
@@ -431,8 +422,8 @@ func (s *Store) publishAtomic(units []*unit) ([][]uint64, error) {
 	if err != nil {
 		return nil, errkind.Wrap(errBatchUnresolved, err)
 	}
-	var ack batchAck
-	if err := json.Unmarshal(resp.Data, &ack); err != nil {
+	ack, err := parseAck(resp.Data)
+	if err != nil {
 		return nil, errkind.Wrap(errBatchUnresolved, errors.Wrapf(err, "ack %q", resp.Data))
 	}
 	if ack.Error != nil {

@@ -65,3 +65,9 @@ func TestAppendIDsAreUniqueAndHeaderSafe(t *testing.T) {
 
 // Flushers is StoreConfig.flushers, for tests.
 func Flushers(c StoreConfig) int { return c.flushers() }
+
+// AckReadDirectly reports whether an ack takes parseAck's direct reading.
+func AckReadDirectly(data []byte) bool {
+	_, ok := parseAckFast(data)
+	return ok
+}

@@ -402,7 +402,7 @@ func (s *Store) publishOne(ctx context.Context, subject string, e events.Event, 
 			}
 		}
 		actx, cancel := context.WithTimeout(ctx, s.cfg.AppendTimeout)
-		ack, err := s.js.PublishMsg(actx, msg)
+		ack, err := s.publishAcked(actx, msg)
 		cancel()
 		if err == nil && !ack.Duplicate {
 			return ack.Sequence, nil
