@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -380,9 +381,10 @@ var executeConcurrency = []int{1, 16, 64, 256}
 // WriteSucceeded. cN is N goroutines sharing one producer and one store
 // (so, with fsync always, their appends are group-committed; at the
 // default sync each is published alone, as serve does), splitting b.N.
-// p50_ms and p99_ms
-// are the latencies of single Executes; msgs/batch is the mean size of the
-// atomic batches the group commit made (0: every append went alone).
+// p50_ms and p99_ms are the latencies of single Executes; msgs/batch is the
+// mean size of the atomic batches the group commit made (0: every append
+// went alone); cpu_us/intent is the CPU time of the whole process (settle,
+// the in-process nats-server, the fake API, the GC) per Execute.
 func BenchmarkExecute(b *testing.B) {
 	for _, d := range durabilities {
 		for _, conc := range executeConcurrency {
@@ -419,16 +421,19 @@ func BenchmarkExecute(b *testing.B) {
 				}
 				st0 := store.BatchStats()
 				b.ResetTimer()
+				cpu0 := processCPU(b)
 				var wg sync.WaitGroup
 				for g := 0; g < conc; g++ {
 					wg.Add(1)
 					go func() { defer wg.Done(); work() }()
 				}
 				wg.Wait()
+				cpu := processCPU(b) - cpu0
 				b.StopTimer()
 				if failed.Load() {
 					return
 				}
+				b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu_us/intent")
 				if api.Effects() != b.N || api.Writes() != b.N {
 					b.Fatalf("effects %d writes %d, want %d", api.Effects(), api.Writes(), b.N)
 				}
@@ -444,6 +449,16 @@ func BenchmarkExecute(b *testing.B) {
 			})
 		}
 	}
+}
+
+// processCPU is the CPU time (user and system) the whole process has
+// used: settle's client, the in-process nats-server and the fake API.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // reportLatency reports the median and 99th percentile of lat in ms.
