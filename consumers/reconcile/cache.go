@@ -11,6 +11,10 @@ import (
 	"github.com/settle-dev/settle/ledger"
 )
 
+// DefaultSteps is how many intents of a fetched batch a worker steps at
+// once by default (Config.Steps).
+const DefaultSteps = 16
+
 // DefaultCacheBytes bounds a reconciler's history cache by default.
 const DefaultCacheBytes = 32 << 20
 

@@ -44,6 +44,14 @@ type Config struct {
 	Batch int
 	// MaxAckPending bounds intents waiting at once (each holds one message).
 	MaxAckPending int
+	// Steps is how many intents of one fetched batch are stepped at once
+	// (0: DefaultSteps; 1: one after the other). Intents are independent
+	// (each transition is CAS'd on its own subject), and stepping several
+	// at once lets their appends share the group commit's syncs and their
+	// reads overlap: measured with fsync always, 322 intents/s one by one,
+	// 445 at 8, 683 at 32 (BENCHMARKS.md). It bounds this worker's
+	// concurrent calls to the external APIs as well.
+	Steps int
 	// PollBase and ProcessingDeadline govern status polling of in-progress
 	// targets: exponential backoff with full jitter from PollBase, handed off
 	// after ProcessingDeadline.
@@ -94,6 +102,7 @@ func DefaultConfig() Config {
 		MaxWait:            30 * time.Second,
 		AckWait:            30 * time.Second,
 		Batch:              64,
+		Steps:              DefaultSteps,
 		MaxAckPending:      100_000,
 		PollBase:           2 * time.Second,
 		ProcessingDeadline: 15 * time.Minute,
@@ -124,6 +133,8 @@ func (c Config) Validate() error {
 		return errors.Errorf("reconciler config: Batch: %d is outside 1..1024", c.Batch)
 	case c.MaxAckPending < c.Batch:
 		return errors.New("reconciler config: MaxAckPending: must be ≥ Batch")
+	case c.Steps < 0 || c.Steps > 1024:
+		return errors.Errorf("reconciler config: Steps: %d is outside 0..1024 (0: the default, %d)", c.Steps, DefaultSteps)
 	case c.Rand == nil:
 		return errors.New("reconciler config: Rand: is required")
 	case c.Logger == nil:

@@ -157,36 +157,56 @@ func (r *Reconciler) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
 			live = append(live, w)
 		}
 	}
+	// Config.Steps at once: each step is CAS'd on its own intent, so the
+	// order among them does not matter; the search cache is shared.
+	steps := r.cfg.Steps
+	if steps == 0 {
+		steps = DefaultSteps
+	}
+	sem := make(chan struct{}, steps)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for _, w := range live {
+		sem <- struct{}{}
 		if ctx.Err() != nil {
 			return // unacked: redelivered to a live worker after AckWait
 		}
-		res, err := r.step(ctx, w.route, w.intentID, sc)
-		switch {
-		case ctx.Err() != nil:
-			return
-		case errors.Is(err, ledger.ErrLogUnavailable):
-			// This process cannot append now: hand the intent back at once
-			// for a process that can (runConsumer fetches nothing until the
-			// log takes appends again).
-			r.cfg.Logger.Warn("reconciler: the log takes no appends from this process; intent handed back", "intent", w.intentID, "err", err)
-			_ = w.msg.Nak()
-		case errors.Is(err, ErrRouteMissing):
-			// Never ack what this worker cannot do: leave it for one that
-			// can (or for this one, once its configuration has it).
-			r.cfg.Logger.Warn("reconciler: intent left for a worker that has its route", "intent", w.intentID, "route", w.route, "err", err)
-			_ = w.msg.NakWithDelay(r.cfg.MaxWait)
-		case err != nil:
-			r.cfg.Logger.Warn("reconciler: step failed; will retry", "intent", w.intentID, "err", err)
-			_ = w.msg.NakWithDelay(r.cfg.Recheck)
-		case len(res.Appended) > 0:
-			// The appended events' own messages carry the intent on.
-			_ = w.msg.Ack()
-		case res.Done:
-			_ = w.msg.Ack()
-		default:
-			_ = w.msg.NakWithDelay(min(res.Wait, r.cfg.MaxWait))
-		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			r.settleWake(ctx, w, sc)
+		}()
+	}
+}
+
+// settleWake steps one woken intent and acks, or naks with a delay, its
+// message by what the step did.
+func (r *Reconciler) settleWake(ctx context.Context, w wake, sc *searchCache) {
+	res, err := r.step(ctx, w.route, w.intentID, sc)
+	switch {
+	case ctx.Err() != nil:
+		return
+	case errors.Is(err, ledger.ErrLogUnavailable):
+		// This process cannot append now: hand the intent back at once
+		// for a process that can (runConsumer fetches nothing until the
+		// log takes appends again).
+		r.cfg.Logger.Warn("reconciler: the log takes no appends from this process; intent handed back", "intent", w.intentID, "err", err)
+		_ = w.msg.Nak()
+	case errors.Is(err, ErrRouteMissing):
+		// Never ack what this worker cannot do: leave it for one that
+		// can (or for this one, once its configuration has it).
+		r.cfg.Logger.Warn("reconciler: intent left for a worker that has its route", "intent", w.intentID, "route", w.route, "err", err)
+		_ = w.msg.NakWithDelay(r.cfg.MaxWait)
+	case err != nil:
+		r.cfg.Logger.Warn("reconciler: step failed; will retry", "intent", w.intentID, "err", err)
+		_ = w.msg.NakWithDelay(r.cfg.Recheck)
+	case len(res.Appended) > 0:
+		// The appended events' own messages carry the intent on.
+		_ = w.msg.Ack()
+	case res.Done:
+		_ = w.msg.Ack()
+	default:
+		_ = w.msg.NakWithDelay(min(res.Wait, r.cfg.MaxWait))
 	}
 }
 

@@ -3,12 +3,14 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
@@ -199,5 +201,85 @@ func waitUntil(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met in 30s")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// slowReads is an http.RoundTripper that holds every GET for a while and
+// records how many were in flight at once.
+type slowReads struct {
+	next          http.RoundTripper
+	hold          time.Duration
+	mu            sync.Mutex
+	inFlight, max int
+}
+
+func (s *slowReads) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodGet {
+		s.mu.Lock()
+		s.inFlight++
+		s.max = max(s.max, s.inFlight)
+		s.mu.Unlock()
+		defer func() { s.mu.Lock(); s.inFlight--; s.mu.Unlock() }()
+		time.Sleep(s.hold)
+	}
+	return s.next.RoundTrip(req)
+}
+
+// The intents of one fetched batch are stepped Config.Steps at a time:
+// their reads overlap, never more than Steps of them, and each intent is
+// confirmed by its one effect as when they are stepped one by one.
+func TestBatchStepsIntentsConcurrentlyUpToSteps(t *testing.T) {
+	for _, steps := range []int{1, 4} {
+		t.Run(fmt.Sprintf("steps=%d", steps), func(t *testing.T) {
+			w := newWorld(t, nil)
+			var ids []string
+			for k := 0; k < 12; k++ {
+				w.api.Next(fakeapi.CommitThenDrop())
+				ids = append(ids, w.execute(fmt.Sprintf("task:%d", k), fmt.Sprintf("post %d", k)).IntentID)
+			}
+			reads := &slowReads{next: http.DefaultTransport, hold: 50 * time.Millisecond}
+			ad, err := social.New(social.Config{BaseURL: w.api.URL(), Token: w.api.Token(), Client: &http.Client{Timeout: 5 * time.Second, Transport: reads}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			route := w.route
+			route.Adapter = ad
+			cfg := w.reconciler("w1", nil).cfg
+			cfg.Steps = steps
+			r, err := NewReconciler(w.store, cfg, route)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			cons, err := w.store.Stream().CreateOrUpdateConsumer(ctx, r.consumerConfig("social_post"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for round := 0; round < 8 && !w.allIn(ids, fsm.Confirmed)(); round++ {
+				batch, err := cons.Fetch(200, jetstream.FetchMaxWait(500*time.Millisecond))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var msgs []jetstream.Msg
+				for m := range batch.Messages() {
+					msgs = append(msgs, m)
+				}
+				r.handleBatch(ctx, msgs)
+			}
+			if !w.allIn(ids, fsm.Confirmed)() {
+				t.Fatal("not all confirmed")
+			}
+			for _, id := range ids {
+				if got := w.api.EffectsForKey(w.intent(id).Recorded.IdempotencyKey); got != 1 {
+					t.Errorf("%s: %d effects", id, got)
+				}
+			}
+			if w.api.Effects() != len(ids) || w.api.Writes() != len(ids) {
+				t.Errorf("effects %d writes %d, want %d each", w.api.Effects(), w.api.Writes(), len(ids))
+			}
+			if reads.max != steps {
+				t.Errorf("at most %d reads in flight, want %d (Steps)", reads.max, steps)
+			}
+		})
 	}
 }
