@@ -4,8 +4,10 @@
 // <intent_id>:<version> and per-subject compare-and-swap, the resolution
 // of lost acks by reading the log (each Append call's own append id tells
 // its message from a competitor's identical one), the group commit of
-// concurrent appends into JetStream atomic batches (batch.go), and the
-// reads: Load, LoadByID and Refresh of an intent's history.
+// concurrent appends into JetStream atomic batches (batch.go; every append
+// alone for a server that does not fsync each write: ForServerSync), the
+// reading of JetStream's acks (ack.go), and the reads: Load, LoadByID and
+// Refresh of an intent's history.
 //
 // It decides nothing: what to append is the caller's (producer,
 // reconciler), checked against the fsm by AppendNext before it is sent.

@@ -5,7 +5,8 @@
 // or many candidates, waiting out eventual consistency), a readback of
 // the object found, at most one CAS-claimed retry with the same
 // idempotency key (made through producer.TakeWrite), or a hand-off to a
-// human with the evidence.
+// human with the evidence. The intents one fetch wakes share their
+// searches and are stepped Config.Steps at a time (run.go).
 //
 // reconcile imports ledger, producer, fsm, adapter, events and nats.go.
 // It must never import: consumers/audit, consumers/receipts, projector, api, mcp, cmd/..., testharness, fakeapi.
