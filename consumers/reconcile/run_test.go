@@ -147,15 +147,7 @@ func TestBatchedSearchSharesListCalls(t *testing.T) {
 	// searches of all ten are planned together.
 	before := w.api.ListCalls()
 	for round := 0; round < 6; round++ {
-		batch, err := cons.Fetch(200, jetstream.FetchMaxWait(500*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var msgs []jetstream.Msg
-		for m := range batch.Messages() {
-			msgs = append(msgs, m)
-		}
-		r.handleBatch(ctx, msgs)
+		fetchAndHandle(ctx, t, cons, r)
 		if w.allIn(ids, fsm.Confirmed)() {
 			break
 		}
@@ -256,15 +248,7 @@ func TestBatchStepsIntentsConcurrentlyUpToSteps(t *testing.T) {
 				t.Fatal(err)
 			}
 			for round := 0; round < 8 && !w.allIn(ids, fsm.Confirmed)(); round++ {
-				batch, err := cons.Fetch(200, jetstream.FetchMaxWait(500*time.Millisecond))
-				if err != nil {
-					t.Fatal(err)
-				}
-				var msgs []jetstream.Msg
-				for m := range batch.Messages() {
-					msgs = append(msgs, m)
-				}
-				r.handleBatch(ctx, msgs)
+				fetchAndHandle(ctx, t, cons, r)
 			}
 			if !w.allIn(ids, fsm.Confirmed)() {
 				t.Fatal("not all confirmed")
@@ -282,4 +266,19 @@ func TestBatchStepsIntentsConcurrentlyUpToSteps(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fetchAndHandle fetches what the consumer has (up to 200 messages, half a
+// second's wait) and hands it to r as one batch.
+func fetchAndHandle(ctx context.Context, t *testing.T, cons jetstream.Consumer, r *Reconciler) {
+	t.Helper()
+	batch, err := cons.Fetch(200, jetstream.FetchMaxWait(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []jetstream.Msg
+	for m := range batch.Messages() {
+		msgs = append(msgs, m)
+	}
+	r.handleBatch(ctx, msgs)
 }
