@@ -72,6 +72,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeArgs$$' -fuzztime 60s ./mcp/
 	$(GO) test -run '^$$' -fuzz '^FuzzHintMask$$' -fuzztime 30s ./consumers/audit/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCanonicalAgrees$$' -fuzztime 30s ./adapter/social/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseAckAgrees$$' -fuzztime 30s ./ledger/
 
 clean:
 	rm -rf bin
