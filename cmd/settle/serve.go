@@ -298,7 +298,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		rc := reconcile.DefaultConfig()
 		rc.Worker = host + "-" + strconv.Itoa(os.Getpid()) + "-w" + strconv.Itoa(k)
 		rc.Logger = logger
-		rc.Now, rc.Hold, rc.Lease, rc.CacheBytes = now, hold, f.faults.lease, f.faults.cacheMB<<20
+		rc.Now, rc.Hold, rc.Lease, rc.CacheBytes, rc.Steps = now, hold, f.faults.lease, f.faults.cacheMB<<20, f.faults.steps
 		rc.Sweep = k == 0 // one sweep per process (consumers/reconcile/sweep.go)
 		rc.OnStep = stepMetrics(wctx, store, metrics)
 		rec, err := reconcile.NewReconciler(store, rc, routes...)

@@ -29,6 +29,7 @@ type faultFlags struct {
 	maxInFlight    int
 	lease          time.Duration
 	cacheMB        int
+	steps          int
 }
 
 func (f *faultFlags) register(fs *flag.FlagSet) {
@@ -38,6 +39,7 @@ func (f *faultFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.lease, "lease", reconcile.DefaultConfig().Lease, "how long a reconciler's claim on an intent holds it: a process cut from NATS loses its intents to the others after this `duration`")
 	fs.IntVar(&f.cacheMB, "cache-mb", reconcile.DefaultCacheBytes>>20, "each reconciler keeps histories in an LRU of at most this many `MiB` (an estimate)")
 	fs.IntVar(&f.maxInFlight, "max-inflight", api.DefaultMaxInFlight, "API requests served at once; more are answered 503 with Retry-After")
+	fs.IntVar(&f.steps, "steps", reconcile.DefaultSteps, "intents each reconciler worker steps at once: also its concurrent calls to an external API")
 }
 
 func (f *faultFlags) validate() error {
@@ -52,6 +54,8 @@ func (f *faultFlags) validate() error {
 		return errors.Errorf("--cache-mb: %d must be ≥ 1", f.cacheMB)
 	case f.lease < time.Second:
 		return errors.Errorf("--lease: %s must be at least 1s", f.lease)
+	case f.steps < 1 || f.steps > 1024:
+		return errors.Errorf("--steps: %d is outside 1..1024", f.steps)
 	}
 	return nil
 }

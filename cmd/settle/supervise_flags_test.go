@@ -27,6 +27,9 @@ func TestFaultFlagsValidate(t *testing.T) {
 		"--max-clock-offset -1s":      "--max-clock-offset: -1s is negative",
 		"--max-inflight 0":            "--max-inflight: 0 must be ≥ 1",
 		"--max-inflight 4 --lease 2m": "",
+		"--steps 1":                   "",
+		"--steps 0":                   "--steps: 0 is outside 1..1024",
+		"--steps 1025":                "--steps: 1025 is outside 1..1024",
 	} {
 		var f faultFlags
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
