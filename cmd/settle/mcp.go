@@ -182,7 +182,7 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 	if err != nil {
 		return errors.Errorf("mcp: %w", err)
 	}
-	sc := storeConfig(*natsURL, dur, *replicas)
+	sc := storeConfig(*natsURL, dur, *replicas, groupCommitAuto)
 	if dd != nil {
 		if _, err := guardLog(ctx, js, sc.Stream, dd, false, logger); err != nil { // watermark.go
 			return errors.Errorf("mcp: %w", err)

@@ -120,6 +120,7 @@ func secretReason(te *api.TokenError, secretEnv string) string {
 // serveFlags are serve's options.
 type serveFlags struct {
 	addr, data, routes, natsURL, durability, tokens string
+	groupCommit                                     string
 	natsListen, natsPasswordEnv                     string
 	dev                                             bool
 	workers, replicas                               int
@@ -147,6 +148,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	fs.StringVar(&f.natsListen, "nats-listen", "", "let downstream readers reach the embedded server at `ADDR` (PORT or HOST:PORT; loopback when no host is given)")
 	fs.StringVar(&f.natsPasswordEnv, "nats-password-env", "SETTLE_NATS_PASSWORD", "environment `VARIABLE` with the password of the NATS user \""+natsReaderUser+"\" (required off loopback)")
 	fs.StringVar(&f.durability, "durability", "always", "embedded server fsync: always | default")
+	fs.StringVar(&f.groupCommit, "group-commit", groupCommitAuto, "appends of concurrent callers in atomic batches: auto (off on an embedded server that does not fsync every write, measured otherwise) | measured (batches or lone publishes by what each has cost) | off (every append alone)")
 	fs.StringVar(&f.tokens, "tokens", "", "token file (JSON; secrets from environment variables)")
 	fs.IntVar(&f.workers, "workers", 2, "reconciler workers in this process")
 	fs.IntVar(&f.replicas, "replicas", 1, "stream replicas (3 on a cluster)")
@@ -176,6 +178,9 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	dur, err := embedded.ParseDurability(f.durability)
 	if err != nil {
 		return errors.Errorf("serve: --durability: %w", err)
+	}
+	if err := checkGroupCommit(f.groupCommit); err != nil {
+		return errors.Errorf("serve: --group-commit: %w", err)
 	}
 	if f.dev {
 		if err := api.CheckDevAddr(f.addr); err != nil {
@@ -258,7 +263,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return errors.Errorf("serve: %w", err)
 	}
-	sc := storeConfig(f.natsURL, dur, f.replicas)
+	sc := storeConfig(f.natsURL, dur, f.replicas, f.groupCommit)
 	// Before anything reads or writes the log: has it lost events?
 	hold, err := guardLog(ctx, js, sc.Stream, dd, f.faults.acceptLoss, logger)
 	if err != nil {

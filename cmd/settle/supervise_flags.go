@@ -120,15 +120,37 @@ func (s *supervisor) start(ctx context.Context, wg *sync.WaitGroup, f faultFlags
 	}
 }
 
+// The values of serve's --group-commit.
+const (
+	groupCommitAuto     = "auto"
+	groupCommitMeasured = "measured"
+	groupCommitOff      = "off"
+)
+
+// checkGroupCommit refuses a --group-commit value that is not one of the
+// three.
+func checkGroupCommit(v string) error {
+	switch v {
+	case groupCommitAuto, groupCommitMeasured, groupCommitOff:
+		return nil
+	}
+	return errors.Errorf("%q: want %s, %s or %s", v, groupCommitAuto, groupCommitMeasured, groupCommitOff)
+}
+
 // storeConfig is the log's store config for serve and mcp: replicas from
-// the flag and, on the embedded server (natsURL empty), appends published
-// each by itself when that server does not fsync every write
-// (ledger.StoreConfig.ForServerSync). A server settle did not start keeps
-// the group commit's measured choice.
-func storeConfig(natsURL string, dur embedded.Durability, replicas int) ledger.StoreConfig {
+// the flag, and how appends are published (groupCommit, checked by
+// checkGroupCommit). auto: on the embedded server (natsURL empty) every
+// append alone when that server does not fsync every write
+// (ledger.StoreConfig.ForServerSync), the group commit's measured choice
+// otherwise, a server settle did not start included (its sync is not
+// known here); measured: always that choice; off: every append alone.
+func storeConfig(natsURL string, dur embedded.Durability, replicas int, groupCommit string) ledger.StoreConfig {
 	sc := ledger.DefaultStoreConfig()
 	sc.Replicas = replicas
-	if natsURL == "" {
+	switch {
+	case groupCommit == groupCommitOff:
+		sc = sc.ForServerSync(false)
+	case groupCommit == groupCommitAuto && natsURL == "":
 		sc = sc.ForServerSync(dur.SyncsEveryWrite())
 	}
 	return sc

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -70,27 +73,56 @@ func TestStoreTimeoutRetriesOnlyTimeouts(t *testing.T) {
 // serve and mcp publish every append alone on an embedded server that does
 // not fsync every write (atomic batches cost it more than the lone publishes
 // they replace); with fsync always, and on a server settle did not start,
-// the group commit decides.
+// the group commit decides; --group-commit measured and off override it.
 func TestStoreConfigFollowsTheEmbeddedServersSync(t *testing.T) {
 	group := ledger.DefaultStoreConfig().BatchMax
+	const url = "nats://127.0.0.1:4222"
 	for _, c := range []struct {
 		natsURL      string
 		dur          embedded.Durability
 		replicas     int
+		groupCommit  string
 		wantBatchMax int
 	}{
-		{"", embedded.SyncDefault, 1, 1},
-		{"", embedded.SyncAlways, 1, group},
-		{"", "", 1, group},
-		{"nats://127.0.0.1:4222", embedded.SyncDefault, 3, group},
-		{"nats://127.0.0.1:4222", embedded.SyncAlways, 3, group},
+		{"", embedded.SyncDefault, 1, groupCommitAuto, 1},
+		{"", embedded.SyncAlways, 1, groupCommitAuto, group},
+		{"", "", 1, groupCommitAuto, group},
+		{url, embedded.SyncDefault, 3, groupCommitAuto, group},
+		{url, embedded.SyncAlways, 3, groupCommitAuto, group},
+		{"", embedded.SyncDefault, 1, groupCommitMeasured, group},
+		{"", embedded.SyncAlways, 1, groupCommitOff, 1},
+		{url, embedded.SyncAlways, 3, groupCommitOff, 1},
 	} {
-		sc := storeConfig(c.natsURL, c.dur, c.replicas)
+		sc := storeConfig(c.natsURL, c.dur, c.replicas, c.groupCommit)
 		if sc.BatchMax != c.wantBatchMax || sc.Replicas != c.replicas {
-			t.Errorf("storeConfig(%q, %q, %d): BatchMax %d, Replicas %d; want %d, %d", c.natsURL, c.dur, c.replicas, sc.BatchMax, sc.Replicas, c.wantBatchMax, c.replicas)
+			t.Errorf("storeConfig(%q, %q, %d, %q): BatchMax %d, Replicas %d; want %d, %d", c.natsURL, c.dur, c.replicas, c.groupCommit, sc.BatchMax, sc.Replicas, c.wantBatchMax, c.replicas)
 		}
 		if err := sc.Validate(); err != nil {
-			t.Errorf("storeConfig(%q, %q, %d): %v", c.natsURL, c.dur, c.replicas, err)
+			t.Errorf("storeConfig(%q, %q, %d, %q): %v", c.natsURL, c.dur, c.replicas, c.groupCommit, err)
 		}
+	}
+	for v, ok := range map[string]bool{"auto": true, "measured": true, "off": true, "": false, "on": false, "OFF": false} {
+		if err := checkGroupCommit(v); (err == nil) != ok {
+			t.Errorf("checkGroupCommit(%q) = %v", v, err)
+		}
+	}
+	if err := checkGroupCommit("on"); err == nil || err.Error() != `"on": want auto, measured or off` {
+		t.Errorf("checkGroupCommit(on) = %v", err)
+	}
+}
+
+// serve refuses a --group-commit it does not know before anything starts
+// (no data directory made, no server started), naming the flag.
+func TestServeRefusesAnUnknownGroupCommit(t *testing.T) {
+	var out, errb bytes.Buffer
+	m := &Main{Stdout: &out, Stderr: &errb}
+	data := filepath.Join(t.TempDir(), "data")
+	err := m.Run(t.Context(), []string{"serve", "--dev", "--addr", "127.0.0.1:0", "--data", data,
+		"--routes", "../../examples/routes/social.yaml", "--group-commit", "on"})
+	if err == nil || !strings.Contains(err.Error(), `serve: --group-commit: "on": want auto, measured or off`) {
+		t.Fatalf("serve --group-commit on: %v\n%s", err, errb.String())
+	}
+	if _, serr := os.Stat(data); !os.IsNotExist(serr) {
+		t.Errorf("the data directory was made (%v)", serr)
 	}
 }
