@@ -126,7 +126,15 @@ func (a *auditor) replay(ctx context.Context, js jetstream.JetStream, target uin
 				}
 				c.msgs = append(c.msgs, preparedMsg{seq: meta.Sequence.Stream, subject: m.Subject(), hdr: m.Headers(), data: m.Data()})
 				read++
-				last = meta.Sequence.Stream >= target || meta.NumPending == 0
+				last = meta.Sequence.Stream >= target
+				if !last && meta.NumPending == 0 {
+					more, err := a.moreAfter(rctx, meta.Sequence.Stream)
+					if err != nil {
+						c.err = err
+						break
+					}
+					last = !more
+				}
 			}
 			select {
 			case work <- c:
@@ -167,6 +175,30 @@ func (a *auditor) replay(ctx context.Context, js jetstream.JetStream, target uin
 		return errors.Errorf("audit: %w", err)
 	}
 	return nil
+}
+
+// moreAfter reports whether the stream holds a message after seq, asking
+// the stream's leader. The ordered consumer's "nothing pending" is only
+// what its own server holds: on a replicated stream that server is any
+// peer, placed at random, and may be one still catching up (a node back
+// from a partition), whose stream ends early; an audit that stopped there
+// reported every later event as missing (seen in the faults suite's
+// minority partition). On a single server it is the end: a tail cut off a
+// block file, which checkLoss names.
+func (a *auditor) moreAfter(ctx context.Context, seq uint64) (bool, error) {
+	if a.stream == nil {
+		return false, nil
+	}
+	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := a.stream.GetMsg(gctx, seq+1, jetstream.WithGetMsgSubject(">"))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return false, nil
+	}
+	return false, errors.Errorf("audit: is there a message after %d: %w", seq, err)
 }
 
 // Memory flat in finished intents: a confirmed intent (terminal: nothing
