@@ -75,6 +75,19 @@ func scanLog(ctx context.Context, js jetstream.JetStream, stream string) (missin
 		if err := batch.Error(); err != nil && ctx.Err() != nil {
 			return nil, 0, err
 		}
+		if (done || got == 0) && prev < last {
+			// "Nothing pending" is what the consumer's own server holds:
+			// on a replicated stream, a peer still catching up (after a
+			// partition) would make the scan name events the log has as
+			// lost. Read on while the stream's leader has a message after.
+			more, err := audit.MessageAfter(ctx, st, prev)
+			if err != nil {
+				return nil, 0, errors.Errorf("scan the log: %w", err)
+			}
+			if more {
+				continue
+			}
+		}
 		if done || got == 0 {
 			break
 		}

@@ -177,11 +177,11 @@ func (a *auditor) replay(ctx context.Context, js jetstream.JetStream, target uin
 	return nil
 }
 
-// moreAfter reports whether the stream holds a message after seq, asking
-// the stream's leader. The ordered consumer's "nothing pending" is only
-// what its own server holds: on a replicated stream that server is any
-// peer, placed at random, and may be one still catching up (a node back
-// from a partition), whose stream ends early; an audit that stopped there
+// moreAfter reports whether the stream holds a message after seq
+// (MessageAfter). The ordered consumer's "nothing pending" is only what
+// its own server holds: on a replicated stream that server is any peer,
+// placed at random, and may be one still catching up (a node back from a
+// partition), whose stream ends early; an audit that stopped there
 // reported every later event as missing (seen in the faults suite's
 // minority partition). On a single server it is the end: a tail cut off a
 // block file, which checkLoss names.
@@ -189,16 +189,29 @@ func (a *auditor) moreAfter(ctx context.Context, seq uint64) (bool, error) {
 	if a.stream == nil {
 		return false, nil
 	}
+	more, err := MessageAfter(ctx, a.stream, seq)
+	if err != nil {
+		return false, errors.Errorf("audit: %w", err)
+	}
+	return more, nil
+}
+
+// MessageAfter reports whether st holds a message after seq, of any
+// subject, asking the stream's leader (a message get; on a replicated
+// stream settle allows no direct get, which any peer could answer).
+// Readers of the whole stream with an ordered consumer ask it before
+// taking "nothing pending" short of the stream's last sequence as the end.
+func MessageAfter(ctx context.Context, st jetstream.Stream, seq uint64) (bool, error) {
 	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err := a.stream.GetMsg(gctx, seq+1, jetstream.WithGetMsgSubject(">"))
+	_, err := st.GetMsg(gctx, seq+1, jetstream.WithGetMsgSubject(">"))
 	switch {
 	case err == nil:
 		return true, nil
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		return false, nil
 	}
-	return false, errors.Errorf("audit: is there a message after %d: %w", seq, err)
+	return false, errors.Errorf("is there a message after %d: %w", seq, err)
 }
 
 // Memory flat in finished intents: a confirmed intent (terminal: nothing
