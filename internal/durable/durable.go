@@ -50,32 +50,28 @@ func SyncFile(path string) error {
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	if err != nil {
-		return errors.Errorf("sync %s: %w", path, err)
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return errors.Errorf("sync %s: %w", path, err)
-	}
-	return nil
+	return syncAndClose(path, f, err)
 }
 
 // SyncDir syncs a directory, so that files created, renamed or removed in
 // it stay so.
 func SyncDir(dir string) error {
 	d, err := os.Open(dir)
-	if err != nil {
-		return errors.Errorf("sync %s: %w", dir, err)
+	return syncAndClose(dir, d, err)
+}
+
+// syncAndClose syncs and closes f, opened from path (openErr: why it could
+// not be), naming path in the error.
+func syncAndClose(path string, f *os.File, openErr error) error {
+	if openErr != nil {
+		return errors.Errorf("sync %s: %w", path, openErr)
 	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
+	err := f.Sync()
+	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return errors.Errorf("sync %s: %w", dir, err)
+		return errors.Errorf("sync %s: %w", path, err)
 	}
 	return nil
 }
