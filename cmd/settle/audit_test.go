@@ -84,15 +84,7 @@ func withStore(t *testing.T, dir string, fill func(w *auditWriter)) {
 		t.Fatal(err)
 	}
 	defer srv.Stop()
-	nc, err := srv.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamOf(t)(srv.Connect())
 	store, err := ledger.OpenStore(context.Background(), js, ledger.DefaultStoreConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -240,12 +232,7 @@ func TestAuditCommandOverNATSURLAndUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	nc, err := srv.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := jetStreamOf(t)(srv.Connect())
 	store, err := ledger.OpenStore(context.Background(), js, ledger.DefaultStoreConfig())
 	if err != nil {
 		t.Fatal(err)

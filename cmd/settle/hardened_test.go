@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	_ "modernc.org/sqlite"
 
 	"github.com/settle-dev/settle/fakeapi"
@@ -281,15 +280,7 @@ func TestNATSListenServesDownstreamReaders(t *testing.T) {
 	}
 
 	// A reader reads, and may not write.
-	nc, err := nats.Connect(natsURL, nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamOf(t)(nats.Connect(natsURL, nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := js.Stream(ctx, "SETTLE_INTENTS")

@@ -123,15 +123,7 @@ func TestGuardLogWaitsForJetStream(t *testing.T) {
 	if !srv.ReadyForConnections(10 * time.Second) {
 		t.Fatal("nats-server did not start")
 	}
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamOf(t)(nats.Connect(srv.ClientURL()))
 	dd, err := lockDataDir(t.TempDir(), "test", true)
 	if err != nil {
 		t.Fatal(err)
