@@ -281,19 +281,25 @@ func strictUnmarshal(b []byte, v any) error {
 }
 
 // MarshalJSON renders the envelope with its data, for APIs and audit output.
-// The bytes are those json.Marshal gives for the wire struct (the envelope
-// is written by hand: marshalling it through reflection, and compacting the
-// data again, was a tenth of an Execute's CPU).
+// The bytes are those json.Marshal gives for the wire struct. The envelope
+// is written by hand (marshalling it through reflection, and compacting
+// the data again, was a tenth of an Execute's CPU), and so are the bodies
+// written on every Execute (jsonAppender, see appendjson.go); any other
+// body, or one its appender is not sure of, is marshalled by encoding/json.
 func (e Event) MarshalJSON() ([]byte, error) {
-	data, err := json.Marshal(e.Data)
-	if err != nil {
-		return nil, err
+	var data []byte
+	app, fast := e.Data.(jsonAppender)
+	hint := 0
+	if fast {
+		hint = app.jsonSizeHint()
+	} else {
+		var err error
+		if data, err = json.Marshal(e.Data); err != nil {
+			return nil, err
+		}
+		hint = len(data)
 	}
-	at, err := e.At.MarshalJSON()
-	if err != nil {
-		return nil, errors.Errorf("json: error calling MarshalJSON for type time.Time: %w", err)
-	}
-	b := make([]byte, 0, len(data)+len(at)+len(e.EventID)+len(e.IntentID)+len(e.Actor)+len(e.AttemptID)+160)
+	b := make([]byte, 0, hint+len(e.EventID)+len(e.IntentID)+len(e.Actor)+len(e.AttemptID)+200)
 	b = append(b, `{"schema":`...)
 	b = appendJSONString(b, e.Schema)
 	b = append(b, `,"event_id":`...)
@@ -305,7 +311,17 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	b = append(b, `,"type":`...)
 	b = appendJSONString(b, string(e.Type))
 	b = append(b, `,"at":`...)
-	b = append(b, at...)
+	var ok bool
+	if b, ok = appendJSONTime(b, e.At); !ok {
+		if fast {
+			// The body's error comes first, as it did.
+			if _, err := json.Marshal(e.Data); err != nil {
+				return nil, err
+			}
+		}
+		_, err := e.At.MarshalJSON()
+		return nil, errors.Errorf("json: error calling MarshalJSON for type time.Time: %w", err)
+	}
 	b = append(b, `,"actor":`...)
 	b = appendJSONString(b, e.Actor)
 	if e.AttemptID != "" {
@@ -313,9 +329,27 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		b = appendJSONString(b, e.AttemptID)
 	}
 	b = append(b, `,"data":`...)
+	if fast {
+		if out, ok := app.appendJSON(b); ok {
+			return append(out, '}'), nil
+		}
+		var err error
+		if data, err = json.Marshal(e.Data); err != nil {
+			return nil, err
+		}
+	}
 	b = append(b, data...)
 	return append(b, '}'), nil
 }
+
+// plainASCII[c]: c is an ASCII byte that encoding/json writes as is in a
+// string (not a control byte, a quote, a backslash, <, > or &).
+var plainASCII = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
 
 // appendJSONString appends s as a JSON string exactly as encoding/json
 // writes it (HTML characters, U+2028 and U+2029 escaped; invalid UTF-8 as
@@ -325,11 +359,12 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
+		c := s[i]
+		if plainASCII[c] {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
 			b = append(b, s[start:i]...)
 			switch c {
 			case '\\', '"':
