@@ -119,6 +119,15 @@ func (a *Adapter) NormalizePayload(raw json.RawMessage) (json.RawMessage, error)
 
 // NormalizePayload is Adapter.NormalizePayload without an Adapter.
 func NormalizePayload(raw json.RawMessage) (json.RawMessage, error) {
+	if out, ok := normalizeFast(raw); ok {
+		return out, nil
+	}
+	return normalizeFull(raw)
+}
+
+// normalizeFull is NormalizePayload without its fast path: it decides
+// every error.
+func normalizeFull(raw []byte) (json.RawMessage, error) {
 	p, err := parsePayload(raw)
 	if err != nil {
 		return nil, err
@@ -272,7 +281,7 @@ func (a *Adapter) Write(ctx context.Context, req adapter.WriteRequest) (adapter.
 			return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "the "+name+" contains control characters")
 		}
 	}
-	body, err := json.Marshal(createBody{Account: req.Account, Body: p.Body, Assets: p.Assets, ParentID: req.ParentExternalID})
+	body, err := encodeCreateBody(createBody{Account: req.Account, Body: p.Body, Assets: p.Assets, ParentID: req.ParentExternalID})
 	if err != nil {
 		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "cannot encode the request body")
 	}
@@ -300,11 +309,11 @@ func (a *Adapter) Write(ctx context.Context, req adapter.WriteRequest) (adapter.
 	if err := a.cfg.Status.Classify(resp.StatusCode); err != nil {
 		return adapter.WriteResult{}, err
 	}
-	var created apiPost
-	if err := json.Unmarshal(resp.Body, &created); err != nil || created.ID == "" {
+	id, liveURL, ok := createdPost(resp.Body)
+	if !ok || id == "" {
 		return adapter.WriteResult{}, adapter.Unparseable(resp.StatusCode, "the write")
 	}
-	return adapter.WriteResult{ExternalID: created.ID, LiveURL: created.URL, StatusCode: resp.StatusCode}, nil
+	return adapter.WriteResult{ExternalID: id, LiveURL: liveURL, StatusCode: resp.StatusCode}, nil
 }
 
 // get sends one authenticated GET and returns the response of any status.
