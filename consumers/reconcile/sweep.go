@@ -29,10 +29,12 @@ import (
 type SweepStats struct {
 	// Scanned: intents whose last event was read; Stepped: steps taken;
 	// Waiting: intents in the schedule now; Dropped: intents left out
-	// because the schedule was full (SweepMax); Done: the scan finished.
-	Scanned, Stepped, Dropped uint64
-	Waiting                   int
-	Done                      bool
+	// because the schedule was full (SweepMax); Done: the scan finished;
+	// Rescans: scans read again because they ended below the route's last
+	// event (a lagging copy of the stream).
+	Scanned, Stepped, Dropped, Rescans uint64
+	Waiting                            int
+	Done                               bool
 }
 
 // SweepStats returns the sweep's counters.
@@ -97,7 +99,92 @@ func (r *Reconciler) sweep(ctx context.Context, routes []string) {
 
 // sweepRoute reads the last event of every intent of route, then steps
 // those a reconciler may still have to act on.
+//
+// The scan ends when its ordered consumer has nothing pending. On a
+// replicated stream that consumer (one replica, ephemeral) may be placed on
+// a server whose copy of the stream lags (one just back from a partition):
+// its scan then ends early and misses the intents whose last events are in
+// the part it has not yet caught up on. So the sweep first asks the
+// stream's leader for the sequence of the route's last event and, if the
+// scan ends below it, reads again (a new consumer, placed anew) up to
+// sweepScanAttempts times; an intent stepped twice is safe (every step is
+// a CAS append), but each scan's intents are stepped only once it is
+// complete.
 func (r *Reconciler) sweepRoute(ctx context.Context, route string) error {
+	target, err := r.routeLastSeq(ctx, route)
+	if err != nil {
+		// Without the mark, scan once as before.
+		r.cfg.Logger.Warn("sweep: could not ask for the route's last event; scanning once", "route", route, "err", err)
+	}
+	var sc sweepScan
+	for attempt := 1; ; attempt++ {
+		sc, err = r.scanRoute(ctx, route, attempt)
+		if err != nil {
+			return err
+		}
+		if sc.maxSeq >= target || ctx.Err() != nil {
+			break
+		}
+		if attempt == sweepScanAttempts {
+			r.cfg.Logger.Warn("sweep: every scan ended below the route's last event; intents past it rely on their consumer messages",
+				"route", route, "scanned_to", sc.maxSeq, "last_event", target, "attempts", attempt)
+			break
+		}
+		r.sweepMu.Lock()
+		r.sweepStats.Rescans++
+		r.sweepMu.Unlock()
+		r.cfg.Logger.Info("sweep: the scan read a copy of the stream that ends early; reading again",
+			"route", route, "scanned_to", sc.maxSeq, "last_event", target)
+		t := time.NewTimer(time.Duration(attempt) * time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	r.sweepMu.Lock()
+	r.sweepStats.Scanned += sc.scanned
+	r.sweepStats.Dropped += sc.dropped
+	r.sweepMu.Unlock()
+	for _, id := range sc.open {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.sweepStep(ctx, route, id)
+	}
+	return nil
+}
+
+// sweepScanAttempts bounds the scans of one route (sweepRoute).
+const sweepScanAttempts = 5
+
+// sweepScan is what one scan of a route found.
+type sweepScan struct {
+	open             []string // intents a reconciler may still have to act on
+	scanned, dropped uint64
+	maxSeq           uint64 // the highest stream sequence read
+}
+
+// routeLastSeq asks the stream (its leader, on a replicated stream: the
+// store reads through the message-get API there) for the sequence of the
+// route's last event; 0 when the route has none.
+func (r *Reconciler) routeLastSeq(ctx context.Context, route string) (uint64, error) {
+	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	m, err := r.store.Stream().GetLastMsgForSubject(gctx, events.SubjectPrefix+"."+route+".*")
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	}
+	return m.Sequence, nil
+}
+
+// scanRoute reads the last event of every intent of route once.
+func (r *Reconciler) scanRoute(ctx context.Context, route string, attempt int) (sweepScan, error) {
+	var sc sweepScan
 	js := r.store.JetStream()
 	cons, err := js.OrderedConsumer(ctx, r.store.Config().Stream, jetstream.OrderedConsumerConfig{
 		FilterSubjects:    []string{events.SubjectPrefix + "." + route + ".*"},
@@ -105,13 +192,17 @@ func (r *Reconciler) sweepRoute(ctx context.Context, route string) error {
 		InactiveThreshold: 30 * time.Second,
 	})
 	if err != nil {
-		return err
+		return sc, err
 	}
-	var open []string
+	cut := -1 // a test's stand-in for a lagging copy (sweepScanCut)
+	if r.sweepScanCut != nil {
+		cut = r.sweepScanCut(attempt)
+	}
+	read := 0
 	for last := false; !last && ctx.Err() == nil; {
 		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(time.Second))
 		if err != nil {
-			return err
+			return sc, err
 		}
 		got := 0
 		for m := range batch.Messages() {
@@ -119,41 +210,35 @@ func (r *Reconciler) sweepRoute(ctx context.Context, route string) error {
 				continue // newer events, appended since the scan began
 			}
 			got++
-			if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
-				last = true
+			read++
+			if md, err := m.Metadata(); err == nil {
+				sc.maxSeq = max(sc.maxSeq, md.Sequence.Stream)
+				if md.NumPending == 0 || read == cut {
+					last = true
+				}
 			}
 			_, id, err := events.ParseSubject(m.Subject())
 			if err != nil {
 				continue
 			}
-			r.sweepMu.Lock()
-			r.sweepStats.Scanned++
-			r.sweepMu.Unlock()
+			sc.scanned++
 			if e, err := events.Decode(m.Data()); err == nil && settledBy(e.Type) {
 				continue
 			}
-			if len(open) >= r.cfg.SweepMax {
-				r.sweepMu.Lock()
-				r.sweepStats.Dropped++
-				r.sweepMu.Unlock()
+			if len(sc.open) >= r.cfg.SweepMax {
+				sc.dropped++
 				continue
 			}
-			open = append(open, id)
+			sc.open = append(sc.open, id)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return err
+			return sc, err
 		}
 		if got == 0 {
 			break
 		}
 	}
-	for _, id := range open {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		r.sweepStep(ctx, route, id)
-	}
-	return nil
+	return sc, nil
 }
 
 // sweepStep steps one intent and schedules it again if it must wait.
@@ -210,4 +295,7 @@ type sweepState struct {
 	sweepMu    sync.Mutex
 	sweepQ     sweepQueue
 	sweepStats SweepStats
+	// sweepScanCut, set by tests, ends scan number attempt after that many
+	// messages (as a consumer on a lagging copy would); -1: no cut.
+	sweepScanCut func(attempt int) int
 }

@@ -2,7 +2,9 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,26 +34,7 @@ func TestSweepWakesAnIntentWhoseMessageIsGone(t *testing.T) {
 	// a reconciler had seen the intent's newer event.
 	r := w.reconciler("w1", nil)
 	ctx := context.Background()
-	cons, err := w.store.Stream().CreateOrUpdateConsumer(ctx, r.consumerConfig("social_post"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		batch, err := cons.FetchNoWait(100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			if err := m.Ack(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if n == 0 {
-			break
-		}
-	}
+	cons := ackEveryMessage(t, w, r)
 	pending := func() (uint64, int) {
 		info, err := cons.Info(ctx)
 		if err != nil {
@@ -100,6 +83,88 @@ func TestSweepWakesAnIntentWhoseMessageIsGone(t *testing.T) {
 	}
 	if w.api.Effects() != 2 {
 		t.Fatalf("effects %d, want 2 (one per intent)", w.api.Effects())
+	}
+}
+
+// ackEveryMessage delivers and acks every message of the route's durable
+// consumer (r's), as if a reconciler had seen each intent's newer event:
+// the intents' wake-ups are gone.
+func ackEveryMessage(t *testing.T, w *world, r *Reconciler) jetstream.Consumer {
+	t.Helper()
+	cons, err := w.store.Stream().CreateOrUpdateConsumer(context.Background(), r.consumerConfig("social_post"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		batch, err := cons.FetchNoWait(100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			if err := m.Ack(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n == 0 {
+			return cons
+		}
+	}
+}
+
+// A sweep whose scan ends early reads again. On a replicated stream the
+// scan's consumer may be placed on a replica whose copy of the stream lags
+// (just back from a partition); its scan ends when that copy does, and the
+// intents whose last events are past it were left to their consumer
+// messages, which may be gone. Placement cannot be chosen, so the test
+// cuts the first scan after one intent, as such a copy would: the sweep
+// must see that the scan ended below the route's last event (asked of
+// the stream), read again, and settle all three.
+func TestSweepReadsAgainAScanThatEndsEarly(t *testing.T) {
+	w := newWorld(t, nil)
+	var ids []string
+	for k := range 3 {
+		w.api.Next(fakeapi.CommitThenDrop())
+		res := w.execute(fmt.Sprintf("cut:%d", k), fmt.Sprintf("post %d, its response dropped", k))
+		if res.State != fsm.Unknown {
+			t.Fatalf("after the dropped response: %s", res.State)
+		}
+		ids = append(ids, res.IntentID)
+	}
+	ackEveryMessage(t, w, w.reconciler("w1", nil))
+
+	r := w.reconciler("w2", nil)
+	r.cfg.Sweep, r.cfg.SweepMax = true, 10
+	var scans atomic.Int32
+	r.sweepScanCut = func(attempt int) int {
+		scans.Add(1)
+		if attempt == 1 {
+			return 1
+		}
+		return -1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, id := range ids {
+		for w.intent(id).State != fsm.Confirmed {
+			if time.Now().After(deadline) {
+				t.Fatalf("intent %s not settled: %s; sweep %+v", id, w.intent(id).State, r.SweepStats())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	cancel()
+	<-done
+	st := r.SweepStats()
+	if st.Rescans != 1 || scans.Load() != 2 || st.Scanned != 3 || !st.Done {
+		t.Fatalf("sweep stats %+v after %d scans (want one scan read again, 3 intents read by the second)", st, scans.Load())
+	}
+	if w.api.Effects() != 3 {
+		t.Fatalf("effects %d, want 3 (one per intent)", w.api.Effects())
 	}
 }
 
