@@ -1,16 +1,21 @@
 package fakeapi
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf16"
 )
 
 // fakeServer is what the fake APIs (SocialAPI, BookingAPI, PaymentAPI)
@@ -181,6 +186,93 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// writeRespelled writes v as writeJSON would, in another spelling of the
+// same JSON (see Respelled).
+func writeRespelled(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	var tree any
+	if err == nil {
+		d := json.NewDecoder(bytes.NewReader(b))
+		d.UseNumber()
+		err = d.Decode(&tree)
+	}
+	if err != nil {
+		http.Error(w, `{"error":{"code":"internal"}}`, http.StatusInternalServerError)
+		return
+	}
+	if m, ok := tree.(map[string]any); ok {
+		m["x_server"] = map[string]any{"version": []any{json.Number("1"), "2/3"}}
+	}
+	out := respell([]byte(" "), tree)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(out, " \n"...))
+}
+
+// respell appends v (a tree decoded with UseNumber) respelled.
+func respell(b []byte, v any) []byte {
+	switch v := v.(type) {
+	case map[string]any:
+		b = append(b, '{')
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Sort(sort.Reverse(sort.StringSlice(keys)))
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, " ,"...)
+			}
+			b = append(b, "\n  "...)
+			b = respellString(b, k)
+			b = append(b, " : "...)
+			b = respell(b, v[k])
+		}
+		return append(b, "\n}"...)
+	case []any:
+		b = append(b, "[ "...)
+		for i, e := range v {
+			if i > 0 {
+				b = append(b, " , "...)
+			}
+			b = respell(b, e)
+		}
+		return append(b, " ]"...)
+	case string:
+		return respellString(b, v)
+	case json.Number:
+		return append(b, v...)
+	case bool:
+		return strconv.AppendBool(b, v)
+	case nil:
+		return append(b, "null"...)
+	}
+	panic(fmt.Sprintf("respell: %T", v))
+}
+
+// respellString writes s as PHP's json_encode does: '/' as "\/" and
+// every character past ASCII as \u escapes (UTF-16).
+func respellString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for _, r := range s {
+		switch {
+		case r == '/':
+			b = append(b, `\/`...)
+		case r == '"' || r == '\\':
+			b = append(b, '\\', byte(r))
+		case r < 0x20:
+			b = fmt.Appendf(b, `\u%04x`, r)
+		case r >= 0x80:
+			for _, u := range utf16.Encode([]rune{r}) {
+				b = fmt.Appendf(b, `\u%04x`, u)
+			}
+		default:
+			b = append(b, byte(r))
+		}
+	}
+	return append(b, '"')
 }
 
 // hijack takes the connection over from net/http; nil when it is already

@@ -141,6 +141,7 @@ const (
 	FaultMissingAsset
 	FaultURL404
 	FaultDraft
+	FaultRespelled
 )
 
 var faultNames = map[FaultKind]string{
@@ -156,6 +157,7 @@ var faultNames = map[FaultKind]string{
 	FaultMissingAsset:      "missing_asset",
 	FaultURL404:            "url_404",
 	FaultDraft:             "draft",
+	FaultRespelled:         "respelled",
 }
 
 func (k FaultKind) String() string {
@@ -233,6 +235,13 @@ func URL404() Fault { return Fault{Kind: FaultURL404} }
 
 // Draft stores the post with visibility "draft" (its page answers 404).
 func Draft() Fault { return Fault{Kind: FaultDraft} }
+
+// Respelled stores the post normally and answers with it spelled as PHP's
+// json_encode with JSON_PRETTY_PRINT writes JSON: every '/' escaped as
+// "\/", every character past ASCII as a \u escape, the keys in another
+// order, white space around every token, and a member settle does not
+// know. The same post to any JSON reader.
+func Respelled() Fault { return Fault{Kind: FaultRespelled} }
 
 // WriteRecord is what the fake saw of one POST /v1/posts.
 type WriteRecord struct {
@@ -554,6 +563,10 @@ func (s *SocialAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	if drop {
 		dropConn(w)
+		return
+	}
+	if f.Kind == FaultRespelled {
+		writeRespelled(w, code, resp)
 		return
 	}
 	writeJSON(w, code, resp)

@@ -1,10 +1,12 @@
 package social_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -101,6 +103,41 @@ func TestWriteSuccess(t *testing.T) {
 		t.Fatalf("probe %d %v", code, err)
 	}
 }
+
+// A server that spells its JSON otherwise (PHP's "\/" and \u escapes, keys
+// in another order, white space, members settle does not know) gives the
+// same result: the adapter's one-pass reading of the response leaves such
+// a body to encoding/json.
+func TestWriteReadsARespelledResponse(t *testing.T) {
+	api := newAPI(t)
+	api.Next(fakeapi.Respelled())
+	var raw []byte
+	a := newAdapter(t, api.URL(), func(c *social.Config) {
+		c.Client = &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := http.DefaultTransport.RoundTrip(r)
+			if err == nil && r.Method == http.MethodPost {
+				raw, err = io.ReadAll(resp.Body)
+				resp.Body.Close()
+				resp.Body = io.NopCloser(bytes.NewReader(raw))
+			}
+			return resp, err
+		})}
+	})
+	res, err := a.Write(context.Background(), writeReq(t, `{"body":"café"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(raw, []byte(`:\/\/`)) || !bytes.Contains(raw, []byte(`\u00e9`)) || !bytes.Contains(raw, []byte("x_server")) {
+		t.Fatalf("the response was not respelled: %s", raw)
+	}
+	if res.ExternalID != "p_1" || res.LiveURL != api.URL()+"/p/p_1" || res.StatusCode != http.StatusCreated || api.Effects() != 1 {
+		t.Fatalf("result %+v, %d effects", res, api.Effects())
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func TestWriteCommitThenDrop(t *testing.T) {
 	api := newAPI(t)

@@ -96,6 +96,8 @@ var behaviours = []behaviour{
 		arm: func(s *sim, in *simIntent) { s.post.NextFor(in.id, fakeapi.CommitThenDrop()) }},
 	{name: "request_lost", route: "post", weight: 5, want: confirmedOnly(),
 		arm: func(s *sim, in *simIntent) { s.post.NextFor(in.id, fakeapi.ResetBeforeCommit()) }},
+	{name: "response_respelled", route: "post", weight: 2, want: confirmedOnly(),
+		arm: func(s *sim, in *simIntent) { s.post.NextFor(in.id, fakeapi.Respelled()) }},
 	{name: "gateway_502_nothing_created", route: "post", weight: 3, want: confirmedOnly(),
 		arm: func(s *sim, in *simIntent) { s.post.NextFor(in.id, fakeapi.Status(502)) }},
 	{name: "visible_late_inside_window", route: "post", weight: 4, want: confirmedOnly(),
