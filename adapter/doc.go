@@ -5,7 +5,9 @@
 // supports, and the outcome classification of one HTTP attempt
 // (CallError): not sent, rejected, or unknown. Scrubber removes configured
 // secret values (and any 8+ byte part of them) from the response-derived
-// fields an adapter returns, before anything records them.
+// fields an adapter returns, before anything records them. JSONTime reads
+// an external API's timestamps with their JSON escapes undone, which
+// time.Time's UnmarshalJSON does not do (golang/go#47353).
 //
 // A Route names one configured external operation: its adapter and its
 // policy (DefaultPolicy); ValidateRoute refuses a policy that could retry

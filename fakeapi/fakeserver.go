@@ -241,6 +241,11 @@ func respell(b []byte, v any) []byte {
 		}
 		return append(b, " ]"...)
 	case string:
+		// A timestamp in UTC with its offset written out, as .NET's
+		// DateTimeOffset is (its '+' then escaped by respellString).
+		if _, err := time.Parse(time.RFC3339Nano, v); err == nil && strings.HasSuffix(v, "Z") {
+			v = strings.TrimSuffix(v, "Z") + "+00:00"
+		}
 		return respellString(b, v)
 	case json.Number:
 		return append(b, v...)
@@ -252,14 +257,18 @@ func respell(b []byte, v any) []byte {
 	panic(fmt.Sprintf("respell: %T", v))
 }
 
-// respellString writes s as PHP's json_encode does: '/' as "\/" and
-// every character past ASCII as \u escapes (UTF-16).
+// respellString writes s as PHP's json_encode escapes it ('/' as "\/",
+// every character past ASCII as \u escapes, in UTF-16) and as .NET's
+// System.Text.Json does by default ('+', '<', '>', '&' and '\” as \u
+// escapes).
 func respellString(b []byte, s string) []byte {
 	b = append(b, '"')
 	for _, r := range s {
 		switch {
 		case r == '/':
 			b = append(b, `\/`...)
+		case r == '+' || r == '<' || r == '>' || r == '&' || r == '\'':
+			b = fmt.Appendf(b, `\u%04X`, r) // System.Text.Json's default escapes
 		case r == '"' || r == '\\':
 			b = append(b, '\\', byte(r))
 		case r < 0x20:

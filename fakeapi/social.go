@@ -236,11 +236,13 @@ func URL404() Fault { return Fault{Kind: FaultURL404} }
 // Draft stores the post with visibility "draft" (its page answers 404).
 func Draft() Fault { return Fault{Kind: FaultDraft} }
 
-// Respelled stores the post normally and answers with it spelled as PHP's
-// json_encode with JSON_PRETTY_PRINT writes JSON: every '/' escaped as
-// "\/", every character past ASCII as a \u escape, the keys in another
-// order, white space around every token, and a member settle does not
-// know. The same post to any JSON reader.
+// Respelled stores the post normally and answers with it spelled as other
+// servers write JSON: every '/' escaped as "\/" and every character past
+// ASCII as a \u escape (PHP's json_encode), '+' '<' '>' '&' '\” as \u
+// escapes and times with their offset written out, "…\u002B00:00"
+// (.NET's System.Text.Json and DateTimeOffset), the keys in another order,
+// white space around every token, and a member settle does not know. The
+// same post to any JSON reader.
 func Respelled() Fault { return Fault{Kind: FaultRespelled} }
 
 // WriteRecord is what the fake saw of one POST /v1/posts.

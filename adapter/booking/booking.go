@@ -333,16 +333,16 @@ func (a *Adapter) get(ctx context.Context, u string) (*adapter.Response, error) 
 
 // statusAnswer is the service's record of one request.
 type statusAnswer struct {
-	RequestID       string          `json:"request_id"`
-	State           string          `json:"state"`
-	BookingID       string          `json:"booking_id"`
-	ExpectedVersion *int64          `json:"expected_version"`
-	AppliedVersion  int64           `json:"applied_version"`
-	CurrentVersion  int64           `json:"current_version"`
-	Change          json.RawMessage `json:"change"`
-	Code            string          `json:"code"`
-	PartialEffects  []string        `json:"partial_effects"`
-	ReceivedAt      time.Time       `json:"received_at"`
+	RequestID       string           `json:"request_id"`
+	State           string           `json:"state"`
+	BookingID       string           `json:"booking_id"`
+	ExpectedVersion *int64           `json:"expected_version"`
+	AppliedVersion  int64            `json:"applied_version"`
+	CurrentVersion  int64            `json:"current_version"`
+	Change          json.RawMessage  `json:"change"`
+	Code            string           `json:"code"`
+	PartialEffects  []string         `json:"partial_effects"`
+	ReceivedAt      adapter.JSONTime `json:"received_at"`
 }
 
 // Status asks the service for its record of q.RequestID (GET
@@ -380,7 +380,7 @@ func (a *Adapter) Status(ctx context.Context, q adapter.StatusQuery) (adapter.St
 		LiveURL:        a.bookingURL(s.BookingID),
 		Code:           s.Code,
 		PartialEffects: s.PartialEffects,
-		ReceivedAt:     s.ReceivedAt,
+		ReceivedAt:     s.ReceivedAt.Time,
 	}
 	if s.CurrentVersion > 0 {
 		out.Version = strconv.FormatInt(s.CurrentVersion, 10)
@@ -407,11 +407,11 @@ func (a *Adapter) Search(context.Context, adapter.SearchQuery) ([]adapter.Record
 
 // apiBooking is a booking as the service returns it.
 type apiBooking struct {
-	BookingID        string          `json:"booking_id"`
-	Version          int64           `json:"version"`
-	Data             json.RawMessage `json:"data"`
-	UpdatedByRequest string          `json:"updated_by_request"`
-	UpdatedAt        time.Time       `json:"updated_at"`
+	BookingID        string           `json:"booking_id"`
+	Version          int64            `json:"version"`
+	Data             json.RawMessage  `json:"data"`
+	UpdatedByRequest string           `json:"updated_by_request"`
+	UpdatedAt        adapter.JSONTime `json:"updated_at"`
 }
 
 // currentState is the Payload of a Get record: the booking as it is now.
@@ -458,7 +458,7 @@ func (a *Adapter) Get(ctx context.Context, externalID string) (adapter.Record, e
 	return adapter.Record{
 		ExternalID: ExternalID(b.BookingID, b.Version),
 		LiveURL:    a.bookingURL(b.BookingID),
-		CreatedAt:  b.UpdatedAt,
+		CreatedAt:  b.UpdatedAt.Time,
 		Payload:    pl,
 	}, nil
 }

@@ -5,10 +5,11 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/settle-dev/settle/adapter"
 )
 
 // Fast paths of the write path's JSON. encoding/json was most of the
@@ -367,7 +368,7 @@ func createdPostFast(b []byte) (id, url string, ok bool) {
 					return "", "", false
 				}
 				// What json.Unmarshal calls with the value's bytes.
-				var t time.Time
+				var t adapter.JSONTime
 				if t.UnmarshalJSON(b[start:i]) != nil {
 					return "", "", false
 				}

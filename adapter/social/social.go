@@ -248,14 +248,14 @@ func canonicalPayload(body string, assets []string) (json.RawMessage, error) {
 // apiPost is a post as the API returns it. Body is a pointer so that a
 // listing without bodies is told apart from an empty body.
 type apiPost struct {
-	ID         string    `json:"id"`
-	URL        string    `json:"url"`
-	AuthorID   string    `json:"author_id"`
-	Body       *string   `json:"body"`
-	Assets     []string  `json:"assets"`
-	ParentID   string    `json:"parent_id"`
-	Visibility string    `json:"visibility"`
-	CreatedAt  time.Time `json:"created_at"`
+	ID         string           `json:"id"`
+	URL        string           `json:"url"`
+	AuthorID   string           `json:"author_id"`
+	Body       *string          `json:"body"`
+	Assets     []string         `json:"assets"`
+	ParentID   string           `json:"parent_id"`
+	Visibility string           `json:"visibility"`
+	CreatedAt  adapter.JSONTime `json:"created_at"`
 }
 
 type createBody struct {
@@ -330,7 +330,7 @@ func (a *Adapter) record(p apiPost, listing bool) (adapter.Record, error) {
 		AuthorID:   p.AuthorID,
 		ParentID:   p.ParentID,
 		Visibility: p.Visibility,
-		CreatedAt:  p.CreatedAt,
+		CreatedAt:  p.CreatedAt.Time,
 	}
 	if (listing && a.cfg.OmitsBody) || p.Body == nil {
 		r.Partial = true
