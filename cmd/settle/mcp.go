@@ -103,6 +103,7 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 	durability := fs.String("durability", "always", "embedded server fsync: always | default")
 	workers := fs.Int("workers", 1, "reconciler workers in this process (0 with --nats-url: leave reconciliation to settle serve)")
 	replicas := fs.Int("replicas", 1, "stream replicas (3 on a cluster)")
+	groupCommit := fs.String("group-commit", groupCommitAuto, "appends in atomic batches: auto | measured | off (as settle serve's)")
 	scopes := fs.String("scopes", "submit,read", "what the agent may do: submit, read, operate (operate lets it approve and resolve its own writes)")
 	accounts := fs.String("accounts", "", "comma-separated accounts the agent may write as (the first is the default); empty: any")
 	name := fs.String("name", "mcp-stdio", "the caller's name (recorded as operator of its approvals)")
@@ -128,6 +129,9 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 	dur, err := embedded.ParseDurability(*durability)
 	if err != nil {
 		return errors.Errorf("mcp: --durability: %w", err)
+	}
+	if err := checkGroupCommit(*groupCommit); err != nil {
+		return errors.Errorf("mcp: --group-commit: %w", err)
 	}
 
 	// Stdout is the protocol. Anything else that would print to the
@@ -182,7 +186,7 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 	if err != nil {
 		return errors.Errorf("mcp: %w", err)
 	}
-	sc := storeConfig(*natsURL, dur, *replicas, groupCommitAuto)
+	sc := storeConfig(*natsURL, dur, *replicas, *groupCommit)
 	if dd != nil {
 		if _, err := guardLog(ctx, js, sc.Stream, dd, false, logger); err != nil { // watermark.go
 			return errors.Errorf("mcp: %w", err)

@@ -113,16 +113,21 @@ func TestStoreConfigFollowsTheEmbeddedServersSync(t *testing.T) {
 
 // serve refuses a --group-commit it does not know before anything starts
 // (no data directory made, no server started), naming the flag.
-func TestServeRefusesAnUnknownGroupCommit(t *testing.T) {
-	var out, errb bytes.Buffer
-	m := &Main{Stdout: &out, Stderr: &errb}
-	data := filepath.Join(t.TempDir(), "data")
-	err := m.Run(t.Context(), []string{"serve", "--dev", "--addr", "127.0.0.1:0", "--data", data,
-		"--routes", "../../examples/routes/social.yaml", "--group-commit", "on"})
-	if err == nil || !strings.Contains(err.Error(), `serve: --group-commit: "on": want auto, measured or off`) {
-		t.Fatalf("serve --group-commit on: %v\n%s", err, errb.String())
-	}
-	if _, serr := os.Stat(data); !os.IsNotExist(serr) {
-		t.Errorf("the data directory was made (%v)", serr)
+func TestServeAndMCPRefuseAnUnknownGroupCommit(t *testing.T) {
+	for _, c := range []struct{ cmd string }{{"serve"}, {"mcp"}} {
+		var out, errb bytes.Buffer
+		m := &Main{Stdout: &out, Stderr: &errb, Stdin: strings.NewReader("")}
+		data := filepath.Join(t.TempDir(), "data")
+		args := []string{c.cmd, "--data", data, "--routes", "../../examples/routes/social.yaml", "--group-commit", "on"}
+		if c.cmd == "serve" {
+			args = append(args, "--dev", "--addr", "127.0.0.1:0")
+		}
+		err := m.Run(t.Context(), args)
+		if err == nil || !strings.Contains(err.Error(), c.cmd+`: --group-commit: "on": want auto, measured or off`) {
+			t.Fatalf("%s --group-commit on: %v\n%s", c.cmd, err, errb.String())
+		}
+		if _, serr := os.Stat(data); !os.IsNotExist(serr) {
+			t.Errorf("%s: the data directory was made (%v)", c.cmd, serr)
+		}
 	}
 }
