@@ -196,25 +196,72 @@ func waitUntil(t *testing.T, cond func() bool) {
 	}
 }
 
-// slowReads is an http.RoundTripper that holds every GET for a while and
-// records how many were in flight at once.
-type slowReads struct {
+// heldReads is an http.RoundTripper that holds every GET — for hold or,
+// with want set, until want of them are in flight at once (at most 10 s,
+// so that a test of code that never gets there ends) — and counts the most
+// in flight.
+type heldReads struct {
 	next          http.RoundTripper
 	hold          time.Duration
+	want          int
+	open          chan struct{}
 	mu            sync.Mutex
 	inFlight, max int
 }
 
-func (s *slowReads) RoundTrip(req *http.Request) (*http.Response, error) {
+func (h *heldReads) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method == http.MethodGet {
-		s.mu.Lock()
-		s.inFlight++
-		s.max = max(s.max, s.inFlight)
-		s.mu.Unlock()
-		defer func() { s.mu.Lock(); s.inFlight--; s.mu.Unlock() }()
-		time.Sleep(s.hold)
+		h.mu.Lock()
+		h.inFlight++
+		h.max = max(h.max, h.inFlight)
+		if h.want > 0 && h.inFlight == h.want {
+			close(h.open)
+		}
+		h.mu.Unlock()
+		defer func() { h.mu.Lock(); h.inFlight--; h.mu.Unlock() }()
+		if h.want > 0 {
+			select {
+			case <-h.open:
+			case <-time.After(10 * time.Second):
+			}
+		} else {
+			time.Sleep(h.hold)
+		}
 	}
-	return s.next.RoundTrip(req)
+	return h.next.RoundTrip(req)
+}
+
+// The listings of different accounts in one fetched batch overlap (each is
+// a call to the external API), while the intents of one account still
+// share one listing. Before, the search cache held its lock across every
+// listing, so the accounts of a batch were listed one after the other.
+func TestSearchCacheListsAccountsConcurrently(t *testing.T) {
+	w := newWorld(t, nil)
+	reads := &heldReads{next: http.DefaultTransport, want: 3, open: make(chan struct{})}
+	ad, err := social.New(social.Config{BaseURL: w.api.URL(), Token: w.api.Token(), Client: &http.Client{Timeout: 30 * time.Second, Transport: reads}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := w.reconciler("w1", nil)
+	sc := newSearchCache()
+	to := time.Now()
+	from := to.Add(-time.Hour)
+	accounts := []string{"acct_1", "acct_2", "acct_3", "acct_1", "acct_1", "acct_2"}
+	for _, a := range accounts {
+		sc.plan("social_post", "key", a, from, to)
+	}
+	var wg sync.WaitGroup
+	for _, a := range accounts {
+		wg.Go(func() {
+			if _, err := sc.get(context.Background(), r, "social_post", ad, "key", a, from, to); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if reads.max != 3 || r.ReadCalls() != 3 {
+		t.Fatalf("%d listings, at most %d in flight; want 3 and 3 (one per account, all at once)", r.ReadCalls(), reads.max)
+	}
 }
 
 // The intents of one fetched batch are stepped Config.Steps at a time:
@@ -229,7 +276,7 @@ func TestBatchStepsIntentsConcurrentlyUpToSteps(t *testing.T) {
 				w.api.Next(fakeapi.CommitThenDrop())
 				ids = append(ids, w.execute(fmt.Sprintf("task:%d", k), fmt.Sprintf("post %d", k)).IntentID)
 			}
-			reads := &slowReads{next: http.DefaultTransport, hold: 50 * time.Millisecond}
+			reads := &heldReads{next: http.DefaultTransport, hold: 50 * time.Millisecond}
 			ad, err := social.New(social.Config{BaseURL: w.api.URL(), Token: w.api.Token(), Client: &http.Client{Timeout: 5 * time.Second, Transport: reads}})
 			if err != nil {
 				t.Fatal(err)

@@ -210,11 +210,13 @@ func (r *Reconciler) verify(ctx context.Context, i *fsm.Intent, route adapter.Ro
 
 // searchCache lets the intents of one fetched batch that search the same
 // route and account share list calls: windows that overlap are merged and
-// listed once.
+// listed once. One key lists one span at a time (the next caller then
+// finds it done); different keys list concurrently.
 type searchCache struct {
 	mu      sync.Mutex
 	planned map[string][]span // route|account → merged windows to list
 	done    map[string][]spanRecords
+	listing map[string]*sync.Mutex // held by the one listing of a key
 }
 
 type span struct{ from, to time.Time }
@@ -226,7 +228,7 @@ type spanRecords struct {
 }
 
 func newSearchCache() *searchCache {
-	return &searchCache{planned: map[string][]span{}, done: map[string][]spanRecords{}}
+	return &searchCache{planned: map[string][]span{}, done: map[string][]spanRecords{}, listing: map[string]*sync.Mutex{}}
 }
 
 // searchKey tells which intents of one account may share a listing.
@@ -258,13 +260,24 @@ func (c *searchCache) plan(route, key, account string, from, to time.Time) {
 }
 
 // get returns the records of a planned span covering [from, to], listing
-// it on first use; an unplanned window is listed on its own.
+// it on first use; an unplanned window is listed on its own. Callers of one
+// key wait for each other (the first lists, the next find it done); the
+// cache's own lock is never held across a listing.
 func (c *searchCache) get(ctx context.Context, r *Reconciler, route string, ad adapter.Adapter, key, account string, from, to time.Time) ([]adapter.Record, error) {
 	k := route + "|" + key + "|" + account
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	l := c.listing[k]
+	if l == nil {
+		l = &sync.Mutex{}
+		c.listing[k] = l
+	}
+	c.mu.Unlock()
+	l.Lock()
+	defer l.Unlock()
+	c.mu.Lock()
 	for _, d := range c.done[k] {
 		if !d.from.After(from) && !d.to.Before(to) {
+			c.mu.Unlock()
 			return d.recs, d.err
 		}
 	}
@@ -275,8 +288,11 @@ func (c *searchCache) get(ctx context.Context, r *Reconciler, route string, ad a
 			break
 		}
 	}
+	c.mu.Unlock()
 	r.readCalls.add(1)
 	recs, err := ad.Search(ctx, adapter.SearchQuery{Account: account, From: want.from, To: want.to})
+	c.mu.Lock()
 	c.done[k] = append(c.done[k], spanRecords{span: want, recs: recs, err: err})
+	c.mu.Unlock()
 	return recs, err
 }
