@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"bytes"
 	"encoding/json"
 	"time"
 )
@@ -17,8 +18,10 @@ type JSONTime struct{ time.Time }
 
 // UnmarshalJSON implements json.Unmarshaler.
 func (t *JSONTime) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		return nil
+	if bytes.IndexByte(b, '\\') < 0 {
+		// Nothing escaped: the raw bytes are the text (the common case,
+		// and what time.Time reads).
+		return t.Time.UnmarshalJSON(b)
 	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
