@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/settle-dev/settle/fakeapi"
 )
 
 // The fast paths of fastjson.go against the full way, on generated hostile
@@ -83,16 +85,8 @@ func sampleResponse(id, body string, assets []string) []byte {
 	if assets == nil {
 		assets = []string{}
 	}
-	p := struct {
-		ID         string    `json:"id"`
-		URL        string    `json:"url"`
-		AuthorID   string    `json:"author_id"`
-		Body       string    `json:"body"`
-		Assets     []string  `json:"assets"`
-		ParentID   string    `json:"parent_id,omitempty"`
-		Visibility string    `json:"visibility"`
-		CreatedAt  time.Time `json:"created_at"`
-	}{id, "http://127.0.0.1:8080/p/" + id, "acct_1", body, assets, "", "public", time.Date(2025, 1, 2, 3, 4, 5, 123456789, time.UTC)}
+	p := fakeapi.Post{ID: id, URL: "http://127.0.0.1:8080/p/" + id, AuthorID: "acct_1", Body: body, Assets: assets,
+		Visibility: "public", CreatedAt: time.Date(2025, 1, 2, 3, 4, 5, 123456789, time.UTC)}
 	b, err := json.Marshal(p)
 	if err != nil {
 		panic(err) // strings and a time: it cannot fail
