@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -145,10 +146,11 @@ func Start(cfg Config) (*Server, error) {
 	if err := checkStoreDir(cfg.Dir); err != nil {
 		return nil, err
 	}
-	var srvLog *serverLog
-	if cfg.Logger != nil || cfg.Watch != nil {
-		srvLog = &serverLog{l: cfg.Logger, watch: cfg.Watch}
-	}
+	// The server's log goes to srvLog (and on to cfg.Logger and cfg.Watch)
+	// unless cfg.Logs asks for the server's own; either way srvLog keeps
+	// its errors, so that a failed start says why.
+	srvLog := &serverLog{l: cfg.Logger, watch: cfg.Watch}
+	ownLog := cfg.Logs && cfg.Logger == nil && cfg.Watch == nil
 	opts := &server.Options{
 		ServerName:             cfg.Name,
 		Host:                   cfg.Host,
@@ -156,7 +158,7 @@ func Start(cfg Config) (*Server, error) {
 		JetStream:              true,
 		StoreDir:               cfg.Dir,
 		SyncAlways:             cfg.Durability == SyncAlways,
-		NoLog:                  !cfg.Logs && srvLog == nil,
+		NoLog:                  !ownLog,
 		NoSigs:                 true,
 		DisableJetStreamBanner: true,
 		MaxPayload:             8 << 20,
@@ -196,19 +198,33 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, errors.Errorf("embedded: new server: %w", err)
 	}
-	switch {
-	case srvLog != nil:
-		s.SetLoggerV2(srvLog, false, false, false)
-	case cfg.Logs:
+	if ownLog {
 		s.ConfigureLogger()
+	} else {
+		s.SetLoggerV2(srvLog, false, false, false)
 	}
 	s.Start()
-	if !s.ReadyForConnections(30 * time.Second) {
-		s.Shutdown()
-		if last := srvLog.last(); last != "" {
-			return nil, errors.Errorf("embedded: server not ready for connections after 30s: %s", last)
+	// Ready, or given up on: a listener that cannot be opened (its port
+	// taken meanwhile) is a fatal error in the server's log and no
+	// readiness ever, so it is seen at once rather than after the wait.
+	deadline := time.Now().Add(30 * time.Second)
+	for !s.ReadyForConnections(100 * time.Millisecond) {
+		if f := srvLog.fatalMsg(); f != "" {
+			s.Shutdown()
+			s.WaitForShutdown()
+			err := errors.Errorf("embedded: server did not start: %s", f)
+			if strings.Contains(f, "Error listening on") {
+				err = errors.Mark(err, ErrListen)
+			}
+			return nil, err
 		}
-		return nil, errors.New("embedded: server not ready for connections after 30s")
+		if time.Now().After(deadline) {
+			s.Shutdown()
+			if last := srvLog.last(); last != "" {
+				return nil, errors.Errorf("embedded: server not ready for connections after 30s: %s", last)
+			}
+			return nil, errors.New("embedded: server not ready for connections after 30s")
+		}
 	}
 	if !s.JetStreamEnabled() {
 		s.Shutdown()
@@ -245,6 +261,17 @@ func (s *Server) Stop() {
 	s.WaitForShutdown()
 }
 
+// ErrListen marks a start that failed because a listener could not be
+// opened (most often its port, chosen free a moment before, was taken
+// meanwhile).
+var ErrListen = errors.New("embedded: a listener could not be opened")
+
+// freePort is FreePort; tests replace it.
+var freePort = FreePort
+
+// clusterStarts bounds StartCluster's attempts, each with fresh ports.
+const clusterStarts = 3
+
 // FreePort returns a free TCP port on loopback.
 func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -262,13 +289,33 @@ type Cluster struct {
 }
 
 // StartCluster starts n servers (3 for a real R3 cluster) storing under
-// dirs[i], and waits until JetStream has a meta leader.
+// dirs[i], and waits until JetStream has a meta leader. The route ports
+// are chosen free beforehand; if one is taken before its server binds it,
+// the start is made again with fresh ports (up to 3 times).
 func StartCluster(name string, dirs []string, durability Durability) (*Cluster, error) {
+	var err error
+	for attempt := 0; attempt < clusterStarts; attempt++ {
+		var c *Cluster
+		if c, err = startCluster(name, dirs, durability); err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, ErrListen) {
+			return nil, err
+		}
+		// A route port chosen free was taken before its server bound it
+		// (another process, or an outgoing connection given it as its
+		// local port): choose the ports again.
+	}
+	return nil, err
+}
+
+// startCluster is one attempt of StartCluster.
+func startCluster(name string, dirs []string, durability Durability) (*Cluster, error) {
 	n := len(dirs)
 	cports := make([]int, n)
 	cfgs := make([]Config, n)
 	for i := range cports {
-		p, err := FreePort()
+		p, err := freePort()
 		if err != nil {
 			return nil, err
 		}

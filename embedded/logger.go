@@ -25,6 +25,7 @@ type serverLog struct {
 
 	mu      sync.Mutex
 	lastErr string
+	fatal   string // the first fatal error (the server gave up on something)
 }
 
 var _ server.Logger = (*serverLog)(nil)
@@ -57,10 +58,17 @@ func (s *serverLog) emit(level slog.Level, format string, v []any) {
 
 func (s *serverLog) Noticef(format string, v ...any) { s.emit(slog.LevelDebug, format, v) }
 func (s *serverLog) Warnf(format string, v ...any)   { s.emit(slog.LevelWarn, format, v) }
-func (s *serverLog) Fatalf(format string, v ...any)  { s.emit(slog.LevelError, format, v) }
-func (s *serverLog) Errorf(format string, v ...any)  { s.emit(slog.LevelError, format, v) }
-func (s *serverLog) Debugf(string, ...any)           {}
-func (s *serverLog) Tracef(string, ...any)           {}
+func (s *serverLog) Fatalf(format string, v ...any) {
+	s.mu.Lock()
+	if s.fatal == "" {
+		s.fatal = fmt.Sprintf(format, v...)
+	}
+	s.mu.Unlock()
+	s.emit(slog.LevelError, format, v)
+}
+func (s *serverLog) Errorf(format string, v ...any) { s.emit(slog.LevelError, format, v) }
+func (s *serverLog) Debugf(string, ...any)          {}
+func (s *serverLog) Tracef(string, ...any)          {}
 
 func (s *serverLog) last() string {
 	if s == nil {
@@ -104,4 +112,11 @@ func checkStoreDir(dir string) error {
 		return errors.WithHint(errors.Wrapf(errkind.Wrap(ErrStoreNotWritable, err), "embedded: %s", filepath.Clean(dir)), hint)
 	}
 	return nil
+}
+
+// fatalMsg is the first fatal error the server logged ("" if none).
+func (s *serverLog) fatalMsg() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fatal
 }
