@@ -158,7 +158,7 @@ func Start(cfg Config) (*Server, error) {
 		JetStream:              true,
 		StoreDir:               cfg.Dir,
 		SyncAlways:             cfg.Durability == SyncAlways,
-		NoLog:                  !ownLog,
+		NoLog:                  !cfg.Logs && cfg.Logger == nil && cfg.Watch == nil,
 		NoSigs:                 true,
 		DisableJetStreamBanner: true,
 		MaxPayload:             8 << 20,
