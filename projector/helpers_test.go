@@ -3,7 +3,6 @@ package projector
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -131,15 +130,6 @@ func rebuildDump(t testing.TB, js jetstream.JetStream) string {
 	d := dump(t, p)
 	p.Close()
 	return d
-}
-
-func jsonOf(t testing.TB, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // firstDiff shows where two dumps part.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/testharness"
 )
 
 var (
@@ -138,10 +139,10 @@ func TestProjectionEqualsFold(t *testing.T) {
 			t.Fatalf("Get %s = %+v\nfold: state %s attempts %d ext %q manual %q version %d seq %d", id, v,
 				f.State, len(f.Attempts), f.ExternalID, f.ManualReason, f.Version, seqOf[id])
 		}
-		if got, want := jsonOf(t, v.Receipt), jsonOf(t, expectedReceipt(f)); got != want {
+		if got, want := testharness.JSON(t, v.Receipt), testharness.JSON(t, expectedReceipt(f)); got != want {
 			t.Fatalf("%s receipt:\n got  %s\n want %s", id, got, want)
 		}
-		if got, want := jsonOf(t, v.Evidence), jsonOf(t, f.Evidence); got != want {
+		if got, want := testharness.JSON(t, v.Evidence), testharness.JSON(t, f.Evidence); got != want {
 			t.Fatalf("%s evidence:\n got  %s\n want %s", id, got, want)
 		}
 		if !v.CreatedAt.Equal(f.CreatedAt) || !v.UpdatedAt.Equal(f.UpdatedAt) || !v.NextCheckAt.Equal(f.NextCheckAt) ||
@@ -154,14 +155,14 @@ func TestProjectionEqualsFold(t *testing.T) {
 			t.Fatal(err)
 		}
 		fv.LastSeq = v.LastSeq
-		if got, want := jsonOf(t, v), jsonOf(t, fv); got != want {
+		if got, want := testharness.JSON(t, v), testharness.JSON(t, fv); got != want {
 			t.Fatalf("%s view differs from FoldView:\n got  %s\n want %s", id, got, want)
 		}
 		rv, err := b.ByRequestID(ctx, f.Recorded.Tenant, f.Recorded.Route, f.Recorded.Account, f.Recorded.RequestID)
 		if err != nil {
 			t.Fatalf("ByRequestID %s: %v", id, err)
 		}
-		if jsonOf(t, rv) != jsonOf(t, v) {
+		if testharness.JSON(t, rv) != testharness.JSON(t, v) {
 			t.Fatalf("ByRequestID %s differs from Get", id)
 		}
 		tl, err := a.Timeline(ctx, id)
@@ -218,7 +219,7 @@ func TestProjectionEqualsFold(t *testing.T) {
 		}
 		sort.Strings(ids)
 		sort.Strings(listed)
-		if jsonOf(t, listed) != jsonOf(t, ids) {
+		if testharness.JSON(t, listed) != testharness.JSON(t, ids) {
 			t.Fatalf("List(%s) = %v, want %v", s, listed, ids)
 		}
 	}
@@ -233,7 +234,7 @@ func TestProjectionEqualsFold(t *testing.T) {
 		}
 		sort.Strings(ids)
 		sort.Strings(listed)
-		if jsonOf(t, listed) != jsonOf(t, ids) {
+		if testharness.JSON(t, listed) != testharness.JSON(t, ids) {
 			t.Fatalf("ByExternalID(%s) = %v, want %v", ext, listed, ids)
 		}
 	}

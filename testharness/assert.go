@@ -1,6 +1,7 @@
 package testharness
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -46,4 +47,15 @@ func Hash(t testing.TB, payload []byte) string {
 		t.Fatalf("hash %s: %v", payload, err)
 	}
 	return h
+}
+
+// JSON is json.Marshal's encoding of v, failing the test if it cannot be
+// encoded.
+func JSON(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

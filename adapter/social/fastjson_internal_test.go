@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/fakeapi"
+	"github.com/settle-dev/settle/testharness"
 )
 
 // The fast paths of fastjson.go against the full way, on generated hostile
@@ -68,16 +69,6 @@ func agreeCreated(t *testing.T, raw []byte) (taken bool) {
 		t.Fatalf("createdPostFast(%q) = %q, %q; json.Unmarshal: %q, %q, %v", raw, id, u, full.ID, full.URL, err)
 	}
 	return true
-}
-
-// jsonOf is json.Marshal's encoding of v.
-func jsonOf(t testing.TB, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // sampleResponse is a POST's response as the API (fakeapi) writes it.
@@ -379,7 +370,7 @@ func TestNormalizeAgrees(t *testing.T) {
 		`{"body":"x"}`, `{"assets":[],"body":"x"}`, `{"body":"x","assets":[]}`,
 		` { "body" : "日本 <&>" , "assets" : [ "` + h + `" , "` + h + `" ] } `,
 		`{"assets":["` + h + `"],"body":"x"}`,
-		jsonOf(t, map[string]string{"body": "Benchmark post for settle: " + strings.Repeat("lorem ipsum ", 16)}),
+		testharness.JSON(t, map[string]string{"body": "Benchmark post for settle: " + strings.Repeat("lorem ipsum ", 16)}),
 	} {
 		if !agreeNormalize(t, []byte(raw)) {
 			t.Fatalf("the fast path did not take %q", raw)
@@ -491,7 +482,7 @@ func BenchmarkCreatedPost(b *testing.B) {
 }
 
 func BenchmarkNormalizePayload(b *testing.B) {
-	raw := []byte(jsonOf(b, map[string]string{"body": benchPostBody}))
+	raw := []byte(testharness.JSON(b, map[string]string{"body": benchPostBody}))
 	b.Run("fast", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
