@@ -132,6 +132,12 @@ cluster {
 		node.Proc = StartProc(t, ProcSpec{Name: node.Name, Path: bin, Args: []string{"-c", node.Conf}})
 	}
 	c.WaitHealthy(2*time.Minute, c.all()...)
+	// Healthy is JetStream current with its meta group, which a quorum
+	// gives: a node can be healthy while one of its routes is still being
+	// made. The cluster is handed over whole.
+	if n > 1 {
+		c.WaitMeshed(time.Minute)
+	}
 	return c
 }
 
