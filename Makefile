@@ -6,7 +6,7 @@ INTENTS  ?= 100000
 BENCHTIME ?= 2s
 SIM      := ^TestSimulationSeeded$$
 
-.PHONY: build test short demo bench bench-peers lint soak fuzz faults clean
+.PHONY: build test short demo bench bench-smoke bench-peers lint soak fuzz faults clean
 
 build:
 	$(GO) build -o bin/ ./cmd/settle ./examples/socialapi
@@ -18,6 +18,15 @@ build:
 test: lint
 	$(GO) test -race -count=1 -timeout 9m -skip '$(SIM)' $(PKGS)
 	$(GO) test -count=1 -timeout 9m -run '$(SIM)' -v ./consumers/reconcile/ -args -sim.seed=$(SEED) -sim.intents=2000
+	@$(MAKE) --no-print-directory bench-smoke
+
+# Every benchmark of make bench once, on small logs (about 20 s): the
+# figures mean nothing, but each benchmark's own checks run (every intent
+# made exactly one effect, the audit found no violation, the projection
+# caught up), so that make bench cannot rot unseen.
+bench-smoke:
+	@out=$$(SETTLE_BENCH_INTENTS=2000 SETTLE_BENCH_EVENTS=3000 $(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 5m ./bench/ ./projector/ ./consumers/... 2>&1) || { echo "$$out"; exit 1; }; \
+	  echo "bench-smoke: every benchmark of make bench ran once, and its checks passed ($$(echo "$$out" | grep -c '^Benchmark') benchmarks)"
 
 # The fast tier (seconds): every test that needs no nats-server and no
 # built binary; the others skip under -short (testharness.SkipShort).
@@ -49,6 +58,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	cd bench/peers && $(GO) vet ./...
 	$(GO) test -count=1 ./internal/layering/
 
 # The process-level fault suite (faults/): real settle and nats-server
