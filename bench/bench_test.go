@@ -441,6 +441,7 @@ func BenchmarkExecute(b *testing.B) {
 				rate := reportRate(b, "intents/s")
 				b.ReportMetric(rate/reportRaw(b, probe), "ratio_vs_raw_append")
 				reportLatency(b, lat)
+				b.ReportMetric(float64(st.Batches-st0.Batches)/float64(b.N), "batches/intent")
 				if nb := st.Batches - st0.Batches; nb > 0 {
 					b.ReportMetric(float64(st.Messages-st0.Messages)/float64(nb), "msgs/batch")
 				} else {

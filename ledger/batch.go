@@ -122,11 +122,41 @@ type batcher struct {
 // the server's default sync a lone publish costs tens of microseconds and
 // batches pay only past a hundred or two. The choice changes speed only,
 // never what an append means.
+//
+// A measurement can be an outlier: the first one (the first append to a
+// new stream, a cold file), or one slow flush (a GC pause, a slow sync).
+// Were it trusted, the dearer way would be kept until the other is
+// measured again, up to 1,024 flushes later, and a lone intent would pay
+// the batch's staging store all that while (in this session's
+// measurements a lone IntentRecorded and WriteStarted took 0.6–1.2 ms
+// published alone, 3.2–10 ms as an atomic batch). So a first measurement
+// is the figure itself (not a quarter of it, as an EWMA from zero would
+// make it), the way not chosen is measured every 32 flushes until it has
+// four measurements, a measurement that turns the choice is confirmed by
+// taking the same way again at the next flush, and a measurement of the
+// way not chosen that beats the chosen way's figure has it taken again at
+// the next flush, until the figures (EWMA) show which way is the cheaper
+// (TestCostModelConfirmsAnOutlierBeforeTurning,
+// TestCostModelRecoversFromAColdFirstMeasurement).
 type costModel struct {
 	alone, batch   [costBuckets]float64 // seconds per message
 	nAlone, nBatch [costBuckets]int     // observations
-	flushes        int
+	// again is the way to take at the next flush of a size (+1 batch,
+	// -1 alone, 0 the cheaper): to confirm a measurement that turned the
+	// choice, or one of the way not chosen that beat the chosen way.
+	again   [costBuckets]int8
+	flushes int
 }
+
+// costExplore is how often the way not chosen is measured: every
+// costExplore flushes until it has costSettled measurements, or when the
+// two figures are within a factor 2; every costExploreRarely flushes
+// after that.
+const (
+	costExplore       = 32
+	costExploreRarely = 1024
+	costSettled       = 4
+)
 
 const costBuckets = 10 // n in [2^k, 2^(k+1)), k = 0 … 9
 
@@ -148,12 +178,20 @@ func (m *costModel) choose(n int) bool {
 	case m.nBatch[k] == 0:
 		return true
 	}
+	if w := m.again[k]; w != 0 {
+		m.again[k] = 0
+		return w > 0
+	}
 	a, b := m.alone[k], m.batch[k]
 	batch := b < a
+	other := m.nAlone[k] // measurements of the way not chosen
+	if !batch {
+		other = m.nBatch[k]
+	}
 	m.flushes++
-	every := 32
-	if max(a, b) > 2*min(a, b) {
-		every = 1024
+	every := costExplore
+	if max(a, b) > 2*min(a, b) && other >= costSettled {
+		every = costExploreRarely
 	}
 	if m.flushes%every == 0 {
 		batch = !batch
@@ -167,12 +205,26 @@ func (m *costModel) observe(batch bool, n int, d time.Duration) {
 	}
 	k := costBucket(n)
 	per := d.Seconds() / float64(n)
+	own, ownN, other, otherN, way := &m.alone[k], &m.nAlone[k], m.batch[k], m.nBatch[k], int8(-1)
 	if batch {
-		m.batch[k] += costAlpha * (per - m.batch[k])
-		m.nBatch[k]++
+		own, ownN, other, otherN, way = &m.batch[k], &m.nBatch[k], m.alone[k], m.nAlone[k], 1
+	}
+	chosen := *ownN > 0 && *own < other // this way was the cheaper before
+	if *ownN == 0 {
+		*own = per // the first measurement is the figure, not a quarter of it
 	} else {
-		m.alone[k] += costAlpha * (per - m.alone[k])
-		m.nAlone[k]++
+		*own += costAlpha * (per - *own)
+	}
+	*ownN++
+	if otherN == 0 || *own < other {
+		return
+	}
+	// This way's figure is not the cheaper (now): take it again at the
+	// next flush if this measurement beat the other way's figure, or if
+	// this one measurement is what turned the choice (an outlier, a
+	// pause: confirm it before leaving the way for a thousand flushes).
+	if per < other || chosen {
+		m.again[k] = way
 	}
 }
 
