@@ -67,8 +67,10 @@ func TestCostModelChoosesTheCheaperWay(t *testing.T) {
 }
 
 // A cold first measurement (the first append of a new stream) must not
-// send a lone caller's flushes through atomic batches for long. Before
-// the fix the model trusted it for 1,024 flushes at a time.
+// send a lone caller's flushes through atomic batches for long. The
+// model takes a first measurement as the figure; without the exploration
+// every 32 flushes until the other way has four measurements, it kept
+// the dearer way for 1,024 flushes here.
 func TestCostModelRecoversFromAColdFirstMeasurement(t *testing.T) {
 	m := newCostModel()
 	m.observe(false, 2, 20*time.Millisecond) // cold: 10 ms a message
