@@ -36,7 +36,7 @@ short:
 demo:
 	$(GO) run ./cmd/settle demo
 
-# Every benchmark of BENCHMARKS.md in one run (about five minutes): raw
+# Every benchmark of BENCHMARKS.md in one run (about seven minutes): raw
 # JetStream appends (one by one and in atomic batches), Execute at 1, 16, 64
 # and 256 callers, reconciliation, audit and projection against a raw read,
 # the heap with 1M finished intents, and the audit's per-message work
