@@ -127,9 +127,9 @@ type batcher struct {
 // new stream, a cold file), or one slow flush (a GC pause, a slow sync).
 // Were it trusted, the dearer way would be kept until the other is
 // measured again, up to 1,024 flushes later, and a lone intent would pay
-// the batch's staging store all that while (in this session's
-// measurements a lone IntentRecorded and WriteStarted took 0.6–1.2 ms
-// published alone, 3.2–10 ms as an atomic batch). So a first measurement
+// the batch's staging store all that while (measured with fsync always
+// on one disk: a lone IntentRecorded and WriteStarted took 0.6–1.2 ms
+// published alone, 3.2–10 ms as an atomic batch; BENCHMARKS.md). So a first measurement
 // is the figure itself (not a quarter of it, as an EWMA from zero would
 // make it), the way not chosen is measured every 32 flushes until it has
 // four measurements, a measurement that turns the choice is confirmed by
