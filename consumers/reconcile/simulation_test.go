@@ -258,12 +258,18 @@ type simWorker struct {
 }
 
 type sim struct {
-	t       *testing.T
-	seed    uint64
-	rng     *rand.Rand
-	clock   *testharness.ManualClock
-	node    *testharness.Node
-	store   *ledger.Store
+	t     *testing.T
+	seed  uint64
+	rng   *rand.Rand
+	clock *testharness.ManualClock
+	node  *testharness.Node
+	store *ledger.Store
+	// batched is a second store on the same stream whose every append of
+	// two or more messages (an intent and its start) goes as an atomic
+	// batch: one writer and every other worker use it, so the group
+	// commit's batches (refused, split, handed back) race the lone
+	// publishes of the others on the same intents.
+	batched *ledger.Store
 	post    *fakeapi.SocialAPI
 	keyed   *fakeapi.SocialAPI
 	thread  *fakeapi.SocialAPI
@@ -278,6 +284,7 @@ type sim struct {
 	killed       sync.Map // intent id → true: the crash happened once
 	kills        int
 	races        int
+	doubles      int // requests executed by both writers at once
 }
 
 func (s *sim) skewed(offset time.Duration) func() time.Time {
@@ -292,6 +299,11 @@ func newSim(t *testing.T, seed uint64) *sim {
 	var err error
 	s.store, err = ledger.OpenStore(context.Background(), s.node.JS, ledger.DefaultStoreConfig())
 	if err != nil {
+		t.Fatal(err)
+	}
+	bc := ledger.DefaultStoreConfig()
+	bc.BatchMin = 2
+	if s.batched, err = ledger.OpenStore(context.Background(), s.node.JS, bc); err != nil {
 		t.Fatal(err)
 	}
 	clockOpt := fakeapi.WithSocialClock(s.clock.Now)
@@ -342,7 +354,7 @@ func newSim(t *testing.T, seed uint64) *sim {
 			}
 			return nil
 		}
-		p, err := producer.New(s.store, pc, s.routes...)
+		p, err := producer.New(s.storeFor(k), pc, s.routes...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -370,12 +382,20 @@ func (s *sim) newWorker() *simWorker {
 		}
 		return nil
 	}
-	r, err := NewReconciler(s.store, cfg, s.routes...)
+	r, err := NewReconciler(s.storeFor(s.born), cfg, s.routes...)
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	w.r = r
 	return w
+}
+
+// storeFor gives the k-th writer or worker its store: odd ones batch.
+func (s *sim) storeFor(k int) *ledger.Store {
+	if k%2 == 1 {
+		return s.batched
+	}
+	return s.store
 }
 
 // pickBehaviour draws a behaviour by weight.
@@ -425,7 +445,34 @@ func (s *sim) submit(in *simIntent) {
 		}
 		return
 	}
-	res, err := w.Execute(context.Background(), req)
+	var res *producer.Result
+	var err error
+	if s.rng.IntN(4) == 0 {
+		// The caller sends its request twice at once (it retried its own
+		// call to settle): both writers execute it, racing; one effect at
+		// most, and the result that went further is the caller's.
+		s.doubles++
+		var wg sync.WaitGroup
+		var rs [2]*producer.Result
+		var errs [2]error
+		for k, wk := range s.writers[:2] {
+			wg.Add(1)
+			go func() { defer wg.Done(); rs[k], errs[k] = wk.Execute(context.Background(), req) }()
+		}
+		wg.Wait()
+		for k := range rs {
+			if errs[k] != nil && !strings.Contains(errs[k].Error(), "simulated crash") {
+				t.Fatalf("seed %d: execute %s (%s) twice at once, writer %d: %v", s.seed, in.id, in.b.name, k, errs[k])
+			}
+		}
+		k := 0
+		if rs[0] == nil || (rs[1] != nil && rs[1].LastSeq > rs[0].LastSeq) {
+			k = 1
+		}
+		res, err = rs[k], errs[k]
+	} else {
+		res, err = w.Execute(context.Background(), req)
+	}
 	if err != nil && !strings.Contains(err.Error(), "simulated crash") {
 		t.Fatalf("seed %d: execute %s (%s): %v", s.seed, in.id, in.b.name, err)
 	}
@@ -713,8 +760,12 @@ func runSimulation(t *testing.T, seed uint64, n int, tot *simTotals) {
 			}
 		}
 	}
-	t.Logf("world seed=%d intents=%d kills=%d races=%d final={%s} effects/intent max=%d false confirmations=%d unexpected outcomes=%d audit=%s (rerun: go test ./consumers/reconcile -run Simulation -v -args -sim.seed=%d -sim.intents=%d)",
-		seed, n, s.kills, s.races, counts(byState), maxEffects, falseConfirmations, unexpected, verdict, seed, n)
+	bs := s.batched.BatchStats()
+	if bs.Batches == 0 {
+		t.Errorf("seed %d: the batching store committed no atomic batch: the group commit's path was not exercised", seed)
+	}
+	t.Logf("world seed=%d intents=%d kills=%d races=%d doubles=%d batches=%d (refused %d, alone %d) final={%s} effects/intent max=%d false confirmations=%d unexpected outcomes=%d audit=%s (rerun: go test ./consumers/reconcile -run Simulation -v -args -sim.seed=%d -sim.intents=%d)",
+		seed, n, s.kills, s.races, s.doubles, bs.Batches, bs.Refused, bs.Alone, counts(byState), maxEffects, falseConfirmations, unexpected, verdict, seed, n)
 	tot.intents += n
 	tot.kills += s.kills
 	tot.races += s.races
