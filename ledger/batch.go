@@ -496,11 +496,22 @@ func (s *Store) publishAtomic(units []*unit) ([][]uint64, error) {
 	return out, nil
 }
 
-// storeFaults are injected by tests (export_test.go): the next n batch
-// commits are dropped before they are sent, or their acks are lost.
+// storeFaults are injected by tests: the next n batch commits are
+// dropped before they are sent, or their acks are lost.
 type storeFaults struct {
 	dropCommit, loseAck atomic.Int32
 }
+
+// DropBatchCommits makes the next n atomic batches never send their
+// commit (the batch does not land; its ack never comes), as a connection
+// lost mid-batch would. For fault-injection tests (the ledger's own and
+// the seeded simulation); a deployment never calls it.
+func (s *Store) DropBatchCommits(n int32) { s.faults.dropCommit.Store(n) }
+
+// LoseBatchAcks makes the next n committed atomic batches lose their ack
+// (the batch landed; its caller cannot know). For fault-injection tests,
+// as DropBatchCommits.
+func (s *Store) LoseBatchAcks(n int32) { s.faults.loseAck.Store(n) }
 
 func takeFault(c *atomic.Int32) bool {
 	for {

@@ -40,13 +40,6 @@ func (s *Store) AppendUnits(ctx context.Context, route string, evs [][]events.Ev
 	return seqs, errs
 }
 
-// DropBatchCommits makes the next n atomic batches never send their
-// commit (the batch does not land; its ack never comes).
-func (s *Store) DropBatchCommits(n int32) { s.faults.dropCommit.Store(n) }
-
-// LoseBatchAcks makes the next n committed atomic batches lose their ack.
-func (s *Store) LoseBatchAcks(n int32) { s.faults.loseAck.Store(n) }
-
 // Append ids are what tells one Append call's message from another's with
 // the same bytes: they must not repeat.
 func TestAppendIDsAreUniqueAndHeaderSafe(t *testing.T) {

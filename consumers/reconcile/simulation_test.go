@@ -445,6 +445,16 @@ func (s *sim) submit(in *simIntent) {
 		}
 		return
 	}
+	if s.rng.IntN(32) == 0 {
+		// The batching store's next atomic batch loses its commit (the
+		// batch never lands) or its ack (it landed, unknown to its
+		// callers): every unit in it is handed back and settled alone.
+		if s.rng.IntN(2) == 0 {
+			s.batched.DropBatchCommits(1)
+		} else {
+			s.batched.LoseBatchAcks(1)
+		}
+	}
 	var res *producer.Result
 	var err error
 	if s.rng.IntN(4) == 0 {
@@ -761,11 +771,11 @@ func runSimulation(t *testing.T, seed uint64, n int, tot *simTotals) {
 		}
 	}
 	bs := s.batched.BatchStats()
-	if bs.Batches == 0 {
-		t.Errorf("seed %d: the batching store committed no atomic batch: the group commit's path was not exercised", seed)
+	if bs.Batches == 0 || bs.Lost == 0 {
+		t.Errorf("seed %d: the batching store committed %d atomic batches and lost %d: the group commit's paths were not exercised", seed, bs.Batches, bs.Lost)
 	}
-	t.Logf("world seed=%d intents=%d kills=%d races=%d doubles=%d batches=%d (refused %d, alone %d) final={%s} effects/intent max=%d false confirmations=%d unexpected outcomes=%d audit=%s (rerun: go test ./consumers/reconcile -run Simulation -v -args -sim.seed=%d -sim.intents=%d)",
-		seed, n, s.kills, s.races, s.doubles, bs.Batches, bs.Refused, bs.Alone, counts(byState), maxEffects, falseConfirmations, unexpected, verdict, seed, n)
+	t.Logf("world seed=%d intents=%d kills=%d races=%d doubles=%d batches=%d (refused %d, commit or ack lost %d, alone %d) final={%s} effects/intent max=%d false confirmations=%d unexpected outcomes=%d audit=%s (rerun: go test ./consumers/reconcile -run Simulation -v -args -sim.seed=%d -sim.intents=%d)",
+		seed, n, s.kills, s.races, s.doubles, bs.Batches, bs.Refused, bs.Lost, bs.Alone, counts(byState), maxEffects, falseConfirmations, unexpected, verdict, seed, n)
 	tot.intents += n
 	tot.kills += s.kills
 	tot.races += s.races
