@@ -12,6 +12,7 @@ import (
 	"os"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/cockroachdb/errors"
 )
@@ -37,7 +38,18 @@ type CallError struct {
 	StatusCode int
 	Retryable  bool
 	Message    string
+	// RetryAfter is how long the server asked to wait before the next
+	// request (Retry-After in seconds or as an HTTP date, or a route's
+	// declared rate-limit reset header); 0 when it said nothing.
+	RetryAfter time.Duration
 }
+
+// CodeKeyReused is the code of an answer saying the idempotency key was
+// already used with another request (Stripe's idempotency_error, a 422
+// "key reused"): evidence that an earlier request reached the API, never a
+// definite rejection. Such an answer is classified Unknown.
+const CodeKeyReused = "idempotency_key_reused"
+
 
 func (e *CallError) Error() string {
 	if e.StatusCode != 0 {
