@@ -50,7 +50,6 @@ type CallError struct {
 // definite rejection. Such an answer is classified Unknown.
 const CodeKeyReused = "idempotency_key_reused"
 
-
 func (e *CallError) Error() string {
 	if e.StatusCode != 0 {
 		return fmt.Sprintf("%s: %s (HTTP %d)", e.Class, e.Code, e.StatusCode)
