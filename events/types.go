@@ -675,7 +675,17 @@ const (
 	// damaged store, accepted by an operator): what it shows may be older
 	// than what happened, so nothing more is written without a human.
 	ReasonLogEventsLost = "log_events_lost"
+	// ReasonKeyReused: the API answered that the intent's idempotency key
+	// was already used (with other parameters): an earlier request with
+	// the key reached it and may have executed. Never a proven rejection.
+	ReasonKeyReused = "key_reused"
 )
+
+// CodeKeyReused is the outcome code of an answer saying the idempotency key
+// was already used with another request (Stripe's idempotency_error, a 422
+// "key reused"): evidence that an earlier request reached the API, so the
+// attempt's outcome is unknown, never rejected (adapter.CodeKeyReused).
+const CodeKeyReused = "idempotency_key_reused"
 
 // ManualActionRequiredData hands the intent to a human.
 type ManualActionRequiredData struct {

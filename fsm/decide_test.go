@@ -116,6 +116,10 @@ func histories(caps events.Capabilities, pp policyProfile) map[string][]events.E
 		firstWrite(b)
 		b.add(1, &events.WriteRejectedData{Code: "http_rejected", StatusCode: 400})
 	})
+	try("rejected(key reused)", func(b *sb) {
+		firstWrite(b)
+		b.add(1, &events.WriteRejectedData{Code: events.CodeKeyReused, StatusCode: 400, Retryable: true})
+	})
 	try("unknown", unknown)
 	try("unknown(proven)", func(b *sb) {
 		firstWrite(b)
@@ -256,6 +260,10 @@ func checkStepSafe(t *testing.T, label string, i *Intent, now time.Time, s Step)
 		if i.WriteProven {
 			t.Fatalf("%s: a proven write declared not found", label)
 		}
+	}
+	if r := i.LastRejection; i.State == Rejected && r != nil && r.Code == events.CodeKeyReused &&
+		(e.Type == events.RetryClaimed || e.Type == events.ApprovalRequired || e.Type == events.Abandoned) {
+		t.Fatalf("%s: a key-reused answer treated as a rejection: %s", label, e.Type)
 	}
 }
 
@@ -537,5 +545,43 @@ func TestLegacyIntentsStillFold(t *testing.T) {
 	j, _ := Fold(b.h[:5])
 	if s := d.Next(j, capProfiles["status-no-key"], j.UpdatedAt.Add(time.Minute)); s.Event == nil || s.Event.EventType() != events.ManualActionRequired {
 		t.Fatalf("legacy not_found without proof: %+v", s)
+	}
+}
+
+// A WriteRejected saying the key was already used (an adapter that
+// classified it Rejected by mistake, or a log written before the rule) is
+// never a proven rejection: the attempt stays risky, no resend follows,
+// and the intent is handed off with the evidence (defect 25.11).
+func TestKeyReusedRejectionIsNeverProvenNotExecuted(t *testing.T) {
+	d := testDecider()
+	for _, capName := range []string{"search", "status-no-key", "status+key"} {
+		caps := capProfiles[capName]
+		b := newStrict(caps, policyProfile{"auto", "auto", false}).start(1, "")
+		b.add(1, &events.WriteRejectedData{Code: events.CodeKeyReused, StatusCode: 400, Retryable: true, Message: "key reused"})
+		i, err := Fold(b.h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !i.RiskyAttempts() || !i.AnyEffectPossible() {
+			t.Fatalf("%s: a key-reused answer left the attempt proven not executed", capName)
+		}
+		for _, after := range []time.Duration{0, time.Hour, 48 * time.Hour} {
+			s := d.Next(i, caps, i.UpdatedAt.Add(after))
+			m, ok := s.Event.(*events.ManualActionRequiredData)
+			if s.Kind != StepAppend || !ok || m.Reason != events.ReasonKeyReused || len(m.Evidence.Attempts) != 1 {
+				t.Fatalf("%s +%s: %s %+v, want a hand-off %s", capName, after, s.Kind, s.Event, events.ReasonKeyReused)
+			}
+			checkStepSafe(t, capName, i, i.UpdatedAt.Add(after), s)
+		}
+		// Appending around the decision: a claim is a retry after an
+		// attempt that may have executed and needs a dedup proof.
+		b.add(0, &events.RetryClaimedData{Owner: "me", LeaseUntil: b.at.Add(time.Minute), Attempt: 2})
+		_, err = Fold(b.h)
+		if caps.IdempotencyKey && err != nil {
+			t.Fatalf("%s: a claim inside the key's retention refused: %v", capName, err)
+		}
+		if !caps.IdempotencyKey && !caps.SearchAuthoritative && (err == nil || !strings.Contains(err.Error(), "dedup proof")) {
+			t.Fatalf("%s: a resend without a dedup proof accepted: %v", capName, err)
+		}
 	}
 }

@@ -59,7 +59,14 @@ type Attempt struct {
 // Risky reports whether the attempt may have executed: it is open, or it
 // ended in anything but a proven rejection, and no authoritative search
 // has cleared it since.
-func (a Attempt) Risky() bool { return a.Outcome != events.WriteRejected && !a.Cleared }
+func (a Attempt) Risky() bool { return !a.provenNotExecuted() && !a.Cleared }
+
+// provenNotExecuted: the attempt ended in a proven rejection. A rejection
+// saying the key was already used is not one (an earlier request with the
+// key reached the API), whoever recorded it so.
+func (a Attempt) provenNotExecuted() bool {
+	return a.Outcome == events.WriteRejected && a.Code != events.CodeKeyReused
+}
 
 // Claim is a won RetryClaimed whose attempt has not started.
 type Claim struct {
@@ -185,7 +192,7 @@ func (i *Intent) RiskyAttempts() bool {
 // proves absence in a window, not forever).
 func (i *Intent) AnyEffectPossible() bool {
 	for _, a := range i.Attempts {
-		if a.Outcome != events.WriteRejected {
+		if !a.provenNotExecuted() {
 			return true
 		}
 	}

@@ -537,6 +537,16 @@ func Classify(intent *fsm.Intent, attemptID string, res adapter.WriteResult, err
 	}
 	var ce *adapter.CallError
 	if errors.As(err, &ce) {
+		if ce.Code == adapter.CodeKeyReused {
+			// The key was already used: an earlier request with it
+			// reached the API and may have executed. Whatever class the
+			// adapter gave the answer, it proves nothing was done.
+			msg := ce.Message
+			if msg == "" {
+				msg = "the API says the idempotency key was already used: an earlier request with it reached the API"
+			}
+			return &events.OutcomeUnknownData{Code: adapter.CodeKeyReused, Message: msg, StatusCode: ce.StatusCode}
+		}
 		switch ce.Class {
 		case adapter.NotSent:
 			// Never sent, so nothing executed; whether sending again can
