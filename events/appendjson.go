@@ -532,6 +532,10 @@ func (d *IntentRecordedData) appendJSON(b []byte) ([]byte, bool) {
 		b = append(b, `,"caps":`...)
 		b = d.Caps.appendJSON(b)
 	}
+	if d.Rules != 0 {
+		b = append(b, `,"rules":`...)
+		b = strconv.AppendInt(b, int64(d.Rules), 10)
+	}
 	return append(b, '}'), true
 }
 
@@ -539,7 +543,7 @@ func (d *IntentRecordedData) jsonSizeHint() int {
 	if d == nil {
 		return 4
 	}
-	n := 440 + len(d.Tenant) + len(d.Route) + len(d.Account) + len(d.RequestID) + len(d.IdempotencyKey) +
+	n := 452 + len(d.Tenant) + len(d.Route) + len(d.Account) + len(d.RequestID) + len(d.IdempotencyKey) +
 		len(d.ParentExternalID) + len(d.Payload) + len(d.PayloadSHA256) + len(d.Canon)
 	if !d.ExpiresAt.IsZero() {
 		n += 50

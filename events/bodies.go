@@ -538,7 +538,7 @@ func (r *bodyReader) attemptRef(a *AttemptRef) {
 }
 
 var intentRecordedKeys = []string{"tenant", "route", "account", "request_id", "idempotency_key", "parent_external_id",
-	"payload", "payload_sha256", "canon", "planned_at", "expires_at", "policy", "caps"}
+	"payload", "payload_sha256", "canon", "planned_at", "expires_at", "policy", "caps", "rules"}
 
 func (r *bodyReader) intentRecorded(d *IntentRecordedData) {
 	r.open()
@@ -571,6 +571,8 @@ func (r *bodyReader) intentRecorded(d *IntentRecordedData) {
 		case 12:
 			d.Caps = new(Capabilities)
 			r.capabilities(d.Caps)
+		case 13:
+			d.Rules = r.int()
 		}
 	}
 }

@@ -350,7 +350,18 @@ type IntentRecordedData struct {
 	// intent recorded without them (before settle 0.2) is judged by the
 	// earlier, weaker guards so that old logs still fold.
 	Caps *Capabilities `json:"caps,omitempty"`
+	// Rules is the version of the safety rules the guards hold the intent
+	// to (CurrentRules for an intent recorded now). An intent recorded
+	// under earlier rules (0) folds under them, so old logs stay readable;
+	// the decision function applies the current rules to every intent.
+	Rules int `json:"rules,omitempty"`
 }
+
+// CurrentRules is the version of the guards' safety rules this version
+// records intents under. 1 adds: a retry's claim leaves the idempotency
+// key valid through the attempt that follows it (lease + attempt deadline
+// + clock skew).
+const CurrentRules = 1
 
 func (*IntentRecordedData) EventType() Type { return IntentRecorded }
 func (d *IntentRecordedData) Validate() error {
@@ -385,6 +396,9 @@ func (d *IntentRecordedData) Validate() error {
 	}
 	if err := requiredTime("data.planned_at", d.PlannedAt); err != nil {
 		return err
+	}
+	if d.Rules < 0 {
+		return &FieldError{Field: "data.rules", Reason: "must not be negative"}
 	}
 	return d.Policy.Validate("data.policy.")
 }

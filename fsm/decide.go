@@ -359,11 +359,13 @@ func (d Decider) retry(i *Intent, caps events.Capabilities, now time.Time) Step 
 	if p.Retry == events.PolicyNever {
 		return manual(events.ReasonRetryNever, "proven not executed; the route never retries automatically")
 	}
-	var keyValid time.Time
+	var keyValid, claimBy time.Time
 	if i.RiskyAttempts() {
 		// An attempt may have executed and no authoritative search has
-		// cleared it: only the idempotency key can make a retry safe.
+		// cleared it: only the idempotency key can make a retry safe, and
+		// only while it stays valid through the attempt the claim allows.
 		keyValid = i.keyValidUntil(caps)
+		claimBy = ClaimBy(i, keyValid)
 		switch {
 		case keyValid.IsZero() && caps.IdempotencyKey:
 			return manual(events.ReasonKeyRetentionExpired, "the idempotency key's retention cannot be established: a retry could execute twice")
@@ -371,6 +373,8 @@ func (d Decider) retry(i *Intent, caps events.Capabilities, now time.Time) Step 
 			return manual(events.ReasonNoDedupProof, "not found, but nothing proves a retry cannot duplicate the write: the route has no idempotency key and no authoritative search ("+string(i.NotFoundBy)+")")
 		case !now.Before(keyValid):
 			return manual(events.ReasonKeyRetentionExpired, "the idempotency key's retention has passed: a retry could execute twice")
+		case !now.Before(claimBy):
+			return manual(events.ReasonKeyRetentionExpired, "the idempotency key's retention ends before a retry's attempt could: the attempt could reach the API after the key expired and execute twice")
 		}
 	}
 	if p.Retry == events.PolicyApproval && i.State != ApprovedState {
@@ -379,8 +383,8 @@ func (d Decider) retry(i *Intent, caps events.Capabilities, now time.Time) Step 
 		return s
 	}
 	lease := now.Add(d.Lease)
-	if !keyValid.IsZero() && keyValid.Before(lease) {
-		lease = keyValid
+	if !claimBy.IsZero() && claimBy.Before(lease) {
+		lease = claimBy
 	}
 	if exp := i.Recorded.ExpiresAt; !exp.IsZero() && exp.Before(lease) {
 		lease = exp
@@ -449,6 +453,19 @@ func (i *Intent) keyValidUntil(c events.Capabilities) time.Time {
 		return time.Time{}
 	}
 	return i.Attempts[0].StartedAt.Add(retention - p.RetentionMargin.D() - p.ClockSkew.D())
+}
+
+// ClaimBy is the latest end of a retry claim's lease whose attempt still
+// reaches the API while the idempotency key, valid until keyValid, holds:
+// an attempt starts before its claim's lease ends and may reach the API
+// until its deadline (the policy's attempt deadline) plus the clock-skew
+// allowance. Zero when keyValid is zero.
+func ClaimBy(i *Intent, keyValid time.Time) time.Time {
+	if keyValid.IsZero() {
+		return time.Time{}
+	}
+	p := i.Recorded.Policy
+	return keyValid.Add(-p.AttemptDeadline.D() - p.ClockSkew.D())
 }
 
 // AttemptRefs lists the intent's attempts for evidence.

@@ -49,6 +49,7 @@ func newStrict(caps events.Capabilities, pp policyProfile) *sb {
 	d := e.Data.(*events.IntentRecordedData)
 	c := caps
 	d.Caps = &c
+	d.Rules = events.CurrentRules
 	if pp.expires {
 		d.ExpiresAt = t0.Add(10 * time.Minute)
 	}
@@ -199,7 +200,7 @@ func TestDecisionTableEveryStateCapabilityPolicy(t *testing.T) {
 					t.Fatal(err)
 				}
 				statesSeen[i.State] = true
-				for _, dt := range []time.Duration{0, 30 * time.Second, 3 * time.Minute, 20 * time.Minute, 2 * time.Hour, 48 * time.Hour} {
+				for _, dt := range []time.Duration{0, 30 * time.Second, 3 * time.Minute, 9*time.Minute + 30*time.Second, 20 * time.Minute, 2 * time.Hour, 48 * time.Hour} {
 					rows++
 					now := i.UpdatedAt.Add(dt)
 					label := fmt.Sprintf("%s/%s/%+v/+%s", name, capName, pp, dt)
@@ -252,8 +253,10 @@ func checkStepSafe(t *testing.T, label string, i *Intent, now time.Time, s Step)
 		}
 		if e.Type == events.RetryClaimed && i.RiskyAttempts() {
 			kv := i.KeyValidUntil()
-			if kv.IsZero() || !s.Event.(*events.RetryClaimedData).LeaseUntil.After(now) || s.Event.(*events.RetryClaimedData).LeaseUntil.After(kv) {
-				t.Fatalf("%s: a retry without a dedup proof (key valid until %s)", label, kv)
+			lease := s.Event.(*events.RetryClaimedData).LeaseUntil
+			attemptBy := lease.Add(i.Recorded.Policy.AttemptDeadline.D() + i.Recorded.Policy.ClockSkew.D())
+			if kv.IsZero() || !lease.After(now) || attemptBy.After(kv) {
+				t.Fatalf("%s: a retry without a dedup proof: its attempt may reach the API until %s, the key is valid until %s", label, attemptBy, kv)
 			}
 		}
 	case events.SearchWindowElapsed, events.StatusNotFound:
@@ -583,5 +586,55 @@ func TestKeyReusedRejectionIsNeverProvenNotExecuted(t *testing.T) {
 		if !caps.IdempotencyKey && !caps.SearchAuthoritative && (err == nil || !strings.Contains(err.Error(), "dedup proof")) {
 			t.Fatalf("%s: a resend without a dedup proof accepted: %v", capName, err)
 		}
+	}
+}
+
+// A retry's claim needs the key valid for the attempt that follows it, not
+// only for the claim: its lease plus the attempt deadline plus the clock
+// skew allowance ends before the key's validity (defect 25.9: retention
+// bounded the claim, so a retry claimed near the key's end could reach
+// the API after the key expired).
+func TestRetryClaimCoversTheAttempt(t *testing.T) {
+	d := testDecider()
+	caps := capProfiles["status+short-key"] // 10 minutes, no margin
+	h := histories(caps, policyProfile{"auto", "auto", false})["not_found(status)"]
+	i, err := Fold(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := i.Recorded.Policy
+	kv := i.KeyValidUntil()
+	attempt := p.AttemptDeadline.D() + p.ClockSkew.D()
+	// Early enough: a claim whose lease leaves room for the attempt.
+	s := d.Next(i, caps, kv.Add(-attempt-10*time.Second))
+	c, ok := s.Event.(*events.RetryClaimedData)
+	if !ok || c.LeaseUntil.Add(attempt).After(kv) {
+		t.Fatalf("claim %+v: its attempt may reach the API after the key's validity %s", s.Event, kv)
+	}
+	// Too late for an attempt, though the key is still valid: hand off.
+	for _, before := range []time.Duration{attempt, attempt / 2, time.Second} {
+		s := d.Next(i, caps, kv.Add(-before))
+		m, ok := s.Event.(*events.ManualActionRequiredData)
+		if !ok || m.Reason != events.ReasonKeyRetentionExpired {
+			t.Fatalf("%s before the key's end: %s %+v, want a hand-off %s", before, s.Kind, s.Event, events.ReasonKeyRetentionExpired)
+		}
+	}
+	// The guard holds the rule for intents recorded under it, and keeps
+	// the earlier one for older intents (old logs still fold).
+	late := func(rules int) error {
+		hh := append([]events.Event(nil), h...)
+		rec := *hh[0].Data.(*events.IntentRecordedData)
+		rec.Rules = rules
+		hh[0].Data = &rec
+		hh = append(hh, events.New(hh[0].IntentID, uint64(len(hh)+1), kv.Add(-attempt), "me", "",
+			&events.RetryClaimedData{Owner: "me", LeaseUntil: kv.Add(-time.Second), Attempt: 2}))
+		_, err := Fold(hh)
+		return err
+	}
+	if err := late(events.CurrentRules); err == nil || !strings.Contains(err.Error(), "attempt") {
+		t.Fatalf("a claim whose attempt outlives the key: %v", err)
+	}
+	if err := late(0); err != nil {
+		t.Fatalf("an intent recorded under the earlier rules: %v", err)
 	}
 }

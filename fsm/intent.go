@@ -496,6 +496,9 @@ func (i *Intent) strictGuard(e events.Event) error {
 			if d.LeaseUntil.After(kv) {
 				return errors.New("a retry needs a dedup proof: the claim's lease outlives the idempotency key's retention")
 			}
+			if i.Recorded.Rules >= 1 && d.LeaseUntil.After(ClaimBy(i, kv)) {
+				return errors.New("a retry needs a dedup proof: the claim's lease plus the attempt deadline and the clock-skew allowance outlive the idempotency key's retention (the attempt could reach the API after the key expired)")
+			}
 		}
 	case *events.SearchWindowElapsedData, *events.StatusNotFoundData:
 		if i.WriteProven {

@@ -249,7 +249,7 @@ func (p *Producer) prepare(req Request) (*prepared, error) {
 		Tenant: req.Tenant, Route: req.Route, Account: req.Account, RequestID: req.RequestID,
 		IdempotencyKey: events.IdempotencyKey(id), ParentExternalID: req.ParentExternalID,
 		Payload: canon, PayloadSHA256: sum, Canon: events.CanonV1,
-		PlannedAt: planned.UTC(), ExpiresAt: req.ExpiresAt.UTC(), Policy: route.Policy, Caps: &caps,
+		PlannedAt: planned.UTC(), ExpiresAt: req.ExpiresAt.UTC(), Policy: route.Policy, Caps: &caps, Rules: events.CurrentRules,
 	}}
 	// The payload is frozen into IntentRecorded: refuse it now if that
 	// event could not be decoded again, before anything is recorded or
