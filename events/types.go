@@ -693,6 +693,13 @@ const (
 	// was already used (with other parameters): an earlier request with
 	// the key reached it and may have executed. Never a proven rejection.
 	ReasonKeyReused = "key_reused"
+	// ReasonWrittenModified: an object whose correlation marker names the
+	// intent (and whose author is its account) is this intent's effect,
+	// but it differs from the intent (edited after the write, or its text
+	// rewritten by the API). It is never written again; a receipt needs
+	// every check passing, so a human decides (OperatorConfirmed records
+	// it as the intent's effect).
+	ReasonWrittenModified = "written_modified"
 )
 
 // CodeKeyReused is the outcome code of an answer saying the idempotency key

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -522,10 +523,21 @@ type Candidate struct {
 	Resembles     bool
 }
 
+// MarkedOurs reports a candidate whose correlation marker names this
+// intent on a route that writes one, by the intent's account (the
+// account's immutable id): an effect of this intent, whatever its payload,
+// parent or creation time say. (A marker quoted by another author is not
+// proof: that candidate is at most a near match.)
+func MarkedOurs(i *Intent, caps events.Capabilities, c Candidate) bool {
+	return caps.Correlation && c.CorrelationID == i.ID && c.AuthorID == i.Recorded.Account
+}
+
 // Match compares a candidate with the intent's identity: author (the
 // account's immutable id), canonical payload digest, parent, the
 // correlation marker on routes that write one, and the creation time (an
-// object older than the first attempt is never ours).
+// object older than the first attempt is never ours — unless its marker
+// names this intent: only our write can carry it, so a creation time
+// that looks older says the API's clock is behind ours).
 func Match(i *Intent, caps events.Capabilities, c Candidate) events.CandidateRef {
 	ref := events.CandidateRef{ExternalID: c.ExternalID, LiveURL: c.LiveURL, CreatedAt: c.CreatedAt}
 	if c.AuthorID != i.Recorded.Account {
@@ -540,7 +552,7 @@ func Match(i *Intent, caps events.Capabilities, c Candidate) events.CandidateRef
 	if caps.Correlation && c.CorrelationID != i.ID {
 		ref.Mismatch = append(ref.Mismatch, "correlation")
 	}
-	if i.PreExisting(c.CreatedAt) {
+	if i.PreExisting(c.CreatedAt) && !(caps.Correlation && c.CorrelationID == i.ID) {
 		ref.Mismatch = append(ref.Mismatch, "pre_existing")
 	}
 	ref.Match = len(ref.Mismatch) == 0
@@ -599,16 +611,21 @@ func boundRefs(refs []events.CandidateRef, max int) ([]events.CandidateRef, int)
 
 // ConcludeSearch turns one search's candidates (those of the intent's
 // window) into the event that ends the ReconcileStarted step: 1 exact match
-// → CandidateFound; 2+ → ManualActionRequired{duplicate_exact_matches}; 0
-// while the window is open → CheckDeferred; 0 after it → a near match
-// hands off, otherwise SearchWindowElapsed.
+// → CandidateFound; 2+ → ManualActionRequired{duplicate_exact_matches}; a
+// candidate our marker names that is not exact (edited, rewritten, moved)
+// → ManualActionRequired{written_modified} at once, never a retry; 0 while
+// the window is open → CheckDeferred; 0 after it → a near match hands off,
+// otherwise SearchWindowElapsed.
 func (d Decider) ConcludeSearch(i *Intent, caps events.Capabilities, now time.Time, cands []Candidate) events.Data {
 	refs := make([]events.CandidateRef, len(cands))
-	var exact []int
+	var exact, ours []int
 	for k, c := range cands {
 		refs[k] = Match(i, caps, c)
 		if refs[k].Match {
 			exact = append(exact, k)
+		}
+		if MarkedOurs(i, caps, c) {
+			ours = append(ours, k) // every exact match on a marker route
 		}
 	}
 	shown, omitted := boundRefs(refs, d.MaxCandidates)
@@ -616,6 +633,10 @@ func (d Decider) ConcludeSearch(i *Intent, caps events.Capabilities, now time.Ti
 		return events.Evidence{Candidates: shown, CandidatesOmitted: omitted, Attempts: AttemptRefs(i), Queried: []string{"search by account and window"}}
 	}
 	switch {
+	case len(ours) > 1 && len(exact) <= 1:
+		return &events.ManualActionRequiredData{Reason: events.ReasonDuplicateExactMatches, Owner: "operators",
+			Message:  fmt.Sprintf("%d objects of this account carry this intent's marker: the write executed more than once; nothing was picked or deleted", len(ours)),
+			Evidence: evidence()}
 	case len(exact) == 1:
 		c := cands[exact[0]]
 		if c.ExternalID == "" {
@@ -628,6 +649,12 @@ func (d Decider) ConcludeSearch(i *Intent, caps events.Capabilities, now time.Ti
 		return &events.ManualActionRequiredData{Reason: events.ReasonDuplicateExactMatches, Owner: "operators",
 			Message:  fmt.Sprintf("%d exact matches: the write executed more than once; nothing was picked or deleted", len(exact)),
 			Evidence: evidence()}
+	case len(ours) == 1:
+		ev := evidence()
+		ev.Unverified = []string{"whether object " + cands[ours[0]].ExternalID + " as it stands (" + strings.Join(refs[ours[0]].Mismatch, ", ") + " differ) is the intended effect"}
+		return &events.ManualActionRequiredData{Reason: events.ReasonWrittenModified, Owner: "operators",
+			Message:  "an object carrying this intent's marker differs from the intent (edited after the write, or rewritten by the API): it is this intent's effect and is never written again",
+			Evidence: ev}
 	}
 	from, to := Window(i)
 	if now.Before(to) {
@@ -784,12 +811,22 @@ func (d Decider) ConcludeReadback(i *Intent, caps events.Capabilities, now time.
 	if caps.Correlation {
 		checks = append(checks, events.Check{Name: "correlation", OK: o.CorrelationID == i.ID, Detail: "marker names " + quoteOrNone(o.CorrelationID)})
 	}
-	if i.PreExisting(o.CreatedAt) {
+	if slices.Contains(ref.Mismatch, "pre_existing") {
 		checks = append(checks, events.Check{Name: "created", Detail: "created " + o.CreatedAt.UTC().Format(time.RFC3339) + ", before the first attempt"})
 	}
 	extID := o.ExternalID
 	if extID == "" {
 		extID = i.ExternalID
+	}
+	if MarkedOurs(i, caps, o) && (slices.Contains(ref.Mismatch, "payload") || slices.Contains(ref.Mismatch, "parent")) {
+		// Our own effect, changed since: the search path's rule.
+		ref.ExternalID = extID
+		ev := d.handoff(i, events.ReasonWrittenModified,
+			"the object carrying this intent's marker differs from the intent (edited after the write, or rewritten by the API): it is this intent's effect and is never written again", caps)
+		ev.Evidence.Candidates = []events.CandidateRef{ref}
+		ev.Evidence.Checks = checks
+		ev.Evidence.Unverified = []string{"whether object " + extID + " as it stands (" + strings.Join(ref.Mismatch, ", ") + " differ) is the intended effect"}
+		return ev
 	}
 	return conclude(i, extID, liveURL, checks, now)
 }

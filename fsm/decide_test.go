@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -636,5 +637,99 @@ func TestRetryClaimCoversTheAttempt(t *testing.T) {
 	}
 	if err := late(0); err != nil {
 		t.Fatalf("an intent recorded under the earlier rules: %v", err)
+	}
+}
+
+// A candidate whose correlation marker names this intent (by the intent's
+// account) is an effect of ours: never a retry, whatever its payload, its
+// creation time or the pre-existing rule says (defects 25.1 and 25.3). A
+// drifted payload is handed off as written_modified with the candidate,
+// on the search path and on the readback path alike.
+func TestMarkerNamesThisIntent(t *testing.T) {
+	d := testDecider()
+	caps := capProfiles["search+marker"]
+	auto := policyProfile{"auto", "auto", false}
+	i, err := Fold(histories(caps, auto)["reconciling(mine)"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, to := Window(i)
+	open, closed := i.UpdatedAt, to.Add(time.Second)
+	edited := func(c *Candidate) { c.PayloadSHA256 = "x" }
+	early := func(c *Candidate) { c.CreatedAt = i.Attempts[0].StartedAt.Add(-10 * time.Second) }
+	both := func(c *Candidate) { edited(c); early(c) }
+	cases := []struct {
+		name   string
+		now    time.Time
+		cands  []Candidate
+		want   events.Type
+		reason string
+	}{
+		{"edited, window open", open, []Candidate{cand(i, edited)}, events.ManualActionRequired, events.ReasonWrittenModified},
+		{"edited, window closed", closed, []Candidate{cand(i, edited)}, events.ManualActionRequired, events.ReasonWrittenModified},
+		{"edited and early", closed, []Candidate{cand(i, both)}, events.ManualActionRequired, events.ReasonWrittenModified},
+		{"moved to another parent", closed, []Candidate{cand(i, func(c *Candidate) { c.ParentID = "p_other" })}, events.ManualActionRequired, events.ReasonWrittenModified},
+		{"API clock behind: looks pre-existing", open, []Candidate{cand(i, early)}, events.CandidateFound, ""},
+		{"API clock behind, window closed", closed, []Candidate{cand(i, early)}, events.CandidateFound, ""},
+		{"ours twice", open, []Candidate{cand(i, nil), cand(i, func(c *Candidate) { edited(c); c.ExternalID = "p_8" })}, events.ManualActionRequired, events.ReasonDuplicateExactMatches},
+		{"our marker quoted by another author", closed, []Candidate{cand(i, func(c *Candidate) { c.AuthorID = "u_other" })}, events.ManualActionRequired, events.ReasonNearMatch},
+		{"ours beside a quote by another author", open, []Candidate{cand(i, nil), cand(i, func(c *Candidate) { c.AuthorID, c.ExternalID = "u_other", "p_8" })}, events.CandidateFound, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ev := d.ConcludeSearch(i, caps, c.now, c.cands)
+			if ev.EventType() != c.want {
+				t.Fatalf("got %s %+v, want %s", ev.EventType(), ev, c.want)
+			}
+			if m, ok := ev.(*events.ManualActionRequiredData); ok {
+				if m.Reason != c.reason || len(m.Evidence.Candidates) == 0 {
+					t.Fatalf("reason %q, evidence %+v", m.Reason, m.Evidence)
+				}
+			}
+			if err := i.Clone().Apply(events.New(i.ID, i.Version+1, c.now, "me", "", ev)); err != nil {
+				t.Fatalf("guards refuse the conclusion: %v", err)
+			}
+		})
+	}
+	// The readback path agrees with the search path.
+	v, err := Fold(histories(caps, auto)["verifying(found)"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := func(mod func(*Candidate)) Readback {
+		c := cand(v, func(c *Candidate) { c.LiveURL, c.ExternalID = "https://x/p_1", v.ExternalID })
+		if mod != nil {
+			mod(&c)
+		}
+		return Readback{Found: true, Object: c, ProbeStatus: 200}
+	}
+	now := v.UpdatedAt
+	if ev := d.ConcludeReadback(v, caps, now, obj(func(c *Candidate) { c.CreatedAt = v.Attempts[0].StartedAt.Add(-10 * time.Second) })); ev.EventType() != events.ReadbackPassed {
+		t.Fatalf("our object, API clock behind: %+v", ev)
+	} else if err := v.Clone().Apply(events.New(v.ID, v.Version+1, now, "me", "", ev)); err != nil {
+		t.Fatal(err)
+	}
+	for name, mod := range map[string]func(*Candidate){"edited": func(c *Candidate) { c.PayloadSHA256 = "x" }, "moved": func(c *Candidate) { c.ParentID = "p_other" }} {
+		ev := d.ConcludeReadback(v, caps, now, obj(mod))
+		m, ok := ev.(*events.ManualActionRequiredData)
+		if !ok || m.Reason != events.ReasonWrittenModified || len(m.Evidence.Candidates) != 1 || len(m.Evidence.Checks) == 0 {
+			t.Fatalf("%s: %T %+v, want a hand-off %s", name, ev, ev, events.ReasonWrittenModified)
+		}
+		if err := v.Clone().Apply(events.New(v.ID, v.Version+1, now, "me", "", ev)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An object whose marker names another intent, or none, fails its
+	// check as before.
+	if ev, ok := d.ConcludeReadback(v, caps, now, obj(func(c *Candidate) { c.CorrelationID = "in_other"; c.PayloadSHA256 = "x" })).(*events.ReadbackFailedData); !ok || !slices.Contains(ev.Failed, "correlation") {
+		t.Fatalf("a foreign marker read back: %+v", ev)
+	}
+	// The guard accepts our marked candidate however early it looks.
+	b := newStrict(caps, auto)
+	h := histories(caps, auto)["reconciling(mine)"]
+	b.h, b.at = append([]events.Event(nil), h...), h[len(h)-1].At
+	b.add(0, &events.CandidateFoundData{ExternalID: "p_1", Source: "search", CreatedAt: t0.Add(-time.Minute), CorrelationID: b.id()})
+	if _, err := Fold(b.h); err != nil {
+		t.Fatalf("our marked candidate refused: %v", err)
 	}
 }

@@ -505,7 +505,8 @@ func (i *Intent) strictGuard(e events.Event) error {
 			return errors.New("an attempt was proven written: it is never not_found")
 		}
 	case *events.CandidateFoundData:
-		if i.PreExisting(d.CreatedAt) {
+		marked := i.Caps().Correlation && d.CorrelationID == i.ID
+		if i.PreExisting(d.CreatedAt) && !marked {
 			return errors.New("the candidate was created before the intent's first attempt: it cannot be our effect")
 		}
 		if i.Caps().Correlation && d.Source != "response" && d.CorrelationID != i.ID {

@@ -142,13 +142,22 @@ func (r *Reconciler) candidates(ctx context.Context, i *fsm.Intent, route adapte
 	}
 	out := make([]adapter.Record, 0, len(recs))
 	for _, rec := range recs {
-		if !rec.CreatedAt.IsZero() && (rec.CreatedAt.Before(from) || rec.CreatedAt.After(to)) {
+		// A record whose marker names this intent is ours whatever its
+		// creation time says (the API's clock may be off): never dropped.
+		ours := rec.CorrelationID != "" && rec.CorrelationID == i.ID
+		if !ours && !rec.CreatedAt.IsZero() && (rec.CreatedAt.Before(from) || rec.CreatedAt.After(to)) {
 			continue
 		}
 		if rec.Partial {
 			r.readCalls.add(1)
 			full, err := ad.Get(ctx, rec.ExternalID)
 			if errors.Is(err, adapter.ErrNotFound) {
+				if ours {
+					// Listed with our marker, gone since: still proof that
+					// our write landed (its payload unread: handed off).
+					rec.Payload = nil
+					out = append(out, rec)
+				}
 				continue
 			}
 			if err != nil {

@@ -1,0 +1,203 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/adapter"
+	"github.com/settle-dev/settle/adapter/httproute"
+	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fakeapi"
+	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
+	"github.com/settle-dev/settle/producer"
+	"github.com/settle-dev/settle/testharness"
+)
+
+// The decision rules of issue 25 (the edges of exactly once), end to end:
+// a real embedded nats-server, the producer and a reconciler, the shipped
+// example route files (or a route wrapped to show one API habit), and the
+// providers' fakes over real HTTP, on one manual clock. The fakes count
+// effects.
+
+// edge is one route's world.
+type edge struct {
+	t     *testing.T
+	node  *testharness.Node
+	clock *testharness.ManualClock
+	route adapter.Route
+	store *ledger.Store
+	prod  *producer.Producer
+	rec   *Reconciler
+}
+
+// exampleRoute builds the only route of a shipped example file.
+func exampleRoute(t *testing.T, file string, env map[string]string, now func() time.Time) adapter.Route {
+	t.Helper()
+	raw, err := os.ReadFile("../../examples/routes/" + file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgs, err := httproute.Parse(raw, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgs[0].Now = now
+	route, err := httproute.Build(cfgs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return route
+}
+
+func newEdge(t *testing.T, clock *testharness.ManualClock, route adapter.Route) *edge {
+	t.Helper()
+	n := testharness.StartNode(t)
+	store, err := ledger.OpenStore(context.Background(), n.JS, ledger.DefaultStoreConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := producer.DefaultConfig()
+	pc.Now, pc.Actor = clock.Now, "writer"
+	prod, err := producer.New(store, pc, route)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &edge{t: t, node: n, clock: clock, route: route, store: store, prod: prod}
+	w.rec = w.reconciler(route)
+	return w
+}
+
+// reconciler returns a worker over the edge's log serving route (the
+// edge's own, or an edited one of the same name).
+func (w *edge) reconciler(route adapter.Route) *Reconciler {
+	w.t.Helper()
+	rc := DefaultConfig()
+	rc.Worker, rc.Now = "worker-1", w.clock.Now
+	rc.Recheck, rc.MaxRecheck = 30*time.Second, 4*time.Minute
+	rc.Rand = rand.New(rand.NewPCG(25, 25))
+	rc.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	r, err := NewReconciler(w.store, rc, route)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return r
+}
+
+func (w *edge) execute(requestID, account, parent, payload string) *producer.Result {
+	w.t.Helper()
+	res, err := w.prod.Execute(context.Background(), producer.Request{Route: w.route.Name, Account: account,
+		RequestID: requestID, ParentExternalID: parent, Payload: json.RawMessage(payload)})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return res
+}
+
+// settle steps the intent with r until it is done, moving the clock over
+// every wait.
+func (w *edge) settle(r *Reconciler, intentID string) *fsm.Intent {
+	w.t.Helper()
+	for k := 0; k < 300; k++ {
+		res, err := r.Step(context.Background(), w.route.Name, intentID)
+		if err != nil {
+			w.t.Fatalf("step %d: %v; history %v", k, err, w.types(intentID))
+		}
+		if res.Done {
+			return w.intent(intentID)
+		}
+		if res.Wait > 0 {
+			w.clock.Advance(res.Wait)
+		}
+	}
+	w.t.Fatalf("intent %s did not settle in 300 steps: %v", intentID, w.types(intentID))
+	return nil
+}
+
+func (w *edge) history(intentID string) []events.Event {
+	w.t.Helper()
+	h, err := w.store.Load(context.Background(), w.route.Name, intentID)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return h.Events
+}
+
+func (w *edge) intent(intentID string) *fsm.Intent {
+	w.t.Helper()
+	i, err := fsm.Fold(w.history(intentID))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return i
+}
+
+func (w *edge) types(intentID string) []events.Type {
+	var out []events.Type
+	for _, e := range w.history(intentID) {
+		out = append(out, e.Type)
+	}
+	return out
+}
+
+func githubEdge(t *testing.T, apiClock func() time.Time) (*edge, *fakeapi.GitHubAPI) {
+	t.Helper()
+	clock := testharness.NewManualClock(t0)
+	if apiClock == nil {
+		apiClock = clock.Now
+	}
+	api := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubClock(func() time.Time { return apiClock() }))
+	env := map[string]string{"GITHUB_API_URL": api.URL(), "GITHUB_REPOSITORY": "octo-org/hello-world", "GITHUB_TOKEN": api.Token()}
+	return newEdge(t, clock, exampleRoute(t, "github_comments.yaml", env, clock.Now)), api
+}
+
+// 25.1: our own comment, edited (a typo fixed) after the write whose
+// response was lost and before the first search, keeps its marker: it is
+// an effect of this intent, never written again; the drift is handed to a
+// human (written_modified) with the comment as evidence.
+func TestEdgeOwnWriteEditedIsNeverWrittenAgain(t *testing.T) {
+	w, api := githubEdge(t, nil)
+	api.Next(fakeapi.CommitThenDrop())
+	res := w.execute("deploy-1", api.UserID(), "7", `{"body":"Build #42 pased"}`)
+	if res.State != fsm.Unknown || api.Effects() != 1 {
+		t.Fatalf("after the write: %s, %d effects", res.State, api.Effects())
+	}
+	c := api.Comments()[0]
+	w.clock.Advance(5 * time.Second)
+	if !api.Edit(c.ID, "Build #42 passed"+"\n\n<!-- settle:"+res.IntentID+" -->") {
+		t.Fatal("edit")
+	}
+	i := w.settle(w.rec, res.IntentID)
+	if api.Effects() != 1 || api.Writes() != 1 {
+		t.Fatalf("%d effects, %d writes: our edited comment was written again; history %v", api.Effects(), api.Writes(), w.types(res.IntentID))
+	}
+	if i.State != fsm.ManualAction || i.ManualReason != events.ReasonWrittenModified || i.Evidence == nil ||
+		len(i.Evidence.Candidates) != 1 || i.Evidence.Candidates[0].ExternalID != strconv.FormatInt(c.ID, 10) {
+		t.Fatalf("state %s (%s), evidence %+v; history %v", i.State, i.ManualReason, i.Evidence, w.types(res.IntentID))
+	}
+}
+
+// 25.3: the API's clock is 10 s behind settle's (beyond the 5 s skew
+// allowance): our marked comment looks created before our WriteStarted.
+// The marker names the intent, so the pre-existing rule does not apply:
+// confirmed by its own comment, never written again.
+func TestEdgeMarkedCommentFromABehindClockIsOurs(t *testing.T) {
+	var w *edge
+	w, api := githubEdge(t, func() time.Time { return w.clock.Now().Add(-10 * time.Second) })
+	api.Next(fakeapi.CommitThenDrop())
+	res := w.execute("deploy-2", api.UserID(), "7", `{"body":"Build #43 passed"}`)
+	i := w.settle(w.rec, res.IntentID)
+	if api.Effects() != 1 || api.Writes() != 1 {
+		t.Fatalf("%d effects, %d writes: our comment was taken for an older one; history %v", api.Effects(), api.Writes(), w.types(res.IntentID))
+	}
+	if i.State != fsm.Confirmed || i.Receipt == nil || i.Receipt.ExternalID != strconv.FormatInt(api.Comments()[0].ID, 10) {
+		t.Fatalf("state %s (%s), receipt %+v; history %v", i.State, i.ManualReason, i.Receipt, w.types(res.IntentID))
+	}
+}
