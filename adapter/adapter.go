@@ -138,6 +138,12 @@ type StatusResult struct {
 	// CorrelationID is the intent id the object's correlation marker names
 	// ("" when it carries none); read only on routes with Correlation.
 	CorrelationID string
+	// Account is the account the external system records the write under
+	// (as the intent's account: the account's immutable id), "" when the
+	// API does not say. A lookup by a bare request id can find another
+	// account's write; the decision refuses a result naming another
+	// account, so an adapter whose API tells the owner should fill it.
+	Account string
 }
 
 // StatusQuery identifies a write for Status.

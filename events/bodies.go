@@ -726,7 +726,7 @@ func (r *bodyReader) checkDeferred(d *CheckDeferredData) {
 }
 
 var candidateFoundKeys = []string{"external_id", "live_url", "source", "candidates", "created_at", "correlation_id",
-	"candidates_omitted"}
+	"candidates_omitted", "account"}
 
 func (r *bodyReader) candidateFound(d *CandidateFoundData) {
 	r.open()
@@ -746,6 +746,8 @@ func (r *bodyReader) candidateFound(d *CandidateFoundData) {
 			d.CorrelationID = r.str()
 		case 6:
 			d.CandidatesOmitted = r.int()
+		case 7:
+			d.Account = r.str()
 		}
 	}
 }

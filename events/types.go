@@ -541,6 +541,10 @@ type CandidateFoundData struct {
 	CorrelationID string `json:"correlation_id,omitempty"`
 	// CandidatesOmitted counts candidates left out to bound the event.
 	CandidatesOmitted int `json:"candidates_omitted,omitempty"`
+	// Account is the account the object belongs to as the API told it
+	// (a search candidate's author, a status answer's account; "" when
+	// the API does not say); the guard refuses another account's.
+	Account string `json:"account,omitempty"`
 }
 
 func (*CandidateFoundData) EventType() Type { return CandidateFound }
@@ -700,6 +704,15 @@ const (
 	// every check passing, so a human decides (OperatorConfirmed records
 	// it as the intent's effect).
 	ReasonWrittenModified = "written_modified"
+	// ReasonStatusNotOurs: the status query answered with a write that is
+	// not this intent's (another account's under the same request id, or
+	// a marker naming another intent): nothing about ours can be told
+	// from it.
+	ReasonStatusNotOurs = "status_not_ours"
+	// ReasonStatusUnverifiable: the status query's answer cannot be
+	// checked to be this intent's (no correlation marker where the route
+	// writes one).
+	ReasonStatusUnverifiable = "status_unverifiable"
 )
 
 // CodeKeyReused is the outcome code of an answer saying the idempotency key

@@ -644,7 +644,7 @@ func (d Decider) ConcludeSearch(i *Intent, caps events.Capabilities, now time.Ti
 				Message: "one exact match, but the API gives no external id to read it back by", Evidence: evidence()}
 		}
 		return &events.CandidateFoundData{ExternalID: c.ExternalID, LiveURL: c.LiveURL, Source: "search",
-			Candidates: shown, CandidatesOmitted: omitted, CreatedAt: c.CreatedAt, CorrelationID: c.CorrelationID}
+			Candidates: shown, CandidatesOmitted: omitted, CreatedAt: c.CreatedAt, CorrelationID: c.CorrelationID, Account: c.AuthorID}
 	case len(exact) > 1:
 		return &events.ManualActionRequiredData{Reason: events.ReasonDuplicateExactMatches, Owner: "operators",
 			Message:  fmt.Sprintf("%d exact matches: the write executed more than once; nothing was picked or deleted", len(exact)),
@@ -693,6 +693,9 @@ type StatusObservation struct {
 	// CorrelationID is the intent the object's marker names (routes with
 	// a correlation marker).
 	CorrelationID string
+	// Account is the account the API says the write belongs to ("" when
+	// it does not say).
+	Account string
 }
 
 // Status states of StatusObservation.State.
@@ -715,6 +718,9 @@ func (d Decider) ConcludeStatus(i *Intent, caps events.Capabilities, now time.Ti
 		}
 		return &events.StatusNotFoundData{ReflectionDelay: caps.ReflectionDelay, Queried: "status by request id"}
 	}
+	if ev := d.statusNotOurs(i, caps, st); ev != nil {
+		return ev
+	}
 	switch st.State {
 	case StatusCompleted:
 		if st.ExternalID == "" {
@@ -722,7 +728,7 @@ func (d Decider) ConcludeStatus(i *Intent, caps events.Capabilities, now time.Ti
 			ev.Evidence.CurrentState = st.State
 			return ev
 		}
-		return &events.CandidateFoundData{ExternalID: st.ExternalID, LiveURL: st.LiveURL, Source: "status", CorrelationID: st.CorrelationID}
+		return &events.CandidateFoundData{ExternalID: st.ExternalID, LiveURL: st.LiveURL, Source: "status", CorrelationID: st.CorrelationID, Account: st.Account}
 	case StatusProcessing:
 		deadline := i.ProcessingDeadline
 		if deadline.IsZero() {
@@ -746,6 +752,35 @@ func (d Decider) ConcludeStatus(i *Intent, caps events.Capabilities, now time.Ti
 		return &events.TargetFailedData{Code: code, PartialEffects: st.PartialEffects}
 	}
 	return d.ConcludeReadError(i, caps, now, "status", "unknown_status_state")
+}
+
+// statusNotOurs hands off a status answer that is not (or cannot be
+// checked to be) this intent's write: one naming another account (a
+// request id is not unique across accounts), one whose marker names
+// another intent, and a completed one without a marker on a route that
+// writes one. Nil when the answer may be ours. Such an answer is never a
+// conclusion the guards would refuse: a step that cannot conclude would
+// be taken again and again.
+func (d Decider) statusNotOurs(i *Intent, caps events.Capabilities, st StatusObservation) *events.ManualActionRequiredData {
+	ref := events.CandidateRef{ExternalID: st.ExternalID, LiveURL: st.LiveURL}
+	var reason, msg string
+	switch {
+	case st.Account != "" && st.Account != i.Recorded.Account:
+		ref.Mismatch = []string{"account"}
+		reason, msg = events.ReasonStatusNotOurs, "the status query answered with a write of another account ("+quoteOrNone(st.Account)+") under the same request id: it says nothing of this intent's write"
+	case caps.Correlation && st.CorrelationID != "" && st.CorrelationID != i.ID:
+		ref.Mismatch = []string{"correlation"}
+		reason, msg = events.ReasonStatusNotOurs, "the status query answered with a write whose marker names another intent: it says nothing of this intent's write"
+	case caps.Correlation && st.CorrelationID == "" && st.State == StatusCompleted:
+		ref.Mismatch = []string{"correlation"}
+		reason, msg = events.ReasonStatusUnverifiable, "the status query says completed, but its answer carries no marker where the route writes one: it cannot be checked to be this intent's write"
+	default:
+		return nil
+	}
+	ev := d.handoff(i, reason, msg, caps)
+	ev.Evidence.CurrentState = st.State
+	ev.Evidence.Candidates = []events.CandidateRef{ref}
+	return ev
 }
 
 // ConcludeReadError records a failed external read (what: search, status,
@@ -841,6 +876,12 @@ func (d Decider) ConcludeStatusReadback(i *Intent, caps events.Capabilities, now
 	checks := []events.Check{
 		{Name: "status", OK: st.State == StatusCompleted, Detail: "state " + st.State},
 		{Name: "payload", OK: st.PayloadSHA256 != "" && st.PayloadSHA256 == i.Recorded.PayloadSHA256, Detail: "the applied change equals the approved change"},
+	}
+	if st.Account != "" {
+		checks = append(checks, events.Check{Name: "account", OK: st.Account == i.Recorded.Account, Detail: "account " + quoteOrNone(st.Account)})
+	}
+	if caps.Correlation {
+		checks = append(checks, events.Check{Name: "correlation", OK: st.CorrelationID == i.ID, Detail: "marker names " + quoteOrNone(st.CorrelationID)})
 	}
 	if st.AppliedVersion != "" {
 		detail := "applied version " + st.AppliedVersion

@@ -19,6 +19,7 @@ var capProfiles = map[string]events.Capabilities{
 	"search+key":        {Search: true, SearchAuthoritative: true, IdempotencyKey: true, KeyRetention: events.Duration(24 * time.Hour)},
 	"status+key":        {StatusQuery: true, ReflectionDelay: events.Duration(5 * time.Second), IdempotencyKey: true, KeyRetention: events.Duration(24 * time.Hour)},
 	"status-no-key":     {StatusQuery: true, ReflectionDelay: events.Duration(5 * time.Second)},
+	"status+key+marker": {StatusQuery: true, ReflectionDelay: events.Duration(5 * time.Second), IdempotencyKey: true, KeyRetention: events.Duration(24 * time.Hour), Correlation: true},
 	"status+short-key":  {StatusQuery: true, IdempotencyKey: true, KeyRetention: events.Duration(10 * time.Minute)},
 	"key-unknown-ttl":   {StatusQuery: true, IdempotencyKey: true},
 	"none":              {},
@@ -731,5 +732,82 @@ func TestMarkerNamesThisIntent(t *testing.T) {
 	b.add(0, &events.CandidateFoundData{ExternalID: "p_1", Source: "search", CreatedAt: t0.Add(-time.Minute), CorrelationID: b.id()})
 	if _, err := Fold(b.h); err != nil {
 		t.Fatalf("our marked candidate refused: %v", err)
+	}
+}
+
+// A status answer naming another account is not this intent's effect
+// (defect 25.7: a booking status looked up by a bare request id confirmed
+// another account's change): handed off, never confirmed, and the guard
+// refuses a CandidateFound of another account.
+func TestStatusScopedByAccount(t *testing.T) {
+	d := testDecider()
+	caps := capProfiles["status+key"]
+	i, err := Fold(histories(caps, policyProfile{"auto", "auto", false})["reconciling(mine)"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := i.UpdatedAt.Add(time.Minute)
+	for _, state := range []string{StatusCompleted, StatusProcessing, StatusFailed} {
+		ev := d.ConcludeStatus(i, caps, now, StatusObservation{Found: true, State: state, ExternalID: "B-1@v9", Account: "acct_other"})
+		m, ok := ev.(*events.ManualActionRequiredData)
+		if !ok || m.Reason != events.ReasonStatusNotOurs || len(m.Evidence.Candidates) != 1 {
+			t.Fatalf("%s by another account: %T %+v, want a hand-off %s", state, ev, ev, events.ReasonStatusNotOurs)
+		}
+		if err := i.Clone().Apply(events.New(i.ID, i.Version+1, now, "me", "", ev)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Our account (or an API that does not say): as before.
+	for _, acct := range []string{"", i.Recorded.Account} {
+		ev := d.ConcludeStatus(i, caps, now, StatusObservation{Found: true, State: StatusCompleted, ExternalID: "B-1@v9", Account: acct})
+		if f, ok := ev.(*events.CandidateFoundData); !ok || f.Account != acct {
+			t.Fatalf("account %q: %+v", acct, ev)
+		}
+	}
+	// Appending around the decision.
+	j := i.Clone()
+	if err := j.Apply(events.New(i.ID, i.Version+1, now, "me", "", &events.CandidateFoundData{ExternalID: "B-1@v9", Source: "status", Account: "acct_other"})); err == nil || !strings.Contains(err.Error(), "account") {
+		t.Fatalf("a CandidateFound of another account: %v", err)
+	}
+	// The status readback checks the account too.
+	v, err := Fold(histories(caps, policyProfile{"auto", "auto", false})["verifying(found)"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb := d.ConcludeStatusReadback(v, caps, now, StatusObservation{Found: true, State: StatusCompleted, ExternalID: "p_1",
+		PayloadSHA256: v.Recorded.PayloadSHA256, Account: "acct_other"})
+	if f, ok := rb.(*events.ReadbackFailedData); !ok || !slices.Contains(f.Failed, "account") {
+		t.Fatalf("status readback of another account: %+v", rb)
+	}
+}
+
+// A status answer that cannot be checked — no marker where the route
+// writes one — is a hand-off, never a conclusion the guard refuses (defect
+// 25.8: the decision ignored the marker, the guard refused the result,
+// every step failed and the log grew by two events per check). A marker
+// naming another intent is not ours either.
+func TestStatusWithoutMarkerIsHandedOff(t *testing.T) {
+	d := testDecider()
+	caps := capProfiles["status+key"]
+	caps.Correlation = true
+	h := histories(caps, policyProfile{"auto", "auto", false})["reconciling(mine)"]
+	i, err := Fold(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := i.UpdatedAt.Add(time.Minute)
+	for marker, reason := range map[string]string{"": events.ReasonStatusUnverifiable, "in_other": events.ReasonStatusNotOurs} {
+		ev := d.ConcludeStatus(i, caps, now, StatusObservation{Found: true, State: StatusCompleted, ExternalID: "B-1@v9", CorrelationID: marker})
+		m, ok := ev.(*events.ManualActionRequiredData)
+		if !ok || m.Reason != reason {
+			t.Fatalf("marker %q: %T %+v, want a hand-off %s", marker, ev, ev, reason)
+		}
+		if err := i.Clone().Apply(events.New(i.ID, i.Version+1, now, "me", "", ev)); err != nil {
+			t.Fatalf("marker %q: the guards refuse the hand-off: %v", marker, err)
+		}
+	}
+	ev := d.ConcludeStatus(i, caps, now, StatusObservation{Found: true, State: StatusCompleted, ExternalID: "B-1@v9", CorrelationID: i.ID})
+	if err := i.Clone().Apply(events.New(i.ID, i.Version+1, now, "me", "", ev)); err != nil || ev.EventType() != events.CandidateFound {
+		t.Fatalf("our marker: %+v %v", ev, err)
 	}
 }

@@ -418,6 +418,10 @@ func (i *Intent) guard(e events.Event) error {
 		if a := i.LastAttempt(); a == nil || e.AttemptID != a.ID {
 			return errors.New("outcome must name the open attempt")
 		}
+	case *events.CandidateFoundData:
+		if d.Account != "" && d.Account != i.Recorded.Account {
+			return errors.New("the candidate belongs to another account: it cannot be this intent's effect")
+		}
 	case *events.RetryClaimedData:
 		n := len(i.Attempts) + 1
 		if d.Attempt != n {

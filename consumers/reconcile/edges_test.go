@@ -6,12 +6,14 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/settle-dev/settle/adapter"
+	"github.com/settle-dev/settle/adapter/booking"
 	"github.com/settle-dev/settle/adapter/httproute"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
@@ -199,5 +201,130 @@ func TestEdgeMarkedCommentFromABehindClockIsOurs(t *testing.T) {
 	}
 	if i.State != fsm.Confirmed || i.Receipt == nil || i.Receipt.ExternalID != strconv.FormatInt(api.Comments()[0].ID, 10) {
 		t.Fatalf("state %s (%s), receipt %+v; history %v", i.State, i.ManualReason, i.Receipt, w.types(res.IntentID))
+	}
+}
+
+// habit wraps a route's adapter to show an API habit the wrapped adapter
+// does not: other capabilities, a status answer changed on its way, a
+// listing that takes time. The wrapped adapter still talks to its fake
+// over real HTTP.
+type habit struct {
+	adapter.Adapter
+	caps   func(*adapter.Capabilities)
+	status func(adapter.StatusResult) adapter.StatusResult
+	search func(ctx context.Context, q adapter.SearchQuery, inner func() ([]adapter.Record, error)) ([]adapter.Record, error)
+	write  func(ctx context.Context, req adapter.WriteRequest, inner func() (adapter.WriteResult, error)) (adapter.WriteResult, error)
+}
+
+func (h *habit) Capabilities() adapter.Capabilities {
+	c := h.Adapter.Capabilities()
+	if h.caps != nil {
+		h.caps(&c)
+	}
+	return c
+}
+
+func (h *habit) Status(ctx context.Context, q adapter.StatusQuery) (adapter.StatusResult, error) {
+	st, err := h.Adapter.(adapter.StatusQuerier).Status(ctx, q)
+	if err == nil && h.status != nil {
+		st = h.status(st)
+	}
+	return st, err
+}
+
+func (h *habit) Search(ctx context.Context, q adapter.SearchQuery) ([]adapter.Record, error) {
+	inner := func() ([]adapter.Record, error) { return h.Adapter.Search(ctx, q) }
+	if h.search != nil {
+		return h.search(ctx, q, inner)
+	}
+	return inner()
+}
+
+func (h *habit) Write(ctx context.Context, req adapter.WriteRequest) (adapter.WriteResult, error) {
+	inner := func() (adapter.WriteResult, error) { return h.Adapter.Write(ctx, req) }
+	if h.write != nil {
+		return h.write(ctx, req, inner)
+	}
+	return inner()
+}
+
+func (h *habit) NormalizePayload(p json.RawMessage) (json.RawMessage, error) {
+	if n, ok := h.Adapter.(adapter.PayloadNormalizer); ok {
+		return n.NormalizePayload(p)
+	}
+	return events.Canonicalize(p)
+}
+
+// bookingEdge is the booking fake behind the hand-written booking adapter,
+// wrapped by h.
+func bookingEdge(t *testing.T, h *habit) (*edge, *fakeapi.BookingAPI) {
+	t.Helper()
+	clock := testharness.NewManualClock(t0)
+	bk := fakeapi.NewBookingAPI(t, fakeapi.WithBookingClock(clock.Now), fakeapi.WithBookingReflectionDelay(5*time.Second))
+	ad, err := booking.New(booking.Config{BaseURL: bk.URL(), Token: bk.Token(), KeyRetention: 24 * time.Hour,
+		ReflectionDelay: 5 * time.Second, Client: &http.Client{Timeout: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Adapter = ad
+	pol := adapter.DefaultPolicy()
+	pol.ClockSkew, pol.RetentionMargin = events.Duration(time.Second), events.Duration(time.Hour)
+	return newEdge(t, clock, adapter.Route{Name: "booking_update", Adapter: h, Policy: pol}), bk
+}
+
+// stepUntilQuiet steps the intent n times (errors allowed: they are what a
+// looping step gives), then returns how many events the log holds and
+// how many steps failed.
+func (w *edge) stepUntilQuiet(intentID string, n int) (size, failed int) {
+	w.t.Helper()
+	for k := 0; k < n; k++ {
+		res, err := w.rec.Step(context.Background(), w.route.Name, intentID)
+		switch {
+		case err != nil:
+			failed++
+			w.clock.Advance(time.Minute) // a failed step is looked at again
+		case res.Wait > 0:
+			w.clock.Advance(res.Wait)
+		}
+	}
+	return len(w.history(intentID)), failed
+}
+
+// 25.8: a status answer without the marker the route writes cannot be
+// checked: the intent is handed off once, every later step appends
+// nothing (it grew by two events a check: ReconcileStarted, then a refused
+// conclusion, a lease expiry, ...).
+func TestEdgeStatusWithoutMarkerHandsOffAndTheLogStopsGrowing(t *testing.T) {
+	w, bk := bookingEdge(t, &habit{caps: func(c *adapter.Capabilities) { c.Correlation = true }})
+	bk.Seed("B-1", 8, map[string]any{"seat": "3C"})
+	bk.Next(fakeapi.CommitThenDrop())
+	res := w.execute("trip-1:change-seat", "acct_1", "", `{"booking_id":"B-1","expected_version":8,"change":{"seat":"12A"}}`)
+	if res.State != fsm.Unknown {
+		t.Fatalf("after the write: %s", res.State)
+	}
+	size, failed := w.stepUntilQuiet(res.IntentID, 20)
+	again, failedAgain := w.stepUntilQuiet(res.IntentID, 20)
+	i := w.intent(res.IntentID)
+	if failed+failedAgain != 0 || again != size {
+		t.Fatalf("%d and %d steps failed; the log grew from %d to %d events: %v", failed, failedAgain, size, again, w.types(res.IntentID))
+	}
+	if i.State != fsm.ManualAction || i.ManualReason != events.ReasonStatusUnverifiable || bk.Effects() != 1 {
+		t.Fatalf("state %s (%s), %d effects: %v", i.State, i.ManualReason, bk.Effects(), w.types(res.IntentID))
+	}
+}
+
+// 25.7: a status answer the API says belongs to another account (a
+// request id reused by another account) is never this intent's: handed
+// off, not confirmed, and the log stops growing.
+func TestEdgeStatusOfAnotherAccountIsNotOurs(t *testing.T) {
+	w, bk := bookingEdge(t, &habit{status: func(st adapter.StatusResult) adapter.StatusResult { st.Account = "acct_2"; return st }})
+	bk.Seed("B-1", 8, map[string]any{"seat": "3C"})
+	bk.Next(fakeapi.CommitThenDrop())
+	res := w.execute("trip-1:change-seat", "acct_1", "", `{"booking_id":"B-1","expected_version":8,"change":{"seat":"12A"}}`)
+	size, failed := w.stepUntilQuiet(res.IntentID, 20)
+	again, _ := w.stepUntilQuiet(res.IntentID, 10)
+	i := w.intent(res.IntentID)
+	if failed != 0 || again != size || i.State != fsm.ManualAction || i.ManualReason != events.ReasonStatusNotOurs || len(i.ConfirmedExternalIDs) != 0 {
+		t.Fatalf("state %s (%s), confirmed %v, %d failed steps, log %d then %d: %v", i.State, i.ManualReason, i.ConfirmedExternalIDs, failed, size, again, w.types(res.IntentID))
 	}
 }

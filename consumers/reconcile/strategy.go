@@ -115,7 +115,7 @@ func (r *Reconciler) status(ctx context.Context, i *fsm.Intent, route adapter.Ro
 		return fsm.StatusObservation{}, err
 	}
 	obs := fsm.StatusObservation{Found: true, State: st.State, ExternalID: st.ExternalID, LiveURL: st.LiveURL,
-		Code: st.Code, PartialEffects: st.PartialEffects, Version: st.Version, AppliedVersion: st.AppliedVersion, CorrelationID: st.CorrelationID}
+		Code: st.Code, PartialEffects: st.PartialEffects, Version: st.Version, AppliedVersion: st.AppliedVersion, CorrelationID: st.CorrelationID, Account: st.Account}
 	if len(st.Payload) > 0 {
 		if sum, err := events.PayloadSHA256(st.Payload); err == nil {
 			obs.PayloadSHA256 = sum
