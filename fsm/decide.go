@@ -610,13 +610,20 @@ func boundRefs(refs []events.CandidateRef, max int) ([]events.CandidateRef, int)
 }
 
 // ConcludeSearch turns one search's candidates (those of the intent's
-// window) into the event that ends the ReconcileStarted step: 1 exact match
+// window) into the event that ends the ReconcileStarted step. listedAt is
+// when the listing started (before its first page was read; zero: now):
+// the window counts as closed only for a listing started after it closed,
+// since a listing that straddled the window's end may have read its pages
+// before a write made inside the window showed. 1 exact match
 // → CandidateFound; 2+ → ManualActionRequired{duplicate_exact_matches}; a
 // candidate our marker names that is not exact (edited, rewritten, moved)
 // → ManualActionRequired{written_modified} at once, never a retry; 0 while
 // the window is open → CheckDeferred; 0 after it → a near match hands off,
 // otherwise SearchWindowElapsed.
-func (d Decider) ConcludeSearch(i *Intent, caps events.Capabilities, now time.Time, cands []Candidate) events.Data {
+func (d Decider) ConcludeSearch(i *Intent, caps events.Capabilities, now, listedAt time.Time, cands []Candidate) events.Data {
+	if listedAt.IsZero() || listedAt.After(now) {
+		listedAt = now
+	}
 	refs := make([]events.CandidateRef, len(cands))
 	var exact, ours []int
 	for k, c := range cands {
@@ -657,10 +664,15 @@ func (d Decider) ConcludeSearch(i *Intent, caps events.Capabilities, now time.Ti
 			Evidence: ev}
 	}
 	from, to := Window(i)
-	if now.Before(to) {
+	if listedAt.Before(to) {
+		// Open for this listing (it may have closed while it ran: then
+		// the next listing, started after it, looks at once).
 		next := now.Add(d.backoff(i.Checks))
 		if next.After(to) {
 			next = to
+			if next.Before(now) {
+				next = now
+			}
 		}
 		return &events.CheckDeferredData{Reason: "eventual_consistency", NextCheckAt: next, Candidates: shown, CandidatesOmitted: omitted}
 	}

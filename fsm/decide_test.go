@@ -375,7 +375,7 @@ func TestConcludeSearch(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ev := d.ConcludeSearch(i, c.caps, c.now, c.cands)
+			ev := d.ConcludeSearch(i, c.caps, c.now, c.now, c.cands)
 			if ev.EventType() != c.want {
 				t.Fatalf("got %s %+v, want %s", ev.EventType(), ev, c.want)
 			}
@@ -393,7 +393,7 @@ func TestConcludeSearch(t *testing.T) {
 	for k := range many {
 		many[k] = cand(i, func(c *Candidate) { c.PayloadSHA256, c.ExternalID = "x", fmt.Sprintf("p_%d", k) })
 	}
-	ev := d.ConcludeSearch(i, caps, closed, many).(*events.SearchWindowElapsedData)
+	ev := d.ConcludeSearch(i, caps, closed, closed, many).(*events.SearchWindowElapsedData)
 	if len(ev.Candidates) != d.MaxCandidates || ev.CandidatesOmitted != 500-d.MaxCandidates {
 		t.Fatalf("%d candidates, %d omitted", len(ev.Candidates), ev.CandidatesOmitted)
 	}
@@ -678,7 +678,7 @@ func TestMarkerNamesThisIntent(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ev := d.ConcludeSearch(i, caps, c.now, c.cands)
+			ev := d.ConcludeSearch(i, caps, c.now, c.now, c.cands)
 			if ev.EventType() != c.want {
 				t.Fatalf("got %s %+v, want %s", ev.EventType(), ev, c.want)
 			}
@@ -809,5 +809,35 @@ func TestStatusWithoutMarkerIsHandedOff(t *testing.T) {
 	ev := d.ConcludeStatus(i, caps, now, StatusObservation{Found: true, State: StatusCompleted, ExternalID: "B-1@v9", CorrelationID: i.ID})
 	if err := i.Clone().Apply(events.New(i.ID, i.Version+1, now, "me", "", ev)); err != nil || ev.EventType() != events.CandidateFound {
 		t.Fatalf("our marker: %+v %v", ev, err)
+	}
+}
+
+// The window counts as closed only for a listing started after it closed
+// (defect 25.6: a 20 s listing that straddled the window's end was judged
+// by the clock when it returned, and missed a write made inside the
+// window).
+func TestWindowClosedOnlyForListingsStartedAfterIt(t *testing.T) {
+	d := testDecider()
+	caps := capProfiles["search"]
+	i, err := Fold(histories(caps, policyProfile{"auto", "auto", false})["reconciling(mine)"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, to := Window(i)
+	returned := to.Add(10 * time.Second)
+	straddling := d.ConcludeSearch(i, caps, returned, to.Add(-10*time.Second), nil)
+	c, ok := straddling.(*events.CheckDeferredData)
+	if !ok || !c.NextCheckAt.Equal(returned) {
+		t.Fatalf("a listing started 10 s before the window's end: %T %+v, want CheckDeferred at once", straddling, straddling)
+	}
+	near := []Candidate{cand(i, func(c *Candidate) { c.AuthorID = "u_other" })}
+	if ev := d.ConcludeSearch(i, caps, returned, to.Add(-time.Second), near); ev.EventType() != events.CheckDeferred {
+		t.Fatalf("a near match seen by a straddling listing: %+v", ev)
+	}
+	if ev := d.ConcludeSearch(i, caps, returned, to, nil); ev.EventType() != events.SearchWindowElapsed {
+		t.Fatalf("a listing started at the window's end: %+v", ev)
+	}
+	if ev := d.ConcludeSearch(i, caps, returned, to, near); ev.EventType() != events.ManualActionRequired {
+		t.Fatalf("a near match seen by a listing started after the end: %+v", ev)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/booking"
 	"github.com/settle-dev/settle/adapter/httproute"
+	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
@@ -326,5 +327,77 @@ func TestEdgeStatusOfAnotherAccountIsNotOurs(t *testing.T) {
 	i := w.intent(res.IntentID)
 	if failed != 0 || again != size || i.State != fsm.ManualAction || i.ManualReason != events.ReasonStatusNotOurs || len(i.ConfirmedExternalIDs) != 0 {
 		t.Fatalf("state %s (%s), confirmed %v, %d failed steps, log %d then %d: %v", i.State, i.ManualReason, i.ConfirmedExternalIDs, failed, size, again, w.types(res.IntentID))
+	}
+}
+
+// socialEdge is the social fake behind the hand-written social adapter,
+// wrapped by h.
+func socialEdge(t *testing.T, h *habit, opts ...fakeapi.SocialOption) (*edge, *fakeapi.SocialAPI) {
+	t.Helper()
+	clock := testharness.NewManualClock(t0)
+	api := fakeapi.NewSocialAPI(t, append([]fakeapi.SocialOption{fakeapi.WithSocialClock(clock.Now)}, opts...)...)
+	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Adapter = ad
+	pol := adapter.DefaultPolicy()
+	pol.ClockSkew = events.Duration(time.Second)
+	return newEdge(t, clock, adapter.Route{Name: "social_post", Adapter: h, Policy: pol}), api
+}
+
+// 25.6: a listing that takes 20 s starts 15 s before the window's end and
+// returns 5 s after it; the post, written inside the window, showed only
+// 6 s before the end — after the listing had read its page. The window is
+// not closed for that listing: the next one, started after the end, finds
+// the post. Never written twice.
+func TestEdgeListingStraddlingTheWindowEnd(t *testing.T) {
+	var w *edge
+	slow := 0
+	h := &habit{search: func(ctx context.Context, q adapter.SearchQuery, inner func() ([]adapter.Record, error)) ([]adapter.Record, error) {
+		recs, err := inner()
+		if slow == 0 {
+			w.clock.Advance(20 * time.Second) // the listing's pages took 20 s
+		}
+		slow++
+		return recs, err
+	}}
+	w, api := socialEdge(t, h)
+	window := 30*time.Minute + time.Second // search_after + clock_skew after the attempt
+	api.Next(fakeapi.VisibilityDelay(window - 7*time.Second).Dropped())
+	res := w.execute("task:straddle", "acct_1", "", `{"body":"inside the window"}`)
+	if res.State != fsm.Unknown || api.Effects() != 1 {
+		t.Fatalf("after the write: %s, %d effects", res.State, api.Effects())
+	}
+	to := res.Intent.Attempts[0].StartedAt.Add(window)
+	w.clock.Set(to.Add(-15 * time.Second)) // the first check starts here
+	i := w.settle(w.rec, res.IntentID)
+	if api.Effects() != 1 || api.Writes() != 1 {
+		t.Fatalf("%d effects, %d writes: the straddling listing closed the window; history %v", api.Effects(), api.Writes(), w.types(res.IntentID))
+	}
+	if i.State != fsm.Confirmed || slow < 2 {
+		t.Fatalf("state %s (%s), %d listings: %v", i.State, i.ManualReason, slow, w.types(res.IntentID))
+	}
+}
+
+// A shared listing (the search cache of one fetched batch) keeps its
+// start: an intent that uses it later judges its window by when the
+// listing began, not by when it reads the result.
+func TestSearchCacheSharedListingKeepsItsStart(t *testing.T) {
+	w, _ := socialEdge(t, &habit{})
+	sc := newSearchCache()
+	from, to := t0.Add(-time.Hour), t0.Add(time.Hour)
+	sc.plan("social_post", "", "acct_1", from, to)
+	_, first, err := sc.get(context.Background(), w.rec, "social_post", w.route.Adapter, "", "acct_1", from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(time.Minute)
+	_, second, err := sc.get(context.Background(), w.rec, "social_post", w.route.Adapter, "", "acct_1", from.Add(time.Minute), to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !first.Equal(t0) || !second.Equal(first) || w.rec.ReadCalls() != 1 {
+		t.Fatalf("listing started %s, the second intent sees %s, %d listings; want %s twice, 1 listing", first, second, w.rec.ReadCalls(), t0)
 	}
 }

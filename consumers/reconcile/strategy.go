@@ -81,7 +81,7 @@ func (r *Reconciler) reconcile(ctx context.Context, i *fsm.Intent, route adapter
 		}
 		return r.decider().ConcludeStatus(i, caps, r.cfg.Now(), st), nil
 	case fsm.StrategySearch:
-		recs, err := r.candidates(ctx, i, route, sc)
+		recs, listedAt, err := r.candidates(ctx, i, route, sc)
 		if err != nil {
 			r.logRead(i, "search", err)
 			return r.decider().ConcludeReadError(i, caps, r.cfg.Now(), "search", safeErr(err)), nil
@@ -90,7 +90,10 @@ func (r *Reconciler) reconcile(ctx context.Context, i *fsm.Intent, route adapter
 		for k, rec := range recs {
 			cands[k] = candidate(route, i, rec)
 		}
-		return r.decider().ConcludeSearch(i, caps, r.cfg.Now(), cands), nil
+		// The window is judged by when the listing started, not by when it
+		// returned: a listing that straddled the window's end may have
+		// read its pages before a write inside the window showed.
+		return r.decider().ConcludeSearch(i, caps, r.cfg.Now(), listedAt, cands), nil
 	}
 	return nil, errors.Errorf("step %s: %w: strategy %q", i.ID, ErrRouteMissing, strategy)
 }
@@ -125,20 +128,24 @@ func (r *Reconciler) status(ctx context.Context, i *fsm.Intent, route adapter.Ro
 }
 
 // candidates returns the route's records in the intent's window (full
-// records: a listing that omits bodies is completed with Get).
-func (r *Reconciler) candidates(ctx context.Context, i *fsm.Intent, route adapter.Route, sc *searchCache) ([]adapter.Record, error) {
+// records: a listing that omits bodies is completed with Get) and when
+// the listing they come from started (a shared listing's start, when the
+// intent's window was listed with others').
+func (r *Reconciler) candidates(ctx context.Context, i *fsm.Intent, route adapter.Route, sc *searchCache) ([]adapter.Record, time.Time, error) {
 	from, to := fsm.Window(i)
 	ad := reader(route, i)
 	var recs []adapter.Record
+	var listedAt time.Time
 	var err error
 	if sc != nil {
-		recs, err = sc.get(ctx, r, route.Name, ad, searchKey(route, i), i.Recorded.Account, from, to)
+		recs, listedAt, err = sc.get(ctx, r, route.Name, ad, searchKey(route, i), i.Recorded.Account, from, to)
 	} else {
 		r.readCalls.add(1)
+		listedAt = r.cfg.Now()
 		recs, err = ad.Search(ctx, adapter.SearchQuery{Account: i.Recorded.Account, From: from, To: to})
 	}
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	out := make([]adapter.Record, 0, len(recs))
 	for _, rec := range recs {
@@ -161,13 +168,13 @@ func (r *Reconciler) candidates(ctx context.Context, i *fsm.Intent, route adapte
 				continue
 			}
 			if err != nil {
-				return nil, err
+				return nil, time.Time{}, err
 			}
 			rec = full
 		}
 		out = append(out, rec)
 	}
-	return out, nil
+	return out, listedAt, nil
 }
 
 // verify reads the found (or answered) object back; the decider checks
@@ -234,6 +241,9 @@ type spanRecords struct {
 	span
 	recs []adapter.Record
 	err  error
+	// listedAt is when the listing started: what every intent that uses
+	// it judges its window by.
+	listedAt time.Time
 }
 
 func newSearchCache() *searchCache {
@@ -269,10 +279,11 @@ func (c *searchCache) plan(route, key, account string, from, to time.Time) {
 }
 
 // get returns the records of a planned span covering [from, to], listing
-// it on first use; an unplanned window is listed on its own. Callers of one
-// key wait for each other (the first lists, the next find it done); the
-// cache's own lock is never held across a listing.
-func (c *searchCache) get(ctx context.Context, r *Reconciler, route string, ad adapter.Adapter, key, account string, from, to time.Time) ([]adapter.Record, error) {
+// it on first use, and when that listing started; an unplanned window is
+// listed on its own. Callers of one key wait for each other (the first
+// lists, the next find it done); the cache's own lock is never held
+// across a listing.
+func (c *searchCache) get(ctx context.Context, r *Reconciler, route string, ad adapter.Adapter, key, account string, from, to time.Time) ([]adapter.Record, time.Time, error) {
 	k := route + "|" + key + "|" + account
 	c.mu.Lock()
 	l := c.listing[k]
@@ -287,7 +298,7 @@ func (c *searchCache) get(ctx context.Context, r *Reconciler, route string, ad a
 	for _, d := range c.done[k] {
 		if !d.from.After(from) && !d.to.Before(to) {
 			c.mu.Unlock()
-			return d.recs, d.err
+			return d.recs, d.listedAt, d.err
 		}
 	}
 	want := span{from, to}
@@ -299,9 +310,10 @@ func (c *searchCache) get(ctx context.Context, r *Reconciler, route string, ad a
 	}
 	c.mu.Unlock()
 	r.readCalls.add(1)
+	listedAt := r.cfg.Now()
 	recs, err := ad.Search(ctx, adapter.SearchQuery{Account: account, From: want.from, To: want.to})
 	c.mu.Lock()
-	c.done[k] = append(c.done[k], spanRecords{span: want, recs: recs, err: err})
+	c.done[k] = append(c.done[k], spanRecords{span: want, recs: recs, err: err, listedAt: listedAt})
 	c.mu.Unlock()
-	return recs, err
+	return recs, listedAt, err
 }
