@@ -14,6 +14,16 @@ import (
 // such object.
 var ErrNotFound = errors.New("adapter: not found")
 
+// ErrListingIncomplete is returned (wrapped) by Search when it could not
+// prove that it reached the listing's end: max_pages reached, a page
+// shorter than asked without an end proof (an empty page, a Link header
+// without next, an empty cursor, a declared total reached), a cursor that
+// repeats. Search then returns the records it did read with it: they can
+// prove a write present, never absent — the reconciler concludes an exact
+// match from them and treats anything else as a failed read, never as
+// "0 candidates".
+var ErrListingIncomplete = errors.New("adapter: listing incomplete: its end was not proven")
+
 // ErrAccountMismatch is returned (wrapped) by IdentityChecker.CheckAccount
 // when the route's credential does not act as the intent's account: a write
 // would be authored by someone else and could never be matched as ours.
@@ -160,7 +170,9 @@ type Writer interface {
 	Write(ctx context.Context, req WriteRequest) (WriteResult, error)
 }
 
-// Searcher lists candidates read-only.
+// Searcher lists candidates read-only. A listing whose end is not proven
+// returns the records read so far and an error wrapping
+// ErrListingIncomplete; any other error means nothing was listed.
 type Searcher interface {
 	Search(ctx context.Context, q SearchQuery) ([]Record, error)
 }

@@ -690,6 +690,26 @@ func (d Decider) ConcludeSearch(i *Intent, caps events.Capabilities, now, listed
 	return &events.SearchWindowElapsedData{WindowFrom: from, WindowTo: to, Searches: i.Checks, Candidates: shown, CandidatesOmitted: omitted}
 }
 
+// ConcludeIncompleteSearch concludes from a listing whose end was not
+// proven (adapter.ErrListingIncomplete; code is its safe code): what it
+// read can prove our write present — one exact match, two or more, our
+// marked object changed, an exact match without an id — never absent.
+// Anything else is a failed read (ConcludeReadError), never "0
+// candidates", a near match or a closed window.
+func (d Decider) ConcludeIncompleteSearch(i *Intent, caps events.Capabilities, now, listedAt time.Time, cands []Candidate, code string) events.Data {
+	ev := d.ConcludeSearch(i, caps, now, listedAt, cands)
+	switch e := ev.(type) {
+	case *events.CandidateFoundData:
+		return ev
+	case *events.ManualActionRequiredData:
+		switch e.Reason {
+		case events.ReasonDuplicateExactMatches, events.ReasonWrittenModified, events.ReasonNoExternalID:
+			return ev
+		}
+	}
+	return d.ConcludeReadError(i, caps, now, "search", code)
+}
+
 // StatusObservation is what a status query said (Found false: not found).
 type StatusObservation struct {
 	Found          bool

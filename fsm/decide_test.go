@@ -650,10 +650,7 @@ func TestMarkerNamesThisIntent(t *testing.T) {
 	d := testDecider()
 	caps := capProfiles["search+marker"]
 	auto := policyProfile{"auto", "auto", false}
-	i, err := Fold(histories(caps, auto)["reconciling(mine)"])
-	if err != nil {
-		t.Fatal(err)
-	}
+	i := foldAuto(t, caps, "reconciling(mine)")
 	_, to := Window(i)
 	open, closed := i.UpdatedAt, to.Add(time.Second)
 	edited := func(c *Candidate) { c.PayloadSHA256 = "x" }
@@ -742,10 +739,7 @@ func TestMarkerNamesThisIntent(t *testing.T) {
 func TestStatusScopedByAccount(t *testing.T) {
 	d := testDecider()
 	caps := capProfiles["status+key"]
-	i, err := Fold(histories(caps, policyProfile{"auto", "auto", false})["reconciling(mine)"])
-	if err != nil {
-		t.Fatal(err)
-	}
+	i := foldAuto(t, caps, "reconciling(mine)")
 	now := i.UpdatedAt.Add(time.Minute)
 	for _, state := range []string{StatusCompleted, StatusProcessing, StatusFailed} {
 		ev := d.ConcludeStatus(i, caps, now, StatusObservation{Found: true, State: state, ExternalID: "B-1@v9", Account: "acct_other"})
@@ -819,10 +813,7 @@ func TestStatusWithoutMarkerIsHandedOff(t *testing.T) {
 func TestWindowClosedOnlyForListingsStartedAfterIt(t *testing.T) {
 	d := testDecider()
 	caps := capProfiles["search"]
-	i, err := Fold(histories(caps, policyProfile{"auto", "auto", false})["reconciling(mine)"])
-	if err != nil {
-		t.Fatal(err)
-	}
+	i := foldAuto(t, caps, "reconciling(mine)")
 	_, to := Window(i)
 	returned := to.Add(10 * time.Second)
 	straddling := d.ConcludeSearch(i, caps, returned, to.Add(-10*time.Second), nil)
@@ -840,4 +831,42 @@ func TestWindowClosedOnlyForListingsStartedAfterIt(t *testing.T) {
 	if ev := d.ConcludeSearch(i, caps, returned, to, near); ev.EventType() != events.ManualActionRequired {
 		t.Fatalf("a near match seen by a listing started after the end: %+v", ev)
 	}
+}
+
+// A listing whose end was not proven can prove our write present, never
+// absent (defect 25.2: a listing cut short counted as "searched, found
+// nothing").
+func TestIncompleteListingProvesPresenceOnly(t *testing.T) {
+	d := testDecider()
+	caps := capProfiles["search"]
+	i := foldAuto(t, caps, "reconciling(mine)")
+	_, to := Window(i)
+	closed := to.Add(time.Second)
+	if ev := d.ConcludeIncompleteSearch(i, caps, closed, closed, []Candidate{cand(i, nil)}, "listing_incomplete"); ev.EventType() != events.CandidateFound {
+		t.Fatalf("an exact match on a page read: %+v", ev)
+	}
+	for name, cands := range map[string][]Candidate{
+		"nothing":    nil,
+		"near match": {cand(i, func(c *Candidate) { c.AuthorID = "u_other" })},
+		"look-alike": {cand(i, func(c *Candidate) { c.PayloadSHA256 = "x" })},
+	} {
+		ev, ok := d.ConcludeIncompleteSearch(i, caps, closed, closed, cands, "listing_incomplete").(*events.CheckDeferredData)
+		if !ok || ev.Reason != events.DeferReadFailed || ev.Error != "search: listing_incomplete" {
+			t.Fatalf("%s after the window, listing cut short: %+v, want a failed read", name, ev)
+		}
+	}
+}
+
+// foldAuto folds the history name of the auto/auto policy profile.
+func foldAuto(t *testing.T, caps events.Capabilities, name string) *Intent {
+	t.Helper()
+	h, ok := histories(caps, policyProfile{"auto", "auto", false})[name]
+	if !ok {
+		t.Fatalf("no history %s", name)
+	}
+	i, err := Fold(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return i
 }

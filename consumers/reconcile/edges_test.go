@@ -3,11 +3,13 @@ package reconcile
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -400,4 +402,47 @@ func TestSearchCacheSharedListingKeepsItsStart(t *testing.T) {
 	if !first.Equal(t0) || !second.Equal(first) || w.rec.ReadCalls() != 1 {
 		t.Fatalf("listing started %s, the second intent sees %s, %d listings; want %s twice, 1 listing", first, second, w.rec.ReadCalls(), t0)
 	}
+}
+
+// 25.2: a listing whose end was not proven (max_pages reached, a short
+// page without an end proof) is a failed read, never "0 candidates": the
+// window closes, nothing is written again, and reads that keep failing
+// are handed off read_failing. What such a listing did read still proves
+// a write present.
+func TestEdgeIncompleteListingNeverProvesAbsence(t *testing.T) {
+	cut := func(keep bool) *habit {
+		return &habit{search: func(ctx context.Context, q adapter.SearchQuery, inner func() ([]adapter.Record, error)) ([]adapter.Record, error) {
+			recs, err := inner()
+			if err != nil {
+				return nil, err
+			}
+			if !keep {
+				recs = nil // our post was on a page never read
+			}
+			return recs, fmt.Errorf("social: search: max_pages reached: %w", adapter.ErrListingIncomplete)
+		}}
+	}
+	t.Run("absent_from_what_was_read", func(t *testing.T) {
+		w, api := socialEdge(t, cut(false))
+		api.Next(fakeapi.CommitThenDrop())
+		res := w.execute("task:cut", "acct_1", "", `{"body":"on page 2"}`)
+		i := w.settle(w.rec, res.IntentID)
+		ts := w.types(res.IntentID)
+		if api.Effects() != 1 || api.Writes() != 1 || slices.Contains(ts, events.SearchWindowElapsed) {
+			t.Fatalf("%d effects, %d writes: an incomplete listing proved absence; history %v", api.Effects(), api.Writes(), ts)
+		}
+		if i.State != fsm.ManualAction || i.ManualReason != events.ReasonReadFailing || i.Evidence == nil ||
+			!slices.Contains(i.Evidence.Errors, "search: listing_incomplete") {
+			t.Fatalf("state %s (%s), evidence %+v", i.State, i.ManualReason, i.Evidence)
+		}
+	})
+	t.Run("present_in_what_was_read", func(t *testing.T) {
+		w, api := socialEdge(t, cut(true))
+		api.Next(fakeapi.CommitThenDrop())
+		res := w.execute("task:found", "acct_1", "", `{"body":"on page 1"}`)
+		i := w.settle(w.rec, res.IntentID)
+		if i.State != fsm.Confirmed || api.Effects() != 1 || api.Writes() != 1 {
+			t.Fatalf("state %s (%s), %d effects: %v", i.State, i.ManualReason, api.Effects(), w.types(res.IntentID))
+		}
+	})
 }

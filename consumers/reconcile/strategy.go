@@ -28,6 +28,9 @@ func safeErr(err error) string {
 	if errors.As(err, &ce) {
 		return ce.Error()
 	}
+	if errors.Is(err, adapter.ErrListingIncomplete) {
+		return "listing_incomplete"
+	}
 	if errors.Is(err, adapter.ErrNotFound) {
 		return "not found"
 	}
@@ -82,13 +85,19 @@ func (r *Reconciler) reconcile(ctx context.Context, i *fsm.Intent, route adapter
 		return r.decider().ConcludeStatus(i, caps, r.cfg.Now(), st), nil
 	case fsm.StrategySearch:
 		recs, listedAt, err := r.candidates(ctx, i, route, sc)
-		if err != nil {
+		incomplete := errors.Is(err, adapter.ErrListingIncomplete)
+		if err != nil && !incomplete {
 			r.logRead(i, "search", err)
 			return r.decider().ConcludeReadError(i, caps, r.cfg.Now(), "search", safeErr(err)), nil
 		}
 		cands := make([]fsm.Candidate, len(recs))
 		for k, rec := range recs {
 			cands[k] = candidate(route, i, rec)
+		}
+		if incomplete {
+			// What was read can prove our write present, never absent.
+			r.logRead(i, "search", err)
+			return r.decider().ConcludeIncompleteSearch(i, caps, r.cfg.Now(), listedAt, cands, safeErr(err)), nil
 		}
 		// The window is judged by when the listing started, not by when it
 		// returned: a listing that straddled the window's end may have
@@ -130,22 +139,23 @@ func (r *Reconciler) status(ctx context.Context, i *fsm.Intent, route adapter.Ro
 // candidates returns the route's records in the intent's window (full
 // records: a listing that omits bodies is completed with Get) and when
 // the listing they come from started (a shared listing's start, when the
-// intent's window was listed with others').
+// intent's window was listed with others'). A listing whose end was not
+// proven returns what it read with its error (adapter.ErrListingIncomplete).
 func (r *Reconciler) candidates(ctx context.Context, i *fsm.Intent, route adapter.Route, sc *searchCache) ([]adapter.Record, time.Time, error) {
 	from, to := fsm.Window(i)
 	ad := reader(route, i)
 	var recs []adapter.Record
 	var listedAt time.Time
-	var err error
+	var listErr error
 	if sc != nil {
-		recs, listedAt, err = sc.get(ctx, r, route.Name, ad, searchKey(route, i), i.Recorded.Account, from, to)
+		recs, listedAt, listErr = sc.get(ctx, r, route.Name, ad, searchKey(route, i), i.Recorded.Account, from, to)
 	} else {
 		r.readCalls.add(1)
 		listedAt = r.cfg.Now()
-		recs, err = ad.Search(ctx, adapter.SearchQuery{Account: i.Recorded.Account, From: from, To: to})
+		recs, listErr = ad.Search(ctx, adapter.SearchQuery{Account: i.Recorded.Account, From: from, To: to})
 	}
-	if err != nil {
-		return nil, time.Time{}, err
+	if listErr != nil && !errors.Is(listErr, adapter.ErrListingIncomplete) {
+		return nil, time.Time{}, listErr
 	}
 	out := make([]adapter.Record, 0, len(recs))
 	for _, rec := range recs {
@@ -174,7 +184,7 @@ func (r *Reconciler) candidates(ctx context.Context, i *fsm.Intent, route adapte
 		}
 		out = append(out, rec)
 	}
-	return out, listedAt, nil
+	return out, listedAt, listErr // an incomplete listing: what it read, and why it is not all
 }
 
 // verify reads the found (or answered) object back; the decider checks
