@@ -634,6 +634,10 @@ func (d *WriteRejectedData) appendJSON(b []byte) ([]byte, bool) {
 	b = appendCodeMessageStatus(b, d.Code, d.Message, d.StatusCode)
 	b = append(b, `,"retryable":`...)
 	b = appendJSONBool(b, d.Retryable)
+	if d.RetryAfter != 0 {
+		b = append(b, `,"retry_after":`...)
+		b = appendJSONDuration(b, d.RetryAfter)
+	}
 	return append(b, '}'), true
 }
 
@@ -641,7 +645,7 @@ func (d *WriteRejectedData) jsonSizeHint() int {
 	if d == nil {
 		return 4
 	}
-	return 80 + len(d.Code) + len(d.Message)
+	return 100 + len(d.Code) + len(d.Message)
 }
 
 func (d *OutcomeUnknownData) appendJSON(b []byte) ([]byte, bool) {

@@ -653,7 +653,7 @@ func (r *bodyReader) writeConfirmed(d *WriteConfirmedData) {
 	}
 }
 
-var writeRejectedKeys = []string{"code", "message", "status_code", "retryable"}
+var writeRejectedKeys = []string{"code", "message", "status_code", "retryable", "retry_after"}
 
 func (r *bodyReader) writeRejected(d *WriteRejectedData) {
 	r.open()
@@ -667,6 +667,8 @@ func (r *bodyReader) writeRejected(d *WriteRejectedData) {
 			d.StatusCode = r.int()
 		case 3:
 			d.Retryable = r.bool()
+		case 4:
+			d.RetryAfter = r.duration()
 		}
 	}
 }
@@ -705,7 +707,7 @@ func (r *bodyReader) reconcileStarted(d *ReconcileStartedData) {
 	}
 }
 
-var checkDeferredKeys = []string{"reason", "next_check_at", "candidates", "error", "candidates_omitted"}
+var checkDeferredKeys = []string{"reason", "next_check_at", "candidates", "error", "candidates_omitted", "retry_after"}
 
 func (r *bodyReader) checkDeferred(d *CheckDeferredData) {
 	r.open()
@@ -721,6 +723,8 @@ func (r *bodyReader) checkDeferred(d *CheckDeferredData) {
 			d.Error = r.str()
 		case 4:
 			d.CandidatesOmitted = r.int()
+		case 5:
+			d.RetryAfter = r.duration()
 		}
 	}
 }

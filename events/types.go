@@ -471,6 +471,10 @@ type WriteRejectedData struct {
 	Message    string `json:"message,omitempty"`
 	StatusCode int    `json:"status_code,omitempty"`
 	Retryable  bool   `json:"retryable"`
+	// RetryAfter is how long the API asked to wait before the next
+	// request (Retry-After, or a declared rate-limit reset), as honoured:
+	// no resend starts earlier.
+	RetryAfter Duration `json:"retry_after,omitempty"`
 }
 
 func (*WriteRejectedData) EventType() Type   { return WriteRejected }
@@ -514,6 +518,9 @@ type CheckDeferredData struct {
 	Error string `json:"error,omitempty"`
 	// CandidatesOmitted counts candidates left out to bound the event.
 	CandidatesOmitted int `json:"candidates_omitted,omitempty"`
+	// RetryAfter is how long the API asked to wait before the next read
+	// (read_failed only), as honoured: NextCheckAt is no earlier.
+	RetryAfter Duration `json:"retry_after,omitempty"`
 }
 
 // DeferReadFailed is the CheckDeferred reason of a failed external read.

@@ -109,6 +109,14 @@ type Decider struct {
 	Jitter func(limit time.Duration) time.Duration
 }
 
+// MaxRetryAfter caps the wait an API's Retry-After (or declared rate-limit
+// reset) imposes on the next attempt or check: one hour. A longer ask is
+// honoured for an hour; an intent's expiry comes first for writes (an
+// expired intent is abandoned, never written), and reads that keep failing
+// are handed off after the policy's read_failing_after, so a server's
+// "come back in a year" never leaves an intent stuck.
+const MaxRetryAfter = time.Hour
+
 // DefaultDecider returns production settings for actor.
 func DefaultDecider(actor string) Decider {
 	return Decider{
@@ -256,8 +264,15 @@ func (d Decider) Next(i *Intent, caps events.Capabilities, now time.Time) Step {
 			return d.abandonExpired(i)
 		}
 		due := i.UpdatedAt.Add(d.resendWait(i))
+		why := "resend backoff"
+		if i.RetryNotBefore.After(due) {
+			due, why = i.RetryNotBefore, "the API asked to wait (Retry-After)"
+		}
+		if exp := i.Recorded.ExpiresAt; !exp.IsZero() && exp.Before(due) {
+			due = exp // then abandoned, never written
+		}
 		if now.Before(due) {
-			return wait(due, "resend backoff")
+			return wait(due, why)
 		}
 		return d.retry(i, caps, now)
 
@@ -344,6 +359,9 @@ func (d Decider) retry(i *Intent, caps events.Capabilities, now time.Time) Step 
 	}
 	if i.WriteProven {
 		return manual(events.ReasonWrittenUnverified, "an attempt was proven written: it is never retried")
+	}
+	if now.Before(i.RetryNotBefore) {
+		return wait(i.RetryNotBefore, "the API asked to wait (Retry-After)")
 	}
 	last := i.LastAttempt()
 	budget := i.BudgetLeft()
@@ -820,6 +838,14 @@ func (d Decider) statusNotOurs(i *Intent, caps events.Capabilities, st StatusObs
 // have failed for longer than the policy's ReadFailingAfter, hand off with
 // the last errors. A read failure never counts as "not found".
 func (d Decider) ConcludeReadError(i *Intent, caps events.Capabilities, now time.Time, what, code string) events.Data {
+	return d.ConcludeReadFailure(i, caps, now, what, code, 0)
+}
+
+// ConcludeReadFailure is ConcludeReadError for a read the API answered
+// with a wait (Retry-After, or a declared rate-limit reset): the next
+// check is no earlier than retryAfter (capped at MaxRetryAfter), which is
+// recorded.
+func (d Decider) ConcludeReadFailure(i *Intent, caps events.Capabilities, now time.Time, what, code string, retryAfter time.Duration) events.Data {
 	e := what + ": " + code
 	since := i.ReadFailingSince
 	if since.IsZero() {
@@ -833,7 +859,9 @@ func (d Decider) ConcludeReadError(i *Intent, caps events.Capabilities, now time
 		}
 		return ev
 	}
-	return &events.CheckDeferredData{Reason: events.DeferReadFailed, Error: e, NextCheckAt: now.Add(d.backoff(len(i.ReadErrors) + 1))}
+	retryAfter = min(max(retryAfter, 0), MaxRetryAfter)
+	return &events.CheckDeferredData{Reason: events.DeferReadFailed, Error: e, RetryAfter: events.Duration(retryAfter),
+		NextCheckAt: now.Add(max(d.backoff(len(i.ReadErrors)+1), retryAfter))}
 }
 
 // Readback is a successful read of the object an intent points at: Found

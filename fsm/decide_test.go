@@ -119,6 +119,10 @@ func histories(caps events.Capabilities, pp policyProfile) map[string][]events.E
 		firstWrite(b)
 		b.add(1, &events.WriteRejectedData{Code: "http_rejected", StatusCode: 400})
 	})
+	try("rejected(retry-after)", func(b *sb) {
+		firstWrite(b)
+		b.add(1, &events.WriteRejectedData{Code: "http_retryable", StatusCode: 429, Retryable: true, RetryAfter: events.Duration(10 * time.Minute)})
+	})
 	try("rejected(key reused)", func(b *sb) {
 		firstWrite(b)
 		b.add(1, &events.WriteRejectedData{Code: events.CodeKeyReused, StatusCode: 400, Retryable: true})
@@ -265,6 +269,9 @@ func checkStepSafe(t *testing.T, label string, i *Intent, now time.Time, s Step)
 		if i.WriteProven {
 			t.Fatalf("%s: a proven write declared not found", label)
 		}
+	}
+	if (e.Type == events.RetryClaimed || e.Type == events.WriteStarted && i.State == RetryClaimed) && now.Before(i.RetryNotBefore) {
+		t.Fatalf("%s: %s before the API's Retry-After (%s)", label, e.Type, i.RetryNotBefore)
 	}
 	if r := i.LastRejection; i.State == Rejected && r != nil && r.Code == events.CodeKeyReused &&
 		(e.Type == events.RetryClaimed || e.Type == events.ApprovalRequired || e.Type == events.Abandoned) {
@@ -869,4 +876,74 @@ func foldAuto(t *testing.T, caps events.Capabilities, name string) *Intent {
 		t.Fatal(err)
 	}
 	return i
+}
+
+// Retry-After on the decider's side (25.12, Deliver 3): a rejection's
+// wait holds off the resend (and an approved retry), capped at
+// MaxRetryAfter and by the intent's expiry; a failed read's wait holds off
+// the next check; the guard refuses a claim before it.
+func TestRetryAfterIsHonoured(t *testing.T) {
+	d := testDecider()
+	caps := capProfiles["search"]
+	rejected := func(pp policyProfile, wait time.Duration) *sb {
+		b := newStrict(caps, pp).start(1, "")
+		return b.add(1, &events.WriteRejectedData{Code: "http_retryable", StatusCode: 429, Retryable: true, RetryAfter: events.Duration(wait)})
+	}
+	b := rejected(policyProfile{"auto", "auto", false}, 10*time.Minute)
+	i, err := Fold(b.h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := i.UpdatedAt
+	if s := d.Next(i, caps, at.Add(time.Minute)); s.Kind != StepWait || !s.At.Equal(at.Add(10*time.Minute)) {
+		t.Fatalf("a minute after a 429 asking for 10: %s until %s", s.Kind, s.At)
+	}
+	if s := d.Next(i, caps, at.Add(10*time.Minute)); s.Event == nil || s.Event.EventType() != events.RetryClaimed {
+		t.Fatalf("after the wait: %+v", s)
+	}
+	b.at = at.Add(time.Minute)
+	b.add(0, &events.RetryClaimedData{Owner: "me", LeaseUntil: b.at.Add(time.Minute), Attempt: 2})
+	if _, err := Fold(b.h); err == nil || !strings.Contains(err.Error(), "Retry-After") {
+		t.Fatalf("a claim inside the wait: %v", err)
+	}
+	// Capped at MaxRetryAfter.
+	j, err := Fold(rejected(policyProfile{"auto", "auto", false}, 30*24*time.Hour).h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := d.Next(j, caps, j.UpdatedAt.Add(time.Minute)); s.Kind != StepWait || !s.At.Equal(j.UpdatedAt.Add(MaxRetryAfter)) {
+		t.Fatalf("a 30-day Retry-After: waits until %s", s.At)
+	}
+	// An expiry inside the wait: abandoned then, never written.
+	k, err := Fold(rejected(policyProfile{"auto", "auto", true}, 30*time.Minute).h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := d.Next(k, caps, k.UpdatedAt.Add(time.Minute)); s.Kind != StepWait || !s.At.Equal(k.Recorded.ExpiresAt) {
+		t.Fatalf("expiry inside the wait: %s until %s", s.Kind, s.At)
+	}
+	if s := d.Next(k, caps, k.Recorded.ExpiresAt); s.Event == nil || s.Event.EventType() != events.Abandoned {
+		t.Fatalf("at expiry: %+v", s)
+	}
+	// An approved retry waits too.
+	a := rejected(policyProfile{"auto", "approval", false}, 10*time.Minute)
+	a.add(0, &events.ApprovalRequiredData{For: "retry", Reason: "r"}).add(0, &events.ApprovedData{Operator: "op"})
+	ai, err := Fold(a.h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := d.Next(ai, caps, ai.UpdatedAt); s.Kind != StepWait || !s.At.Equal(at.Add(10*time.Minute)) {
+		t.Fatalf("an approved retry inside the wait: %s until %s", s.Kind, s.At)
+	}
+	// A failed read.
+	r := foldAuto(t, caps, "reconciling(mine)")
+	now := r.UpdatedAt
+	c := d.ConcludeReadFailure(r, caps, now, "search", "rejected: http_retryable (HTTP 429)", 7*time.Minute).(*events.CheckDeferredData)
+	if c.RetryAfter.D() != 7*time.Minute || !c.NextCheckAt.Equal(now.Add(7*time.Minute)) {
+		t.Fatalf("a read asking for 7 minutes: %+v", c)
+	}
+	c = d.ConcludeReadFailure(r, caps, now, "search", "x", 48*time.Hour).(*events.CheckDeferredData)
+	if !c.NextCheckAt.Equal(now.Add(MaxRetryAfter)) {
+		t.Fatalf("a read asking for 2 days: %+v", c)
+	}
 }

@@ -132,6 +132,10 @@ type Intent struct {
 	// NotFoundBy is the event that proved not_found (SearchWindowElapsed or
 	// StatusNotFound) since the last attempt.
 	NotFoundBy events.Type
+	// RetryNotBefore is when the API allowed the next request after the
+	// last rejection (its Retry-After, capped at MaxRetryAfter): no claim
+	// or resend before it. Zero when it asked nothing.
+	RetryNotBefore time.Time
 	// UnknownSince is when the intent's current unsettled episode began:
 	// it begins when the intent enters unknown and lasts through
 	// reconciliation (reconciling, in_progress, and verifying reached from
@@ -478,6 +482,9 @@ func (i *Intent) strictGuard(e events.Event) error {
 		if i.WriteProven {
 			return errors.New("an attempt was proven written: the intent can only be confirmed or handed off, never retried")
 		}
+		if e.At.Before(i.RetryNotBefore) {
+			return errors.Errorf("the API asked for no request before %s (Retry-After)", i.RetryNotBefore.UTC().Format(time.RFC3339))
+		}
 		if i.Expired(e.At) {
 			return errors.New("the intent expired: no retry after expires_at")
 		}
@@ -598,6 +605,7 @@ func (i *Intent) fold(e events.Event, to State) {
 		i.Released = false
 		i.ApprovalFor = ""
 		i.NotFoundBy = ""
+		i.RetryNotBefore = time.Time{}
 	case *events.WriteSucceededData:
 		i.closeAttempt(e.Type, "")
 		i.ExternalID, i.LiveURL = d.ExternalID, d.LiveURL
@@ -609,6 +617,9 @@ func (i *Intent) fold(e events.Event, to State) {
 	case *events.WriteRejectedData:
 		i.closeAttempt(e.Type, d.Code)
 		i.LastRejection = d
+		if d.RetryAfter > 0 {
+			i.RetryNotBefore = e.At.Add(min(d.RetryAfter.D(), MaxRetryAfter))
+		}
 	case *events.OutcomeUnknownData:
 		i.closeAttempt(e.Type, d.Code)
 	case *events.ReconcileStartedData:

@@ -551,9 +551,9 @@ func Classify(intent *fsm.Intent, attemptID string, res adapter.WriteResult, err
 		case adapter.NotSent:
 			// Never sent, so nothing executed; whether sending again can
 			// help is the adapter's call (an invalid request cannot).
-			return &events.WriteRejectedData{Code: ce.Code, Message: ce.Message, Retryable: ce.Retryable}
+			return &events.WriteRejectedData{Code: ce.Code, Message: ce.Message, Retryable: ce.Retryable, RetryAfter: retryAfter(ce)}
 		case adapter.Rejected:
-			return &events.WriteRejectedData{Code: ce.Code, Message: ce.Message, StatusCode: ce.StatusCode, Retryable: ce.Retryable}
+			return &events.WriteRejectedData{Code: ce.Code, Message: ce.Message, StatusCode: ce.StatusCode, Retryable: ce.Retryable, RetryAfter: retryAfter(ce)}
 		default:
 			return &events.OutcomeUnknownData{Code: ce.Code, Message: ce.Message, StatusCode: ce.StatusCode}
 		}
@@ -563,6 +563,15 @@ func Classify(intent *fsm.Intent, attemptID string, res adapter.WriteResult, err
 	}
 	// An adapter error we cannot classify proves nothing: unknown.
 	return &events.OutcomeUnknownData{Code: "unclassified", Message: "the adapter failed without a classified error"}
+}
+
+// retryAfter is the wait a retryable rejection asked for, as the decider
+// honours it (capped at fsm.MaxRetryAfter); 0 for a definite one.
+func retryAfter(ce *adapter.CallError) events.Duration {
+	if !ce.Retryable || ce.RetryAfter <= 0 {
+		return 0
+	}
+	return events.Duration(min(ce.RetryAfter, fsm.MaxRetryAfter))
 }
 
 // appendTo appends the next event to h and folds it into intent.

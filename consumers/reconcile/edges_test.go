@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -445,4 +446,76 @@ func TestEdgeIncompleteListingNeverProvesAbsence(t *testing.T) {
 			t.Fatalf("state %s (%s), %d effects: %v", i.State, i.ManualReason, api.Effects(), w.types(res.IntentID))
 		}
 	})
+}
+
+// rateLimited is a habit that says how long the API asked to wait on its
+// 429 answers (Retry-After, as the route adapters read it).
+func rateLimited(wait time.Duration) func(err error) error {
+	return func(err error) error {
+		var ce *adapter.CallError
+		if errors.As(err, &ce) && ce.StatusCode == http.StatusTooManyRequests {
+			c := *ce
+			c.RetryAfter = wait
+			return &c
+		}
+		return err
+	}
+}
+
+// 25.12 (Deliver 3, the decider's side): a write answered 429 with
+// Retry-After: 2 minutes is recorded with it, and settle does not resend
+// before it (it resent after its own backoff, about a second).
+func TestEdgeRetryAfterOnAWriteIsHonoured(t *testing.T) {
+	limit := rateLimited(2 * time.Minute)
+	w, api := socialEdge(t, &habit{write: func(ctx context.Context, req adapter.WriteRequest, inner func() (adapter.WriteResult, error)) (adapter.WriteResult, error) {
+		res, err := inner()
+		return res, limit(err)
+	}})
+	api.Next(fakeapi.Status(http.StatusTooManyRequests))
+	res := w.execute("task:limited", "acct_1", "", `{"body":"slow down"}`)
+	rej, ok := res.History[len(res.History)-1].Data.(*events.WriteRejectedData)
+	if res.State != fsm.Rejected || !ok || !rej.Retryable || rej.RetryAfter.D() != 2*time.Minute {
+		t.Fatalf("state %s, %+v: want a retryable rejection recording retry_after 2m", res.State, res.History[len(res.History)-1].Data)
+	}
+	rejectedAt := res.History[len(res.History)-1].At
+	i := w.settle(w.rec, res.IntentID)
+	var second time.Time
+	for _, e := range w.history(res.IntentID) {
+		if d, ok := e.Data.(*events.WriteStartedData); ok && d.Attempt == 2 {
+			second = e.At
+		}
+	}
+	if i.State != fsm.Confirmed || api.Effects() != 1 || second.IsZero() || second.Before(rejectedAt.Add(2*time.Minute)) {
+		t.Fatalf("state %s, %d effects; resent at %s, %s after the 429 (want ≥ 2m): %v", i.State, api.Effects(), second, second.Sub(rejectedAt), w.types(res.IntentID))
+	}
+}
+
+// A read answered 429 with Retry-After: 3 minutes is a failed read that
+// records it, and the next check is not before it.
+func TestEdgeRetryAfterOnAReadIsHonoured(t *testing.T) {
+	limit := rateLimited(3 * time.Minute)
+	limited := 0
+	w, api := socialEdge(t, &habit{search: func(ctx context.Context, q adapter.SearchQuery, inner func() ([]adapter.Record, error)) ([]adapter.Record, error) {
+		if limited == 0 {
+			limited++
+			return nil, limit(&adapter.CallError{Class: adapter.Rejected, Code: "http_retryable", StatusCode: http.StatusTooManyRequests, Retryable: true})
+		}
+		return inner()
+	}})
+	api.Next(fakeapi.CommitThenDrop())
+	res := w.execute("task:read-limited", "acct_1", "", `{"body":"listed slowly"}`)
+	i := w.settle(w.rec, res.IntentID)
+	var deferred *events.CheckDeferredData
+	var at time.Time
+	for _, e := range w.history(res.IntentID) {
+		if d, ok := e.Data.(*events.CheckDeferredData); ok && d.Reason == events.DeferReadFailed {
+			deferred, at = d, e.At
+		}
+	}
+	if deferred == nil || deferred.RetryAfter.D() != 3*time.Minute || deferred.NextCheckAt.Before(at.Add(3*time.Minute)) {
+		t.Fatalf("the failed read: %+v at %s; want retry_after 3m and the next check 3m later", deferred, at)
+	}
+	if i.State != fsm.Confirmed || api.Effects() != 1 {
+		t.Fatalf("state %s (%s), %d effects: %v", i.State, i.ManualReason, api.Effects(), w.types(res.IntentID))
+	}
 }

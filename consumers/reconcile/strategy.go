@@ -79,16 +79,14 @@ func (r *Reconciler) reconcile(ctx context.Context, i *fsm.Intent, route adapter
 			if errors.Is(err, ErrRouteMissing) {
 				return nil, err
 			}
-			r.logRead(i, "status", err)
-			return r.decider().ConcludeReadError(i, caps, r.cfg.Now(), "status", safeErr(err)), nil
+			return r.readFailure(i, caps, "status", err), nil
 		}
 		return r.decider().ConcludeStatus(i, caps, r.cfg.Now(), st), nil
 	case fsm.StrategySearch:
 		recs, listedAt, err := r.candidates(ctx, i, route, sc)
 		incomplete := errors.Is(err, adapter.ErrListingIncomplete)
 		if err != nil && !incomplete {
-			r.logRead(i, "search", err)
-			return r.decider().ConcludeReadError(i, caps, r.cfg.Now(), "search", safeErr(err)), nil
+			return r.readFailure(i, caps, "search", err), nil
 		}
 		cands := make([]fsm.Candidate, len(recs))
 		for k, rec := range recs {
@@ -105,6 +103,18 @@ func (r *Reconciler) reconcile(ctx context.Context, i *fsm.Intent, route adapter
 		return r.decider().ConcludeSearch(i, caps, r.cfg.Now(), listedAt, cands), nil
 	}
 	return nil, errors.Errorf("step %s: %w: strategy %q", i.ID, ErrRouteMissing, strategy)
+}
+
+// readFailure concludes a failed read, honouring the wait the API asked
+// for (CallError.RetryAfter).
+func (r *Reconciler) readFailure(i *fsm.Intent, caps events.Capabilities, what string, err error) events.Data {
+	r.logRead(i, what, err)
+	var wait time.Duration
+	var ce *adapter.CallError
+	if errors.As(err, &ce) {
+		wait = ce.RetryAfter
+	}
+	return r.decider().ConcludeReadFailure(i, caps, r.cfg.Now(), what, safeErr(err), wait)
 }
 
 func (r *Reconciler) logRead(i *fsm.Intent, what string, err error) {
@@ -196,8 +206,7 @@ func (r *Reconciler) verify(ctx context.Context, i *fsm.Intent, route adapter.Ro
 			if errors.Is(err, ErrRouteMissing) {
 				return nil, err
 			}
-			r.logRead(i, "status", err)
-			return r.decider().ConcludeReadError(i, caps, r.cfg.Now(), "status", safeErr(err)), nil
+			return r.readFailure(i, caps, "status", err), nil
 		}
 		return r.decider().ConcludeStatusReadback(i, caps, r.cfg.Now(), st), nil
 	}
@@ -208,8 +217,7 @@ func (r *Reconciler) verify(ctx context.Context, i *fsm.Intent, route adapter.Ro
 		return r.decider().ConcludeReadback(i, caps, r.cfg.Now(), fsm.Readback{Found: false}), nil
 	}
 	if err != nil {
-		r.logRead(i, "get", err)
-		return r.decider().ConcludeReadError(i, caps, r.cfg.Now(), "get", safeErr(err)), nil
+		return r.readFailure(i, caps, "get", err), nil
 	}
 	liveURL := rec.LiveURL
 	if liveURL == "" {
@@ -221,8 +229,7 @@ func (r *Reconciler) verify(ctx context.Context, i *fsm.Intent, route adapter.Ro
 		code, err := ad.Probe(ctx, liveURL)
 		if err != nil {
 			// A probe that failed is a failed read, not a failed check.
-			r.logRead(i, "probe", err)
-			return r.decider().ConcludeReadError(i, caps, r.cfg.Now(), "probe", safeErr(err)), nil
+			return r.readFailure(i, caps, "probe", err), nil
 		}
 		if code >= 500 || code == http.StatusTooManyRequests {
 			// The page's server is in trouble: that proves nothing about
