@@ -170,6 +170,34 @@ type Writer interface {
 	Write(ctx context.Context, req WriteRequest) (WriteResult, error)
 }
 
+// Preparer is optional: a Writer that can render a write without sending
+// it, and send a rendering made before. The producer renders the first
+// attempt with PrepareWrite and records the rendering in its WriteStarted
+// (events.SentRequest); every attempt, the first and each retry, is sent
+// with WritePrepared from that record — so a retry sends the bytes the
+// first attempt sent, never a request rendered again from a route edited
+// since (an API that compares a reused key's parameters, as Stripe does,
+// would refuse it; one that does not would apply the edited request).
+//
+// PrepareWrite does no I/O. The rendering must hold no credential (no
+// route header, no secret part of the base URL): path is relative to the
+// route's base URL, and the route's credential headers, the idempotency
+// key's and the attempt id's headers are added by WritePrepared. A write
+// that cannot be rendered fails as Write would (a *CallError, NotSent);
+// a rendering that cannot be recorded without a credential is
+// ErrNotRecordable (the producer then sends with Write). WritePrepared
+// classifies its answer exactly as Write does; req is the attempt's
+// request (its attempt id, key and payload), p what to send.
+type Preparer interface {
+	PrepareWrite(req WriteRequest) (events.SentRequest, error)
+	WritePrepared(ctx context.Context, req WriteRequest, p events.SentRequest) (WriteResult, error)
+}
+
+// ErrNotRecordable is returned (wrapped) by PrepareWrite when the
+// rendering would carry a credential: it is not recorded, and the write
+// is sent with Write.
+var ErrNotRecordable = errors.New("adapter: the rendered write cannot be recorded without a credential")
+
 // Searcher lists candidates read-only. A listing whose end is not proven
 // returns the records read so far and an error wrapping
 // ErrListingIncomplete; any other error means nothing was listed.

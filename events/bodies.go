@@ -605,7 +605,7 @@ func (r *bodyReader) approved(d *ApprovedData) {
 	}
 }
 
-var writeStartedKeys = []string{"attempt", "idempotency_key", "deadline", "claim_owner"}
+var writeStartedKeys = []string{"attempt", "idempotency_key", "deadline", "claim_owner", "request"}
 
 func (r *bodyReader) writeStarted(d *WriteStartedData) {
 	r.open()
@@ -619,6 +619,52 @@ func (r *bodyReader) writeStarted(d *WriteStartedData) {
 			d.Deadline = r.time()
 		case 3:
 			d.ClaimOwner = r.str()
+		case 4:
+			d.Request = new(SentRequest)
+			r.sentRequest(d.Request)
+		}
+	}
+}
+
+var sentRequestKeys = []string{"method", "path", "headers", "content_type", "body"}
+
+func (r *bodyReader) sentRequest(x *SentRequest) {
+	r.open()
+	for k := r.member(sentRequestKeys, -1); k >= 0; k = r.member(sentRequestKeys, k) {
+		switch k {
+		case 0:
+			x.Method = r.str()
+		case 1:
+			x.Path = r.str()
+		case 2:
+			x.Headers = r.headerFields()
+		case 3:
+			x.ContentType = r.str()
+		case 4:
+			x.Body = r.str()
+		}
+	}
+}
+
+var headerFieldKeys = []string{"name", "value"}
+
+func (r *bodyReader) headerFields() []HeaderField {
+	out := []HeaderField{}
+	for first := true; r.next(first); first = false {
+		out = append(out, HeaderField{})
+		r.headerField(&out[len(out)-1])
+	}
+	return out
+}
+
+func (r *bodyReader) headerField(h *HeaderField) {
+	r.open()
+	for k := r.member(headerFieldKeys, -1); k >= 0; k = r.member(headerFieldKeys, k) {
+		switch k {
+		case 0:
+			h.Name = r.str()
+		case 1:
+			h.Value = r.str()
 		}
 	}
 }

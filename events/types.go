@@ -3,9 +3,11 @@ package events
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cockroachdb/errors"
 )
@@ -433,6 +435,12 @@ type WriteStartedData struct {
 	Deadline       time.Time `json:"deadline"`
 	// ClaimOwner is the worker whose RetryClaimed this attempt uses (retries only).
 	ClaimOwner string `json:"claim_owner,omitempty"`
+	// Request is the request this attempt sends, as the first attempt
+	// rendered it (nil: not recorded — an adapter that cannot render a
+	// write apart from sending it, or an intent recorded before). Every
+	// retry sends the first attempt's request again, byte for byte, never
+	// one rendered again from a route edited since.
+	Request *SentRequest `json:"request,omitempty"`
 }
 
 func (*WriteStartedData) EventType() Type { return WriteStarted }
@@ -443,7 +451,63 @@ func (d *WriteStartedData) Validate() error {
 	if err := required("data.idempotency_key", d.IdempotencyKey); err != nil {
 		return err
 	}
+	if d.Request != nil {
+		if err := required("data.request.method", d.Request.Method); err != nil {
+			return err
+		}
+	}
 	return requiredTime("data.deadline", d.Deadline)
+}
+
+// SentRequest is a write's request as rendered for sending, without any
+// credential: its method, its URL after the route's base URL, its own
+// headers (the route's credential headers and the idempotency key's and
+// attempt id's headers are added when it is sent), its content type and
+// body. It is recorded in WriteStarted so that a retry sends the very
+// bytes the first attempt sent.
+type SentRequest struct {
+	Method string `json:"method"`
+	// Path is the URL after the route's base URL (its path and query).
+	Path        string        `json:"path"`
+	Headers     []HeaderField `json:"headers,omitempty"`
+	ContentType string        `json:"content_type,omitempty"`
+	Body        string        `json:"body,omitempty"`
+}
+
+// HeaderField is one header of a SentRequest.
+type HeaderField struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// MaxSentRequestSize bounds a SentRequest recorded in WriteStarted, as
+// JSON: a larger rendering is not recorded (its retries render it again).
+const MaxSentRequestSize = 256 << 10
+
+// Recordable reports whether r may be recorded: its body is UTF-8 (JSON
+// text keeps it byte for byte) and its JSON stays within
+// MaxSentRequestSize.
+func (r *SentRequest) Recordable() bool {
+	if r == nil || !utf8.ValidString(r.Body) {
+		return false
+	}
+	n := 64 + len(r.Method) + len(r.Path) + len(r.ContentType) + len(r.Body)
+	for _, h := range r.Headers {
+		n += 24 + len(h.Name) + len(h.Value)
+	}
+	if 6*n <= MaxSentRequestSize { // even if every byte were escaped
+		return true
+	}
+	return len(r.appendJSON(nil)) <= MaxSentRequestSize
+}
+
+// Equal reports whether r and o are the same request.
+func (r *SentRequest) Equal(o *SentRequest) bool {
+	if r == nil || o == nil {
+		return r == o
+	}
+	return r.Method == o.Method && r.Path == o.Path && r.ContentType == o.ContentType && r.Body == o.Body &&
+		slices.Equal(r.Headers, o.Headers)
 }
 
 // WriteSucceededData: a success response; readback still pending.

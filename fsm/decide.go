@@ -332,11 +332,14 @@ func (d Decider) Next(i *Intent, caps events.Capabilities, now time.Time) Step {
 	return done(string(i.State))
 }
 
+// write is the step of attempt n. A retry carries the request the first
+// attempt recorded: it is sent again as it was (the producer renders and
+// records the request of an attempt that carries none).
 func (d Decider) write(i *Intent, now time.Time, owner string) Step {
 	n := len(i.Attempts) + 1
 	return Step{Kind: StepWrite, WritePath: true, AttemptID: events.AttemptID(i.ID, n), Why: fmt.Sprintf("write attempt %d", n),
 		Event: &events.WriteStartedData{Attempt: n, IdempotencyKey: i.Recorded.IdempotencyKey,
-			Deadline: now.Add(i.Recorded.Policy.AttemptDeadline.D()), ClaimOwner: owner}}
+			Deadline: now.Add(i.Recorded.Policy.AttemptDeadline.D()), ClaimOwner: owner, Request: i.SentRequest()}}
 }
 
 func (d Decider) abandonExpired(i *Intent) Step {

@@ -947,3 +947,37 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 		t.Fatalf("a read asking for 2 days: %+v", c)
 	}
 }
+
+// A retry sends the request its first attempt recorded (defect 25.11):
+// the decider's retry step carries it, and the guard refuses a retry that
+// records another. A history without recorded requests folds as before.
+func TestRetryCarriesTheRecordedRequest(t *testing.T) {
+	d := testDecider()
+	caps := capProfiles["status+key"]
+	first := &events.SentRequest{Method: "POST", Path: "/v1/payment_intents", ContentType: "application/x-www-form-urlencoded", Body: "amount=4200"}
+	b := newStrict(caps, policyProfile{"auto", "auto", false})
+	b.add(1, &events.WriteStartedData{Attempt: 1, IdempotencyKey: events.IdempotencyKey(b.id()), Deadline: b.at.Add(time.Minute), Request: first}).
+		add(1, &events.OutcomeUnknownData{Code: "timeout_after_send"}).
+		add(0, &events.ReconcileStartedData{Worker: "me", LeaseUntil: b.at.Add(30 * time.Second), Strategy: StrategyStatus, Check: 1}).
+		add(0, &events.StatusNotFoundData{Queried: "status"}).
+		add(0, &events.RetryClaimedData{Owner: "me", LeaseUntil: b.at.Add(time.Minute), Attempt: 2})
+	i, err := Fold(b.h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := d.Next(i, caps, i.UpdatedAt)
+	ws, ok := s.Event.(*events.WriteStartedData)
+	if s.Kind != StepWrite || !ok || !ws.Request.Equal(first) {
+		t.Fatalf("the retry step: %s %+v, want the first attempt's request", s.Kind, s.Event)
+	}
+	edited := *first
+	edited.Body = "amount=4200&metadata%5Bv%5D=2"
+	for name, req := range map[string]*events.SentRequest{"the same": first, "none recorded": nil, "another": &edited} {
+		c := &sb{h: append([]events.Event(nil), b.h...), at: b.at}
+		c.add(2, &events.WriteStartedData{Attempt: 2, IdempotencyKey: events.IdempotencyKey(b.id()), Deadline: c.at.Add(time.Minute), ClaimOwner: "me", Request: req})
+		_, err := Fold(c.h)
+		if (name == "another") != (err != nil) {
+			t.Fatalf("a retry recording %s request: %v", name, err)
+		}
+	}
+}

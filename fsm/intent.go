@@ -54,6 +54,9 @@ type Attempt struct {
 	// Cleared: an authoritative search window that covered this attempt
 	// closed without our object, proving the attempt made no effect.
 	Cleared bool
+	// Request is the request the attempt sent, as recorded in its
+	// WriteStarted (nil: not recorded).
+	Request *events.SentRequest
 }
 
 // Risky reports whether the attempt may have executed: it is open, or it
@@ -174,6 +177,17 @@ func (i *Intent) KeyValidUntil() time.Time {
 	// route had a key.
 	p := i.Recorded.Policy
 	return i.keyValidUntil(events.Capabilities{IdempotencyKey: p.KeyRetention > 0, KeyRetention: p.KeyRetention})
+}
+
+// SentRequest is the request every retry sends: the earliest one an
+// attempt recorded (nil when none did).
+func (i *Intent) SentRequest() *events.SentRequest {
+	for _, a := range i.Attempts {
+		if a.Request != nil {
+			return a.Request
+		}
+	}
+	return nil
 }
 
 // Expired reports whether no write may start at t (ExpiresAt passed).
@@ -395,6 +409,9 @@ func (i *Intent) guard(e events.Event) error {
 		if d.IdempotencyKey != i.Recorded.IdempotencyKey {
 			return errors.New("every attempt must carry the intent's idempotency key")
 		}
+		if first := i.SentRequest(); first != nil && d.Request != nil && !d.Request.Equal(first) {
+			return errors.New("a retry sends the request its first attempt recorded, not another")
+		}
 		switch i.State {
 		case Recorded:
 			if n > 1 && !i.Released {
@@ -600,7 +617,7 @@ func (i *Intent) fold(e events.Event, to State) {
 	case *events.ApprovedData:
 		i.ApprovedBy = d.Operator
 	case *events.WriteStartedData:
-		i.Attempts = append(i.Attempts, Attempt{N: d.Attempt, ID: e.AttemptID, StartedAt: e.At, Deadline: d.Deadline, ClaimOwner: d.ClaimOwner})
+		i.Attempts = append(i.Attempts, Attempt{N: d.Attempt, ID: e.AttemptID, StartedAt: e.At, Deadline: d.Deadline, ClaimOwner: d.ClaimOwner, Request: d.Request})
 		i.Claim = nil
 		i.Released = false
 		i.ApprovalFor = ""

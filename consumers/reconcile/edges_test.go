@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,8 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,15 +50,26 @@ type edge struct {
 // exampleRoute builds the only route of a shipped example file.
 func exampleRoute(t *testing.T, file string, env map[string]string, now func() time.Time) adapter.Route {
 	t.Helper()
+	return editedRoute(t, file, env, now, nil, nil)
+}
+
+// editedRoute builds the only route of a shipped example file with its
+// text edited by edit (nil: as shipped), sending through client (nil:
+// the route's own).
+func editedRoute(t *testing.T, file string, env map[string]string, now func() time.Time, edit func(string) string, client *http.Client) adapter.Route {
+	t.Helper()
 	raw, err := os.ReadFile("../../examples/routes/" + file)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if edit != nil {
+		raw = []byte(edit(string(raw)))
 	}
 	cfgs, err := httproute.Parse(raw, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfgs[0].Now = now
+	cfgs[0].Now, cfgs[0].Client = now, client
 	route, err := httproute.Build(cfgs[0])
 	if err != nil {
 		t.Fatal(err)
@@ -517,5 +531,84 @@ func TestEdgeRetryAfterOnAReadIsHonoured(t *testing.T) {
 	}
 	if i.State != fsm.Confirmed || api.Effects() != 1 {
 		t.Fatalf("state %s (%s), %d effects: %v", i.State, i.ManualReason, api.Effects(), w.types(res.IntentID))
+	}
+}
+
+// wire records the bodies of the requests a client sends (what the
+// server receives), by method and path.
+type wire struct {
+	mu     sync.Mutex
+	bodies map[string][]string
+}
+
+func (w *wire) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil && r.Method != http.MethodGet {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		_ = r.Body.Close()
+		w.mu.Lock()
+		w.bodies[r.Method+" "+r.URL.Path] = append(w.bodies[r.Method+" "+r.URL.Path], string(b))
+		w.mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func (w *wire) sent(key string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.bodies[key])
+}
+
+// 25.11: the route is edited (a metadata field added to the body) while
+// an intent is unknown. The retry sends the request its first attempt
+// recorded, byte for byte — Stripe sees the same parameters under the
+// key and replays the first result — never one rendered from the edited
+// route (Stripe would answer idempotency_error: the first attempt had
+// paid). The recorded request holds no credential.
+func TestEdgeRetrySendsTheRecordedRequest(t *testing.T) {
+	clock := testharness.NewManualClock(t0)
+	api := fakeapi.NewStripeAPI(t, fakeapi.WithStripeClock(clock.Now), fakeapi.WithStripeSearchLag(3*time.Minute))
+	env := map[string]string{"STRIPE_API_URL": api.URL(), "STRIPE_SECRET_KEY": api.Token()}
+	seen := &wire{bodies: map[string][]string{}}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: seen,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	v1 := editedRoute(t, "stripe_payment_intent.yaml", env, clock.Now, nil, client)
+	const keyLine = `"metadata[settle_key]": "{{idempotency_key}}"`
+	v2 := editedRoute(t, "stripe_payment_intent.yaml", env, clock.Now, func(s string) string {
+		if !strings.Contains(s, keyLine) {
+			t.Fatalf("the example no longer has %s", keyLine)
+		}
+		return strings.Replace(s, keyLine, keyLine+"\n        \"metadata[route_version]\": \"2\"", 1)
+	}, client)
+	w := newEdge(t, clock, v1)
+	api.Next(fakeapi.CommitThenDrop())
+	res := w.execute("order-1", api.AccountID(), "", `{"amount":4200,"currency":"jpy","customer":"cus_K1","payment_method":"pm_card_visa"}`)
+	if res.State != fsm.Unknown || api.Effects() != 1 {
+		t.Fatalf("after the write: %s, %d effects", res.State, api.Effects())
+	}
+	i := w.settle(w.reconciler(v2), res.IntentID) // the edited route reconciles
+	posts := seen.sent("POST /v1/payment_intents")
+	if len(posts) != 2 || posts[0] != posts[1] {
+		t.Fatalf("the retry sent other bytes than the first attempt:\n%q", posts)
+	}
+	if i.State != fsm.Confirmed || api.Effects() != 1 || api.Replays() != 1 {
+		t.Fatalf("state %s (%s), %d effects, %d replays: %v", i.State, i.ManualReason, api.Effects(), api.Replays(), w.types(res.IntentID))
+	}
+	var recorded []*events.SentRequest
+	for _, e := range w.history(res.IntentID) {
+		if d, ok := e.Data.(*events.WriteStartedData); ok {
+			recorded = append(recorded, d.Request)
+		}
+		raw, err := e.MarshalJSON()
+		if err != nil || bytes.Contains(raw, []byte(api.Token())) {
+			t.Fatalf("%s holds the secret key (%v)", e.Type, err)
+		}
+	}
+	if len(recorded) != 2 || recorded[0] == nil || !recorded[0].Equal(recorded[1]) || recorded[0].Body != posts[0] ||
+		recorded[0].Method != http.MethodPost || recorded[0].Path != "/v1/payment_intents" {
+		t.Fatalf("recorded requests %+v", recorded)
 	}
 }
