@@ -70,8 +70,13 @@ func (b *sb) add(attempt int, d events.Data) *sb {
 	return b
 }
 
+// tableRequest is the request every attempt of the table's histories
+// records (a retry sends its first attempt's).
+var tableRequest = &events.SentRequest{Method: "POST", Path: "/posts", ContentType: "application/json", Body: `{"body":"hello"}`}
+
 func (b *sb) start(n int, owner string) *sb {
-	return b.add(n, &events.WriteStartedData{Attempt: n, IdempotencyKey: events.IdempotencyKey(b.id()), Deadline: b.at.Add(time.Minute + time.Second), ClaimOwner: owner})
+	return b.add(n, &events.WriteStartedData{Attempt: n, IdempotencyKey: events.IdempotencyKey(b.id()), Deadline: b.at.Add(time.Minute + time.Second), ClaimOwner: owner,
+		Request: tableRequest})
 }
 
 // histories returns, for one capability and policy profile, a history that
@@ -269,6 +274,9 @@ func checkStepSafe(t *testing.T, label string, i *Intent, now time.Time, s Step)
 		if i.WriteProven {
 			t.Fatalf("%s: a proven write declared not found", label)
 		}
+	}
+	if ws, ok := s.Event.(*events.WriteStartedData); ok && i.SentRequest() != nil && !ws.Request.Equal(i.SentRequest()) {
+		t.Fatalf("%s: attempt %d does not send the request its first attempt recorded", label, ws.Attempt)
 	}
 	if (e.Type == events.RetryClaimed || e.Type == events.WriteStarted && i.State == RetryClaimed) && now.Before(i.RetryNotBefore) {
 		t.Fatalf("%s: %s before the API's Retry-After (%s)", label, e.Type, i.RetryNotBefore)
