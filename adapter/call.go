@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/settle-dev/settle/events"
 )
 
 // Class is the classification of one attempt that did not succeed.
@@ -47,8 +49,9 @@ type CallError struct {
 // CodeKeyReused is the code of an answer saying the idempotency key was
 // already used with another request (Stripe's idempotency_error, a 422
 // "key reused"): evidence that an earlier request reached the API, never a
-// definite rejection. Such an answer is classified Unknown.
-const CodeKeyReused = "idempotency_key_reused"
+// definite rejection. Such an answer is classified Unknown; the producer
+// records it unknown even when an adapter classified it Rejected.
+const CodeKeyReused = events.CodeKeyReused
 
 func (e *CallError) Error() string {
 	if e.StatusCode != 0 {

@@ -1,9 +1,13 @@
 // Package adapter is the port to external APIs, and the routes that use
 // them. It defines the small interfaces an external system must offer
-// (Writer, Searcher, Reader and the optional StatusQuerier), the
-// capability flags that tell the reconciler which strategy a route
-// supports, and the outcome classification of one HTTP attempt
-// (CallError): not sent, rejected, or unknown. Scrubber removes configured
+// (Writer, Searcher, Reader and the optional StatusQuerier; Preparer for a
+// writer that renders a write apart from sending it, so that a retry sends
+// the first attempt's recorded request), the capability flags that tell
+// the reconciler which strategy a route supports, and the outcome
+// classification of one HTTP attempt (CallError): not sent, rejected, or
+// unknown — "key already used" (CodeKeyReused) being unknown, and
+// RetryAfter the wait the API asked for. A listing whose end is not proven
+// says so (ErrListingIncomplete): it never proves absence. Scrubber removes configured
 // secret values (and any 8+ byte part of them) from the response-derived
 // fields an adapter returns, before anything records them. JSONTime reads
 // an external API's timestamps with their JSON escapes undone, which

@@ -52,9 +52,35 @@ func ValidateRoute(r Route) error {
 	}
 	c := r.Adapter.Capabilities()
 	keyProof := c.IdempotencyKey && (c.KeyRetention > 0 || r.Policy.KeyRetention > 0)
-	if keyProof || (c.Search && c.SearchAuthoritative) {
+	searchProof := c.Search && c.SearchAuthoritative
+	if keyProof && !searchProof {
+		if err := keyCoversAnAttempt(r, c); err != nil {
+			return err
+		}
+	}
+	if keyProof || searchProof {
 		return nil
 	}
 	return errors.WithHint(errors.Errorf("route %s: policy.retry: %q needs a dedup proof, and the route has none (no idempotency key with a known retention, no search that maps author and parent)", r.Name, r.Policy.Retry),
 		"set policy.retry to never, or declare the API's idempotency key and its retention, or a search that maps author_id and parent")
+}
+
+// keyCoversAnAttempt refuses a route whose idempotency key, its only dedup
+// proof, cannot stay valid through one retry: a claim is taken after the
+// first attempt started and its attempt may reach the API until its
+// deadline plus the clock-skew allowance, all inside the key's retention
+// less the margin and the skew (fsm.ClaimBy).
+func keyCoversAnAttempt(r Route, c Capabilities) error {
+	p := r.Policy
+	retention, field := c.KeyRetention, "the API's key retention (capabilities.key_retention)"
+	if p.KeyRetention > 0 && (retention == 0 || p.KeyRetention.D() < retention) {
+		retention, field = p.KeyRetention.D(), "policy.key_retention"
+	}
+	need := p.RetentionMargin.D() + p.AttemptDeadline.D() + 2*p.ClockSkew.D()
+	if retention > need {
+		return nil
+	}
+	return errors.WithHint(errors.Errorf("route %s: %s: %s cannot cover one retry: it must exceed retention_margin (%s) + attempt_deadline (%s) + 2 × clock_skew (%s), or a retry's attempt could reach the API after its key expired",
+		r.Name, field, retention, p.RetentionMargin.D(), p.AttemptDeadline.D(), p.ClockSkew.D()),
+		"declare the API's real key retention, or shorten policy.attempt_deadline or policy.retention_margin, or set policy.retry to never")
 }

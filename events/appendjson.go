@@ -532,6 +532,10 @@ func (d *IntentRecordedData) appendJSON(b []byte) ([]byte, bool) {
 		b = append(b, `,"caps":`...)
 		b = d.Caps.appendJSON(b)
 	}
+	if d.Rules != 0 {
+		b = append(b, `,"rules":`...)
+		b = strconv.AppendInt(b, int64(d.Rules), 10)
+	}
 	return append(b, '}'), true
 }
 
@@ -539,7 +543,7 @@ func (d *IntentRecordedData) jsonSizeHint() int {
 	if d == nil {
 		return 4
 	}
-	n := 440 + len(d.Tenant) + len(d.Route) + len(d.Account) + len(d.RequestID) + len(d.IdempotencyKey) +
+	n := 452 + len(d.Tenant) + len(d.Route) + len(d.Account) + len(d.RequestID) + len(d.IdempotencyKey) +
 		len(d.ParentExternalID) + len(d.Payload) + len(d.PayloadSHA256) + len(d.Canon)
 	if !d.ExpiresAt.IsZero() {
 		n += 50
@@ -570,6 +574,10 @@ func (d *WriteStartedData) appendJSON(b []byte) ([]byte, bool) {
 		b = append(b, `,"claim_owner":`...)
 		b = appendJSONString(b, d.ClaimOwner)
 	}
+	if d.Request != nil {
+		b = append(b, `,"request":`...)
+		b = d.Request.appendJSON(b)
+	}
 	return append(b, '}'), true
 }
 
@@ -577,7 +585,45 @@ func (d *WriteStartedData) jsonSizeHint() int {
 	if d == nil {
 		return 4
 	}
-	return 120 + len(d.IdempotencyKey) + len(d.ClaimOwner)
+	n := 120 + len(d.IdempotencyKey) + len(d.ClaimOwner)
+	if r := d.Request; r != nil {
+		n += 80 + len(r.Method) + len(r.Path) + len(r.ContentType) + len(r.Body) + len(r.Body)/8
+		for _, h := range r.Headers {
+			n += 24 + len(h.Name) + len(h.Value)
+		}
+	}
+	return n
+}
+
+// appendJSON appends r as json.Marshal writes it.
+func (r *SentRequest) appendJSON(b []byte) []byte {
+	b = append(b, `{"method":`...)
+	b = appendJSONString(b, r.Method)
+	b = append(b, `,"path":`...)
+	b = appendJSONString(b, r.Path)
+	if len(r.Headers) > 0 {
+		b = append(b, `,"headers":[`...)
+		for i, h := range r.Headers {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"name":`...)
+			b = appendJSONString(b, h.Name)
+			b = append(b, `,"value":`...)
+			b = appendJSONString(b, h.Value)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if r.ContentType != "" {
+		b = append(b, `,"content_type":`...)
+		b = appendJSONString(b, r.ContentType)
+	}
+	if r.Body != "" {
+		b = append(b, `,"body":`...)
+		b = appendJSONString(b, r.Body)
+	}
+	return append(b, '}')
 }
 
 func (d *WriteSucceededData) appendJSON(b []byte) ([]byte, bool) {
@@ -630,6 +676,10 @@ func (d *WriteRejectedData) appendJSON(b []byte) ([]byte, bool) {
 	b = appendCodeMessageStatus(b, d.Code, d.Message, d.StatusCode)
 	b = append(b, `,"retryable":`...)
 	b = appendJSONBool(b, d.Retryable)
+	if d.RetryAfter != 0 {
+		b = append(b, `,"retry_after":`...)
+		b = appendJSONDuration(b, d.RetryAfter)
+	}
 	return append(b, '}'), true
 }
 
@@ -637,7 +687,7 @@ func (d *WriteRejectedData) jsonSizeHint() int {
 	if d == nil {
 		return 4
 	}
-	return 80 + len(d.Code) + len(d.Message)
+	return 100 + len(d.Code) + len(d.Message)
 }
 
 func (d *OutcomeUnknownData) appendJSON(b []byte) ([]byte, bool) {

@@ -538,7 +538,7 @@ func (r *bodyReader) attemptRef(a *AttemptRef) {
 }
 
 var intentRecordedKeys = []string{"tenant", "route", "account", "request_id", "idempotency_key", "parent_external_id",
-	"payload", "payload_sha256", "canon", "planned_at", "expires_at", "policy", "caps"}
+	"payload", "payload_sha256", "canon", "planned_at", "expires_at", "policy", "caps", "rules"}
 
 func (r *bodyReader) intentRecorded(d *IntentRecordedData) {
 	r.open()
@@ -571,6 +571,8 @@ func (r *bodyReader) intentRecorded(d *IntentRecordedData) {
 		case 12:
 			d.Caps = new(Capabilities)
 			r.capabilities(d.Caps)
+		case 13:
+			d.Rules = r.int()
 		}
 	}
 }
@@ -603,7 +605,7 @@ func (r *bodyReader) approved(d *ApprovedData) {
 	}
 }
 
-var writeStartedKeys = []string{"attempt", "idempotency_key", "deadline", "claim_owner"}
+var writeStartedKeys = []string{"attempt", "idempotency_key", "deadline", "claim_owner", "request"}
 
 func (r *bodyReader) writeStarted(d *WriteStartedData) {
 	r.open()
@@ -617,6 +619,52 @@ func (r *bodyReader) writeStarted(d *WriteStartedData) {
 			d.Deadline = r.time()
 		case 3:
 			d.ClaimOwner = r.str()
+		case 4:
+			d.Request = new(SentRequest)
+			r.sentRequest(d.Request)
+		}
+	}
+}
+
+var sentRequestKeys = []string{"method", "path", "headers", "content_type", "body"}
+
+func (r *bodyReader) sentRequest(x *SentRequest) {
+	r.open()
+	for k := r.member(sentRequestKeys, -1); k >= 0; k = r.member(sentRequestKeys, k) {
+		switch k {
+		case 0:
+			x.Method = r.str()
+		case 1:
+			x.Path = r.str()
+		case 2:
+			x.Headers = r.headerFields()
+		case 3:
+			x.ContentType = r.str()
+		case 4:
+			x.Body = r.str()
+		}
+	}
+}
+
+var headerFieldKeys = []string{"name", "value"}
+
+func (r *bodyReader) headerFields() []HeaderField {
+	out := []HeaderField{}
+	for first := true; r.next(first); first = false {
+		out = append(out, HeaderField{})
+		r.headerField(&out[len(out)-1])
+	}
+	return out
+}
+
+func (r *bodyReader) headerField(h *HeaderField) {
+	r.open()
+	for k := r.member(headerFieldKeys, -1); k >= 0; k = r.member(headerFieldKeys, k) {
+		switch k {
+		case 0:
+			h.Name = r.str()
+		case 1:
+			h.Value = r.str()
 		}
 	}
 }
@@ -651,7 +699,7 @@ func (r *bodyReader) writeConfirmed(d *WriteConfirmedData) {
 	}
 }
 
-var writeRejectedKeys = []string{"code", "message", "status_code", "retryable"}
+var writeRejectedKeys = []string{"code", "message", "status_code", "retryable", "retry_after"}
 
 func (r *bodyReader) writeRejected(d *WriteRejectedData) {
 	r.open()
@@ -665,6 +713,8 @@ func (r *bodyReader) writeRejected(d *WriteRejectedData) {
 			d.StatusCode = r.int()
 		case 3:
 			d.Retryable = r.bool()
+		case 4:
+			d.RetryAfter = r.duration()
 		}
 	}
 }
@@ -703,7 +753,7 @@ func (r *bodyReader) reconcileStarted(d *ReconcileStartedData) {
 	}
 }
 
-var checkDeferredKeys = []string{"reason", "next_check_at", "candidates", "error", "candidates_omitted"}
+var checkDeferredKeys = []string{"reason", "next_check_at", "candidates", "error", "candidates_omitted", "retry_after"}
 
 func (r *bodyReader) checkDeferred(d *CheckDeferredData) {
 	r.open()
@@ -719,12 +769,14 @@ func (r *bodyReader) checkDeferred(d *CheckDeferredData) {
 			d.Error = r.str()
 		case 4:
 			d.CandidatesOmitted = r.int()
+		case 5:
+			d.RetryAfter = r.duration()
 		}
 	}
 }
 
 var candidateFoundKeys = []string{"external_id", "live_url", "source", "candidates", "created_at", "correlation_id",
-	"candidates_omitted"}
+	"candidates_omitted", "account"}
 
 func (r *bodyReader) candidateFound(d *CandidateFoundData) {
 	r.open()
@@ -744,6 +796,8 @@ func (r *bodyReader) candidateFound(d *CandidateFoundData) {
 			d.CorrelationID = r.str()
 		case 6:
 			d.CandidatesOmitted = r.int()
+		case 7:
+			d.Account = r.str()
 		}
 	}
 }

@@ -3,9 +3,11 @@ package events
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cockroachdb/errors"
 )
@@ -350,7 +352,18 @@ type IntentRecordedData struct {
 	// intent recorded without them (before settle 0.2) is judged by the
 	// earlier, weaker guards so that old logs still fold.
 	Caps *Capabilities `json:"caps,omitempty"`
+	// Rules is the version of the safety rules the guards hold the intent
+	// to (CurrentRules for an intent recorded now). An intent recorded
+	// under earlier rules (0) folds under them, so old logs stay readable;
+	// the decision function applies the current rules to every intent.
+	Rules int `json:"rules,omitempty"`
 }
+
+// CurrentRules is the version of the guards' safety rules this version
+// records intents under. 1 adds: a retry's claim leaves the idempotency
+// key valid through the attempt that follows it (lease + attempt deadline
+// + clock skew).
+const CurrentRules = 1
 
 func (*IntentRecordedData) EventType() Type { return IntentRecorded }
 func (d *IntentRecordedData) Validate() error {
@@ -386,6 +399,9 @@ func (d *IntentRecordedData) Validate() error {
 	if err := requiredTime("data.planned_at", d.PlannedAt); err != nil {
 		return err
 	}
+	if d.Rules < 0 {
+		return &FieldError{Field: "data.rules", Reason: "must not be negative"}
+	}
 	return d.Policy.Validate("data.policy.")
 }
 
@@ -419,6 +435,12 @@ type WriteStartedData struct {
 	Deadline       time.Time `json:"deadline"`
 	// ClaimOwner is the worker whose RetryClaimed this attempt uses (retries only).
 	ClaimOwner string `json:"claim_owner,omitempty"`
+	// Request is the request this attempt sends, as the first attempt
+	// rendered it (nil: not recorded — an adapter that cannot render a
+	// write apart from sending it, or an intent recorded before). Every
+	// retry sends the first attempt's request again, byte for byte, never
+	// one rendered again from a route edited since.
+	Request *SentRequest `json:"request,omitempty"`
 }
 
 func (*WriteStartedData) EventType() Type { return WriteStarted }
@@ -429,7 +451,63 @@ func (d *WriteStartedData) Validate() error {
 	if err := required("data.idempotency_key", d.IdempotencyKey); err != nil {
 		return err
 	}
+	if d.Request != nil {
+		if err := required("data.request.method", d.Request.Method); err != nil {
+			return err
+		}
+	}
 	return requiredTime("data.deadline", d.Deadline)
+}
+
+// SentRequest is a write's request as rendered for sending, without any
+// credential: its method, its URL after the route's base URL, its own
+// headers (the route's credential headers and the idempotency key's and
+// attempt id's headers are added when it is sent), its content type and
+// body. It is recorded in WriteStarted so that a retry sends the very
+// bytes the first attempt sent.
+type SentRequest struct {
+	Method string `json:"method"`
+	// Path is the URL after the route's base URL (its path and query).
+	Path        string        `json:"path"`
+	Headers     []HeaderField `json:"headers,omitempty"`
+	ContentType string        `json:"content_type,omitempty"`
+	Body        string        `json:"body,omitempty"`
+}
+
+// HeaderField is one header of a SentRequest.
+type HeaderField struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// MaxSentRequestSize bounds a SentRequest recorded in WriteStarted, as
+// JSON: a larger rendering is not recorded (its retries render it again).
+const MaxSentRequestSize = 256 << 10
+
+// Recordable reports whether r may be recorded: its body is UTF-8 (JSON
+// text keeps it byte for byte) and its JSON stays within
+// MaxSentRequestSize.
+func (r *SentRequest) Recordable() bool {
+	if r == nil || !utf8.ValidString(r.Body) {
+		return false
+	}
+	n := 64 + len(r.Method) + len(r.Path) + len(r.ContentType) + len(r.Body)
+	for _, h := range r.Headers {
+		n += 24 + len(h.Name) + len(h.Value)
+	}
+	if 6*n <= MaxSentRequestSize { // even if every byte were escaped
+		return true
+	}
+	return len(r.appendJSON(nil)) <= MaxSentRequestSize
+}
+
+// Equal reports whether r and o are the same request.
+func (r *SentRequest) Equal(o *SentRequest) bool {
+	if r == nil || o == nil {
+		return r == o
+	}
+	return r.Method == o.Method && r.Path == o.Path && r.ContentType == o.ContentType && r.Body == o.Body &&
+		slices.Equal(r.Headers, o.Headers)
 }
 
 // WriteSucceededData: a success response; readback still pending.
@@ -457,6 +535,10 @@ type WriteRejectedData struct {
 	Message    string `json:"message,omitempty"`
 	StatusCode int    `json:"status_code,omitempty"`
 	Retryable  bool   `json:"retryable"`
+	// RetryAfter is how long the API asked to wait before the next
+	// request (Retry-After, or a declared rate-limit reset), as honoured:
+	// no resend starts earlier.
+	RetryAfter Duration `json:"retry_after,omitempty"`
 }
 
 func (*WriteRejectedData) EventType() Type   { return WriteRejected }
@@ -500,6 +582,9 @@ type CheckDeferredData struct {
 	Error string `json:"error,omitempty"`
 	// CandidatesOmitted counts candidates left out to bound the event.
 	CandidatesOmitted int `json:"candidates_omitted,omitempty"`
+	// RetryAfter is how long the API asked to wait before the next read
+	// (read_failed only), as honoured: NextCheckAt is no earlier.
+	RetryAfter Duration `json:"retry_after,omitempty"`
 }
 
 // DeferReadFailed is the CheckDeferred reason of a failed external read.
@@ -527,6 +612,10 @@ type CandidateFoundData struct {
 	CorrelationID string `json:"correlation_id,omitempty"`
 	// CandidatesOmitted counts candidates left out to bound the event.
 	CandidatesOmitted int `json:"candidates_omitted,omitempty"`
+	// Account is the account the object belongs to as the API told it
+	// (a search candidate's author, a status answer's account; "" when
+	// the API does not say); the guard refuses another account's.
+	Account string `json:"account,omitempty"`
 }
 
 func (*CandidateFoundData) EventType() Type { return CandidateFound }
@@ -675,7 +764,33 @@ const (
 	// damaged store, accepted by an operator): what it shows may be older
 	// than what happened, so nothing more is written without a human.
 	ReasonLogEventsLost = "log_events_lost"
+	// ReasonKeyReused: the API answered that the intent's idempotency key
+	// was already used (with other parameters): an earlier request with
+	// the key reached it and may have executed. Never a proven rejection.
+	ReasonKeyReused = "key_reused"
+	// ReasonWrittenModified: an object whose correlation marker names the
+	// intent (and whose author is its account) is this intent's effect,
+	// but it differs from the intent (edited after the write, or its text
+	// rewritten by the API). It is never written again; a receipt needs
+	// every check passing, so a human decides (OperatorConfirmed records
+	// it as the intent's effect).
+	ReasonWrittenModified = "written_modified"
+	// ReasonStatusNotOurs: the status query answered with a write that is
+	// not this intent's (another account's under the same request id, or
+	// a marker naming another intent): nothing about ours can be told
+	// from it.
+	ReasonStatusNotOurs = "status_not_ours"
+	// ReasonStatusUnverifiable: the status query's answer cannot be
+	// checked to be this intent's (no correlation marker where the route
+	// writes one).
+	ReasonStatusUnverifiable = "status_unverifiable"
 )
+
+// CodeKeyReused is the outcome code of an answer saying the idempotency key
+// was already used with another request (Stripe's idempotency_error, a 422
+// "key reused"): evidence that an earlier request reached the API, so the
+// attempt's outcome is unknown, never rejected (adapter.CodeKeyReused).
+const CodeKeyReused = "idempotency_key_reused"
 
 // ManualActionRequiredData hands the intent to a human.
 type ManualActionRequiredData struct {

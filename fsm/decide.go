@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -107,6 +108,14 @@ type Decider struct {
 	// Jitter returns a wait in [1ms, limit] (nil: limit itself).
 	Jitter func(limit time.Duration) time.Duration
 }
+
+// MaxRetryAfter caps the wait an API's Retry-After (or declared rate-limit
+// reset) imposes on the next attempt or check: one hour. A longer ask is
+// honoured for an hour; an intent's expiry comes first for writes (an
+// expired intent is abandoned, never written), and reads that keep failing
+// are handed off after the policy's read_failing_after, so a server's
+// "come back in a year" never leaves an intent stuck.
+const MaxRetryAfter = time.Hour
 
 // DefaultDecider returns production settings for actor.
 func DefaultDecider(actor string) Decider {
@@ -239,6 +248,12 @@ func (d Decider) Next(i *Intent, caps events.Capabilities, now time.Time) Step {
 	case Rejected:
 		r := i.LastRejection
 		switch {
+		case r != nil && r.Code == events.CodeKeyReused:
+			// Not a rejection: evidence that an earlier request with the
+			// key reached the API (recorded so by a mistaken adapter or
+			// an older version). Nothing proves it did not execute.
+			return appendStep(d.handoff(i, events.ReasonKeyReused,
+				"the API answered that the idempotency key was already used: an earlier request with it reached the API and may have executed; it is never resent", caps), "key already used")
 		case r == nil || !r.Retryable:
 			return done("the rejection is definite")
 		case p.Retry == events.PolicyNever:
@@ -249,8 +264,15 @@ func (d Decider) Next(i *Intent, caps events.Capabilities, now time.Time) Step {
 			return d.abandonExpired(i)
 		}
 		due := i.UpdatedAt.Add(d.resendWait(i))
+		why := "resend backoff"
+		if i.RetryNotBefore.After(due) {
+			due, why = i.RetryNotBefore, "the API asked to wait (Retry-After)"
+		}
+		if exp := i.Recorded.ExpiresAt; !exp.IsZero() && exp.Before(due) {
+			due = exp // then abandoned, never written
+		}
 		if now.Before(due) {
-			return wait(due, "resend backoff")
+			return wait(due, why)
 		}
 		return d.retry(i, caps, now)
 
@@ -310,11 +332,14 @@ func (d Decider) Next(i *Intent, caps events.Capabilities, now time.Time) Step {
 	return done(string(i.State))
 }
 
+// write is the step of attempt n. A retry carries the request the first
+// attempt recorded: it is sent again as it was (the producer renders and
+// records the request of an attempt that carries none).
 func (d Decider) write(i *Intent, now time.Time, owner string) Step {
 	n := len(i.Attempts) + 1
 	return Step{Kind: StepWrite, WritePath: true, AttemptID: events.AttemptID(i.ID, n), Why: fmt.Sprintf("write attempt %d", n),
 		Event: &events.WriteStartedData{Attempt: n, IdempotencyKey: i.Recorded.IdempotencyKey,
-			Deadline: now.Add(i.Recorded.Policy.AttemptDeadline.D()), ClaimOwner: owner}}
+			Deadline: now.Add(i.Recorded.Policy.AttemptDeadline.D()), ClaimOwner: owner, Request: i.SentRequest()}}
 }
 
 func (d Decider) abandonExpired(i *Intent) Step {
@@ -338,6 +363,9 @@ func (d Decider) retry(i *Intent, caps events.Capabilities, now time.Time) Step 
 	if i.WriteProven {
 		return manual(events.ReasonWrittenUnverified, "an attempt was proven written: it is never retried")
 	}
+	if now.Before(i.RetryNotBefore) {
+		return wait(i.RetryNotBefore, "the API asked to wait (Retry-After)")
+	}
 	last := i.LastAttempt()
 	budget := i.BudgetLeft()
 	if i.Strict() {
@@ -353,11 +381,13 @@ func (d Decider) retry(i *Intent, caps events.Capabilities, now time.Time) Step 
 	if p.Retry == events.PolicyNever {
 		return manual(events.ReasonRetryNever, "proven not executed; the route never retries automatically")
 	}
-	var keyValid time.Time
+	var keyValid, claimBy time.Time
 	if i.RiskyAttempts() {
 		// An attempt may have executed and no authoritative search has
-		// cleared it: only the idempotency key can make a retry safe.
+		// cleared it: only the idempotency key can make a retry safe, and
+		// only while it stays valid through the attempt the claim allows.
 		keyValid = i.keyValidUntil(caps)
+		claimBy = ClaimBy(i, keyValid)
 		switch {
 		case keyValid.IsZero() && caps.IdempotencyKey:
 			return manual(events.ReasonKeyRetentionExpired, "the idempotency key's retention cannot be established: a retry could execute twice")
@@ -365,6 +395,8 @@ func (d Decider) retry(i *Intent, caps events.Capabilities, now time.Time) Step 
 			return manual(events.ReasonNoDedupProof, "not found, but nothing proves a retry cannot duplicate the write: the route has no idempotency key and no authoritative search ("+string(i.NotFoundBy)+")")
 		case !now.Before(keyValid):
 			return manual(events.ReasonKeyRetentionExpired, "the idempotency key's retention has passed: a retry could execute twice")
+		case !now.Before(claimBy):
+			return manual(events.ReasonKeyRetentionExpired, "the idempotency key's retention ends before a retry's attempt could: the attempt could reach the API after the key expired and execute twice")
 		}
 	}
 	if p.Retry == events.PolicyApproval && i.State != ApprovedState {
@@ -373,8 +405,8 @@ func (d Decider) retry(i *Intent, caps events.Capabilities, now time.Time) Step 
 		return s
 	}
 	lease := now.Add(d.Lease)
-	if !keyValid.IsZero() && keyValid.Before(lease) {
-		lease = keyValid
+	if !claimBy.IsZero() && claimBy.Before(lease) {
+		lease = claimBy
 	}
 	if exp := i.Recorded.ExpiresAt; !exp.IsZero() && exp.Before(lease) {
 		lease = exp
@@ -445,6 +477,19 @@ func (i *Intent) keyValidUntil(c events.Capabilities) time.Time {
 	return i.Attempts[0].StartedAt.Add(retention - p.RetentionMargin.D() - p.ClockSkew.D())
 }
 
+// ClaimBy is the latest end of a retry claim's lease whose attempt still
+// reaches the API while the idempotency key, valid until keyValid, holds:
+// an attempt starts before its claim's lease ends and may reach the API
+// until its deadline (the policy's attempt deadline) plus the clock-skew
+// allowance. Zero when keyValid is zero.
+func ClaimBy(i *Intent, keyValid time.Time) time.Time {
+	if keyValid.IsZero() {
+		return time.Time{}
+	}
+	p := i.Recorded.Policy
+	return keyValid.Add(-p.AttemptDeadline.D() - p.ClockSkew.D())
+}
+
 // AttemptRefs lists the intent's attempts for evidence.
 func AttemptRefs(i *Intent) []events.AttemptRef {
 	out := make([]events.AttemptRef, len(i.Attempts))
@@ -499,10 +544,21 @@ type Candidate struct {
 	Resembles     bool
 }
 
+// MarkedOurs reports a candidate whose correlation marker names this
+// intent on a route that writes one, by the intent's account (the
+// account's immutable id): an effect of this intent, whatever its payload,
+// parent or creation time say. (A marker quoted by another author is not
+// proof: that candidate is at most a near match.)
+func MarkedOurs(i *Intent, caps events.Capabilities, c Candidate) bool {
+	return caps.Correlation && c.CorrelationID == i.ID && c.AuthorID == i.Recorded.Account
+}
+
 // Match compares a candidate with the intent's identity: author (the
 // account's immutable id), canonical payload digest, parent, the
 // correlation marker on routes that write one, and the creation time (an
-// object older than the first attempt is never ours).
+// object older than the first attempt is never ours — unless its marker
+// names this intent: only our write can carry it, so a creation time
+// that looks older says the API's clock is behind ours).
 func Match(i *Intent, caps events.Capabilities, c Candidate) events.CandidateRef {
 	ref := events.CandidateRef{ExternalID: c.ExternalID, LiveURL: c.LiveURL, CreatedAt: c.CreatedAt}
 	if c.AuthorID != i.Recorded.Account {
@@ -517,7 +573,7 @@ func Match(i *Intent, caps events.Capabilities, c Candidate) events.CandidateRef
 	if caps.Correlation && c.CorrelationID != i.ID {
 		ref.Mismatch = append(ref.Mismatch, "correlation")
 	}
-	if i.PreExisting(c.CreatedAt) {
+	if i.PreExisting(c.CreatedAt) && !(caps.Correlation && c.CorrelationID == i.ID) {
 		ref.Mismatch = append(ref.Mismatch, "pre_existing")
 	}
 	ref.Match = len(ref.Mismatch) == 0
@@ -575,17 +631,29 @@ func boundRefs(refs []events.CandidateRef, max int) ([]events.CandidateRef, int)
 }
 
 // ConcludeSearch turns one search's candidates (those of the intent's
-// window) into the event that ends the ReconcileStarted step: 1 exact match
-// → CandidateFound; 2+ → ManualActionRequired{duplicate_exact_matches}; 0
-// while the window is open → CheckDeferred; 0 after it → a near match
-// hands off, otherwise SearchWindowElapsed.
-func (d Decider) ConcludeSearch(i *Intent, caps events.Capabilities, now time.Time, cands []Candidate) events.Data {
+// window) into the event that ends the ReconcileStarted step. listedAt is
+// when the listing started (before its first page was read; zero: now):
+// the window counts as closed only for a listing started after it closed,
+// since a listing that straddled the window's end may have read its pages
+// before a write made inside the window showed. 1 exact match
+// → CandidateFound; 2+ → ManualActionRequired{duplicate_exact_matches}; a
+// candidate our marker names that is not exact (edited, rewritten, moved)
+// → ManualActionRequired{written_modified} at once, never a retry; 0 while
+// the window is open → CheckDeferred; 0 after it → a near match hands off,
+// otherwise SearchWindowElapsed.
+func (d Decider) ConcludeSearch(i *Intent, caps events.Capabilities, now, listedAt time.Time, cands []Candidate) events.Data {
+	if listedAt.IsZero() || listedAt.After(now) {
+		listedAt = now
+	}
 	refs := make([]events.CandidateRef, len(cands))
-	var exact []int
+	var exact, ours []int
 	for k, c := range cands {
 		refs[k] = Match(i, caps, c)
 		if refs[k].Match {
 			exact = append(exact, k)
+		}
+		if MarkedOurs(i, caps, c) {
+			ours = append(ours, k) // every exact match on a marker route
 		}
 	}
 	shown, omitted := boundRefs(refs, d.MaxCandidates)
@@ -593,6 +661,10 @@ func (d Decider) ConcludeSearch(i *Intent, caps events.Capabilities, now time.Ti
 		return events.Evidence{Candidates: shown, CandidatesOmitted: omitted, Attempts: AttemptRefs(i), Queried: []string{"search by account and window"}}
 	}
 	switch {
+	case len(ours) > 1 && len(exact) <= 1:
+		return &events.ManualActionRequiredData{Reason: events.ReasonDuplicateExactMatches, Owner: "operators",
+			Message:  fmt.Sprintf("%d objects of this account carry this intent's marker: the write executed more than once; nothing was picked or deleted", len(ours)),
+			Evidence: evidence()}
 	case len(exact) == 1:
 		c := cands[exact[0]]
 		if c.ExternalID == "" {
@@ -600,17 +672,28 @@ func (d Decider) ConcludeSearch(i *Intent, caps events.Capabilities, now time.Ti
 				Message: "one exact match, but the API gives no external id to read it back by", Evidence: evidence()}
 		}
 		return &events.CandidateFoundData{ExternalID: c.ExternalID, LiveURL: c.LiveURL, Source: "search",
-			Candidates: shown, CandidatesOmitted: omitted, CreatedAt: c.CreatedAt, CorrelationID: c.CorrelationID}
+			Candidates: shown, CandidatesOmitted: omitted, CreatedAt: c.CreatedAt, CorrelationID: c.CorrelationID, Account: c.AuthorID}
 	case len(exact) > 1:
 		return &events.ManualActionRequiredData{Reason: events.ReasonDuplicateExactMatches, Owner: "operators",
 			Message:  fmt.Sprintf("%d exact matches: the write executed more than once; nothing was picked or deleted", len(exact)),
 			Evidence: evidence()}
+	case len(ours) == 1:
+		ev := evidence()
+		ev.Unverified = []string{"whether object " + cands[ours[0]].ExternalID + " as it stands (" + strings.Join(refs[ours[0]].Mismatch, ", ") + " differ) is the intended effect"}
+		return &events.ManualActionRequiredData{Reason: events.ReasonWrittenModified, Owner: "operators",
+			Message:  "an object carrying this intent's marker differs from the intent (edited after the write, or rewritten by the API): it is this intent's effect and is never written again",
+			Evidence: ev}
 	}
 	from, to := Window(i)
-	if now.Before(to) {
+	if listedAt.Before(to) {
+		// Open for this listing (it may have closed while it ran: then
+		// the next listing, started after it, looks at once).
 		next := now.Add(d.backoff(i.Checks))
 		if next.After(to) {
 			next = to
+			if next.Before(now) {
+				next = now
+			}
 		}
 		return &events.CheckDeferredData{Reason: "eventual_consistency", NextCheckAt: next, Candidates: shown, CandidatesOmitted: omitted}
 	}
@@ -628,6 +711,26 @@ func (d Decider) ConcludeSearch(i *Intent, caps events.Capabilities, now time.Ti
 	return &events.SearchWindowElapsedData{WindowFrom: from, WindowTo: to, Searches: i.Checks, Candidates: shown, CandidatesOmitted: omitted}
 }
 
+// ConcludeIncompleteSearch concludes from a listing whose end was not
+// proven (adapter.ErrListingIncomplete; code is its safe code): what it
+// read can prove our write present — one exact match, two or more, our
+// marked object changed, an exact match without an id — never absent.
+// Anything else is a failed read (ConcludeReadError), never "0
+// candidates", a near match or a closed window.
+func (d Decider) ConcludeIncompleteSearch(i *Intent, caps events.Capabilities, now, listedAt time.Time, cands []Candidate, code string) events.Data {
+	ev := d.ConcludeSearch(i, caps, now, listedAt, cands)
+	switch e := ev.(type) {
+	case *events.CandidateFoundData:
+		return ev
+	case *events.ManualActionRequiredData:
+		switch e.Reason {
+		case events.ReasonDuplicateExactMatches, events.ReasonWrittenModified, events.ReasonNoExternalID:
+			return ev
+		}
+	}
+	return d.ConcludeReadError(i, caps, now, "search", code)
+}
+
 // StatusObservation is what a status query said (Found false: not found).
 type StatusObservation struct {
 	Found          bool
@@ -643,6 +746,9 @@ type StatusObservation struct {
 	// CorrelationID is the intent the object's marker names (routes with
 	// a correlation marker).
 	CorrelationID string
+	// Account is the account the API says the write belongs to ("" when
+	// it does not say).
+	Account string
 }
 
 // Status states of StatusObservation.State.
@@ -665,6 +771,9 @@ func (d Decider) ConcludeStatus(i *Intent, caps events.Capabilities, now time.Ti
 		}
 		return &events.StatusNotFoundData{ReflectionDelay: caps.ReflectionDelay, Queried: "status by request id"}
 	}
+	if ev := d.statusNotOurs(i, caps, st); ev != nil {
+		return ev
+	}
 	switch st.State {
 	case StatusCompleted:
 		if st.ExternalID == "" {
@@ -672,7 +781,7 @@ func (d Decider) ConcludeStatus(i *Intent, caps events.Capabilities, now time.Ti
 			ev.Evidence.CurrentState = st.State
 			return ev
 		}
-		return &events.CandidateFoundData{ExternalID: st.ExternalID, LiveURL: st.LiveURL, Source: "status", CorrelationID: st.CorrelationID}
+		return &events.CandidateFoundData{ExternalID: st.ExternalID, LiveURL: st.LiveURL, Source: "status", CorrelationID: st.CorrelationID, Account: st.Account}
 	case StatusProcessing:
 		deadline := i.ProcessingDeadline
 		if deadline.IsZero() {
@@ -698,11 +807,48 @@ func (d Decider) ConcludeStatus(i *Intent, caps events.Capabilities, now time.Ti
 	return d.ConcludeReadError(i, caps, now, "status", "unknown_status_state")
 }
 
+// statusNotOurs hands off a status answer that is not (or cannot be
+// checked to be) this intent's write: one naming another account (a
+// request id is not unique across accounts), one whose marker names
+// another intent, and a completed one without a marker on a route that
+// writes one. Nil when the answer may be ours. Such an answer is never a
+// conclusion the guards would refuse: a step that cannot conclude would
+// be taken again and again.
+func (d Decider) statusNotOurs(i *Intent, caps events.Capabilities, st StatusObservation) *events.ManualActionRequiredData {
+	ref := events.CandidateRef{ExternalID: st.ExternalID, LiveURL: st.LiveURL}
+	var reason, msg string
+	switch {
+	case st.Account != "" && st.Account != i.Recorded.Account:
+		ref.Mismatch = []string{"account"}
+		reason, msg = events.ReasonStatusNotOurs, "the status query answered with a write of another account ("+quoteOrNone(st.Account)+") under the same request id: it says nothing of this intent's write"
+	case caps.Correlation && st.CorrelationID != "" && st.CorrelationID != i.ID:
+		ref.Mismatch = []string{"correlation"}
+		reason, msg = events.ReasonStatusNotOurs, "the status query answered with a write whose marker names another intent: it says nothing of this intent's write"
+	case caps.Correlation && st.CorrelationID == "" && st.State == StatusCompleted:
+		ref.Mismatch = []string{"correlation"}
+		reason, msg = events.ReasonStatusUnverifiable, "the status query says completed, but its answer carries no marker where the route writes one: it cannot be checked to be this intent's write"
+	default:
+		return nil
+	}
+	ev := d.handoff(i, reason, msg, caps)
+	ev.Evidence.CurrentState = st.State
+	ev.Evidence.Candidates = []events.CandidateRef{ref}
+	return ev
+}
+
 // ConcludeReadError records a failed external read (what: search, status,
 // get, probe; code: a safe error code): look again later, or, once reads
 // have failed for longer than the policy's ReadFailingAfter, hand off with
 // the last errors. A read failure never counts as "not found".
 func (d Decider) ConcludeReadError(i *Intent, caps events.Capabilities, now time.Time, what, code string) events.Data {
+	return d.ConcludeReadFailure(i, caps, now, what, code, 0)
+}
+
+// ConcludeReadFailure is ConcludeReadError for a read the API answered
+// with a wait (Retry-After, or a declared rate-limit reset): the next
+// check is no earlier than retryAfter (capped at MaxRetryAfter), which is
+// recorded.
+func (d Decider) ConcludeReadFailure(i *Intent, caps events.Capabilities, now time.Time, what, code string, retryAfter time.Duration) events.Data {
 	e := what + ": " + code
 	since := i.ReadFailingSince
 	if since.IsZero() {
@@ -716,7 +862,9 @@ func (d Decider) ConcludeReadError(i *Intent, caps events.Capabilities, now time
 		}
 		return ev
 	}
-	return &events.CheckDeferredData{Reason: events.DeferReadFailed, Error: e, NextCheckAt: now.Add(d.backoff(len(i.ReadErrors) + 1))}
+	retryAfter = min(max(retryAfter, 0), MaxRetryAfter)
+	return &events.CheckDeferredData{Reason: events.DeferReadFailed, Error: e, RetryAfter: events.Duration(retryAfter),
+		NextCheckAt: now.Add(max(d.backoff(len(i.ReadErrors)+1), retryAfter))}
 }
 
 // Readback is a successful read of the object an intent points at: Found
@@ -761,12 +909,22 @@ func (d Decider) ConcludeReadback(i *Intent, caps events.Capabilities, now time.
 	if caps.Correlation {
 		checks = append(checks, events.Check{Name: "correlation", OK: o.CorrelationID == i.ID, Detail: "marker names " + quoteOrNone(o.CorrelationID)})
 	}
-	if i.PreExisting(o.CreatedAt) {
+	if slices.Contains(ref.Mismatch, "pre_existing") {
 		checks = append(checks, events.Check{Name: "created", Detail: "created " + o.CreatedAt.UTC().Format(time.RFC3339) + ", before the first attempt"})
 	}
 	extID := o.ExternalID
 	if extID == "" {
 		extID = i.ExternalID
+	}
+	if MarkedOurs(i, caps, o) && (slices.Contains(ref.Mismatch, "payload") || slices.Contains(ref.Mismatch, "parent")) {
+		// Our own effect, changed since: the search path's rule.
+		ref.ExternalID = extID
+		ev := d.handoff(i, events.ReasonWrittenModified,
+			"the object carrying this intent's marker differs from the intent (edited after the write, or rewritten by the API): it is this intent's effect and is never written again", caps)
+		ev.Evidence.Candidates = []events.CandidateRef{ref}
+		ev.Evidence.Checks = checks
+		ev.Evidence.Unverified = []string{"whether object " + extID + " as it stands (" + strings.Join(ref.Mismatch, ", ") + " differ) is the intended effect"}
+		return ev
 	}
 	return conclude(i, extID, liveURL, checks, now)
 }
@@ -781,6 +939,12 @@ func (d Decider) ConcludeStatusReadback(i *Intent, caps events.Capabilities, now
 	checks := []events.Check{
 		{Name: "status", OK: st.State == StatusCompleted, Detail: "state " + st.State},
 		{Name: "payload", OK: st.PayloadSHA256 != "" && st.PayloadSHA256 == i.Recorded.PayloadSHA256, Detail: "the applied change equals the approved change"},
+	}
+	if st.Account != "" {
+		checks = append(checks, events.Check{Name: "account", OK: st.Account == i.Recorded.Account, Detail: "account " + quoteOrNone(st.Account)})
+	}
+	if caps.Correlation {
+		checks = append(checks, events.Check{Name: "correlation", OK: st.CorrelationID == i.ID, Detail: "marker names " + quoteOrNone(st.CorrelationID)})
 	}
 	if st.AppliedVersion != "" {
 		detail := "applied version " + st.AppliedVersion

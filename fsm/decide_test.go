@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ var capProfiles = map[string]events.Capabilities{
 	"search+key":        {Search: true, SearchAuthoritative: true, IdempotencyKey: true, KeyRetention: events.Duration(24 * time.Hour)},
 	"status+key":        {StatusQuery: true, ReflectionDelay: events.Duration(5 * time.Second), IdempotencyKey: true, KeyRetention: events.Duration(24 * time.Hour)},
 	"status-no-key":     {StatusQuery: true, ReflectionDelay: events.Duration(5 * time.Second)},
+	"status+key+marker": {StatusQuery: true, ReflectionDelay: events.Duration(5 * time.Second), IdempotencyKey: true, KeyRetention: events.Duration(24 * time.Hour), Correlation: true},
 	"status+short-key":  {StatusQuery: true, IdempotencyKey: true, KeyRetention: events.Duration(10 * time.Minute)},
 	"key-unknown-ttl":   {StatusQuery: true, IdempotencyKey: true},
 	"none":              {},
@@ -49,6 +51,7 @@ func newStrict(caps events.Capabilities, pp policyProfile) *sb {
 	d := e.Data.(*events.IntentRecordedData)
 	c := caps
 	d.Caps = &c
+	d.Rules = events.CurrentRules
 	if pp.expires {
 		d.ExpiresAt = t0.Add(10 * time.Minute)
 	}
@@ -67,8 +70,13 @@ func (b *sb) add(attempt int, d events.Data) *sb {
 	return b
 }
 
+// tableRequest is the request every attempt of the table's histories
+// records (a retry sends its first attempt's).
+var tableRequest = &events.SentRequest{Method: "POST", Path: "/posts", ContentType: "application/json", Body: `{"body":"hello"}`}
+
 func (b *sb) start(n int, owner string) *sb {
-	return b.add(n, &events.WriteStartedData{Attempt: n, IdempotencyKey: events.IdempotencyKey(b.id()), Deadline: b.at.Add(time.Minute + time.Second), ClaimOwner: owner})
+	return b.add(n, &events.WriteStartedData{Attempt: n, IdempotencyKey: events.IdempotencyKey(b.id()), Deadline: b.at.Add(time.Minute + time.Second), ClaimOwner: owner,
+		Request: tableRequest})
 }
 
 // histories returns, for one capability and policy profile, a history that
@@ -115,6 +123,14 @@ func histories(caps events.Capabilities, pp policyProfile) map[string][]events.E
 	try("rejected(definite)", func(b *sb) {
 		firstWrite(b)
 		b.add(1, &events.WriteRejectedData{Code: "http_rejected", StatusCode: 400})
+	})
+	try("rejected(retry-after)", func(b *sb) {
+		firstWrite(b)
+		b.add(1, &events.WriteRejectedData{Code: "http_retryable", StatusCode: 429, Retryable: true, RetryAfter: events.Duration(10 * time.Minute)})
+	})
+	try("rejected(key reused)", func(b *sb) {
+		firstWrite(b)
+		b.add(1, &events.WriteRejectedData{Code: events.CodeKeyReused, StatusCode: 400, Retryable: true})
 	})
 	try("unknown", unknown)
 	try("unknown(proven)", func(b *sb) {
@@ -195,7 +211,7 @@ func TestDecisionTableEveryStateCapabilityPolicy(t *testing.T) {
 					t.Fatal(err)
 				}
 				statesSeen[i.State] = true
-				for _, dt := range []time.Duration{0, 30 * time.Second, 3 * time.Minute, 20 * time.Minute, 2 * time.Hour, 48 * time.Hour} {
+				for _, dt := range []time.Duration{0, 30 * time.Second, 3 * time.Minute, 9*time.Minute + 30*time.Second, 20 * time.Minute, 2 * time.Hour, 48 * time.Hour} {
 					rows++
 					now := i.UpdatedAt.Add(dt)
 					label := fmt.Sprintf("%s/%s/%+v/+%s", name, capName, pp, dt)
@@ -248,14 +264,26 @@ func checkStepSafe(t *testing.T, label string, i *Intent, now time.Time, s Step)
 		}
 		if e.Type == events.RetryClaimed && i.RiskyAttempts() {
 			kv := i.KeyValidUntil()
-			if kv.IsZero() || !s.Event.(*events.RetryClaimedData).LeaseUntil.After(now) || s.Event.(*events.RetryClaimedData).LeaseUntil.After(kv) {
-				t.Fatalf("%s: a retry without a dedup proof (key valid until %s)", label, kv)
+			lease := s.Event.(*events.RetryClaimedData).LeaseUntil
+			attemptBy := lease.Add(i.Recorded.Policy.AttemptDeadline.D() + i.Recorded.Policy.ClockSkew.D())
+			if kv.IsZero() || !lease.After(now) || attemptBy.After(kv) {
+				t.Fatalf("%s: a retry without a dedup proof: its attempt may reach the API until %s, the key is valid until %s", label, attemptBy, kv)
 			}
 		}
 	case events.SearchWindowElapsed, events.StatusNotFound:
 		if i.WriteProven {
 			t.Fatalf("%s: a proven write declared not found", label)
 		}
+	}
+	if ws, ok := s.Event.(*events.WriteStartedData); ok && i.SentRequest() != nil && !ws.Request.Equal(i.SentRequest()) {
+		t.Fatalf("%s: attempt %d does not send the request its first attempt recorded", label, ws.Attempt)
+	}
+	if (e.Type == events.RetryClaimed || e.Type == events.WriteStarted && i.State == RetryClaimed) && now.Before(i.RetryNotBefore) {
+		t.Fatalf("%s: %s before the API's Retry-After (%s)", label, e.Type, i.RetryNotBefore)
+	}
+	if r := i.LastRejection; i.State == Rejected && r != nil && r.Code == events.CodeKeyReused &&
+		(e.Type == events.RetryClaimed || e.Type == events.ApprovalRequired || e.Type == events.Abandoned) {
+		t.Fatalf("%s: a key-reused answer treated as a rejection: %s", label, e.Type)
 	}
 }
 
@@ -362,7 +390,7 @@ func TestConcludeSearch(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ev := d.ConcludeSearch(i, c.caps, c.now, c.cands)
+			ev := d.ConcludeSearch(i, c.caps, c.now, c.now, c.cands)
 			if ev.EventType() != c.want {
 				t.Fatalf("got %s %+v, want %s", ev.EventType(), ev, c.want)
 			}
@@ -380,7 +408,7 @@ func TestConcludeSearch(t *testing.T) {
 	for k := range many {
 		many[k] = cand(i, func(c *Candidate) { c.PayloadSHA256, c.ExternalID = "x", fmt.Sprintf("p_%d", k) })
 	}
-	ev := d.ConcludeSearch(i, caps, closed, many).(*events.SearchWindowElapsedData)
+	ev := d.ConcludeSearch(i, caps, closed, closed, many).(*events.SearchWindowElapsedData)
 	if len(ev.Candidates) != d.MaxCandidates || ev.CandidatesOmitted != 500-d.MaxCandidates {
 		t.Fatalf("%d candidates, %d omitted", len(ev.Candidates), ev.CandidatesOmitted)
 	}
@@ -537,5 +565,427 @@ func TestLegacyIntentsStillFold(t *testing.T) {
 	j, _ := Fold(b.h[:5])
 	if s := d.Next(j, capProfiles["status-no-key"], j.UpdatedAt.Add(time.Minute)); s.Event == nil || s.Event.EventType() != events.ManualActionRequired {
 		t.Fatalf("legacy not_found without proof: %+v", s)
+	}
+}
+
+// A WriteRejected saying the key was already used (an adapter that
+// classified it Rejected by mistake, or a log written before the rule) is
+// never a proven rejection: the attempt stays risky, no resend follows,
+// and the intent is handed off with the evidence (defect 25.11).
+func TestKeyReusedRejectionIsNeverProvenNotExecuted(t *testing.T) {
+	d := testDecider()
+	for _, capName := range []string{"search", "status-no-key", "status+key"} {
+		caps := capProfiles[capName]
+		b := newStrict(caps, policyProfile{"auto", "auto", false}).start(1, "")
+		b.add(1, &events.WriteRejectedData{Code: events.CodeKeyReused, StatusCode: 400, Retryable: true, Message: "key reused"})
+		i, err := Fold(b.h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !i.RiskyAttempts() || !i.AnyEffectPossible() {
+			t.Fatalf("%s: a key-reused answer left the attempt proven not executed", capName)
+		}
+		for _, after := range []time.Duration{0, time.Hour, 48 * time.Hour} {
+			s := d.Next(i, caps, i.UpdatedAt.Add(after))
+			m, ok := s.Event.(*events.ManualActionRequiredData)
+			if s.Kind != StepAppend || !ok || m.Reason != events.ReasonKeyReused || len(m.Evidence.Attempts) != 1 {
+				t.Fatalf("%s +%s: %s %+v, want a hand-off %s", capName, after, s.Kind, s.Event, events.ReasonKeyReused)
+			}
+			checkStepSafe(t, capName, i, i.UpdatedAt.Add(after), s)
+		}
+		// Appending around the decision: a claim is a retry after an
+		// attempt that may have executed and needs a dedup proof.
+		b.add(0, &events.RetryClaimedData{Owner: "me", LeaseUntil: b.at.Add(time.Minute), Attempt: 2})
+		_, err = Fold(b.h)
+		if caps.IdempotencyKey && err != nil {
+			t.Fatalf("%s: a claim inside the key's retention refused: %v", capName, err)
+		}
+		if !caps.IdempotencyKey && !caps.SearchAuthoritative && (err == nil || !strings.Contains(err.Error(), "dedup proof")) {
+			t.Fatalf("%s: a resend without a dedup proof accepted: %v", capName, err)
+		}
+	}
+}
+
+// A retry's claim needs the key valid for the attempt that follows it, not
+// only for the claim: its lease plus the attempt deadline plus the clock
+// skew allowance ends before the key's validity (defect 25.9: retention
+// bounded the claim, so a retry claimed near the key's end could reach
+// the API after the key expired).
+func TestRetryClaimCoversTheAttempt(t *testing.T) {
+	d := testDecider()
+	caps := capProfiles["status+short-key"] // 10 minutes, no margin
+	h := histories(caps, policyProfile{"auto", "auto", false})["not_found(status)"]
+	i, err := Fold(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := i.Recorded.Policy
+	kv := i.KeyValidUntil()
+	attempt := p.AttemptDeadline.D() + p.ClockSkew.D()
+	// Early enough: a claim whose lease leaves room for the attempt.
+	s := d.Next(i, caps, kv.Add(-attempt-10*time.Second))
+	c, ok := s.Event.(*events.RetryClaimedData)
+	if !ok || c.LeaseUntil.Add(attempt).After(kv) {
+		t.Fatalf("claim %+v: its attempt may reach the API after the key's validity %s", s.Event, kv)
+	}
+	// Too late for an attempt, though the key is still valid: hand off.
+	for _, before := range []time.Duration{attempt, attempt / 2, time.Second} {
+		s := d.Next(i, caps, kv.Add(-before))
+		m, ok := s.Event.(*events.ManualActionRequiredData)
+		if !ok || m.Reason != events.ReasonKeyRetentionExpired {
+			t.Fatalf("%s before the key's end: %s %+v, want a hand-off %s", before, s.Kind, s.Event, events.ReasonKeyRetentionExpired)
+		}
+	}
+	// The guard holds the rule for intents recorded under it, and keeps
+	// the earlier one for older intents (old logs still fold).
+	late := func(rules int) error {
+		hh := append([]events.Event(nil), h...)
+		rec := *hh[0].Data.(*events.IntentRecordedData)
+		rec.Rules = rules
+		hh[0].Data = &rec
+		hh = append(hh, events.New(hh[0].IntentID, uint64(len(hh)+1), kv.Add(-attempt), "me", "",
+			&events.RetryClaimedData{Owner: "me", LeaseUntil: kv.Add(-time.Second), Attempt: 2}))
+		_, err := Fold(hh)
+		return err
+	}
+	if err := late(events.CurrentRules); err == nil || !strings.Contains(err.Error(), "attempt") {
+		t.Fatalf("a claim whose attempt outlives the key: %v", err)
+	}
+	if err := late(0); err != nil {
+		t.Fatalf("an intent recorded under the earlier rules: %v", err)
+	}
+}
+
+// A candidate whose correlation marker names this intent (by the intent's
+// account) is an effect of ours: never a retry, whatever its payload, its
+// creation time or the pre-existing rule says (defects 25.1 and 25.3). A
+// drifted payload is handed off as written_modified with the candidate,
+// on the search path and on the readback path alike.
+func TestMarkerNamesThisIntent(t *testing.T) {
+	d := testDecider()
+	caps := capProfiles["search+marker"]
+	auto := policyProfile{"auto", "auto", false}
+	i := foldAuto(t, caps, "reconciling(mine)")
+	_, to := Window(i)
+	open, closed := i.UpdatedAt, to.Add(time.Second)
+	edited := func(c *Candidate) { c.PayloadSHA256 = "x" }
+	early := func(c *Candidate) { c.CreatedAt = i.Attempts[0].StartedAt.Add(-10 * time.Second) }
+	both := func(c *Candidate) { edited(c); early(c) }
+	cases := []struct {
+		name   string
+		now    time.Time
+		cands  []Candidate
+		want   events.Type
+		reason string
+	}{
+		{"edited, window open", open, []Candidate{cand(i, edited)}, events.ManualActionRequired, events.ReasonWrittenModified},
+		{"edited, window closed", closed, []Candidate{cand(i, edited)}, events.ManualActionRequired, events.ReasonWrittenModified},
+		{"edited and early", closed, []Candidate{cand(i, both)}, events.ManualActionRequired, events.ReasonWrittenModified},
+		{"moved to another parent", closed, []Candidate{cand(i, func(c *Candidate) { c.ParentID = "p_other" })}, events.ManualActionRequired, events.ReasonWrittenModified},
+		{"API clock behind: looks pre-existing", open, []Candidate{cand(i, early)}, events.CandidateFound, ""},
+		{"API clock behind, window closed", closed, []Candidate{cand(i, early)}, events.CandidateFound, ""},
+		{"ours twice", open, []Candidate{cand(i, nil), cand(i, func(c *Candidate) { edited(c); c.ExternalID = "p_8" })}, events.ManualActionRequired, events.ReasonDuplicateExactMatches},
+		{"our marker quoted by another author", closed, []Candidate{cand(i, func(c *Candidate) { c.AuthorID = "u_other" })}, events.ManualActionRequired, events.ReasonNearMatch},
+		{"ours beside a quote by another author", open, []Candidate{cand(i, nil), cand(i, func(c *Candidate) { c.AuthorID, c.ExternalID = "u_other", "p_8" })}, events.CandidateFound, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ev := d.ConcludeSearch(i, caps, c.now, c.now, c.cands)
+			if ev.EventType() != c.want {
+				t.Fatalf("got %s %+v, want %s", ev.EventType(), ev, c.want)
+			}
+			if m, ok := ev.(*events.ManualActionRequiredData); ok {
+				if m.Reason != c.reason || len(m.Evidence.Candidates) == 0 {
+					t.Fatalf("reason %q, evidence %+v", m.Reason, m.Evidence)
+				}
+			}
+			if err := i.Clone().Apply(events.New(i.ID, i.Version+1, c.now, "me", "", ev)); err != nil {
+				t.Fatalf("guards refuse the conclusion: %v", err)
+			}
+		})
+	}
+	// The readback path agrees with the search path.
+	v, err := Fold(histories(caps, auto)["verifying(found)"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := func(mod func(*Candidate)) Readback {
+		c := cand(v, func(c *Candidate) { c.LiveURL, c.ExternalID = "https://x/p_1", v.ExternalID })
+		if mod != nil {
+			mod(&c)
+		}
+		return Readback{Found: true, Object: c, ProbeStatus: 200}
+	}
+	now := v.UpdatedAt
+	if ev := d.ConcludeReadback(v, caps, now, obj(func(c *Candidate) { c.CreatedAt = v.Attempts[0].StartedAt.Add(-10 * time.Second) })); ev.EventType() != events.ReadbackPassed {
+		t.Fatalf("our object, API clock behind: %+v", ev)
+	} else if err := v.Clone().Apply(events.New(v.ID, v.Version+1, now, "me", "", ev)); err != nil {
+		t.Fatal(err)
+	}
+	for name, mod := range map[string]func(*Candidate){"edited": func(c *Candidate) { c.PayloadSHA256 = "x" }, "moved": func(c *Candidate) { c.ParentID = "p_other" }} {
+		ev := d.ConcludeReadback(v, caps, now, obj(mod))
+		m, ok := ev.(*events.ManualActionRequiredData)
+		if !ok || m.Reason != events.ReasonWrittenModified || len(m.Evidence.Candidates) != 1 || len(m.Evidence.Checks) == 0 {
+			t.Fatalf("%s: %T %+v, want a hand-off %s", name, ev, ev, events.ReasonWrittenModified)
+		}
+		if err := v.Clone().Apply(events.New(v.ID, v.Version+1, now, "me", "", ev)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An object whose marker names another intent, or none, fails its
+	// check as before.
+	if ev, ok := d.ConcludeReadback(v, caps, now, obj(func(c *Candidate) { c.CorrelationID = "in_other"; c.PayloadSHA256 = "x" })).(*events.ReadbackFailedData); !ok || !slices.Contains(ev.Failed, "correlation") {
+		t.Fatalf("a foreign marker read back: %+v", ev)
+	}
+	// The guard accepts our marked candidate however early it looks.
+	b := newStrict(caps, auto)
+	h := histories(caps, auto)["reconciling(mine)"]
+	b.h, b.at = append([]events.Event(nil), h...), h[len(h)-1].At
+	b.add(0, &events.CandidateFoundData{ExternalID: "p_1", Source: "search", CreatedAt: t0.Add(-time.Minute), CorrelationID: b.id()})
+	if _, err := Fold(b.h); err != nil {
+		t.Fatalf("our marked candidate refused: %v", err)
+	}
+}
+
+// A status answer naming another account is not this intent's effect
+// (defect 25.7: a booking status looked up by a bare request id confirmed
+// another account's change): handed off, never confirmed, and the guard
+// refuses a CandidateFound of another account.
+func TestStatusScopedByAccount(t *testing.T) {
+	d := testDecider()
+	caps := capProfiles["status+key"]
+	i := foldAuto(t, caps, "reconciling(mine)")
+	now := i.UpdatedAt.Add(time.Minute)
+	for _, state := range []string{StatusCompleted, StatusProcessing, StatusFailed} {
+		ev := d.ConcludeStatus(i, caps, now, StatusObservation{Found: true, State: state, ExternalID: "B-1@v9", Account: "acct_other"})
+		m, ok := ev.(*events.ManualActionRequiredData)
+		if !ok || m.Reason != events.ReasonStatusNotOurs || len(m.Evidence.Candidates) != 1 {
+			t.Fatalf("%s by another account: %T %+v, want a hand-off %s", state, ev, ev, events.ReasonStatusNotOurs)
+		}
+		if err := i.Clone().Apply(events.New(i.ID, i.Version+1, now, "me", "", ev)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Our account (or an API that does not say): as before.
+	for _, acct := range []string{"", i.Recorded.Account} {
+		ev := d.ConcludeStatus(i, caps, now, StatusObservation{Found: true, State: StatusCompleted, ExternalID: "B-1@v9", Account: acct})
+		if f, ok := ev.(*events.CandidateFoundData); !ok || f.Account != acct {
+			t.Fatalf("account %q: %+v", acct, ev)
+		}
+	}
+	// Appending around the decision.
+	j := i.Clone()
+	if err := j.Apply(events.New(i.ID, i.Version+1, now, "me", "", &events.CandidateFoundData{ExternalID: "B-1@v9", Source: "status", Account: "acct_other"})); err == nil || !strings.Contains(err.Error(), "account") {
+		t.Fatalf("a CandidateFound of another account: %v", err)
+	}
+	// The status readback checks the account too.
+	v, err := Fold(histories(caps, policyProfile{"auto", "auto", false})["verifying(found)"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb := d.ConcludeStatusReadback(v, caps, now, StatusObservation{Found: true, State: StatusCompleted, ExternalID: "p_1",
+		PayloadSHA256: v.Recorded.PayloadSHA256, Account: "acct_other"})
+	if f, ok := rb.(*events.ReadbackFailedData); !ok || !slices.Contains(f.Failed, "account") {
+		t.Fatalf("status readback of another account: %+v", rb)
+	}
+}
+
+// A status answer that cannot be checked — no marker where the route
+// writes one — is a hand-off, never a conclusion the guard refuses (defect
+// 25.8: the decision ignored the marker, the guard refused the result,
+// every step failed and the log grew by two events per check). A marker
+// naming another intent is not ours either.
+func TestStatusWithoutMarkerIsHandedOff(t *testing.T) {
+	d := testDecider()
+	caps := capProfiles["status+key"]
+	caps.Correlation = true
+	h := histories(caps, policyProfile{"auto", "auto", false})["reconciling(mine)"]
+	i, err := Fold(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := i.UpdatedAt.Add(time.Minute)
+	for marker, reason := range map[string]string{"": events.ReasonStatusUnverifiable, "in_other": events.ReasonStatusNotOurs} {
+		ev := d.ConcludeStatus(i, caps, now, StatusObservation{Found: true, State: StatusCompleted, ExternalID: "B-1@v9", CorrelationID: marker})
+		m, ok := ev.(*events.ManualActionRequiredData)
+		if !ok || m.Reason != reason {
+			t.Fatalf("marker %q: %T %+v, want a hand-off %s", marker, ev, ev, reason)
+		}
+		if err := i.Clone().Apply(events.New(i.ID, i.Version+1, now, "me", "", ev)); err != nil {
+			t.Fatalf("marker %q: the guards refuse the hand-off: %v", marker, err)
+		}
+	}
+	ev := d.ConcludeStatus(i, caps, now, StatusObservation{Found: true, State: StatusCompleted, ExternalID: "B-1@v9", CorrelationID: i.ID})
+	if err := i.Clone().Apply(events.New(i.ID, i.Version+1, now, "me", "", ev)); err != nil || ev.EventType() != events.CandidateFound {
+		t.Fatalf("our marker: %+v %v", ev, err)
+	}
+}
+
+// The window counts as closed only for a listing started after it closed
+// (defect 25.6: a 20 s listing that straddled the window's end was judged
+// by the clock when it returned, and missed a write made inside the
+// window).
+func TestWindowClosedOnlyForListingsStartedAfterIt(t *testing.T) {
+	d := testDecider()
+	caps := capProfiles["search"]
+	i := foldAuto(t, caps, "reconciling(mine)")
+	_, to := Window(i)
+	returned := to.Add(10 * time.Second)
+	straddling := d.ConcludeSearch(i, caps, returned, to.Add(-10*time.Second), nil)
+	c, ok := straddling.(*events.CheckDeferredData)
+	if !ok || !c.NextCheckAt.Equal(returned) {
+		t.Fatalf("a listing started 10 s before the window's end: %T %+v, want CheckDeferred at once", straddling, straddling)
+	}
+	near := []Candidate{cand(i, func(c *Candidate) { c.AuthorID = "u_other" })}
+	if ev := d.ConcludeSearch(i, caps, returned, to.Add(-time.Second), near); ev.EventType() != events.CheckDeferred {
+		t.Fatalf("a near match seen by a straddling listing: %+v", ev)
+	}
+	if ev := d.ConcludeSearch(i, caps, returned, to, nil); ev.EventType() != events.SearchWindowElapsed {
+		t.Fatalf("a listing started at the window's end: %+v", ev)
+	}
+	if ev := d.ConcludeSearch(i, caps, returned, to, near); ev.EventType() != events.ManualActionRequired {
+		t.Fatalf("a near match seen by a listing started after the end: %+v", ev)
+	}
+}
+
+// A listing whose end was not proven can prove our write present, never
+// absent (defect 25.2: a listing cut short counted as "searched, found
+// nothing").
+func TestIncompleteListingProvesPresenceOnly(t *testing.T) {
+	d := testDecider()
+	caps := capProfiles["search"]
+	i := foldAuto(t, caps, "reconciling(mine)")
+	_, to := Window(i)
+	closed := to.Add(time.Second)
+	if ev := d.ConcludeIncompleteSearch(i, caps, closed, closed, []Candidate{cand(i, nil)}, "listing_incomplete"); ev.EventType() != events.CandidateFound {
+		t.Fatalf("an exact match on a page read: %+v", ev)
+	}
+	for name, cands := range map[string][]Candidate{
+		"nothing":    nil,
+		"near match": {cand(i, func(c *Candidate) { c.AuthorID = "u_other" })},
+		"look-alike": {cand(i, func(c *Candidate) { c.PayloadSHA256 = "x" })},
+	} {
+		ev, ok := d.ConcludeIncompleteSearch(i, caps, closed, closed, cands, "listing_incomplete").(*events.CheckDeferredData)
+		if !ok || ev.Reason != events.DeferReadFailed || ev.Error != "search: listing_incomplete" {
+			t.Fatalf("%s after the window, listing cut short: %+v, want a failed read", name, ev)
+		}
+	}
+}
+
+// foldAuto folds the history name of the auto/auto policy profile.
+func foldAuto(t *testing.T, caps events.Capabilities, name string) *Intent {
+	t.Helper()
+	h, ok := histories(caps, policyProfile{"auto", "auto", false})[name]
+	if !ok {
+		t.Fatalf("no history %s", name)
+	}
+	i, err := Fold(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return i
+}
+
+// Retry-After on the decider's side (25.12, Deliver 3): a rejection's
+// wait holds off the resend (and an approved retry), capped at
+// MaxRetryAfter and by the intent's expiry; a failed read's wait holds off
+// the next check; the guard refuses a claim before it.
+func TestRetryAfterIsHonoured(t *testing.T) {
+	d := testDecider()
+	caps := capProfiles["search"]
+	rejected := func(pp policyProfile, wait time.Duration) *sb {
+		b := newStrict(caps, pp).start(1, "")
+		return b.add(1, &events.WriteRejectedData{Code: "http_retryable", StatusCode: 429, Retryable: true, RetryAfter: events.Duration(wait)})
+	}
+	b := rejected(policyProfile{"auto", "auto", false}, 10*time.Minute)
+	i, err := Fold(b.h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := i.UpdatedAt
+	if s := d.Next(i, caps, at.Add(time.Minute)); s.Kind != StepWait || !s.At.Equal(at.Add(10*time.Minute)) {
+		t.Fatalf("a minute after a 429 asking for 10: %s until %s", s.Kind, s.At)
+	}
+	if s := d.Next(i, caps, at.Add(10*time.Minute)); s.Event == nil || s.Event.EventType() != events.RetryClaimed {
+		t.Fatalf("after the wait: %+v", s)
+	}
+	b.at = at.Add(time.Minute)
+	b.add(0, &events.RetryClaimedData{Owner: "me", LeaseUntil: b.at.Add(time.Minute), Attempt: 2})
+	if _, err := Fold(b.h); err == nil || !strings.Contains(err.Error(), "Retry-After") {
+		t.Fatalf("a claim inside the wait: %v", err)
+	}
+	// Capped at MaxRetryAfter.
+	j, err := Fold(rejected(policyProfile{"auto", "auto", false}, 30*24*time.Hour).h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := d.Next(j, caps, j.UpdatedAt.Add(time.Minute)); s.Kind != StepWait || !s.At.Equal(j.UpdatedAt.Add(MaxRetryAfter)) {
+		t.Fatalf("a 30-day Retry-After: waits until %s", s.At)
+	}
+	// An expiry inside the wait: abandoned then, never written.
+	k, err := Fold(rejected(policyProfile{"auto", "auto", true}, 30*time.Minute).h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := d.Next(k, caps, k.UpdatedAt.Add(time.Minute)); s.Kind != StepWait || !s.At.Equal(k.Recorded.ExpiresAt) {
+		t.Fatalf("expiry inside the wait: %s until %s", s.Kind, s.At)
+	}
+	if s := d.Next(k, caps, k.Recorded.ExpiresAt); s.Event == nil || s.Event.EventType() != events.Abandoned {
+		t.Fatalf("at expiry: %+v", s)
+	}
+	// An approved retry waits too.
+	a := rejected(policyProfile{"auto", "approval", false}, 10*time.Minute)
+	a.add(0, &events.ApprovalRequiredData{For: "retry", Reason: "r"}).add(0, &events.ApprovedData{Operator: "op"})
+	ai, err := Fold(a.h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := d.Next(ai, caps, ai.UpdatedAt); s.Kind != StepWait || !s.At.Equal(at.Add(10*time.Minute)) {
+		t.Fatalf("an approved retry inside the wait: %s until %s", s.Kind, s.At)
+	}
+	// A failed read.
+	r := foldAuto(t, caps, "reconciling(mine)")
+	now := r.UpdatedAt
+	c := d.ConcludeReadFailure(r, caps, now, "search", "rejected: http_retryable (HTTP 429)", 7*time.Minute).(*events.CheckDeferredData)
+	if c.RetryAfter.D() != 7*time.Minute || !c.NextCheckAt.Equal(now.Add(7*time.Minute)) {
+		t.Fatalf("a read asking for 7 minutes: %+v", c)
+	}
+	c = d.ConcludeReadFailure(r, caps, now, "search", "x", 48*time.Hour).(*events.CheckDeferredData)
+	if !c.NextCheckAt.Equal(now.Add(MaxRetryAfter)) {
+		t.Fatalf("a read asking for 2 days: %+v", c)
+	}
+}
+
+// A retry sends the request its first attempt recorded (defect 25.11):
+// the decider's retry step carries it, and the guard refuses a retry that
+// records another. A history without recorded requests folds as before.
+func TestRetryCarriesTheRecordedRequest(t *testing.T) {
+	d := testDecider()
+	caps := capProfiles["status+key"]
+	first := &events.SentRequest{Method: "POST", Path: "/v1/payment_intents", ContentType: "application/x-www-form-urlencoded", Body: "amount=4200"}
+	b := newStrict(caps, policyProfile{"auto", "auto", false})
+	b.add(1, &events.WriteStartedData{Attempt: 1, IdempotencyKey: events.IdempotencyKey(b.id()), Deadline: b.at.Add(time.Minute), Request: first}).
+		add(1, &events.OutcomeUnknownData{Code: "timeout_after_send"}).
+		add(0, &events.ReconcileStartedData{Worker: "me", LeaseUntil: b.at.Add(30 * time.Second), Strategy: StrategyStatus, Check: 1}).
+		add(0, &events.StatusNotFoundData{Queried: "status"}).
+		add(0, &events.RetryClaimedData{Owner: "me", LeaseUntil: b.at.Add(time.Minute), Attempt: 2})
+	i, err := Fold(b.h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := d.Next(i, caps, i.UpdatedAt)
+	ws, ok := s.Event.(*events.WriteStartedData)
+	if s.Kind != StepWrite || !ok || !ws.Request.Equal(first) {
+		t.Fatalf("the retry step: %s %+v, want the first attempt's request", s.Kind, s.Event)
+	}
+	edited := *first
+	edited.Body = "amount=4200&metadata%5Bv%5D=2"
+	for name, req := range map[string]*events.SentRequest{"the same": first, "none recorded": nil, "another": &edited} {
+		c := &sb{h: append([]events.Event(nil), b.h...), at: b.at}
+		c.add(2, &events.WriteStartedData{Attempt: 2, IdempotencyKey: events.IdempotencyKey(b.id()), Deadline: c.at.Add(time.Minute), ClaimOwner: "me", Request: req})
+		_, err := Fold(c.h)
+		if (name == "another") != (err != nil) {
+			t.Fatalf("a retry recording %s request: %v", name, err)
+		}
 	}
 }

@@ -2,9 +2,11 @@
 // looplab/fsm), the guards that the table alone cannot express (attempt
 // order, same idempotency key, retry budget, approval, claim lease, and
 // for intents recorded with their capabilities the safety rules: no retry
-// after a proven write, a dedup proof for every retry, expiry on every
-// write, no pre-existing or foreign-marker candidate, every declared
-// readback check), Fold, which rebuilds an intent from its history and
+// after a proven write, a dedup proof for every retry that covers its
+// attempt, no claim before the API's Retry-After, a retry sending the
+// request its first attempt recorded, expiry on every write, no
+// pre-existing (unless our marker names it), foreign-marker or
+// other-account candidate, every declared readback check), Fold, which rebuilds an intent from its history and
 // refuses an illegal history with an error naming the event, its version
 // and the state (FoldCode is its stable code), and the decision function
 // (Decider), the only place that decides what happens to an intent next.

@@ -54,12 +54,22 @@ type Attempt struct {
 	// Cleared: an authoritative search window that covered this attempt
 	// closed without our object, proving the attempt made no effect.
 	Cleared bool
+	// Request is the request the attempt sent, as recorded in its
+	// WriteStarted (nil: not recorded).
+	Request *events.SentRequest
 }
 
 // Risky reports whether the attempt may have executed: it is open, or it
 // ended in anything but a proven rejection, and no authoritative search
 // has cleared it since.
-func (a Attempt) Risky() bool { return a.Outcome != events.WriteRejected && !a.Cleared }
+func (a Attempt) Risky() bool { return !a.provenNotExecuted() && !a.Cleared }
+
+// provenNotExecuted: the attempt ended in a proven rejection. A rejection
+// saying the key was already used is not one (an earlier request with the
+// key reached the API), whoever recorded it so.
+func (a Attempt) provenNotExecuted() bool {
+	return a.Outcome == events.WriteRejected && a.Code != events.CodeKeyReused
+}
 
 // Claim is a won RetryClaimed whose attempt has not started.
 type Claim struct {
@@ -125,6 +135,10 @@ type Intent struct {
 	// NotFoundBy is the event that proved not_found (SearchWindowElapsed or
 	// StatusNotFound) since the last attempt.
 	NotFoundBy events.Type
+	// RetryNotBefore is when the API allowed the next request after the
+	// last rejection (its Retry-After, capped at MaxRetryAfter): no claim
+	// or resend before it. Zero when it asked nothing.
+	RetryNotBefore time.Time
 	// UnknownSince is when the intent's current unsettled episode began:
 	// it begins when the intent enters unknown and lasts through
 	// reconciliation (reconciling, in_progress, and verifying reached from
@@ -165,6 +179,17 @@ func (i *Intent) KeyValidUntil() time.Time {
 	return i.keyValidUntil(events.Capabilities{IdempotencyKey: p.KeyRetention > 0, KeyRetention: p.KeyRetention})
 }
 
+// SentRequest is the request every retry sends: the earliest one an
+// attempt recorded (nil when none did).
+func (i *Intent) SentRequest() *events.SentRequest {
+	for _, a := range i.Attempts {
+		if a.Request != nil {
+			return a.Request
+		}
+	}
+	return nil
+}
+
 // Expired reports whether no write may start at t (ExpiresAt passed).
 func (i *Intent) Expired(t time.Time) bool {
 	return !i.Recorded.ExpiresAt.IsZero() && !t.Before(i.Recorded.ExpiresAt)
@@ -185,7 +210,7 @@ func (i *Intent) RiskyAttempts() bool {
 // proves absence in a window, not forever).
 func (i *Intent) AnyEffectPossible() bool {
 	for _, a := range i.Attempts {
-		if a.Outcome != events.WriteRejected {
+		if !a.provenNotExecuted() {
 			return true
 		}
 	}
@@ -384,6 +409,9 @@ func (i *Intent) guard(e events.Event) error {
 		if d.IdempotencyKey != i.Recorded.IdempotencyKey {
 			return errors.New("every attempt must carry the intent's idempotency key")
 		}
+		if first := i.SentRequest(); first != nil && d.Request != nil && !d.Request.Equal(first) {
+			return errors.New("a retry sends the request its first attempt recorded, not another")
+		}
 		switch i.State {
 		case Recorded:
 			if n > 1 && !i.Released {
@@ -410,6 +438,10 @@ func (i *Intent) guard(e events.Event) error {
 	case *events.WriteSucceededData, *events.WriteConfirmedData, *events.WriteRejectedData, *events.OutcomeUnknownData:
 		if a := i.LastAttempt(); a == nil || e.AttemptID != a.ID {
 			return errors.New("outcome must name the open attempt")
+		}
+	case *events.CandidateFoundData:
+		if d.Account != "" && d.Account != i.Recorded.Account {
+			return errors.New("the candidate belongs to another account: it cannot be this intent's effect")
 		}
 	case *events.RetryClaimedData:
 		n := len(i.Attempts) + 1
@@ -467,6 +499,9 @@ func (i *Intent) strictGuard(e events.Event) error {
 		if i.WriteProven {
 			return errors.New("an attempt was proven written: the intent can only be confirmed or handed off, never retried")
 		}
+		if e.At.Before(i.RetryNotBefore) {
+			return errors.Errorf("the API asked for no request before %s (Retry-After)", i.RetryNotBefore.UTC().Format(time.RFC3339))
+		}
 		if i.Expired(e.At) {
 			return errors.New("the intent expired: no retry after expires_at")
 		}
@@ -489,13 +524,17 @@ func (i *Intent) strictGuard(e events.Event) error {
 			if d.LeaseUntil.After(kv) {
 				return errors.New("a retry needs a dedup proof: the claim's lease outlives the idempotency key's retention")
 			}
+			if i.Recorded.Rules >= 1 && d.LeaseUntil.After(ClaimBy(i, kv)) {
+				return errors.New("a retry needs a dedup proof: the claim's lease plus the attempt deadline and the clock-skew allowance outlive the idempotency key's retention (the attempt could reach the API after the key expired)")
+			}
 		}
 	case *events.SearchWindowElapsedData, *events.StatusNotFoundData:
 		if i.WriteProven {
 			return errors.New("an attempt was proven written: it is never not_found")
 		}
 	case *events.CandidateFoundData:
-		if i.PreExisting(d.CreatedAt) {
+		marked := i.Caps().Correlation && d.CorrelationID == i.ID
+		if i.PreExisting(d.CreatedAt) && !marked {
 			return errors.New("the candidate was created before the intent's first attempt: it cannot be our effect")
 		}
 		if i.Caps().Correlation && d.Source != "response" && d.CorrelationID != i.ID {
@@ -578,11 +617,12 @@ func (i *Intent) fold(e events.Event, to State) {
 	case *events.ApprovedData:
 		i.ApprovedBy = d.Operator
 	case *events.WriteStartedData:
-		i.Attempts = append(i.Attempts, Attempt{N: d.Attempt, ID: e.AttemptID, StartedAt: e.At, Deadline: d.Deadline, ClaimOwner: d.ClaimOwner})
+		i.Attempts = append(i.Attempts, Attempt{N: d.Attempt, ID: e.AttemptID, StartedAt: e.At, Deadline: d.Deadline, ClaimOwner: d.ClaimOwner, Request: d.Request})
 		i.Claim = nil
 		i.Released = false
 		i.ApprovalFor = ""
 		i.NotFoundBy = ""
+		i.RetryNotBefore = time.Time{}
 	case *events.WriteSucceededData:
 		i.closeAttempt(e.Type, "")
 		i.ExternalID, i.LiveURL = d.ExternalID, d.LiveURL
@@ -594,6 +634,9 @@ func (i *Intent) fold(e events.Event, to State) {
 	case *events.WriteRejectedData:
 		i.closeAttempt(e.Type, d.Code)
 		i.LastRejection = d
+		if d.RetryAfter > 0 {
+			i.RetryNotBefore = e.At.Add(min(d.RetryAfter.D(), MaxRetryAfter))
+		}
 	case *events.OutcomeUnknownData:
 		i.closeAttempt(e.Type, d.Code)
 	case *events.ReconcileStartedData:

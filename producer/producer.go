@@ -249,7 +249,7 @@ func (p *Producer) prepare(req Request) (*prepared, error) {
 		Tenant: req.Tenant, Route: req.Route, Account: req.Account, RequestID: req.RequestID,
 		IdempotencyKey: events.IdempotencyKey(id), ParentExternalID: req.ParentExternalID,
 		Payload: canon, PayloadSHA256: sum, Canon: events.CanonV1,
-		PlannedAt: planned.UTC(), ExpiresAt: req.ExpiresAt.UTC(), Policy: route.Policy, Caps: &caps,
+		PlannedAt: planned.UTC(), ExpiresAt: req.ExpiresAt.UTC(), Policy: route.Policy, Caps: &caps, Rules: events.CurrentRules,
 	}}
 	// The payload is frozen into IntentRecorded: refuse it now if that
 	// event could not be decoded again, before anything is recorded or
@@ -413,6 +413,10 @@ func (p *Producer) recordAndStart(ctx context.Context, pr *prepared) (*Result, e
 	evs := []events.Event{rec}
 	caps := fsm.CapsFor(intent, adapter.FrozenCaps(pr.route.Adapter))
 	step := p.dec.Next(intent, caps, now)
+	var prepErr error
+	if step.Kind == fsm.StepWrite {
+		prepErr = render(pr.route, intent, step)
+	}
 	next := intent
 	if step.WritePath && step.Event != nil && (step.Kind == fsm.StepWrite || step.Kind == fsm.StepAppend) {
 		e := events.New(intent.ID, 2, now, p.cfg.Actor, step.AttemptID, step.Event)
@@ -437,7 +441,7 @@ func (p *Producer) recordAndStart(ctx context.Context, pr *prepared) (*Result, e
 		return p.drive(ctx, pr.route, h, intent, true, false, 1)
 	}
 	// WriteStarted is acknowledged: make the call, record its outcome.
-	if err := p.call(ctx, pr.route, h, intent, step, realStart); err != nil {
+	if err := p.call(ctx, pr.route, h, intent, step, prepErr, realStart); err != nil {
 		if errors.Is(err, ErrOutcomeNotRecorded) {
 			return p.result(h, intent, false), err
 		}
@@ -489,22 +493,74 @@ func (p *Producer) TakeWrite(ctx context.Context, route adapter.Route, h *ledger
 	if step.Kind != fsm.StepWrite || !ok {
 		return errors.Errorf("take write: step %s with %T is not a write", step.Kind, step.Event)
 	}
+	prepErr := render(route, intent, step)
 	if err := p.appendTo(ctx, h, intent, step.AttemptID, started); err != nil {
 		return err
 	}
-	return p.call(ctx, route, h, intent, step, realStart)
+	return p.call(ctx, route, h, intent, step, prepErr, realStart)
+}
+
+// writeRequest is attempt's request of intent.
+func writeRequest(intent *fsm.Intent, attemptID string) adapter.WriteRequest {
+	return adapter.WriteRequest{
+		IntentID: intent.ID, AttemptID: attemptID, RequestID: intent.Recorded.RequestID,
+		IdempotencyKey: intent.Recorded.IdempotencyKey, Account: intent.Recorded.Account,
+		ParentExternalID: intent.Recorded.ParentExternalID, Payload: intent.Recorded.Payload,
+	}
+}
+
+// render records in a write step's WriteStarted the request it will send,
+// when the route's adapter can render one apart from sending it
+// (adapter.Preparer): a retry already carries its first attempt's (the
+// decider's doing) and keeps it; an attempt without one is rendered now.
+// A write that cannot be rendered gives the error its call would have
+// given (the WriteStarted is still appended, and that error is its
+// outcome, with no call); a rendering that cannot be recorded (it would
+// hold a credential, or is too large) is left out, and the write is made
+// with Write.
+func render(route adapter.Route, intent *fsm.Intent, step fsm.Step) error {
+	started := step.Event.(*events.WriteStartedData)
+	pw, ok := route.Adapter.(adapter.Preparer)
+	if !ok {
+		// This adapter cannot send a recorded request: the attempt's
+		// request is rendered by Write, and not recorded.
+		started.Request = nil
+		return nil
+	}
+	if started.Request != nil {
+		return nil
+	}
+	sent, err := pw.PrepareWrite(writeRequest(intent, step.AttemptID))
+	switch {
+	case errors.Is(err, adapter.ErrNotRecordable):
+		return nil
+	case err != nil:
+		return err
+	case sent.Recordable():
+		started.Request = &sent
+	}
+	return nil
 }
 
 // call makes the external call of a write step whose WriteStarted is on
 // the log (and folded into intent), then appends the classified outcome.
-func (p *Producer) call(ctx context.Context, route adapter.Route, h *ledger.History, intent *fsm.Intent, step fsm.Step, realStart time.Time) error {
+// A step whose WriteStarted records its request sends that request
+// (adapter.Preparer); prepErr, the error of rendering it, is the outcome
+// without a call.
+func (p *Producer) call(ctx context.Context, route adapter.Route, h *ledger.History, intent *fsm.Intent, step fsm.Step, prepErr error, realStart time.Time) error {
 	// WriteStarted is acknowledged: only now may the request leave.
 	callCtx, cancel := context.WithDeadline(ctx, realStart.Add(intent.Recorded.Policy.AttemptDeadline.D()))
-	res, callErr := route.Adapter.Write(callCtx, adapter.WriteRequest{
-		IntentID: intent.ID, AttemptID: step.AttemptID, RequestID: intent.Recorded.RequestID,
-		IdempotencyKey: intent.Recorded.IdempotencyKey, Account: intent.Recorded.Account,
-		ParentExternalID: intent.Recorded.ParentExternalID, Payload: intent.Recorded.Payload,
-	})
+	req := writeRequest(intent, step.AttemptID)
+	var res adapter.WriteResult
+	callErr := prepErr
+	pw, canResend := route.Adapter.(adapter.Preparer)
+	switch sent := step.Event.(*events.WriteStartedData).Request; {
+	case prepErr != nil:
+	case sent != nil && canResend:
+		res, callErr = pw.WritePrepared(callCtx, req, *sent)
+	default:
+		res, callErr = route.Adapter.Write(callCtx, req)
+	}
 	cancel()
 	if p.cfg.AfterCall != nil {
 		if err := p.cfg.AfterCall(intent.ID); err != nil {
@@ -537,13 +593,23 @@ func Classify(intent *fsm.Intent, attemptID string, res adapter.WriteResult, err
 	}
 	var ce *adapter.CallError
 	if errors.As(err, &ce) {
+		if ce.Code == adapter.CodeKeyReused {
+			// The key was already used: an earlier request with it
+			// reached the API and may have executed. Whatever class the
+			// adapter gave the answer, it proves nothing was done.
+			msg := ce.Message
+			if msg == "" {
+				msg = "the API says the idempotency key was already used: an earlier request with it reached the API"
+			}
+			return &events.OutcomeUnknownData{Code: adapter.CodeKeyReused, Message: msg, StatusCode: ce.StatusCode}
+		}
 		switch ce.Class {
 		case adapter.NotSent:
 			// Never sent, so nothing executed; whether sending again can
 			// help is the adapter's call (an invalid request cannot).
-			return &events.WriteRejectedData{Code: ce.Code, Message: ce.Message, Retryable: ce.Retryable}
+			return &events.WriteRejectedData{Code: ce.Code, Message: ce.Message, Retryable: ce.Retryable, RetryAfter: retryAfter(ce)}
 		case adapter.Rejected:
-			return &events.WriteRejectedData{Code: ce.Code, Message: ce.Message, StatusCode: ce.StatusCode, Retryable: ce.Retryable}
+			return &events.WriteRejectedData{Code: ce.Code, Message: ce.Message, StatusCode: ce.StatusCode, Retryable: ce.Retryable, RetryAfter: retryAfter(ce)}
 		default:
 			return &events.OutcomeUnknownData{Code: ce.Code, Message: ce.Message, StatusCode: ce.StatusCode}
 		}
@@ -553,6 +619,15 @@ func Classify(intent *fsm.Intent, attemptID string, res adapter.WriteResult, err
 	}
 	// An adapter error we cannot classify proves nothing: unknown.
 	return &events.OutcomeUnknownData{Code: "unclassified", Message: "the adapter failed without a classified error"}
+}
+
+// retryAfter is the wait a retryable rejection asked for, as the decider
+// honours it (capped at fsm.MaxRetryAfter); 0 for a definite one.
+func retryAfter(ce *adapter.CallError) events.Duration {
+	if !ce.Retryable || ce.RetryAfter <= 0 {
+		return 0
+	}
+	return events.Duration(min(ce.RetryAfter, fsm.MaxRetryAfter))
 }
 
 // appendTo appends the next event to h and folds it into intent.

@@ -424,6 +424,8 @@ func parseTime(v any, ok bool) (time.Time, bool) {
 
 // --- Write ---
 
+var _ adapter.Preparer = (*Adapter)(nil)
+
 // Write makes one attempt: one request built from write.url, write.body
 // and the headers, sent once with adapter.Do. A payload that fails
 // payload.fields, an empty request variable the URL or body needs, or a
@@ -432,25 +434,80 @@ func parseTime(v any, ok bool) (time.Time, bool) {
 // a success is mapped by write.response.
 func (a *Adapter) Write(ctx context.Context, req adapter.WriteRequest) (scrubbed adapter.WriteResult, err error) {
 	defer func() { scrubbed, err = a.scrub.WriteResult(scrubbed), a.scrub.Error(err) }()
-	w := a.write
+	s, canon, err := a.writeScope(req)
+	if err != nil {
+		return adapter.WriteResult{}, err
+	}
+	sent, err := a.renderWrite(s)
+	if err != nil {
+		return adapter.WriteResult{}, err
+	}
+	return a.sendWrite(ctx, req, s, canon, sent)
+}
+
+// PrepareWrite renders the write Write would send, without sending it
+// (adapter.Preparer): the method, the URL after base_url, the body and
+// write.headers — never the route's headers, whose credentials
+// WritePrepared adds. A rendering that holds a credential (or base_url,
+// which may hold one) is adapter.ErrNotRecordable.
+func (a *Adapter) PrepareWrite(req adapter.WriteRequest) (events.SentRequest, error) {
+	s, _, err := a.writeScope(req)
+	if err != nil {
+		return events.SentRequest{}, a.scrub.Error(err)
+	}
+	sent, err := a.renderWrite(s)
+	if err != nil {
+		return events.SentRequest{}, a.scrub.Error(err)
+	}
+	texts := []string{sent.Path, sent.Body}
+	for _, h := range sent.Headers {
+		texts = append(texts, h.Value)
+	}
+	bases := []string{a.base, url.QueryEscape(a.base), url.PathEscape(a.base)}
+	for k, t := range texts {
+		if a.scrub.Contains(t) {
+			return events.SentRequest{}, adapter.ErrNotRecordable
+		}
+		for _, b := range bases {
+			if k > 0 && strings.Contains(t, b) {
+				return events.SentRequest{}, adapter.ErrNotRecordable
+			}
+		}
+	}
+	return sent, nil
+}
+
+// WritePrepared sends sent, a rendering PrepareWrite made (for this
+// attempt or the intent's first), with the route's headers and the
+// idempotency key's and attempt id's headers, and classifies the answer
+// as Write does (adapter.Preparer).
+func (a *Adapter) WritePrepared(ctx context.Context, req adapter.WriteRequest, sent events.SentRequest) (scrubbed adapter.WriteResult, err error) {
+	defer func() { scrubbed, err = a.scrub.WriteResult(scrubbed), a.scrub.Error(err) }()
+	s, canon, err := a.writeScope(req)
+	if err != nil {
+		return adapter.WriteResult{}, err
+	}
+	return a.sendWrite(ctx, req, s, canon, sent)
+}
+
+// writeScope checks a write request and returns the scope its templates
+// and its response's checks are rendered in, with its canonical payload.
+func (a *Adapter) writeScope(req adapter.WriteRequest) (*scope, json.RawMessage, error) {
 	canon, err := a.NormalizePayload(req.Payload)
 	if err != nil {
-		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_payload", err.Error())
+		return nil, nil, adapter.InvalidRequest("invalid_payload", err.Error())
 	}
 	if a.caps.IdempotencyKey && req.IdempotencyKey == "" {
-		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "the write request has no idempotency key; the route requires one")
+		return nil, nil, adapter.InvalidRequest("invalid_request", "the write request has no idempotency key; the route requires one")
 	}
 	for name, v := range map[string]string{"idempotency key": req.IdempotencyKey, "attempt id": req.AttemptID} {
 		if !printable(v) {
-			return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "the "+name+" contains control characters")
+			return nil, nil, adapter.InvalidRequest("invalid_request", "the "+name+" contains control characters")
 		}
 	}
 	payload, err := decodeJSON(canon)
 	if err != nil {
-		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_payload", "the payload cannot be decoded")
-	}
-	if err := a.checkWriter(ctx, req.Account); err != nil {
-		return adapter.WriteResult{}, err
+		return nil, nil, adapter.InvalidRequest("invalid_payload", "the payload cannot be decoded")
 	}
 	s := &scope{
 		vars: map[string]string{
@@ -462,21 +519,26 @@ func (a *Adapter) Write(ctx context.Context, req adapter.WriteRequest) (scrubbed
 	if a.corr != nil && req.IntentID != "" {
 		s.vars[varMarker] = a.corr.render(req.IntentID)
 	}
+	return s, canon, nil
+}
+
+// renderWrite renders write.url, write.body and write.headers in s.
+func (a *Adapter) renderWrite(s *scope) (events.SentRequest, error) {
+	w := a.write
 	u, ok, err := w.url.render(s, true)
 	switch {
 	case err != nil:
-		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", err.Error())
+		return events.SentRequest{}, adapter.InvalidRequest("invalid_request", err.Error())
 	case !ok:
-		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "the write URL needs a payload value that is absent")
-	case !a.sameOrigin(u):
-		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "the write URL leaves base_url's origin")
+		return events.SentRequest{}, adapter.InvalidRequest("invalid_request", "the write URL needs a payload value that is absent")
+	case !a.sameOrigin(u) || !strings.HasPrefix(u, a.base):
+		return events.SentRequest{}, adapter.InvalidRequest("invalid_request", "the write URL leaves base_url's origin")
 	}
-	var body []byte
-	contentType := ""
+	sent := events.SentRequest{Method: w.method, Path: u[len(a.base):]}
 	if w.body != nil {
 		v, _, err := w.body.eval(s, true)
 		if err != nil {
-			return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", err.Error())
+			return events.SentRequest{}, adapter.InvalidRequest("invalid_request", err.Error())
 		}
 		if w.form {
 			m, _ := v.(map[string]any)
@@ -484,21 +546,14 @@ func (a *Adapter) Write(ctx context.Context, req adapter.WriteRequest) (scrubbed
 			for k, x := range m {
 				vals.Set(k, text(x))
 			}
-			body, contentType = []byte(vals.Encode()), "application/x-www-form-urlencoded"
+			sent.Body, sent.ContentType = vals.Encode(), "application/x-www-form-urlencoded"
 		} else {
-			if body, err = json.Marshal(v); err != nil {
-				return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "cannot encode the request body")
+			body, err := json.Marshal(v)
+			if err != nil {
+				return events.SentRequest{}, adapter.InvalidRequest("invalid_request", "cannot encode the request body")
 			}
-			contentType = "application/json"
+			sent.Body, sent.ContentType = string(body), "application/json"
 		}
-	}
-	hreq, err := adapter.NewRequest(ctx, w.method, u, body)
-	if err != nil {
-		return adapter.WriteResult{}, err
-	}
-	a.setRouteHeaders(hreq)
-	if contentType != "" {
-		hreq.Header.Set("Content-Type", contentType)
 	}
 	for _, h := range w.headers {
 		v := renderText(h.t, s)
@@ -506,9 +561,41 @@ func (a *Adapter) Write(ctx context.Context, req adapter.WriteRequest) (scrubbed
 			continue
 		}
 		if !printable(v) {
-			return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "the header "+h.name+" would contain control characters")
+			return events.SentRequest{}, adapter.InvalidRequest("invalid_request", "the header "+h.name+" would contain control characters")
 		}
-		hreq.Header.Set(h.name, v)
+		sent.Headers = append(sent.Headers, events.HeaderField{Name: h.name, Value: v})
+	}
+	return sent, nil
+}
+
+// sendWrite sends one attempt's rendered request once and classifies its
+// answer.
+func (a *Adapter) sendWrite(ctx context.Context, req adapter.WriteRequest, s *scope, canon json.RawMessage, sent events.SentRequest) (adapter.WriteResult, error) {
+	w := a.write
+	if err := a.checkWriter(ctx, req.Account); err != nil {
+		return adapter.WriteResult{}, err
+	}
+	u := a.base + sent.Path
+	if !a.sameOrigin(u) {
+		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "the write URL leaves base_url's origin")
+	}
+	var body []byte
+	if sent.ContentType != "" {
+		body = []byte(sent.Body)
+	}
+	hreq, err := adapter.NewRequest(ctx, sent.Method, u, body)
+	if err != nil {
+		return adapter.WriteResult{}, err
+	}
+	a.setRouteHeaders(hreq)
+	if sent.ContentType != "" {
+		hreq.Header.Set("Content-Type", sent.ContentType)
+	}
+	for _, h := range sent.Headers {
+		if !validHeaderName(h.Name) || !printable(h.Value) {
+			return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "the header "+h.Name+" would contain control characters")
+		}
+		hreq.Header.Set(h.Name, h.Value)
 	}
 	if w.idemHeader != "" && req.IdempotencyKey != "" {
 		hreq.Header.Set(w.idemHeader, req.IdempotencyKey)

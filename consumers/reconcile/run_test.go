@@ -253,7 +253,7 @@ func TestSearchCacheListsAccountsConcurrently(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, a := range accounts {
 		wg.Go(func() {
-			if _, err := sc.get(context.Background(), r, "social_post", ad, "key", a, from, to); err != nil {
+			if _, _, err := sc.get(context.Background(), r, "social_post", ad, "key", a, from, to); err != nil {
 				t.Error(err)
 			}
 		})

@@ -28,6 +28,9 @@ func safeErr(err error) string {
 	if errors.As(err, &ce) {
 		return ce.Error()
 	}
+	if errors.Is(err, adapter.ErrListingIncomplete) {
+		return "listing_incomplete"
+	}
 	if errors.Is(err, adapter.ErrNotFound) {
 		return "not found"
 	}
@@ -76,23 +79,42 @@ func (r *Reconciler) reconcile(ctx context.Context, i *fsm.Intent, route adapter
 			if errors.Is(err, ErrRouteMissing) {
 				return nil, err
 			}
-			r.logRead(i, "status", err)
-			return r.decider().ConcludeReadError(i, caps, r.cfg.Now(), "status", safeErr(err)), nil
+			return r.readFailure(i, caps, "status", err), nil
 		}
 		return r.decider().ConcludeStatus(i, caps, r.cfg.Now(), st), nil
 	case fsm.StrategySearch:
-		recs, err := r.candidates(ctx, i, route, sc)
-		if err != nil {
-			r.logRead(i, "search", err)
-			return r.decider().ConcludeReadError(i, caps, r.cfg.Now(), "search", safeErr(err)), nil
+		recs, listedAt, err := r.candidates(ctx, i, route, sc)
+		incomplete := errors.Is(err, adapter.ErrListingIncomplete)
+		if err != nil && !incomplete {
+			return r.readFailure(i, caps, "search", err), nil
 		}
 		cands := make([]fsm.Candidate, len(recs))
 		for k, rec := range recs {
 			cands[k] = candidate(route, i, rec)
 		}
-		return r.decider().ConcludeSearch(i, caps, r.cfg.Now(), cands), nil
+		if incomplete {
+			// What was read can prove our write present, never absent.
+			r.logRead(i, "search", err)
+			return r.decider().ConcludeIncompleteSearch(i, caps, r.cfg.Now(), listedAt, cands, safeErr(err)), nil
+		}
+		// The window is judged by when the listing started, not by when it
+		// returned: a listing that straddled the window's end may have
+		// read its pages before a write inside the window showed.
+		return r.decider().ConcludeSearch(i, caps, r.cfg.Now(), listedAt, cands), nil
 	}
 	return nil, errors.Errorf("step %s: %w: strategy %q", i.ID, ErrRouteMissing, strategy)
+}
+
+// readFailure concludes a failed read, honouring the wait the API asked
+// for (CallError.RetryAfter).
+func (r *Reconciler) readFailure(i *fsm.Intent, caps events.Capabilities, what string, err error) events.Data {
+	r.logRead(i, what, err)
+	var wait time.Duration
+	var ce *adapter.CallError
+	if errors.As(err, &ce) {
+		wait = ce.RetryAfter
+	}
+	return r.decider().ConcludeReadFailure(i, caps, r.cfg.Now(), what, safeErr(err), wait)
 }
 
 func (r *Reconciler) logRead(i *fsm.Intent, what string, err error) {
@@ -115,7 +137,7 @@ func (r *Reconciler) status(ctx context.Context, i *fsm.Intent, route adapter.Ro
 		return fsm.StatusObservation{}, err
 	}
 	obs := fsm.StatusObservation{Found: true, State: st.State, ExternalID: st.ExternalID, LiveURL: st.LiveURL,
-		Code: st.Code, PartialEffects: st.PartialEffects, Version: st.Version, AppliedVersion: st.AppliedVersion, CorrelationID: st.CorrelationID}
+		Code: st.Code, PartialEffects: st.PartialEffects, Version: st.Version, AppliedVersion: st.AppliedVersion, CorrelationID: st.CorrelationID, Account: st.Account}
 	if len(st.Payload) > 0 {
 		if sum, err := events.PayloadSHA256(st.Payload); err == nil {
 			obs.PayloadSHA256 = sum
@@ -125,40 +147,54 @@ func (r *Reconciler) status(ctx context.Context, i *fsm.Intent, route adapter.Ro
 }
 
 // candidates returns the route's records in the intent's window (full
-// records: a listing that omits bodies is completed with Get).
-func (r *Reconciler) candidates(ctx context.Context, i *fsm.Intent, route adapter.Route, sc *searchCache) ([]adapter.Record, error) {
+// records: a listing that omits bodies is completed with Get) and when
+// the listing they come from started (a shared listing's start, when the
+// intent's window was listed with others'). A listing whose end was not
+// proven returns what it read with its error (adapter.ErrListingIncomplete).
+func (r *Reconciler) candidates(ctx context.Context, i *fsm.Intent, route adapter.Route, sc *searchCache) ([]adapter.Record, time.Time, error) {
 	from, to := fsm.Window(i)
 	ad := reader(route, i)
 	var recs []adapter.Record
-	var err error
+	var listedAt time.Time
+	var listErr error
 	if sc != nil {
-		recs, err = sc.get(ctx, r, route.Name, ad, searchKey(route, i), i.Recorded.Account, from, to)
+		recs, listedAt, listErr = sc.get(ctx, r, route.Name, ad, searchKey(route, i), i.Recorded.Account, from, to)
 	} else {
 		r.readCalls.add(1)
-		recs, err = ad.Search(ctx, adapter.SearchQuery{Account: i.Recorded.Account, From: from, To: to})
+		listedAt = r.cfg.Now()
+		recs, listErr = ad.Search(ctx, adapter.SearchQuery{Account: i.Recorded.Account, From: from, To: to})
 	}
-	if err != nil {
-		return nil, err
+	if listErr != nil && !errors.Is(listErr, adapter.ErrListingIncomplete) {
+		return nil, time.Time{}, listErr
 	}
 	out := make([]adapter.Record, 0, len(recs))
 	for _, rec := range recs {
-		if !rec.CreatedAt.IsZero() && (rec.CreatedAt.Before(from) || rec.CreatedAt.After(to)) {
+		// A record whose marker names this intent is ours whatever its
+		// creation time says (the API's clock may be off): never dropped.
+		ours := rec.CorrelationID != "" && rec.CorrelationID == i.ID
+		if !ours && !rec.CreatedAt.IsZero() && (rec.CreatedAt.Before(from) || rec.CreatedAt.After(to)) {
 			continue
 		}
 		if rec.Partial {
 			r.readCalls.add(1)
 			full, err := ad.Get(ctx, rec.ExternalID)
 			if errors.Is(err, adapter.ErrNotFound) {
+				if ours {
+					// Listed with our marker, gone since: still proof that
+					// our write landed (its payload unread: handed off).
+					rec.Payload = nil
+					out = append(out, rec)
+				}
 				continue
 			}
 			if err != nil {
-				return nil, err
+				return nil, time.Time{}, err
 			}
 			rec = full
 		}
 		out = append(out, rec)
 	}
-	return out, nil
+	return out, listedAt, listErr // an incomplete listing: what it read, and why it is not all
 }
 
 // verify reads the found (or answered) object back; the decider checks
@@ -170,8 +206,7 @@ func (r *Reconciler) verify(ctx context.Context, i *fsm.Intent, route adapter.Ro
 			if errors.Is(err, ErrRouteMissing) {
 				return nil, err
 			}
-			r.logRead(i, "status", err)
-			return r.decider().ConcludeReadError(i, caps, r.cfg.Now(), "status", safeErr(err)), nil
+			return r.readFailure(i, caps, "status", err), nil
 		}
 		return r.decider().ConcludeStatusReadback(i, caps, r.cfg.Now(), st), nil
 	}
@@ -182,8 +217,7 @@ func (r *Reconciler) verify(ctx context.Context, i *fsm.Intent, route adapter.Ro
 		return r.decider().ConcludeReadback(i, caps, r.cfg.Now(), fsm.Readback{Found: false}), nil
 	}
 	if err != nil {
-		r.logRead(i, "get", err)
-		return r.decider().ConcludeReadError(i, caps, r.cfg.Now(), "get", safeErr(err)), nil
+		return r.readFailure(i, caps, "get", err), nil
 	}
 	liveURL := rec.LiveURL
 	if liveURL == "" {
@@ -195,8 +229,7 @@ func (r *Reconciler) verify(ctx context.Context, i *fsm.Intent, route adapter.Ro
 		code, err := ad.Probe(ctx, liveURL)
 		if err != nil {
 			// A probe that failed is a failed read, not a failed check.
-			r.logRead(i, "probe", err)
-			return r.decider().ConcludeReadError(i, caps, r.cfg.Now(), "probe", safeErr(err)), nil
+			return r.readFailure(i, caps, "probe", err), nil
 		}
 		if code >= 500 || code == http.StatusTooManyRequests {
 			// The page's server is in trouble: that proves nothing about
@@ -225,6 +258,9 @@ type spanRecords struct {
 	span
 	recs []adapter.Record
 	err  error
+	// listedAt is when the listing started: what every intent that uses
+	// it judges its window by.
+	listedAt time.Time
 }
 
 func newSearchCache() *searchCache {
@@ -260,10 +296,11 @@ func (c *searchCache) plan(route, key, account string, from, to time.Time) {
 }
 
 // get returns the records of a planned span covering [from, to], listing
-// it on first use; an unplanned window is listed on its own. Callers of one
-// key wait for each other (the first lists, the next find it done); the
-// cache's own lock is never held across a listing.
-func (c *searchCache) get(ctx context.Context, r *Reconciler, route string, ad adapter.Adapter, key, account string, from, to time.Time) ([]adapter.Record, error) {
+// it on first use, and when that listing started; an unplanned window is
+// listed on its own. Callers of one key wait for each other (the first
+// lists, the next find it done); the cache's own lock is never held
+// across a listing.
+func (c *searchCache) get(ctx context.Context, r *Reconciler, route string, ad adapter.Adapter, key, account string, from, to time.Time) ([]adapter.Record, time.Time, error) {
 	k := route + "|" + key + "|" + account
 	c.mu.Lock()
 	l := c.listing[k]
@@ -278,7 +315,7 @@ func (c *searchCache) get(ctx context.Context, r *Reconciler, route string, ad a
 	for _, d := range c.done[k] {
 		if !d.from.After(from) && !d.to.Before(to) {
 			c.mu.Unlock()
-			return d.recs, d.err
+			return d.recs, d.listedAt, d.err
 		}
 	}
 	want := span{from, to}
@@ -290,9 +327,10 @@ func (c *searchCache) get(ctx context.Context, r *Reconciler, route string, ad a
 	}
 	c.mu.Unlock()
 	r.readCalls.add(1)
+	listedAt := r.cfg.Now()
 	recs, err := ad.Search(ctx, adapter.SearchQuery{Account: account, From: want.from, To: want.to})
 	c.mu.Lock()
-	c.done[k] = append(c.done[k], spanRecords{span: want, recs: recs, err: err})
+	c.done[k] = append(c.done[k], spanRecords{span: want, recs: recs, err: err, listedAt: listedAt})
 	c.mu.Unlock()
-	return recs, err
+	return recs, listedAt, err
 }
