@@ -155,6 +155,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	fs.DurationVar(&f.readTimeout, "read-timeout", api.DefaultConfig().ReadTimeout, "a request, body included, must arrive within this `duration`")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", api.DefaultConfig().IdleTimeout, "close kept-alive connections idle this `duration`")
 	f.faults.register(fs)
+	wh := registerWebhook(fs) // webhook.go
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
@@ -173,6 +174,9 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		return errors.New("serve: --read-timeout and --idle-timeout must be positive")
 	}
 	if err := f.faults.validate(); err != nil {
+		return errors.Errorf("serve: %w", err)
+	}
+	if err := wh.check(os.LookupEnv); err != nil {
 		return errors.Errorf("serve: %w", err)
 	}
 	dur, err := embedded.ParseDurability(f.durability)
@@ -331,6 +335,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	}()
 	sup.start(wctx, &wg, f.faults, supervised{js: js, store: store, proj: proj, srv: srv, dd: dd, routes: routes, metrics: metrics,
 		consumers: consumerNames(routes)})
+	wh.start(wctx, &wg, js, metrics, logger) // settlements to --webhook (webhook.go)
 
 	acfg := api.DefaultConfig()
 	acfg.Intents, acfg.Views, acfg.Log, acfg.Tokens, acfg.Dev, acfg.Addr = prod, proj, store, tokens, f.dev, f.addr
