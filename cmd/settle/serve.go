@@ -482,12 +482,16 @@ func moveViewsAside(path string) (string, error) {
 	return aside, nil
 }
 
-// redactURL drops credentials from a URL before it is printed.
+// redactURL drops credentials from a URL, or from each of a comma-separated
+// list, before it is printed.
 func redactURL(s string) string {
-	if i := strings.Index(s, "@"); i >= 0 {
-		if j := strings.Index(s, "://"); j >= 0 && j < i {
-			return s[:j+3] + "…" + s[i:]
+	urls := strings.Split(s, ",") // a cluster's list: every URL may hold the password
+	for k, u := range urls {
+		if i := strings.LastIndex(u, "@"); i >= 0 {
+			if j := strings.Index(u, "://"); j >= 0 && j < i {
+				urls[k] = u[:j+3] + "…" + u[i:]
+			}
 		}
 	}
-	return s
+	return strings.Join(urls, ",")
 }
