@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -29,20 +28,6 @@ func main() {
 	}
 }
 
-// defaultDB is where the database goes when --db is not given: the
-// user's cache directory, never the working directory.
-func defaultDB() (string, error) {
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		return "", errors.Wrap(err, "no --db and no user cache directory")
-	}
-	dir = filepath.Join(dir, "settle-examples")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
-	return filepath.Join(dir, "webhook-receiver.db"), nil
-}
-
 func run(addr, secretEnv, dbPath string, tolerance time.Duration) error {
 	secret := os.Getenv(secretEnv)
 	if secret == "" {
@@ -50,7 +35,7 @@ func run(addr, secretEnv, dbPath string, tolerance time.Duration) error {
 	}
 	if dbPath == "" {
 		var err error
-		if dbPath, err = defaultDB(); err != nil {
+		if dbPath, err = receipts.DefaultDBPath("webhook-receiver.db"); err != nil {
 			return err
 		}
 	}
