@@ -14,12 +14,16 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/settle-dev/settle/deploy"
 )
 
 // NATSCluster is a cluster of real nats-server processes (the binary built
 // from the module version go.mod pins) on loopback, each with its own
-// store directory and configuration file, as an operator runs them:
-// JetStream with sync_interval: always. Every route between two nodes and
+// store directory and configuration file, as an operator runs them: the
+// shipped deploy/nats/n*.conf (JetStream with sync_interval: always, the
+// account SETTLE with its users settle and reader), only addresses, store
+// and routes changed. Every route between two nodes and
 // every client link to a node goes through a Proxy the test controls, so
 // a node can be partitioned from the others and from its clients:
 //
@@ -36,6 +40,9 @@ type NATSCluster struct {
 	Nodes []*NATSNode
 	// Route[i][j] carries node i's route to node j (nil when i == j).
 	Route [][]*Proxy
+	// password is the NATS user settle's (deploy/nats: the account
+	// SETTLE); every URL the cluster hands out carries it.
+	password string
 }
 
 // NATSNode is one nats-server process of a NATSCluster.
@@ -69,7 +76,7 @@ func StartNATSCluster(t testing.TB, opt NATSClusterOptions) *NATSCluster {
 		opt.Nodes = 3
 	}
 	bin := BuildBinary(t, NATSServerPackage)
-	c := &NATSCluster{t: t, Name: "settle-faults"}
+	c := &NATSCluster{t: t, Name: "settle"}
 	n := opt.Nodes
 	for i := 0; i < n; i++ {
 		node := &NATSNode{Name: fmt.Sprintf("n%d", i+1), Store: filepath.Join(t.TempDir(), "store")}
@@ -89,47 +96,27 @@ func StartNATSCluster(t testing.TB, opt NATSClusterOptions) *NATSCluster {
 			}
 		}
 	}
+	c.password = randomHex(12)
+	env := []string{"SETTLE_NATS_PASSWORD=" + c.password, "READER_NATS_PASSWORD=" + randomHex(12)}
 	for i, node := range c.Nodes {
 		var routes []string
 		for j := 0; j < n; j++ {
 			if i != j {
-				routes = append(routes, "nats-route://"+c.Route[i][j].Addr())
+				routes = append(routes, c.Route[i][j].Addr())
 			}
 		}
 		node.Conf = filepath.Join(filepath.Dir(node.Store), "nats.conf")
-		if n == 1 {
-			// A single node: no cluster block.
-			conf := fmt.Sprintf("server_name: %s\nlisten: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\njetstream {\n  store_dir: %q\n  sync_interval: always\n}\n%s\n",
-				node.Name, node.clientPort, node.monitorPort, node.Store, opt.Extra)
-			if err := os.WriteFile(node.Conf, []byte(conf), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			node.Proc = StartProc(t, ProcSpec{Name: node.Name, Path: bin, Args: []string{"-c", node.Conf}})
-			continue
-		}
-		conf := fmt.Sprintf(`server_name: %s
-listen: 127.0.0.1:%d
-http: 127.0.0.1:%d
-jetstream {
-  store_dir: %q
-  sync_interval: always
-}
-cluster {
-  name: %s
-  listen: 127.0.0.1:%d
-  advertise: "127.0.0.1:%d"
-  no_advertise: true
-  routes: [
-    %s
-  ]
-}
-%s
-`, node.Name, node.clientPort, node.monitorPort, node.Store, c.Name, node.clusterPort, node.advertisePort,
-			strings.Join(routes, "\n    "), opt.Extra)
-		if err := os.WriteFile(node.Conf, []byte(conf), 0o600); err != nil {
+		// The shipped configuration (deploy/nats), with this test's
+		// addresses, store and routes (procnatsconf.go).
+		conf, err := renderNATSConf(i%deploy.Nodes+1, natsConfAddrs{client: node.clientPort, monitor: node.monitorPort,
+			cluster: node.clusterPort, advertise: node.advertisePort, store: node.Store, routes: routes, single: n == 1})
+		if err != nil {
 			t.Fatal(err)
 		}
-		node.Proc = StartProc(t, ProcSpec{Name: node.Name, Path: bin, Args: []string{"-c", node.Conf}})
+		if err := os.WriteFile(node.Conf, []byte(conf+"\n"+opt.Extra+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		node.Proc = StartProc(t, ProcSpec{Name: node.Name, Path: bin, Args: []string{"-c", node.Conf}, Env: env})
 	}
 	c.WaitHealthy(2*time.Minute, c.all()...)
 	// Healthy is JetStream current with its meta group, which a quorum
@@ -180,6 +167,11 @@ var (
 	portNext int
 )
 
+// url is a client URL of addr as the user settle.
+func (c *NATSCluster) url(addr string) string {
+	return "nats://settle:" + c.password + "@" + addr
+}
+
 func (c *NATSCluster) all() []int {
 	out := make([]int, len(c.Nodes))
 	for i := range out {
@@ -193,7 +185,7 @@ func (c *NATSCluster) all() []int {
 func (c *NATSCluster) ClientURLs() string {
 	var out []string
 	for _, n := range c.Nodes {
-		out = append(out, "nats://"+n.Client.Addr())
+		out = append(out, c.url(n.Client.Addr()))
 	}
 	return strings.Join(out, ",")
 }
@@ -206,7 +198,7 @@ func (c *NATSCluster) DirectURLs(nodes ...int) string {
 	}
 	var out []string
 	for _, i := range nodes {
-		out = append(out, "nats://127.0.0.1:"+strconv.Itoa(c.Nodes[i].clientPort))
+		out = append(out, c.url("127.0.0.1:"+strconv.Itoa(c.Nodes[i].clientPort)))
 	}
 	return strings.Join(out, ",")
 }
@@ -220,7 +212,7 @@ func (c *NATSCluster) ClientLinks() (string, []*Proxy) {
 	for _, n := range c.Nodes {
 		p := StartProxy(c.t, "127.0.0.1:"+strconv.Itoa(n.clientPort))
 		links = append(links, p)
-		urls = append(urls, "nats://"+p.Addr())
+		urls = append(urls, c.url(p.Addr()))
 	}
 	return strings.Join(urls, ","), links
 }

@@ -95,7 +95,7 @@ func (m *Main) audit(ctx context.Context, args []string) error {
 	} else {
 		var err error
 		if nc, err = nats.Connect(*natsURL, nats.Name("settle-audit")); err != nil {
-			return errors.Errorf("audit: connect %s: %w", *natsURL, err)
+			return errors.Errorf("audit: connect %s: %w", redactURL(*natsURL), err)
 		}
 	}
 	defer nc.Close()

@@ -256,7 +256,11 @@ func TestNATSListenServesDownstreamReaders(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-race", "-o", bin, "../../examples/downstream").CombinedOutput(); err != nil {
 		t.Fatalf("build downstream: %v\n%s", err, out)
 	}
-	ds := exec.Command(bin, "--nats-url", natsURL, "--db", filepath.Join(t.TempDir(), "ann.db"), "--route", "social_post")
+	// No --db: the database goes to the user cache directory, not the
+	// working directory.
+	cache, cwd := t.TempDir(), t.TempDir()
+	ds := exec.Command(bin, "--nats-url", natsURL, "--route", "social_post")
+	ds.Dir, ds.Env = cwd, append(os.Environ(), "XDG_CACHE_HOME="+cache)
 	dsOut := &testharness.SyncBuffer{}
 	ds.Stdout, ds.Stderr = dsOut, dsOut
 	if err := ds.Start(); err != nil {
@@ -277,6 +281,13 @@ func TestNATSListenServesDownstreamReaders(t *testing.T) {
 			t.Fatalf("downstream did not announce %s:\n%s", id, dsOut.String())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+
+	if left, _ := os.ReadDir(cwd); len(left) != 0 {
+		t.Errorf("the downstream example wrote into its working directory: %v", left)
+	}
+	if _, err := os.Stat(filepath.Join(cache, "settle-examples", "downstream.db")); err != nil {
+		t.Errorf("the downstream example's default database: %v", err)
 	}
 
 	// A reader reads, and may not write.

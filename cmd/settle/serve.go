@@ -155,6 +155,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	fs.DurationVar(&f.readTimeout, "read-timeout", api.DefaultConfig().ReadTimeout, "a request, body included, must arrive within this `duration`")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", api.DefaultConfig().IdleTimeout, "close kept-alive connections idle this `duration`")
 	f.faults.register(fs)
+	wh := registerWebhook(fs) // webhook.go
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
@@ -173,6 +174,9 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		return errors.New("serve: --read-timeout and --idle-timeout must be positive")
 	}
 	if err := f.faults.validate(); err != nil {
+		return errors.Errorf("serve: %w", err)
+	}
+	if err := wh.check(os.LookupEnv); err != nil {
 		return errors.Errorf("serve: %w", err)
 	}
 	dur, err := embedded.ParseDurability(f.durability)
@@ -331,6 +335,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	}()
 	sup.start(wctx, &wg, f.faults, supervised{js: js, store: store, proj: proj, srv: srv, dd: dd, routes: routes, metrics: metrics,
 		consumers: consumerNames(routes)})
+	wh.start(wctx, &wg, js, metrics, logger) // settlements to --webhook (webhook.go)
 
 	acfg := api.DefaultConfig()
 	acfg.Intents, acfg.Views, acfg.Log, acfg.Tokens, acfg.Dev, acfg.Addr = prod, proj, store, tokens, f.dev, f.addr
@@ -477,12 +482,16 @@ func moveViewsAside(path string) (string, error) {
 	return aside, nil
 }
 
-// redactURL drops credentials from a URL before it is printed.
+// redactURL drops credentials from a URL, or from each of a comma-separated
+// list, before it is printed.
 func redactURL(s string) string {
-	if i := strings.Index(s, "@"); i >= 0 {
-		if j := strings.Index(s, "://"); j >= 0 && j < i {
-			return s[:j+3] + "…" + s[i:]
+	urls := strings.Split(s, ",") // a cluster's list: every URL may hold the password
+	for k, u := range urls {
+		if i := strings.LastIndex(u, "@"); i >= 0 {
+			if j := strings.Index(u, "://"); j >= 0 && j < i {
+				urls[k] = u[:j+3] + "…" + u[i:]
+			}
 		}
 	}
-	return s
+	return strings.Join(urls, ",")
 }

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -447,6 +449,27 @@ func (d *Deduper) Applied(ctx context.Context, eventID string) (bool, error) {
 		return false, errors.Errorf("deduper: %w", err)
 	}
 	return true, nil
+}
+
+// DefaultDBPath is where a program that was not told where to keep its
+// database (the examples' --db) keeps it: name under settle-examples/ in
+// the user's cache directory (os.UserCacheDir: $XDG_CACHE_HOME or
+// ~/.cache on Linux), created 0700 — never the working directory. A
+// cache may be cleared: a service whose dedup records must last names
+// its own path.
+func DefaultDBPath(name string) (string, error) {
+	if name == "" || strings.ContainsAny(name, `/\`) {
+		return "", errors.Errorf("default db path: name %q: must be a file name", name)
+	}
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", errors.Wrap(err, "default db path: no user cache directory; give the path")
+	}
+	dir = filepath.Join(dir, "settle-examples")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", errors.Wrap(err, "default db path")
+	}
+	return filepath.Join(dir, name), nil
 }
 
 // OpenSQLite opens (or creates) a SQLite database (modernc.org/sqlite, no

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -418,5 +419,28 @@ func TestSubscribeConfigRefusesBadFields(t *testing.T) {
 	}
 	if _, err := Subscribe(context.Background(), n.JS, SubscribeConfig{Durable: "d"}, nil); err == nil {
 		t.Error("nil handler accepted")
+	}
+}
+
+// A program not told where to keep its database keeps it in the user's
+// cache directory, never the working directory.
+func TestDefaultDBPath(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	t.Setenv("HOME", t.TempDir())
+	p, err := DefaultDBPath("downstream.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(cache, "settle-examples", "downstream.db"); p != want {
+		t.Fatalf("DefaultDBPath = %q, want %q", p, want)
+	}
+	if st, err := os.Stat(filepath.Dir(p)); err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("its directory: %v %v", st, err)
+	}
+	for _, bad := range []string{"", "../x.db", `a\b`} {
+		if _, err := DefaultDBPath(bad); err == nil {
+			t.Errorf("DefaultDBPath(%q) accepted", bad)
+		}
 	}
 }

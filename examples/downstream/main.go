@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	neturl "net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -24,7 +25,7 @@ func main() {
 	stream := flag.String("stream", "SETTLE_INTENTS", "the intents `stream`")
 	route := flag.String("route", "social_post", "announce confirmed receipts of this `route`")
 	durable := flag.String("durable", "announcer", "durable consumer `name` (its position survives restarts)")
-	dbPath := flag.String("db", "announcements.db", "SQLite `file` for announcements and applied event ids")
+	dbPath := flag.String("db", "", "SQLite `file` for announcements and applied event ids (default: downstream.db in your user cache directory, settle-examples/)")
 	flag.Parse()
 	if err := run(*url, *stream, *route, *durable, *dbPath); err != nil {
 		fmt.Fprintln(os.Stderr, "downstream:", err)
@@ -36,6 +37,12 @@ func run(url, stream, route, durable, dbPath string) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 
+	if dbPath == "" {
+		var err error
+		if dbPath, err = receipts.DefaultDBPath("downstream.db"); err != nil {
+			return err
+		}
+	}
 	db, err := receipts.OpenSQLite(dbPath)
 	if err != nil {
 		return err
@@ -57,7 +64,7 @@ func run(url, stream, route, durable, dbPath string) error {
 
 	nc, err := nats.Connect(url, nats.Name("settle-downstream-example"), nats.MaxReconnects(-1))
 	if err != nil {
-		return errors.Errorf("connect %s: %w", url, err)
+		return errors.Errorf("connect %s: %w", redact(url), err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
@@ -92,8 +99,17 @@ func run(url, stream, route, durable, dbPath string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("announcing confirmed receipts of route %s from %s (durable %s); Ctrl-C to stop\n", route, url, durable)
+	fmt.Printf("announcing confirmed receipts of route %s from %s (durable %s, database %s); Ctrl-C to stop\n", route, redact(url), durable, dbPath)
 	<-ctx.Done()
 	stop()
 	return nil
+}
+
+// redact drops the password of a URL (nats://reader:PASSWORD@host) before
+// it is printed.
+func redact(u string) string {
+	if p, err := neturl.Parse(u); err == nil && p.User != nil {
+		return p.Redacted()
+	}
+	return u
 }
