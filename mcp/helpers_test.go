@@ -82,6 +82,7 @@ type env struct {
 
 type envOptions struct {
 	keyIncludesPayload bool
+	tokens             []api.Token     // instead of testTokens()
 	routes             []adapter.Route // instead of social.yaml
 	secrets            []string
 }
@@ -134,6 +135,9 @@ func newEnv(t testing.TB, o envOptions) *env {
 	// The API's tokens authenticate the MCP endpoint.
 	acfg := api.DefaultConfig()
 	acfg.Intents, acfg.Views, acfg.Log, acfg.Logger, acfg.Tokens = prod, proj, store, logger, testTokens()
+	if o.tokens != nil {
+		acfg.Tokens = o.tokens
+	}
 	apiSrv, err := api.New(acfg)
 	if err != nil {
 		t.Fatal(err)
@@ -158,6 +162,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		}
 		return &mcp.Caller{Name: c.Name, Scopes: c.Scopes, Routes: c.Routes, Accounts: c.Accounts, All: c.Dev}, nil
 	}))
+	mux.Handle("/", apiSrv) // the API beside /mcp, as settle serve mounts them
 	hs := httptest.NewServer(mux)
 	t.Cleanup(hs.Close)
 	return &env{t: t, ctx: ctx, clock: clock, social: social, routes: routes, store: store, prod: prod, proj: proj,
