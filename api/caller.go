@@ -23,6 +23,7 @@ var (
 // scope and no limit.
 type Caller struct {
 	Name     string
+	Tenant   string
 	Scopes   []string
 	Routes   []string
 	Accounts []string
@@ -46,6 +47,6 @@ func (s *Server) Authenticate(r *http.Request) (*Caller, error) {
 	default:
 		return nil, ErrBadCredentials
 	}
-	return &Caller{Name: p.name, Scopes: slices.Clone(p.scopes), Routes: slices.Clone(p.routes),
+	return &Caller{Name: p.name, Tenant: p.tenant, Scopes: slices.Clone(p.scopes), Routes: slices.Clone(p.routes),
 		Accounts: slices.Clone(p.accounts), Dev: p.dev}, nil
 }

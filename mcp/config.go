@@ -11,6 +11,7 @@ import (
 
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
 )
@@ -29,12 +30,16 @@ const (
 const MaxMaxWait = 10 * time.Minute
 
 // Caller is who calls the tools: a bearer token of the API (settle serve's
-// /mcp) or the user who started settle mcp (stdio). Routes and Accounts,
+// /mcp) or the user who started settle mcp (stdio). Tenant scopes
+// everything it does, as the API's tokens: its task and step ids name
+// intents of that tenant only, and it sees no other tenant's intents.
+// Routes and Accounts,
 // when not empty, limit what it may submit, read and operate on; with
 // exactly one account, that account is the default of submit. All holds
 // every scope and no limit (dev mode).
 type Caller struct {
 	Name     string
+	Tenant   string
 	Scopes   []string
 	Routes   []string
 	Accounts []string
@@ -54,6 +59,13 @@ func (c Caller) AccountAllowed(account string) bool {
 	return c.All || len(c.Accounts) == 0 || slices.Contains(c.Accounts, account)
 }
 
+// mayAccess reports whether the caller may see and act on intent i: its
+// tenant's, within the route and account limits. Another tenant's intent
+// does not exist for the caller.
+func (c Caller) mayAccess(i *fsm.Intent) bool {
+	return i.Recorded.Tenant == c.Tenant && c.RouteAllowed(i.Route()) && c.AccountAllowed(i.Account())
+}
+
 // defaultAccount is the account submit uses when the call names none.
 func (c Caller) defaultAccount() string {
 	if !c.All && len(c.Accounts) == 1 {
@@ -64,13 +76,16 @@ func (c Caller) defaultAccount() string {
 
 // key identifies the caller's tool set.
 func (c Caller) key() string {
-	return fmt.Sprintf("%q %v %q %q %q", c.Name, c.All, c.Scopes, c.Routes, c.Accounts)
+	return fmt.Sprintf("%q %q %v %q %q %q", c.Name, c.Tenant, c.All, c.Scopes, c.Routes, c.Accounts)
 }
 
 // Validate checks a caller.
 func (c Caller) Validate() error {
 	if strings.TrimSpace(c.Name) == "" || len(c.Name) > 64 {
 		return errors.New("mcp caller: Name: 1 to 64 bytes are required (it is the operator recorded with approvals)")
+	}
+	if err := events.ValidateToken("tenant", c.Tenant); err != nil {
+		return errors.Errorf("mcp caller: Tenant: %w", err)
 	}
 	for i, s := range c.Scopes {
 		if s != ScopeSubmit && s != ScopeRead && s != ScopeOperate {
@@ -98,9 +113,6 @@ type Config struct {
 	Projector *projector.Projector
 	// Routes are the producer's routes: one submit tool each (required).
 	Routes []adapter.Route
-	// Tenant is the producer's tenant (producer.Config.Tenant): status
-	// finds an intent by task and step through it.
-	Tenant string
 	// KeyIncludesPayload derives request ids from task, step and the
 	// payload's hash: the same step with another payload is another intent.
 	// Off (the default), it is refused and nothing is written: an agent
@@ -127,7 +139,7 @@ type Config struct {
 // DefaultConfig returns a config with the defaults; Producer, Projector
 // and Routes must still be set.
 func DefaultConfig() Config {
-	return Config{Tenant: "default", MaxWait: 30 * time.Second, Logger: slog.Default(), Version: "dev"}
+	return Config{MaxWait: 30 * time.Second, Logger: slog.Default(), Version: "dev"}
 }
 
 // Validate checks the config; errors name the field and hold no secret.
@@ -144,9 +156,6 @@ func (c Config) Validate() error {
 		return bad("Logger", "is required")
 	case c.MaxWait < 0 || c.MaxWait > MaxMaxWait:
 		return bad("MaxWait", fmt.Sprintf("%s is outside [0, %s]", c.MaxWait, MaxMaxWait))
-	}
-	if err := events.ValidateToken("Tenant", c.Tenant); err != nil {
-		return bad("Tenant", err.Error())
 	}
 	seen := map[string]bool{}
 	for i, r := range c.Routes {

@@ -151,7 +151,7 @@ func (h *handlers) submit(rt routeTool) sdk.ToolHandler {
 			return h.inFlight(ctx, route.Name, account, task, step, payload), nil
 		}
 		execCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), executeTimeout)
-		res, err := h.s.cfg.Producer.Call(execCtx, producer.ToolCall{Task: task, Step: step,
+		res, err := h.s.cfg.Producer.Call(execCtx, producer.ToolCall{Tenant: h.c.Tenant, Task: task, Step: step,
 			KeyIncludesPayload: h.s.cfg.KeyIncludesPayload, Route: route.Name, Account: account,
 			ParentExternalID: parent, Payload: payload})
 		cancel()
@@ -254,7 +254,7 @@ func (h *handlers) intentIDOf(route, account, task, step string, payload json.Ra
 		}
 		sum = s
 	}
-	return events.ScopedIntentID(h.s.cfg.Tenant, route, account, events.ToolKey(task, step, sum)), nil
+	return events.ScopedIntentID(h.c.Tenant, route, account, events.ToolKey(task, step, sum)), nil
 }
 
 // stepAccounts lists the accounts a task and step were submitted for on
@@ -269,12 +269,12 @@ func (h *handlers) stepAccounts(ctx context.Context, route, task, step string, p
 		sum = s
 	}
 	key := events.ToolKey(task, step, sum)
-	vs, err := h.s.cfg.Projector.ByRequest(ctx, h.s.cfg.Tenant, route, key)
+	vs, err := h.s.cfg.Projector.ByRequest(ctx, h.c.Tenant, route, key)
 	if err == nil && len(vs) == 0 {
 		// The views may lag a submit just made: catch up once, bounded.
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		if h.s.cfg.Projector.CatchUp(cctx) == nil {
-			vs, err = h.s.cfg.Projector.ByRequest(ctx, h.s.cfg.Tenant, route, key)
+			vs, err = h.s.cfg.Projector.ByRequest(ctx, h.c.Tenant, route, key)
 		}
 		cancel()
 	}
@@ -311,7 +311,7 @@ func (h *handlers) loadStep(ctx context.Context, route string, accounts []string
 		}
 		sum = s
 	}
-	return h.load(ctx, route, events.IntentID(h.s.cfg.Tenant, route, events.ToolKey(task, step, sum)))
+	return h.load(ctx, route, events.IntentID(h.c.Tenant, route, events.ToolKey(task, step, sum)))
 }
 
 // mismatch explains a refused re-submit: which argument differs from the
@@ -349,7 +349,7 @@ func (h *handlers) load(ctx context.Context, route, id string) (*fsm.Intent, err
 	if err != nil {
 		return nil, err
 	}
-	if !h.c.RouteAllowed(i.Route()) || !h.c.AccountAllowed(i.Account()) {
+	if !h.c.mayAccess(i) {
 		return nil, nil
 	}
 	return i, nil
@@ -365,7 +365,7 @@ func (h *handlers) find(ctx context.Context, id string) (*ledger.History, *fsm.I
 	if err != nil {
 		return nil, nil, err
 	}
-	if !h.c.RouteAllowed(i.Route()) || !h.c.AccountAllowed(i.Account()) {
+	if !h.c.mayAccess(i) {
 		return nil, nil, nil
 	}
 	return hist, i, nil
@@ -552,7 +552,7 @@ func (h *handlers) pending(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 	for _, st := range []fsm.State{fsm.AwaitingApproval, fsm.ManualAction} {
 		for _, r := range routes {
 			for _, acct := range accounts {
-				page, err := h.s.cfg.Projector.List(ctx, projector.Filter{State: st, Route: r, Account: acct, Limit: limit})
+				page, err := h.s.cfg.Projector.List(ctx, projector.Filter{Tenant: h.c.Tenant, State: st, Route: r, Account: acct, Limit: limit})
 				if err != nil {
 					return h.unavailable("pending", err), nil
 				}

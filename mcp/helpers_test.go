@@ -160,7 +160,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		if err != nil {
 			return nil, err
 		}
-		return &mcp.Caller{Name: c.Name, Scopes: c.Scopes, Routes: c.Routes, Accounts: c.Accounts, All: c.Dev}, nil
+		return &mcp.Caller{Name: c.Name, Tenant: c.Tenant, Scopes: c.Scopes, Routes: c.Routes, Accounts: c.Accounts, All: c.Dev}, nil
 	}))
 	mux.Handle("/", apiSrv) // the API beside /mcp, as settle serve mounts them
 	hs := httptest.NewServer(mux)

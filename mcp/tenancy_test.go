@@ -19,7 +19,8 @@ import (
 )
 
 // The cross-tenant contract: one suite of attempts by tenant B on tenant
-// A's intents, run per transport (REST, MCP over /mcp), expecting the
+// A's intents, run per transport (REST, MCP over /mcp, MCP over stdio
+// as settle mcp serves it), expecting the
 // same answer on each. An operation a transport does not have (a list
 // over MCP) is skipped there; a tool the caller is not offered counts as
 // forbidden, as a missing scope does over REST.
@@ -341,6 +342,47 @@ func httpMCP(e *env) transport {
 	}}
 }
 
+// stdioMCP is settle mcp's transport: one stdio session per caller, the
+// caller being what the token stands for (settle mcp takes it from its
+// flags: --tenant, --scopes, --accounts, --name).
+func stdioMCP(e *env) transport {
+	sessions := map[string]*sdk.ClientSession{}
+	return mcpTransport{label: "mcp-stdio", e: e, session: func(tok string) *sdk.ClientSession {
+		if cs, ok := sessions[tok]; ok {
+			return cs
+		}
+		var c mcp.Caller
+		for _, k := range tenantTokens() {
+			if k.Secret == tok {
+				c = mcp.Caller{Name: k.Name, Tenant: k.Tenant, Scopes: k.Scopes, Routes: k.Routes, Accounts: k.Accounts}
+			}
+		}
+		if c.Tenant == "" {
+			c.Tenant = api.DefaultTenant
+		}
+		cs := e.stdio(c)
+		sessions[tok] = cs
+		return cs
+	}}
+}
+
+// stdio runs one stdio session of caller (RunStdio over pipes) until the
+// test ends, and connects an SDK client to it.
+func (e *env) stdio(c mcp.Caller) *sdk.ClientSession {
+	e.t.Helper()
+	toServer, fromClient := io.Pipe()
+	toClient, fromServer := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- e.mcp.RunStdio(e.ctx, c, toServer, fromServer); fromServer.Close() }()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "stdio-agent", Version: "1"}, nil).
+		Connect(e.ctx, &sdk.IOTransport{Reader: toClient, Writer: fromClient}, nil)
+	if err != nil {
+		e.t.Fatalf("stdio connect: %v", err)
+	}
+	e.t.Cleanup(func() { cs.Close(); fromClient.Close(); <-done })
+	return cs
+}
+
 // transports are the protocols the contract runs over, each on a fresh
 // env (its own log and fake API).
 var transports = []struct {
@@ -349,6 +391,7 @@ var transports = []struct {
 }{
 	{"rest", func(e *env) transport { return restTransport{e: e} }},
 	{"mcp-http", httpMCP},
+	{"mcp-stdio", stdioMCP},
 }
 
 func expect(t *testing.T, what string, got outcome, want ...verdict) {
@@ -381,7 +424,7 @@ func TestCrossTenantContract(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, envOptions{tokens: tenantTokens()})
 			tr := tc.make(e)
-			others := []transport{restTransport{e: e}, httpMCP(e)}
+			others := []transport{restTransport{e: e}, httpMCP(e), stdioMCP(e)}
 			const A, B = secretAcme, secretGlobex
 
 			// A's intents: an automatic post, and one awaiting approval.

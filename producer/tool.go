@@ -19,6 +19,9 @@ var ErrNoKey = errors.New("tool call without a key: task and step are required (
 // task and step (and the payload when KeyIncludesPayload is set): a re-run
 // of the same step is the same intent, whatever attempt or time it is.
 type ToolCall struct {
+	// Tenant is the caller's (default: the producer's): request ids, and so
+	// intents, are scoped per tenant.
+	Tenant             string
 	Task               string
 	Step               string
 	KeyIncludesPayload bool
@@ -43,6 +46,6 @@ func (p *Producer) Call(ctx context.Context, c ToolCall) (*Result, error) {
 		}
 		sum = s
 	}
-	return p.Execute(ctx, Request{Route: c.Route, Account: c.Account, RequestID: events.ToolKey(c.Task, c.Step, sum),
+	return p.Execute(ctx, Request{Tenant: c.Tenant, Route: c.Route, Account: c.Account, RequestID: events.ToolKey(c.Task, c.Step, sum),
 		ParentExternalID: c.ParentExternalID, Payload: c.Payload, DryRun: c.DryRun})
 }

@@ -84,7 +84,7 @@ func mountMCP(apiSrv *api.Server, prod *producer.Producer, proj *projector.Proje
 		case err != nil:
 			return nil, err
 		}
-		return &mcp.Caller{Name: c.Name, Scopes: c.Scopes, Routes: c.Routes, Accounts: c.Accounts, All: c.Dev}, nil
+		return &mcp.Caller{Name: c.Name, Tenant: c.Tenant, Scopes: c.Scopes, Routes: c.Routes, Accounts: c.Accounts, All: c.Dev}, nil
 	}))
 	mux.Handle("/", apiSrv)
 	return mux, nil
@@ -106,6 +106,7 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 	groupCommit := fs.String("group-commit", groupCommitAuto, "appends in atomic batches: auto | measured | off (as settle serve's)")
 	scopes := fs.String("scopes", "submit,read", "what the agent may do: submit, read, operate (operate lets it approve and resolve its own writes)")
 	accounts := fs.String("accounts", "", "comma-separated accounts the agent may write as (the first is the default); empty: any")
+	tenant := fs.String("tenant", api.DefaultTenant, "the `TENANT` the agent acts for: its task and step ids name that tenant's intents, and it sees no other tenant's")
 	name := fs.String("name", "mcp-stdio", "the caller's name (recorded as operator of its approvals)")
 	keyPayload := fs.Bool("key-includes-payload", false, "derive keys from task, step and the payload's hash (another payload is another write)")
 	maxWait := fs.Duration("max-wait", 30*time.Second, "bound of wait_seconds")
@@ -122,9 +123,9 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 	case *workers < 0 || *workers > 64 || (*workers == 0 && *natsURL == ""):
 		return errors.Errorf("mcp: --workers: %d is outside 1..64 (0 only with --nats-url)", *workers)
 	}
-	caller := mcp.Caller{Name: *name, Scopes: splitList(*scopes), Accounts: splitList(*accounts)}
+	caller := mcp.Caller{Name: *name, Tenant: *tenant, Scopes: splitList(*scopes), Accounts: splitList(*accounts)}
 	if err := caller.Validate(); err != nil {
-		return errors.Errorf("mcp: --scopes/--accounts/--name: %w", err)
+		return errors.Errorf("mcp: --tenant/--scopes/--accounts/--name: %w", err)
 	}
 	dur, err := embedded.ParseDurability(*durability)
 	if err != nil {
