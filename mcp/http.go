@@ -8,18 +8,23 @@ import (
 
 	"github.com/cockroachdb/errors"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/settle-dev/settle/service"
 )
 
 // ErrUnauthenticated is matched by an Authenticator's error when the
-// request carries no valid credential (401); any other error is 403.
-var ErrUnauthenticated = errors.New("unauthenticated")
+// request carries no valid credential (401); any other error is 403. It
+// is service.ErrUnauthenticated, which api.Server.Authenticate's errors
+// match.
+var ErrUnauthenticated = service.ErrUnauthenticated
 
-// Authenticator returns the caller of an HTTP request (settle serve: the
-// API's bearer tokens and scopes, api.Server.Authenticate). Its error
-// text is shown to the client: it must not hold a secret.
-type Authenticator func(r *http.Request) (*Caller, error)
+// Authenticator returns the caller of an HTTP request: its name, tenant,
+// scopes and limits (settle serve: the API's bearer tokens,
+// api.Server.Authenticate, which is one). Its error text is shown to the
+// client: it must not hold a secret.
+type Authenticator func(r *http.Request) (*service.Caller, error)
 
-type callerKey struct{}
+type callerCtxKey struct{}
 
 // MaxRequestBytes bounds one HTTP request to the endpoint.
 const MaxRequestBytes = 4 << 20
@@ -30,7 +35,7 @@ const MaxRequestBytes = 4 << 20
 // on every call and no session outlives it.
 func (s *Server) Handler(authn Authenticator) http.Handler {
 	h := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
-		c, _ := r.Context().Value(callerKey{}).(*Caller)
+		c, _ := r.Context().Value(callerCtxKey{}).(*service.Caller)
 		if c == nil {
 			return nil
 		}
@@ -56,7 +61,7 @@ func (s *Server) Handler(authn Authenticator) http.Handler {
 			}
 			msg := "forbidden"
 			if err != nil {
-				msg = s.red.string(err.Error())
+				msg = s.scrub.Scrub(err.Error())
 			}
 			sw.Header().Set("Content-Type", "application/json")
 			sw.WriteHeader(code)
@@ -64,7 +69,7 @@ func (s *Server) Handler(authn Authenticator) http.Handler {
 			return
 		}
 		caller = c.Name
-		h.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
+		h.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), callerCtxKey{}, c)))
 	})
 }
 

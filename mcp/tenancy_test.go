@@ -16,6 +16,7 @@ import (
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/mcp"
+	"github.com/settle-dev/settle/service"
 )
 
 // The cross-tenant contract: one suite of attempts by tenant B on tenant
@@ -187,12 +188,12 @@ func (r restTransport) listQuery(t *testing.T, tok, query string) outcome {
 }
 
 func (r restTransport) list(t *testing.T, tok string) outcome {
-	r.e.catchUp()
+	r.e.CatchUp()
 	return r.listQuery(t, tok, "limit=1000")
 }
 
 func (r restTransport) pending(t *testing.T, tok string) outcome {
-	r.e.catchUp()
+	r.e.CatchUp()
 	a := r.listQuery(t, tok, "state=awaiting_approval")
 	if a.v != vOK {
 		return a
@@ -293,7 +294,7 @@ func (m mcpTransport) status(t *testing.T, tok, route, account, task, step strin
 func (m mcpTransport) list(t *testing.T, tok string) outcome { return outcome{v: vNA} }
 
 func (m mcpTransport) pending(t *testing.T, tok string) outcome {
-	m.e.catchUp()
+	m.e.CatchUp()
 	res, o := m.call(t, tok, mcp.ToolPending, map[string]any{"limit": 100})
 	if res == nil {
 		return o
@@ -351,10 +352,10 @@ func stdioMCP(e *env) transport {
 		if cs, ok := sessions[tok]; ok {
 			return cs
 		}
-		var c mcp.Caller
+		var c service.Caller
 		for _, k := range tenantTokens() {
 			if k.Secret == tok {
-				c = mcp.Caller{Name: k.Name, Tenant: k.Tenant, Scopes: k.Scopes, Routes: k.Routes, Accounts: k.Accounts}
+				c = service.Caller{Name: k.Name, Tenant: k.Tenant, Scopes: k.Scopes, Routes: k.Routes, Accounts: k.Accounts}
 			}
 		}
 		if c.Tenant == "" {
@@ -368,14 +369,14 @@ func stdioMCP(e *env) transport {
 
 // stdio runs one stdio session of caller (RunStdio over pipes) until the
 // test ends, and connects an SDK client to it.
-func (e *env) stdio(c mcp.Caller) *sdk.ClientSession {
+func (e *env) stdio(c service.Caller) *sdk.ClientSession {
 	e.t.Helper()
 	toServer, fromClient := io.Pipe()
 	toClient, fromServer := io.Pipe()
 	done := make(chan error, 1)
-	go func() { done <- e.mcp.RunStdio(e.ctx, c, toServer, fromServer); fromServer.Close() }()
+	go func() { done <- e.mcp.RunStdio(e.Ctx, c, toServer, fromServer); fromServer.Close() }()
 	cs, err := sdk.NewClient(&sdk.Implementation{Name: "stdio-agent", Version: "1"}, nil).
-		Connect(e.ctx, &sdk.IOTransport{Reader: toClient, Writer: fromClient}, nil)
+		Connect(e.Ctx, &sdk.IOTransport{Reader: toClient, Writer: fromClient}, nil)
 	if err != nil {
 		e.t.Fatalf("stdio connect: %v", err)
 	}
@@ -439,7 +440,7 @@ func TestCrossTenantContract(t *testing.T) {
 			if appr.state != fsm.AwaitingApproval {
 				t.Fatalf("A's approval intent is %s: %s", appr.state, appr.raw)
 			}
-			if i := e.intent("social_post", post.id); i.Recorded.Tenant != "acme" {
+			if i := e.Intent("social_post", post.id); i.Recorded.Tenant != "acme" {
 				t.Errorf("A's intent is recorded under tenant %q, want acme", i.Recorded.Tenant)
 			}
 			// The same task and step for another account: another intent.
@@ -452,8 +453,8 @@ func TestCrossTenantContract(t *testing.T) {
 			for _, o := range others {
 				expect(t, "A reads its own over "+o.name(), o.get(t, A, post.id), vOK)
 			}
-			before := map[string]int{post.id: len(e.history("social_post", post.id)), appr.id: len(e.history("social_approval", appr.id))}
-			effects := e.social.Effects()
+			before := map[string]int{post.id: len(e.History("social_post", post.id)), appr.id: len(e.History("social_approval", appr.id))}
+			effects := e.Social.Effects()
 
 			// B's attempts on A's intents.
 			expect(t, "B gets A's intent", tr.get(t, B, post.id), vNotFound)
@@ -491,8 +492,8 @@ func TestCrossTenantContract(t *testing.T) {
 			if want := events.ScopedIntentID("globex", "social_post", "acct_1", events.ToolKey("task-1", "step-1", "")); same.id != want {
 				t.Errorf("B's intent is %s, want %s", same.id, want)
 			}
-			if e.social.Effects() != effects+1 {
-				t.Errorf("effects %d, want %d (B's post is its own write)", e.social.Effects(), effects+1)
+			if e.Social.Effects() != effects+1 {
+				t.Errorf("effects %d, want %d (B's post is its own write)", e.Social.Effects(), effects+1)
 			}
 			// A's intents are as they were.
 			for id, n := range before {
@@ -500,11 +501,11 @@ func TestCrossTenantContract(t *testing.T) {
 				if id == appr.id {
 					route = "social_approval"
 				}
-				if h := e.history(route, id); len(h) != n {
+				if h := e.History(route, id); len(h) != n {
 					t.Errorf("A's intent %s: %d events, was %d: %s", id, len(h), n, h[len(h)-1].Type)
 				}
 			}
-			if st := e.intent("social_approval", appr.id).State; st != fsm.AwaitingApproval {
+			if st := e.Intent("social_approval", appr.id).State; st != fsm.AwaitingApproval {
 				t.Errorf("A's approval intent is %s after B's attempts", st)
 			}
 
@@ -527,7 +528,7 @@ func TestCrossTenantContract(t *testing.T) {
 				t.Errorf("A's resubmit answered %s, want %s", again.id, post.id)
 			}
 			expect(t, "A approves its own", tr.approve(t, A, appr.id), vOK)
-			if i := e.intent("social_approval", appr.id); i.ApprovedBy != "acme-agent" {
+			if i := e.Intent("social_approval", appr.id); i.ApprovedBy != "acme-agent" {
 				t.Errorf("A's intent approved by %q", i.ApprovedBy)
 			}
 			expect(t, "A reads figures over every tenant", tr.metrics(t, A), vForbidden)
@@ -535,11 +536,29 @@ func TestCrossTenantContract(t *testing.T) {
 	}
 }
 
-func (e *env) history(route, id string) []events.Event {
-	e.t.Helper()
-	h, err := e.store.Load(context.Background(), route, id)
-	if err != nil {
-		e.t.Fatal(err)
+// TestOneActionVocabulary: the operator actions an intent allows have
+// the same names over REST (the detail's actions) and MCP (pending's),
+// service.Actions': "abandon", never a transport's own word for it.
+func TestOneActionVocabulary(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	var a mcp.Answer
+	call(t, e.client(secretAgent), "submit_social_approval", submitArgs("task-v", "step-1", "needs a yes"), &a)
+	e.CatchUp()
+	var p mcp.Pending
+	call(t, e.client(secretOperator), mcp.ToolPending, nil, &p)
+	if len(p.Items) != 1 || p.Items[0].IntentID != a.IntentID {
+		t.Fatalf("pending: %+v", p)
 	}
-	return h.Events
+	r := restTransport{e: e}
+	code, _, body := r.do(t, "GET", "/v1/intents/"+a.IntentID, secretOperator, nil)
+	var d struct {
+		Actions []string `json:"actions"`
+	}
+	if err := json.Unmarshal(body, &d); err != nil || code != http.StatusOK {
+		t.Fatalf("GET: %d %s", code, body)
+	}
+	want := []string{service.ActionApprove, service.ActionAbandon}
+	if !slices.Equal(p.Items[0].Actions, want) || !slices.Equal(d.Actions, want) {
+		t.Fatalf("actions over MCP %v, over REST %v, want %v", p.Items[0].Actions, d.Actions, want)
+	}
 }

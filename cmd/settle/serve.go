@@ -332,8 +332,14 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	sup.start(wctx, &wg, f.faults, supervised{js: js, store: store, proj: proj, srv: srv, dd: dd, routes: routes, metrics: metrics,
 		consumers: consumerNames(routes)})
 
+	svc, err := newService(prod, proj, now) // mcp.go
+	if err != nil {
+		stopWorkers()
+		wg.Wait()
+		return errors.Errorf("serve: %w", err)
+	}
 	acfg := api.DefaultConfig()
-	acfg.Intents, acfg.Views, acfg.Log, acfg.Tokens, acfg.Dev, acfg.Addr = prod, proj, store, tokens, f.dev, f.addr
+	acfg.Service, acfg.Log, acfg.Tokens, acfg.Dev, acfg.Addr = svc, store, tokens, f.dev, f.addr
 	acfg.Logger, acfg.Metrics = logger, metrics
 	acfg.ReadTimeout, acfg.IdleTimeout = f.readTimeout, f.idleTimeout
 	acfg.Now, acfg.MaxInFlight, acfg.ReadyChecks = now, f.faults.maxInFlight, sup.readyChecks()
@@ -343,7 +349,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		wg.Wait()
 		return errors.Errorf("serve: %w", err)
 	}
-	withMCP, err := mountMCP(handler, prod, proj, routes, f.routes, tokens, logger)
+	withMCP, err := mountMCP(handler, svc, routes, f.routes, tokens, logger)
 	if err != nil {
 		stopWorkers()
 		wg.Wait()
