@@ -192,6 +192,7 @@ func TestEveryResponseValidatesAgainstOpenAPI(t *testing.T) {
 		}
 		want(do("POST", p, secretOperator, body), 409)
 		want(do("POST", p, secretOperator, body, "Content-Type", "text/plain"), 415)
+		want(do("POST", p, secretOperator, body, "Content-Encoding", "gzip"), 415)
 		want(do("POST", p, secretOperator, `{"reason":"`+strings.Repeat("x", MaxBodyBytes)+`"}`), 413)
 		want(do("POST", p, "", `{"reason":"x"}`), 401)
 		want(do("POST", p, secretReader, `{"reason":"x"}`), 403)

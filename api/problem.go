@@ -59,7 +59,7 @@ var problemTitles = map[string]string{
 	ProbInFlight:         "A request with this request id is still in flight",
 	ProbNotAllowed:       "The action is not allowed in the intent's state",
 	ProbConflict:         "The intent changed concurrently",
-	ProbUnsupportedMedia: "The body must be application/json",
+	ProbUnsupportedMedia: "The body must be uncompressed application/json",
 	ProbTooLarge:         "The request body is too large",
 	ProbTimeout:          "The request was not received in time",
 	ProbUnavailable:      "A dependency is unavailable",

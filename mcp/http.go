@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/errors"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/settle-dev/settle/internal/contentcoding"
 	"github.com/settle-dev/settle/service"
 )
 
@@ -49,6 +50,14 @@ func (s *Server) Handler(authn Authenticator) http.Handler {
 			s.log.Info("mcp request", "method", r.Method, "path", r.URL.Path, "status", sw.code, "caller", caller,
 				"duration", time.Since(start).Round(time.Microsecond))
 		}()
+		if enc := contentcoding.Refused(r.Header); enc != "" {
+			// Bodies are read as sent: a body labelled with a coding is
+			// refused, compressed or not, rather than read as if it were
+			// not labelled.
+			sw.Header().Set("Accept-Encoding", "identity")
+			writeError(sw, http.StatusUnsupportedMediaType, "Content-Encoding: "+enc+" is not supported; send the body uncompressed, without Content-Encoding")
+			return
+		}
 		c, err := authn(r)
 		if err == nil && c != nil {
 			err = c.Validate()
@@ -63,14 +72,20 @@ func (s *Server) Handler(authn Authenticator) http.Handler {
 			if err != nil {
 				msg = s.scrub.Scrub(err.Error())
 			}
-			sw.Header().Set("Content-Type", "application/json")
-			sw.WriteHeader(code)
-			_ = json.NewEncoder(sw).Encode(map[string]any{"error": map[string]any{"code": code, "message": msg}})
+			writeError(sw, code, msg)
 			return
 		}
 		caller = c.Name
 		h.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), callerCtxKey{}, c)))
 	})
+}
+
+// writeError answers an HTTP request refused before any MCP message is
+// read.
+func writeError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": code, "message": msg}})
 }
 
 type statusWriter struct {

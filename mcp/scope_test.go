@@ -1,8 +1,11 @@
 package mcp_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -302,5 +305,45 @@ func TestNeedsHumanThenResolve(t *testing.T) {
 	}
 	if e.Social.Writes() != 1 {
 		t.Fatalf("%d POSTs", e.Social.Writes())
+	}
+}
+
+// TestEndpointRefusesContentCodings: /mcp reads bodies as sent, as the
+// API does: a request labelled with a content coding is refused (415,
+// Accept-Encoding: identity) before any message is read, compressed or
+// not; identity is served.
+func TestEndpointRefusesContentCodings(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	const msg = `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(msg))
+	_ = zw.Close()
+	for _, c := range []struct {
+		body, encoding string
+		code           int
+	}{
+		{msg, "gzip", http.StatusUnsupportedMediaType},
+		{gz.String(), "gzip", http.StatusUnsupportedMediaType},
+		{msg, "identity, br", http.StatusUnsupportedMediaType},
+		{msg, "identity", http.StatusOK},
+	} {
+		req, _ := http.NewRequest("POST", e.http.URL+"/mcp", strings.NewReader(c.body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+secretAgent)
+		req.Header.Set("Content-Encoding", c.encoding)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.code {
+			t.Fatalf("%q: %d %s", c.encoding, resp.StatusCode, b)
+		}
+		if c.code == http.StatusUnsupportedMediaType && (resp.Header.Get("Accept-Encoding") != "identity" || !strings.Contains(string(b), "Content-Encoding")) {
+			t.Fatalf("%q: Accept-Encoding %q, %s", c.encoding, resp.Header.Get("Accept-Encoding"), b)
+		}
 	}
 }
