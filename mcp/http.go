@@ -1,8 +1,11 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -76,7 +79,34 @@ func (s *Server) Handler(authn Authenticator) http.Handler {
 			return
 		}
 		caller = c.Name
-		h.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), callerCtxKey{}, c)))
+		r = r.WithContext(context.WithValue(r.Context(), callerCtxKey{}, c))
+		if r.Method != http.MethodPost {
+			h.ServeHTTP(sw, r)
+			return
+		}
+		// A message that is not JSON-RPC is answered in JSON-RPC (-32700,
+		// -32600), and so is the SDK's plain-text refusal of a method it
+		// does not have (-32601): see jsonrpc.go.
+		body, err := io.ReadAll(http.MaxBytesReader(sw, r.Body, MaxRequestBytes))
+		if err != nil {
+			code, msg := http.StatusBadRequest, "the body could not be read"
+			var mb *http.MaxBytesError
+			if errors.As(err, &mb) {
+				code, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("the body exceeds %d bytes", MaxRequestBytes)
+			}
+			writeError(sw, code, msg)
+			return
+		}
+		if reply := checkMessage(body); reply != nil {
+			sw.Header().Set("Content-Type", "application/json")
+			sw.WriteHeader(http.StatusBadRequest)
+			_, _ = sw.Write(reply)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		rw := &rpcWriter{ResponseWriter: sw}
+		h.ServeHTTP(rw, r)
+		rw.finish(body)
 	})
 }
 

@@ -126,17 +126,22 @@ func (s *Server) For(c service.Caller) *sdk.Server {
 
 // RunStdio serves caller on one stdio session (newline-delimited JSON-RPC
 // on in and out) until the client closes in or ctx ends. Nothing but
-// protocol messages is written to out.
+// protocol messages is written to out. A line that is not one JSON-RPC
+// message is answered with a JSON-RPC error (-32700, -32600) and the
+// session goes on.
 func (s *Server) RunStdio(ctx context.Context, c service.Caller, in io.Reader, out io.Writer) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	return s.For(c).Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}})
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := &lockedWriter{w: out}
+	pr, pw := io.Pipe()
+	go filterLines(ctx, in, pw, w)
+	err := s.For(c).Run(ctx, &sdk.IOTransport{Reader: pr, Writer: w})
+	pr.Close()
+	return err
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // result builds a tool result: v as structured content, and the text
 // (guidance) followed by v's JSON on one line as text content (for hosts
