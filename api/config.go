@@ -14,7 +14,9 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
+	"github.com/settle-dev/settle/projector"
 	"github.com/settle-dev/settle/service"
 )
 
@@ -66,6 +68,19 @@ func (e *TokenError) Error() string {
 	return fmt.Sprintf("api config: Tokens[%d].%s: %s", e.Index, e.Field, e.Reason)
 }
 
+// Service is what the API asks of settle, as the caller;
+// *service.Service is one (over interfaces of the write path and the
+// views).
+type Service interface {
+	RouteNames() []string
+	Submit(ctx context.Context, c service.Caller, sub service.Submission) (*service.Submitted, error)
+	Get(ctx context.Context, c service.Caller, id string, wait time.Duration) (*ledger.History, *fsm.Intent, error)
+	List(ctx context.Context, c service.Caller, f projector.Filter) (projector.Page, error)
+	Act(ctx context.Context, c service.Caller, id string, a service.Action) (*ledger.History, *fsm.Intent, error)
+	Figures(ctx context.Context, c service.Caller) (*service.Figures, error)
+	Checkpoint(ctx context.Context) (uint64, error)
+}
+
 // Log is what /readyz asks of the log; *ledger.Store is one.
 type Log interface {
 	// Connected reports whether the connection to NATS is up.
@@ -74,13 +89,16 @@ type Log interface {
 	CheckStream(ctx context.Context) error
 }
 
-var _ Log = (*ledger.Store)(nil)
+var (
+	_ Service = (*service.Service)(nil)
+	_ Log     = (*ledger.Store)(nil)
+)
 
 // Config configures a Server.
 type Config struct {
 	// Service carries out what callers ask (required): the same one as
 	// the MCP endpoint's, so that single-flight spans both.
-	Service *service.Service
+	Service Service
 	// Log is checked by /readyz (required).
 	Log Log
 	// Tokens are the accepted credentials. At least one is required unless

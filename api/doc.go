@@ -20,9 +20,10 @@
 // intent is 404. Authenticate gives the same caller to the surfaces
 // mounted beside the API (the MCP endpoint).
 //
-// The API depends on the service (built over the write path,
-// *producer.Producer, and the read model, *projector.Projector, as
-// interfaces) and on Log (what /readyz checks: *ledger.Store). A submit
+// The API depends on small interfaces it declares: Service (what it asks
+// of settle as a caller: *service.Service, itself built over interfaces of
+// the write path, *producer.Producer, and of the read model,
+// *projector.Projector) and Log (what /readyz checks: *ledger.Store). A submit
 // answers with the intent as Execute left it on the log, and a GET or an
 // operator action reads the intent once (by id) and folds it once: single
 // intents are never stale; lists, counts and metrics read the views. Its

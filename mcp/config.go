@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -9,6 +10,8 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/adapter"
+	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/service"
 )
 
@@ -20,11 +23,25 @@ const MaxMaxWait = 10 * time.Minute
 // text).
 const minSecret = 4
 
+// Service is what the tools ask of settle, as the caller;
+// *service.Service is one (over interfaces of the write path and the
+// views).
+type Service interface {
+	RouteNames() []string
+	Submit(ctx context.Context, c service.Caller, sub service.Submission) (*service.Submitted, error)
+	Get(ctx context.Context, c service.Caller, id string, wait time.Duration) (*ledger.History, *fsm.Intent, error)
+	FindStep(ctx context.Context, c service.Caller, st service.Step, wait time.Duration) (*ledger.History, *fsm.Intent, error)
+	Pending(ctx context.Context, c service.Caller, route string, limit int) ([]*fsm.Intent, error)
+	Act(ctx context.Context, c service.Caller, id string, a service.Action) (*ledger.History, *fsm.Intent, error)
+}
+
+var _ Service = (*service.Service)(nil)
+
 // Config configures a Server.
 type Config struct {
-	// Service carries out every call, as the caller (required): the same
-	// one as the API's in settle serve.
-	Service *service.Service
+	// Service carries out every call, as the caller (required): in settle
+	// serve the same one as the API's.
+	Service Service
 	// Routes are the routes offered as submit tools, one each (required;
 	// routes of the service): their adapters describe the payload and
 	// whether the write is destructive.

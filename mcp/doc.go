@@ -30,10 +30,11 @@
 //     authenticated by the Authenticator the wiring gives, the API's bearer
 //     tokens in settle serve) and the server a stdio transport runs.
 //
-// Writes, reads and operator actions go through the service (Submit,
-// Get, FindStep, Pending, Act), which takes interfaces of the write path
-// and the views: every rule of the log applies; an operator action
-// appends to the intent as it was read (one read) and answers from it.
+// Writes, reads and operator actions go through Service, an interface
+// declared here (Submit, Get, FindStep, Pending, Act; *service.Service is
+// one, itself over interfaces of the write path and the views): every
+// rule of the log applies; an operator action appends to the intent as it
+// was read (one read) and answers from it.
 //
 // mcp imports service, producer, ledger, fsm, events, adapter and the
 // SDK. Optional adapter methods (PayloadSchema, WriteMethod) are found

@@ -35,7 +35,7 @@ type WriteMethoder interface {
 // scopes and limits allow, bound to that caller.
 type Server struct {
 	cfg    Config
-	svc    *service.Service
+	svc    Service
 	log    *slog.Logger
 	scrub  *adapter.Scrubber
 	routes []routeTool
