@@ -7,13 +7,15 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/settle-dev/settle/service"
 )
 
-// keyring holds the tokens by the SHA-256 digest of their secret; the
-// secrets themselves are not kept.
+// keyring holds the tokens, as the callers they authenticate, by the
+// SHA-256 digest of their secret; the secrets themselves are not kept.
 type keyring struct {
 	digests [][32]byte
-	tokens  []principal
+	callers []service.Caller
 }
 
 func newKeyring(tokens []Token) *keyring {
@@ -24,8 +26,8 @@ func newKeyring(tokens []Token) *keyring {
 		if tenant == "" {
 			tenant = DefaultTenant
 		}
-		k.tokens = append(k.tokens, principal{name: t.Name, tenant: tenant, scopes: slices.Clone(t.Scopes),
-			routes: slices.Clone(t.Routes), accounts: slices.Clone(t.Accounts)})
+		k.callers = append(k.callers, service.Caller{Name: t.Name, Tenant: tenant, Scopes: slices.Clone(t.Scopes),
+			Routes: slices.Clone(t.Routes), Accounts: slices.Clone(t.Accounts)})
 	}
 	return k
 }
@@ -33,7 +35,7 @@ func newKeyring(tokens []Token) *keyring {
 // lookup finds the token whose secret is presented. Every digest is
 // compared, in constant time, whatever matches: neither the position of a
 // match nor the length of any secret shows in the time taken.
-func (k *keyring) lookup(secret string) (*principal, bool) {
+func (k *keyring) lookup(secret string) (*service.Caller, bool) {
 	d := sha256.Sum256([]byte(secret))
 	found := -1
 	for i := range k.digests {
@@ -43,8 +45,9 @@ func (k *keyring) lookup(secret string) (*principal, bool) {
 	if found < 0 {
 		return nil, false
 	}
-	p := k.tokens[found]
-	return &p, true
+	c := k.callers[found]
+	c.Scopes, c.Routes, c.Accounts = slices.Clone(c.Scopes), slices.Clone(c.Routes), slices.Clone(c.Accounts)
+	return &c, true
 }
 
 // authError is why a request is not authenticated (401).
@@ -77,9 +80,9 @@ func bearer(r *http.Request) (string, authError) {
 }
 
 // authenticate returns the caller of r, or the reason it has none.
-func (s *Server) authenticate(r *http.Request) (*principal, authError) {
+func (s *Server) authenticate(r *http.Request) (*service.Caller, authError) {
 	if s.cfg.Dev && r.Header.Get("Authorization") == "" {
-		return &principal{name: "dev", tenant: DefaultTenant, dev: true}, ""
+		return &service.Caller{Name: "dev", Tenant: DefaultTenant, Dev: true}, ""
 	}
 	secret, aerr := bearer(r)
 	if aerr != "" {

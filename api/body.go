@@ -13,16 +13,22 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/settle-dev/settle/internal/contentcoding"
 )
 
 // MaxBodyBytes bounds a request body (a payload is at most 1 MiB in
 // canonical form; the rest is room for white space and the envelope).
 const MaxBodyBytes = 4 << 20
 
-// readJSONBody reads a POST body that must be application/json. Requiring
-// the media type also means a cross-site form cannot post to the API
-// (a JSON content type needs a CORS preflight, which is never granted).
+// readJSONBody reads a POST body that must be application/json, sent as
+// is. Requiring the media type also means a cross-site form cannot post
+// to the API (a JSON content type needs a CORS preflight, which is never
+// granted).
 func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, *Problem) {
+	if p := checkContentEncoding(w, r.Header); p != nil {
+		return nil, p
+	}
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
 		return nil, newProblem(http.StatusUnsupportedMediaType, ProbUnsupportedMedia, "send Content-Type: application/json")
@@ -40,6 +46,22 @@ func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, *Problem) {
 		return nil, invalid("body", "the body could not be read")
 	}
 	return data, nil
+}
+
+// checkContentEncoding refuses a body sent with a content coding (415
+// naming the header, with Accept-Encoding: identity, RFC 7694): the API
+// reads bodies as sent and decodes none, so a body labelled gzip is
+// refused whether or not it is compressed, rather than read as if it
+// were not.
+func checkContentEncoding(w http.ResponseWriter, h http.Header) *Problem {
+	c := contentcoding.Refused(h)
+	if c == "" {
+		return nil
+	}
+	w.Header().Set("Accept-Encoding", "identity")
+	return newProblem(http.StatusUnsupportedMediaType, ProbUnsupportedMedia,
+		"Content-Encoding: "+c+" is not supported; send the body uncompressed, without Content-Encoding; nothing was recorded").
+		withField("Content-Encoding")
 }
 
 // decodeObject decodes a JSON object strictly into fields: every member

@@ -2,12 +2,15 @@ package api
 
 import (
 	"net/http"
-	"slices"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/settle-dev/settle/internal/errkind"
+	"github.com/settle-dev/settle/service"
 )
 
-// Errors of Authenticate.
+// Errors of Authenticate. ErrNoCredentials and ErrBadCredentials match
+// service.ErrUnauthenticated too.
 var (
 	// ErrNoCredentials: the request carries no Authorization header (401).
 	ErrNoCredentials = errors.New("no bearer token: send Authorization: Bearer <token>")
@@ -17,35 +20,26 @@ var (
 	ErrDevPeer = errors.New("dev mode serves loopback clients with a loopback Host only")
 )
 
-// Caller is the authenticated client of a request, for the surfaces
-// mounted beside the API that share its tokens and scopes (the MCP
-// endpoint). Dev is the unauthenticated caller of dev mode: it holds every
-// scope and no limit.
-type Caller struct {
-	Name     string
-	Scopes   []string
-	Routes   []string
-	Accounts []string
-	Dev      bool
-}
-
-// Authenticate authenticates r exactly as the API's own endpoints do: in
-// dev mode the loopback guard first (a request with a token is still
-// authenticated by it), then the bearer token, looked up by digest in
-// constant time. The error matches ErrNoCredentials, ErrBadCredentials or
-// ErrDevPeer and never holds the secret.
-func (s *Server) Authenticate(r *http.Request) (*Caller, error) {
+// Authenticate returns the caller of r exactly as the API's own endpoints
+// do, for the surfaces mounted beside the API that share its tokens (the
+// MCP endpoint: it is an mcp.Authenticator): in dev mode the loopback
+// guard first (a request with a token is still authenticated by it),
+// then the bearer token, looked up by digest in constant time. The
+// caller carries the token's name, tenant, scopes and limits; dev mode's
+// holds every scope and no limit. The error matches ErrNoCredentials or
+// ErrBadCredentials (and service.ErrUnauthenticated), or ErrDevPeer, and
+// never holds the secret.
+func (s *Server) Authenticate(r *http.Request) (*service.Caller, error) {
 	if s.cfg.Dev && !devRequestOK(r) {
 		return nil, ErrDevPeer
 	}
-	p, aerr := s.authenticate(r)
+	c, aerr := s.authenticate(r)
 	switch aerr {
 	case "":
 	case authMissing:
-		return nil, ErrNoCredentials
+		return nil, errkind.Wrap(service.ErrUnauthenticated, ErrNoCredentials)
 	default:
-		return nil, ErrBadCredentials
+		return nil, errkind.Wrap(service.ErrUnauthenticated, ErrBadCredentials)
 	}
-	return &Caller{Name: p.name, Scopes: slices.Clone(p.scopes), Routes: slices.Clone(p.routes),
-		Accounts: slices.Clone(p.accounts), Dev: p.dev}, nil
+	return c, nil
 }

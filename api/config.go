@@ -10,26 +10,24 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
-	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
+	"github.com/settle-dev/settle/service"
 )
 
-// Scopes a Token may hold.
+// Scopes a Token may hold: the service's (service.Scopes).
 const (
 	// ScopeSubmit: POST /v1/intents.
-	ScopeSubmit = "submit"
+	ScopeSubmit = service.ScopeSubmit
 	// ScopeRead: GET /v1/intents, GET /v1/intents/{id}, GET /metrics.
-	ScopeRead = "read"
+	ScopeRead = service.ScopeRead
 	// ScopeOperate: approve, resolve, abandon.
-	ScopeOperate = "operate"
+	ScopeOperate = service.ScopeOperate
 )
 
 // MinSecretLen is the shortest token secret Validate accepts.
@@ -39,7 +37,7 @@ const MinSecretLen = 16
 const MaxMaxWait = 10 * time.Minute
 
 // DefaultTenant is the tenant of a token that names none, and of dev mode.
-const DefaultTenant = "default"
+const DefaultTenant = service.DefaultTenant
 
 // Token is one API credential. The secret is sent as
 // "Authorization: Bearer <secret>"; Name identifies the caller in logs and
@@ -70,27 +68,16 @@ func (e *TokenError) Error() string {
 	return fmt.Sprintf("api config: Tokens[%d].%s: %s", e.Index, e.Field, e.Reason)
 }
 
-// Intents is the write path and the log as the API uses them;
-// *producer.Producer is one. Execute validates the request (the API
-// validates no field of it again) and returns the intent as the log holds
-// it; Load reads one intent by id and folds it once; the operator actions
-// append to the intent as loaded and leave the result in h and i.
-type Intents interface {
-	Execute(ctx context.Context, req producer.Request) (*producer.Result, error)
-	Load(ctx context.Context, intentID string) (*ledger.History, *fsm.Intent, error)
-	Approve(ctx context.Context, h *ledger.History, i *fsm.Intent, operator, reason string) error
-	Abandon(ctx context.Context, h *ledger.History, i *fsm.Intent, by, reason string) error
-	ResolveConfirmed(ctx context.Context, h *ledger.History, i *fsm.Intent, operator, reason, externalID, liveURL string) error
-	ResolveReleased(ctx context.Context, h *ledger.History, i *fsm.Intent, operator, reason string) error
+// Service is what the API asks of settle, as the caller;
+// *service.Service is one (over interfaces of the write path and the
+// views).
+type Service interface {
 	RouteNames() []string
-}
-
-// Views are the projected read model: lists, counts and the figures of
-// /metrics. *projector.Projector is one.
-type Views interface {
-	List(ctx context.Context, f projector.Filter) (projector.Page, error)
-	CountByState(ctx context.Context) (map[fsm.State]int, error)
-	OldestUnknownAge(ctx context.Context, now time.Time) (time.Duration, bool, error)
+	Submit(ctx context.Context, c service.Caller, sub service.Submission) (*service.Submitted, error)
+	Get(ctx context.Context, c service.Caller, id string, wait time.Duration) (*ledger.History, *fsm.Intent, error)
+	List(ctx context.Context, c service.Caller, f projector.Filter) (projector.Page, error)
+	Act(ctx context.Context, c service.Caller, id string, a service.Action) (*ledger.History, *fsm.Intent, error)
+	Figures(ctx context.Context, c service.Caller) (*service.Figures, error)
 	Checkpoint(ctx context.Context) (uint64, error)
 }
 
@@ -103,18 +90,15 @@ type Log interface {
 }
 
 var (
-	_ Intents = (*producer.Producer)(nil)
-	_ Views   = (*projector.Projector)(nil)
+	_ Service = (*service.Service)(nil)
 	_ Log     = (*ledger.Store)(nil)
 )
 
 // Config configures a Server.
 type Config struct {
-	// Intents executes submits and operator actions and reads single
-	// intents from the log (required).
-	Intents Intents
-	// Views serves lists, counts and metrics (required).
-	Views Views
+	// Service carries out what callers ask (required): the same one as
+	// the MCP endpoint's, so that single-flight spans both.
+	Service Service
 	// Log is checked by /readyz (required).
 	Log Log
 	// Tokens are the accepted credentials. At least one is required unless
@@ -155,7 +139,7 @@ type Config struct {
 	ReadyChecks []ReadyCheck
 }
 
-// DefaultConfig returns a config with the defaults; Intents, Views, Log
+// DefaultConfig returns a config with the defaults; Service, Log
 // and Tokens (or Dev with a loopback Addr) must still be set.
 func DefaultConfig() Config {
 	return Config{Now: time.Now, MaxWait: 30 * time.Second, Logger: slog.Default(),
@@ -168,10 +152,8 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	bad := func(field, reason string) error { return errors.Errorf("api config: %s: %s", field, reason) }
 	switch {
-	case c.Intents == nil:
-		return bad("Intents", "is required")
-	case c.Views == nil:
-		return bad("Views", "is required")
+	case c.Service == nil:
+		return bad("Service", "is required")
 	case c.Log == nil:
 		return bad("Log", "is required")
 	case c.Now == nil:
@@ -201,7 +183,7 @@ func (c Config) Validate() error {
 	if c.MaxHeaderBytes < 4096 {
 		return bad("MaxHeaderBytes", "must be at least 4096")
 	}
-	return ValidateTokens(c.Tokens, c.Intents.RouteNames())
+	return ValidateTokens(c.Tokens, c.Service.RouteNames())
 }
 
 // ValidateTokens checks tokens: names, secrets, tenant, scopes and limits.
@@ -213,7 +195,7 @@ func ValidateTokens(tokens []Token, routes []string) error {
 	digests := map[[32]byte]bool{}
 	for i, t := range tokens {
 		bad := func(field, reason string) error { return &TokenError{Index: i, Field: field, Reason: reason} }
-		if err := validateName(t.Name); err != nil {
+		if err := service.ValidateName(t.Name); err != nil {
 			return bad("Name", err.Error())
 		}
 		if names[t.Name] {
@@ -247,7 +229,7 @@ func ValidateTokens(tokens []Token, routes []string) error {
 			return bad("Scopes", "at least one scope is required")
 		}
 		for j, s := range t.Scopes {
-			if s != ScopeSubmit && s != ScopeRead && s != ScopeOperate {
+			if !slices.Contains(service.Scopes(), s) {
 				return bad(fmt.Sprintf("Scopes[%d]", j), fmt.Sprintf("%q is not submit, read or operate", s))
 			}
 		}
@@ -275,27 +257,6 @@ func reasonOf(err error) string {
 		return fe.Reason
 	}
 	return err.Error()
-}
-
-// validateName checks a token or operator name: 1..64 bytes of printable
-// UTF-8, no surrounding space.
-func validateName(v string) error {
-	switch {
-	case v == "":
-		return errors.New("is required")
-	case len(v) > 64:
-		return errors.Errorf("is %d bytes, the limit is 64", len(v))
-	case !utf8.ValidString(v):
-		return errors.New("is not valid UTF-8")
-	case strings.TrimSpace(v) != v:
-		return errors.New("has leading or trailing white space")
-	}
-	for _, r := range v {
-		if unicode.IsControl(r) {
-			return errors.New("has a control character")
-		}
-	}
-	return nil
 }
 
 func printableASCII(s string) bool {
@@ -331,36 +292,4 @@ func isLoopbackHost(host string) bool {
 	}
 	ip, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
 	return err == nil && ip.Unmap().IsLoopback()
-}
-
-// principal is the authenticated caller of one request.
-type principal struct {
-	name     string
-	tenant   string
-	scopes   []string
-	routes   []string
-	accounts []string
-	dev      bool
-}
-
-// mayRead: p may see intent (tenant, route, account): read scope, its
-// tenant, and its route and account limits.
-func (p *principal) mayRead(tenant, route, account string) bool {
-	return p.has(ScopeRead) && p.tenant == tenant && p.routeAllowed(route) && p.accountAllowed(account)
-}
-
-func (p *principal) has(scope string) bool { return p.dev || slices.Contains(p.scopes, scope) }
-
-func (p *principal) routeAllowed(route string) bool {
-	return len(p.routes) == 0 || slices.Contains(p.routes, route)
-}
-
-func (p *principal) accountAllowed(account string) bool {
-	return len(p.accounts) == 0 || slices.Contains(p.accounts, account)
-}
-
-// unrestricted: no route or account limit, and the default tenant (the
-// operator's): such a token may read figures over every intent.
-func (p *principal) unrestricted() bool {
-	return len(p.routes) == 0 && len(p.accounts) == 0 && p.tenant == DefaultTenant
 }

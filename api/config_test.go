@@ -26,7 +26,7 @@ func TestConfigValidateNamesTheFieldAndNeverTheSecret(t *testing.T) {
 	prod, proj, store := &producer.Producer{}, &projector.Projector{}, &ledger.Store{}
 	base := func() Config {
 		c := DefaultConfig()
-		c.Intents, c.Views, c.Log = prod, proj, store
+		c.Service, c.Log = newService(t, prod, proj, time.Now), store
 		c.Tokens = []Token{{Name: "ci", Secret: "s3cr3t-value-abcdef123456", Scopes: []string{ScopeSubmit}}}
 		return c
 	}
@@ -38,8 +38,7 @@ func TestConfigValidateNamesTheFieldAndNeverTheSecret(t *testing.T) {
 		edit  func(*Config)
 		field string
 	}{
-		{"no intents", func(c *Config) { c.Intents = nil }, "Intents"},
-		{"no views", func(c *Config) { c.Views = nil }, "Views"},
+		{"no service", func(c *Config) { c.Service = nil }, "Service"},
 		{"no log", func(c *Config) { c.Log = nil }, "Log"},
 		{"no clock", func(c *Config) { c.Now = nil }, "Now"},
 		{"no logger", func(c *Config) { c.Logger = nil }, "Logger"},

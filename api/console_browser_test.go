@@ -112,12 +112,12 @@ func TestConsoleResolvesManualActionInBrowser(t *testing.T) {
 	browser := findChromium(t)
 	e := newEnv(t, envOptions{dev: true})
 	id := e.manualIntent("console-1")
-	approval, err := e.prod.Execute(context.Background(), producer.Request{Route: "social_approval", Account: "acct_1",
+	approval, err := e.Prod.Execute(context.Background(), producer.Request{Route: "social_approval", Account: "acct_1",
 		RequestID: "console-2", Payload: json.RawMessage(`{"body":"needs approval"}`)})
 	if err != nil || approval.State != fsm.AwaitingApproval {
 		t.Fatalf("approval intent: %v %v", approval, err)
 	}
-	e.catchUp()
+	e.CatchUp()
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(browser),
@@ -214,7 +214,7 @@ func TestConsoleResolvesManualActionInBrowser(t *testing.T) {
 	}
 
 	// Once projected, a refresh drops it from the manual queue.
-	e.catchUp()
+	e.CatchUp()
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("refresh"))); err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestConsoleResolvesManualActionInBrowser(t *testing.T) {
 	// the page.
 	e2 := newEnv(t, envOptions{})
 	id2 := e2.manualIntent("console-3")
-	e2.catchUp()
+	e2.CatchUp()
 	card2 := chromedp.CSS(`#queue-manual_action article[data-intent-id="` + id2 + `"]`)
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(e2.http.URL+"/console"),

@@ -8,21 +8,27 @@
 // limits; every query is checked (known parameters, each once, at most
 // MaxQueryParams) before a handler runs.
 //
-// Request ids are scoped per tenant, route and account (the producer's
-// events.ScopedIntentID); a replay shows the intent as it is now, and only
-// to a token that may read it. Another tenant's intent is 404.
+// The API is a transport of package service: a token authenticates as a
+// service.Caller (name, tenant, scopes, route/account limits), and every
+// operation — submit with single-flight and ?wait=, get, list, the
+// operator actions, the figures of /metrics — is the service's, with the
+// service's rules on who may do what; the API keeps HTTP's part: routing,
+// authentication, decoding the body and the query, problems, headers.
+// Request ids are scoped per tenant, route and account
+// (events.ScopedIntentID); a replay shows the intent as it is now, and
+// only to a token that may read it (403 otherwise). Another tenant's
+// intent is 404. Authenticate gives the same caller to the surfaces
+// mounted beside the API (the MCP endpoint).
 //
-// The API depends on small interfaces it declares: Intents (the write path
-// and the log: *producer.Producer), Views (the read model:
-// *projector.Projector) and Log (what /readyz checks: *ledger.Store).
-// Writes go through Intents (Execute and the operator actions), so every
-// rule of the log applies: intent first, CAS appends, refusal of illegal
-// transitions; Execute validates the request, the API validates no field
-// of it again. A submit answers with the intent as Execute left it on the
-// log, and a GET or an operator action reads the intent once (by id) and
-// folds it once: single intents are never stale; lists, counts and metrics
-// read the views. Its HTTP-semantics tests run over an in-memory Intents,
-// without NATS.
+// The API depends on small interfaces it declares: Service (what it asks
+// of settle as a caller: *service.Service, itself built over interfaces of
+// the write path, *producer.Producer, and of the read model,
+// *projector.Projector) and Log (what /readyz checks: *ledger.Store). A submit
+// answers with the intent as Execute left it on the log, and a GET or an
+// operator action reads the intent once (by id) and folds it once: single
+// intents are never stale; lists, counts and metrics read the views. Its
+// HTTP-semantics tests run over an in-memory service.Intents, without
+// NATS.
 //
 // Secrets: a token's secret is kept only as its SHA-256 digest and
 // compared in constant time; the Authorization header is never logged,
@@ -31,7 +37,7 @@
 // the same for every error attribute a wiring's logger receives. Operator events name the token's Name (in dev mode
 // the operator the request names, or "dev").
 //
-// api imports producer, ledger, projector, fsm and events.
+// api imports service, producer, ledger, projector, fsm and events.
 // It must never import: consumers/..., mcp, cmd/..., embedded,
 // adapter/httproute, adapter/social, adapter/booking, adapter/payment,
 // fakeapi, testharness, testing.

@@ -29,7 +29,7 @@ func TestSubmitOnABlockedLogIs503AndWritesNothing(t *testing.T) {
 		{errors.Errorf("%w: seq 4..9", ledger.ErrLogDamaged), "the log lost events"},
 		{ledger.ErrLogVerifying, "being verified"},
 	} {
-		e.store.Block("test", c.reason)
+		e.Store.Block("test", c.reason)
 		r := e.do("POST", "/v1/intents", secretAdmin, submitBodyJSON("social_post", "acct_1", "blocked:1", `{"body":"not now"}`))
 		var p Problem
 		_ = json.Unmarshal(r.body, &p)
@@ -41,14 +41,14 @@ func TestSubmitOnABlockedLogIs503AndWritesNothing(t *testing.T) {
 			t.Fatalf("the problem carries the internal reason: %s", r.body)
 		}
 	}
-	info, err := e.store.Stream().Info(context.Background())
+	info, err := e.Store.Stream().Info(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.State.Msgs != 0 || e.social.Writes() != 0 {
-		t.Fatalf("a refused submit wrote: %d events, %d API writes", info.State.Msgs, e.social.Writes())
+	if info.State.Msgs != 0 || e.Social.Writes() != 0 {
+		t.Fatalf("a refused submit wrote: %d events, %d API writes", info.State.Msgs, e.Social.Writes())
 	}
-	e.store.Unblock("test")
+	e.Store.Unblock("test")
 	if r := e.do("POST", "/v1/intents", secretAdmin, submitBodyJSON("social_post", "acct_1", "blocked:1", `{"body":"not now"}`)); r.code != http.StatusCreated {
 		t.Fatalf("after unblocking: %d %s", r.code, r.body)
 	}
@@ -58,7 +58,7 @@ func TestSubmitOnABlockedLogIs503AndWritesNothing(t *testing.T) {
 // Retry-After, and counted; the ones in flight finish.
 func TestInFlightBoundShedsTheExcess(t *testing.T) {
 	e := newEnv(t, envOptions{maxInFlight: 1})
-	e.social.Next(fakeapi.Delay(2 * time.Second))
+	e.Social.Next(fakeapi.Delay(2 * time.Second))
 	var wg sync.WaitGroup
 	var first *response
 	wg.Add(1)
@@ -67,7 +67,7 @@ func TestInFlightBoundShedsTheExcess(t *testing.T) {
 		first = e.do("POST", "/v1/intents", secretAdmin, submitBodyJSON("social_post", "acct_1", "slow:1", `{"body":"slow"}`))
 	}()
 	deadline := time.Now().Add(10 * time.Second)
-	for e.social.Writes() == 0 {
+	for e.Social.Writes() == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the slow write never reached the API")
 		}

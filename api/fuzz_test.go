@@ -49,8 +49,8 @@ func TestSubmitSeedsOverTheLog(t *testing.T) {
 	for _, s := range submitSeeds {
 		checkSubmitAnswer(t, e, []byte(s.body), s.key)
 	}
-	if e.social.Writes() != 0 {
-		t.Fatalf("a seed wrote: %d writes", e.social.Writes())
+	if e.Social.Writes() != 0 {
+		t.Fatalf("a seed wrote: %d writes", e.Social.Writes())
 	}
 }
 

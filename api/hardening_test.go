@@ -2,6 +2,8 @@ package api
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"fmt"
 	"net"
 	"net/http"
@@ -121,5 +123,42 @@ func TestHTTPServerTimeoutsAndHeaderLimit(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Fatalf("large headers: %d", res.StatusCode)
+	}
+}
+
+// A body sent with a content coding is refused, naming the header — the
+// API reads bodies as sent: a body labelled gzip that is not compressed
+// is not read as if the label were absent, and a compressed one is not
+// read at all. Nothing is recorded; identity is accepted.
+func TestContentEncodingIsRefused(t *testing.T) {
+	e := newMemEnv(t, envOptions{})
+	plain := submitBodyJSON("social_post", "acct_1", "ce-1", `{"body":"encoded?"}`)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(plain))
+	_ = zw.Close()
+	for name, c := range map[string]struct{ body, encoding string }{
+		"gzip label, plain body": {plain, "gzip"},
+		"gzip label, gzip body":  {gz.String(), "gzip"},
+		"upper case":             {plain, "GZIP"},
+		"identity then gzip":     {plain, "identity, gzip"},
+		"deflate":                {plain, "deflate"},
+		"an unknown coding":      {plain, "x-settle"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := e.do("POST", "/v1/intents", secretAdmin, c.body, "Content-Encoding", c.encoding)
+			p := r.problem(t, http.StatusUnsupportedMediaType, "Content-Encoding")
+			if r.header.Get("Accept-Encoding") != "identity" || !strings.Contains(p["detail"].(string), "Content-Encoding") {
+				t.Fatalf("Accept-Encoding %q: %s", r.header.Get("Accept-Encoding"), r.body)
+			}
+		})
+	}
+	r := e.do("POST", "/v1/intents/in_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/approve", secretOperator, `{"reason":"x"}`, "Content-Encoding", "gzip")
+	r.problem(t, http.StatusUnsupportedMediaType, "Content-Encoding")
+	if n := e.mem.events(); n != 0 {
+		t.Fatalf("refused bodies recorded %d events", n)
+	}
+	if r := e.do("POST", "/v1/intents", secretAdmin, plain, "Content-Encoding", "identity"); r.code != http.StatusCreated {
+		t.Fatalf("identity: %d %s", r.code, r.body)
 	}
 }

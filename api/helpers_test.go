@@ -5,29 +5,22 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/adapter/social"
-	"github.com/settle-dev/settle/consumers/reconcile"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
-	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
-	"github.com/settle-dev/settle/projector"
-	"github.com/settle-dev/settle/testharness"
+	"github.com/settle-dev/settle/service"
+	"github.com/settle-dev/settle/service/servicetest"
 )
 
-var t0 = time.Date(2026, 7, 22, 9, 0, 0, 0, time.UTC)
+var t0 = servicetest.T0
 
 // Test tokens. Secrets are long random-looking strings so that a scan for
 // them cannot match by accident.
@@ -41,7 +34,7 @@ const (
 	secretAcctLtd   = "tok_acctltd_8d2f5b9e1c7a4e3b6d0c"
 	// routeSecret is the fake social API's bearer token (the route's own
 	// credential, held by the adapter).
-	routeSecret = "route_secret_4c9e2a7f1b8d3e6c5a0f"
+	routeSecret = servicetest.RouteSecret
 )
 
 func testTokens() []Token {
@@ -67,24 +60,17 @@ type envOptions struct {
 	readyChecks []ReadyCheck
 }
 
-// env is a real embedded nats-server, the fake social API over real HTTP
-// (bearer token routeSecret), a producer with three routes, a running
-// projector on SQLite in t.TempDir(), and the API on a loopback
-// httptest server. Every component logs into logs.
+// env is the API on a loopback httptest server over a servicetest.Env:
+// a real embedded nats-server, the fake social API over real HTTP (bearer
+// token routeSecret), a producer with three routes over the hand-written
+// social adapter (servicetest.SocialRoutes), a running projector on
+// SQLite in t.TempDir() and the service over them. Every component logs
+// into Logs. A newMemEnv has no servicetest.Env.
 type env struct {
-	t      testing.TB
-	ctx    context.Context
-	node   *testharness.Node
-	clock  *testharness.ManualClock
-	social *fakeapi.SocialAPI
-	routes []adapter.Route
-	store  *ledger.Store
-	prod   *producer.Producer
-	proj   *projector.Projector
-	srv    *Server
-	http   *httptest.Server
-	logs   *testharness.SyncBuffer
-	logger *slog.Logger
+	*servicetest.Env
+	t    testing.TB
+	srv  *Server
+	http *httptest.Server
 	// seen, when set, collects every response (for the secret scan).
 	seen *transcript
 	// mem is the in-memory intent store of a newMemEnv (nil with NATS).
@@ -93,52 +79,26 @@ type env struct {
 
 func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	logs := &testharness.SyncBuffer{}
-	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	n := testharness.StartNode(t)
-	clock := testharness.NewManualClock(t0)
-	api := fakeapi.NewSocialAPI(t, fakeapi.WithSocialClock(clock.Now), fakeapi.WithSocialToken(routeSecret))
-	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 10 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol := adapter.DefaultPolicy()
-	pol.ClockSkew = events.Duration(time.Second)
-	approval := pol
-	approval.FirstWrite = events.PolicyApproval
-	routes := []adapter.Route{
-		{Name: "social_post", Adapter: ad, Policy: pol},
-		{Name: "social_other", Adapter: ad, Policy: pol},
-		{Name: "social_approval", Adapter: ad, Policy: approval},
-	}
-	store, err := ledger.OpenStore(ctx, n.JS, ledger.DefaultStoreConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
 	metrics := NewMetrics()
-	pc := producer.DefaultConfig()
-	pc.Now = clock.Now
-	pc.Actor = "api-writer"
-	pc.OnCall = func(route string, outcome events.Type) { metrics.CountCall(route, OutcomeLabel(outcome)) }
-	prod, err := producer.New(store, pc, routes...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proj, err := projector.Open(ctx, n.JS, projector.Config{DBPath: filepath.Join(t.TempDir(), "views.db"), Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	projDone := make(chan struct{})
-	go func() { defer close(projDone); _ = proj.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-projDone; proj.Close() })
-
+	k := servicetest.New(t, servicetest.Options{Routes: servicetest.SocialRoutes, Actor: "api-writer",
+		OnCall: func(route string, outcome events.Type) { metrics.CountCall(route, OutcomeLabel(outcome)) }})
 	cfg := DefaultConfig()
-	cfg.Intents, cfg.Views, cfg.Log, cfg.Now, cfg.Logger, cfg.Metrics = prod, proj, store, clock.Now, logger, metrics
+	cfg.Service = k.Svc
+	cfg.Log, cfg.Now, cfg.Logger, cfg.Metrics = k.Store, k.Clock.Now, k.Logger, metrics
 	srv, hs := serveEnv(t, cfg, o)
-	return &env{t: t, ctx: ctx, node: n, clock: clock, social: api, routes: routes, store: store, prod: prod,
-		proj: proj, srv: srv, http: hs, logs: logs, logger: logger}
+	return &env{Env: k, t: t, srv: srv, http: hs}
+}
+
+// newService is the service over intents and views, on clock now.
+func newService(t testing.TB, intents service.Intents, views service.Views, now func() time.Time) *service.Service {
+	t.Helper()
+	sc := service.DefaultConfig()
+	sc.Intents, sc.Views, sc.Now = intents, views, now
+	svc, err := service.New(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
 }
 
 // serveEnv applies the options to cfg and serves the API on a loopback
@@ -169,57 +129,6 @@ func serveEnv(t testing.TB, cfg Config, o envOptions) (*Server, *httptest.Server
 	return srv, hs
 }
 
-// reconciler returns a reconciler over every route on the env's clock.
-func (e *env) reconciler(name string) *reconcile.Reconciler {
-	e.t.Helper()
-	cfg := reconcile.DefaultConfig()
-	cfg.Worker = name
-	cfg.Now = e.clock.Now
-	cfg.Recheck = time.Minute
-	cfg.MaxRecheck = 8 * time.Minute
-	cfg.MaxWait = 20 * time.Millisecond
-	cfg.AckWait = 2 * time.Second
-	cfg.Lease = 30 * time.Second
-	cfg.Rand = rand.New(rand.NewPCG(7, 7))
-	cfg.Logger = e.logger
-	r, err := reconcile.NewReconciler(e.store, cfg, e.routes...)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return r
-}
-
-// runReconciler runs a reconciler until the test ends.
-func (e *env) runReconciler(name string) {
-	e.t.Helper()
-	r := e.reconciler(name)
-	ctx, cancel := context.WithCancel(e.ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = r.Run(ctx) }()
-	e.t.Cleanup(func() { cancel(); <-done })
-}
-
-// settle steps an intent with a reconciler, moving the manual clock over
-// every wait, until no reconciler has anything to do.
-func (e *env) settle(route, intentID string) *fsm.Intent {
-	e.t.Helper()
-	r := e.reconciler("stepper")
-	for k := 0; k < 200; k++ {
-		res, err := r.Step(context.Background(), route, intentID)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		if res.Done {
-			return e.intent(route, intentID)
-		}
-		if res.Wait > 0 {
-			e.clock.Advance(res.Wait)
-		}
-	}
-	e.t.Fatalf("intent %s did not settle", intentID)
-	return nil
-}
-
 func (e *env) history(route, intentID string) []events.Event {
 	e.t.Helper()
 	if e.mem != nil {
@@ -229,11 +138,7 @@ func (e *env) history(route, intentID string) []events.Event {
 		}
 		return h.Events
 	}
-	h, err := e.store.Load(context.Background(), route, intentID)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return h.Events
+	return e.History(route, intentID)
 }
 
 func (e *env) intent(route, intentID string) *fsm.Intent {
@@ -245,27 +150,17 @@ func (e *env) intent(route, intentID string) *fsm.Intent {
 	return i
 }
 
-// catchUp waits until the projector has applied everything on the log.
-func (e *env) catchUp() {
-	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := e.proj.CatchUp(ctx); err != nil {
-		e.t.Fatal(err)
-	}
-}
-
 // manualIntent creates an intent in manual_action: two exact duplicates
 // behind a dropped response.
 func (e *env) manualIntent(requestID string) string {
 	e.t.Helper()
-	e.social.Next(fakeapi.Duplicate().Dropped())
-	res, err := e.prod.Execute(context.Background(), producer.Request{Route: "social_post", Account: "acct_1",
+	e.Social.Next(fakeapi.Duplicate().Dropped())
+	res, err := e.Prod.Execute(context.Background(), producer.Request{Route: "social_post", Account: "acct_1",
 		RequestID: requestID, Payload: json.RawMessage(`{"body":"dup ` + requestID + `"}`)})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if i := e.settle("social_post", res.IntentID); i.State != fsm.ManualAction {
+	if i := e.Settle("social_post", res.IntentID); i.State != fsm.ManualAction {
 		e.t.Fatalf("want manual_action, got %s", i.State)
 	}
 	return res.IntentID

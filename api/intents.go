@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -9,7 +8,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -19,23 +17,8 @@ import (
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
+	"github.com/settle-dev/settle/service"
 )
-
-// executeTimeout bounds one Execute. The external call runs detached from
-// the client's connection: a client that hangs up must not turn a write
-// into an unknown outcome.
-const executeTimeout = 3 * time.Minute
-
-// Settled reports whether an intent in state s waits for nothing automatic:
-// its outcome is known (confirmed, rejected, failed, abandoned) or a human
-// must act (manual_action, awaiting_approval). ?wait= waits for it.
-func Settled(s fsm.State) bool {
-	switch s {
-	case fsm.Confirmed, fsm.Abandoned, fsm.Rejected, fsm.Failed, fsm.ManualAction, fsm.AwaitingApproval:
-		return true
-	}
-	return false
-}
 
 // AttemptView is one attempt of an intent.
 type AttemptView struct {
@@ -60,8 +43,8 @@ type IntentDetail struct {
 	ApprovedBy       string            `json:"approved_by,omitempty"`
 	AttemptHistory   []AttemptView     `json:"attempt_history"`
 	History          []json.RawMessage `json:"history"`
-	// Actions lists what an operator may do now: approve,
-	// resolve_confirmed, resolve_not_executed, abandon.
+	// Actions lists what an operator may do now (service.Actions):
+	// approve, resolve_confirmed, resolve_not_executed, abandon.
 	Actions []string `json:"actions"`
 	Settled bool     `json:"settled"`
 }
@@ -85,8 +68,8 @@ type DryRunView struct {
 // fold i (no second fold).
 func detailOf(h *ledger.History, i *fsm.Intent) (*IntentDetail, error) {
 	d := &IntentDetail{IntentView: projector.ViewOf(i, h.LastSeq), ParentExternalID: i.Recorded.ParentExternalID, Payload: i.Recorded.Payload,
-		ApprovalFor: i.ApprovalFor, ApprovedBy: i.ApprovedBy, Settled: Settled(i.State),
-		AttemptHistory: []AttemptView{}, History: make([]json.RawMessage, 0, len(h.Events)), Actions: actionsOf(i)}
+		ApprovalFor: i.ApprovalFor, ApprovedBy: i.ApprovedBy, Settled: service.Settled(i.State),
+		AttemptHistory: []AttemptView{}, History: make([]json.RawMessage, 0, len(h.Events)), Actions: service.Actions(i)}
 	if !i.Recorded.ExpiresAt.IsZero() {
 		d.ExpiresAt = i.Recorded.ExpiresAt.UTC()
 	}
@@ -102,56 +85,6 @@ func detailOf(h *ledger.History, i *fsm.Intent) (*IntentDetail, error) {
 		d.History = append(d.History, b)
 	}
 	return d, nil
-}
-
-func actionsOf(i *fsm.Intent) []string {
-	out := []string{}
-	if i.Can(events.Approved) {
-		out = append(out, "approve")
-	}
-	if i.Can(events.OperatorConfirmed) {
-		out = append(out, "resolve_confirmed")
-	}
-	if i.Can(events.OperatorReleased) {
-		out = append(out, "resolve_not_executed")
-	}
-	if i.Can(events.Abandoned) {
-		out = append(out, "abandon")
-	}
-	return out
-}
-
-// --- in-flight requests ---
-
-// flights tracks submits executing in this process, by route and request
-// id: a second submit of the same id while the first executes gets 409
-// (or waits for it with ?wait=).
-type flights struct {
-	mu sync.Mutex
-	m  map[string]chan struct{}
-}
-
-func newFlights() *flights { return &flights{m: map[string]chan struct{}{}} }
-
-// begin claims key. It returns a release func, or the channel that closes
-// when the current holder releases.
-func (f *flights) begin(key string) (release func(), busy <-chan struct{}) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if ch, ok := f.m[key]; ok {
-		return nil, ch
-	}
-	ch := make(chan struct{})
-	f.m[key] = ch
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			f.mu.Lock()
-			delete(f.m, key)
-			f.mu.Unlock()
-			close(ch)
-		})
-	}, nil
 }
 
 // --- POST /v1/intents ---
@@ -240,7 +173,7 @@ func (s *Server) parseWait(q url.Values) (time.Duration, *Problem) {
 	return min(d, s.cfg.MaxWait), nil
 }
 
-func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, p *principal) error {
+func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, c *service.Caller) error {
 	wait, prob := s.parseWait(r.URL.Query())
 	if prob != nil {
 		return prob
@@ -249,26 +182,31 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, p *princip
 	if prob != nil {
 		return prob
 	}
-	if !p.routeAllowed(b.Route) {
-		return newProblem(http.StatusForbidden, ProbForbidden, "the token may not use route "+b.Route).withField("route")
-	}
-	if !p.accountAllowed(b.Account) {
-		return newProblem(http.StatusForbidden, ProbForbidden, "the token may not use this account").withField("account")
-	}
-	req := producer.Request{Tenant: p.tenant, Route: b.Route, Account: b.Account, RequestID: b.RequestID,
-		ParentExternalID: b.ParentExternalID, Payload: b.Payload, PlannedAt: b.PlannedAt,
-		ExpiresAt: b.ExpiresAt, DryRun: b.DryRun}
-
-	ctx := r.Context()
-	waitCtx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	if b.DryRun {
-		res, err := s.cfg.Intents.Execute(ctx, req)
-		if err != nil {
-			return b.problem(err, nil)
+	// A submit of the same request executing in this process is waited
+	// for only with ?wait= (otherwise 409 at once).
+	out, err := s.cfg.Service.Submit(r.Context(), *c, service.Submission{Route: b.Route, Account: b.Account,
+		RequestID: b.RequestID, ParentExternalID: b.ParentExternalID, Payload: b.Payload, PlannedAt: b.PlannedAt,
+		ExpiresAt: b.ExpiresAt, DryRun: b.DryRun, Wait: wait, Queue: wait})
+	switch {
+	case errors.Is(err, service.ErrInFlight):
+		w.Header().Set("Retry-After", "1")
+		if wait == 0 {
+			return newProblem(http.StatusConflict, ProbInFlight, "a request with this request id is executing; retry later or send ?wait=")
 		}
+		return newProblem(http.StatusConflict, ProbInFlight, "a request with this request id is still executing")
+	case errors.Is(err, ledger.ErrLogUnavailable) && !errors.Is(err, producer.ErrOutcomeNotRecorded):
+		return unavailableProblem(w, err)
+	case err != nil:
+		var res *producer.Result
+		if out != nil {
+			res = out.Result
+		}
+		return b.problem(err, res)
+	}
+	res := out.Result
+	if b.DryRun {
 		d := res.DryRun
-		if d.ExistingState != "" && !p.mayRead(p.tenant, b.Route, b.Account) {
+		if d.ExistingState != "" && !out.Visible {
 			return replayForbidden()
 		}
 		wouldAppend := d.WouldAppend
@@ -280,40 +218,9 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, p *princip
 			ExistingState: d.ExistingState, WouldAppend: wouldAppend, WouldWrite: d.WouldWrite, Reason: d.Reason})
 		return nil
 	}
-
-	key := p.tenant + "\x00" + b.Route + "\x00" + b.Account + "\x00" + b.RequestID
-	var release func()
-	for release == nil {
-		var busy <-chan struct{}
-		release, busy = s.flights.begin(key)
-		if release != nil {
-			break
-		}
-		if wait == 0 {
-			w.Header().Set("Retry-After", "1")
-			return newProblem(http.StatusConflict, ProbInFlight, "a request with this request id is executing; retry later or send ?wait=")
-		}
-		select {
-		case <-busy:
-		case <-waitCtx.Done():
-			w.Header().Set("Retry-After", "1")
-			return newProblem(http.StatusConflict, ProbInFlight, "a request with this request id is still executing")
-		}
-	}
-	execCtx, execCancel := context.WithTimeout(context.WithoutCancel(ctx), executeTimeout)
-	res, err := s.cfg.Intents.Execute(execCtx, req)
-	execCancel()
-	release()
-	if errors.Is(err, ledger.ErrLogUnavailable) && !errors.Is(err, producer.ErrOutcomeNotRecorded) {
-		return unavailableProblem(w, err)
-	}
-	if err != nil {
-		return b.problem(err, res)
-	}
 	// A replay shows the intent as it is now: only to a token that may
-	// read it (the request's tenant, route and account are the token's
-	// already; the read scope is what a submit-only token lacks).
-	if res.Replayed && !p.mayRead(p.tenant, b.Route, b.Account) {
+	// read it (the read scope is what a submit-only token lacks).
+	if res.Replayed && !out.Visible {
 		return replayForbidden()
 	}
 	if !res.Replayed {
@@ -322,14 +229,8 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, p *princip
 	// The answer is the intent as Execute left it on the log (its events
 	// and the stream sequence of the last, folded once): the log is not
 	// read again, unless the client waits for the intent to settle.
-	h, i := &ledger.History{Route: res.Route, Events: res.History, LastSeq: res.LastSeq}, res.Intent
-	waited := wait > 0 && !Settled(res.State)
-	if waited {
-		if h, i, err = s.awaitSettled(waitCtx, res.IntentID); err != nil {
-			return err
-		}
-	}
-	if i.State == fsm.WriteStarted && (res.Replayed || waited) {
+	h, i := out.History, out.Intent
+	if i.State == fsm.WriteStarted && (res.Replayed || out.Waited) {
 		w.Header().Set("Retry-After", "1")
 		return newProblem(http.StatusConflict, ProbInFlight, "the intent's write is in flight (write_started); retry later or send ?wait=").
 			withIntent(res.IntentID, string(i.State))
@@ -404,67 +305,25 @@ func (b *submitBody) problem(err error, res *producer.Result) error {
 	return err
 }
 
-// awaitSettled polls the log until the intent is settled or ctx ends, and
-// returns the last history read and its fold.
-func (s *Server) awaitSettled(ctx context.Context, id string) (*ledger.History, *fsm.Intent, error) {
-	delay := 20 * time.Millisecond
-	var last *ledger.History
-	var lastIntent *fsm.Intent
-	for {
-		// The last read runs even when ctx has ended, so the answer is fresh.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		h, i, err := s.cfg.Intents.Load(rctx, id)
-		cancel()
-		if err != nil {
-			if last != nil && ctx.Err() != nil {
-				return last, lastIntent, nil
-			}
-			return nil, nil, err
-		}
-		last, lastIntent = h, i
-		if Settled(i.State) || ctx.Err() != nil {
-			return h, i, nil
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
-		delay = min(2*delay, 250*time.Millisecond)
-	}
-}
-
 // --- GET /v1/intents/{id} ---
 
-// loadAuthorized loads the intent named by the path from the log (one
-// read, folded once) and checks that p may see it.
-func (s *Server) loadAuthorized(r *http.Request, p *principal) (*ledger.History, *fsm.Intent, error) {
-	id := r.PathValue("id")
-	if err := events.ValidateIntentID(id); err != nil {
-		return nil, nil, invalid("intent_id", "intent_id: is not an intent id (in_ + 32 base32 characters)")
+// intentProblem maps the service's refusal to read or act on intent id.
+func intentProblem(id string, err error) error {
+	switch {
+	case errors.Is(err, service.ErrNotFound):
+		// Also another tenant's intent: not even its existence is shown.
+		return newProblem(http.StatusNotFound, ProbNotFound, "no such intent").withIntent(id, "")
+	case errors.Is(err, service.ErrForbidden):
+		return problemOf(err).withIntent(id, "")
 	}
-	h, i, err := s.cfg.Intents.Load(r.Context(), id)
-	if errors.Is(err, ledger.ErrNotFound) {
-		return nil, nil, newProblem(http.StatusNotFound, ProbNotFound, "no such intent").withIntent(id, "")
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	if i.Recorded.Tenant != p.tenant {
-		// Another tenant's intent: not even its existence is shown.
-		return nil, nil, newProblem(http.StatusNotFound, ProbNotFound, "no such intent").withIntent(id, "")
-	}
-	if !p.routeAllowed(i.Route()) || !p.accountAllowed(i.Account()) {
-		return nil, nil, newProblem(http.StatusForbidden, ProbForbidden, "the token may not see this intent's route or account").withIntent(id, "")
-	}
-	return h, i, nil
+	return err
 }
 
-func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, p *principal) error {
-	h, i, err := s.loadAuthorized(r, p)
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, c *service.Caller) error {
+	id := r.PathValue("id")
+	h, i, err := s.cfg.Service.Get(r.Context(), *c, id, 0)
 	if err != nil {
-		return err
+		return intentProblem(id, err)
 	}
 	d, err := detailOf(h, i)
 	if err != nil {
@@ -476,9 +335,9 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, p *principal)
 
 // --- GET /v1/intents ---
 
-func (s *Server) handleList(w http.ResponseWriter, r *http.Request, p *principal) error {
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request, c *service.Caller) error {
 	q := r.URL.Query() // checked by checkQuery: known parameters, each once
-	f := projector.Filter{Tenant: p.tenant}
+	var f projector.Filter
 	for k, vs := range q {
 		name := clip(k, 64)
 		v := vs[0]
@@ -524,23 +383,10 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, p *principal
 			return invalid(name, name+": unknown query parameter")
 		}
 	}
-	if f.Route == "" && len(p.routes) == 1 {
-		f.Route = p.routes[0]
-	}
-	if f.Account == "" && len(p.accounts) == 1 {
-		f.Account = p.accounts[0]
-	}
-	if (f.Route == "" && len(p.routes) > 0) || !p.routeAllowed(f.Route) {
-		return newProblem(http.StatusForbidden, ProbForbidden, "the token is limited to some routes: name one of them with ?route=").withField("route")
-	}
-	if (f.Account == "" && len(p.accounts) > 0) || !p.accountAllowed(f.Account) {
-		return newProblem(http.StatusForbidden, ProbForbidden, "the token is limited to some accounts: name one of them with ?account=").withField("account")
-	}
-	page, err := s.cfg.Views.List(r.Context(), f)
+	// The caller's tenant, and its route and account limits, are the
+	// service's to apply.
+	page, err := s.cfg.Service.List(r.Context(), *c, f)
 	if err != nil {
-		if f.After != "" && strings.Contains(err.Error(), "After:") {
-			return invalid("after", "after: is not a cursor from a previous page")
-		}
 		return err
 	}
 	writeJSON(w, http.StatusOK, page)
@@ -565,17 +411,11 @@ type actionBody struct {
 	Operator, Reason, Resolution, ExternalID, LiveURL string
 }
 
-// Resolutions of POST /v1/intents/{id}/resolve.
-const (
-	ResolutionConfirmed   = "confirmed"
-	ResolutionNotExecuted = "not_executed"
-	ResolutionAbandoned   = "abandoned"
-)
-
-func (s *Server) parseAction(w http.ResponseWriter, r *http.Request, p *principal, resolve bool) (*actionBody, string, *Problem) {
+// parseAction decodes an action's body (the service checks its fields).
+func parseAction(w http.ResponseWriter, r *http.Request, resolve bool) (*actionBody, *Problem) {
 	data, prob := readJSONBody(w, r)
 	if prob != nil {
-		return nil, "", prob
+		return nil, prob
 	}
 	var b actionBody
 	fields := map[string]any{"operator": &b.Operator, "reason": &b.Reason}
@@ -585,102 +425,49 @@ func (s *Server) parseAction(w http.ResponseWriter, r *http.Request, p *principa
 		fields["live_url"] = &b.LiveURL
 	}
 	if prob := decodeObject(data, fields); prob != nil {
-		return nil, "", prob
+		return nil, prob
 	}
-	// With a token the operator is the token's name, whatever the body
-	// says; in dev mode the body names the operator.
-	operator := p.name
-	if p.dev && b.Operator != "" {
-		if err := validateName(b.Operator); err != nil {
-			return nil, "", invalid("operator", "operator: "+err.Error())
-		}
-		operator = b.Operator
-	}
-	if strings.TrimSpace(b.Reason) == "" {
-		return nil, "", invalid("reason", "reason: is required (it is recorded with the decision)")
-	}
-	if len(b.Reason) > 2000 {
-		return nil, "", invalid("reason", "reason: is longer than 2000 bytes")
-	}
-	if resolve {
-		switch b.Resolution {
-		case ResolutionConfirmed:
-			if err := events.ValidateFreeform("external_id", b.ExternalID); err != nil {
-				return nil, "", fieldProblem(err)
-			}
-			if b.LiveURL != "" {
-				u, err := url.Parse(b.LiveURL)
-				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || len(b.LiveURL) > 2048 {
-					return nil, "", invalid("live_url", "live_url: must be an http(s) URL without credentials")
-				}
-			}
-		case ResolutionNotExecuted, ResolutionAbandoned:
-			if b.ExternalID != "" || b.LiveURL != "" {
-				return nil, "", invalid("external_id", "external_id: only a confirmed resolution names the external object")
-			}
-		case "":
-			return nil, "", invalid("resolution", "resolution: is required (confirmed, not_executed or abandoned)")
-		default:
-			return nil, "", invalid("resolution", "resolution: must be confirmed, not_executed or abandoned")
-		}
-	}
-	return &b, operator, nil
+	return &b, nil
 }
 
-func (s *Server) handleApprove(w http.ResponseWriter, r *http.Request, p *principal) error {
-	return s.operate(w, r, p, false, func(ctx context.Context, h *ledger.History, i *fsm.Intent, operator string, b *actionBody) error {
-		return s.cfg.Intents.Approve(ctx, h, i, operator, b.Reason)
-	})
+func (s *Server) handleApprove(w http.ResponseWriter, r *http.Request, c *service.Caller) error {
+	return s.operate(w, r, c, false, func(*actionBody) (string, error) { return service.ActionApprove, nil })
 }
 
-func (s *Server) handleAbandon(w http.ResponseWriter, r *http.Request, p *principal) error {
-	return s.operate(w, r, p, false, func(ctx context.Context, h *ledger.History, i *fsm.Intent, operator string, b *actionBody) error {
-		return s.cfg.Intents.Abandon(ctx, h, i, operator, b.Reason)
-	})
+func (s *Server) handleAbandon(w http.ResponseWriter, r *http.Request, c *service.Caller) error {
+	return s.operate(w, r, c, false, func(*actionBody) (string, error) { return service.ActionAbandon, nil })
 }
 
-func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request, p *principal) error {
-	return s.operate(w, r, p, true, func(ctx context.Context, h *ledger.History, i *fsm.Intent, operator string, b *actionBody) error {
-		switch b.Resolution {
-		case ResolutionConfirmed:
-			return s.cfg.Intents.ResolveConfirmed(ctx, h, i, operator, b.Reason, b.ExternalID, b.LiveURL)
-		case ResolutionNotExecuted:
-			return s.cfg.Intents.ResolveReleased(ctx, h, i, operator, b.Reason)
-		default: // ResolutionAbandoned (parseAction allows no other)
-			return s.cfg.Intents.Abandon(ctx, h, i, operator, b.Reason)
-		}
-	})
+func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request, c *service.Caller) error {
+	return s.operate(w, r, c, true, func(b *actionBody) (string, error) { return service.ResolutionAction(b.Resolution) })
 }
 
-// operate runs one operator action on the intent as loadAuthorized read it
-// and answers with the intent the action left (h and i hold the appended
-// event): one read of the log. An intent that moved since is a conflict.
-func (s *Server) operate(w http.ResponseWriter, r *http.Request, p *principal, resolve bool,
-	act func(ctx context.Context, h *ledger.History, i *fsm.Intent, operator string, b *actionBody) error) error {
-	h, i, err := s.loadAuthorized(r, p)
-	if err != nil {
-		return err
-	}
-	b, operator, prob := s.parseAction(w, r, p, resolve)
+// operate runs one operator action (service.Act: the intent read once,
+// the decision appended to it) and answers with the intent the action
+// left. With a token the operator is the token's name, whatever the body
+// says; in dev mode the body names the operator.
+func (s *Server) operate(w http.ResponseWriter, r *http.Request, c *service.Caller, resolve bool, kind func(*actionBody) (string, error)) error {
+	id := r.PathValue("id")
+	b, prob := parseAction(w, r, resolve)
 	if prob != nil {
 		return prob
 	}
-	// The append is not tied to the client's connection: a decision that
-	// reached the log is reported by the next read, never half made.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
-	defer cancel()
-	if err := act(ctx, h, i, operator, b); err != nil {
-		switch {
-		case errors.Is(err, producer.ErrNotAllowed):
-			// Refused on the state just read (the intent is unchanged).
-			return newProblem(http.StatusConflict, ProbNotAllowed, "the intent is "+string(i.State)+"; this action is not allowed there").
-				withIntent(i.ID, string(i.State))
-		case errors.Is(err, producer.ErrInvalidRequest):
-			return fieldProblem(err)
-		case errors.Is(err, ledger.ErrConflict):
-			return newProblem(http.StatusConflict, ProbConflict, "the intent changed while the action was recorded; reload and decide again").withIntent(i.ID, "")
-		}
+	k, err := kind(b)
+	if err != nil {
 		return err
+	}
+	h, i, err := s.cfg.Service.Act(r.Context(), *c, id, service.Action{Kind: k, Reason: b.Reason,
+		ExternalID: b.ExternalID, LiveURL: b.LiveURL, Operator: b.Operator})
+	switch {
+	case err == nil:
+	case errors.Is(err, producer.ErrNotAllowed):
+		// Refused on the state just read (the intent is unchanged).
+		return newProblem(http.StatusConflict, ProbNotAllowed, "the intent is "+string(i.State)+"; this action is not allowed there").
+			withIntent(i.ID, string(i.State))
+	case errors.Is(err, ledger.ErrConflict):
+		return newProblem(http.StatusConflict, ProbConflict, "the intent changed while the action was recorded; reload and decide again").withIntent(id, "")
+	default:
+		return intentProblem(id, err)
 	}
 	d, err := detailOf(h, i)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
+	"github.com/settle-dev/settle/service"
 	"github.com/settle-dev/settle/testharness"
 )
 
@@ -34,7 +35,7 @@ type memIntents struct {
 	seq    uint64
 }
 
-var _ Intents = (*memIntents)(nil)
+var _ service.Intents = (*memIntents)(nil)
 
 func newMemIntents(now func() time.Time) *memIntents {
 	auto := events.Policy{FirstWrite: events.PolicyAuto, Retry: events.PolicyNever, AttemptDeadline: events.Duration(time.Minute),
@@ -139,6 +140,23 @@ func (m *memIntents) append(h *ledger.History, i *fsm.Intent, e events.Event) er
 	return nil
 }
 
+// ToolRequestID derives a tool call's request id as the producer does
+// (the payload in canon/v1: these routes have no normaliser).
+func (m *memIntents) ToolRequestID(c producer.ToolCall) (string, error) {
+	if c.Task == "" || c.Step == "" {
+		return "", producer.ErrNoKey
+	}
+	sum := ""
+	if c.KeyIncludesPayload {
+		s, err := events.PayloadSHA256(c.Payload)
+		if err != nil {
+			return "", invalidReq(&events.FieldError{Field: "payload", Reason: err.Error()})
+		}
+		sum = s
+	}
+	return events.ToolKey(c.Task, c.Step, sum), nil
+}
+
 func (m *memIntents) Load(ctx context.Context, id string) (*ledger.History, *fsm.Intent, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -240,7 +258,7 @@ func compareStrings(a, b string) int {
 // memViews serves the views of a memIntents (one page, no cursor).
 type memViews struct{ m *memIntents }
 
-var _ Views = memViews{}
+var _ service.Views = memViews{}
 
 func (v memViews) List(ctx context.Context, f projector.Filter) (projector.Page, error) {
 	if f.After != "" {
@@ -255,6 +273,18 @@ func (v memViews) List(ctx context.Context, f projector.Filter) (projector.Page,
 	}
 	return pg, nil
 }
+
+func (v memViews) ByRequest(ctx context.Context, tenant, route, requestID string) ([]projector.IntentView, error) {
+	var out []projector.IntentView
+	for _, x := range v.m.views() {
+		if x.Tenant == tenant && x.Route == route && x.RequestID == requestID {
+			out = append(out, x)
+		}
+	}
+	return out, nil
+}
+
+func (v memViews) CatchUp(ctx context.Context) error { return nil }
 
 func (v memViews) CountByState(ctx context.Context) (map[fsm.State]int, error) {
 	out := map[fsm.State]int{}
@@ -294,7 +324,8 @@ func newMemEnv(t testing.TB, o envOptions) *env {
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	mem := newMemIntents(func() time.Time { return t0 })
 	cfg := DefaultConfig()
-	cfg.Intents, cfg.Views, cfg.Log, cfg.Now, cfg.Logger = mem, memViews{mem}, memLog{}, func() time.Time { return t0 }, logger
+	cfg.Service = newService(t, mem, memViews{mem}, func() time.Time { return t0 })
+	cfg.Log, cfg.Now, cfg.Logger = memLog{}, func() time.Time { return t0 }, logger
 	srv, hs := serveEnv(t, cfg, o)
-	return &env{t: t, ctx: context.Background(), srv: srv, http: hs, logs: logs, logger: logger, mem: mem}
+	return &env{t: t, srv: srv, http: hs, mem: mem}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/service"
 )
 
 // LatencyBuckets are the upper bounds (seconds) of the write and settle
@@ -141,20 +142,14 @@ func (m *Metrics) countHTTP(code int) {
 	m.http.WithLabelValues(strconv.Itoa(code)).Inc()
 }
 
-// readGauges sets the gauges from the projector.
-func (s *Server) readGauges(ctx context.Context) error {
-	states, err := s.cfg.Views.CountByState(ctx)
+// readGauges sets the gauges from the figures over every intent, which
+// only an unrestricted caller may read (service.Figures).
+func (s *Server) readGauges(ctx context.Context, c *service.Caller) error {
+	f, err := s.cfg.Service.Figures(ctx, *c)
 	if err != nil {
 		return err
 	}
-	oldest, haveOldest, err := s.cfg.Views.OldestUnknownAge(ctx, s.cfg.Now())
-	if err != nil {
-		return err
-	}
-	cp, err := s.cfg.Views.Checkpoint(ctx)
-	if err != nil {
-		return err
-	}
+	states, oldest, haveOldest, cp := f.ByState, f.OldestUnknown, f.HaveUnknown, f.Checkpoint
 	m := s.metrics
 	for _, st := range fsm.AllStates() {
 		if st != fsm.None {
@@ -173,8 +168,8 @@ func (s *Server) readGauges(ctx context.Context) error {
 	return nil
 }
 
-func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, _ *principal) error {
-	if err := s.readGauges(r.Context()); err != nil {
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, c *service.Caller) error {
+	if err := s.readGauges(r.Context(), c); err != nil {
 		return err
 	}
 	w.Header().Set("Cache-Control", "no-store")

@@ -15,7 +15,7 @@ import (
 
 func TestMetricsExposeTheNamedSeries(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	e.social.Next(fakeapi.CommitThenDrop())
+	e.Social.Next(fakeapi.CommitThenDrop())
 	dropped := e.do("POST", "/v1/intents", secretSubmitter, submitBodyJSON("social_post", "acct_1", "m-1", `{"body":"m"}`))
 	if dropped.code != http.StatusCreated {
 		t.Fatalf("submit: %d %s", dropped.code, dropped.body)
@@ -29,10 +29,10 @@ func TestMetricsExposeTheNamedSeries(t *testing.T) {
 
 	// Settle latency counts only the intent whose outcome was unknown:
 	// from its OutcomeUnknown to its settlement, on the log's clock.
-	e.clock.Advance(42 * time.Second)
+	e.Clock.Advance(42 * time.Second)
 	var settled []string
 	for _, id := range []string{dropped.str(t, "intent_id"), plain.str(t, "intent_id")} {
-		if i := e.settle("social_post", id); i.State != fsm.Confirmed {
+		if i := e.Settle("social_post", id); i.State != fsm.Confirmed {
 			t.Fatalf("%s settled as %s", id, i.State)
 		}
 		d, result, ok := SettleLatency(e.history("social_post", id))
@@ -47,7 +47,7 @@ func TestMetricsExposeTheNamedSeries(t *testing.T) {
 	if len(settled) != 1 || settled[0] != dropped.str(t, "intent_id") {
 		t.Fatalf("settle latency observed for %v, want only the dropped response's intent", settled)
 	}
-	e.catchUp()
+	e.CatchUp()
 
 	r := e.do("GET", "/metrics", secretReader, "")
 	if r.code != http.StatusOK || !strings.HasPrefix(r.header.Get("Content-Type"), "text/plain; version=0.0.4") {
@@ -170,7 +170,7 @@ func TestHealthAndReadiness(t *testing.T) {
 	if r.code != http.StatusOK || r.str(t, "status") != "ready" {
 		t.Fatalf("readyz: %d %s", r.code, r.body)
 	}
-	e.node.Stop()
+	e.Node.Stop()
 	r = e.do("GET", "/readyz", "", "")
 	p := r.problem(t, http.StatusServiceUnavailable, "")
 	checks, _ := p["checks"].(map[string]any)

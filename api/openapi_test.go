@@ -125,7 +125,7 @@ func TestEveryResponseValidatesAgainstOpenAPI(t *testing.T) {
 	}
 
 	// Submit: created with each outcome, replays, dry runs, refusals.
-	e.social.Next(fakeapi.CommitThenDrop(), fakeapi.Status(400))
+	e.Social.Next(fakeapi.CommitThenDrop(), fakeapi.Status(400))
 	unknown := do("POST", "/v1/intents", secretAdmin, sub("oa-unknown", "u"))
 	want(unknown, 201)
 	want(do("POST", "/v1/intents", secretAdmin, sub("oa-rejected", "r")), 201)
@@ -153,11 +153,11 @@ func TestEveryResponseValidatesAgainstOpenAPI(t *testing.T) {
 	want(do("POST", "/v1/intents", secretAdmin, `{"route":"`+strings.Repeat("x", MaxBodyBytes)+`"}`), 413)
 
 	// An in-flight write: 409.
-	e.social.Next(fakeapi.Delay(2 * time.Second))
-	before := e.social.Writes()
+	e.Social.Next(fakeapi.Delay(2 * time.Second))
+	before := e.Social.Writes()
 	slow := make(chan *response, 1)
 	go func() { slow <- e.do("POST", "/v1/intents", secretAdmin, sub("oa-slow", "s")) }()
-	for i := 0; e.social.Writes() <= before; i++ {
+	for i := 0; e.Social.Writes() <= before; i++ {
 		if i > 4000 {
 			t.Fatal("the slow write never reached the fake")
 		}
@@ -168,7 +168,7 @@ func TestEveryResponseValidatesAgainstOpenAPI(t *testing.T) {
 	c.check("POST", "/v1/intents", r.code, r.header, r.body)
 
 	// Reads.
-	e.catchUp()
+	e.CatchUp()
 	want(do("GET", "/v1/intents", secretAdmin, ""), 200)
 	want(do("GET", "/v1/intents?state=unknown&limit=1", secretAdmin, ""), 200)
 	want(do("GET", "/v1/intents?state=nope", secretAdmin, ""), 400)
@@ -192,10 +192,13 @@ func TestEveryResponseValidatesAgainstOpenAPI(t *testing.T) {
 		}
 		want(do("POST", p, secretOperator, body), 409)
 		want(do("POST", p, secretOperator, body, "Content-Type", "text/plain"), 415)
+		want(do("POST", p, secretOperator, body, "Content-Encoding", "gzip"), 415)
 		want(do("POST", p, secretOperator, `{"reason":"`+strings.Repeat("x", MaxBodyBytes)+`"}`), 413)
 		want(do("POST", p, "", `{"reason":"x"}`), 401)
 		want(do("POST", p, secretReader, `{"reason":"x"}`), 403)
-		want(do("POST", "/v1/intents/in_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/"+v, secretOperator, `{"reason":"x"}`), 404)
+		// The action is checked before the log is read: a valid one on no
+		// intent is 404.
+		want(do("POST", "/v1/intents/in_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/"+v, secretOperator, body), 404)
 		want(do("POST", p, secretOperator, `{}`), 400)
 	}
 	want(do("POST", "/v1/intents/"+approval+"/approve", secretOperator, `{"reason":"go"}`), 200)
@@ -204,7 +207,7 @@ func TestEveryResponseValidatesAgainstOpenAPI(t *testing.T) {
 	want(do("POST", "/v1/intents/"+approval+"/abandon", secretOperator, `{"reason":"stop"}`), 200)
 
 	// Metrics.
-	e.catchUp()
+	e.CatchUp()
 	want(do("GET", "/metrics", secretAdmin, ""), 200)
 	want(do("GET", "/metrics", "", ""), 401)
 	want(do("GET", "/metrics", secretRouteLtd, ""), 403)
@@ -297,7 +300,7 @@ func TestEveryResponseValidatesAgainstOpenAPI(t *testing.T) {
 
 	// 500: an intent whose history cannot be folded.
 	broken := events.ScopedIntentID("default", "social_post", "acct_1", "oa-broken")
-	if _, err := e.node.JS.Publish(context.Background(), events.Subject("social_post", broken), []byte(`{"not":"an event"}`)); err != nil {
+	if _, err := e.Node.JS.Publish(context.Background(), events.Subject("social_post", broken), []byte(`{"not":"an event"}`)); err != nil {
 		t.Fatal(err)
 	}
 	want(do("GET", "/v1/intents/"+broken, secretAdmin, ""), 500)
@@ -307,15 +310,15 @@ func TestEveryResponseValidatesAgainstOpenAPI(t *testing.T) {
 	want(do("POST", "/v1/intents", secretAdmin, sub("oa-broken", "b")), 500)
 
 	// 503: the views closed (metrics, list), then NATS gone (the rest).
-	e.proj.Close()
+	e.Proj.Close()
 	want(do("GET", "/metrics", secretAdmin, ""), 503)
 	want(do("GET", "/v1/intents", secretAdmin, ""), 503)
-	e.node.Stop()
+	e.Node.Stop()
 	want(do("GET", "/readyz", "", ""), 503)
 	want(do("POST", "/v1/intents", secretAdmin, sub("oa-down", "d")), 503)
 	want(do("GET", "/v1/intents/"+id, secretAdmin, ""), 503)
-	for _, v := range []string{"approve", "resolve", "abandon"} {
-		want(do("POST", "/v1/intents/"+id+"/"+v, secretOperator, `{"reason":"x","resolution":"abandoned"}`), 503)
+	for v, body := range map[string]string{"approve": `{"reason":"x"}`, "resolve": `{"reason":"x","resolution":"abandoned"}`, "abandon": `{"reason":"x"}`} {
+		want(do("POST", "/v1/intents/"+id+"/"+v, secretOperator, body), 503)
 	}
 
 	// 500 elsewhere only answers a handler panic (recovered in

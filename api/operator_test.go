@@ -18,7 +18,7 @@ func TestOperatorActionsChangeTheLogAndRecordTheOperator(t *testing.T) {
 			t.Fatalf("submit: %d %s", r.code, r.body)
 		}
 		id := r.str(t, "intent_id")
-		if e.social.Writes() != 0 {
+		if e.Social.Writes() != 0 {
 			t.Fatal("an approval route wrote before approval")
 		}
 		// The body's operator is ignored with a token: the token's name is recorded.
@@ -42,8 +42,8 @@ func TestOperatorActionsChangeTheLogAndRecordTheOperator(t *testing.T) {
 
 	t.Run("resolve confirmed", func(t *testing.T) {
 		id := e.manualIntent("op-confirm")
-		writes := e.social.Writes()
-		post := e.social.Posts()[len(e.social.Posts())-2]
+		writes := e.Social.Writes()
+		post := e.Social.Posts()[len(e.Social.Posts())-2]
 		e.do("POST", "/v1/intents/"+id+"/resolve", secretOperator, `{"reason":"kept the first","resolution":"confirmed"}`).
 			problem(t, http.StatusBadRequest, "external_id")
 		body, _ := json.Marshal(map[string]string{"reason": "kept the first, deleted the copy by hand", "resolution": "confirmed",
@@ -60,7 +60,7 @@ func TestOperatorActionsChangeTheLogAndRecordTheOperator(t *testing.T) {
 		if d.Operator != "ops" {
 			t.Fatalf("OperatorConfirmed by %q", d.Operator)
 		}
-		if e.social.Writes() != writes {
+		if e.Social.Writes() != writes {
 			t.Fatal("a resolution wrote")
 		}
 		e.do("POST", "/v1/intents/"+id+"/resolve", secretOperator, `{"reason":"again","resolution":"abandoned"}`).problem(t, http.StatusConflict, "")

@@ -9,6 +9,8 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/producer"
+	"github.com/settle-dev/settle/service"
 )
 
 // ProblemTypePrefix prefixes every problem type URI (RFC 9457 "type").
@@ -57,7 +59,7 @@ var problemTitles = map[string]string{
 	ProbInFlight:         "A request with this request id is still in flight",
 	ProbNotAllowed:       "The action is not allowed in the intent's state",
 	ProbConflict:         "The intent changed concurrently",
-	ProbUnsupportedMedia: "The body must be application/json",
+	ProbUnsupportedMedia: "The body must be uncompressed application/json",
 	ProbTooLarge:         "The request body is too large",
 	ProbTimeout:          "The request was not received in time",
 	ProbUnavailable:      "A dependency is unavailable",
@@ -91,6 +93,30 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// problemOf is the problem of a refusal of the service: forbidden (403,
+// naming the route or account when it is one), not found (404), invalid
+// (400 naming the field) or in flight (409); nil for any other error.
+func problemOf(err error) *Problem {
+	var fe *events.FieldError
+	switch {
+	case errors.Is(err, service.ErrForbidden):
+		detail := "the token may not do this"
+		p := newProblem(http.StatusForbidden, ProbForbidden, detail)
+		if errors.As(err, &fe) {
+			p.Detail = strings.Replace(fe.Reason, "the caller", "the token", 1)
+			p.Field = fe.Field
+		}
+		return p
+	case errors.Is(err, service.ErrNotFound):
+		return newProblem(http.StatusNotFound, ProbNotFound, "no such intent")
+	case errors.Is(err, producer.ErrInvalidRequest):
+		return fieldProblem(err)
+	case errors.Is(err, service.ErrInFlight):
+		return newProblem(http.StatusConflict, ProbInFlight, "a request with this request id is executing; retry later")
+	}
+	return nil
 }
 
 // invalid is a 400 naming field.

@@ -13,12 +13,12 @@ func TestOneLogReadPerRequest(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	reads := func(what string, want int64, do func() *response, code int) *response {
 		t.Helper()
-		before := e.store.Loads()
+		before := e.Store.Loads()
 		r := do()
 		if r.code != code {
 			t.Fatalf("%s: %d %s", what, r.code, r.body)
 		}
-		if got := e.store.Loads() - before; got != want {
+		if got := e.Store.Loads() - before; got != want {
 			t.Fatalf("%s read the log %d times, want %d", what, got, want)
 		}
 		return r
@@ -26,8 +26,8 @@ func TestOneLogReadPerRequest(t *testing.T) {
 	body := submitBodyJSON("social_post", "acct_1", "reads-1", `{"body":"hello"}`)
 	first := reads("a submit", 1, func() *response { return e.do("POST", "/v1/intents", secretAgent, body) }, http.StatusCreated)
 	id := first.str(t, "intent_id")
-	if first.str(t, "state") != "verifying" || e.social.Effects() != 1 {
-		t.Fatalf("submit: %s, %d effects", first.body, e.social.Effects())
+	if first.str(t, "state") != "verifying" || e.Social.Effects() != 1 {
+		t.Fatalf("submit: %s, %d effects", first.body, e.Social.Effects())
 	}
 	// The answer is what the log holds: its last sequence and version.
 	h := e.history("social_post", id)

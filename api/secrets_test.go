@@ -22,7 +22,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	secrets := []string{secretAdmin, secretReader, secretSubmitter, secretOperator, secretRouteLtd, secretAcctLtd, routeSecret}
 
 	// Writes through every outcome class.
-	e.social.Next(fakeapi.CommitThenDrop(), fakeapi.Status(500), fakeapi.ResetBeforeCommit(), fakeapi.Status(401))
+	e.Social.Next(fakeapi.CommitThenDrop(), fakeapi.Status(500), fakeapi.ResetBeforeCommit(), fakeapi.Status(401))
 	var ids []string
 	for _, rid := range []string{"s-drop", "s-500", "s-reset", "s-401", "s-ok"} {
 		r := e.do("POST", "/v1/intents", secretAdmin, submitBodyJSON("social_post", "acct_1", rid, `{"body":"secret test `+rid+`"}`))
@@ -32,7 +32,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		ids = append(ids, r.str(t, "intent_id"))
 		e.do("POST", "/v1/intents", secretAdmin, submitBodyJSON("social_post", "acct_1", rid, `{"body":"secret test `+rid+`"}`))
 	}
-	e.settle("social_post", ids[0]) // reconciliation reads the fake with the route secret
+	e.Settle("social_post", ids[0]) // reconciliation reads the fake with the route secret
 	manual := e.manualIntent("s-manual")
 	e.do("POST", "/v1/intents/"+manual+"/resolve", secretOperator, `{"reason":"checked","resolution":"abandoned"}`)
 	e.do("POST", "/v1/intents", secretAdmin, submitBodyJSON("social_approval", "acct_1", "s-approve", `{"body":"approve"}`))
@@ -49,7 +49,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	e.do("POST", "/v1/intents", secretAdmin, submitBodyJSON("social_post", "acct_1", "s-dry", `{"body":"dry"}`, "dry_run", "true"))
 
 	// Reads.
-	e.catchUp()
+	e.CatchUp()
 	for _, id := range append(ids, manual) {
 		e.do("GET", "/v1/intents/"+id, secretReader, "")
 	}
@@ -61,23 +61,23 @@ func TestSecretsNeverLeak(t *testing.T) {
 
 	// Sanity: the fake really was called with the route secret, and the
 	// transcript and logs are not empty.
-	if e.social.Writes() < 5 {
-		t.Fatalf("writes %d", e.social.Writes())
+	if e.Social.Writes() < 5 {
+		t.Fatalf("writes %d", e.Social.Writes())
 	}
 	responses := e.seen.String()
-	logs := e.logs.String()
+	logs := e.Logs.String()
 	if len(responses) < 1000 || !strings.Contains(logs, `"status":401`) {
 		t.Fatalf("too little captured: %d bytes of responses, logs:\n%s", len(responses), logs)
 	}
 
 	// Every raw message on the stream, body and headers.
 	var stream strings.Builder
-	info, err := e.store.Stream().Info(context.Background())
+	info, err := e.Store.Stream().Info(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for seq := uint64(1); seq <= info.State.LastSeq; seq++ {
-		m, err := e.store.Stream().GetMsg(context.Background(), seq)
+		m, err := e.Store.Stream().GetMsg(context.Background(), seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue
 		}
@@ -93,7 +93,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	if info.State.Msgs < 20 {
 		t.Fatalf("only %d events on the log", info.State.Msgs)
 	}
-	dump, err := e.proj.Dump(context.Background())
+	dump, err := e.Proj.Dump(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/redact"
 
 	"github.com/settle-dev/settle/ledger"
+	"github.com/settle-dev/settle/service"
 )
 
 // Server is settle's HTTP API. It implements http.Handler.
@@ -24,7 +25,6 @@ type Server struct {
 	keys    *keyring
 	metrics *Metrics
 	mux     *http.ServeMux
-	flights *flights
 	routes  []route
 	busy    *inflight // limits.go
 }
@@ -34,13 +34,10 @@ type route struct {
 	method  string
 	pattern string
 	scope   string
-	// unrestricted: the token must have no route or account limits (the
-	// endpoint reports on every route and account).
-	unrestricted bool
 	// params are the query parameters the endpoint accepts, each at most
 	// once; any other is refused (400).
 	params []string
-	handle func(w http.ResponseWriter, r *http.Request, p *principal) error
+	handle func(w http.ResponseWriter, r *http.Request, c *service.Caller) error
 }
 
 // New validates cfg and returns the server. Tokens are kept as digests of
@@ -54,7 +51,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg.Tokens = slices.Clone(cfg.Tokens)
 	s := &Server{cfg: cfg, log: cfg.Logger, keys: newKeyring(cfg.Tokens), metrics: cfg.Metrics,
-		mux: http.NewServeMux(), flights: newFlights()}
+		mux: http.NewServeMux()}
 	s.busy = newInflight(cfg.MaxInFlight, s.metrics)
 	for i := range s.cfg.Tokens {
 		s.cfg.Tokens[i].Secret = "" // only the digests are needed from here on
@@ -64,7 +61,7 @@ func New(cfg Config) (*Server, error) {
 		{method: "GET", pattern: "/readyz", handle: s.handleReady},
 		{method: "GET", pattern: "/openapi.json", handle: s.handleOpenAPI},
 		{method: "GET", pattern: "/console", handle: s.handleConsole},
-		{method: "GET", pattern: "/metrics", scope: ScopeRead, unrestricted: true, handle: s.handleMetrics},
+		{method: "GET", pattern: "/metrics", scope: ScopeRead, handle: s.handleMetrics},
 		{method: "POST", pattern: "/v1/intents", scope: ScopeSubmit, params: []string{"wait"}, handle: s.handleSubmit},
 		{method: "GET", pattern: "/v1/intents", scope: ScopeRead, params: listParams, handle: s.handleList},
 		{method: "GET", pattern: "/v1/intents/{id}", scope: ScopeRead, handle: s.handleGet},
@@ -173,7 +170,7 @@ func writeInternal(w http.ResponseWriter) {
 // error mapping.
 func (s *Server) endpoint(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var p *principal
+		var c *service.Caller
 		if rt.scope != "" {
 			if !s.busy.acquire() {
 				writeProblem(w, overloaded(w))
@@ -181,7 +178,7 @@ func (s *Server) endpoint(rt route) http.Handler {
 			}
 			defer s.busy.release()
 			var aerr authError
-			p, aerr = s.authenticate(r)
+			c, aerr = s.authenticate(r)
 			if aerr != "" {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="settle"`)
 				detail := "send Authorization: Bearer <token>"
@@ -193,14 +190,10 @@ func (s *Server) endpoint(rt route) http.Handler {
 				return
 			}
 			if sw, ok := w.(*statusWriter); ok {
-				sw.caller = p.name
+				sw.caller = c.Name
 			}
-			if !p.has(rt.scope) {
+			if !c.Has(rt.scope) {
 				writeProblem(w, newProblem(http.StatusForbidden, ProbForbidden, "the token lacks the "+rt.scope+" scope"))
-				return
-			}
-			if rt.unrestricted && !p.unrestricted() {
-				writeProblem(w, newProblem(http.StatusForbidden, ProbForbidden, "this endpoint reports on every route and account; the token is limited to some"))
 				return
 			}
 		}
@@ -208,7 +201,7 @@ func (s *Server) endpoint(rt route) http.Handler {
 			writeProblem(w, prob)
 			return
 		}
-		if err := rt.handle(w, r, p); err != nil {
+		if err := rt.handle(w, r, c); err != nil {
 			s.fail(w, r, err)
 		}
 	})
@@ -264,12 +257,17 @@ func (s *Server) HTTPServer() *http.Server {
 	}
 }
 
-// fail writes the problem for err. A *Problem is written as is; other
-// errors are failures of the log or the database (503) or bugs (500):
-// their text goes to the log, not to the client.
+// fail writes the problem for err. A *Problem is written as is, and so
+// are the service's refusals (problemOf); other errors are failures of
+// the log or the database (503) or bugs (500): their text goes to the
+// log, not to the client.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var p *Problem
 	if errors.As(err, &p) {
+		writeProblem(w, p)
+		return
+	}
+	if p := problemOf(err); p != nil {
 		writeProblem(w, p)
 		return
 	}
@@ -289,7 +287,7 @@ func clip(s string, n int) string {
 	return s
 }
 
-func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ *principal) error {
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request, _ *service.Caller) error {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	return nil
 }
@@ -300,7 +298,7 @@ type readiness struct {
 	Checks map[string]string `json:"checks"`
 }
 
-func (s *Server) handleReady(w http.ResponseWriter, r *http.Request, _ *principal) error {
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request, _ *service.Caller) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 	defer cancel()
 	checks := map[string]string{"nats": "ok", "stream": "ok", "projector": "ok"}
@@ -316,7 +314,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request, _ *principa
 	if err := s.cfg.Log.CheckStream(ctx); err != nil {
 		failed("stream", err)
 	}
-	if _, err := s.cfg.Views.Checkpoint(ctx); err != nil {
+	if _, err := s.cfg.Service.Checkpoint(ctx); err != nil {
 		failed("projector", err)
 	}
 	var reasons []string

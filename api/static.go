@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"net/http"
 	"strings"
+
+	"github.com/settle-dev/settle/service"
 )
 
 //go:embed openapi.json
@@ -36,14 +38,14 @@ func inlineHash(tag string) string {
 	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
 }
 
-func (s *Server) handleOpenAPI(w http.ResponseWriter, r *http.Request, _ *principal) error {
+func (s *Server) handleOpenAPI(w http.ResponseWriter, r *http.Request, _ *service.Caller) error {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	_, _ = w.Write(openAPIDoc)
 	return nil
 }
 
-func (s *Server) handleConsole(w http.ResponseWriter, r *http.Request, _ *principal) error {
+func (s *Server) handleConsole(w http.ResponseWriter, r *http.Request, _ *service.Caller) error {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Content-Security-Policy", consoleCSP)

@@ -16,7 +16,7 @@ import (
 
 func TestSubmitDroppedResponseThenReplayAndMismatch(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	e.social.Next(fakeapi.CommitThenDrop())
+	e.Social.Next(fakeapi.CommitThenDrop())
 	body := submitBodyJSON("social_post", "acct_1", "task-1:step-1", `{"body":"hello"}`)
 
 	first := e.do("POST", "/v1/intents", secretAgent, body)
@@ -36,8 +36,8 @@ func TestSubmitDroppedResponseThenReplayAndMismatch(t *testing.T) {
 	if loc := first.header.Get("Location"); loc != "/v1/intents/"+id {
 		t.Fatalf("Location %q", loc)
 	}
-	if e.social.Effects() != 1 || e.social.Writes() != 1 {
-		t.Fatalf("effects %d writes %d", e.social.Effects(), e.social.Writes())
+	if e.Social.Effects() != 1 || e.Social.Writes() != 1 {
+		t.Fatalf("effects %d writes %d", e.Social.Effects(), e.Social.Writes())
 	}
 	m := first.json(t)
 	if hist, _ := m["history"].([]any); len(hist) != 3 {
@@ -52,15 +52,15 @@ func TestSubmitDroppedResponseThenReplayAndMismatch(t *testing.T) {
 	if again.str(t, "intent_id") != id || again.str(t, "state") != string(fsm.Unknown) {
 		t.Fatalf("replay answered %s", again.body)
 	}
-	if e.social.Effects() != 1 || e.social.Writes() != 1 {
-		t.Fatalf("a replay wrote: effects %d writes %d", e.social.Effects(), e.social.Writes())
+	if e.Social.Effects() != 1 || e.Social.Writes() != 1 {
+		t.Fatalf("a replay wrote: effects %d writes %d", e.Social.Effects(), e.Social.Writes())
 	}
 
 	// Another payload under the same request id: 422, nothing written.
 	other := e.do("POST", "/v1/intents", secretAgent, submitBodyJSON("social_post", "acct_1", "task-1:step-1", `{"body":"HELLO"}`))
 	other.problem(t, http.StatusUnprocessableEntity, "")
-	if e.social.Effects() != 1 || e.social.Writes() != 1 {
-		t.Fatalf("a mismatch wrote: effects %d writes %d", e.social.Effects(), e.social.Writes())
+	if e.Social.Effects() != 1 || e.Social.Writes() != 1 {
+		t.Fatalf("a mismatch wrote: effects %d writes %d", e.Social.Effects(), e.Social.Writes())
 	}
 	if h := e.history("social_post", id); len(h) != 3 {
 		t.Fatalf("the log grew: %d events", len(h))
@@ -94,8 +94,8 @@ func TestSubmitRequestIDFromHeader(t *testing.T) {
 	if r.code != http.StatusOK || r.header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("header and body equal: %d %s", r.code, r.body)
 	}
-	if e.social.Writes() != 1 {
-		t.Fatalf("writes %d", e.social.Writes())
+	if e.Social.Writes() != 1 {
+		t.Fatalf("writes %d", e.Social.Writes())
 	}
 
 	e.do("POST", "/v1/intents", secretAgent, noID).problem(t, http.StatusBadRequest, "request_id")
@@ -107,8 +107,8 @@ func TestSubmitRequestIDFromHeader(t *testing.T) {
 	if m := bad.problem(t, http.StatusBadRequest, "Idempotency-Key"); strings.Contains(m["detail"].(string), "request_id") {
 		t.Fatalf("a header error names request_id: %v", m["detail"])
 	}
-	if e.social.Writes() != 1 {
-		t.Fatalf("a refused submit wrote: %d", e.social.Writes())
+	if e.Social.Writes() != 1 {
+		t.Fatalf("a refused submit wrote: %d", e.Social.Writes())
 	}
 }
 
@@ -147,10 +147,10 @@ func TestSubmitRefusesMalformedRequests(t *testing.T) {
 			e.do("POST", "/v1/intents"+c.query, secretSubmitter, c.body, c.hdr...).problem(t, c.code, c.field)
 		})
 	}
-	if e.social.Writes() != 0 {
-		t.Fatalf("a refused request wrote: %d", e.social.Writes())
+	if e.Social.Writes() != 0 {
+		t.Fatalf("a refused request wrote: %d", e.Social.Writes())
 	}
-	info, err := e.store.Stream().Info(context.Background())
+	info, err := e.Store.Stream().Info(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,18 +169,18 @@ func TestSubmitDryRunAppendsAndWritesNothing(t *testing.T) {
 	if m["dry_run"] != true || m["would_write"] != true || m["intent_id"] != events.ScopedIntentID("default", "social_post", "acct_1", "dry-1") {
 		t.Fatalf("dry run report %s", r.body)
 	}
-	info, err := e.store.Stream().Info(context.Background())
+	info, err := e.Store.Stream().Info(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.State.Msgs != 0 || e.social.Writes() != 0 {
-		t.Fatalf("a dry run appended %d events and made %d writes", info.State.Msgs, e.social.Writes())
+	if info.State.Msgs != 0 || e.Social.Writes() != 0 {
+		t.Fatalf("a dry run appended %d events and made %d writes", info.State.Msgs, e.Social.Writes())
 	}
 }
 
 func TestSubmitWaitReturnsSettledStateWhileReconcilerRuns(t *testing.T) {
 	e := newEnv(t, envOptions{maxWait: time.Minute})
-	e.social.Next(fakeapi.CommitThenDrop(), fakeapi.CommitThenDrop())
+	e.Social.Next(fakeapi.CommitThenDrop(), fakeapi.CommitThenDrop())
 
 	// Without a reconciler the first submit stays unknown.
 	body := submitBodyJSON("social_post", "acct_1", "wait-1", `{"body":"wait for me"}`)
@@ -188,7 +188,7 @@ func TestSubmitWaitReturnsSettledStateWhileReconcilerRuns(t *testing.T) {
 	if first.code != http.StatusCreated || first.str(t, "state") != string(fsm.Unknown) {
 		t.Fatalf("first: %d %s", first.code, first.body)
 	}
-	e.runReconciler("w1")
+	e.RunReconciler("w1")
 
 	// A replay with ?wait= waits on the log until reconciliation settles it.
 	r := e.do("POST", "/v1/intents?wait=45s", secretAgent, body)
@@ -200,7 +200,7 @@ func TestSubmitWaitReturnsSettledStateWhileReconcilerRuns(t *testing.T) {
 	}
 	m := r.json(t)
 	rc, _ := m["receipt"].(map[string]any)
-	if rc == nil || rc["external_id"] != e.social.Posts()[0].ID || m["settled"] != true {
+	if rc == nil || rc["external_id"] != e.Social.Posts()[0].ID || m["settled"] != true {
 		t.Fatalf("receipt %v", m["receipt"])
 	}
 
@@ -209,8 +209,8 @@ func TestSubmitWaitReturnsSettledStateWhileReconcilerRuns(t *testing.T) {
 	if r.code != http.StatusCreated || r.str(t, "state") != string(fsm.Confirmed) {
 		t.Fatalf("first submit with wait: %d %s", r.code, r.body)
 	}
-	if e.social.Effects() != 2 || e.social.Writes() != 2 {
-		t.Fatalf("effects %d writes %d", e.social.Effects(), e.social.Writes())
+	if e.Social.Effects() != 2 || e.Social.Writes() != 2 {
+		t.Fatalf("effects %d writes %d", e.Social.Effects(), e.Social.Writes())
 	}
 }
 
@@ -221,7 +221,8 @@ func TestSubmitInFlightConflicts(t *testing.T) {
 	e := newEnv(t, envOptions{maxWait: time.Minute})
 	// A second API process over the same log.
 	cfg := DefaultConfig()
-	cfg.Intents, cfg.Views, cfg.Log, cfg.Now, cfg.Logger, cfg.Tokens = e.prod, e.proj, e.store, e.clock.Now, e.logger, testTokens()
+	cfg.Service = newService(t, e.Prod, e.Proj, e.Clock.Now)
+	cfg.Log, cfg.Now, cfg.Logger, cfg.Tokens = e.Store, e.Clock.Now, e.Logger, testTokens()
 	other, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -232,14 +233,14 @@ func TestSubmitInFlightConflicts(t *testing.T) {
 
 	// The fake holds the response for 3s: the two conflicting submits below
 	// only need to arrive while it does (a margin, not an assertion on time).
-	e.social.Next(fakeapi.Delay(3 * time.Second))
+	e.Social.Next(fakeapi.Delay(3 * time.Second))
 	body := submitBodyJSON("social_post", "acct_1", "slow-1", `{"body":"slow"}`)
 	var wg sync.WaitGroup
 	var first *response
 	wg.Add(1)
 	go func() { defer wg.Done(); first = e.do("POST", "/v1/intents", secretAgent, body) }()
 	// Wait until the fake holds the write (WriteStarted is on the log).
-	for i := 0; e.social.Writes() == 0; i++ {
+	for i := 0; e.Social.Writes() == 0; i++ {
 		if i > 2000 {
 			t.Fatal("the write never reached the fake")
 		}
@@ -257,7 +258,7 @@ func TestSubmitInFlightConflicts(t *testing.T) {
 	}
 	// With ?wait= the other process waits on the log for the settled result
 	// (the write returns, the reconciler reads it back).
-	e.runReconciler("w1")
+	e.RunReconciler("w1")
 	waited := e2.do("POST", "/v1/intents?wait=45s", secretAgent, body)
 	if waited.code != http.StatusOK || waited.str(t, "state") != string(fsm.Confirmed) {
 		t.Fatalf("wait on the other process: %d %s", waited.code, waited.body)
@@ -266,17 +267,17 @@ func TestSubmitInFlightConflicts(t *testing.T) {
 	if first.code != http.StatusCreated {
 		t.Fatalf("first: %d %s", first.code, first.body)
 	}
-	if e.social.Writes() != 1 || e.social.Effects() != 1 {
-		t.Fatalf("writes %d effects %d", e.social.Writes(), e.social.Effects())
+	if e.Social.Writes() != 1 || e.Social.Effects() != 1 {
+		t.Fatalf("writes %d effects %d", e.Social.Writes(), e.Social.Effects())
 	}
 }
 
 func TestGetAndListIntents(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	e.social.Next(fakeapi.CommitThenDrop())
+	e.Social.Next(fakeapi.CommitThenDrop())
 	var ids []string
 	for i, rid := range []string{"l-1", "l-2", "l-3"} {
-		e.clock.Advance(time.Second)
+		e.Clock.Advance(time.Second)
 		acct := "acct_1"
 		if i == 2 {
 			acct = "acct_2"
@@ -305,7 +306,7 @@ func TestGetAndListIntents(t *testing.T) {
 	e.do("GET", "/v1/intents/in_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", secretReader, "").problem(t, http.StatusNotFound, "")
 	e.do("GET", "/v1/intents/nope", secretReader, "").problem(t, http.StatusBadRequest, "intent_id")
 
-	e.catchUp()
+	e.CatchUp()
 	list := func(q string) (items []string, next string) {
 		t.Helper()
 		r := e.do("GET", "/v1/intents"+q, secretReader, "")
@@ -368,7 +369,7 @@ func TestGetAndListIntents(t *testing.T) {
 // it is resubmitted.
 func TestSubmitExpiredIntentIsAbandonedNotAnError(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	past := e.clock.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	past := e.Clock.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
 	body := submitBodyJSON("social_post", "acct_1", "task-exp:1", `{"body":"too late"}`, "expires_at", `"`+past+`"`)
 	first := e.do("POST", "/v1/intents", secretAgent, body)
 	if first.code != http.StatusCreated || first.str(t, "state") != string(fsm.Abandoned) {
@@ -380,8 +381,8 @@ func TestSubmitExpiredIntentIsAbandonedNotAnError(t *testing.T) {
 			t.Fatalf("resubmit %d: %d %s", k, r.code, r.body)
 		}
 	}
-	if e.social.Writes() != 0 {
-		t.Fatalf("%d writes for an expired intent", e.social.Writes())
+	if e.Social.Writes() != 0 {
+		t.Fatalf("%d writes for an expired intent", e.Social.Writes())
 	}
 	h := e.history("social_post", first.str(t, "intent_id"))
 	if countType(h, events.Abandoned) != 1 || countType(h, events.WriteStarted) != 0 {
@@ -396,10 +397,10 @@ func TestSubmitPayloadTooLargeForTheLogIs413(t *testing.T) {
 	big := strings.Repeat("a", events.MaxEventSize-1024)
 	r := e.do("POST", "/v1/intents", secretAgent, submitBodyJSON("social_post", "acct_1", "task-big:1", `{"body":"`+big+`"}`))
 	r.problem(t, http.StatusRequestEntityTooLarge, "payload")
-	if e.social.Writes() != 0 {
-		t.Fatalf("%d writes", e.social.Writes())
+	if e.Social.Writes() != 0 {
+		t.Fatalf("%d writes", e.Social.Writes())
 	}
-	if n, err := e.store.Stream().Info(context.Background()); err != nil || n.State.Msgs != 0 {
+	if n, err := e.Store.Stream().Info(context.Background()); err != nil || n.State.Msgs != 0 {
 		t.Fatalf("the log holds %v messages (%v)", n.State.Msgs, err)
 	}
 }

@@ -48,8 +48,8 @@ func TestKeysAreScopedPerTenantAndAccount(t *testing.T) {
 	if want := events.ScopedIntentID("acme", "social_post", "acct_2", "shared-key"); ids[2] != want {
 		t.Fatalf("acme's intent %s, want %s", ids[2], want)
 	}
-	if e.social.Effects() != 3 {
-		t.Fatalf("effects %d, want 3 (one per intent)", e.social.Effects())
+	if e.Social.Effects() != 3 {
+		t.Fatalf("effects %d, want 3 (one per intent)", e.Social.Effects())
 	}
 	if acmeTenant := e.intent("social_post", ids[2]).Recorded.Tenant; acmeTenant != "acme" {
 		t.Fatalf("recorded tenant %q", acmeTenant)
@@ -62,7 +62,7 @@ func TestKeysAreScopedPerTenantAndAccount(t *testing.T) {
 		t.Fatalf("acme reading its own: %d %s", r.code, r.body)
 	}
 	e.do("GET", "/v1/intents/"+ids[2], secretAdmin, "").problem(t, http.StatusNotFound, "")
-	e.catchUp()
+	e.CatchUp()
 	list := e.do("GET", "/v1/intents?limit=100", secretAcme, "")
 	if list.code != http.StatusOK || strings.Contains(string(list.body), ids[0]) || strings.Contains(string(list.body), ids[1]) ||
 		!strings.Contains(string(list.body), ids[2]) {
@@ -104,8 +104,8 @@ func TestReplayNeedsReadAccess(t *testing.T) {
 			t.Fatalf("replay with read access: %d %s", r.code, r.body)
 		}
 	}
-	if e.social.Writes() != 1 {
-		t.Fatalf("writes %d", e.social.Writes())
+	if e.Social.Writes() != 1 {
+		t.Fatalf("writes %d", e.Social.Writes())
 	}
 	if h := e.history("social_post", id); len(h) != 3 {
 		t.Fatalf("refused replays appended: %d events", len(h))
@@ -129,7 +129,7 @@ func TestQuotedAndBareIdempotencyKeysAreOneIntent(t *testing.T) {
 	if escaped.code != http.StatusCreated || escaped.str(t, "request_id") != `a"b\c` {
 		t.Fatalf("escaped key: %d %s", escaped.code, escaped.body)
 	}
-	if e.social.Writes() != 2 {
-		t.Fatalf("writes %d", e.social.Writes())
+	if e.Social.Writes() != 2 {
+		t.Fatalf("writes %d", e.Social.Writes())
 	}
 }

@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +22,7 @@ import (
 // an error.
 func TestAggressiveAgentOneEffectPerTask(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	e.social.Next(fakeapi.CommitThenDrop())
+	e.Social.Next(fakeapi.CommitThenDrop())
 	const tool = "submit_social_post"
 	args := submitArgs("task-1", "step-1", "hello from an impatient agent")
 
@@ -63,10 +64,10 @@ func TestAggressiveAgentOneEffectPerTask(t *testing.T) {
 	if replays != 3 {
 		t.Fatalf("%d of 4 concurrent submits were replays, want 3: %+v", replays, first)
 	}
-	if e.social.Writes() != 1 || e.social.Effects() != 1 {
-		t.Fatalf("after 4 submits: %d POSTs, %d effects", e.social.Writes(), e.social.Effects())
+	if e.Social.Writes() != 1 || e.Social.Effects() != 1 {
+		t.Fatalf("after 4 submits: %d POSTs, %d effects", e.Social.Writes(), e.Social.Effects())
 	}
-	if st := e.intent("social_post", id).State; st != fsm.Unknown {
+	if st := e.Intent("social_post", id).State; st != fsm.Unknown {
 		t.Fatalf("after the dropped response the intent is %s", st)
 	}
 
@@ -78,13 +79,13 @@ func TestAggressiveAgentOneEffectPerTask(t *testing.T) {
 	if a.Outcome != mcp.OutcomeUnknown || !strings.Contains(a.Guidance, "do not retry") && !strings.Contains(a.Guidance, "Do not retry") {
 		t.Fatalf("status of the dropped write: %s", text(res))
 	}
-	e.runReconciler("w1")
+	e.RunReconciler("w1")
 	res = call(t, agent, mcp.ToolStatus, map[string]any{"route": "social_post", "task_id": "task-1", "step_id": "step-1", "wait_seconds": 45}, &a)
 	record("status by task and step", a, res.IsError, text(res))
 	if a.IntentID != id || a.Outcome != mcp.OutcomeConfirmed || a.Receipt == nil {
 		t.Fatalf("status with wait: %s", text(res))
 	}
-	posts := e.social.Posts()
+	posts := e.Social.Posts()
 	if len(posts) != 1 || a.Receipt.ExternalID != posts[0].ID || a.Receipt.LiveURL != posts[0].URL {
 		t.Fatalf("receipt %+v, posts %+v", a.Receipt, posts)
 	}
@@ -107,15 +108,15 @@ func TestAggressiveAgentOneEffectPerTask(t *testing.T) {
 	}
 
 	// The effects, counted by the fake API per idempotency key, and the log.
-	i1, i2 := e.intent("social_post", id), e.intent("social_post", b.IntentID)
-	if n := e.social.EffectsForKey(i1.Recorded.IdempotencyKey); n != 1 {
+	i1, i2 := e.Intent("social_post", id), e.Intent("social_post", b.IntentID)
+	if n := e.Social.EffectsForKey(i1.Recorded.IdempotencyKey); n != 1 {
 		t.Fatalf("first task: %d effects", n)
 	}
-	if n := e.social.EffectsForKey(i2.Recorded.IdempotencyKey); n != 1 {
+	if n := e.Social.EffectsForKey(i2.Recorded.IdempotencyKey); n != 1 {
 		t.Fatalf("new task: %d effects", n)
 	}
-	if e.social.Effects() != 2 || e.social.Writes() != 2 {
-		t.Fatalf("%d effects, %d POSTs in all", e.social.Effects(), e.social.Writes())
+	if e.Social.Effects() != 2 || e.Social.Writes() != 2 {
+		t.Fatalf("%d effects, %d POSTs in all", e.Social.Effects(), e.Social.Writes())
 	}
 	if len(i1.Attempts) != 1 || i1.State != fsm.Confirmed || i1.Recorded.RequestID != events.ToolKey("task-1", "step-1", "") {
 		t.Fatalf("first intent: state %s, %d attempts, request id %s", i1.State, len(i1.Attempts), i1.Recorded.RequestID)
@@ -142,7 +143,7 @@ func TestSameStepOtherPayloadIsRefused(t *testing.T) {
 	if res.IsError {
 		t.Fatal(text(res))
 	}
-	before := e.streamLen()
+	before := e.StreamLen()
 	var te mcp.ToolError
 	res = call(t, agent, "submit_social_post", submitArgs("task-9", "step-1", "regenerated text"), &te)
 	if !res.IsError || te.Error.Code != mcp.CodePayloadMismatch || te.Error.Field != "payload" || te.Intent == nil || te.Intent.IntentID != a.IntentID {
@@ -161,24 +162,51 @@ func TestSameStepOtherPayloadIsRefused(t *testing.T) {
 	if !res.IsError || blind.Error.Code != mcp.CodePayloadMismatch || blind.Intent != nil {
 		t.Fatalf("mismatch for a submit-only token: %s", text(res))
 	}
-	if e.streamLen() != before || e.social.Writes() != 1 {
-		t.Fatalf("a refused submit wrote: %d events (was %d), %d POSTs", e.streamLen(), before, e.social.Writes())
+	if e.StreamLen() != before || e.Social.Writes() != 1 {
+		t.Fatalf("a refused submit wrote: %d events (was %d), %d POSTs", e.StreamLen(), before, e.Social.Writes())
 	}
 }
 
 // TestKeyIncludesPayload: with KeyIncludesPayload, another payload under
 // the same step is another intent, and status by step needs the payload.
+// The key hashes the payload as the route records it (its normaliser,
+// canon/v1): a retry whose payload differs only in form — keys in
+// another order, the route's default "assets": [] spelled out — is the
+// same intent, and the API counts one post.
 func TestKeyIncludesPayload(t *testing.T) {
 	e := newEnv(t, envOptions{keyIncludesPayload: true})
 	agent := e.client(secretAgent)
 	var a, b mcp.Answer
 	call(t, agent, "submit_social_post", submitArgs("task-p", "step-1", "one"), &a)
 	call(t, agent, "submit_social_post", submitArgs("task-p", "step-1", "two"), &b)
-	if a.IntentID == b.IntentID || e.social.Effects() != 2 {
-		t.Fatalf("intents %s %s, effects %d", a.IntentID, b.IntentID, e.social.Effects())
+	if a.IntentID == b.IntentID || e.Social.Effects() != 2 {
+		t.Fatalf("intents %s %s, effects %d", a.IntentID, b.IntentID, e.Social.Effects())
 	}
-	if want := events.ToolKey("task-p", "step-1", mustSHA(t, `{"body":"two"}`)); e.intent("social_post", b.IntentID).Recorded.RequestID != want {
-		t.Fatalf("request id %s, want %s", e.intent("social_post", b.IntentID).Recorded.RequestID, want)
+	ib := e.Intent("social_post", b.IntentID)
+	if want := events.ToolKey("task-p", "step-1", ib.Recorded.PayloadSHA256); ib.Recorded.RequestID != want {
+		t.Fatalf("request id %s, want %s (the recorded payload's hash)", ib.Recorded.RequestID, want)
+	}
+	if ib.Recorded.PayloadSHA256 == mustSHA(t, `{"body":"two"}`) {
+		t.Fatalf("the route recorded the payload as given; this test needs a normaliser that adds a default")
+	}
+	// The same step retried with an equivalent payload: one intent.
+	for _, payload := range []any{map[string]any{"body": "two", "assets": []string{}}, json.RawMessage(`{ "assets" : [ ], "body":"two" }`)} {
+		args := submitArgs("task-p", "step-1", "")
+		args["payload"] = payload
+		var r mcp.Answer
+		res := call(t, agent, "submit_social_post", args, &r)
+		if res.IsError || r.IntentID != b.IntentID || !r.Replayed {
+			t.Fatalf("equivalent payload %v: %s", payload, text(res))
+		}
+		var s mcp.Answer
+		res = call(t, agent, mcp.ToolStatus, map[string]any{"route": "social_post", "task_id": "task-p", "step_id": "step-1",
+			"payload": payload}, &s)
+		if res.IsError || s.IntentID != b.IntentID {
+			t.Fatalf("status with equivalent payload %v: %s", payload, text(res))
+		}
+	}
+	if e.Social.Effects() != 2 || e.Social.Writes() != 2 {
+		t.Fatalf("effects %d, POSTs %d after equivalent retries, want 2", e.Social.Effects(), e.Social.Writes())
 	}
 	var te mcp.ToolError
 	res := call(t, agent, mcp.ToolStatus, map[string]any{"route": "social_post", "task_id": "task-p", "step_id": "step-1"}, &te)

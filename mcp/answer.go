@@ -5,6 +5,7 @@ import (
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/service"
 )
 
 // Outcomes an answer reports. An agent acts on the outcome; the state is
@@ -115,19 +116,19 @@ const (
 // answerOf maps a folded intent to its answer.
 func answerOf(i *fsm.Intent, replayed bool) *Answer {
 	a := &Answer{IntentID: i.ID, Route: i.Route(), Account: i.Account(), State: i.State, Replayed: replayed,
-		Attempts: len(i.Attempts), NextCheckAt: i.NextCheckAt.UTC()}
+		Settled: service.Settled(i.State), Attempts: len(i.Attempts), NextCheckAt: i.NextCheckAt.UTC()}
 	if i.NextCheckAt.IsZero() {
 		a.NextCheckAt = time.Time{}
 	}
 	switch i.State {
 	case fsm.Confirmed:
-		a.Outcome, a.Settled, a.Guidance = OutcomeConfirmed, true, guideConfirmed
+		a.Outcome, a.Guidance = OutcomeConfirmed, guideConfirmed
 		a.NextCheckAt = time.Time{}
 		if i.Receipt != nil {
 			a.Receipt = receiptOf(i.Receipt)
 		}
 	case fsm.Rejected:
-		a.Outcome, a.Settled, a.Guidance = OutcomeRejected, true, guideRejected
+		a.Outcome, a.Guidance = OutcomeRejected, guideRejected
 		if r := i.LastRejection; r != nil {
 			a.Rejection = &Rejection{Code: r.Code, StatusCode: r.StatusCode, Retryable: r.Retryable}
 			if r.Retryable && i.BudgetLeft() > 0 && i.Recorded.Policy.Retry == events.PolicyAuto {
@@ -135,16 +136,16 @@ func answerOf(i *fsm.Intent, replayed bool) *Answer {
 			}
 		}
 	case fsm.AwaitingApproval:
-		a.Outcome, a.Settled, a.Guidance = OutcomeAwaitingApproval, true, guideApproval
+		a.Outcome, a.Guidance = OutcomeAwaitingApproval, guideApproval
 		if i.ApprovalFor == "retry" {
 			a.Guidance = guideApprovalRetry
 		}
 	case fsm.ManualAction:
-		a.Outcome, a.Settled, a.Guidance, a.Reason = OutcomeNeedsHuman, true, guideNeedsHuman, i.ManualReason
+		a.Outcome, a.Guidance, a.Reason = OutcomeNeedsHuman, guideNeedsHuman, i.ManualReason
 	case fsm.Failed:
-		a.Outcome, a.Settled, a.Guidance, a.Reason = OutcomeFailed, true, guideFailed, i.Failure
+		a.Outcome, a.Guidance, a.Reason = OutcomeFailed, guideFailed, i.Failure
 	case fsm.Abandoned:
-		a.Outcome, a.Settled, a.Guidance = OutcomeAbandoned, true, guideAbandoned
+		a.Outcome, a.Guidance = OutcomeAbandoned, guideAbandoned
 		if i.EffectPossible {
 			a.Guidance, a.Reason = guideAbandonedEffect, "effect_possible"
 		}

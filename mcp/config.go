@@ -1,106 +1,51 @@
 package mcp
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/events"
-	"github.com/settle-dev/settle/producer"
-	"github.com/settle-dev/settle/projector"
-)
-
-// Scopes a Caller may hold: the API's (submit, read, operate).
-const (
-	// ScopeSubmit: the submit_<route> tools.
-	ScopeSubmit = "submit"
-	// ScopeRead: status and pending.
-	ScopeRead = "read"
-	// ScopeOperate: approve and resolve.
-	ScopeOperate = "operate"
+	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
+	"github.com/settle-dev/settle/service"
 )
 
 // MaxMaxWait bounds Config.MaxWait.
 const MaxMaxWait = 10 * time.Minute
 
-// Caller is who calls the tools: a bearer token of the API (settle serve's
-// /mcp) or the user who started settle mcp (stdio). Routes and Accounts,
-// when not empty, limit what it may submit, read and operate on; with
-// exactly one account, that account is the default of submit. All holds
-// every scope and no limit (dev mode).
-type Caller struct {
-	Name     string
-	Scopes   []string
-	Routes   []string
-	Accounts []string
-	All      bool
+// minSecret is the shortest value Config.Secrets accepts
+// (adapter.Scrubber ignores shorter ones: they would redact ordinary
+// text).
+const minSecret = 4
+
+// Service is what the tools ask of settle, as the caller;
+// *service.Service is one (over interfaces of the write path and the
+// views).
+type Service interface {
+	RouteNames() []string
+	Submit(ctx context.Context, c service.Caller, sub service.Submission) (*service.Submitted, error)
+	Get(ctx context.Context, c service.Caller, id string, wait time.Duration) (*ledger.History, *fsm.Intent, error)
+	FindStep(ctx context.Context, c service.Caller, st service.Step, wait time.Duration) (*ledger.History, *fsm.Intent, error)
+	Pending(ctx context.Context, c service.Caller, route string, limit int) ([]*fsm.Intent, error)
+	Act(ctx context.Context, c service.Caller, id string, a service.Action) (*ledger.History, *fsm.Intent, error)
 }
 
-// Has reports whether the caller holds scope.
-func (c Caller) Has(scope string) bool { return c.All || slices.Contains(c.Scopes, scope) }
-
-// RouteAllowed reports whether the caller may use route.
-func (c Caller) RouteAllowed(route string) bool {
-	return c.All || len(c.Routes) == 0 || slices.Contains(c.Routes, route)
-}
-
-// AccountAllowed reports whether the caller may use account.
-func (c Caller) AccountAllowed(account string) bool {
-	return c.All || len(c.Accounts) == 0 || slices.Contains(c.Accounts, account)
-}
-
-// defaultAccount is the account submit uses when the call names none.
-func (c Caller) defaultAccount() string {
-	if !c.All && len(c.Accounts) == 1 {
-		return c.Accounts[0]
-	}
-	return ""
-}
-
-// key identifies the caller's tool set.
-func (c Caller) key() string {
-	return fmt.Sprintf("%q %v %q %q %q", c.Name, c.All, c.Scopes, c.Routes, c.Accounts)
-}
-
-// Validate checks a caller.
-func (c Caller) Validate() error {
-	if strings.TrimSpace(c.Name) == "" || len(c.Name) > 64 {
-		return errors.New("mcp caller: Name: 1 to 64 bytes are required (it is the operator recorded with approvals)")
-	}
-	for i, s := range c.Scopes {
-		if s != ScopeSubmit && s != ScopeRead && s != ScopeOperate {
-			return errors.Errorf("mcp caller: Scopes[%d]: %q is not submit, read or operate", i, s)
-		}
-	}
-	for i, r := range c.Routes {
-		if err := events.ValidateToken("route", r); err != nil {
-			return errors.Errorf("mcp caller: Routes[%d]: %w", i, err)
-		}
-	}
-	for i, a := range c.Accounts {
-		if err := events.ValidateFreeform("account", a); err != nil {
-			return errors.Errorf("mcp caller: Accounts[%d]: %w", i, err)
-		}
-	}
-	return nil
-}
+var _ Service = (*service.Service)(nil)
 
 // Config configures a Server.
 type Config struct {
-	// Producer makes the writes and operator decisions (required).
-	Producer *producer.Producer
-	// Projector lists pending intents (required).
-	Projector *projector.Projector
-	// Routes are the producer's routes: one submit tool each (required).
+	// Service carries out every call, as the caller (required): in settle
+	// serve the same one as the API's.
+	Service Service
+	// Routes are the routes offered as submit tools, one each (required;
+	// routes of the service): their adapters describe the payload and
+	// whether the write is destructive.
 	Routes []adapter.Route
-	// Tenant is the producer's tenant (producer.Config.Tenant): status
-	// finds an intent by task and step through it.
-	Tenant string
 	// KeyIncludesPayload derives request ids from task, step and the
 	// payload's hash: the same step with another payload is another intent.
 	// Off (the default), it is refused and nothing is written: an agent
@@ -115,7 +60,8 @@ type Config struct {
 	Destructive map[string]bool
 	// Secrets are values that never appear in a tool result (route
 	// credentials, token secrets): every string of a result is scrubbed of
-	// them and of every 8-byte piece of them.
+	// them and of every 8-byte piece of them, ASCII case-insensitively
+	// (adapter.Scrubber).
 	Secrets []string
 	// Logger receives one line per HTTP request and every internal error
 	// (never a secret, never a payload).
@@ -124,20 +70,18 @@ type Config struct {
 	Version string
 }
 
-// DefaultConfig returns a config with the defaults; Producer, Projector
-// and Routes must still be set.
+// DefaultConfig returns a config with the defaults; Service and Routes
+// must still be set.
 func DefaultConfig() Config {
-	return Config{Tenant: "default", MaxWait: 30 * time.Second, Logger: slog.Default(), Version: "dev"}
+	return Config{MaxWait: 30 * time.Second, Logger: slog.Default(), Version: "dev"}
 }
 
 // Validate checks the config; errors name the field and hold no secret.
 func (c Config) Validate() error {
 	bad := func(field, reason string) error { return errors.Errorf("mcp config: %s: %s", field, reason) }
 	switch {
-	case c.Producer == nil:
-		return bad("Producer", "is required")
-	case c.Projector == nil:
-		return bad("Projector", "is required")
+	case c.Service == nil:
+		return bad("Service", "is required")
 	case len(c.Routes) == 0:
 		return bad("Routes", "at least one route is required")
 	case c.Logger == nil:
@@ -145,13 +89,10 @@ func (c Config) Validate() error {
 	case c.MaxWait < 0 || c.MaxWait > MaxMaxWait:
 		return bad("MaxWait", fmt.Sprintf("%s is outside [0, %s]", c.MaxWait, MaxMaxWait))
 	}
-	if err := events.ValidateToken("Tenant", c.Tenant); err != nil {
-		return bad("Tenant", err.Error())
-	}
 	seen := map[string]bool{}
 	for i, r := range c.Routes {
-		if _, ok := c.Producer.Route(r.Name); !ok {
-			return bad(fmt.Sprintf("Routes[%d]", i), fmt.Sprintf("%q is not a route of the producer", r.Name))
+		if !slices.Contains(c.Service.RouteNames(), r.Name) {
+			return bad(fmt.Sprintf("Routes[%d]", i), fmt.Sprintf("%q is not a route of the service", r.Name))
 		}
 		if seen[r.Name] {
 			return bad(fmt.Sprintf("Routes[%d]", i), fmt.Sprintf("%q is listed twice", r.Name))

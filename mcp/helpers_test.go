@@ -4,13 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
-	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"reflect"
 	"sync"
 	"testing"
@@ -19,24 +15,16 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/adapter/httproute"
 	"github.com/settle-dev/settle/api"
-	"github.com/settle-dev/settle/consumers/reconcile"
-	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
-	"github.com/settle-dev/settle/fsm"
-	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/mcp"
-	"github.com/settle-dev/settle/producer"
-	"github.com/settle-dev/settle/projector"
+	"github.com/settle-dev/settle/service/servicetest"
 	"github.com/settle-dev/settle/testharness"
 )
 
-var t0 = time.Date(2026, 7, 22, 9, 0, 0, 0, time.UTC)
-
 // Secrets: long and distinctive, so that a scan cannot match by accident.
 const (
-	routeSecret     = "route_secret_4c9e2a7f1b8d3e6c5a0f"
+	routeSecret     = servicetest.RouteSecret
 	secretAgent     = "tok_agent_6b1e9c4a7f2d8e3c5b0a"
 	secretReader    = "tok_reader_2b7e9d4c1a8f3e6b5d0c"
 	secretOperator  = "tok_operate_5a8c3e1f7b2d9e4c6a0f"
@@ -57,89 +45,47 @@ func testTokens() []api.Token {
 	}
 }
 
-// env is a real embedded nats-server, the fake social API over real HTTP
-// (its bearer token is routeSecret), the example route file
+// env is the MCP endpoint and the API mounted together on a loopback
+// httptest server, exactly as settle serve mounts them (the API's tokens
+// authenticate /mcp), over one service of a servicetest.Env: a real
+// embedded nats-server, the fake social API over real HTTP (its bearer
+// token is routeSecret), the example route file
 // examples/routes/social.yaml loaded by httproute (plus the same route
-// under first-write approval), a producer, a running projector, and the
-// MCP endpoint mounted on a loopback httptest server behind the API's
-// tokens, exactly as settle serve wires it.
+// under first-write approval), a producer and a running projector.
 type env struct {
-	t      testing.TB
-	ctx    context.Context
-	clock  *testharness.ManualClock
-	social *fakeapi.SocialAPI
-	routes []adapter.Route
-	store  *ledger.Store
-	prod   *producer.Producer
-	proj   *projector.Projector
-	mcp    *mcp.Server
-	http   *httptest.Server
-	logs   *testharness.SyncBuffer
-	logger *slog.Logger
+	*servicetest.Env
+	t    testing.TB
+	mcp  *mcp.Server
+	http *httptest.Server
 	// wire collects every HTTP response body the clients received.
 	wire *testharness.SyncBuffer
 }
 
 type envOptions struct {
 	keyIncludesPayload bool
+	tokens             []api.Token     // instead of testTokens()
 	routes             []adapter.Route // instead of social.yaml
 	secrets            []string
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	logs := &testharness.SyncBuffer{}
-	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	n := testharness.StartNode(t)
-	clock := testharness.NewManualClock(t0)
-	social := fakeapi.NewSocialAPI(t, fakeapi.WithSocialClock(clock.Now), fakeapi.WithSocialToken(routeSecret))
-	routes := o.routes
-	if routes == nil {
-		loaded, err := httproute.Load(filepath.Join("..", "examples", "routes", "social.yaml"), func(k string) (string, bool) {
-			v, ok := map[string]string{"SOCIAL_BASE_URL": social.URL(), "SOCIAL_TOKEN": routeSecret}[k]
-			return v, ok
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		approval := loaded[0]
-		approval.Name = "social_approval"
-		approval.Policy.FirstWrite = events.PolicyApproval
-		routes = append(loaded, approval)
+	ko := servicetest.Options{Actor: "mcp-writer"}
+	if o.routes != nil {
+		ko.Routes = func(testing.TB, *fakeapi.SocialAPI) []adapter.Route { return o.routes }
 	}
-	for i := range routes {
-		routes[i].Policy.ClockSkew = events.Duration(time.Second)
-	}
-	store, err := ledger.OpenStore(ctx, n.JS, ledger.DefaultStoreConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc := producer.DefaultConfig()
-	pc.Now = clock.Now
-	pc.Actor = "mcp-writer"
-	prod, err := producer.New(store, pc, routes...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proj, err := projector.Open(ctx, n.JS, projector.Config{DBPath: filepath.Join(t.TempDir(), "views.db"), Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	projDone := make(chan struct{})
-	go func() { defer close(projDone); _ = proj.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-projDone; proj.Close() })
-
-	// The API's tokens authenticate the MCP endpoint.
+	k := servicetest.New(t, ko)
 	acfg := api.DefaultConfig()
-	acfg.Intents, acfg.Views, acfg.Log, acfg.Logger, acfg.Tokens = prod, proj, store, logger, testTokens()
+	acfg.Service, acfg.Log, acfg.Logger, acfg.Tokens = k.Svc, k.Store, k.Logger, testTokens()
+	if o.tokens != nil {
+		acfg.Tokens = o.tokens
+	}
 	apiSrv, err := api.New(acfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mcfg := mcp.DefaultConfig()
-	mcfg.Producer, mcfg.Projector, mcfg.Routes, mcfg.Logger = prod, proj, routes, logger
+	mcfg.Service, mcfg.Routes, mcfg.Logger = k.Svc, k.Routes, k.Logger
 	mcfg.MaxWait = time.Minute
 	mcfg.KeyIncludesPayload = o.keyIncludesPayload
 	mcfg.Secrets = append(append([]string{}, allSecrets...), o.secrets...)
@@ -148,103 +94,11 @@ func newEnv(t testing.TB, o envOptions) *env {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", srv.Handler(func(r *http.Request) (*mcp.Caller, error) {
-		c, err := apiSrv.Authenticate(r)
-		if errors.Is(err, api.ErrNoCredentials) || errors.Is(err, api.ErrBadCredentials) {
-			return nil, errors.Join(mcp.ErrUnauthenticated, err)
-		}
-		if err != nil {
-			return nil, err
-		}
-		return &mcp.Caller{Name: c.Name, Scopes: c.Scopes, Routes: c.Routes, Accounts: c.Accounts, All: c.Dev}, nil
-	}))
+	mux.Handle("/mcp", srv.Handler(apiSrv.Authenticate))
+	mux.Handle("/", apiSrv) // the API beside /mcp, as settle serve mounts them
 	hs := httptest.NewServer(mux)
 	t.Cleanup(hs.Close)
-	return &env{t: t, ctx: ctx, clock: clock, social: social, routes: routes, store: store, prod: prod, proj: proj,
-		mcp: srv, http: hs, logs: logs, logger: logger, wire: &testharness.SyncBuffer{}}
-}
-
-// reconciler returns a reconciler over every route on the env's clock.
-func (e *env) reconciler(name string) *reconcile.Reconciler {
-	e.t.Helper()
-	cfg := reconcile.DefaultConfig()
-	cfg.Worker = name
-	cfg.Now = e.clock.Now
-	cfg.Recheck = time.Minute
-	cfg.MaxRecheck = 8 * time.Minute
-	cfg.MaxWait = 20 * time.Millisecond
-	cfg.AckWait = 2 * time.Second
-	cfg.Lease = 30 * time.Second
-	cfg.Rand = rand.New(rand.NewPCG(7, 7))
-	cfg.Logger = e.logger
-	r, err := reconcile.NewReconciler(e.store, cfg, e.routes...)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return r
-}
-
-// runReconciler runs a reconciler until the test ends.
-func (e *env) runReconciler(name string) {
-	e.t.Helper()
-	r := e.reconciler(name)
-	ctx, cancel := context.WithCancel(e.ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = r.Run(ctx) }()
-	e.t.Cleanup(func() { cancel(); <-done })
-}
-
-// settle steps an intent with a reconciler, moving the manual clock over
-// every wait, until no reconciler has anything to do.
-func (e *env) settle(route, intentID string) *fsm.Intent {
-	e.t.Helper()
-	r := e.reconciler("stepper")
-	for k := 0; k < 200; k++ {
-		res, err := r.Step(context.Background(), route, intentID)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		if res.Done {
-			return e.intent(route, intentID)
-		}
-		if res.Wait > 0 {
-			e.clock.Advance(res.Wait)
-		}
-	}
-	e.t.Fatalf("intent %s did not settle", intentID)
-	return nil
-}
-
-func (e *env) intent(route, intentID string) *fsm.Intent {
-	e.t.Helper()
-	h, err := e.store.Load(context.Background(), route, intentID)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	i, err := h.Fold()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return i
-}
-
-// streamLen is the number of events on the log.
-func (e *env) streamLen() uint64 {
-	e.t.Helper()
-	info, err := e.store.Stream().Info(context.Background())
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return info.State.Msgs
-}
-
-func (e *env) catchUp() {
-	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := e.proj.CatchUp(ctx); err != nil {
-		e.t.Fatal(err)
-	}
+	return &env{Env: k, t: t, mcp: srv, http: hs, wire: &testharness.SyncBuffer{}}
 }
 
 // bearer adds a token to every request and copies every response body
@@ -279,7 +133,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 func (e *env) client(token string) *sdk.ClientSession {
 	e.t.Helper()
 	c := sdk.NewClient(&sdk.Implementation{Name: "test-agent", Version: "1"}, nil)
-	cs, err := c.Connect(e.ctx, &sdk.StreamableClientTransport{Endpoint: e.http.URL + "/mcp",
+	cs, err := c.Connect(e.Ctx, &sdk.StreamableClientTransport{Endpoint: e.http.URL + "/mcp",
 		HTTPClient: &http.Client{Transport: bearer{token: token, wire: e.wire}}, DisableStandaloneSSE: true}, nil)
 	if err != nil {
 		e.t.Fatalf("connect: %v", err)

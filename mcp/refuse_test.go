@@ -54,7 +54,7 @@ func TestPayloadNotMatchingTheRouteIsRefusedNamingTheField(t *testing.T) {
 		{"duplicate argument", json.RawMessage(`{"task_id":"a","task_id":"b","step_id":"s","account":"acct_1","payload":{"body":"x"}}`), "task_id"},
 		{"arguments not an object", json.RawMessage(`["task_id"]`), "arguments"},
 	}
-	before := e.streamLen()
+	before := e.StreamLen()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var te mcp.ToolError
@@ -67,8 +67,8 @@ func TestPayloadNotMatchingTheRouteIsRefusedNamingTheField(t *testing.T) {
 			}
 		})
 	}
-	if e.streamLen() != before || e.social.Writes() != 0 {
-		t.Fatalf("refused submits wrote: %d events, %d POSTs", e.streamLen()-before, e.social.Writes())
+	if e.StreamLen() != before || e.Social.Writes() != 0 {
+		t.Fatalf("refused submits wrote: %d events, %d POSTs", e.StreamLen()-before, e.Social.Writes())
 	}
 	// The same step with a valid payload is then accepted: a refusal
 	// records nothing that would block it.

@@ -1,8 +1,11 @@
 package mcp_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -86,7 +89,7 @@ func TestToolsFollowScopesAndAnnotationsAreTruthful(t *testing.T) {
 	}
 	var payload, routeSchema any
 	_ = json.Unmarshal(in.Properties["payload"], &payload)
-	_ = json.Unmarshal(e.routes[0].Adapter.(mcp.PayloadSchemer).PayloadSchema(), &routeSchema)
+	_ = json.Unmarshal(e.Routes[0].Adapter.(mcp.PayloadSchemer).PayloadSchema(), &routeSchema)
 	pb, _ := json.Marshal(payload)
 	rb, _ := json.Marshal(routeSchema)
 	if string(pb) != string(rb) || !strings.Contains(string(pb), `"body"`) {
@@ -112,7 +115,7 @@ func TestTokenWithoutOperateCannotApproveOrResolve(t *testing.T) {
 	if res.IsError || a.Outcome != mcp.OutcomeAwaitingApproval || a.State != fsm.AwaitingApproval {
 		t.Fatalf("submit on an approval route: %s", text(res))
 	}
-	before := e.streamLen()
+	before := e.StreamLen()
 	for _, tok := range []string{secretAgent, secretReader, secretSubmitter} {
 		cs := e.client(tok)
 		for _, c := range []struct {
@@ -128,17 +131,17 @@ func TestTokenWithoutOperateCannotApproveOrResolve(t *testing.T) {
 			}
 		}
 	}
-	if e.streamLen() != before || e.intent("social_approval", a.IntentID).State != fsm.AwaitingApproval {
-		t.Fatalf("a token without operate changed the intent: %d events (was %d), state %s", e.streamLen(), before,
-			e.intent("social_approval", a.IntentID).State)
+	if e.StreamLen() != before || e.Intent("social_approval", a.IntentID).State != fsm.AwaitingApproval {
+		t.Fatalf("a token without operate changed the intent: %d events (was %d), state %s", e.StreamLen(), before,
+			e.Intent("social_approval", a.IntentID).State)
 	}
-	if e.social.Writes() != 0 {
-		t.Fatalf("%d POSTs before approval", e.social.Writes())
+	if e.Social.Writes() != 0 {
+		t.Fatalf("%d POSTs before approval", e.Social.Writes())
 	}
 
 	// An operator sees it pending and approves it; the decision names it.
 	ops := e.client(secretOperator)
-	e.catchUp()
+	e.CatchUp()
 	var p mcp.Pending
 	call(t, ops, mcp.ToolPending, nil, &p)
 	if len(p.Items) != 1 || p.Items[0].IntentID != a.IntentID || !slices.Contains(p.Items[0].Actions, "approve") {
@@ -153,7 +156,7 @@ func TestTokenWithoutOperateCannotApproveOrResolve(t *testing.T) {
 	if res.IsError || a.State != fsm.ApprovedState {
 		t.Fatalf("approve: %s", text(res))
 	}
-	if i := e.intent("social_approval", a.IntentID); i.ApprovedBy != "ops" {
+	if i := e.Intent("social_approval", a.IntentID); i.ApprovedBy != "ops" {
 		t.Fatalf("approved by %q", i.ApprovedBy)
 	}
 	// A second approval is refused by the lifecycle, naming the state.
@@ -163,10 +166,10 @@ func TestTokenWithoutOperateCannotApproveOrResolve(t *testing.T) {
 		t.Fatalf("second approve: %s", text(res))
 	}
 	// The reconciler makes the approved write; the agent waits for it.
-	e.runReconciler("w1")
+	e.RunReconciler("w1")
 	res = call(t, agent, mcp.ToolStatus, map[string]any{"intent_id": a.IntentID, "wait_seconds": 45}, &a)
-	if res.IsError || a.Outcome != mcp.OutcomeConfirmed || e.social.Effects() != 1 {
-		t.Fatalf("after approval: %s (effects %d)", text(res), e.social.Effects())
+	if res.IsError || a.Outcome != mcp.OutcomeConfirmed || e.Social.Effects() != 1 {
+		t.Fatalf("after approval: %s (effects %d)", text(res), e.Social.Effects())
 	}
 	// A token that may submit but not read learns the outcome of a replay,
 	// not its receipt.
@@ -184,9 +187,9 @@ func TestAccountLimitedTokenSeesOnlyItsAccount(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	var a mcp.Answer
 	call(t, e.client(secretAgent), "submit_social_approval", submitArgs("task-l", "step-1", "acct_1 only"), &a)
-	e.catchUp()
+	e.CatchUp()
 	ltd := e.client(secretAcctLtd)
-	before := e.streamLen()
+	before := e.StreamLen()
 	var te mcp.ToolError
 	res := call(t, ltd, "submit_social_post", submitArgs("task-l", "step-2", "as acct_1"), &te)
 	if !res.IsError || te.Error.Code != mcp.CodeForbidden || te.Error.Field != "account" {
@@ -211,8 +214,8 @@ func TestAccountLimitedTokenSeesOnlyItsAccount(t *testing.T) {
 	if len(p.Items) != 0 {
 		t.Fatalf("pending shows another account's intent: %+v", p)
 	}
-	if e.streamLen() != before {
-		t.Fatalf("refused calls appended %d events", e.streamLen()-before)
+	if e.StreamLen() != before {
+		t.Fatalf("refused calls appended %d events", e.StreamLen()-before)
 	}
 	// Its own account is the default: no account argument needed.
 	var own mcp.Answer
@@ -256,25 +259,25 @@ func TestEndpointNeedsAValidToken(t *testing.T) {
 // are refused naming the argument.
 func TestNeedsHumanThenResolve(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	e.social.Next(fakeapi.Duplicate().Dropped())
+	e.Social.Next(fakeapi.Duplicate().Dropped())
 	agent := e.client(secretAgent)
 	var a mcp.Answer
 	call(t, agent, "submit_social_post", submitArgs("task-h", "step-1", "twice?"), &a)
-	if i := e.settle("social_post", a.IntentID); i.State != fsm.ManualAction {
+	if i := e.Settle("social_post", a.IntentID); i.State != fsm.ManualAction {
 		t.Fatalf("state %s", i.State)
 	}
 	res := call(t, agent, mcp.ToolStatus, map[string]any{"intent_id": a.IntentID}, &a)
 	if res.IsError || a.Outcome != mcp.OutcomeNeedsHuman || a.Reason == "" || !a.Settled {
 		t.Fatalf("status of a manual action: %s", text(res))
 	}
-	e.catchUp()
+	e.CatchUp()
 	ops := e.client(secretOperator)
 	var p mcp.Pending
 	call(t, ops, mcp.ToolPending, map[string]any{"route": "social_post"}, &p)
 	if len(p.Items) != 1 || p.Items[0].Outcome != mcp.OutcomeNeedsHuman || !slices.Contains(p.Items[0].Actions, "resolve_confirmed") {
 		t.Fatalf("pending: %+v", p)
 	}
-	before := e.streamLen()
+	before := e.StreamLen()
 	for _, c := range []struct {
 		args  map[string]any
 		field string
@@ -291,16 +294,56 @@ func TestNeedsHumanThenResolve(t *testing.T) {
 			t.Fatalf("%v: %s", c.args, text(res))
 		}
 	}
-	if e.streamLen() != before {
+	if e.StreamLen() != before {
 		t.Fatal("a refused resolve appended")
 	}
-	posts := e.social.Posts()
+	posts := e.Social.Posts()
 	res = call(t, ops, mcp.ToolResolve, map[string]any{"intent_id": a.IntentID, "resolution": "confirmed",
 		"reason": "kept the first post, deleted the copy", "external_id": posts[0].ID, "live_url": posts[0].URL}, &a)
 	if res.IsError || a.Outcome != mcp.OutcomeConfirmed || a.Receipt == nil || a.Receipt.ExternalID != posts[0].ID || a.Receipt.Source != "operator" {
 		t.Fatalf("resolve: %s", text(res))
 	}
-	if e.social.Writes() != 1 {
-		t.Fatalf("%d POSTs", e.social.Writes())
+	if e.Social.Writes() != 1 {
+		t.Fatalf("%d POSTs", e.Social.Writes())
+	}
+}
+
+// TestEndpointRefusesContentCodings: /mcp reads bodies as sent, as the
+// API does: a request labelled with a content coding is refused (415,
+// Accept-Encoding: identity) before any message is read, compressed or
+// not; identity is served.
+func TestEndpointRefusesContentCodings(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	const msg = `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(msg))
+	_ = zw.Close()
+	for _, c := range []struct {
+		body, encoding string
+		code           int
+	}{
+		{msg, "gzip", http.StatusUnsupportedMediaType},
+		{gz.String(), "gzip", http.StatusUnsupportedMediaType},
+		{msg, "identity, br", http.StatusUnsupportedMediaType},
+		{msg, "identity", http.StatusOK},
+	} {
+		req, _ := http.NewRequest("POST", e.http.URL+"/mcp", strings.NewReader(c.body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+secretAgent)
+		req.Header.Set("Content-Encoding", c.encoding)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.code {
+			t.Fatalf("%q: %d %s", c.encoding, resp.StatusCode, b)
+		}
+		if c.code == http.StatusUnsupportedMediaType && (resp.Header.Get("Accept-Encoding") != "identity" || !strings.Contains(string(b), "Content-Encoding")) {
+			t.Fatalf("%q: Accept-Encoding %q, %s", c.encoding, resp.Header.Get("Accept-Encoding"), b)
+		}
 	}
 }

@@ -91,7 +91,7 @@ func TestToolResultsNeverContainSecrets(t *testing.T) {
 			{"pending", map[string]any{"route": "echo_write"}},
 			{"approve", map[string]any{"intent_id": "in_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "reason": "x"}},
 		} {
-			res, err := cs.CallTool(e.ctx, &sdk.CallToolParams{Name: c.tool, Arguments: c.args})
+			res, err := cs.CallTool(e.Ctx, &sdk.CallToolParams{Name: c.tool, Arguments: c.args})
 			if err != nil {
 				continue // not this token's tool
 			}
@@ -107,7 +107,7 @@ func TestToolResultsNeverContainSecrets(t *testing.T) {
 	}
 	// The adapter scrubs the echo before it is recorded (adapter.Scrubber):
 	// the log holds the redaction, not the secret.
-	if ext := e.intent("echo_write", a.IntentID).Receipt.ExternalID; ext != "thing_[redacted]" || strings.Contains(ext, routeSecret[:20]) {
+	if ext := e.Intent("echo_write", a.IntentID).Receipt.ExternalID; ext != "thing_[redacted]" || strings.Contains(ext, routeSecret[:20]) {
 		t.Fatalf("the log holds %q", ext)
 	}
 	res = call(t, e.client(secretAgent), mcp.ToolStatus, map[string]any{"route": "echo_write", "task_id": "t1", "step_id": "s2"}, &a)

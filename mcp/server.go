@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/settle-dev/settle/adapter"
+	"github.com/settle-dev/settle/service"
 )
 
 // PayloadSchemer is implemented by adapters that can describe their
@@ -33,13 +35,13 @@ type WriteMethoder interface {
 // scopes and limits allow, bound to that caller.
 type Server struct {
 	cfg    Config
+	svc    Service
 	log    *slog.Logger
-	red    *redactor
+	scrub  *adapter.Scrubber
 	routes []routeTool
 
 	mu      sync.Mutex
 	servers map[string]*sdk.Server
-	flights flights
 }
 
 // routeTool is a route's submit tool, prepared once.
@@ -55,7 +57,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg.Routes = slices.Clone(cfg.Routes)
-	s := &Server{cfg: cfg, log: cfg.Logger, red: newRedactor(cfg.Secrets), servers: map[string]*sdk.Server{}}
+	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, scrub: adapter.NewScrubber(cfg.Secrets...), servers: map[string]*sdk.Server{}}
 	for _, r := range cfg.Routes {
 		rt := routeTool{route: r, payload: json.RawMessage(`{}`), destructive: true}
 		if ps, ok := r.Adapter.(PayloadSchemer); ok {
@@ -83,11 +85,18 @@ A new task_id or step_id is a new write: only use one when you mean to write aga
 Answers have an outcome: confirmed (done, with a receipt), rejected (not done), unknown (it may have happened; settle is settling it — do not retry, ask status), awaiting_approval or needs_human (a person decides).
 Unknown is not failed: never retry an unknown write under new ids.`
 
+// callerKey identifies a caller's tool set and the handlers bound to it:
+// every field of the caller (its tenant included).
+func callerKey(c service.Caller) string {
+	return fmt.Sprintf("%q %q %v %q %q %q", c.Name, c.Tenant, c.Dev, c.Scopes, c.Routes, c.Accounts)
+}
+
 // For returns the MCP server of caller: its tools are those the caller's
-// scopes and route limits allow, and every call acts as the caller.
-// Servers are cached per caller.
-func (s *Server) For(c Caller) *sdk.Server {
-	k := c.key()
+// scopes and route limits allow, and every call acts as the caller (its
+// tenant, scopes and limits, through the service). Servers are cached per
+// caller.
+func (s *Server) For(c service.Caller) *sdk.Server {
+	k := callerKey(c)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if srv, ok := s.servers[k]; ok {
@@ -96,18 +105,18 @@ func (s *Server) For(c Caller) *sdk.Server {
 	srv := sdk.NewServer(&sdk.Implementation{Name: "settle", Title: "settle: at-most-once writes", Version: s.cfg.Version},
 		&sdk.ServerOptions{Instructions: instructions, Logger: s.log, Capabilities: &sdk.ServerCapabilities{}})
 	h := &handlers{s: s, c: c}
-	if c.Has(ScopeSubmit) {
+	if c.Has(service.ScopeSubmit) {
 		for _, rt := range s.routes {
 			if c.RouteAllowed(rt.route.Name) {
 				srv.AddTool(s.submitTool(rt, c), h.submit(rt))
 			}
 		}
 	}
-	if c.Has(ScopeRead) {
+	if c.Has(service.ScopeRead) {
 		srv.AddTool(s.statusTool(c), h.status)
 		srv.AddTool(s.pendingTool(c), h.pending)
 	}
-	if c.Has(ScopeOperate) {
+	if c.Has(service.ScopeOperate) {
 		srv.AddTool(approveTool(), h.approve)
 		srv.AddTool(resolveTool(), h.resolve)
 	}
@@ -117,22 +126,27 @@ func (s *Server) For(c Caller) *sdk.Server {
 
 // RunStdio serves caller on one stdio session (newline-delimited JSON-RPC
 // on in and out) until the client closes in or ctx ends. Nothing but
-// protocol messages is written to out.
-func (s *Server) RunStdio(ctx context.Context, c Caller, in io.Reader, out io.Writer) error {
+// protocol messages is written to out. A line that is not one JSON-RPC
+// message is answered with a JSON-RPC error (-32700, -32600) and the
+// session goes on.
+func (s *Server) RunStdio(ctx context.Context, c service.Caller, in io.Reader, out io.Writer) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	return s.For(c).Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}})
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := &lockedWriter{w: out}
+	pr, pw := io.Pipe()
+	go filterLines(ctx, in, pw, w)
+	err := s.For(c).Run(ctx, &sdk.IOTransport{Reader: pr, Writer: w})
+	pr.Close()
+	return err
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // result builds a tool result: v as structured content, and the text
 // (guidance) followed by v's JSON on one line as text content (for hosts
-// that show the model text only). Every string of both is
-// scrubbed of the configured secrets.
+// that show the model text only). Every string of both, keys included,
+// is scrubbed of the configured secrets.
 func (s *Server) result(text string, v any, isErr bool) *sdk.CallToolResult {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -144,11 +158,31 @@ func (s *Server) result(text string, v any, isErr bool) *sdk.CallToolResult {
 	if err := json.Unmarshal(b, &tree); err != nil {
 		tree = map[string]any{}
 	}
-	tree = s.red.value(tree)
+	tree = scrubValue(s.scrub, tree)
 	clean, _ := json.Marshal(tree)
 	return &sdk.CallToolResult{
-		Content:           []sdk.Content{&sdk.TextContent{Text: s.red.string(text) + "\n" + string(clean)}},
+		Content:           []sdk.Content{&sdk.TextContent{Text: s.scrub.Scrub(text) + "\n" + string(clean)}},
 		StructuredContent: tree,
 		IsError:           isErr,
 	}
+}
+
+// scrubValue scrubs every string (keys included) of a decoded JSON value.
+func scrubValue(sc *adapter.Scrubber, v any) any {
+	switch x := v.(type) {
+	case string:
+		return sc.Scrub(x)
+	case []any:
+		for i := range x {
+			x[i] = scrubValue(sc, x[i])
+		}
+		return x
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[sc.Scrub(k)] = scrubValue(sc, e)
+		}
+		return out
+	}
+	return v
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/settle-dev/settle/service"
 )
 
 // Tool names besides submit_<route>.
@@ -38,15 +40,15 @@ func (s *Server) waitSchema(what string) map[string]any {
 		"description": "wait up to this many seconds for " + what + " (default 0: answer at once)"}
 }
 
-func (s *Server) submitTool(rt routeTool, c Caller) *sdk.Tool {
+func (s *Server) submitTool(rt routeTool, c service.Caller) *sdk.Tool {
 	name := rt.route.Name
 	account := idSchema("the account to write as (the external system's account or user id)")
 	required := []string{"task_id", "step_id", "payload"}
-	if d := c.defaultAccount(); d != "" {
+	if d := c.DefaultAccount(); d != "" {
 		account["description"] = "the account to write as (default " + d + ")"
 		account["enum"] = c.Accounts
 	} else {
-		if len(c.Accounts) > 0 && !c.All {
+		if len(c.Accounts) > 0 {
 			account["enum"] = c.Accounts
 		}
 		required = append(required, "account")
@@ -91,7 +93,7 @@ func (s *Server) submitTool(rt routeTool, c Caller) *sdk.Tool {
 	}
 }
 
-func (s *Server) routeNames(c Caller) []string {
+func (s *Server) routeNames(c service.Caller) []string {
 	var out []string
 	for _, rt := range s.routes {
 		if c.RouteAllowed(rt.route.Name) {
@@ -101,7 +103,7 @@ func (s *Server) routeNames(c Caller) []string {
 	return out
 }
 
-func (s *Server) statusTool(c Caller) *sdk.Tool {
+func (s *Server) statusTool(c service.Caller) *sdk.Tool {
 	props := map[string]any{
 		"intent_id": map[string]any{"type": "string", "pattern": "^in_[a-z2-7]{32}$", "description": intentIDDesc},
 		"route":     map[string]any{"type": "string", "enum": s.routeNames(c), "description": "with task_id and step_id: the route of the write"},
@@ -126,7 +128,7 @@ func (s *Server) statusTool(c Caller) *sdk.Tool {
 	}
 }
 
-func (s *Server) pendingTool(c Caller) *sdk.Tool {
+func (s *Server) pendingTool(c service.Caller) *sdk.Tool {
 	return &sdk.Tool{
 		Name:  ToolPending,
 		Title: "Writes waiting for a human",
@@ -166,7 +168,7 @@ func resolveTool() *sdk.Tool {
 			"on the log with this token's name and the reason; refused where the state does not allow it.",
 		InputSchema: obj(map[string]any{
 			"intent_id":   map[string]any{"type": "string", "pattern": "^in_[a-z2-7]{32}$", "description": intentIDDesc},
-			"resolution":  map[string]any{"type": "string", "enum": []string{resolutionConfirmed, resolutionNotExecuted, resolutionAbandoned}},
+			"resolution":  map[string]any{"type": "string", "enum": service.Resolutions()},
 			"reason":      map[string]any{"type": "string", "minLength": 1, "maxLength": 2000, "description": "why (recorded with the decision)"},
 			"external_id": map[string]any{"type": "string", "minLength": 1, "maxLength": 256, "description": "confirmed only: the external object's id"},
 			"live_url":    map[string]any{"type": "string", "maxLength": 2048, "description": "confirmed only: its public http(s) URL"},
@@ -175,13 +177,6 @@ func resolveTool() *sdk.Tool {
 			DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 	}
 }
-
-// Resolutions of the resolve tool.
-const (
-	resolutionConfirmed   = "confirmed"
-	resolutionNotExecuted = "not_executed"
-	resolutionAbandoned   = "abandoned"
-)
 
 // Bounds of the pending tool.
 const (

@@ -8,14 +8,23 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
 )
 
 const unitSecret = "route_secret_4c9e2a7f1b8d3e6c5a0f"
 
-func TestRedactorScrubsSecretsAndTheirPieces(t *testing.T) {
-	r := newRedactor([]string{unitSecret, "short"})
+// TestResultsAreScrubbedOfSecretsAndTheirPieces: tool results are
+// scrubbed by adapter.Scrubber, the one scrubber of settle, with the
+// stricter of the two rules the API's adapters and MCP used to apply
+// apart: every whole secret and every 8-byte piece of one (cut, prefixed
+// or suffixed by an external API), a short secret whole only, in keys
+// as in values — and ASCII case-insensitively (an API that upper-cases
+// an echoed token does not get it past).
+func TestResultsAreScrubbedOfSecretsAndTheirPieces(t *testing.T) {
+	sc := adapter.NewScrubber(unitSecret, "short")
+	upper := strings.ToUpper(unitSecret)
 	for _, c := range []struct{ in, want string }{
 		{"no secret here", "no secret here"},
 		{"id_" + unitSecret, "id_[redacted]"},
@@ -26,25 +35,30 @@ func TestRedactorScrubsSecretsAndTheirPieces(t *testing.T) {
 		{"x" + unitSecret[:7] + "y", "x" + unitSecret[:7] + "y"},      // 7 bytes is not a piece
 		{"a short word", "a [redacted] word"},                         // a short secret is scrubbed whole only
 		{"shor t", "shor t"},
+		{"ID_" + upper, "ID_[redacted]"},              // upper-cased
+		{"a " + upper[3:12] + " b", "a [redacted] b"}, // an upper-cased piece
+		{"a SHORT word", "a [redacted] word"},         // a short secret in another case
+		{"é" + unitSecret[:8] + "é", "é[redacted]é"},  // valid UTF-8 around it kept
 	} {
-		if got := r.string(c.in); got != c.want {
+		if got := sc.Scrub(c.in); got != c.want {
 			t.Errorf("%q: got %q, want %q", c.in, got, c.want)
 		}
 	}
-	v := r.value(map[string]any{"k_" + unitSecret: []any{"v " + unitSecret, 3.5, nil, map[string]any{"n": unitSecret[3:15]}}})
+	v := scrubValue(sc, map[string]any{"k_" + unitSecret: []any{"v " + upper, 3.5, nil, map[string]any{"n": unitSecret[3:15]}}})
 	b, _ := json.Marshal(v)
-	if strings.Contains(string(b), unitSecret[3:11]) || !strings.Contains(string(b), "[redacted]") {
+	if strings.Contains(strings.ToLower(string(b)), unitSecret[3:11]) || !strings.Contains(string(b), "[redacted]") {
 		t.Fatalf("value: %s", b)
 	}
 }
 
-// TestRedactorProperty: whatever the text around it, no 8-byte piece of a
-// secret survives, and text without one is unchanged.
-func TestRedactorProperty(t *testing.T) {
+// TestScrubberProperty: whatever the text around it and its case, no
+// 8-byte piece of a secret survives, and text without one is unchanged.
+func TestScrubberProperty(t *testing.T) {
 	secrets := []string{unitSecret, "tok_agent_6b1e9c4a7f2d8e3c5b0a"}
-	r := newRedactor(secrets)
+	sc := adapter.NewScrubber(secrets...)
 	rng := rand.New(rand.NewPCG(1, 2))
 	alphabet := "abc_0123456789ef" + unitSecret
+	const piece = adapter.ScrubGram
 	for k := 0; k < 5000; k++ {
 		var b strings.Builder
 		for n := rng.IntN(80); n > 0; n-- {
@@ -52,29 +66,28 @@ func TestRedactorProperty(t *testing.T) {
 				s := secrets[rng.IntN(2)]
 				i := rng.IntN(len(s))
 				j := i + rng.IntN(len(s)-i+1)
-				b.WriteString(s[i:j])
+				if rng.IntN(3) == 0 {
+					b.WriteString(strings.ToUpper(s[i:j]))
+				} else {
+					b.WriteString(s[i:j])
+				}
 			} else {
 				b.WriteByte(alphabet[rng.IntN(len(alphabet))])
 			}
 		}
 		in := b.String()
-		out := r.string(in)
+		out := strings.ToLower(sc.Scrub(in))
+		hit := false
 		for _, s := range secrets {
 			for i := 0; i+piece <= len(s); i++ {
 				if strings.Contains(out, s[i:i+piece]) {
 					t.Fatalf("%q -> %q keeps %q", in, out, s[i:i+piece])
 				}
+				hit = hit || strings.Contains(strings.ToLower(in), s[i:i+piece])
 			}
 		}
-		hit := false
-		for p := range r.pieces {
-			hit = hit || strings.Contains(in, p)
-		}
-		for _, s := range secrets {
-			hit = hit || strings.Contains(in, s)
-		}
-		if !hit && out != in {
-			t.Fatalf("%q changed to %q without a secret in it", in, out)
+		if !hit && sc.Scrub(in) != in {
+			t.Fatalf("%q changed to %q without a secret in it", in, sc.Scrub(in))
 		}
 	}
 }

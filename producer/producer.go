@@ -224,13 +224,7 @@ func (p *Producer) prepare(req Request) (*prepared, error) {
 	if len(req.Payload) == 0 {
 		return nil, invalid(&events.FieldError{Field: "payload", Reason: "is required"})
 	}
-	var canon json.RawMessage
-	var err error
-	if n, ok := route.Adapter.(adapter.PayloadNormalizer); ok {
-		canon, err = n.NormalizePayload(req.Payload)
-	} else {
-		canon, err = events.Canonicalize(req.Payload)
-	}
+	canon, err := normalize(route, req.Payload)
 	if err != nil {
 		return nil, invalid(&events.FieldError{Field: "payload", Reason: err.Error()})
 	}

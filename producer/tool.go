@@ -7,6 +7,7 @@ import (
 
 	"github.com/cockroachdb/errors"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/internal/errkind"
 )
@@ -19,6 +20,9 @@ var ErrNoKey = errors.New("tool call without a key: task and step are required (
 // task and step (and the payload when KeyIncludesPayload is set): a re-run
 // of the same step is the same intent, whatever attempt or time it is.
 type ToolCall struct {
+	// Tenant is the caller's (default: the producer's): request ids, and so
+	// intents, are scoped per tenant.
+	Tenant             string
 	Task               string
 	Step               string
 	KeyIncludesPayload bool
@@ -32,17 +36,46 @@ type ToolCall struct {
 // Call executes a tool call through Execute. A call without task or step
 // is refused with ErrNoKey and writes nothing.
 func (p *Producer) Call(ctx context.Context, c ToolCall) (*Result, error) {
+	id, err := p.ToolRequestID(c)
+	if err != nil {
+		return nil, err
+	}
+	return p.Execute(ctx, Request{Tenant: c.Tenant, Route: c.Route, Account: c.Account, RequestID: id,
+		ParentExternalID: c.ParentExternalID, Payload: c.Payload, DryRun: c.DryRun})
+}
+
+// ToolRequestID is the request id of a tool call: events.ToolKey of its
+// task and step and, with KeyIncludesPayload, the hash of its payload as
+// the route records it (the route's normaliser, canon/v1) — so a retried
+// step whose payload differs only in form (key order, a default spelled
+// out) is the same intent. A call without task or step is ErrNoKey; a
+// payload the route refuses, ErrInvalidRequest naming the field.
+func (p *Producer) ToolRequestID(c ToolCall) (string, error) {
 	if strings.TrimSpace(c.Task) == "" || strings.TrimSpace(c.Step) == "" {
-		return nil, ErrNoKey
+		return "", ErrNoKey
 	}
 	sum := ""
 	if c.KeyIncludesPayload {
-		s, err := events.PayloadSHA256(c.Payload)
-		if err != nil {
-			return nil, errkind.Wrap(ErrInvalidRequest, &events.FieldError{Field: "payload", Reason: err.Error()})
+		route, ok := p.routes[c.Route]
+		if !ok {
+			return "", errors.Errorf("%w: %q", ErrUnknownRoute, c.Route)
 		}
-		sum = s
+		canon, err := normalize(route, c.Payload)
+		if err == nil {
+			sum, err = events.PayloadSHA256(canon)
+		}
+		if err != nil {
+			return "", errkind.Wrap(ErrInvalidRequest, &events.FieldError{Field: "payload", Reason: err.Error()})
+		}
 	}
-	return p.Execute(ctx, Request{Route: c.Route, Account: c.Account, RequestID: events.ToolKey(c.Task, c.Step, sum),
-		ParentExternalID: c.ParentExternalID, Payload: c.Payload, DryRun: c.DryRun})
+	return events.ToolKey(c.Task, c.Step, sum), nil
+}
+
+// normalize is a payload as route records it: through the route's
+// normaliser, or canon/v1 for a route without one.
+func normalize(route adapter.Route, payload json.RawMessage) (json.RawMessage, error) {
+	if n, ok := route.Adapter.(adapter.PayloadNormalizer); ok {
+		return n.NormalizePayload(payload)
+	}
+	return events.Canonicalize(payload)
 }

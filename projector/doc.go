@@ -44,6 +44,6 @@
 //
 // projector imports events, fsm, internal/durable, nats.go's jetstream and database/sql
 // (its tests use testharness and ledger.Store to build a real log).
-// It must never import: adapter/..., ledger, producer, consumers/..., api,
-// mcp, cmd/..., fakeapi, testharness.
+// It must never import: adapter/..., ledger, producer, consumers/..., service,
+// api, mcp, cmd/..., fakeapi, testharness.
 package projector

@@ -25,10 +25,10 @@ import (
 	"github.com/settle-dev/settle/api"
 	"github.com/settle-dev/settle/consumers/reconcile"
 	"github.com/settle-dev/settle/embedded"
-	"github.com/settle-dev/settle/internal/errkind"
 	"github.com/settle-dev/settle/mcp"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
+	"github.com/settle-dev/settle/service"
 )
 
 // mcpSecrets are the values no tool result may show: the route headers'
@@ -64,28 +64,28 @@ func mcpSecrets(routesPath string, tokens []api.Token, logger *slog.Logger) []st
 	return kept
 }
 
-// mountMCP serves the API and, at /mcp, the MCP endpoint behind the same
-// bearer tokens and scopes (api.Server.Authenticate).
-func mountMCP(apiSrv *api.Server, prod *producer.Producer, proj *projector.Projector, routes []adapter.Route,
+// newService is the service both transports of a process share (one
+// single-flight): the producer's writes and the projector's views.
+func newService(prod *producer.Producer, proj *projector.Projector, now func() time.Time) (*service.Service, error) {
+	sc := service.DefaultConfig()
+	sc.Intents, sc.Views, sc.Now = prod, proj, now
+	return service.New(sc)
+}
+
+// mountMCP serves the API and, at /mcp, the MCP endpoint over the same
+// service, behind the same bearer tokens: api.Server.Authenticate gives
+// the token's caller (name, tenant, scopes, limits) to every tool call.
+func mountMCP(apiSrv *api.Server, svc *service.Service, routes []adapter.Route,
 	routesPath string, tokens []api.Token, logger *slog.Logger) (http.Handler, error) {
 	cfg := mcp.DefaultConfig()
-	cfg.Producer, cfg.Projector, cfg.Routes, cfg.Logger, cfg.Version = prod, proj, routes, logger, version
+	cfg.Service, cfg.Routes, cfg.Logger, cfg.Version = svc, routes, logger, version
 	cfg.Secrets = mcpSecrets(routesPath, tokens, logger)
 	srv, err := mcp.New(cfg)
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", srv.Handler(func(r *http.Request) (*mcp.Caller, error) {
-		c, err := apiSrv.Authenticate(r)
-		switch {
-		case errors.Is(err, api.ErrNoCredentials), errors.Is(err, api.ErrBadCredentials):
-			return nil, errkind.Wrap(mcp.ErrUnauthenticated, err)
-		case err != nil:
-			return nil, err
-		}
-		return &mcp.Caller{Name: c.Name, Scopes: c.Scopes, Routes: c.Routes, Accounts: c.Accounts, All: c.Dev}, nil
-	}))
+	mux.Handle("/mcp", srv.Handler(apiSrv.Authenticate))
 	mux.Handle("/", apiSrv)
 	return mux, nil
 }
@@ -106,6 +106,7 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 	groupCommit := fs.String("group-commit", groupCommitAuto, "appends in atomic batches: auto | measured | off (as settle serve's)")
 	scopes := fs.String("scopes", "submit,read", "what the agent may do: submit, read, operate (operate lets it approve and resolve its own writes)")
 	accounts := fs.String("accounts", "", "comma-separated accounts the agent may write as (the first is the default); empty: any")
+	tenant := fs.String("tenant", api.DefaultTenant, "the `TENANT` the agent acts for: its task and step ids name that tenant's intents, and it sees no other tenant's")
 	name := fs.String("name", "mcp-stdio", "the caller's name (recorded as operator of its approvals)")
 	keyPayload := fs.Bool("key-includes-payload", false, "derive keys from task, step and the payload's hash (another payload is another write)")
 	maxWait := fs.Duration("max-wait", 30*time.Second, "bound of wait_seconds")
@@ -122,9 +123,9 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 	case *workers < 0 || *workers > 64 || (*workers == 0 && *natsURL == ""):
 		return errors.Errorf("mcp: --workers: %d is outside 1..64 (0 only with --nats-url)", *workers)
 	}
-	caller := mcp.Caller{Name: *name, Scopes: splitList(*scopes), Accounts: splitList(*accounts)}
+	caller := service.Caller{Name: *name, Tenant: *tenant, Scopes: splitList(*scopes), Accounts: splitList(*accounts)}
 	if err := caller.Validate(); err != nil {
-		return errors.Errorf("mcp: --scopes/--accounts/--name: %w", err)
+		return errors.Errorf("mcp: --tenant/--scopes/--accounts/--name: %w", err)
 	}
 	dur, err := embedded.ParseDurability(*durability)
 	if err != nil {
@@ -247,8 +248,12 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 		}
 	}()
 
+	svc, err := newService(prod, proj, time.Now)
+	if err != nil {
+		return errors.Errorf("mcp: %w", err)
+	}
 	cfg := mcp.DefaultConfig()
-	cfg.Producer, cfg.Projector, cfg.Routes, cfg.Logger, cfg.Version = prod, proj, routes, logger, version
+	cfg.Service, cfg.Routes, cfg.Logger, cfg.Version = svc, routes, logger, version
 	cfg.KeyIncludesPayload, cfg.MaxWait = *keyPayload, *maxWait
 	cfg.Secrets = mcpSecrets(*routesPath, nil, logger)
 	srv, err := mcp.New(cfg)

@@ -16,6 +16,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/mcp"
 	"github.com/settle-dev/settle/testharness"
@@ -53,7 +54,9 @@ func callTool(t *testing.T, cs *sdk.ClientSession, name string, args map[string]
 }
 
 // TestMCPStdioBinary runs the built binary as a desktop agent host would
-// (settle mcp, stdio pipes) with an SDK client: the dropped response is
+// (settle mcp --tenant acme, stdio pipes) with an SDK client: the intent
+// is the tenant's (its id scoped by tenant, route, account and key), the
+// dropped response is
 // settled to one effect, the restarted step gets the stored result, the
 // default scopes offer no approve/resolve, and stdout carries nothing but
 // JSON-RPC messages — every log line is on stderr.
@@ -61,7 +64,7 @@ func TestMCPStdioBinary(t *testing.T) {
 	api := fakeapi.NewSocialAPI(t)
 	api.Next(fakeapi.CommitThenDrop())
 	cmd := exec.Command(settleBinary(t), "mcp", "--routes", "../../examples/routes/social.yaml",
-		"--data", filepath.Join(t.TempDir(), "data"), "--accounts", "acct_1")
+		"--data", filepath.Join(t.TempDir(), "data"), "--accounts", "acct_1", "--tenant", "acme")
 	cmd.Env = append(os.Environ(), "SOCIAL_BASE_URL="+api.URL(), "SOCIAL_TOKEN="+api.Token())
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -95,6 +98,9 @@ func TestMCPStdioBinary(t *testing.T) {
 	res, a := callTool(t, cs, "submit_social_post", args)
 	if res.IsError || a.Outcome != mcp.OutcomeUnknown || a.Account != "acct_1" {
 		t.Fatalf("submit: %+v", res)
+	}
+	if want := events.ScopedIntentID("acme", "social_post", "acct_1", events.ToolKey("desk-1", "post", "")); a.IntentID != want {
+		t.Fatalf("intent %s, want %s (tenant acme's)", a.IntentID, want)
 	}
 	res, a = callTool(t, cs, "status", map[string]any{"intent_id": a.IntentID, "wait_seconds": 30})
 	for k := 0; k < 4 && a.Outcome == mcp.OutcomeUnknown; k++ {
@@ -155,18 +161,22 @@ func TestMCPStdioBinary(t *testing.T) {
 }
 
 // TestServeMountsMCPBehindTheAPITokens: settle serve answers /mcp with the
-// API's bearer tokens and scopes.
+// API's bearer tokens, scopes and tenants: an intent submitted over /mcp
+// is its tenant's over the API too, and another tenant's token finds
+// nothing.
 func TestServeMountsMCPBehindTheAPITokens(t *testing.T) {
 	api := fakeapi.NewSocialAPI(t)
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.json")
-	const agentSecret, opsSecret = "tok_agent_6b1e9c4a7f2d8e3c5b0a", "tok_operate_5a8c3e1f7b2d9e4c6a0f"
+	const agentSecret, opsSecret, acmeSecret = "tok_agent_6b1e9c4a7f2d8e3c5b0a", "tok_operate_5a8c3e1f7b2d9e4c6a0f", "tok_acme_4b8e2c6a1f9d3e7b5c0a"
 	if err := os.WriteFile(tokens, []byte(`{"tokens":[
 		{"name":"agent","secret_env":"AGENT_TOKEN","scopes":["submit","read"]},
-		{"name":"ops","secret_env":"OPS_TOKEN","scopes":["read","operate"]}]}`), 0o600); err != nil {
+		{"name":"ops","secret_env":"OPS_TOKEN","scopes":["read","operate"]},
+		{"name":"acme","secret_env":"ACME_TOKEN","tenant":"acme","scopes":["submit","read"]}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := startServe(t, filepath.Join(dir, "data"), api, "--tokens", tokens, "ENV:AGENT_TOKEN="+agentSecret, "ENV:OPS_TOKEN="+opsSecret)
+	s := startServe(t, filepath.Join(dir, "data"), api, "--tokens", tokens, "ENV:AGENT_TOKEN="+agentSecret, "ENV:OPS_TOKEN="+opsSecret,
+		"ENV:ACME_TOKEN="+acmeSecret)
 	connect := func(token string) (*sdk.ClientSession, error) {
 		c := sdk.NewClient(&sdk.Implementation{Name: "agent", Version: "1"}, nil)
 		return c.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: s.url + "/mcp", MaxRetries: -1,
@@ -199,19 +209,39 @@ func TestServeMountsMCPBehindTheAPITokens(t *testing.T) {
 	if res.IsError || a.IntentID == "" {
 		t.Fatalf("submit: %+v", res)
 	}
+	get := func(id, token string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", s.url+"/v1/intents/"+id, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
 	// The same intent through the API.
-	req, _ := http.NewRequest("GET", s.url+"/v1/intents/"+a.IntentID, nil)
-	req.Header.Set("Authorization", "Bearer "+agentSecret)
-	resp, err := http.DefaultClient.Do(req)
+	if code := get(a.IntentID, agentSecret); code != 200 {
+		t.Fatalf("GET the MCP-submitted intent: %d", code)
+	}
+	// Another tenant's agent, the same task and step: its own intent, seen
+	// by its own token over the API and by no other.
+	acme, err := connect(acmeSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("GET the MCP-submitted intent: %d", resp.StatusCode)
+	defer acme.Close()
+	res, b := callTool(t, acme, "submit_social_post", map[string]any{"task_id": "srv-1", "step_id": "s", "account": "acct_1",
+		"payload": map[string]any{"body": "through serve"}, "wait_seconds": 30})
+	if want := events.ScopedIntentID("acme", "social_post", "acct_1", events.ToolKey("srv-1", "s", "")); res.IsError || b.Replayed || b.IntentID != want {
+		t.Fatalf("acme's submit: intent %s (replayed %v), want %s: %+v", b.IntentID, b.Replayed, want, res)
 	}
-	if api.Effects() != 1 {
-		t.Fatalf("effects %d", api.Effects())
+	if get(b.IntentID, acmeSecret) != 200 || get(b.IntentID, agentSecret) != 404 || get(a.IntentID, acmeSecret) != 404 {
+		t.Fatalf("GET across tenants: acme's own %d, acme's by agent %d, agent's by acme %d",
+			get(b.IntentID, acmeSecret), get(b.IntentID, agentSecret), get(a.IntentID, acmeSecret))
+	}
+	if api.Effects() != 2 {
+		t.Fatalf("effects %d, want 2 (one per tenant)", api.Effects())
 	}
 	s.stop()
 }

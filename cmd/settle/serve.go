@@ -337,8 +337,14 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		consumers: consumerNames(routes)})
 	wh.start(wctx, &wg, js, metrics, logger) // settlements to --webhook (webhook.go)
 
+	svc, err := newService(prod, proj, now) // mcp.go
+	if err != nil {
+		stopWorkers()
+		wg.Wait()
+		return errors.Errorf("serve: %w", err)
+	}
 	acfg := api.DefaultConfig()
-	acfg.Intents, acfg.Views, acfg.Log, acfg.Tokens, acfg.Dev, acfg.Addr = prod, proj, store, tokens, f.dev, f.addr
+	acfg.Service, acfg.Log, acfg.Tokens, acfg.Dev, acfg.Addr = svc, store, tokens, f.dev, f.addr
 	acfg.Logger, acfg.Metrics = logger, metrics
 	acfg.ReadTimeout, acfg.IdleTimeout = f.readTimeout, f.idleTimeout
 	acfg.Now, acfg.MaxInFlight, acfg.ReadyChecks = now, f.faults.maxInFlight, sup.readyChecks()
@@ -348,7 +354,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		wg.Wait()
 		return errors.Errorf("serve: %w", err)
 	}
-	withMCP, err := mountMCP(handler, prod, proj, routes, f.routes, tokens, logger)
+	withMCP, err := mountMCP(handler, svc, routes, f.routes, tokens, logger)
 	if err != nil {
 		stopWorkers()
 		wg.Wait()
