@@ -186,6 +186,9 @@ const (
 	pageOffset = "offset"
 )
 
+// endEmptyPage is search.end's value: an empty page ends a listing.
+const endEmptyPage = "empty_page"
+
 // Window filters: what the API's from/to compare.
 const (
 	windowCreated = "created_at"
@@ -200,6 +203,8 @@ type searchSpec struct {
 	nextCursor *jpath
 	pageSize   int
 	firstPage  int
+	total      *jpath // the listing's total count (page and offset pagination)
+	endEmpty   bool   // an empty page ends the listing (page and offset pagination)
 	maxPages   int
 	window     string
 	fields     recordSpec
@@ -266,6 +271,7 @@ type Adapter struct {
 	identity    *identitySpec
 	ident       *identityCache // shared by the intent-scoped copies
 	corr        *corrSpec
+	parent      *parentSpec
 	now         func() time.Time
 	// scope is the intent of an intent-scoped copy (ForIntent); nil on
 	// the route's own adapter.
@@ -436,6 +442,9 @@ func (a *Adapter) Write(ctx context.Context, req adapter.WriteRequest) (scrubbed
 	canon, err := a.NormalizePayload(req.Payload)
 	if err != nil {
 		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_payload", err.Error())
+	}
+	if err := a.CheckParent(req.ParentExternalID); err != nil {
+		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_parent", err.Error()+"; nothing was sent")
 	}
 	if a.caps.IdempotencyKey && req.IdempotencyKey == "" {
 		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "the write request has no idempotency key; the route requires one")

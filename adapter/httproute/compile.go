@@ -347,6 +347,22 @@ func compileAll(cfg RouteConfig, label string, failed map[string]bool) (*Adapter
 	if cfg.Identity != nil {
 		c.compileIdentity(a, cfg.Identity)
 	}
+	if cfg.Parent != nil {
+		c.compileParent(a, cfg.Parent)
+	}
+	if urls := a.urlsUsingParent(); len(urls) > 0 && !c.skipUnder("parent") {
+		switch {
+		case cfg.Parent == nil:
+			verb := " uses"
+			if len(urls) > 1 {
+				verb = " use"
+			}
+			c.report("parent", "is required: "+strings.Join(urls, " and ")+verb+" {{parent}}, and a malformed parent (empty, or not an issue number) would be sent to the API; "+
+				"declare its shape: parent: {type: integer} (a number such as an issue number) or parent: {type: string, pattern: '^...$'}")
+		case a.parent != nil && !a.parent.required && a.write != nil && a.write.url != nil && a.write.url.path.uses(varParent):
+			c.report("parent.required", "cannot be false: write.url's path uses {{parent}}")
+		}
+	}
 
 	// capabilities
 	caps := cfg.Capabilities
@@ -415,6 +431,7 @@ func compileAll(cfg RouteConfig, label string, failed map[string]bool) (*Adapter
 	}
 	a.routePolicy = policy
 	c.checkDedup(a, cfg, policy, policyOK)
+	c.checkCompare(a, cfg)
 
 	if cfg.Readback == nil && cfg.Status == nil && !policy.TrustResponse && !c.skip("readback") && !c.skip("status") && !c.skip("policy.trust_response") {
 		c.report("readback", "is required: a route without a status section or policy.trust_response verifies its writes by reading them back")
@@ -893,13 +910,23 @@ func (c *compiler) compileSearch(a *Adapter, s *SearchConfig) {
 		case uses(varPage) && uses(varOffset):
 			c.report("search.url", "uses both {{page}} and {{offset}}; use one")
 		case (uses(varPage) || uses(varOffset)) && s.PageSize <= 0:
-			c.report("search.page_size", "is required: search.url counts pages ({{page}} or {{offset}}), and a page shorter than page_size is the last")
-		case s.PageSize != 0 && !uses(varPage) && !uses(varOffset):
-			c.report("search.page_size", "applies only when search.url uses {{page}} or {{offset}}")
+			c.report("search.page_size", "is required: search.url counts pages ({{page}} or {{offset}}); give the page size it asks for ({{page_size}})")
+		case s.PageSize != 0 && !uses(varPage) && !uses(varOffset) && !uses(varPageSize):
+			c.report("search.page_size", "applies only when search.url uses {{page}}, {{offset}} or {{page_size}}")
 		case uses(varPageSize) && s.PageSize <= 0:
 			c.report("search.page_size", "is required: search.url uses {{page_size}}")
 		case s.FirstPage != nil && !uses(varPage):
 			c.report("search.first_page", "applies only when search.url uses {{page}}")
+		case (uses(varPage) || uses(varOffset)) && s.Total == "" && s.End == "":
+			c.report("search.end", "is required: search.url counts pages ({{page}} or {{offset}}), and a page shorter than page_size does not prove the end of a listing "+
+				"(APIs cap the page size silently: GitHub at 100, others at an admin setting); declare end: empty_page (read until a page has no items) "+
+				"or total: $.<path> (the listing's total count in each page)")
+		case (s.Total != "" || s.End != "") && !uses(varPage) && !uses(varOffset):
+			f := "search.total"
+			if s.End != "" {
+				f = "search.end"
+			}
+			c.report(f, "applies only when search.url counts pages ({{page}} or {{offset}}): a cursor ends a listing by its absence, a Link header by having no rel=\"next\"")
 		}
 		switch {
 		case s.NextCursor != "":
@@ -912,6 +939,14 @@ func (c *compiler) compileSearch(a *Adapter, s *SearchConfig) {
 			ss.mode = pageOffset
 		}
 	}
+	switch s.End {
+	case "":
+	case endEmptyPage:
+		ss.endEmpty = true
+	default:
+		c.report("search.end", fmt.Sprintf("%q is not empty_page", clip(s.End)))
+	}
+	ss.total = c.path(s.Total, "search.total")
 	switch {
 	case s.PageSize < 0 || s.PageSize > 10000:
 		c.report("search.page_size", "must be between 1 and 10000")
@@ -946,9 +981,6 @@ func (c *compiler) compileSearch(a *Adapter, s *SearchConfig) {
 	ss.fields = c.recordSpec(&s.Fields, "search.fields", itemCtx, ss.url != nil && ss.url.uses(varParent), c.declared)
 	if s.Fields.Payload == nil && !s.OmitsBody {
 		c.report("search.fields.payload", "is required: candidates are matched by their payload (or set omits_body: true)")
-	}
-	if s.Fields.CreatedAt == "" && s.WindowFilter == "" {
-		c.warn("search.fields.created_at", "is not mapped: settle cannot tell a look-alike created before the write from ours, nor keep the search to the window; map the item's creation time ($.created_at)")
 	}
 	used := map[string]bool{}
 	for k := range ss.urlUsed {
@@ -1179,6 +1211,16 @@ func (c *compiler) checkDedup(a *Adapter, cfg RouteConfig, policy events.Policy,
 		// is the {{parent}} of a parent-scoped listing.
 		parentOK := !a.write.writesTakeParent() || (f.parentID != nil && !c.reported["search.fields.parent_id"])
 		a.caps.SearchAuthoritative = readsItem(f.authorID) && parentOK
+	}
+	if cfg.Search != nil && a.search != nil && cfg.Search.Fields.CreatedAt == "" && !c.skip("search.fields") && !c.reported["search.fields.created_at"] {
+		switch {
+		case policyOK && policy.Retry != events.PolicyNever:
+			c.report("search.fields.created_at", "is required because policy.retry is "+policy.Retry+": without the creation time settle cannot tell a look-alike "+
+				"made (by hand, before the intent) from its own write and would confirm it, so the write would never happen; "+
+				"map the listed item's creation time (created_at: $.created_at), or set policy.retry: never")
+		case cfg.Search.WindowFilter == "":
+			c.warn("search.fields.created_at", "is not mapped: settle cannot tell a look-alike created before the write from ours, nor keep the search to the window; map the item's creation time ($.created_at)")
+		}
 	}
 	if !policyOK || policy.Retry == events.PolicyNever || c.skipUnder("capabilities") {
 		return

@@ -53,13 +53,17 @@ type RouteConfig struct {
 	// Timeout bounds each HTTP call (default 10s).
 	Timeout time.Duration
 
-	Write        *WriteConfig
-	Payload      *PayloadConfig
-	Search       *SearchConfig
-	Readback     *ReadbackConfig
-	Status       *StatusConfig
-	Identity     *IdentityConfig
-	Correlation  *CorrelationConfig
+	Write       *WriteConfig
+	Payload     *PayloadConfig
+	Search      *SearchConfig
+	Readback    *ReadbackConfig
+	Status      *StatusConfig
+	Identity    *IdentityConfig
+	Correlation *CorrelationConfig
+	// Parent is the shape of an intent's parent (its ParentExternalID);
+	// required when a URL uses {{parent}}. A parent that does not fit is
+	// refused before anything is recorded or written.
+	Parent       *ParentConfig
 	Capabilities CapabilitiesConfig
 	// Policy is the route policy (adapter.DefaultPolicy() overridden by the
 	// file's policy section; key_retention defaults to the capability's).
@@ -219,15 +223,24 @@ type SearchConfig struct {
 	// error, never an empty page.
 	Items string
 	// Pagination, at most one: NextCursor is the path of the next page's
-	// cursor in the body ({{cursor}} in URL); NextLink follows the Link
-	// header's rel="next"; PageSize with {{page}} (from FirstPage, default
-	// 1) or {{offset}} in URL counts pages, and a page shorter than
-	// PageSize is the last. None: one page.
+	// cursor in the body ({{cursor}} in URL; an empty cursor ends the
+	// listing); NextLink follows the Link header's rel="next" (a response
+	// without one ends it); PageSize with {{page}} (from FirstPage,
+	// default 1) or {{offset}} in URL counts pages. None: one page.
+	// PageSize is also what {{page_size}} renders, in any pagination.
 	NextCursor string
 	NextLink   bool
 	PageSize   int
 	FirstPage  *int
-	// MaxPages bounds the pages one search reads; more is an error.
+	// Page and offset pagination must prove the end of a listing, since
+	// an API may cap the page size silently (a short page proves
+	// nothing): Total is the JSON path of the listing's total count (the
+	// listing ends once that many items were read, or at an empty page);
+	// End "empty_page" ends it at the first page without items.
+	Total string
+	End   string
+	// MaxPages bounds the pages one search reads; a listing that needs
+	// more is a read failure (listing_incomplete), never a shorter list.
 	MaxPages int
 	// WindowFilter is the item field the API's from/to filter compares:
 	// created_at (default), updated_at (the upper bound is then not sent,
@@ -249,6 +262,18 @@ type IdentityConfig struct {
 	Require []string
 	// Refresh is how long a resolved identity is trusted (default 10m).
 	Refresh time.Duration
+}
+
+// ParentConfig is the shape of an intent's parent. Type is integer (a
+// decimal number, without sign or leading zeros, at least Minimum) or
+// string (matching Pattern, at most MaxLength bytes, no control
+// characters). Required (default true) refuses an empty parent.
+type ParentConfig struct {
+	Type      string
+	Pattern   string
+	Minimum   *int64
+	MaxLength *int
+	Required  *bool
 }
 
 // CorrelationConfig is the marker that names an intent in its write.

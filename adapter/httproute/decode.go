@@ -563,6 +563,24 @@ func (d *decoder) routeBody(o *obj, cfg *RouteConfig) {
 			m.end()
 		}
 	}
+	if v, ok := o.take("parent"); ok {
+		if m := d.object(v, "parent"); m != nil {
+			cfg.Parent = &ParentConfig{}
+			m.str("type", &cfg.Parent.Type)
+			m.str("pattern", &cfg.Parent.Pattern)
+			if f := m.optFloat("minimum"); f != nil {
+				if *f != math.Trunc(*f) || *f < 0 || *f > 1e15 {
+					d.fail("parent.minimum", "must be a whole number between 0 and 10^15")
+				} else {
+					n := int64(*f)
+					cfg.Parent.Minimum = &n
+				}
+			}
+			cfg.Parent.MaxLength = m.optInt("max_length")
+			cfg.Parent.Required = m.optBool("required")
+			m.end()
+		}
+	}
 	if v, ok := o.take("capabilities"); ok {
 		if c := d.object(v, "capabilities"); c != nil {
 			c.boolean("idempotency_key", &cfg.Capabilities.IdempotencyKey)
@@ -753,6 +771,8 @@ func (d *decoder) search(v any) *SearchConfig {
 	o.boolean("next_link", &s.NextLink)
 	o.integer("page_size", &s.PageSize)
 	s.FirstPage = o.optInt("first_page")
+	o.str("total", &s.Total)
+	o.str("end", &s.End)
 	o.integer("max_pages", &s.MaxPages)
 	o.str("window_filter", &s.WindowFilter)
 	if fv, ok := o.take("fields"); ok {

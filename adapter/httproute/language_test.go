@@ -26,6 +26,7 @@ routes:
       fields:
         kind: {type: string, required: true}
         text: {type: string, required: true}
+    parent: {type: string, pattern: '^th/[0-9]+$'}
     write:
       method: POST
       url: "{{base}}/threads/{{parent}}/notes"
@@ -155,6 +156,7 @@ func TestPageAndOffsetPagination(t *testing.T) {
     search:
       url: "` + url + `"
       items: $.rows
+      end: empty_page
       page_size: 2` + extra + `
       fields: {external_id: $.id, author_id: $.by, created_at: $.at, payload: {t: $.t}}
     readback: {url: "{{base}}/r/{{external_id}}"}
@@ -345,7 +347,7 @@ func TestWarnings(t *testing.T) {
 		want  string
 	}{
 		{"constant visibility", mutate(t, social, "visibility: $.visibility", "visibility: public"), "search.fields.visibility", "constant"},
-		{"no creation time", mutate(t, social, "        created_at: $.created_at\n", ""), "search.fields.created_at", "look-alike"},
+		{"no creation time", mutate(t, social, "        created_at: $.created_at\n", "", "retry: auto", "retry: never"), "search.fields.created_at", "look-alike"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			errs, warnings := httproute.Lint(c.data, env)
