@@ -69,6 +69,9 @@ type GitHubConfig struct {
 	// Private makes the repository private: its HTML pages answer 404
 	// without credentials.
 	Private bool
+	// PageCap is the largest page a list serves, whatever per_page asks:
+	// GitHub caps it at 100 silently (the default).
+	PageCap int
 	// Now is the server clock (default time.Now).
 	Now func() time.Time
 }
@@ -86,6 +89,10 @@ func WithGitHubUser(login string, id int64) GitHubOption {
 
 // WithGitHubClock injects the server clock.
 func WithGitHubClock(now func() time.Time) GitHubOption { return func(c *GitHubConfig) { c.Now = now } }
+
+// WithGitHubPageCap caps every list page at n items silently (GitHub's
+// cap is 100).
+func WithGitHubPageCap(n int) GitHubOption { return func(c *GitHubConfig) { c.PageCap = n } }
 
 // WithGitHubPrivateRepo makes the repository private.
 func WithGitHubPrivateRepo() GitHubOption { return func(c *GitHubConfig) { c.Private = true } }
@@ -123,6 +130,9 @@ func NewGitHubAPIServer(cfg GitHubConfig) *GitHubAPI {
 	}
 	if cfg.Issues <= 0 {
 		cfg.Issues = 100
+	}
+	if cfg.PageCap <= 0 {
+		cfg.PageCap = 100
 	}
 	s := &GitHubAPI{cfg: cfg, nextID: 1000}
 	mux := http.NewServeMux()
@@ -387,14 +397,14 @@ func (s *GitHubAPI) handleGet(w http.ResponseWriter, idText string) {
 // comments, with the Link header.
 func (s *GitHubAPI) handleList(w http.ResponseWriter, r *http.Request, issue int) {
 	q := r.URL.Query()
-	perPage, page := 30, 1
+	perPage, page := min(30, s.cfg.PageCap), 1
 	if v := q.Get("per_page"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
 			ghError(w, http.StatusUnprocessableEntity, "Validation Failed")
 			return
 		}
-		perPage = min(n, 100)
+		perPage = min(n, s.cfg.PageCap)
 	}
 	if v := q.Get("page"); v != "" {
 		n, err := strconv.Atoi(v)

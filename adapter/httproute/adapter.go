@@ -186,6 +186,11 @@ const (
 	pageOffset = "offset"
 )
 
+// CodeListingIncomplete is the code of a search that could not read its
+// listing to a proven end within search.max_pages: a read failure, never
+// "nothing found".
+const CodeListingIncomplete = "listing_incomplete"
+
 // endEmptyPage is search.end's value: an empty page ends a listing.
 const endEmptyPage = "empty_page"
 
@@ -655,10 +660,13 @@ func (a *Adapter) record(item any, spec *recordSpec, base *scope, listing bool) 
 // never sent and items created outside the window are dropped), page by
 // page as search declares (a body cursor, the Link header's rel="next",
 // a page number or an offset), for at most max_pages pages; items are
-// deduplicated by external id. Reaching max_pages, a page without its
-// items, an item that cannot be mapped and a next link leaving base_url's
-// origin are errors, never a shorter list. A route without a search
-// section returns nil, nil.
+// deduplicated by external id. A listing ends only where its end is
+// proven: an empty cursor, a response without a next link, an empty page
+// or the declared total reached — never at a short page. Needing more
+// than max_pages pages is a *adapter.CallError (Unknown,
+// listing_incomplete); a page without its items, an item that cannot be
+// mapped and a next link leaving base_url's origin are errors too, never
+// a shorter list. A route without a search section returns nil, nil.
 func (a *Adapter) Search(ctx context.Context, q adapter.SearchQuery) (scrubbed []adapter.Record, err error) {
 	defer func() { scrubbed, err = a.scrub.Records(scrubbed), a.scrub.Error(err) }()
 	if a.search == nil {
@@ -699,20 +707,24 @@ func (a *Adapter) searchPages(ctx context.Context, q adapter.SearchQuery, limit 
 	}
 	var out []adapter.Record
 	ids := map[string]bool{}
+	read := 0 // items listed so far, for search.total
 	cursor, next := "", ""
 	for page := 1; ; page++ {
 		if limit > 0 && page > limit {
 			return out, true, nil
 		}
 		if page > ss.maxPages {
-			return nil, false, a.errorf("search: more than %d pages in one window; narrow the window or raise search.max_pages", ss.maxPages)
+			return nil, false, a.errorf("search: more than %d pages in one window (search.max_pages; narrow the window or raise it): %w", ss.maxPages, &adapter.CallError{Class: adapter.Unknown, Code: CodeListingIncomplete,
+				Message: fmt.Sprintf("the listing needs more than %d pages (search.max_pages) in one window; it is incomplete, so it proves nothing absent", ss.maxPages)})
 		}
 		s := &scope{vars: maps.Clone(base.vars), payload: base.payload, hasPay: base.hasPay,
 			times: map[string]time.Time{varFrom: q.From, varTo: to}}
 		s.vars[varCursor] = cursor
 		s.vars[varPageSize] = strconv.Itoa(ss.pageSize)
 		s.vars[varPage] = strconv.Itoa(ss.firstPage + page - 1)
-		s.vars[varOffset] = strconv.Itoa((page - 1) * ss.pageSize)
+		// The next offset is what was received, not page_size: an API
+		// that caps pages silently would otherwise skip items.
+		s.vars[varOffset] = strconv.Itoa(read)
 		u := next
 		if u == "" {
 			var ok bool
@@ -787,8 +799,19 @@ func (a *Adapter) searchPages(ctx context.Context, q adapter.SearchQuery, limit 
 			}
 			next = n
 		case pageNumber, pageOffset:
-			if len(items) < ss.pageSize {
+			// A short page proves nothing (the API may cap the page size
+			// silently): only an empty page or the declared total ends
+			// the listing.
+			read += len(items)
+			if len(items) == 0 {
 				return out, false, nil
+			}
+			if ss.total != nil {
+				if v, ok := ss.total.eval(doc); ok {
+					if n, err := strconv.ParseInt(text(v), 10, 64); err == nil && n >= 0 && int64(read) >= n {
+						return out, false, nil
+					}
+				}
 			}
 		default:
 			return out, false, nil

@@ -126,7 +126,8 @@ func TestReadTemplatesUseTheIntent(t *testing.T) {
 }
 
 // TestPageAndOffsetPagination: {{page}} from first_page and {{offset}} in
-// steps of page_size; a page shorter than page_size is the last.
+// steps of page_size; with end: empty_page the listing ends at the first
+// empty page (the short third page does not end it).
 func TestPageAndOffsetPagination(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
@@ -167,9 +168,9 @@ func TestPageAndOffsetPagination(t *testing.T) {
 		name, url, extra string
 		want             []string
 	}{
-		{"page", "{{base}}/l?page={{page}}&per={{page_size}}&first=1", "", []string{"page=1&per=2&first=1", "page=2&per=2&first=1", "page=3&per=2&first=1"}},
-		{"page from 0", "{{base}}/l?page={{page}}&first=0", "\n      first_page: 0", []string{"page=0&first=0", "page=1&first=0", "page=2&first=0"}},
-		{"offset", "{{base}}/l?offset={{offset}}&limit={{page_size}}", "", []string{"offset=0&limit=2", "offset=2&limit=2", "offset=4&limit=2"}},
+		{"page", "{{base}}/l?page={{page}}&per={{page_size}}&first=1", "", []string{"page=1&per=2&first=1", "page=2&per=2&first=1", "page=3&per=2&first=1", "page=4&per=2&first=1"}},
+		{"page from 0", "{{base}}/l?page={{page}}&first=0", "\n      first_page: 0", []string{"page=0&first=0", "page=1&first=0", "page=2&first=0", "page=3&first=0"}},
+		{"offset", "{{base}}/l?offset={{offset}}&limit={{page_size}}", "", []string{"offset=0&limit=2", "offset=2&limit=2", "offset=4&limit=2", "offset=5&limit=2"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			mu.Lock()
