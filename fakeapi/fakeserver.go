@@ -284,6 +284,15 @@ func respellString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
+// withDate sets every response's Date header from the fake's clock, as a
+// server's own clock does (net/http would write the host's).
+func withDate(now func() time.Time, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Date", now().UTC().Format(http.TimeFormat))
+		h.ServeHTTP(w, r)
+	})
+}
+
 // hijack takes the connection over from net/http; nil when it is already
 // gone.
 func hijack(w http.ResponseWriter) net.Conn {

@@ -103,13 +103,15 @@ type GitHubAPI struct {
 	fakeServer[Fault]
 	cfg GitHubConfig
 
-	mu        sync.Mutex
-	nextID    int64
-	comments  []*GitHubComment
-	effects   int
-	writes    int
-	listCalls int
-	pageCalls int
+	mu         sync.Mutex
+	nextID     int64
+	comments   []*GitHubComment
+	limitReads int           // the next limitReads reads are rate-limited
+	limitFor   time.Duration // ... until now+limitFor
+	effects    int
+	writes     int
+	listCalls  int
+	pageCalls  int
 }
 
 // NewGitHubAPI starts a fake GitHub API for a test, closed with t.Cleanup.
@@ -139,12 +141,48 @@ func NewGitHubAPIServer(cfg GitHubConfig) *GitHubAPI {
 	mux.HandleFunc("GET /user", s.handleUser)
 	mux.HandleFunc("/repos/", s.handleRepos)
 	mux.HandleFunc("GET /"+cfg.Owner+"/"+cfg.Repo+"/issues/{number}", s.handlePage)
-	s.start(cfg.Token, mux)
+	s.start(cfg.Token, withDate(cfg.Now, mux))
 	return s
 }
 
 // Next queues write faults; each authorized POST consumes one.
+// RateLimited(d) answers GitHub's primary rate-limit refusal.
 func (s *GitHubAPI) Next(f ...Fault) { s.queueFaults(f...) }
+
+// LimitReads makes the next n authorized API reads answer GitHub's
+// primary rate-limit refusal (403, x-ratelimit-remaining 0,
+// x-ratelimit-reset d from now).
+func (s *GitHubAPI) LimitReads(n int, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.limitReads, s.limitFor = n, d
+}
+
+// takeReadLimit consumes one rate-limited read, if any is due: the wait.
+func (s *GitHubAPI) takeReadLimit() (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.limitReads <= 0 {
+		return 0, false
+	}
+	s.limitReads--
+	return s.limitFor, true
+}
+
+// rateLimited answers GitHub's primary rate-limit refusal: 403 with the
+// rate-limit headers, remaining 0, reset in Unix seconds (rounded up) d
+// from now.
+// https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api
+func (s *GitHubAPI) rateLimited(w http.ResponseWriter, d time.Duration) {
+	reset := s.cfg.Now().Add(d + time.Second - 1).Unix()
+	h := w.Header()
+	h.Set("X-Ratelimit-Limit", "5000")
+	h.Set("X-Ratelimit-Remaining", "0")
+	h.Set("X-Ratelimit-Used", "5000")
+	h.Set("X-Ratelimit-Reset", strconv.FormatInt(reset, 10))
+	h.Set("X-Ratelimit-Resource", "core")
+	ghError(w, http.StatusForbidden, "API rate limit exceeded for user ID "+strconv.FormatInt(s.cfg.UserID, 10)+".")
+}
 
 // RepoURL is the API URL of the served repository (a route's base_url).
 func (s *GitHubAPI) RepoURL() string {
@@ -309,6 +347,12 @@ func (s *GitHubAPI) handleRepos(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rest := parts[3:]
+	if r.Method == http.MethodGet {
+		if d, ok := s.takeReadLimit(); ok {
+			s.rateLimited(w, d)
+			return
+		}
+	}
 	switch {
 	case r.Method == http.MethodGet && len(rest) == 1 && rest[0] == "comments":
 		s.handleList(w, r, 0)
@@ -350,6 +394,9 @@ func (s *GitHubAPI) handleCreate(w http.ResponseWriter, r *http.Request, issue i
 		return
 	case FaultStatus:
 		ghError(w, f.Code, http.StatusText(f.Code))
+		return
+	case FaultRateLimited:
+		s.rateLimited(w, f.Duration)
 		return
 	}
 	var req struct {

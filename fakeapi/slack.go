@@ -62,6 +62,13 @@ type SlackConfig struct {
 	Channels []string
 	// Now is the server clock (default time.Now).
 	Now func() time.Time
+	// HistoryLimit caps conversations.history's limit silently (0: 999,
+	// Tier 3); HistoryEvery is the least time between two history calls
+	// of the token (0: none): an earlier call is answered 429 with
+	// Retry-After. Slack's non-Marketplace apps get 15 and 1 minute
+	// (WithSlackNonMarketplaceTier).
+	HistoryLimit int
+	HistoryEvery time.Duration
 }
 
 // SlackOption changes a SlackConfig.
@@ -78,6 +85,15 @@ func WithSlackChannels(ids ...string) SlackOption {
 	return func(c *SlackConfig) { c.Channels = ids }
 }
 
+// WithSlackNonMarketplaceTier applies the conversations.history limits of
+// an app that is not in the Slack Marketplace: 1 request a minute, at
+// most 15 messages a page ("the maximum and default values for the limit
+// parameter have both been reduced to 15 objects").
+// https://docs.slack.dev/reference/methods/conversations.history
+func WithSlackNonMarketplaceTier() SlackOption {
+	return func(c *SlackConfig) { c.HistoryLimit, c.HistoryEvery = 15, time.Minute }
+}
+
 // SlackAPI is the fake. It counts effects (messages posted through
 // chat.postMessage). All methods are safe for concurrent use.
 type SlackAPI struct {
@@ -90,6 +106,8 @@ type SlackAPI struct {
 	effects   int
 	writes    int
 	listCalls int
+	limited   int       // history calls refused for the rate tier
+	lastList  time.Time // the last history call served
 }
 
 // NewSlackAPI starts a fake Slack API for a test, closed with t.Cleanup.
@@ -119,12 +137,13 @@ func NewSlackAPIServer(cfg SlackConfig) *SlackAPI {
 	mux.HandleFunc("/auth.test", s.handleAuthTest)
 	mux.HandleFunc("POST /chat.postMessage", s.handlePost)
 	mux.HandleFunc("GET /conversations.history", s.handleHistory)
-	s.start(cfg.Token, mux)
+	s.start(cfg.Token, withDate(cfg.Now, mux))
 	return s
 }
 
 // Next queues write faults; each chat.postMessage with a valid token
-// consumes one.
+// consumes one. RateLimited(d) answers 429 with Retry-After.
+
 func (s *SlackAPI) Next(f ...Fault) { s.queueFaults(f...) }
 
 // UserID is the token's bot user id (what a route's account is).
@@ -183,6 +202,22 @@ func (s *SlackAPI) Writes() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.writes
+}
+
+// RateLimitedCalls is the number of conversations.history calls refused
+// with 429 for the rate tier.
+func (s *SlackAPI) RateLimitedCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.limited
+}
+
+// ratelimited answers Slack's rate-limit refusal: HTTP 429 with
+// Retry-After in whole seconds (rounded up).
+// https://docs.slack.dev/apis/web-api/rate-limits
+func ratelimited(w http.ResponseWriter, d time.Duration) {
+	w.Header().Set("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
+	writeJSON(w, http.StatusTooManyRequests, map[string]any{"ok": false, "error": "ratelimited"})
 }
 
 // ListCalls is the number of conversations.history pages served.
@@ -304,10 +339,12 @@ func (s *SlackAPI) handlePost(w http.ResponseWriter, r *http.Request) {
 	case FaultResetBeforeCommit:
 		resetConn(w)
 		return
+	case FaultRateLimited:
+		ratelimited(w, f.Duration)
+		return
 	case FaultStatus:
 		if f.Code == http.StatusTooManyRequests {
-			w.Header().Set("Retry-After", "1")
-			writeJSON(w, f.Code, map[string]any{"ok": false, "error": "ratelimited"})
+			ratelimited(w, time.Second)
 			return
 		}
 		writeJSON(w, f.Code, map[string]any{"ok": false, "error": "fatal_error"})
@@ -382,6 +419,9 @@ func (s *SlackAPI) handleHistory(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = min(n, 999)
 	}
+	if s.cfg.HistoryLimit > 0 {
+		limit = min(limit, s.cfg.HistoryLimit) // silently
+	}
 	// The cursor is the ts to continue below (exclusive), opaque to clients.
 	before := int64(1) << 62
 	if c := q.Get("cursor"); c != "" {
@@ -397,6 +437,15 @@ func (s *SlackAPI) handleHistory(w http.ResponseWriter, r *http.Request) {
 	withMeta := q.Get("include_all_metadata") == "true" || q.Get("include_all_metadata") == "1"
 
 	s.mu.Lock()
+	if now := s.cfg.Now(); s.cfg.HistoryEvery > 0 && !s.lastList.IsZero() && now.Sub(s.lastList) < s.cfg.HistoryEvery {
+		s.limited++
+		wait := s.cfg.HistoryEvery - now.Sub(s.lastList)
+		s.mu.Unlock()
+		ratelimited(w, wait)
+		return
+	} else {
+		s.lastList = now
+	}
 	s.listCalls++
 	var sel []*SlackMessage
 	for _, m := range s.messages {

@@ -79,6 +79,8 @@ type outcomeRule struct {
 	match     []expectation
 	unless    []expectation
 	nonEmpty  []jpath
+	headers   []headerMatch
+	has       []string
 	class     adapter.Class
 	retryable bool
 	code      string
@@ -108,6 +110,16 @@ func (r *outcomeRule) matches(code int, s *scope) bool {
 			return false
 		}
 		if v, ok := p.eval(s.doc); isEmpty(v, ok) {
+			return false
+		}
+	}
+	for _, h := range r.headers {
+		if !h.holds(s) {
+			return false
+		}
+	}
+	for _, h := range r.has {
+		if s.header == nil || len(s.header.Values(h)) == 0 {
 			return false
 		}
 	}
@@ -277,7 +289,9 @@ type Adapter struct {
 	ident       *identityCache // shared by the intent-scoped copies
 	corr        *corrSpec
 	parent      *parentSpec
+	rateLimit   *rateLimitSpec
 	now         func() time.Time
+	sleeper     func(ctx context.Context, d time.Duration) error
 	// scope is the intent of an intent-scoped copy (ForIntent); nil on
 	// the route's own adapter.
 	scope *adapter.ReadScope
@@ -540,6 +554,7 @@ func (a *Adapter) Write(ctx context.Context, req adapter.WriteRequest) (scrubbed
 func (a *Adapter) writeOutcome(resp *adapter.Response, s *scope, sent json.RawMessage) (adapter.WriteResult, error) {
 	w := a.write
 	code := resp.StatusCode
+	s.header = resp.Header
 	if doc, err := decodeJSON(resp.Body); err == nil {
 		if m := s.vars[varMarker]; m != "" {
 			doc = stripText(doc, m) // the marker is not part of the payload
@@ -549,10 +564,11 @@ func (a *Adapter) writeOutcome(resp *adapter.Response, s *scope, sent json.RawMe
 	for i := range w.outcomes {
 		r := &w.outcomes[i]
 		if r.matches(code, s) {
-			return adapter.WriteResult{}, &adapter.CallError{Class: r.class, Code: r.code, StatusCode: code, Retryable: r.retryable, Message: r.message}
+			return adapter.WriteResult{}, &adapter.CallError{Class: r.class, Code: r.code, StatusCode: code, Retryable: r.retryable, Message: r.message,
+				RetryAfter: a.retryAfter(resp)}
 		}
 	}
-	if err := a.classify(code); err != nil {
+	if err := a.withWait(a.classify(code), resp); err != nil {
 		var ce *adapter.CallError
 		if errors.As(err, &ce) && ce.Class == adapter.Rejected && !ce.Retryable && w.errorCode != nil && s.hasDoc {
 			if v, ok := w.errorCode.eval(s.doc); ok && isCode(text(v)) {
@@ -707,7 +723,8 @@ func (a *Adapter) searchPages(ctx context.Context, q adapter.SearchQuery, limit 
 	}
 	var out []adapter.Record
 	ids := map[string]bool{}
-	read := 0 // items listed so far, for search.total
+	read := 0                // items listed so far, for search.total
+	var waited time.Duration // waited inside this listing (rate_limit.max_wait)
 	cursor, next := "", ""
 	for page := 1; ; page++ {
 		if limit > 0 && page > limit {
@@ -732,11 +749,8 @@ func (a *Adapter) searchPages(ctx context.Context, q adapter.SearchQuery, limit 
 				return nil, false, a.errorf("search page %d: the search URL cannot be built", page)
 			}
 		}
-		resp, err := a.get(ctx, u)
+		resp, err := a.getWaiting(ctx, u, &waited)
 		if err != nil {
-			return nil, false, a.errorf("search page %d: %w", page, err)
-		}
-		if err := a.classify(resp.StatusCode); err != nil {
 			return nil, false, a.errorf("search page %d: %w", page, err)
 		}
 		doc, err := decodeJSON(resp.Body)
@@ -819,6 +833,32 @@ func (a *Adapter) searchPages(ctx context.Context, q adapter.SearchQuery, limit 
 	}
 }
 
+// getWaiting GETs u for a read (a listing's page, a readback, a status
+// query) and classifies its status (readStatus). When the API refuses it
+// for its rate limit and asks for a wait that, with what this read has
+// waited already, stays within rate_limit.max_wait, it waits and asks
+// again (a refused read did nothing); otherwise the failure carries the
+// wait.
+func (a *Adapter) getWaiting(ctx context.Context, u string, waited *time.Duration) (*adapter.Response, error) {
+	for {
+		resp, err := a.get(ctx, u)
+		if err != nil {
+			return nil, err
+		}
+		err = a.readStatus(resp)
+		var ce *adapter.CallError
+		if err == nil || a.rateLimit == nil || !errors.As(err, &ce) || ce.Code != CodeRateLimited ||
+			ce.RetryAfter <= 0 || *waited+ce.RetryAfter > a.rateLimit.maxWait {
+			return resp, err
+		}
+		if err := a.sleep(ctx, ce.RetryAfter); err != nil {
+			return nil, &adapter.CallError{Class: adapter.NotSent, Code: "cancelled_before_send", Retryable: true, RetryAfter: ce.RetryAfter,
+				Message: "the listing was cancelled while waiting out the API's rate limit"}
+		}
+		*waited += ce.RetryAfter
+	}
+}
+
 // nextLink is the target of the Link header's rel="next" ("" when none),
 // as RFC 8288 writes it: <URI>; rel="next", <URI>; rel="last".
 func nextLink(h http.Header) string {
@@ -874,15 +914,17 @@ func (a *Adapter) read(ctx context.Context, u string, item *jpath, expect []expe
 }
 
 func (a *Adapter) readIn(ctx context.Context, u string, item *jpath, expect []expectation, require []jpath, base *scope, what string) (any, int, error) {
-	resp, err := a.get(ctx, u)
-	if err != nil {
-		return nil, 0, a.errorf("%s: %w", what, err)
-	}
-	if resp.StatusCode == http.StatusNotFound {
+	var waited time.Duration
+	resp, err := a.getWaiting(ctx, u, &waited)
+	if resp != nil && resp.StatusCode == http.StatusNotFound {
 		return nil, resp.StatusCode, adapter.ErrNotFound
 	}
-	if err := a.classify(resp.StatusCode); err != nil {
-		return nil, resp.StatusCode, a.errorf("%s: %w", what, err)
+	if err != nil {
+		code := 0
+		if resp != nil {
+			code = resp.StatusCode
+		}
+		return nil, code, a.errorf("%s: %w", what, err)
 	}
 	doc, err := decodeJSON(resp.Body)
 	if err != nil {

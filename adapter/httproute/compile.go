@@ -229,7 +229,7 @@ func compile(cfg RouteConfig, label string, failed map[string]bool) (*Adapter, [
 // warnings.
 func compileAll(cfg RouteConfig, label string, failed map[string]bool) (*Adapter, *compiler) {
 	c := &compiler{label: label, failed: failed}
-	a := &Adapter{name: cfg.Name, now: cfg.Now}
+	a := &Adapter{name: cfg.Name, now: cfg.Now, sleeper: cfg.Sleep}
 	if a.now == nil {
 		a.now = time.Now
 	}
@@ -349,6 +349,9 @@ func compileAll(cfg RouteConfig, label string, failed map[string]bool) (*Adapter
 	}
 	if cfg.Parent != nil {
 		c.compileParent(a, cfg.Parent)
+	}
+	if cfg.RateLimit != nil {
+		c.compileRateLimit(a, cfg.RateLimit)
 	}
 	if urls := a.urlsUsingParent(); len(urls) > 0 && !c.skipUnder("parent") {
 		switch {
@@ -769,9 +772,30 @@ func (c *compiler) compileWrite(a *Adapter, w *WriteConfig, declared map[string]
 				c.report(field+".status["+strconv.Itoa(j)+"]", "is not an HTTP status")
 			}
 		}
-		if len(o.Status) == 0 && len(o.Match) == 0 && len(o.Unless) == 0 && len(o.NonEmpty) == 0 {
-			c.report(field, "needs a condition (status, match, unless or non_empty)")
+		if len(o.Status) == 0 && len(o.Match) == 0 && len(o.Unless) == 0 && len(o.NonEmpty) == 0 && len(o.Headers) == 0 && len(o.HasHeaders) == 0 {
+			c.report(field, "needs a condition (status, match, unless, non_empty, headers or has_headers)")
 		}
+		hnames := make([]string, 0, len(o.Headers))
+		for k := range o.Headers {
+			hnames = append(hnames, k)
+		}
+		slices.Sort(hnames)
+		for _, k := range hnames {
+			sub := fieldPath(field+".headers", k)
+			if !validHeaderName(k) {
+				c.report(sub, "is not a valid header name")
+				continue
+			}
+			if t := c.tmpl(o.Headers[k], sub, respCtx); t != nil {
+				rule.headers = append(rule.headers, headerMatch{name: k, want: t})
+			}
+		}
+		for j, k := range o.HasHeaders {
+			if !validHeaderName(k) {
+				c.report(field+".has_headers["+strconv.Itoa(j)+"]", "is not a valid header name")
+			}
+		}
+		rule.has = o.HasHeaders
 		rule.status = o.Status
 		rule.match = c.expectations(o.Match, field+".match", respCtx)
 		rule.unless = c.expectations(o.Unless, field+".unless", respCtx)

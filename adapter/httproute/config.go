@@ -1,6 +1,7 @@
 package httproute
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -63,7 +64,10 @@ type RouteConfig struct {
 	// Parent is the shape of an intent's parent (its ParentExternalID);
 	// required when a URL uses {{parent}}. A parent that does not fit is
 	// refused before anything is recorded or written.
-	Parent       *ParentConfig
+	Parent *ParentConfig
+	// RateLimit declares the API's rate-limit headers; Retry-After is
+	// read on every route.
+	RateLimit    *RateLimitConfig
 	Capabilities CapabilitiesConfig
 	// Policy is the route policy (adapter.DefaultPolicy() overridden by the
 	// file's policy section; key_retention defaults to the capability's).
@@ -74,9 +78,29 @@ type RouteConfig struct {
 	// Client is the HTTP client; nil means one with Timeout that does not
 	// follow redirects. It must not retry. Go only.
 	Client *http.Client
-	// Now is the clock the identity cache is refreshed by; nil means
-	// time.Now. Go only.
+	// Now is the clock the identity cache is refreshed by and waits are
+	// measured on; nil means time.Now. Go only.
 	Now func() time.Time
+	// Sleep waits d inside one listing (rate_limit.max_wait); nil means a
+	// timer that ends with ctx. Go only.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// RateLimitConfig declares how an API says it is rate-limiting. A
+// response that asks to wait — Retry-After (seconds or an HTTP date), or
+// Remaining at "0" with a Reset (Unix seconds) or ResetAfter (seconds) —
+// carries the wait in adapter.CallError.RetryAfter, on writes and reads.
+type RateLimitConfig struct {
+	// Remaining is the header with the requests left (x-ratelimit-remaining).
+	Remaining string
+	// Reset is the header with the Unix time the limit resets
+	// (x-ratelimit-reset); ResetAfter one with the seconds until then.
+	Reset      string
+	ResetAfter string
+	// MaxWait is how long one listing may wait between its pages when
+	// the API asks it to (0: never; the read fails with the wait, and the
+	// reconciler reads again after it).
+	MaxWait time.Duration
 }
 
 // Header is one header of a route: Name and its Value text, with
@@ -144,6 +168,11 @@ type OutcomeRule struct {
 	Match    map[string]string
 	Unless   map[string]string
 	NonEmpty []string
+	// Headers maps response header names to the text their value must
+	// equal (x-ratelimit-remaining: "0"); HasHeaders lists headers that
+	// must be present (retry-after).
+	Headers    map[string]string
+	HasHeaders []string
 	// Outcome is rejected (proven not executed), retryable (rejected and
 	// inviting a retry) or unknown.
 	Outcome string

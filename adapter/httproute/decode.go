@@ -581,6 +581,16 @@ func (d *decoder) routeBody(o *obj, cfg *RouteConfig) {
 			m.end()
 		}
 	}
+	if v, ok := o.take("rate_limit"); ok {
+		if m := d.object(v, "rate_limit"); m != nil {
+			cfg.RateLimit = &RateLimitConfig{}
+			m.str("remaining", &cfg.RateLimit.Remaining)
+			m.str("reset", &cfg.RateLimit.Reset)
+			m.str("reset_after", &cfg.RateLimit.ResetAfter)
+			m.duration("max_wait", &cfg.RateLimit.MaxWait)
+			m.end()
+		}
+	}
 	if v, ok := o.take("capabilities"); ok {
 		if c := d.object(v, "capabilities"); c != nil {
 			c.boolean("idempotency_key", &cfg.Capabilities.IdempotencyKey)
@@ -649,6 +659,8 @@ func (d *decoder) write(v any) *WriteConfig {
 			r.strMap("match", &rule.Match)
 			r.strMap("unless", &rule.Unless)
 			r.strList("non_empty", &rule.NonEmpty)
+			r.strMap("headers", &rule.Headers)
+			r.strList("has_headers", &rule.HasHeaders)
 			r.str("outcome", &rule.Outcome)
 			r.str("code", &rule.Code)
 			r.str("message", &rule.Message)

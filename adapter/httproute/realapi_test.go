@@ -39,6 +39,13 @@ func stripeEnv(api *fakeapi.StripeAPI) map[string]string {
 // clock.
 func buildFile(t testing.TB, name string, env map[string]string, now func() time.Time, edits ...string) *httproute.Adapter {
 	t.Helper()
+	return buildWith(t, name, env, func(c *httproute.RouteConfig) { c.Now = now }, edits...)
+}
+
+// buildWith is buildFile with the config changed by mod (Go-only fields:
+// Now, Sleep, Client) before it is built.
+func buildWith(t testing.TB, name string, env map[string]string, mod func(*httproute.RouteConfig), edits ...string) *httproute.Adapter {
+	t.Helper()
 	data := readExample(t, name)
 	if len(edits) > 0 {
 		data = mutate(t, data, edits...)
@@ -47,7 +54,7 @@ func buildFile(t testing.TB, name string, env map[string]string, now func() time
 	if err != nil {
 		t.Fatalf("parse %s: %v", name, err)
 	}
-	cfgs[0].Now = now
+	mod(&cfgs[0])
 	r, err := httproute.Build(cfgs[0])
 	if err != nil {
 		t.Fatalf("build %s: %v", name, err)

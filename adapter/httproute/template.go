@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
@@ -533,6 +534,7 @@ type scope struct {
 	hasPay  bool
 	doc     any
 	hasDoc  bool
+	header  http.Header // the response's headers, where outcomes read them
 }
 
 // formatTime renders a window bound. Formats coarser than the time are
