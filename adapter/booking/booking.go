@@ -226,8 +226,9 @@ type putAnswer struct {
 //
 //   - 409 version_conflict: Rejected, code version_conflict (nothing was
 //     applied; the booking was changed by someone else)
-//   - 422 idempotency_key_reused: Rejected (the key is bound to another
-//     body: nothing applied for this one)
+//   - 422 idempotency_key_reused: Unknown, code adapter.CodeKeyReused
+//     (the key is bound to another request: evidence that an earlier
+//     request with the key reached the service, never a rejection)
 //   - 202 processing: Unknown, code accepted_processing (the status query
 //     will tell when it completes)
 //   - any answer listing partial_effects: Unknown, code
@@ -297,8 +298,8 @@ func (a *Adapter) writeOutcome(resp *adapter.Response, p payload, requestID stri
 		}
 		return adapter.WriteResult{}, &adapter.CallError{Class: adapter.Rejected, Code: "version_conflict", StatusCode: code, Message: msg}
 	case code == http.StatusUnprocessableEntity && parsed && ans.Error == "idempotency_key_reused":
-		return adapter.WriteResult{}, &adapter.CallError{Class: adapter.Rejected, Code: "idempotency_key_reused", StatusCode: code,
-			Message: "the service has this idempotency key bound to a different request; nothing was applied for this one"}
+		return adapter.WriteResult{}, &adapter.CallError{Class: adapter.Unknown, Code: adapter.CodeKeyReused, StatusCode: code,
+			Message: "the service has this idempotency key bound to another request: an earlier request with the key reached it and may have applied"}
 	}
 	err := a.cfg.Status.Classify(code)
 	if err == nil { // another 2xx: not the contract, prove it by status

@@ -179,7 +179,7 @@ func TestWriteKeyReusedWithOtherPayload(t *testing.T) {
 	}
 	other := writeReq(t, `{"booking_id":"B-001","expected_version":7,"change":{"start":"16:00","end":"17:00"}}`, 2)
 	_, err := a.Write(ctx, other)
-	if ce := callError(t, err); ce.Class != adapter.Rejected || ce.Code != "idempotency_key_reused" || ce.StatusCode != 422 {
+	if ce := callError(t, err); ce.Class != adapter.Unknown || ce.Code != adapter.CodeKeyReused || ce.StatusCode != 422 {
 		t.Fatalf("got %+v", ce)
 	}
 	if b, _ := api.Booking("B-001"); api.Effects() != 1 || b.Data["start"] != "15:00" {

@@ -144,7 +144,7 @@ func TestBookingParity(t *testing.T) {
 	_, errG = gen.Write(bg, reused)
 	_, errH = hand.Write(bg, reused)
 	sameClass(t, "key reused", errG, errH)
-	if ce := callError(t, errG); ce.Class != adapter.Rejected || ce.Code != "idempotency_key_reused" {
+	if ce := callError(t, errG); ce.Class != adapter.Unknown || ce.Code != adapter.CodeKeyReused {
 		t.Fatalf("key reused: %+v", *ce)
 	}
 	missing := writeReq(4, "acct", "", bookingPayload(t, gen, "B-404", 1, `{"seat":"2B"}`))

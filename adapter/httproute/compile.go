@@ -442,6 +442,11 @@ func compileAll(cfg RouteConfig, label string, failed map[string]bool) (*Adapter
 	return a, c
 }
 
+// outcomeKeyReused is the outcome of an answer saying the idempotency key
+// was already used with another request: class Unknown, code
+// adapter.CodeKeyReused.
+const outcomeKeyReused = "key_reused"
+
 // contexts of templates.
 func writeCtx(declared map[string]bool, marker bool) tctx {
 	vars := []string{varBase, varAccount, varRequestID, varIntentID, varAttemptID, varIdempotencyKey, varParent}
@@ -756,13 +761,23 @@ func (c *compiler) compileWrite(a *Adapter, w *WriteConfig, declared map[string]
 			rule.class, rule.retryable = adapter.Rejected, true
 		case "unknown":
 			rule.class = adapter.Unknown
+		case outcomeKeyReused:
+			rule.class = adapter.Unknown
 		case "":
-			c.report(field+".outcome", "is required (rejected, retryable or unknown)")
+			c.report(field+".outcome", "is required (rejected, retryable, unknown or key_reused)")
 		default:
-			c.report(field+".outcome", fmt.Sprintf("%q is not rejected, retryable or unknown", clip(o.Outcome)))
+			c.report(field+".outcome", fmt.Sprintf("%q is not rejected, retryable, unknown or key_reused", clip(o.Outcome)))
 		}
-		if !isCode(o.Code) {
+		switch {
+		case o.Outcome == outcomeKeyReused && o.Code != "" && o.Code != adapter.CodeKeyReused:
+			c.report(field+".code", "is "+adapter.CodeKeyReused+" for outcome key_reused (leave it out)")
+		case o.Outcome == outcomeKeyReused:
+			o.Code = adapter.CodeKeyReused
+		case !isCode(o.Code):
 			c.report(field+".code", "is required: a snake_case code of up to 64 characters")
+		case o.Code == adapter.CodeKeyReused && o.Outcome != "unknown":
+			c.report(field+".outcome", "must be key_reused: an answer that the idempotency key was already used (with other parameters) "+
+				"is evidence that an earlier request reached the API, never a rejection")
 		}
 		if len(o.Message) > 200 || !printable(o.Message) || strings.Contains(o.Message, "{{") {
 			c.report(field+".message", "must be a fixed text of up to 200 printable characters")

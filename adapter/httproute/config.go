@@ -174,7 +174,10 @@ type OutcomeRule struct {
 	Headers    map[string]string
 	HasHeaders []string
 	// Outcome is rejected (proven not executed), retryable (rejected and
-	// inviting a retry) or unknown.
+	// inviting a retry), unknown, or key_reused: the API says the
+	// idempotency key was already used with another request — evidence
+	// that an earlier request reached it, classified unknown with code
+	// adapter.CodeKeyReused (Code may then be left out).
 	Outcome string
 	// Code is the stable snake_case code recorded; Message a fixed text.
 	Code    string

@@ -471,11 +471,14 @@ func TestStripeRoute(t *testing.T) {
 	if err != nil || got.ExternalID != res.ExternalID || hashOf(t, got.Payload) != hashOf(t, pl) {
 		t.Fatalf("get %+v %v", got, err)
 	}
-	// The same key with other parameters: refused, nothing paid.
+	// The same key with other parameters (issue 25 defect 11): Stripe's
+	// 400 idempotency_error says an earlier request with the key reached
+	// it — unknown with adapter.CodeKeyReused, never a rejection (before:
+	// rejected, while the first attempt had paid).
 	other := req
 	other.Payload = normalized(t, a, `{"amount":1600,"currency":"jpy","customer":"cus_A1","payment_method":"pm_card_visa"}`)
 	_, err = a.Write(bg, other)
-	if ce := callError(t, err); ce.Class != adapter.Rejected || ce.Code != "idempotency_key_reused" || api.Effects() != 1 {
+	if ce := callError(t, err); ce.Class != adapter.Unknown || ce.Code != adapter.CodeKeyReused || ce.StatusCode != 400 || api.Effects() != 1 {
 		t.Fatalf("key reuse: %+v, %d effects", *ce, api.Effects())
 	}
 }

@@ -108,3 +108,23 @@ func TestMalformedParentIsNeverSent(t *testing.T) {
 	var pc adapter.ParentChecker = a
 	_ = pc
 }
+
+// TestKeyReusedIsNeverARejection (issue 25 defect 11): an outcome that
+// names the key-reused code must be key_reused (unknown): a route saying
+// "rejected" for it is refused at load. Before, booking.yaml, payment.yaml
+// and stripe_payment_intent.yaml declared exactly that, and a retry after
+// a route edit was recorded as "nothing happened" while the first attempt
+// had paid.
+func TestKeyReusedIsNeverARejection(t *testing.T) {
+	payment := readExample(t, "payment.yaml")
+	env := exampleEnv("http://127.0.0.1:9")
+	oneError(t, mutate(t, payment, "outcome: key_reused", "outcome: rejected\n          code: idempotency_key_reused"), env,
+		"payment_charge", "write.outcomes[1].outcome", "key_reused", "never a rejection")
+	oneError(t, mutate(t, payment, "outcome: key_reused", "outcome: key_reused\n          code: other_code"), env,
+		"payment_charge", "write.outcomes[1].code", "idempotency_key_reused")
+	for _, f := range []string{"payment.yaml", "booking.yaml", "stripe_payment_intent.yaml"} {
+		if !strings.Contains(string(readExample(t, f)), "outcome: key_reused") {
+			t.Fatalf("%s does not declare key_reused", f)
+		}
+	}
+}

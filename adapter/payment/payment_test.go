@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -159,6 +160,11 @@ func TestWriteInFlightIsUnknown(t *testing.T) {
 	}
 }
 
+// TestWriteKeyReused (issue 25 defect 11): the key reused with another
+// body is evidence that an earlier request reached the API (it may have
+// charged): unknown with adapter.CodeKeyReused, as a 422 and as Stripe's
+// 400 idempotency_error. Before, both were a definite rejection telling
+// the caller nothing was charged.
 func TestWriteKeyReused(t *testing.T) {
 	api, _ := newAPI(t)
 	a := newAdapter(t, api.URL(), nil)
@@ -167,11 +173,22 @@ func TestWriteKeyReused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := a.Write(ctx, writeReq(t, `{"amount":5000,"currency":"jpy","customer":"c_1"}`, "a2"))
-	if ce := callError(t, err); ce.Class != adapter.Rejected || ce.Code != "idempotency_key_reused" || ce.StatusCode != 422 || ce.Retryable {
+	if ce := callError(t, err); ce.Class != adapter.Unknown || ce.Code != adapter.CodeKeyReused || ce.StatusCode != 422 || ce.Retryable {
 		t.Fatalf("got %+v", ce)
 	}
 	if api.Charges() != 1 {
 		t.Fatalf("charges %d", api.Charges())
+	}
+
+	stripe := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"error":{"type":"idempotency_error","message":"Keys for idempotent requests can only be used with the same parameters they were first used with."}}`)
+	}))
+	defer stripe.Close()
+	_, err = newAdapter(t, stripe.URL, nil).Write(ctx, writeReq(t, charge, "a3"))
+	if ce := callError(t, err); ce.Class != adapter.Unknown || ce.Code != adapter.CodeKeyReused || ce.StatusCode != 400 {
+		t.Fatalf("Stripe's idempotency_error: %+v", ce)
 	}
 }
 
