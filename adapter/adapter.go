@@ -138,6 +138,10 @@ type StatusResult struct {
 	// CorrelationID is the intent id the object's correlation marker names
 	// ("" when it carries none); read only on routes with Correlation.
 	CorrelationID string
+	// Account is the account the system says made the write ("" when the
+	// answer does not say): a lookup by a bare request id may find
+	// another account's write, which is never this intent's.
+	Account string
 }
 
 // StatusQuery identifies a write for Status.

@@ -257,6 +257,7 @@ type statusSpec struct {
 	payload        *vnode
 	expect         []expectation
 	require        []jpath
+	account        *template
 	used           map[string]bool
 	needs          []string
 }
@@ -999,8 +1000,9 @@ func (a *Adapter) Get(ctx context.Context, externalID string) (scrubbed adapter.
 }
 
 // Status looks the write up (status.url with {{request_id}},
-// {{idempotency_key}} or {{intent_id}}); adapter.ErrNotFound on 404 or an
-// absent status.item. The state is mapped by status.map; code is kept for
+// {{idempotency_key}} or {{intent_id}}); adapter.ErrNotFound on 404, an
+// absent status.item, or an answer whose status.account is not
+// q.Account. The state is mapped by status.map; code is kept for
 // failed states only. A route without a status section answers
 // ErrNoStatusQuery (and its Capabilities().StatusQuery is false).
 func (a *Adapter) Status(ctx context.Context, q adapter.StatusQuery) (scrubbed adapter.StatusResult, err error) {
@@ -1039,7 +1041,14 @@ func (a *Adapter) Status(ctx context.Context, q adapter.StatusQuery) (scrubbed a
 	default:
 		return adapter.StatusResult{}, a.errorf("status: %w", adapter.Unparseable(code, "a status query"))
 	}
+	if ss.account != nil {
+		acct := renderText(ss.account, s)
+		if q.Account != "" && acct != q.Account {
+			return adapter.StatusResult{}, adapter.ErrNotFound // another account's write with the same id
+		}
+	}
 	out := adapter.StatusResult{
+		Account:        renderText(ss.account, s),
 		State:          state,
 		ExternalID:     renderText(ss.externalID, s),
 		LiveURL:        ss.liveURL.render(s),

@@ -1124,6 +1124,27 @@ func (c *compiler) compileStatus(a *Adapter, s *StatusConfig) {
 	}
 	ss.expect = c.expectations(s.Expect, "status.expect", ctx)
 	ss.require = c.paths(s.Require, "status.require")
+	if s.Account != "" {
+		if t := c.tmpl(s.Account, "status.account", withDoc(tctx{vars: []string{varBase}}, "the status response")); t != nil {
+			if !readsItem(t) {
+				c.report("status.account", "must read the status response (a $ path such as $.account)")
+			} else {
+				ss.account = t
+			}
+		}
+	}
+	// A request id is the caller's: two accounts may use one. A lookup by
+	// it alone could find another account's write and confirm it.
+	scopedByKey := ss.url != nil && (ss.url.uses(varIdempotencyKey) || ss.url.uses(varIntentID)) // both name the account's intent
+	usesAccount := ss.url != nil && ss.url.uses(varAccount)
+	for _, e := range ss.expect {
+		usesAccount = usesAccount || e.want.uses(varAccount)
+	}
+	if ss.url != nil && !scopedByKey && !usesAccount && s.Account == "" && !s.CredentialScoped && !c.skipUnder("status") {
+		c.report("status.url", "looks the write up by {{request_id}} alone, which two accounts may share: a lookup could confirm another account's write; "+
+			"scope it by the account ({{account}} in status.url or status.expect, or status.account: $.<path> read from the answer), "+
+			"or declare credential_scoped: true if the API keeps request ids per credential")
+	}
 	ss.needs = needsScope(ss.used, varRequestID, varIdempotencyKey, varAccount)
 	a.status = ss
 }

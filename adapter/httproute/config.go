@@ -350,6 +350,15 @@ type StatusConfig struct {
 	Payload        any
 	Expect         map[string]string
 	Require        []string
+	// Account is a value expression reading the account the answer
+	// belongs to (adapter.StatusResult.Account); an answer of another
+	// account is "not found". CredentialScoped declares that the API
+	// scopes request ids per credential, so a lookup by request id alone
+	// cannot find another account's write. A status query naming the
+	// write by {{request_id}} alone needs one of them, or {{account}} in
+	// its URL or expectations.
+	Account          string
+	CredentialScoped bool
 }
 
 // CapabilitiesConfig are the capabilities a route declares. StatusQuery

@@ -835,6 +835,8 @@ func (d *decoder) status(v any) *StatusConfig {
 	o.tree("payload", &s.Payload)
 	o.strMap("expect", &s.Expect)
 	o.strList("require", &s.Require)
+	o.str("account", &s.Account)
+	o.boolean("credential_scoped", &s.CredentialScoped)
 	o.end()
 	return s
 }

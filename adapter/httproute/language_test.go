@@ -262,6 +262,7 @@ func TestVisibilityMapAndStatusMarker(t *testing.T) {
         payload: {text: $.text}
     status:
       url: "{{base}}/s/{{request_id}}"
+      credential_scoped: true
       state: $.state
       external_id: $.id
       payload: {text: $.text}
