@@ -284,6 +284,18 @@ func respellString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
+// offsetClock is now (time.Now when nil) moved by offset: an API whose
+// clock is off.
+func offsetClock(now func() time.Time, offset time.Duration) func() time.Time {
+	if now == nil {
+		now = time.Now
+	}
+	if offset == 0 {
+		return now
+	}
+	return func() time.Time { return now().Add(offset) }
+}
+
 // withDate sets every response's Date header from the fake's clock, as a
 // server's own clock does (net/http would write the host's).
 func withDate(now func() time.Time, h http.Handler) http.Handler {

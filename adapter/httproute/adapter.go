@@ -364,14 +364,31 @@ func (a *Adapter) setRouteHeaders(r *http.Request) {
 // get sends one authenticated GET to the API and returns the response of
 // any status.
 func (a *Adapter) get(ctx context.Context, u string) (*adapter.Response, error) {
-	if !a.sameOrigin(u) {
+	return a.send(ctx, readReq{method: http.MethodGet, url: u})
+}
+
+// readReq is one read request: a GET, or a POST with a JSON body that
+// reads (a GraphQL query).
+type readReq struct {
+	method string
+	url    string
+	body   []byte
+}
+
+// send sends one authenticated read request to the API and returns the
+// response of any status.
+func (a *Adapter) send(ctx context.Context, r readReq) (*adapter.Response, error) {
+	if !a.sameOrigin(r.url) {
 		return nil, adapter.InvalidRequest("invalid_request", "the URL leaves base_url's origin")
 	}
-	hreq, err := adapter.NewRequest(ctx, http.MethodGet, u, nil)
+	hreq, err := adapter.NewRequest(ctx, r.method, r.url, r.body)
 	if err != nil {
 		return nil, err
 	}
 	a.setRouteHeaders(hreq)
+	if r.body != nil {
+		hreq.Header.Set("Content-Type", "application/json")
+	}
 	return adapter.Do(ctx, a.client, hreq)
 }
 
@@ -750,7 +767,7 @@ func (a *Adapter) searchPages(ctx context.Context, q adapter.SearchQuery, limit 
 				return nil, false, a.errorf("search page %d: the search URL cannot be built", page)
 			}
 		}
-		resp, err := a.getWaiting(ctx, u, &waited)
+		resp, err := a.getWaiting(ctx, readReq{method: http.MethodGet, url: u}, &waited)
 		if err != nil {
 			return nil, false, a.errorf("search page %d: %w", page, err)
 		}
@@ -840,9 +857,9 @@ func (a *Adapter) searchPages(ctx context.Context, q adapter.SearchQuery, limit 
 // waited already, stays within rate_limit.max_wait, it waits and asks
 // again (a refused read did nothing); otherwise the failure carries the
 // wait.
-func (a *Adapter) getWaiting(ctx context.Context, u string, waited *time.Duration) (*adapter.Response, error) {
+func (a *Adapter) getWaiting(ctx context.Context, r readReq, waited *time.Duration) (*adapter.Response, error) {
 	for {
-		resp, err := a.get(ctx, u)
+		resp, err := a.send(ctx, r)
 		if err != nil {
 			return nil, err
 		}
@@ -910,13 +927,17 @@ func splitLinks(line string) []string {
 // read GETs u and returns the item of the response: adapter.ErrNotFound
 // on 404 or when item is absent. vars are the variables of the read's
 // expectations.
-func (a *Adapter) read(ctx context.Context, u string, item *jpath, expect []expectation, require []jpath, vars map[string]string, what string) (any, int, error) {
-	return a.readIn(ctx, u, item, expect, require, &scope{vars: vars}, what)
+func (a *Adapter) read(ctx context.Context, r readReq, item *jpath, expect []expectation, require []jpath, vars map[string]string, what string) (any, int, error) {
+	return a.readReqIn(ctx, r, item, expect, require, &scope{vars: vars}, what)
 }
 
 func (a *Adapter) readIn(ctx context.Context, u string, item *jpath, expect []expectation, require []jpath, base *scope, what string) (any, int, error) {
+	return a.readReqIn(ctx, readReq{method: http.MethodGet, url: u}, item, expect, require, base, what)
+}
+
+func (a *Adapter) readReqIn(ctx context.Context, r readReq, item *jpath, expect []expectation, require []jpath, base *scope, what string) (any, int, error) {
 	var waited time.Duration
-	resp, err := a.getWaiting(ctx, u, &waited)
+	resp, err := a.getWaiting(ctx, r, &waited)
 	if resp != nil && resp.StatusCode == http.StatusNotFound {
 		return nil, resp.StatusCode, adapter.ErrNotFound
 	}

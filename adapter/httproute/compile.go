@@ -1,6 +1,7 @@
 package httproute
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -1152,6 +1153,25 @@ func (c *compiler) compileStatus(a *Adapter, s *StatusConfig) {
 func (c *compiler) compileIdentity(a *Adapter, id *IdentityConfig) {
 	is := &identitySpec{refresh: id.Refresh}
 	is.url = c.urlTmpl(id.URL, "identity.url", tctx{vars: []string{varBase}}, true)
+	switch id.Method {
+	case "", http.MethodGet:
+		if id.Body != nil {
+			c.report("identity.body", "applies to method POST only")
+		}
+	case http.MethodPost:
+		is.method = http.MethodPost
+		if id.Body == nil {
+			c.report("identity.body", "is required with method POST: the JSON the read sends (a GraphQL query: {query: \"{ viewer { databaseId } }\"})")
+		} else if n := compileTree(id.Body, "identity.body", tctx{}, c.report); n != nil {
+			if v, _, err := n.eval(&scope{}, false); err == nil {
+				if b, err := json.Marshal(v); err == nil {
+					is.body = b
+				}
+			}
+		}
+	default:
+		c.report("identity.method", fmt.Sprintf("%q is not GET or POST", clip(id.Method)))
+	}
 	ctx := tctx{vars: []string{varBase}, doc: "the identity response"}
 	if id.ID == "" {
 		c.report("identity.id", "is required: the JSON path of the credential's identity ($.id)")

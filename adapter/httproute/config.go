@@ -288,6 +288,11 @@ type SearchConfig struct {
 type IdentityConfig struct {
 	// URL is a GET with the route's headers, starting with {{base}}.
 	URL string
+	// Method is GET (default) or POST; a POST sends Body (a constant
+	// value tree) as JSON: a read such as a GraphQL query ({viewer
+	// {databaseId}}), never a write.
+	Method string
+	Body   any
 	// ID is a value expression reading the identity ($.id).
 	ID      string
 	Expect  map[string]string

@@ -548,6 +548,8 @@ func (d *decoder) routeBody(o *obj, cfg *RouteConfig) {
 		if m := d.object(v, "identity"); m != nil {
 			cfg.Identity = &IdentityConfig{}
 			m.str("url", &cfg.Identity.URL)
+			m.str("method", &cfg.Identity.Method)
+			m.tree("body", &cfg.Identity.Body)
 			m.str("id", &cfg.Identity.ID)
 			m.strMap("expect", &cfg.Identity.Expect)
 			m.strList("require", &cfg.Identity.Require)

@@ -23,9 +23,9 @@ func TestShortPageDoesNotEndAListing(t *testing.T) {
 	clock := testharness.NewManualClock(rt0)
 	api := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubToken(secretToken), fakeapi.WithGitHubClock(clock.Now), fakeapi.WithGitHubPageCap(5))
 	paged := []string{
-		`url: "{{base}}/issues/comments?since={{from | rfc3339}}&sort=created&direction=asc&per_page=100"`,
-		`url: "{{base}}/issues/comments?since={{from | rfc3339}}&sort=created&direction=asc&per_page={{page_size}}&page={{page}}"`,
-		"      next_link: true\n", "      page_size: 10\n      end: empty_page\n",
+		"&per_page={{page_size}}", "&per_page={{page_size}}&page={{page}}",
+		"      next_link: true\n", "      end: empty_page\n",
+		"page_size: 100      # GitHub's largest page", "page_size: 10",
 	}
 	a := buildFile(t, "github_comments.yaml", githubEnv(api), clock.Now, paged...)
 	for i := 0; i < 7; i++ {

@@ -39,7 +39,7 @@ func TestRoutesProbe(t *testing.T) {
 		"item 1:", "author_id       4242  (the credential's identity)", "parent_id       7",
 		"correlation     in_mfrggzdfmztwq2lknnwg23tpobyxe43u", `payload         {"body":"Build #41 passed"}`,
 		"item 2:", "author_id       77  (not the credential's identity)", "parent_id       12", "correlation     (none)",
-		"readback: 1001", "visibility      public", "live URL without credentials: HTTP 200",
+		"readback: 1001", "live URL without credentials: HTTP 200",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q", want)
