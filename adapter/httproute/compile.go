@@ -42,6 +42,28 @@ type compiler struct {
 	declared map[string]bool
 	origin   string // base_url's origin, once resolved
 	baseURL  string // base_url, once resolved
+	offline  bool   // ${env:NAME} resolves to placeholders (LintOffline)
+}
+
+// Placeholders of an offline check: what ${env:NAME} stands for.
+const (
+	offlineBase  = "https://offline.invalid"
+	offlineValue = "offline-placeholder"
+)
+
+// envFor is the environment s is resolved with: env, or offline a
+// placeholder for every name — a URL for a reference that starts
+// base_url, a word anywhere else.
+func (c *compiler) envFor(s string, env func(string) (string, bool), base bool) func(string) (string, bool) {
+	if !c.offline {
+		return env
+	}
+	return func(name string) (string, bool) {
+		if base && strings.HasPrefix(s, "${env:"+name+"}") {
+			return offlineBase, true
+		}
+		return offlineValue, true
+	}
 }
 
 // warn records a warning: the route works, but settle sees less than it
@@ -229,7 +251,10 @@ func compile(cfg RouteConfig, label string, failed map[string]bool) (*Adapter, [
 // compileAll compiles cfg and returns the compiler with its errors and
 // warnings.
 func compileAll(cfg RouteConfig, label string, failed map[string]bool) (*Adapter, *compiler) {
-	c := &compiler{label: label, failed: failed}
+	return compileWith(&compiler{label: label, failed: failed}, cfg)
+}
+
+func compileWith(c *compiler, cfg RouteConfig) (*Adapter, *compiler) {
 	a := &Adapter{name: cfg.Name, now: cfg.Now, sleeper: cfg.Sleep}
 	if a.now == nil {
 		a.now = time.Now
@@ -251,7 +276,7 @@ func compileAll(cfg RouteConfig, label string, failed map[string]bool) (*Adapter
 		c.report("base_url", "is required")
 	} else if strings.Contains(cfg.BaseURL, "{{") {
 		c.report("base_url", "takes no {{...}} template (only ${env:NAME})")
-	} else if base, _, err := resolveEnv(cfg.BaseURL, env); err != nil {
+	} else if base, _, err := resolveEnv(cfg.BaseURL, c.envFor(cfg.BaseURL, env, true)); err != nil {
 		c.report("base_url", err.Error())
 	} else {
 		u, err := adapter.CheckBaseURL(base, "send them in headers, from the environment")
@@ -284,7 +309,7 @@ func compileAll(cfg RouteConfig, label string, failed map[string]bool) (*Adapter
 			continue
 		}
 		seen[lower] = true
-		v, refs, err := resolveEnv(h.Value, env)
+		v, refs, err := resolveEnv(h.Value, c.envFor(h.Value, env, false))
 		switch {
 		case err != nil:
 			c.report(field, err.Error())
