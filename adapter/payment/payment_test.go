@@ -7,12 +7,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/settle-dev/settle/adapter"
+	"github.com/settle-dev/settle/adapter/adaptertest"
 	"github.com/settle-dev/settle/adapter/payment"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
@@ -36,32 +36,15 @@ func newAPI(t *testing.T, opts ...fakeapi.PaymentOption) (*fakeapi.PaymentAPI, *
 
 func newAdapter(t *testing.T, baseURL string, mod func(*payment.Config)) *payment.Adapter {
 	t.Helper()
-	cfg := payment.Config{BaseURL: baseURL, Token: token, KeyRetention: 24 * time.Hour}
-	if mod != nil {
-		mod(&cfg)
-	}
-	a, err := payment.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
+	return adaptertest.Build(t, payment.New, payment.Config{BaseURL: baseURL, Token: token, KeyRetention: 24 * time.Hour}, mod)
 }
 
 func writeReq(t *testing.T, raw string, attempt string) adapter.WriteRequest {
 	t.Helper()
-	p, err := payment.NormalizePayload(json.RawMessage(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return adapter.WriteRequest{
-		IntentID:       "in_pay",
-		AttemptID:      "in_pay." + attempt,
-		RequestID:      "task:charge",
-		IdempotencyKey: "ik_pay_1",
-		Account:        "merchant_1",
-		Payload:        p,
-	}
+	return adaptertest.WriteRequest(t, payment.NormalizePayload, intentPay, attempt, raw)
 }
+
+var intentPay = adaptertest.Intent{IntentID: "in_pay", RequestID: "task:charge", IdempotencyKey: "ik_pay_1", Account: "merchant_1"}
 
 func TestWriteSuccess(t *testing.T) {
 	api, _ := newAPI(t)
@@ -234,22 +217,11 @@ func TestWriteResponseMismatch(t *testing.T) {
 
 func TestWriteNotSent(t *testing.T) {
 	api, _ := newAPI(t)
-	a := newAdapter(t, api.URL(), nil)
-	for name, mod := range map[string]func(*adapter.WriteRequest){
+	adaptertest.NotSent(t, newAdapter(t, api.URL(), nil), writeReq(t, charge, "a1"), api.Writes, map[string]func(*adapter.WriteRequest){
 		"no key":      func(r *adapter.WriteRequest) { r.IdempotencyKey = "" },
 		"bad payload": func(r *adapter.WriteRequest) { r.Payload = json.RawMessage(`{"amount":0}`) },
 		"attempt LF":  func(r *adapter.WriteRequest) { r.AttemptID = "a\n1" },
-	} {
-		req := writeReq(t, charge, "a1")
-		mod(&req)
-		_, err := a.Write(context.Background(), req)
-		if ce := callError(t, err); ce.Class != adapter.NotSent {
-			t.Fatalf("%s: %+v", name, ce)
-		}
-	}
-	if api.Writes() != 0 {
-		t.Fatalf("writes %d", api.Writes())
-	}
+	})
 }
 
 func TestKeyExpiryCapabilities(t *testing.T) {
@@ -370,29 +342,12 @@ func TestNormalizePayload(t *testing.T) {
 }
 
 func FuzzNormalizePayload(f *testing.F) {
-	for _, s := range []string{
+	adaptertest.FuzzNormalizer(f, payment.NormalizePayload, nil,
 		charge,
 		`{"amount":1,"currency":"usd","customer":"c","description":""}`,
 		`{"amount":9007199254740993,"currency":"usd","customer":"c"}`,
 		`{"amount":1,"currency":"usd","customer":"c","x":{}}`,
-		`[]`, `{`, ``, `null`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		out, err := payment.NormalizePayload(raw)
-		if err != nil {
-			var fe *events.FieldError
-			if !errors.As(err, &fe) || !strings.HasPrefix(fe.Field, "payload") {
-				t.Fatalf("error is not a payload FieldError: %T %v", err, err)
-			}
-			return
-		}
-		again, err := payment.NormalizePayload(out)
-		if err != nil || string(again) != string(out) {
-			t.Fatalf("not idempotent: %s -> %s (%v)", out, again, err)
-		}
-	})
+		`[]`, `{`, ``, `null`)
 }
 
 func noToken(t *testing.T, err error) { t.Helper(); testharness.NoSecret(t, err, token) }
