@@ -48,3 +48,26 @@ func TestRetryAfter(t *testing.T) {
 		t.Fatal("an absent reset header was read")
 	}
 }
+
+// FuzzRetryAfter: any header values read as a wait in [0, MaxRetryAfter]
+// or as absent, never a panic.
+func FuzzRetryAfter(f *testing.F) {
+	for _, s := range []string{"120", "0", "-1", "Wed, 21 Oct 2015 07:28:00 GMT", "soon", "99999999999999999999", ""} {
+		f.Add(s, "Wed, 21 Oct 2015 07:27:00 GMT", "1445412480")
+	}
+	now := time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, retry, date, reset string) {
+		h := http.Header{}
+		h.Set("Retry-After", retry)
+		h.Set("Date", date)
+		h.Set("X-Ratelimit-Reset", reset)
+		for _, d := range []func() (time.Duration, bool){
+			func() (time.Duration, bool) { return adapter.RetryAfter(h, now) },
+			func() (time.Duration, bool) { return adapter.ResetAfter(h, "X-Ratelimit-Reset", now) },
+		} {
+			if w, ok := d(); w < 0 || w > adapter.MaxRetryAfter || (!ok && w != 0) {
+				t.Fatalf("wait %v %v from %q %q %q", w, ok, retry, date, reset)
+			}
+		}
+	})
+}
