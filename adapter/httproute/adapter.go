@@ -221,7 +221,6 @@ type searchSpec struct {
 	pageSize   int
 	firstPage  int
 	total      *jpath // the listing's total count (page and offset pagination)
-	endEmpty   bool   // an empty page ends the listing (page and offset pagination)
 	maxPages   int
 	window     string
 	fields     recordSpec

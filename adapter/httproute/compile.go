@@ -1005,9 +1005,7 @@ func (c *compiler) compileSearch(a *Adapter, s *SearchConfig) {
 		}
 	}
 	switch s.End {
-	case "":
-	case endEmptyPage:
-		ss.endEmpty = true
+	case "", endEmptyPage: // an empty page ends every page or offset listing
 	default:
 		c.report("search.end", fmt.Sprintf("%q is not empty_page", clip(s.End)))
 	}
