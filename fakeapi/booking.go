@@ -49,6 +49,9 @@ func (b Booking) clone() Booking {
 // BookingRequest is what the fake knows of one change request (a test view;
 // the status query serves a lagged subset of it).
 type BookingRequest struct {
+	// Account is the account the PUT named ("" when it named none): the
+	// status query scoped by account finds only that account's requests.
+	Account        string
 	RequestID      string
 	IdempotencyKey string
 	AttemptID      string
@@ -239,6 +242,7 @@ type bkKey struct {
 
 // bkPut is a parsed, not yet processed PUT.
 type bkPut struct {
+	account     string
 	bookingID   string
 	key         string
 	attemptID   string
@@ -527,7 +531,7 @@ func (b *BookingAPI) processLocked(p bkPut, now time.Time) bkReply {
 		return bkReply{status: http.StatusNotFound, body: map[string]any{"error": "booking_not_found", "message": "no such booking"}}
 	}
 	c := &bkChange{BookingRequest: BookingRequest{
-		RequestID: p.requestID, IdempotencyKey: p.key, AttemptID: p.attemptID, BookingID: p.bookingID,
+		Account: p.account, RequestID: p.requestID, IdempotencyKey: p.key, AttemptID: p.attemptID, BookingID: p.bookingID,
 		ExpectedVersion: p.expected, Change: p.change, ReceivedAt: now,
 	}}
 	b.keys[p.key] = &bkKey{fingerprint: p.fingerprint, firstSeen: now, change: c}
@@ -632,6 +636,7 @@ func cloneJSONMap(m map[string]any) map[string]any {
 // --- HTTP ---
 
 type bookingPutBody struct {
+	Account         string         `json:"account"`
 	RequestID       *string        `json:"request_id"`
 	ExpectedVersion *json.Number   `json:"expected_version"`
 	Change          map[string]any `json:"change"`
@@ -656,7 +661,7 @@ func parseBookingPut(raw []byte) (bkPut, string) {
 	if body.Change == nil {
 		return bkPut{}, "change must be a JSON object"
 	}
-	p := bkPut{requestID: *body.RequestID, change: body.Change}
+	p := bkPut{account: body.Account, requestID: *body.RequestID, change: body.Change}
 	if body.ExpectedVersion != nil {
 		v, err := strconv.Atoi(body.ExpectedVersion.String())
 		if err != nil || v < 0 {
@@ -805,6 +810,7 @@ func (b *BookingAPI) handleGet(w http.ResponseWriter, r *http.Request) {
 
 // bookingStatusJSON is the status query's answer.
 type bookingStatusJSON struct {
+	Account         string         `json:"account,omitempty"`
 	RequestID       string         `json:"request_id"`
 	State           string         `json:"state"`
 	BookingID       string         `json:"booking_id"`
@@ -819,7 +825,9 @@ type bookingStatusJSON struct {
 
 // handleStatus answers the status query by request id with the state as of
 // now-ReflectionDelay: a request received later is unknown (404), a change
-// that ended later is still processing.
+// that ended later is still processing. With ?account= only that
+// account's requests are looked at (request ids are the callers', and
+// two accounts may use one); without it, every account's.
 func (b *BookingAPI) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if !b.acceptRead(w, r) {
 		return
@@ -837,13 +845,24 @@ func (b *BookingAPI) handleStatus(w http.ResponseWriter, r *http.Request) {
 		}
 		return c.State, true
 	}
-	c := pickChange(b.requests[r.PathValue("request_id")], view)
+	account, scoped := r.URL.Query()["account"]
+	cs := b.requests[r.PathValue("request_id")]
+	if scoped {
+		var mine []*bkChange
+		for _, c := range cs {
+			if c.Account == account[0] {
+				mine = append(mine, c)
+			}
+		}
+		cs = mine
+	}
+	c := pickChange(cs, view)
 	var out bookingStatusJSON
 	if c != nil {
 		st, _ := view(c)
 		rq := c.BookingRequest.clone()
 		out = bookingStatusJSON{
-			RequestID: rq.RequestID, State: st, BookingID: rq.BookingID, ExpectedVersion: rq.ExpectedVersion,
+			Account: rq.Account, RequestID: rq.RequestID, State: st, BookingID: rq.BookingID, ExpectedVersion: rq.ExpectedVersion,
 			CurrentVersion: b.bookings[rq.BookingID].Version, Change: rq.Change, PartialEffects: []string{},
 			ReceivedAt: rq.ReceivedAt,
 		}

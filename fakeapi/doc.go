@@ -3,8 +3,13 @@
 // and GitHub, Slack and Stripe as their documentation describes them —
 // that count their effects (writes, per key or request) and fail on
 // purpose (a response lost after the commit, a reset before it, delays,
-// duplicates, look-alikes, visibility lag, read failures), globally or
-// for one intent's writes.
+// duplicates, look-alikes, visibility lag, read failures, rate limits),
+// globally or for one intent's writes. The GitHub, Slack and Stripe fakes
+// also have each provider's documented habits as small options (With...),
+// so that a test or a seeded simulation can switch them on: installation
+// tokens, private repositories, silent page caps, edits after creation,
+// Slack's link and entity rewriting and history rate tier, Stripe's API
+// versions, and an API clock that is off (its Date header included).
 //
 // Tests start them with NewXAPI(t, ...), which closes the server when the
 // test ends; `settle demo` and examples/socialapi start one with

@@ -284,6 +284,27 @@ func respellString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
+// offsetClock is now (time.Now when nil) moved by offset: an API whose
+// clock is off.
+func offsetClock(now func() time.Time, offset time.Duration) func() time.Time {
+	if now == nil {
+		now = time.Now
+	}
+	if offset == 0 {
+		return now
+	}
+	return func() time.Time { return now().Add(offset) }
+}
+
+// withDate sets every response's Date header from the fake's clock, as a
+// server's own clock does (net/http would write the host's).
+func withDate(now func() time.Time, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Date", now().UTC().Format(http.TimeFormat))
+		h.ServeHTTP(w, r)
+	})
+}
+
 // hijack takes the connection over from net/http; nil when it is already
 // gone.
 func hijack(w http.ResponseWriter) net.Conn {

@@ -69,6 +69,22 @@ type GitHubConfig struct {
 	// Private makes the repository private: its HTML pages answer 404
 	// without credentials.
 	Private bool
+	// PageCap is the largest page a list serves, whatever per_page asks:
+	// GitHub caps it at 100 silently (the default).
+	PageCap int
+	// Installation makes the token a GitHub App installation token (as
+	// GitHub Actions' GITHUB_TOKEN is): Login and UserID are then the
+	// app's bot user, and GET /user answers 403 "Resource not accessible
+	// by integration"; GraphQL's viewer still names the bot.
+	Installation bool
+	// ClockOffset is how far the API's clock is ahead of Now (negative:
+	// behind): created_at, updated_at, Date and rate-limit resets are
+	// the API's.
+	ClockOffset time.Duration
+	// EditAfterCreate, when set, edits every comment created through POST
+	// right after it is stored, as a person fixing a typo would: its body
+	// becomes EditAfterCreate(body) and updated_at moves on.
+	EditAfterCreate func(body string) string
 	// Now is the server clock (default time.Now).
 	Now func() time.Time
 }
@@ -87,6 +103,29 @@ func WithGitHubUser(login string, id int64) GitHubOption {
 // WithGitHubClock injects the server clock.
 func WithGitHubClock(now func() time.Time) GitHubOption { return func(c *GitHubConfig) { c.Now = now } }
 
+// WithGitHubPageCap caps every list page at n items silently (GitHub's
+// cap is 100).
+func WithGitHubPageCap(n int) GitHubOption { return func(c *GitHubConfig) { c.PageCap = n } }
+
+// WithGitHubInstallationToken makes the token an installation token of a
+// GitHub App whose bot user is login and id (GitHub Actions' GITHUB_TOKEN
+// acts as github-actions[bot], id 41898282): GET /user answers 403.
+func WithGitHubInstallationToken(login string, id int64) GitHubOption {
+	return func(c *GitHubConfig) { c.Installation, c.Login, c.UserID = true, login, id }
+}
+
+// WithGitHubClockOffset sets the API clock d ahead of the test's clock
+// (negative: behind).
+func WithGitHubClockOffset(d time.Duration) GitHubOption {
+	return func(c *GitHubConfig) { c.ClockOffset = d }
+}
+
+// WithGitHubEditAfterCreate edits every comment created through POST
+// right after it is stored (see GitHubConfig.EditAfterCreate).
+func WithGitHubEditAfterCreate(edit func(body string) string) GitHubOption {
+	return func(c *GitHubConfig) { c.EditAfterCreate = edit }
+}
+
 // WithGitHubPrivateRepo makes the repository private.
 func WithGitHubPrivateRepo() GitHubOption { return func(c *GitHubConfig) { c.Private = true } }
 
@@ -96,13 +135,15 @@ type GitHubAPI struct {
 	fakeServer[Fault]
 	cfg GitHubConfig
 
-	mu        sync.Mutex
-	nextID    int64
-	comments  []*GitHubComment
-	effects   int
-	writes    int
-	listCalls int
-	pageCalls int
+	mu         sync.Mutex
+	nextID     int64
+	comments   []*GitHubComment
+	limitReads int           // the next limitReads reads are rate-limited
+	limitFor   time.Duration // ... until now+limitFor
+	effects    int
+	writes     int
+	listCalls  int
+	pageCalls  int
 }
 
 // NewGitHubAPI starts a fake GitHub API for a test, closed with t.Cleanup.
@@ -112,9 +153,7 @@ func NewGitHubAPI(t Cleaner, opts ...GitHubOption) *GitHubAPI {
 
 // NewGitHubAPIServer starts a fake GitHub API; the caller must Close it.
 func NewGitHubAPIServer(cfg GitHubConfig) *GitHubAPI {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Now = offsetClock(cfg.Now, cfg.ClockOffset)
 	if cfg.Login == "" {
 		cfg.Login, cfg.UserID = "settle-bot", 4242
 	}
@@ -124,17 +163,57 @@ func NewGitHubAPIServer(cfg GitHubConfig) *GitHubAPI {
 	if cfg.Issues <= 0 {
 		cfg.Issues = 100
 	}
+	if cfg.PageCap <= 0 {
+		cfg.PageCap = 100
+	}
 	s := &GitHubAPI{cfg: cfg, nextID: 1000}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /user", s.handleUser)
+	mux.HandleFunc("POST /graphql", s.handleGraphQL)
 	mux.HandleFunc("/repos/", s.handleRepos)
 	mux.HandleFunc("GET /"+cfg.Owner+"/"+cfg.Repo+"/issues/{number}", s.handlePage)
-	s.start(cfg.Token, mux)
+	s.start(cfg.Token, withDate(cfg.Now, mux))
 	return s
 }
 
 // Next queues write faults; each authorized POST consumes one.
+// RateLimited(d) answers GitHub's primary rate-limit refusal.
 func (s *GitHubAPI) Next(f ...Fault) { s.queueFaults(f...) }
+
+// LimitReads makes the next n authorized API reads answer GitHub's
+// primary rate-limit refusal (403, x-ratelimit-remaining 0,
+// x-ratelimit-reset d from now).
+func (s *GitHubAPI) LimitReads(n int, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.limitReads, s.limitFor = n, d
+}
+
+// takeReadLimit consumes one rate-limited read, if any is due: the wait.
+func (s *GitHubAPI) takeReadLimit() (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.limitReads <= 0 {
+		return 0, false
+	}
+	s.limitReads--
+	return s.limitFor, true
+}
+
+// rateLimited answers GitHub's primary rate-limit refusal: 403 with the
+// rate-limit headers, remaining 0, reset in Unix seconds (rounded up) d
+// from now.
+// https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api
+func (s *GitHubAPI) rateLimited(w http.ResponseWriter, d time.Duration) {
+	reset := s.cfg.Now().Add(d + time.Second - 1).Unix()
+	h := w.Header()
+	h.Set("X-Ratelimit-Limit", "5000")
+	h.Set("X-Ratelimit-Remaining", "0")
+	h.Set("X-Ratelimit-Used", "5000")
+	h.Set("X-Ratelimit-Reset", strconv.FormatInt(reset, 10))
+	h.Set("X-Ratelimit-Resource", "core")
+	ghError(w, http.StatusForbidden, "API rate limit exceeded for user ID "+strconv.FormatInt(s.cfg.UserID, 10)+".")
+}
 
 // RepoURL is the API URL of the served repository (a route's base_url).
 func (s *GitHubAPI) RepoURL() string {
@@ -248,17 +327,55 @@ func (s *GitHubAPI) authorized(r *http.Request) bool {
 	return len(h) > 6 && strings.EqualFold(h[:6], "token ") && h[6:] == s.token
 }
 
+func (s *GitHubAPI) userType() string {
+	if s.cfg.Installation {
+		return "Bot"
+	}
+	return "User"
+}
+
 func (s *GitHubAPI) user() map[string]any {
-	return map[string]any{"login": s.cfg.Login, "id": s.cfg.UserID, "node_id": "U_" + strconv.FormatInt(s.cfg.UserID, 10), "type": "User",
+	return map[string]any{"login": s.cfg.Login, "id": s.cfg.UserID, "node_id": "U_" + strconv.FormatInt(s.cfg.UserID, 10), "type": s.userType(),
 		"url": s.URL() + "/users/" + s.cfg.Login, "html_url": s.URL() + "/" + s.cfg.Login}
 }
 
+// handleUser answers the token's user; an installation token has none
+// (403, as GitHub answers GitHub Apps and Actions' GITHUB_TOKEN).
 func (s *GitHubAPI) handleUser(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(r) {
 		ghError(w, http.StatusUnauthorized, "Requires authentication")
 		return
 	}
+	if s.cfg.Installation {
+		ghError(w, http.StatusForbidden, "Resource not accessible by integration")
+		return
+	}
 	writeJSON(w, http.StatusOK, s.user())
+}
+
+// handleGraphQL answers the GraphQL API's viewer query — the token's
+// user or bot, for every kind of token: {"query": "{ viewer { login
+// databaseId } }"} gives {"data": {"viewer": {"login", "databaseId"}}}.
+// Any other query is a GraphQL error (HTTP 200 with "errors").
+// https://docs.github.com/en/graphql/reference/queries#viewer
+func (s *GitHubAPI) handleGraphQL(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(r) {
+		ghError(w, http.StatusUnauthorized, "This endpoint requires you to be authenticated.")
+		return
+	}
+	var req struct {
+		Query string `json:"query"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
+		ghError(w, http.StatusBadRequest, "Problems parsing JSON")
+		return
+	}
+	if !strings.Contains(req.Query, "viewer") {
+		writeJSON(w, http.StatusOK, map[string]any{"errors": []map[string]any{{"message": "this fake answers the viewer query only"}}})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": map[string]any{"viewer": map[string]any{
+		"login": s.cfg.Login, "databaseId": s.cfg.UserID, "__typename": s.userType()}}})
 }
 
 // json renders a comment as the API does. Call with s.mu held.
@@ -272,12 +389,20 @@ func (s *GitHubAPI) json(c *GitHubComment) map[string]any {
 		"html_url":  s.URL() + "/" + repo + "/issues/" + strconv.Itoa(c.Issue) + "#issuecomment-" + id,
 		"issue_url": s.URL() + "/repos/" + repo + "/issues/" + strconv.Itoa(c.Issue),
 		"body":      c.Body,
-		"user": map[string]any{"login": c.UserLogin, "id": c.UserID, "node_id": "U_" + strconv.FormatInt(c.UserID, 10), "type": "User",
+		"user": map[string]any{"login": c.UserLogin, "id": c.UserID, "node_id": "U_" + strconv.FormatInt(c.UserID, 10), "type": s.typeOf(c),
 			"url": s.URL() + "/users/" + c.UserLogin},
 		"created_at":         c.CreatedAt.UTC().Format(time.RFC3339),
 		"updated_at":         c.UpdatedAt.UTC().Format(time.RFC3339),
 		"author_association": "MEMBER",
 	}
+}
+
+// typeOf is the user type of a comment's author.
+func (s *GitHubAPI) typeOf(c *GitHubComment) string {
+	if c.UserID == s.cfg.UserID {
+		return s.userType()
+	}
+	return "User"
 }
 
 // handleRepos routes /repos/{owner}/{repo}/issues/... (the patterns
@@ -299,6 +424,12 @@ func (s *GitHubAPI) handleRepos(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rest := parts[3:]
+	if r.Method == http.MethodGet {
+		if d, ok := s.takeReadLimit(); ok {
+			s.rateLimited(w, d)
+			return
+		}
+	}
 	switch {
 	case r.Method == http.MethodGet && len(rest) == 1 && rest[0] == "comments":
 		s.handleList(w, r, 0)
@@ -341,6 +472,9 @@ func (s *GitHubAPI) handleCreate(w http.ResponseWriter, r *http.Request, issue i
 	case FaultStatus:
 		ghError(w, f.Code, http.StatusText(f.Code))
 		return
+	case FaultRateLimited:
+		s.rateLimited(w, f.Duration)
+		return
 	}
 	var req struct {
 		Body *string `json:"body"`
@@ -361,6 +495,11 @@ func (s *GitHubAPI) handleCreate(w http.ResponseWriter, r *http.Request, issue i
 	s.comments = append(s.comments, c)
 	s.effects++
 	out := s.json(c)
+	if s.cfg.EditAfterCreate != nil {
+		// The edit lands after the answer was made: the response holds
+		// the comment as posted, every later read the edited one.
+		c.Body, c.UpdatedAt = s.cfg.EditAfterCreate(c.Body), now.Add(time.Second)
+	}
 	s.mu.Unlock()
 	if f.Kind == FaultCommitThenDrop || f.Drop {
 		dropConn(w)
@@ -387,14 +526,14 @@ func (s *GitHubAPI) handleGet(w http.ResponseWriter, idText string) {
 // comments, with the Link header.
 func (s *GitHubAPI) handleList(w http.ResponseWriter, r *http.Request, issue int) {
 	q := r.URL.Query()
-	perPage, page := 30, 1
+	perPage, page := min(30, s.cfg.PageCap), 1
 	if v := q.Get("per_page"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
 			ghError(w, http.StatusUnprocessableEntity, "Validation Failed")
 			return
 		}
-		perPage = min(n, 100)
+		perPage = min(n, s.cfg.PageCap)
 	}
 	if v := q.Get("page"); v != "" {
 		n, err := strconv.Atoi(v)

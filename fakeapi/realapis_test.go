@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -171,22 +172,38 @@ func TestStripeFake(t *testing.T) {
 	api := fakeapi.NewStripeAPI(t, fakeapi.WithStripeToken("sk_t"), fakeapi.WithStripeClock(clock.Now), fakeapi.WithStripeSearchLag(time.Minute))
 	form := "application/x-www-form-urlencoded"
 	body := "amount=500&currency=usd&customer=cus_1&payment_method=pm_card_visa&confirm=true&metadata%5Bk%5D=v1"
-	code, _, pi, _ := fcall(t, "POST", api.URL()+"/v1/payment_intents", "sk_t", form, body, "Idempotency-Key", "key-1")
+	// The account's default version has automatic payment methods on:
+	// confirming needs a return_url, or off_session, or no redirects.
+	code, hdr, e, _ := fcall(t, "POST", api.URL()+"/v1/payment_intents", "sk_t", form, body, "Idempotency-Key", "key-0")
+	if code != 400 || e["error"].(map[string]any)["param"] != "return_url" || hdr.Get("Stripe-Version") != "2024-06-20" {
+		t.Fatalf("confirm without return_url: %d %v", code, e)
+	}
+	if code, _, _, _ := fcall(t, "POST", api.URL()+"/v1/payment_intents", "sk_t", form, strings.Replace(body, "v1", "old", 1), "Idempotency-Key", "key-old", "Stripe-Version", "2022-11-15"); code != 200 {
+		t.Fatalf("an older pinned version needs no return_url: %d", code)
+	}
+	if code, _, _, _ := fcall(t, "POST", api.URL()+"/v1/payment_intents", "sk_t", form, "amount=500&currency=usd&off_session=true", "Idempotency-Key", "key-off"); code != 400 {
+		t.Fatalf("off_session without confirm: %d", code)
+	}
+	body += "&off_session=true&automatic_payment_methods%5Benabled%5D=true&automatic_payment_methods%5Ballow_redirects%5D=never"
+	code, _, pi, _ := fcall(t, "POST", api.URL()+"/v1/payment_intents", "sk_t", form, body, "Idempotency-Key", "key-1", "Stripe-Version", "2024-06-20")
 	if code != 200 || pi["status"] != "succeeded" || pi["metadata"].(map[string]any)["k"] != "v1" {
 		t.Fatalf("create %d %v", code, pi)
+	}
+	if v := api.Versions(); len(v) != 4 || v[1] != "2022-11-15" || v[3] != "2024-06-20" {
+		t.Fatalf("versions %v", v)
 	}
 	code, hdr, again, _ := fcall(t, "POST", api.URL()+"/v1/payment_intents", "sk_t", form, body, "Idempotency-Key", "key-1")
 	if code != 200 || again["id"] != pi["id"] || hdr.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("replay %d %v", code, again)
 	}
-	code, _, e, _ := fcall(t, "POST", api.URL()+"/v1/payment_intents", "sk_t", form, strings.Replace(body, "500", "600", 1), "Idempotency-Key", "key-1")
+	code, _, e, _ = fcall(t, "POST", api.URL()+"/v1/payment_intents", "sk_t", form, strings.Replace(body, "500", "600", 1), "Idempotency-Key", "key-1")
 	if code != 400 || e["error"].(map[string]any)["type"] != "idempotency_error" {
 		t.Fatalf("other parameters: %d %v", code, e)
 	}
 	if code, _, e, _ := fcall(t, "POST", api.URL()+"/v1/payment_intents", "sk_t", form, "currency=usd", "Idempotency-Key", "key-2"); code != 400 || e["error"].(map[string]any)["param"] != "amount" {
 		t.Fatalf("missing amount: %d %v", code, e)
 	}
-	if api.Effects() != 1 || api.EffectsForKey("key-1") != 1 {
+	if api.Effects() != 2 || api.EffectsForKey("key-1") != 1 {
 		t.Fatalf("%d effects", api.Effects())
 	}
 	// Search: not read-after-write; exact metadata clauses.
@@ -203,7 +220,7 @@ func TestStripeFake(t *testing.T) {
 	}
 	// Keys are pruned after 24 hours: the same key then makes a new payment.
 	clock.Advance(24 * time.Hour)
-	if code, _, pi2, _ := fcall(t, "POST", api.URL()+"/v1/payment_intents", "sk_t", form, body, "Idempotency-Key", "key-1"); code != 200 || pi2["id"] == pi["id"] || api.Effects() != 2 {
+	if code, _, pi2, _ := fcall(t, "POST", api.URL()+"/v1/payment_intents", "sk_t", form, body, "Idempotency-Key", "key-1"); code != 200 || pi2["id"] == pi["id"] || api.Effects() != 3 {
 		t.Fatalf("after retention: %d %v, %d effects", code, pi2, api.Effects())
 	}
 	if code, _, a, _ := fcall(t, "GET", api.URL()+"/v1/account", "sk_t", "", ""); code != 200 || a["id"] != api.AccountID() {
@@ -213,3 +230,49 @@ func TestStripeFake(t *testing.T) {
 		t.Fatalf("missing: %d", code)
 	}
 }
+
+// TestFakeHabits: the documented habits each fake can be switched to —
+// an installation token GET /user refuses, GraphQL's viewer, edits after
+// creation, Slack's text rewriting, an API clock that is off.
+func TestFakeHabits(t *testing.T) {
+	clock := testharness.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+
+	gh := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubToken("tok"), fakeapi.WithGitHubClock(clock.Now),
+		fakeapi.WithGitHubInstallationToken("github-actions[bot]", 41898282), fakeapi.WithGitHubClockOffset(-10*time.Second),
+		fakeapi.WithGitHubEditAfterCreate(func(b string) string { return strings.Replace(b, "teh", "the", 1) }))
+	if code, _, u, _ := fcall(t, "GET", gh.URL()+"/user", "tok", "", ""); code != 403 || u["message"] != "Resource not accessible by integration" {
+		t.Fatalf("GET /user with an installation token: %d %v", code, u)
+	}
+	code, _, v, _ := fcall(t, "POST", gh.URL()+"/graphql", "tok", "application/json", `{"query":"query { viewer { login databaseId } }"}`)
+	if viewer := v["data"].(map[string]any)["viewer"].(map[string]any); code != 200 || viewer["databaseId"] != float64(41898282) || viewer["login"] != "github-actions[bot]" {
+		t.Fatalf("viewer %d %v", code, v)
+	}
+	if code, _, _, _ := fcall(t, "POST", gh.URL()+"/graphql", "", "application/json", `{"query":"{viewer{login}}"}`); code != 401 {
+		t.Fatalf("GraphQL without a token: %d", code)
+	}
+	code, hdr, c, _ := fcall(t, "POST", gh.RepoURL()+"/issues/3/comments", "tok", "application/json", `{"body":"fixed teh build"}`)
+	if code != 201 || c["body"] != "fixed teh build" || c["user"].(map[string]any)["type"] != "Bot" || c["created_at"] != "2029-12-31T23:59:50Z" ||
+		hdr.Get("Date") != "Mon, 31 Dec 2029 23:59:50 GMT" {
+		t.Fatalf("create %d %v (Date %s)", code, c, hdr.Get("Date"))
+	}
+	_, _, got, _ := fcall(t, "GET", gh.RepoURL()+"/issues/comments/"+itoa(int(c["id"].(float64))), "tok", "", "")
+	if got["body"] != "fixed the build" || got["updated_at"] == got["created_at"] || gh.Effects() != 1 {
+		t.Fatalf("after the edit: %v", got)
+	}
+
+	sl := fakeapi.NewSlackAPI(t, fakeapi.WithSlackToken("xoxb-t"), fakeapi.WithSlackClock(clock.Now), fakeapi.WithSlackFormatting(),
+		fakeapi.WithSlackClockOffset(5*time.Second), fakeapi.WithSlackEditAfterPost(func(s string) string { return s + " (edited)" }))
+	_, _, p, _ := fcall(t, "POST", sl.URL()+"/chat.postMessage", "xoxb-t", "application/json",
+		`{"channel":"C0SETTLE","text":"see http://x.org/a?b=1&c=2 & www.y.org. a<b"}`)
+	const stored = "see <http://x.org/a?b=1&amp;c=2> &amp; <http://www.y.org|www.y.org>. a&lt;b"
+	if p["ok"] != true || p["message"].(map[string]any)["text"] != stored || p["ts"] != "1893456005.000000" {
+		t.Fatalf("post %v", p)
+	}
+	_, _, h, _ := fcall(t, "GET", sl.URL()+"/conversations.history?channel=C0SETTLE", "xoxb-t", "", "")
+	m := h["messages"].([]any)[0].(map[string]any)
+	if m["text"] != stored+" (edited)" || m["edited"] == nil {
+		t.Fatalf("history %v", m)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,11 +42,13 @@ import (
 
 // SlackMessage is one message as the fake stores it.
 type SlackMessage struct {
-	Channel  string
-	TS       string
-	User     string
-	BotID    string
-	Text     string
+	Channel string
+	TS      string
+	User    string
+	BotID   string
+	Text    string
+	// EditedTS is the time of the last edit ("" when never edited).
+	EditedTS string
 	Metadata json.RawMessage // {"event_type":..., "event_payload":...} or nil
 	// Injected: planted with Inject (not an effect).
 	Injected bool
@@ -62,6 +65,27 @@ type SlackConfig struct {
 	Channels []string
 	// Now is the server clock (default time.Now).
 	Now func() time.Time
+	// HistoryLimit caps conversations.history's limit silently (0: 999,
+	// Tier 3); HistoryEvery is the least time between two history calls
+	// of the token (0: none): an earlier call is answered 429 with
+	// Retry-After. Slack's non-Marketplace apps get 15 and 1 minute
+	// (WithSlackNonMarketplaceTier).
+	HistoryLimit int
+	HistoryEvery time.Duration
+	// Format rewrites a posted text as Slack stores it: a bare URL
+	// becomes a link (http://x -> <http://x>, www.x.org ->
+	// <http://www.x.org|www.x.org>) and &, < and > outside links become
+	// &amp; &lt; &gt; (an entity already written stays). Slack always
+	// does; it is an option so that a test can see both.
+	// https://docs.slack.dev/messaging/formatting-message-text
+	Format bool
+	// EditAfterPost, when set, edits every message posted through
+	// chat.postMessage right after it is stored (its text becomes
+	// EditAfterPost(text), and it gains "edited"); its metadata stays.
+	EditAfterPost func(text string) string
+	// ClockOffset is how far the API's clock is ahead of Now (negative:
+	// behind): message timestamps, Date and Retry-After are the API's.
+	ClockOffset time.Duration
 }
 
 // SlackOption changes a SlackConfig.
@@ -78,6 +102,31 @@ func WithSlackChannels(ids ...string) SlackOption {
 	return func(c *SlackConfig) { c.Channels = ids }
 }
 
+// WithSlackNonMarketplaceTier applies the conversations.history limits of
+// an app that is not in the Slack Marketplace: 1 request a minute, at
+// most 15 messages a page ("the maximum and default values for the limit
+// parameter have both been reduced to 15 objects").
+// https://docs.slack.dev/reference/methods/conversations.history
+func WithSlackNonMarketplaceTier() SlackOption {
+	return func(c *SlackConfig) { c.HistoryLimit, c.HistoryEvery = 15, time.Minute }
+}
+
+// WithSlackFormatting makes the fake rewrite posted texts as Slack does
+// (links and entities; see SlackConfig.Format).
+func WithSlackFormatting() SlackOption { return func(c *SlackConfig) { c.Format = true } }
+
+// WithSlackEditAfterPost edits every posted message right after it is
+// stored (see SlackConfig.EditAfterPost).
+func WithSlackEditAfterPost(edit func(text string) string) SlackOption {
+	return func(c *SlackConfig) { c.EditAfterPost = edit }
+}
+
+// WithSlackClockOffset sets the API clock d ahead of the test's clock
+// (negative: behind).
+func WithSlackClockOffset(d time.Duration) SlackOption {
+	return func(c *SlackConfig) { c.ClockOffset = d }
+}
+
 // SlackAPI is the fake. It counts effects (messages posted through
 // chat.postMessage). All methods are safe for concurrent use.
 type SlackAPI struct {
@@ -90,6 +139,8 @@ type SlackAPI struct {
 	effects   int
 	writes    int
 	listCalls int
+	limited   int       // history calls refused for the rate tier
+	lastList  time.Time // the last history call served
 }
 
 // NewSlackAPI starts a fake Slack API for a test, closed with t.Cleanup.
@@ -99,9 +150,7 @@ func NewSlackAPI(t Cleaner, opts ...SlackOption) *SlackAPI {
 
 // NewSlackAPIServer starts a fake Slack API; the caller must Close it.
 func NewSlackAPIServer(cfg SlackConfig) *SlackAPI {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Now = offsetClock(cfg.Now, cfg.ClockOffset)
 	if cfg.UserID == "" {
 		cfg.UserID = "U0SETTLE"
 	}
@@ -119,12 +168,13 @@ func NewSlackAPIServer(cfg SlackConfig) *SlackAPI {
 	mux.HandleFunc("/auth.test", s.handleAuthTest)
 	mux.HandleFunc("POST /chat.postMessage", s.handlePost)
 	mux.HandleFunc("GET /conversations.history", s.handleHistory)
-	s.start(cfg.Token, mux)
+	s.start(cfg.Token, withDate(cfg.Now, mux))
 	return s
 }
 
 // Next queues write faults; each chat.postMessage with a valid token
-// consumes one.
+// consumes one. RateLimited(d) answers 429 with Retry-After.
+
 func (s *SlackAPI) Next(f ...Fault) { s.queueFaults(f...) }
 
 // UserID is the token's bot user id (what a route's account is).
@@ -183,6 +233,22 @@ func (s *SlackAPI) Writes() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.writes
+}
+
+// RateLimitedCalls is the number of conversations.history calls refused
+// with 429 for the rate tier.
+func (s *SlackAPI) RateLimitedCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.limited
+}
+
+// ratelimited answers Slack's rate-limit refusal: HTTP 429 with
+// Retry-After in whole seconds (rounded up).
+// https://docs.slack.dev/apis/web-api/rate-limits
+func ratelimited(w http.ResponseWriter, d time.Duration) {
+	w.Header().Set("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
+	writeJSON(w, http.StatusTooManyRequests, map[string]any{"ok": false, "error": "ratelimited"})
 }
 
 // ListCalls is the number of conversations.history pages served.
@@ -260,6 +326,9 @@ func (s *SlackAPI) message(m *SlackMessage, metadata bool) map[string]any {
 		out["bot_id"] = m.BotID
 		out["app_id"] = "A0SETTLE"
 	}
+	if m.EditedTS != "" {
+		out["edited"] = map[string]any{"user": m.User, "ts": m.EditedTS}
+	}
 	if metadata && m.Metadata != nil {
 		out["metadata"] = json.RawMessage(m.Metadata)
 	}
@@ -304,10 +373,12 @@ func (s *SlackAPI) handlePost(w http.ResponseWriter, r *http.Request) {
 	case FaultResetBeforeCommit:
 		resetConn(w)
 		return
+	case FaultRateLimited:
+		ratelimited(w, f.Duration)
+		return
 	case FaultStatus:
 		if f.Code == http.StatusTooManyRequests {
-			w.Header().Set("Retry-After", "1")
-			writeJSON(w, f.Code, map[string]any{"ok": false, "error": "ratelimited"})
+			ratelimited(w, time.Second)
 			return
 		}
 		writeJSON(w, f.Code, map[string]any{"ok": false, "error": "fatal_error"})
@@ -332,10 +403,18 @@ func (s *SlackAPI) handlePost(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mu.Lock()
-	m := &SlackMessage{Channel: req.Channel, TS: s.nextTS(req.Channel), User: s.cfg.UserID, BotID: s.cfg.BotID, Text: req.Text, Metadata: slices.Clone(req.Metadata)}
+	text := req.Text
+	if s.cfg.Format {
+		text = slackFormat(text)
+	}
+	m := &SlackMessage{Channel: req.Channel, TS: s.nextTS(req.Channel), User: s.cfg.UserID, BotID: s.cfg.BotID, Text: text, Metadata: slices.Clone(req.Metadata)}
 	s.messages = append(s.messages, m)
 	s.effects++
 	out := map[string]any{"ok": true, "channel": m.Channel, "ts": m.TS, "message": s.message(m, true)}
+	if s.cfg.EditAfterPost != nil {
+		// Edited after the answer was made: every later read sees it.
+		m.Text, m.EditedTS = s.cfg.EditAfterPost(m.Text), formatTS(s.cfg.Now().Add(time.Second).UnixMicro())
+	}
 	s.mu.Unlock()
 	if f.Kind == FaultCommitThenDrop || f.Drop {
 		dropConn(w)
@@ -382,6 +461,9 @@ func (s *SlackAPI) handleHistory(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = min(n, 999)
 	}
+	if s.cfg.HistoryLimit > 0 {
+		limit = min(limit, s.cfg.HistoryLimit) // silently
+	}
 	// The cursor is the ts to continue below (exclusive), opaque to clients.
 	before := int64(1) << 62
 	if c := q.Get("cursor"); c != "" {
@@ -397,6 +479,15 @@ func (s *SlackAPI) handleHistory(w http.ResponseWriter, r *http.Request) {
 	withMeta := q.Get("include_all_metadata") == "true" || q.Get("include_all_metadata") == "1"
 
 	s.mu.Lock()
+	if now := s.cfg.Now(); s.cfg.HistoryEvery > 0 && !s.lastList.IsZero() && now.Sub(s.lastList) < s.cfg.HistoryEvery {
+		s.limited++
+		wait := s.cfg.HistoryEvery - now.Sub(s.lastList)
+		s.mu.Unlock()
+		ratelimited(w, wait)
+		return
+	} else {
+		s.lastList = now
+	}
 	s.listCalls++
 	var sel []*SlackMessage
 	for _, m := range s.messages {
@@ -428,4 +519,51 @@ func (s *SlackAPI) handleHistory(w http.ResponseWriter, r *http.Request) {
 	out["response_metadata"] = map[string]any{"next_cursor": next}
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, out)
+}
+
+// slackLink finds what Slack turns into a link in a posted text: a URL
+// with a scheme, or a bare www. host.
+var slackLink = regexp.MustCompile(`(?:https?://|mailto:)[^\s<>|]+|\bwww\.[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+[^\s<>|]*`)
+
+// slackFormat rewrites a text as Slack stores it: links wrapped in <...>
+// (a bare www. host as <http://host|host>; punctuation that ends a
+// sentence is not part of the link) and &, <, > escaped outside them.
+func slackFormat(text string) string {
+	var b strings.Builder
+	last := 0
+	for _, m := range slackLink.FindAllStringIndex(text, -1) {
+		b.WriteString(slackEscape(text[last:m[0]]))
+		u := text[m[0]:m[1]]
+		link := strings.TrimRight(u, ".,;:!?)'\"")
+		if strings.HasPrefix(link, "www.") {
+			b.WriteString("<http://" + slackEscape(link) + "|" + slackEscape(link) + ">")
+		} else {
+			b.WriteString("<" + slackEscape(link) + ">")
+		}
+		b.WriteString(slackEscape(u[len(link):]))
+		last = m[1]
+	}
+	b.WriteString(slackEscape(text[last:]))
+	return b.String()
+}
+
+// slackEscape writes &, < and > as Slack's entities; an entity already
+// written (&amp; &lt; &gt;) stays as it is.
+func slackEscape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '&' && (strings.HasPrefix(s[i:], "&amp;") || strings.HasPrefix(s[i:], "&lt;") || strings.HasPrefix(s[i:], "&gt;")):
+			b.WriteByte(c)
+		case c == '&':
+			b.WriteString("&amp;")
+		case c == '<':
+			b.WriteString("&lt;")
+		case c == '>':
+			b.WriteString("&gt;")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }

@@ -142,6 +142,7 @@ const (
 	FaultURL404
 	FaultDraft
 	FaultRespelled
+	FaultRateLimited
 )
 
 var faultNames = map[FaultKind]string{
@@ -158,6 +159,7 @@ var faultNames = map[FaultKind]string{
 	FaultURL404:            "url_404",
 	FaultDraft:             "draft",
 	FaultRespelled:         "respelled",
+	FaultRateLimited:       "rate_limited",
 }
 
 func (k FaultKind) String() string {
@@ -185,7 +187,7 @@ func (f Fault) Dropped() Fault { f.Drop = true; return f }
 func (f Fault) String() string {
 	s := f.Kind.String()
 	switch f.Kind {
-	case FaultDelay, FaultVisibilityDelay:
+	case FaultDelay, FaultVisibilityDelay, FaultRateLimited:
 		s += "(" + f.Duration.String() + ")"
 	case FaultStatus:
 		s += "(" + strconv.Itoa(f.Code) + ")"
@@ -212,6 +214,12 @@ func Delay(d time.Duration) Fault { return Fault{Kind: FaultDelay, Duration: d} 
 
 // Status answers with code and a small JSON error body; creates nothing.
 func Status(code int) Fault { return Fault{Kind: FaultStatus, Code: code} }
+
+// RateLimited answers the request with the API's documented rate-limit
+// refusal, asking to wait d, and executes nothing (GitHub: 403 with
+// x-ratelimit-remaining 0 and x-ratelimit-reset; Slack: 429 with
+// Retry-After). Only the GitHub and Slack fakes implement it.
+func RateLimited(d time.Duration) Fault { return Fault{Kind: FaultRateLimited, Duration: d} }
 
 // VisibilityDelay creates the post invisible to list, get and its page
 // until the clock reaches created_at+d.

@@ -41,6 +41,13 @@ import (
 //     idempotency_error; a request while the first one is executing is a
 //     409; keys are pruned 24 hours after first use (KeyRetention)
 //     https://docs.stripe.com/api/idempotent_requests
+//   - API versions: a request is made with its Stripe-Version header, or
+//     the account's default version (APIVersion); the response says which.
+//     From 2023-08-16 automatic payment methods are on by default, and
+//     confirming a PaymentIntent needs a return_url unless off_session=true
+//     or automatic_payment_methods[allow_redirects]=never (400 otherwise)
+//     https://docs.stripe.com/api/versioning
+//     https://docs.stripe.com/changelog/2023-08-16/automatic-payment-methods
 //
 // Errors are {"error": {"type", "code", "message", "param"}}. Credentials
 // are "Authorization: Bearer <secret key>" (or Basic with the key as the
@@ -76,7 +83,17 @@ type StripeConfig struct {
 	SearchLag time.Duration
 	// KeyRetention is how long an idempotency key is kept (default 24h).
 	KeyRetention time.Duration
+	// APIVersion is the account's default API version (default
+	// 2024-06-20), used by requests without a Stripe-Version header.
+	APIVersion string
+	// ClockOffset is how far the API's clock is ahead of Now (negative:
+	// behind): created, Date and search lag are the API's.
+	ClockOffset time.Duration
 }
+
+// stripeAPMVersion is the first API version with automatic payment
+// methods on by default.
+const stripeAPMVersion = "2023-08-16"
 
 // StripeOption changes a StripeConfig.
 type StripeOption func(*StripeConfig)
@@ -86,6 +103,15 @@ func WithStripeToken(token string) StripeOption { return func(c *StripeConfig) {
 
 // WithStripeClock injects the server clock.
 func WithStripeClock(now func() time.Time) StripeOption { return func(c *StripeConfig) { c.Now = now } }
+
+// WithStripeAPIVersion sets the account's default API version.
+func WithStripeAPIVersion(v string) StripeOption { return func(c *StripeConfig) { c.APIVersion = v } }
+
+// WithStripeClockOffset sets the API clock d ahead of the test's clock
+// (negative: behind).
+func WithStripeClockOffset(d time.Duration) StripeOption {
+	return func(c *StripeConfig) { c.ClockOffset = d }
+}
 
 // WithStripeSearchLag delays searchability.
 func WithStripeSearchLag(d time.Duration) StripeOption {
@@ -116,6 +142,30 @@ type StripeAPI struct {
 	writes      int
 	replays     int
 	searchCalls int
+	versions    []string // the API version of each POST
+}
+
+// withVersion answers with the API version the request was made with
+// (its Stripe-Version header, or the account's default).
+func (s *StripeAPI) withVersion(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Stripe-Version", s.version(r))
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *StripeAPI) version(r *http.Request) string {
+	if v := r.Header.Get("Stripe-Version"); v != "" {
+		return v
+	}
+	return s.cfg.APIVersion
+}
+
+// Versions are the API versions the POSTs were made with, in order.
+func (s *StripeAPI) Versions() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.versions)
 }
 
 // NewStripeAPI starts a fake Stripe API for a test, closed with t.Cleanup.
@@ -125,8 +175,9 @@ func NewStripeAPI(t Cleaner, opts ...StripeOption) *StripeAPI {
 
 // NewStripeAPIServer starts a fake Stripe API; the caller must Close it.
 func NewStripeAPIServer(cfg StripeConfig) *StripeAPI {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	cfg.Now = offsetClock(cfg.Now, cfg.ClockOffset)
+	if cfg.APIVersion == "" {
+		cfg.APIVersion = "2024-06-20"
 	}
 	if cfg.AccountID == "" {
 		cfg.AccountID = "acct_1SettleTest"
@@ -140,7 +191,7 @@ func NewStripeAPIServer(cfg StripeConfig) *StripeAPI {
 	mux.HandleFunc("POST /v1/payment_intents", s.handleCreate)
 	mux.HandleFunc("GET /v1/payment_intents/search", s.handleSearch)
 	mux.HandleFunc("GET /v1/payment_intents/{id}", s.handleGet)
-	s.start(cfg.Token, mux)
+	s.start(cfg.Token, withDate(cfg.Now, s.withVersion(mux)))
 	return s
 }
 
@@ -293,6 +344,7 @@ var metadataKey = regexp.MustCompile(`^metadata\[([A-Za-z0-9_-]{1,40})\]$`)
 func (s *StripeAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.writes++
+	s.versions = append(s.versions, s.version(r))
 	s.mu.Unlock()
 	if !s.authorized(r) {
 		stripeError(w, http.StatusUnauthorized, "invalid_request_error", "", "", "Invalid API Key provided")
@@ -357,6 +409,15 @@ func (s *StripeAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 	case len(currency) != 3 || strings.ToLower(currency) != currency:
 		stripeError(w, http.StatusBadRequest, "invalid_request_error", "parameter_invalid_string", "currency", "Invalid currency")
 		return
+	case form.Get("off_session") == "true" && form.Get("confirm") != "true":
+		stripeError(w, http.StatusBadRequest, "invalid_request_error", "", "off_session", "You may only specify `off_session` when `confirm` is true.")
+		return
+	case form.Get("confirm") == "true" && s.needsReturnURL(r, form):
+		stripeError(w, http.StatusBadRequest, "invalid_request_error", "", "return_url",
+			"A `return_url` must be specified because this Payment Intent is configured to automatically accept the payment methods enabled in the Dashboard, "+
+				"some of which may require a full page redirect to succeed. If you do not want to accept redirect-based payment methods, "+
+				"set `automatic_payment_methods[enabled]` to `true` and `automatic_payment_methods[allow_redirects]` to `never` when creating Setup Intents and Payment Intents.")
+		return
 	}
 	md := map[string]string{}
 	for k, v := range form {
@@ -405,6 +466,20 @@ func (s *StripeAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
+}
+
+// needsReturnURL: confirming this PaymentIntent needs a return_url — on
+// API versions with automatic payment methods on by default, unless it
+// names its payment method types, turns them off, refuses redirects or is
+// off session.
+func (s *StripeAPI) needsReturnURL(r *http.Request, form url.Values) bool {
+	if s.version(r) < stripeAPMVersion || form.Get("return_url") != "" || form.Get("off_session") == "true" {
+		return false
+	}
+	if form.Has("payment_method_types[]") || form.Has("payment_method_types[0]") || form.Get("automatic_payment_methods[enabled]") == "false" {
+		return false
+	}
+	return form.Get("automatic_payment_methods[allow_redirects]") != "never"
 }
 
 // canonicalForm renders form values sorted by key, for comparing the

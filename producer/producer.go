@@ -221,6 +221,11 @@ func (p *Producer) prepare(req Request) (*prepared, error) {
 			return nil, invalid(err)
 		}
 	}
+	if pc, ok := route.Adapter.(adapter.ParentChecker); ok {
+		if err := pc.CheckParent(req.ParentExternalID); err != nil {
+			return nil, invalid(&events.FieldError{Field: "parent_external_id", Reason: err.Error()})
+		}
+	}
 	if len(req.Payload) == 0 {
 		return nil, invalid(&events.FieldError{Field: "payload", Reason: "is required"})
 	}

@@ -203,6 +203,7 @@ func (a *Adapter) bookingURL(id string) string {
 
 // putBody is what the service receives.
 type putBody struct {
+	Account         string          `json:"account,omitempty"`
 	RequestID       string          `json:"request_id"`
 	ExpectedVersion int64           `json:"expected_version"`
 	Change          json.RawMessage `json:"change"`
@@ -226,8 +227,9 @@ type putAnswer struct {
 //
 //   - 409 version_conflict: Rejected, code version_conflict (nothing was
 //     applied; the booking was changed by someone else)
-//   - 422 idempotency_key_reused: Rejected (the key is bound to another
-//     body: nothing applied for this one)
+//   - 422 idempotency_key_reused: Unknown, code adapter.CodeKeyReused
+//     (the key is bound to another request: evidence that an earlier
+//     request with the key reached the service, never a rejection)
 //   - 202 processing: Unknown, code accepted_processing (the status query
 //     will tell when it completes)
 //   - any answer listing partial_effects: Unknown, code
@@ -250,7 +252,7 @@ func (a *Adapter) Write(ctx context.Context, req adapter.WriteRequest) (adapter.
 			return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "the "+name+" contains control characters")
 		}
 	}
-	body, err := json.Marshal(putBody{RequestID: req.RequestID, ExpectedVersion: p.ExpectedVersion, Change: p.Change})
+	body, err := json.Marshal(putBody{Account: req.Account, RequestID: req.RequestID, ExpectedVersion: p.ExpectedVersion, Change: p.Change})
 	if err != nil {
 		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "cannot encode the request body")
 	}
@@ -297,8 +299,8 @@ func (a *Adapter) writeOutcome(resp *adapter.Response, p payload, requestID stri
 		}
 		return adapter.WriteResult{}, &adapter.CallError{Class: adapter.Rejected, Code: "version_conflict", StatusCode: code, Message: msg}
 	case code == http.StatusUnprocessableEntity && parsed && ans.Error == "idempotency_key_reused":
-		return adapter.WriteResult{}, &adapter.CallError{Class: adapter.Rejected, Code: "idempotency_key_reused", StatusCode: code,
-			Message: "the service has this idempotency key bound to a different request; nothing was applied for this one"}
+		return adapter.WriteResult{}, &adapter.CallError{Class: adapter.Unknown, Code: adapter.CodeKeyReused, StatusCode: code,
+			Message: "the service has this idempotency key bound to another request: an earlier request with the key reached it and may have applied"}
 	}
 	err := a.cfg.Status.Classify(code)
 	if err == nil { // another 2xx: not the contract, prove it by status
@@ -333,6 +335,7 @@ func (a *Adapter) get(ctx context.Context, u string) (*adapter.Response, error) 
 
 // statusAnswer is the service's record of one request.
 type statusAnswer struct {
+	Account         string           `json:"account"`
 	RequestID       string           `json:"request_id"`
 	State           string           `json:"state"`
 	BookingID       string           `json:"booking_id"`
@@ -345,9 +348,11 @@ type statusAnswer struct {
 	ReceivedAt      adapter.JSONTime `json:"received_at"`
 }
 
-// Status asks the service for its record of q.RequestID (GET
-// /v1/requests/{request_id}); adapter.ErrNotFound when it has none (which,
-// within ReflectionDelay of the attempt, proves nothing). Payload is the
+// Status asks the service for its record of q.RequestID made by
+// q.Account (GET /v1/requests/{request_id}?account=...: request ids are the
+// callers', and two accounts may use one); adapter.ErrNotFound when it
+// has none (which, within ReflectionDelay of the attempt, proves nothing)
+// or when its record is another account's. Account is the answer's. Payload is the
 // canonical payload of what the service applied (or is applying), so its
 // hash equals the intent's exactly when the applied change is the approved
 // one. Version is the booking's current version, AppliedVersion the one
@@ -356,7 +361,11 @@ func (a *Adapter) Status(ctx context.Context, q adapter.StatusQuery) (adapter.St
 	if q.RequestID == "" {
 		return adapter.StatusResult{}, errors.New("booking: status: the request id is required")
 	}
-	resp, err := a.get(ctx, a.base+"/v1/requests/"+url.PathEscape(q.RequestID))
+	u := a.base + "/v1/requests/" + url.PathEscape(q.RequestID)
+	if q.Account != "" {
+		u += "?account=" + url.QueryEscape(q.Account)
+	}
+	resp, err := a.get(ctx, u)
 	if err != nil {
 		return adapter.StatusResult{}, errors.Errorf("booking: status: %w", err)
 	}
@@ -375,7 +384,11 @@ func (a *Adapter) Status(ctx context.Context, q adapter.StatusQuery) (adapter.St
 	default:
 		return adapter.StatusResult{}, errors.Errorf("booking: status: %w", adapter.Unparseable(resp.StatusCode, "a status query"))
 	}
+	if q.Account != "" && s.Account != q.Account {
+		return adapter.StatusResult{}, adapter.ErrNotFound // another account's request with the same id
+	}
 	out := adapter.StatusResult{
+		Account:        s.Account,
 		State:          s.State,
 		LiveURL:        a.bookingURL(s.BookingID),
 		Code:           s.Code,

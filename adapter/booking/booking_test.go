@@ -6,12 +6,14 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/settle-dev/settle/adapter"
+	"github.com/settle-dev/settle/adapter/adaptertest"
 	"github.com/settle-dev/settle/adapter/booking"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
@@ -37,34 +39,17 @@ func newAPI(t *testing.T, opts ...fakeapi.BookingOption) (*fakeapi.BookingAPI, *
 
 func newAdapter(t *testing.T, baseURL string, mod func(*booking.Config)) *booking.Adapter {
 	t.Helper()
-	cfg := booking.Config{BaseURL: baseURL, Token: token, KeyRetention: 24 * time.Hour}
-	if mod != nil {
-		mod(&cfg)
-	}
-	a, err := booking.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
+	return adaptertest.Build(t, booking.New, booking.Config{BaseURL: baseURL, Token: token, KeyRetention: 24 * time.Hour}, mod)
 }
 
 // writeReq is attempt n of intent R-001: same request id and key on every
 // attempt, a new attempt id.
 func writeReq(t *testing.T, raw string, n int) adapter.WriteRequest {
 	t.Helper()
-	p, err := booking.NormalizePayload(json.RawMessage(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return adapter.WriteRequest{
-		IntentID:       "in_R-001",
-		AttemptID:      "in_R-001.a" + string(rune('0'+n)),
-		RequestID:      "R-001",
-		IdempotencyKey: "K-001",
-		Account:        "acct_1",
-		Payload:        p,
-	}
+	return adaptertest.WriteRequest(t, booking.NormalizePayload, intentR001, "a"+strconv.Itoa(n), raw)
 }
+
+var intentR001 = adaptertest.Intent{IntentID: "in_R-001", RequestID: "R-001", IdempotencyKey: "K-001", Account: "acct_1"}
 
 func TestWriteSuccess(t *testing.T) {
 	api, _ := newAPI(t)
@@ -179,7 +164,7 @@ func TestWriteKeyReusedWithOtherPayload(t *testing.T) {
 	}
 	other := writeReq(t, `{"booking_id":"B-001","expected_version":7,"change":{"start":"16:00","end":"17:00"}}`, 2)
 	_, err := a.Write(ctx, other)
-	if ce := callError(t, err); ce.Class != adapter.Rejected || ce.Code != "idempotency_key_reused" || ce.StatusCode != 422 {
+	if ce := callError(t, err); ce.Class != adapter.Unknown || ce.Code != adapter.CodeKeyReused || ce.StatusCode != 422 {
 		t.Fatalf("got %+v", ce)
 	}
 	if b, _ := api.Booking("B-001"); api.Effects() != 1 || b.Data["start"] != "15:00" {
@@ -377,24 +362,12 @@ func TestStatusServerError(t *testing.T) {
 
 func TestWriteNotSent(t *testing.T) {
 	api, _ := newAPI(t)
-	a := newAdapter(t, api.URL(), nil)
-	ctx := context.Background()
-	for name, mod := range map[string]func(*adapter.WriteRequest){
+	adaptertest.NotSent(t, newAdapter(t, api.URL(), nil), writeReq(t, approved, 1), api.Writes, map[string]func(*adapter.WriteRequest){
 		"no key":        func(r *adapter.WriteRequest) { r.IdempotencyKey = "" },
 		"no request id": func(r *adapter.WriteRequest) { r.RequestID = "" },
 		"bad payload":   func(r *adapter.WriteRequest) { r.Payload = json.RawMessage(`{"booking_id":"B-001"}`) },
 		"key with CRLF": func(r *adapter.WriteRequest) { r.IdempotencyKey = "K\r\nX: y" },
-	} {
-		req := writeReq(t, approved, 1)
-		mod(&req)
-		_, err := a.Write(ctx, req)
-		if ce := callError(t, err); ce.Class != adapter.NotSent {
-			t.Fatalf("%s: %+v", name, ce)
-		}
-	}
-	if api.Writes() != 0 {
-		t.Fatalf("writes %d", api.Writes())
-	}
+	})
 }
 
 func TestGetProbeSearch(t *testing.T) {
@@ -530,29 +503,12 @@ func TestNormalizePayload(t *testing.T) {
 }
 
 func FuzzNormalizePayload(f *testing.F) {
-	for _, s := range []string{
+	adaptertest.FuzzNormalizer(f, booking.NormalizePayload, nil,
 		approved,
 		`{"booking_id":"B-001","expected_version":0,"change":{"a":null,"b":[1,{"c":"\u00e9"}]}}`,
 		`{"booking_id":"B-001","expected_version":1e30,"change":{"a":1}}`,
 		`{"booking_id":"B-001","expected_version":7,"change":{"a":1},"booking_id":"B-002"}`,
-		`{"change":"x"}`, `null`, `"x"`, `{`, ``,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		out, err := booking.NormalizePayload(raw)
-		if err != nil {
-			var fe *events.FieldError
-			if !errors.As(err, &fe) || !strings.HasPrefix(fe.Field, "payload") {
-				t.Fatalf("error is not a payload FieldError: %T %v", err, err)
-			}
-			return
-		}
-		again, err := booking.NormalizePayload(out)
-		if err != nil || string(again) != string(out) {
-			t.Fatalf("not idempotent: %s -> %s (%v)", out, again, err)
-		}
-	})
+		`{"change":"x"}`, `null`, `"x"`, `{`, ``)
 }
 
 func noToken(t *testing.T, err error) { t.Helper(); testharness.NoSecret(t, err, token) }

@@ -79,6 +79,8 @@ type outcomeRule struct {
 	match     []expectation
 	unless    []expectation
 	nonEmpty  []jpath
+	headers   []headerMatch
+	has       []string
 	class     adapter.Class
 	retryable bool
 	code      string
@@ -108,6 +110,16 @@ func (r *outcomeRule) matches(code int, s *scope) bool {
 			return false
 		}
 		if v, ok := p.eval(s.doc); isEmpty(v, ok) {
+			return false
+		}
+	}
+	for _, h := range r.headers {
+		if !h.holds(s) {
+			return false
+		}
+	}
+	for _, h := range r.has {
+		if s.header == nil || len(s.header.Values(h)) == 0 {
 			return false
 		}
 	}
@@ -186,6 +198,14 @@ const (
 	pageOffset = "offset"
 )
 
+// CodeListingIncomplete is the code of a search that could not read its
+// listing to a proven end within search.max_pages: a read failure, never
+// "nothing found".
+const CodeListingIncomplete = "listing_incomplete"
+
+// endEmptyPage is search.end's value: an empty page ends a listing.
+const endEmptyPage = "empty_page"
+
 // Window filters: what the API's from/to compare.
 const (
 	windowCreated = "created_at"
@@ -200,6 +220,7 @@ type searchSpec struct {
 	nextCursor *jpath
 	pageSize   int
 	firstPage  int
+	total      *jpath // the listing's total count (page and offset pagination)
 	maxPages   int
 	window     string
 	fields     recordSpec
@@ -235,6 +256,7 @@ type statusSpec struct {
 	payload        *vnode
 	expect         []expectation
 	require        []jpath
+	account        *template
 	used           map[string]bool
 	needs          []string
 }
@@ -266,7 +288,10 @@ type Adapter struct {
 	identity    *identitySpec
 	ident       *identityCache // shared by the intent-scoped copies
 	corr        *corrSpec
+	parent      *parentSpec
+	rateLimit   *rateLimitSpec
 	now         func() time.Time
+	sleeper     func(ctx context.Context, d time.Duration) error
 	// scope is the intent of an intent-scoped copy (ForIntent); nil on
 	// the route's own adapter.
 	scope *adapter.ReadScope
@@ -338,14 +363,31 @@ func (a *Adapter) setRouteHeaders(r *http.Request) {
 // get sends one authenticated GET to the API and returns the response of
 // any status.
 func (a *Adapter) get(ctx context.Context, u string) (*adapter.Response, error) {
-	if !a.sameOrigin(u) {
+	return a.send(ctx, readReq{method: http.MethodGet, url: u})
+}
+
+// readReq is one read request: a GET, or a POST with a JSON body that
+// reads (a GraphQL query).
+type readReq struct {
+	method string
+	url    string
+	body   []byte
+}
+
+// send sends one authenticated read request to the API and returns the
+// response of any status.
+func (a *Adapter) send(ctx context.Context, r readReq) (*adapter.Response, error) {
+	if !a.sameOrigin(r.url) {
 		return nil, adapter.InvalidRequest("invalid_request", "the URL leaves base_url's origin")
 	}
-	hreq, err := adapter.NewRequest(ctx, http.MethodGet, u, nil)
+	hreq, err := adapter.NewRequest(ctx, r.method, r.url, r.body)
 	if err != nil {
 		return nil, err
 	}
 	a.setRouteHeaders(hreq)
+	if r.body != nil {
+		hreq.Header.Set("Content-Type", "application/json")
+	}
 	return adapter.Do(ctx, a.client, hreq)
 }
 
@@ -497,6 +539,9 @@ func (a *Adapter) writeScope(req adapter.WriteRequest) (*scope, json.RawMessage,
 	if err != nil {
 		return nil, nil, adapter.InvalidRequest("invalid_payload", err.Error())
 	}
+	if err := a.CheckParent(req.ParentExternalID); err != nil {
+		return nil, nil, adapter.InvalidRequest("invalid_parent", err.Error()+"; nothing was sent")
+	}
 	if a.caps.IdempotencyKey && req.IdempotencyKey == "" {
 		return nil, nil, adapter.InvalidRequest("invalid_request", "the write request has no idempotency key; the route requires one")
 	}
@@ -613,6 +658,7 @@ func (a *Adapter) sendWrite(ctx context.Context, req adapter.WriteRequest, s *sc
 func (a *Adapter) writeOutcome(resp *adapter.Response, s *scope, sent json.RawMessage) (adapter.WriteResult, error) {
 	w := a.write
 	code := resp.StatusCode
+	s.header = resp.Header
 	if doc, err := decodeJSON(resp.Body); err == nil {
 		if m := s.vars[varMarker]; m != "" {
 			doc = stripText(doc, m) // the marker is not part of the payload
@@ -622,10 +668,11 @@ func (a *Adapter) writeOutcome(resp *adapter.Response, s *scope, sent json.RawMe
 	for i := range w.outcomes {
 		r := &w.outcomes[i]
 		if r.matches(code, s) {
-			return adapter.WriteResult{}, &adapter.CallError{Class: r.class, Code: r.code, StatusCode: code, Retryable: r.retryable, Message: r.message}
+			return adapter.WriteResult{}, &adapter.CallError{Class: r.class, Code: r.code, StatusCode: code, Retryable: r.retryable, Message: r.message,
+				RetryAfter: a.retryAfter(resp)}
 		}
 	}
-	if err := a.classify(code); err != nil {
+	if err := a.withWait(a.classify(code), resp); err != nil {
 		var ce *adapter.CallError
 		if errors.As(err, &ce) && ce.Class == adapter.Rejected && !ce.Retryable && w.errorCode != nil && s.hasDoc {
 			if v, ok := w.errorCode.eval(s.doc); ok && isCode(text(v)) {
@@ -733,20 +780,24 @@ func (a *Adapter) record(item any, spec *recordSpec, base *scope, listing bool) 
 // never sent and items created outside the window are dropped), page by
 // page as search declares (a body cursor, the Link header's rel="next",
 // a page number or an offset), for at most max_pages pages; items are
-// deduplicated by external id. Reaching max_pages, a page without its
-// items, an item that cannot be mapped and a next link leaving base_url's
-// origin are errors, never a shorter list. A route without a search
-// section returns nil, nil.
+// deduplicated by external id. A listing ends only where its end is
+// proven: an empty cursor, a response without a next link, an empty page
+// or the declared total reached — never at a short page. Needing more
+// than max_pages pages is a *adapter.CallError (Unknown,
+// listing_incomplete) marked adapter.ErrListingIncomplete, returned with
+// the records read so far (they prove a write present, never absent); a page without its items, an item that cannot be
+// mapped and a next link leaving base_url's origin are errors too, never
+// a shorter list. A route without a search section returns nil, nil.
 func (a *Adapter) Search(ctx context.Context, q adapter.SearchQuery) (scrubbed []adapter.Record, err error) {
 	defer func() { scrubbed, err = a.scrub.Records(scrubbed), a.scrub.Error(err) }()
 	if a.search == nil {
 		return nil, nil
 	}
 	recs, _, err := a.searchPages(ctx, q, 0, nil)
-	if err != nil {
+	if err != nil && !errors.Is(err, adapter.ErrListingIncomplete) {
 		return nil, err
 	}
-	return recs, nil
+	return recs, err
 }
 
 // pageSeen is what one search page was (for Inspect).
@@ -777,20 +828,27 @@ func (a *Adapter) searchPages(ctx context.Context, q adapter.SearchQuery, limit 
 	}
 	var out []adapter.Record
 	ids := map[string]bool{}
+	read := 0                // items listed so far, for search.total
+	var waited time.Duration // waited inside this listing (rate_limit.max_wait)
 	cursor, next := "", ""
 	for page := 1; ; page++ {
 		if limit > 0 && page > limit {
 			return out, true, nil
 		}
 		if page > ss.maxPages {
-			return nil, false, a.errorf("search: more than %d pages in one window; narrow the window or raise search.max_pages", ss.maxPages)
+			// What was read is returned with the error: it can prove a
+			// write present, never absent (adapter.ErrListingIncomplete).
+			return out, false, errors.Mark(a.errorf("search: more than %d pages in one window (search.max_pages; narrow the window or raise it): %w", ss.maxPages, &adapter.CallError{Class: adapter.Unknown, Code: CodeListingIncomplete,
+				Message: fmt.Sprintf("the listing needs more than %d pages (search.max_pages) in one window; it is incomplete, so it proves nothing absent", ss.maxPages)}), adapter.ErrListingIncomplete)
 		}
 		s := &scope{vars: maps.Clone(base.vars), payload: base.payload, hasPay: base.hasPay,
 			times: map[string]time.Time{varFrom: q.From, varTo: to}}
 		s.vars[varCursor] = cursor
 		s.vars[varPageSize] = strconv.Itoa(ss.pageSize)
 		s.vars[varPage] = strconv.Itoa(ss.firstPage + page - 1)
-		s.vars[varOffset] = strconv.Itoa((page - 1) * ss.pageSize)
+		// The next offset is what was received, not page_size: an API
+		// that caps pages silently would otherwise skip items.
+		s.vars[varOffset] = strconv.Itoa(read)
 		u := next
 		if u == "" {
 			var ok bool
@@ -798,11 +856,8 @@ func (a *Adapter) searchPages(ctx context.Context, q adapter.SearchQuery, limit 
 				return nil, false, a.errorf("search page %d: the search URL cannot be built", page)
 			}
 		}
-		resp, err := a.get(ctx, u)
+		resp, err := a.getWaiting(ctx, readReq{method: http.MethodGet, url: u}, &waited)
 		if err != nil {
-			return nil, false, a.errorf("search page %d: %w", page, err)
-		}
-		if err := a.classify(resp.StatusCode); err != nil {
 			return nil, false, a.errorf("search page %d: %w", page, err)
 		}
 		doc, err := decodeJSON(resp.Body)
@@ -865,12 +920,49 @@ func (a *Adapter) searchPages(ctx context.Context, q adapter.SearchQuery, limit 
 			}
 			next = n
 		case pageNumber, pageOffset:
-			if len(items) < ss.pageSize {
+			// A short page proves nothing (the API may cap the page size
+			// silently): only an empty page or the declared total ends
+			// the listing.
+			read += len(items)
+			if len(items) == 0 {
 				return out, false, nil
+			}
+			if ss.total != nil {
+				if v, ok := ss.total.eval(doc); ok {
+					if n, err := strconv.ParseInt(text(v), 10, 64); err == nil && n >= 0 && int64(read) >= n {
+						return out, false, nil
+					}
+				}
 			}
 		default:
 			return out, false, nil
 		}
+	}
+}
+
+// getWaiting GETs u for a read (a listing's page, a readback, a status
+// query) and classifies its status (readStatus). When the API refuses it
+// for its rate limit and asks for a wait that, with what this read has
+// waited already, stays within rate_limit.max_wait, it waits and asks
+// again (a refused read did nothing); otherwise the failure carries the
+// wait.
+func (a *Adapter) getWaiting(ctx context.Context, r readReq, waited *time.Duration) (*adapter.Response, error) {
+	for {
+		resp, err := a.send(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		err = a.readStatus(resp)
+		var ce *adapter.CallError
+		if err == nil || a.rateLimit == nil || !errors.As(err, &ce) || ce.Code != CodeRateLimited ||
+			ce.RetryAfter <= 0 || *waited+ce.RetryAfter > a.rateLimit.maxWait {
+			return resp, err
+		}
+		if err := a.sleep(ctx, ce.RetryAfter); err != nil {
+			return nil, &adapter.CallError{Class: adapter.NotSent, Code: "cancelled_before_send", Retryable: true, RetryAfter: ce.RetryAfter,
+				Message: "the listing was cancelled while waiting out the API's rate limit"}
+		}
+		*waited += ce.RetryAfter
 	}
 }
 
@@ -924,20 +1016,26 @@ func splitLinks(line string) []string {
 // read GETs u and returns the item of the response: adapter.ErrNotFound
 // on 404 or when item is absent. vars are the variables of the read's
 // expectations.
-func (a *Adapter) read(ctx context.Context, u string, item *jpath, expect []expectation, require []jpath, vars map[string]string, what string) (any, int, error) {
-	return a.readIn(ctx, u, item, expect, require, &scope{vars: vars}, what)
+func (a *Adapter) read(ctx context.Context, r readReq, item *jpath, expect []expectation, require []jpath, vars map[string]string, what string) (any, int, error) {
+	return a.readReqIn(ctx, r, item, expect, require, &scope{vars: vars}, what)
 }
 
 func (a *Adapter) readIn(ctx context.Context, u string, item *jpath, expect []expectation, require []jpath, base *scope, what string) (any, int, error) {
-	resp, err := a.get(ctx, u)
-	if err != nil {
-		return nil, 0, a.errorf("%s: %w", what, err)
-	}
-	if resp.StatusCode == http.StatusNotFound {
+	return a.readReqIn(ctx, readReq{method: http.MethodGet, url: u}, item, expect, require, base, what)
+}
+
+func (a *Adapter) readReqIn(ctx context.Context, r readReq, item *jpath, expect []expectation, require []jpath, base *scope, what string) (any, int, error) {
+	var waited time.Duration
+	resp, err := a.getWaiting(ctx, r, &waited)
+	if resp != nil && resp.StatusCode == http.StatusNotFound {
 		return nil, resp.StatusCode, adapter.ErrNotFound
 	}
-	if err := a.classify(resp.StatusCode); err != nil {
-		return nil, resp.StatusCode, a.errorf("%s: %w", what, err)
+	if err != nil {
+		code := 0
+		if resp != nil {
+			code = resp.StatusCode
+		}
+		return nil, code, a.errorf("%s: %w", what, err)
 	}
 	doc, err := decodeJSON(resp.Body)
 	if err != nil {
@@ -1012,8 +1110,9 @@ func (a *Adapter) Get(ctx context.Context, externalID string) (scrubbed adapter.
 }
 
 // Status looks the write up (status.url with {{request_id}},
-// {{idempotency_key}} or {{intent_id}}); adapter.ErrNotFound on 404 or an
-// absent status.item. The state is mapped by status.map; code is kept for
+// {{idempotency_key}} or {{intent_id}}); adapter.ErrNotFound on 404, an
+// absent status.item, or an answer whose status.account is not
+// q.Account. The state is mapped by status.map; code is kept for
 // failed states only. A route without a status section answers
 // ErrNoStatusQuery (and its Capabilities().StatusQuery is false).
 func (a *Adapter) Status(ctx context.Context, q adapter.StatusQuery) (scrubbed adapter.StatusResult, err error) {
@@ -1052,7 +1151,14 @@ func (a *Adapter) Status(ctx context.Context, q adapter.StatusQuery) (scrubbed a
 	default:
 		return adapter.StatusResult{}, a.errorf("status: %w", adapter.Unparseable(code, "a status query"))
 	}
+	if ss.account != nil {
+		acct := renderText(ss.account, s)
+		if q.Account != "" && acct != q.Account {
+			return adapter.StatusResult{}, adapter.ErrNotFound // another account's write with the same id
+		}
+	}
 	out := adapter.StatusResult{
+		Account:        renderText(ss.account, s),
 		State:          state,
 		ExternalID:     renderText(ss.externalID, s),
 		LiveURL:        ss.liveURL.render(s),

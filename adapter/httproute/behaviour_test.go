@@ -61,6 +61,7 @@ routes:
         title: {type: string, required: true}
         tags: {type: array, items: string, omit_empty: true}
         count: {type: integer, minimum: 0, default: 0}
+    parent: {type: string, pattern: '^[a-z0-9/]+$', required: false}
     write:
       method: PATCH
       url: "{{base}}/things/{{payload.title}}?acct={{account}}&parent={{parent}}&r={{request_id}}"

@@ -112,10 +112,10 @@ func TestBookingParity(t *testing.T) {
 		t.Fatalf("after a later change: %+v", st)
 	}
 	// Unknown request id: 404 -> ErrNotFound.
-	if _, err := gen.Status(bg, adapter.StatusQuery{RequestID: "never-sent"}); !errors.Is(err, adapter.ErrNotFound) {
+	if _, err := gen.Status(bg, adapter.StatusQuery{RequestID: "never-sent", Account: "acct"}); !errors.Is(err, adapter.ErrNotFound) {
 		t.Fatalf("status of an unknown request: %v, want ErrNotFound", err)
 	}
-	sameStatus(t, gen, hand, adapter.StatusQuery{RequestID: "never-sent"})
+	sameStatus(t, gen, hand, adapter.StatusQuery{RequestID: "never-sent", Account: "acct"})
 
 	// Readback of the booking as it is now.
 	g, e1 := gen.Get(bg, "B-1@v2")
@@ -144,7 +144,7 @@ func TestBookingParity(t *testing.T) {
 	_, errG = gen.Write(bg, reused)
 	_, errH = hand.Write(bg, reused)
 	sameClass(t, "key reused", errG, errH)
-	if ce := callError(t, errG); ce.Class != adapter.Rejected || ce.Code != "idempotency_key_reused" {
+	if ce := callError(t, errG); ce.Class != adapter.Unknown || ce.Code != adapter.CodeKeyReused {
 		t.Fatalf("key reused: %+v", *ce)
 	}
 	missing := writeReq(4, "acct", "", bookingPayload(t, gen, "B-404", 1, `{"seat":"2B"}`))
@@ -187,7 +187,7 @@ func TestBookingProcessingAndFailed(t *testing.T) {
 	_, errH := hand.Write(bg, req) // the same key: the service replays 202
 	sameClass(t, "processing", err, errH)
 	clock.Advance(reflection + time.Second)
-	q := adapter.StatusQuery{RequestID: req.RequestID, IdempotencyKey: req.IdempotencyKey}
+	q := adapter.StatusQuery{RequestID: req.RequestID, IdempotencyKey: req.IdempotencyKey, Account: req.Account}
 	if st := sameStatus(t, gen, hand, q); st.State != adapter.StatusProcessing || st.ExternalID != "" || st.AppliedVersion != "" {
 		t.Fatalf("processing status: %+v", st)
 	}
@@ -204,7 +204,7 @@ func TestBookingProcessingAndFailed(t *testing.T) {
 		t.Fatalf("failing change: %+v", *ce)
 	}
 	clock.Advance(time.Hour + reflection + time.Second)
-	st := sameStatus(t, gen, hand, adapter.StatusQuery{RequestID: failing.RequestID})
+	st := sameStatus(t, gen, hand, adapter.StatusQuery{RequestID: failing.RequestID, Account: failing.Account})
 	if st.State != adapter.StatusFailed || st.Code != "change_failed" || !reflect.DeepEqual(st.PartialEffects, []string{"email_sent", "hold_released"}) {
 		t.Fatalf("failed status: %+v", st)
 	}
@@ -220,6 +220,53 @@ func TestBookingFailsWithPartialEffects(t *testing.T) {
 		_, err := a.Write(bg, writeReq(i, "acct", "", bookingPayload(t, gen, "B-1", 1, `{"seat":"3C"}`)))
 		if ce := callError(t, err); ce.Class != adapter.Unknown || ce.Code != "failed_with_partial_effects" {
 			t.Fatalf("%v: %+v", a, *ce)
+		}
+	}
+}
+
+// TestStatusIsScopedByAccount (issue 25 defect 7): request ids are the
+// callers', and two accounts may use one. Account A's change is applied
+// under request id "shared"; account B's intent with the same request id
+// never reached the service. B's status lookup must not find A's change:
+// before, both adapters answered "completed" with A's change (a false
+// confirmation of B's intent), looking it up by the bare request id. Now
+// the lookup names the account, and an answer of another account is not
+// found; A's own lookup carries A's account.
+func TestStatusIsScopedByAccount(t *testing.T) {
+	api, clock, gen, hand := bookingPair(t)
+	api.Seed("B-1", 1, map[string]any{"seat": "12A"})
+	reqA := writeReq(1, "acct_a", "", bookingPayload(t, gen, "B-1", 1, `{"seat":"14C"}`))
+	reqA.RequestID = "shared"
+	if _, err := gen.Write(bg, reqA); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(reflection + time.Second)
+	for name, a := range map[string]adapter.StatusQuerier{"generic": gen, "hand-written": hand} {
+		_, err := a.Status(bg, adapter.StatusQuery{RequestID: "shared", IdempotencyKey: "sk_of_b", Account: "acct_b"})
+		if !errors.Is(err, adapter.ErrNotFound) {
+			t.Fatalf("%s: B's lookup found %v, want ErrNotFound", name, err)
+		}
+	}
+	st := sameStatus(t, gen, hand, adapter.StatusQuery{RequestID: "shared", IdempotencyKey: reqA.IdempotencyKey, Account: "acct_a"})
+	if st.State != adapter.StatusCompleted || st.Account != "acct_a" {
+		t.Fatalf("A's lookup: %+v", st)
+	}
+	if w, _ := api.Request("shared"); w.Account != "acct_a" {
+		t.Fatalf("the service recorded account %q", w.Account)
+	}
+
+	// The route language refuses a status query by a bare request id that
+	// neither names the account nor declares credential scoping.
+	bookingFile := readExample(t, "booking.yaml")
+	env := exampleEnv("http://127.0.0.1:9")
+	oneError(t, mutate(t, bookingFile, "?account={{account}}", "", "      account: $.account\n", ""), env,
+		"booking_change", "status.url", "two accounts", "credential_scoped: true")
+	for _, ok := range [][]byte{
+		mutate(t, bookingFile, "?account={{account}}", ""), // the answer's account is read and checked
+		mutate(t, bookingFile, "?account={{account}}", "", "      account: $.account\n", "      credential_scoped: true\n"),
+	} {
+		if errs := httproute.Check(ok, envOf(env)); errs != nil {
+			t.Fatal(errs)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package httproute
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -41,6 +42,28 @@ type compiler struct {
 	declared map[string]bool
 	origin   string // base_url's origin, once resolved
 	baseURL  string // base_url, once resolved
+	offline  bool   // ${env:NAME} resolves to placeholders (LintOffline)
+}
+
+// Placeholders of an offline check: what ${env:NAME} stands for.
+const (
+	offlineBase  = "https://offline.invalid"
+	offlineValue = "offline-placeholder"
+)
+
+// envFor is the environment s is resolved with: env, or offline a
+// placeholder for every name — a URL for a reference that starts
+// base_url, a word anywhere else.
+func (c *compiler) envFor(s string, env func(string) (string, bool), base bool) func(string) (string, bool) {
+	if !c.offline {
+		return env
+	}
+	return func(name string) (string, bool) {
+		if base && strings.HasPrefix(s, "${env:"+name+"}") {
+			return offlineBase, true
+		}
+		return offlineValue, true
+	}
 }
 
 // warn records a warning: the route works, but settle sees less than it
@@ -228,8 +251,11 @@ func compile(cfg RouteConfig, label string, failed map[string]bool) (*Adapter, [
 // compileAll compiles cfg and returns the compiler with its errors and
 // warnings.
 func compileAll(cfg RouteConfig, label string, failed map[string]bool) (*Adapter, *compiler) {
-	c := &compiler{label: label, failed: failed}
-	a := &Adapter{name: cfg.Name, now: cfg.Now}
+	return compileWith(&compiler{label: label, failed: failed}, cfg)
+}
+
+func compileWith(c *compiler, cfg RouteConfig) (*Adapter, *compiler) {
+	a := &Adapter{name: cfg.Name, now: cfg.Now, sleeper: cfg.Sleep}
 	if a.now == nil {
 		a.now = time.Now
 	}
@@ -250,7 +276,7 @@ func compileAll(cfg RouteConfig, label string, failed map[string]bool) (*Adapter
 		c.report("base_url", "is required")
 	} else if strings.Contains(cfg.BaseURL, "{{") {
 		c.report("base_url", "takes no {{...}} template (only ${env:NAME})")
-	} else if base, _, err := resolveEnv(cfg.BaseURL, env); err != nil {
+	} else if base, _, err := resolveEnv(cfg.BaseURL, c.envFor(cfg.BaseURL, env, true)); err != nil {
 		c.report("base_url", err.Error())
 	} else {
 		u, err := adapter.CheckBaseURL(base, "send them in headers, from the environment")
@@ -283,7 +309,7 @@ func compileAll(cfg RouteConfig, label string, failed map[string]bool) (*Adapter
 			continue
 		}
 		seen[lower] = true
-		v, refs, err := resolveEnv(h.Value, env)
+		v, refs, err := resolveEnv(h.Value, c.envFor(h.Value, env, false))
 		switch {
 		case err != nil:
 			c.report(field, err.Error())
@@ -346,6 +372,25 @@ func compileAll(cfg RouteConfig, label string, failed map[string]bool) (*Adapter
 	}
 	if cfg.Identity != nil {
 		c.compileIdentity(a, cfg.Identity)
+	}
+	if cfg.Parent != nil {
+		c.compileParent(a, cfg.Parent)
+	}
+	if cfg.RateLimit != nil {
+		c.compileRateLimit(a, cfg.RateLimit)
+	}
+	if urls := a.urlsUsingParent(); len(urls) > 0 && !c.skipUnder("parent") {
+		switch {
+		case cfg.Parent == nil:
+			verb := " uses"
+			if len(urls) > 1 {
+				verb = " use"
+			}
+			c.report("parent", "is required: "+strings.Join(urls, " and ")+verb+" {{parent}}, and a malformed parent (empty, or not an issue number) would be sent to the API; "+
+				"declare its shape: parent: {type: integer} (a number such as an issue number) or parent: {type: string, pattern: '^...$'}")
+		case a.parent != nil && !a.parent.required && a.write != nil && a.write.url != nil && a.write.url.path.uses(varParent):
+			c.report("parent.required", "cannot be false: write.url's path uses {{parent}}")
+		}
 	}
 
 	// capabilities
@@ -415,12 +460,18 @@ func compileAll(cfg RouteConfig, label string, failed map[string]bool) (*Adapter
 	}
 	a.routePolicy = policy
 	c.checkDedup(a, cfg, policy, policyOK)
+	c.checkCompare(a, cfg)
 
 	if cfg.Readback == nil && cfg.Status == nil && !policy.TrustResponse && !c.skip("readback") && !c.skip("status") && !c.skip("policy.trust_response") {
 		c.report("readback", "is required: a route without a status section or policy.trust_response verifies its writes by reading them back")
 	}
 	return a, c
 }
+
+// outcomeKeyReused is the outcome of an answer saying the idempotency key
+// was already used with another request: class Unknown, code
+// adapter.CodeKeyReused.
+const outcomeKeyReused = "key_reused"
 
 // contexts of templates.
 func writeCtx(declared map[string]bool, marker bool) tctx {
@@ -736,13 +787,23 @@ func (c *compiler) compileWrite(a *Adapter, w *WriteConfig, declared map[string]
 			rule.class, rule.retryable = adapter.Rejected, true
 		case "unknown":
 			rule.class = adapter.Unknown
+		case outcomeKeyReused:
+			rule.class = adapter.Unknown
 		case "":
-			c.report(field+".outcome", "is required (rejected, retryable or unknown)")
+			c.report(field+".outcome", "is required (rejected, retryable, unknown or key_reused)")
 		default:
-			c.report(field+".outcome", fmt.Sprintf("%q is not rejected, retryable or unknown", clip(o.Outcome)))
+			c.report(field+".outcome", fmt.Sprintf("%q is not rejected, retryable, unknown or key_reused", clip(o.Outcome)))
 		}
-		if !isCode(o.Code) {
+		switch {
+		case o.Outcome == outcomeKeyReused && o.Code != "" && o.Code != adapter.CodeKeyReused:
+			c.report(field+".code", "is "+adapter.CodeKeyReused+" for outcome key_reused (leave it out)")
+		case o.Outcome == outcomeKeyReused:
+			o.Code = adapter.CodeKeyReused
+		case !isCode(o.Code):
 			c.report(field+".code", "is required: a snake_case code of up to 64 characters")
+		case o.Code == adapter.CodeKeyReused && o.Outcome != "unknown":
+			c.report(field+".outcome", "must be key_reused: an answer that the idempotency key was already used (with other parameters) "+
+				"is evidence that an earlier request reached the API, never a rejection")
 		}
 		if len(o.Message) > 200 || !printable(o.Message) || strings.Contains(o.Message, "{{") {
 			c.report(field+".message", "must be a fixed text of up to 200 printable characters")
@@ -752,9 +813,30 @@ func (c *compiler) compileWrite(a *Adapter, w *WriteConfig, declared map[string]
 				c.report(field+".status["+strconv.Itoa(j)+"]", "is not an HTTP status")
 			}
 		}
-		if len(o.Status) == 0 && len(o.Match) == 0 && len(o.Unless) == 0 && len(o.NonEmpty) == 0 {
-			c.report(field, "needs a condition (status, match, unless or non_empty)")
+		if len(o.Status) == 0 && len(o.Match) == 0 && len(o.Unless) == 0 && len(o.NonEmpty) == 0 && len(o.Headers) == 0 && len(o.HasHeaders) == 0 {
+			c.report(field, "needs a condition (status, match, unless, non_empty, headers or has_headers)")
 		}
+		hnames := make([]string, 0, len(o.Headers))
+		for k := range o.Headers {
+			hnames = append(hnames, k)
+		}
+		slices.Sort(hnames)
+		for _, k := range hnames {
+			sub := fieldPath(field+".headers", k)
+			if !validHeaderName(k) {
+				c.report(sub, "is not a valid header name")
+				continue
+			}
+			if t := c.tmpl(o.Headers[k], sub, respCtx); t != nil {
+				rule.headers = append(rule.headers, headerMatch{name: k, want: t})
+			}
+		}
+		for j, k := range o.HasHeaders {
+			if !validHeaderName(k) {
+				c.report(field+".has_headers["+strconv.Itoa(j)+"]", "is not a valid header name")
+			}
+		}
+		rule.has = o.HasHeaders
 		rule.status = o.Status
 		rule.match = c.expectations(o.Match, field+".match", respCtx)
 		rule.unless = c.expectations(o.Unless, field+".unless", respCtx)
@@ -893,13 +975,23 @@ func (c *compiler) compileSearch(a *Adapter, s *SearchConfig) {
 		case uses(varPage) && uses(varOffset):
 			c.report("search.url", "uses both {{page}} and {{offset}}; use one")
 		case (uses(varPage) || uses(varOffset)) && s.PageSize <= 0:
-			c.report("search.page_size", "is required: search.url counts pages ({{page}} or {{offset}}), and a page shorter than page_size is the last")
-		case s.PageSize != 0 && !uses(varPage) && !uses(varOffset):
-			c.report("search.page_size", "applies only when search.url uses {{page}} or {{offset}}")
+			c.report("search.page_size", "is required: search.url counts pages ({{page}} or {{offset}}); give the page size it asks for ({{page_size}})")
+		case s.PageSize != 0 && !uses(varPage) && !uses(varOffset) && !uses(varPageSize):
+			c.report("search.page_size", "applies only when search.url uses {{page}}, {{offset}} or {{page_size}}")
 		case uses(varPageSize) && s.PageSize <= 0:
 			c.report("search.page_size", "is required: search.url uses {{page_size}}")
 		case s.FirstPage != nil && !uses(varPage):
 			c.report("search.first_page", "applies only when search.url uses {{page}}")
+		case (uses(varPage) || uses(varOffset)) && s.Total == "" && s.End == "":
+			c.report("search.end", "is required: search.url counts pages ({{page}} or {{offset}}), and a page shorter than page_size does not prove the end of a listing "+
+				"(APIs cap the page size silently: GitHub at 100, others at an admin setting); declare end: empty_page (read until a page has no items) "+
+				"or total: $.<path> (the listing's total count in each page)")
+		case (s.Total != "" || s.End != "") && !uses(varPage) && !uses(varOffset):
+			f := "search.total"
+			if s.End != "" {
+				f = "search.end"
+			}
+			c.report(f, "applies only when search.url counts pages ({{page}} or {{offset}}): a cursor ends a listing by its absence, a Link header by having no rel=\"next\"")
 		}
 		switch {
 		case s.NextCursor != "":
@@ -912,6 +1004,12 @@ func (c *compiler) compileSearch(a *Adapter, s *SearchConfig) {
 			ss.mode = pageOffset
 		}
 	}
+	switch s.End {
+	case "", endEmptyPage: // an empty page ends every page or offset listing
+	default:
+		c.report("search.end", fmt.Sprintf("%q is not empty_page", clip(s.End)))
+	}
+	ss.total = c.path(s.Total, "search.total")
 	switch {
 	case s.PageSize < 0 || s.PageSize > 10000:
 		c.report("search.page_size", "must be between 1 and 10000")
@@ -946,9 +1044,6 @@ func (c *compiler) compileSearch(a *Adapter, s *SearchConfig) {
 	ss.fields = c.recordSpec(&s.Fields, "search.fields", itemCtx, ss.url != nil && ss.url.uses(varParent), c.declared)
 	if s.Fields.Payload == nil && !s.OmitsBody {
 		c.report("search.fields.payload", "is required: candidates are matched by their payload (or set omits_body: true)")
-	}
-	if s.Fields.CreatedAt == "" && s.WindowFilter == "" {
-		c.warn("search.fields.created_at", "is not mapped: settle cannot tell a look-alike created before the write from ours, nor keep the search to the window; map the item's creation time ($.created_at)")
 	}
 	used := map[string]bool{}
 	for k := range ss.urlUsed {
@@ -1053,6 +1148,27 @@ func (c *compiler) compileStatus(a *Adapter, s *StatusConfig) {
 	}
 	ss.expect = c.expectations(s.Expect, "status.expect", ctx)
 	ss.require = c.paths(s.Require, "status.require")
+	if s.Account != "" {
+		if t := c.tmpl(s.Account, "status.account", withDoc(tctx{vars: []string{varBase}}, "the status response")); t != nil {
+			if !readsItem(t) {
+				c.report("status.account", "must read the status response (a $ path such as $.account)")
+			} else {
+				ss.account = t
+			}
+		}
+	}
+	// A request id is the caller's: two accounts may use one. A lookup by
+	// it alone could find another account's write and confirm it.
+	scopedByKey := ss.url != nil && (ss.url.uses(varIdempotencyKey) || ss.url.uses(varIntentID)) // both name the account's intent
+	usesAccount := ss.url != nil && ss.url.uses(varAccount)
+	for _, e := range ss.expect {
+		usesAccount = usesAccount || e.want.uses(varAccount)
+	}
+	if ss.url != nil && !scopedByKey && !usesAccount && s.Account == "" && !s.CredentialScoped && !c.skipUnder("status") {
+		c.report("status.url", "looks the write up by {{request_id}} alone, which two accounts may share: a lookup could confirm another account's write; "+
+			"scope it by the account ({{account}} in status.url or status.expect, or status.account: $.<path> read from the answer), "+
+			"or declare credential_scoped: true if the API keeps request ids per credential")
+	}
 	ss.needs = needsScope(ss.used, varRequestID, varIdempotencyKey, varAccount)
 	a.status = ss
 }
@@ -1060,6 +1176,25 @@ func (c *compiler) compileStatus(a *Adapter, s *StatusConfig) {
 func (c *compiler) compileIdentity(a *Adapter, id *IdentityConfig) {
 	is := &identitySpec{refresh: id.Refresh}
 	is.url = c.urlTmpl(id.URL, "identity.url", tctx{vars: []string{varBase}}, true)
+	switch id.Method {
+	case "", http.MethodGet:
+		if id.Body != nil {
+			c.report("identity.body", "applies to method POST only")
+		}
+	case http.MethodPost:
+		is.method = http.MethodPost
+		if id.Body == nil {
+			c.report("identity.body", "is required with method POST: the JSON the read sends (a GraphQL query: {query: \"{ viewer { databaseId } }\"})")
+		} else if n := compileTree(id.Body, "identity.body", tctx{}, c.report); n != nil {
+			if v, _, err := n.eval(&scope{}, false); err == nil {
+				if b, err := json.Marshal(v); err == nil {
+					is.body = b
+				}
+			}
+		}
+	default:
+		c.report("identity.method", fmt.Sprintf("%q is not GET or POST", clip(id.Method)))
+	}
 	ctx := tctx{vars: []string{varBase}, doc: "the identity response"}
 	if id.ID == "" {
 		c.report("identity.id", "is required: the JSON path of the credential's identity ($.id)")
@@ -1179,6 +1314,16 @@ func (c *compiler) checkDedup(a *Adapter, cfg RouteConfig, policy events.Policy,
 		// is the {{parent}} of a parent-scoped listing.
 		parentOK := !a.write.writesTakeParent() || (f.parentID != nil && !c.reported["search.fields.parent_id"])
 		a.caps.SearchAuthoritative = readsItem(f.authorID) && parentOK
+	}
+	if cfg.Search != nil && a.search != nil && cfg.Search.Fields.CreatedAt == "" && !c.skip("search.fields") && !c.reported["search.fields.created_at"] {
+		switch {
+		case policyOK && policy.Retry != events.PolicyNever:
+			c.report("search.fields.created_at", "is required because policy.retry is "+policy.Retry+": without the creation time settle cannot tell a look-alike "+
+				"made (by hand, before the intent) from its own write and would confirm it, so the write would never happen; "+
+				"map the listed item's creation time (created_at: $.created_at), or set policy.retry: never")
+		case cfg.Search.WindowFilter == "":
+			c.warn("search.fields.created_at", "is not mapped: settle cannot tell a look-alike created before the write from ours, nor keep the search to the window; map the item's creation time ($.created_at)")
+		}
 	}
 	if !policyOK || policy.Retry == events.PolicyNever || c.skipUnder("capabilities") {
 		return

@@ -1,6 +1,7 @@
 package httproute
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -53,13 +54,20 @@ type RouteConfig struct {
 	// Timeout bounds each HTTP call (default 10s).
 	Timeout time.Duration
 
-	Write        *WriteConfig
-	Payload      *PayloadConfig
-	Search       *SearchConfig
-	Readback     *ReadbackConfig
-	Status       *StatusConfig
-	Identity     *IdentityConfig
-	Correlation  *CorrelationConfig
+	Write       *WriteConfig
+	Payload     *PayloadConfig
+	Search      *SearchConfig
+	Readback    *ReadbackConfig
+	Status      *StatusConfig
+	Identity    *IdentityConfig
+	Correlation *CorrelationConfig
+	// Parent is the shape of an intent's parent (its ParentExternalID);
+	// required when a URL uses {{parent}}. A parent that does not fit is
+	// refused before anything is recorded or written.
+	Parent *ParentConfig
+	// RateLimit declares the API's rate-limit headers; Retry-After is
+	// read on every route.
+	RateLimit    *RateLimitConfig
 	Capabilities CapabilitiesConfig
 	// Policy is the route policy (adapter.DefaultPolicy() overridden by the
 	// file's policy section; key_retention defaults to the capability's).
@@ -70,9 +78,29 @@ type RouteConfig struct {
 	// Client is the HTTP client; nil means one with Timeout that does not
 	// follow redirects. It must not retry. Go only.
 	Client *http.Client
-	// Now is the clock the identity cache is refreshed by; nil means
-	// time.Now. Go only.
+	// Now is the clock the identity cache is refreshed by and waits are
+	// measured on; nil means time.Now. Go only.
 	Now func() time.Time
+	// Sleep waits d inside one listing (rate_limit.max_wait); nil means a
+	// timer that ends with ctx. Go only.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// RateLimitConfig declares how an API says it is rate-limiting. A
+// response that asks to wait — Retry-After (seconds or an HTTP date), or
+// Remaining at "0" with a Reset (Unix seconds) or ResetAfter (seconds) —
+// carries the wait in adapter.CallError.RetryAfter, on writes and reads.
+type RateLimitConfig struct {
+	// Remaining is the header with the requests left (x-ratelimit-remaining).
+	Remaining string
+	// Reset is the header with the Unix time the limit resets
+	// (x-ratelimit-reset); ResetAfter one with the seconds until then.
+	Reset      string
+	ResetAfter string
+	// MaxWait is how long one listing may wait between its pages when
+	// the API asks it to (0: never; the read fails with the wait, and the
+	// reconciler reads again after it).
+	MaxWait time.Duration
 }
 
 // Header is one header of a route: Name and its Value text, with
@@ -140,8 +168,16 @@ type OutcomeRule struct {
 	Match    map[string]string
 	Unless   map[string]string
 	NonEmpty []string
+	// Headers maps response header names to the text their value must
+	// equal (x-ratelimit-remaining: "0"); HasHeaders lists headers that
+	// must be present (retry-after).
+	Headers    map[string]string
+	HasHeaders []string
 	// Outcome is rejected (proven not executed), retryable (rejected and
-	// inviting a retry) or unknown.
+	// inviting a retry), unknown, or key_reused: the API says the
+	// idempotency key was already used with another request — evidence
+	// that an earlier request reached it, classified unknown with code
+	// adapter.CodeKeyReused (Code may then be left out).
 	Outcome string
 	// Code is the stable snake_case code recorded; Message a fixed text.
 	Code    string
@@ -219,15 +255,24 @@ type SearchConfig struct {
 	// error, never an empty page.
 	Items string
 	// Pagination, at most one: NextCursor is the path of the next page's
-	// cursor in the body ({{cursor}} in URL); NextLink follows the Link
-	// header's rel="next"; PageSize with {{page}} (from FirstPage, default
-	// 1) or {{offset}} in URL counts pages, and a page shorter than
-	// PageSize is the last. None: one page.
+	// cursor in the body ({{cursor}} in URL; an empty cursor ends the
+	// listing); NextLink follows the Link header's rel="next" (a response
+	// without one ends it); PageSize with {{page}} (from FirstPage,
+	// default 1) or {{offset}} in URL counts pages. None: one page.
+	// PageSize is also what {{page_size}} renders, in any pagination.
 	NextCursor string
 	NextLink   bool
 	PageSize   int
 	FirstPage  *int
-	// MaxPages bounds the pages one search reads; more is an error.
+	// Page and offset pagination must prove the end of a listing, since
+	// an API may cap the page size silently (a short page proves
+	// nothing): Total is the JSON path of the listing's total count (the
+	// listing ends once that many items were read, or at an empty page);
+	// End "empty_page" ends it at the first page without items.
+	Total string
+	End   string
+	// MaxPages bounds the pages one search reads; a listing that needs
+	// more is a read failure (listing_incomplete), never a shorter list.
 	MaxPages int
 	// WindowFilter is the item field the API's from/to filter compares:
 	// created_at (default), updated_at (the upper bound is then not sent,
@@ -243,12 +288,29 @@ type SearchConfig struct {
 type IdentityConfig struct {
 	// URL is a GET with the route's headers, starting with {{base}}.
 	URL string
+	// Method is GET (default) or POST; a POST sends Body (a constant
+	// value tree) as JSON: a read such as a GraphQL query ({viewer
+	// {databaseId}}), never a write.
+	Method string
+	Body   any
 	// ID is a value expression reading the identity ($.id).
 	ID      string
 	Expect  map[string]string
 	Require []string
 	// Refresh is how long a resolved identity is trusted (default 10m).
 	Refresh time.Duration
+}
+
+// ParentConfig is the shape of an intent's parent. Type is integer (a
+// decimal number, without sign or leading zeros, at least Minimum) or
+// string (matching Pattern, at most MaxLength bytes, no control
+// characters). Required (default true) refuses an empty parent.
+type ParentConfig struct {
+	Type      string
+	Pattern   string
+	Minimum   *int64
+	MaxLength *int
+	Required  *bool
 }
 
 // CorrelationConfig is the marker that names an intent in its write.
@@ -293,6 +355,15 @@ type StatusConfig struct {
 	Payload        any
 	Expect         map[string]string
 	Require        []string
+	// Account is a value expression reading the account the answer
+	// belongs to (adapter.StatusResult.Account); an answer of another
+	// account is "not found". CredentialScoped declares that the API
+	// scopes request ids per credential, so a lookup by request id alone
+	// cannot find another account's write. A status query naming the
+	// write by {{request_id}} alone needs one of them, or {{account}} in
+	// its URL or expectations.
+	Account          string
+	CredentialScoped bool
 }
 
 // CapabilitiesConfig are the capabilities a route declares. StatusQuery

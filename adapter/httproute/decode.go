@@ -548,6 +548,8 @@ func (d *decoder) routeBody(o *obj, cfg *RouteConfig) {
 		if m := d.object(v, "identity"); m != nil {
 			cfg.Identity = &IdentityConfig{}
 			m.str("url", &cfg.Identity.URL)
+			m.str("method", &cfg.Identity.Method)
+			m.tree("body", &cfg.Identity.Body)
 			m.str("id", &cfg.Identity.ID)
 			m.strMap("expect", &cfg.Identity.Expect)
 			m.strList("require", &cfg.Identity.Require)
@@ -560,6 +562,34 @@ func (d *decoder) routeBody(o *obj, cfg *RouteConfig) {
 			cfg.Correlation = &CorrelationConfig{}
 			m.str("marker", &cfg.Correlation.Marker)
 			m.str("read", &cfg.Correlation.Read)
+			m.end()
+		}
+	}
+	if v, ok := o.take("parent"); ok {
+		if m := d.object(v, "parent"); m != nil {
+			cfg.Parent = &ParentConfig{}
+			m.str("type", &cfg.Parent.Type)
+			m.str("pattern", &cfg.Parent.Pattern)
+			if f := m.optFloat("minimum"); f != nil {
+				if *f != math.Trunc(*f) || *f < 0 || *f > 1e15 {
+					d.fail("parent.minimum", "must be a whole number between 0 and 10^15")
+				} else {
+					n := int64(*f)
+					cfg.Parent.Minimum = &n
+				}
+			}
+			cfg.Parent.MaxLength = m.optInt("max_length")
+			cfg.Parent.Required = m.optBool("required")
+			m.end()
+		}
+	}
+	if v, ok := o.take("rate_limit"); ok {
+		if m := d.object(v, "rate_limit"); m != nil {
+			cfg.RateLimit = &RateLimitConfig{}
+			m.str("remaining", &cfg.RateLimit.Remaining)
+			m.str("reset", &cfg.RateLimit.Reset)
+			m.str("reset_after", &cfg.RateLimit.ResetAfter)
+			m.duration("max_wait", &cfg.RateLimit.MaxWait)
 			m.end()
 		}
 	}
@@ -631,6 +661,8 @@ func (d *decoder) write(v any) *WriteConfig {
 			r.strMap("match", &rule.Match)
 			r.strMap("unless", &rule.Unless)
 			r.strList("non_empty", &rule.NonEmpty)
+			r.strMap("headers", &rule.Headers)
+			r.strList("has_headers", &rule.HasHeaders)
 			r.str("outcome", &rule.Outcome)
 			r.str("code", &rule.Code)
 			r.str("message", &rule.Message)
@@ -753,6 +785,8 @@ func (d *decoder) search(v any) *SearchConfig {
 	o.boolean("next_link", &s.NextLink)
 	o.integer("page_size", &s.PageSize)
 	s.FirstPage = o.optInt("first_page")
+	o.str("total", &s.Total)
+	o.str("end", &s.End)
 	o.integer("max_pages", &s.MaxPages)
 	o.str("window_filter", &s.WindowFilter)
 	if fv, ok := o.take("fields"); ok {
@@ -803,6 +837,8 @@ func (d *decoder) status(v any) *StatusConfig {
 	o.tree("payload", &s.Payload)
 	o.strMap("expect", &s.Expect)
 	o.strList("require", &s.Require)
+	o.str("account", &s.Account)
+	o.boolean("credential_scoped", &s.CredentialScoped)
 	o.end()
 	return s
 }

@@ -1,11 +1,7 @@
 package httproute_test
 
 import (
-	"errors"
-	"strings"
 	"testing"
-
-	"github.com/settle-dev/settle/adapter/httproute"
 )
 
 // TestDedupProofRules: a route whose retry policy is not never must carry a
@@ -48,23 +44,7 @@ func TestDedupProofRules(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			errs := httproute.Check(c.data, envOf(env))
-			if len(errs) != 1 {
-				t.Fatalf("%d errors, want 1: %v", len(errs), errs)
-			}
-			var re *httproute.RouteError
-			if !errors.As(errs[0], &re) || re.Route != c.route || re.Field != c.field {
-				t.Fatalf("got %v, want route %s field %s", errs[0], c.route, c.field)
-			}
-			for _, w := range c.want {
-				if !strings.Contains(re.Reason, w) {
-					t.Fatalf("reason %q does not say %q", re.Reason, w)
-				}
-			}
-			// Load refuses it too.
-			if _, err := httproute.Parse(c.data, envOf(env)); err == nil {
-				t.Fatal("Parse accepted it")
-			}
+			oneError(t, c.data, env, c.route, c.field, c.want...)
 		})
 	}
 

@@ -152,3 +152,26 @@ func hashOf(t testing.TB, raw json.RawMessage) string {
 }
 
 var bg = context.Background()
+
+// oneError asserts that Check finds exactly one problem in data, naming
+// route and field and saying each of want, and that Parse (what Load and
+// serve use) refuses the file too.
+func oneError(t *testing.T, data []byte, env map[string]string, route, field string, want ...string) {
+	t.Helper()
+	errs := httproute.Check(data, envOf(env))
+	if len(errs) != 1 {
+		t.Fatalf("%d errors, want 1: %v", len(errs), errs)
+	}
+	var re *httproute.RouteError
+	if !errors.As(errs[0], &re) || re.Route != route || re.Field != field {
+		t.Fatalf("got %v, want route %s field %s", errs[0], route, field)
+	}
+	for _, w := range want {
+		if !strings.Contains(re.Reason, w) {
+			t.Fatalf("reason %q does not say %q", re.Reason, w)
+		}
+	}
+	if _, err := httproute.Parse(data, envOf(env)); err == nil {
+		t.Fatal("Parse accepted it")
+	}
+}

@@ -55,6 +55,14 @@ type InspectedSearch struct {
 	More     bool // a next page exists
 	Records  []adapter.Record
 	Err      string
+	// PageSize is the page size the route asks for (0: it names none);
+	// PageCap, when not 0, is a silent cap the API showed: a page with
+	// fewer items than asked that was not the last.
+	PageSize int
+	PageCap  int
+	// Missing are the probe flags the reads need and did not get (a
+	// search by the intent's parent needs --parent).
+	Missing []string
 }
 
 // InspectedReadback is one object read back, and its live URL probed
@@ -65,6 +73,47 @@ type InspectedReadback struct {
 	ProbeURL   string
 	ProbeCode  int
 	Err        string
+	Missing    []string // as InspectedSearch.Missing
+}
+
+// probeFlag names the probe flag that gives a read the intent's value v.
+func probeFlag(v string) string {
+	switch v {
+	case varParent:
+		return "--parent PARENT"
+	case varAccount:
+		return "--account ACCOUNT"
+	case varPayload:
+		return "--payload JSON"
+	}
+	return "--request-id ID" // request_id, intent_id and idempotency_key derive from it
+}
+
+// missing are the probe flags a read that needs the intent values needs
+// still lacks under opts.
+func missing(needs []string, opts InspectOptions, account string) []string {
+	var out []string
+	for _, v := range needs {
+		given := false
+		switch v {
+		case varParent:
+			given = opts.Parent != ""
+		case varAccount:
+			given = account != ""
+		case varPayload:
+			given = len(opts.Payload) > 0
+		default:
+			given = opts.RequestID != ""
+		}
+		if f := probeFlag(v); !given && !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func missingErr(what string, flags []string) string {
+	return "the " + what + " uses the intent's values (" + strings.Join(flags, ", ") + "): pass " + strings.Join(flags, " and ") + " to read as an intent would"
 }
 
 // Inspect makes the route's reads once against the live API, read-only:
@@ -92,7 +141,7 @@ func (a *Adapter) Inspect(ctx context.Context, opts InspectOptions) (*Inspection
 		}
 	}
 	r := a
-	if opts.Parent != "" || opts.RequestID != "" || len(opts.Payload) > 0 || opts.Account != "" {
+	if opts.Parent != "" || opts.RequestID != "" || len(opts.Payload) > 0 || account != "" {
 		reqID := opts.RequestID
 		if reqID == "" {
 			reqID = "settle-probe"
@@ -112,17 +161,33 @@ func (a *Adapter) Inspect(ctx context.Context, opts InspectOptions) (*Inspection
 
 	if a.search != nil {
 		now := a.now()
-		s := &InspectedSearch{Account: account, From: now.Add(-opts.Window), To: now}
+		s := &InspectedSearch{Account: account, From: now.Add(-opts.Window), To: now, PageSize: a.search.pageSize}
 		out.Search = s
-		if account == "" {
-			s.Err = "no account: the route has no identity section; give one"
-		} else {
-			recs, more, err := r.searchPages(ctx, adapter.SearchQuery{Account: account, From: s.From, To: s.To}, 1, func(p pageSeen) {
+		s.Missing = missing(a.search.needs, opts, account)
+		switch {
+		case account == "":
+			s.Err = "no account: the route has no identity section; pass --account ACCOUNT"
+		case len(s.Missing) > 0:
+			s.Err = missingErr("search", s.Missing)
+		default:
+			// Page and offset pagination read a second page: a short first
+			// page proves nothing, and a second one that is not empty shows
+			// a silent cap.
+			limit := 1
+			if a.search.mode == pageNumber || a.search.mode == pageOffset {
+				limit = 2
+			}
+			var pages []pageSeen
+			recs, more, err := r.searchPages(ctx, adapter.SearchQuery{Account: account, From: s.From, To: s.To}, limit, func(p pageSeen) {
+				pages = append(pages, p)
 				if s.URL == "" {
 					s.URL, s.Status, s.Items = a.relative(p.url), p.status, p.items
 				}
 			})
-			s.More = more
+			s.More = more || len(pages) > 1 && pages[1].items > 0
+			if len(pages) > 0 && s.PageSize > 0 && pages[0].items < s.PageSize && s.More {
+				s.PageCap = pages[0].items
+			}
 			if err != nil {
 				s.Err = a.safe(err)
 			}
@@ -140,8 +205,12 @@ func (a *Adapter) Inspect(ctx context.Context, opts InspectOptions) (*Inspection
 		extID = out.Search.Records[0].ExternalID
 	}
 	if a.readback != nil && extID != "" {
-		rb := &InspectedReadback{ExternalID: extID}
+		rb := &InspectedReadback{ExternalID: extID, Missing: missing(a.readback.needs, opts, account)}
 		out.Readback = rb
+		if len(rb.Missing) > 0 {
+			rb.Err = missingErr("readback", rb.Missing)
+			return out, nil
+		}
 		rec, err := r.Get(ctx, extID)
 		switch {
 		case err != nil:

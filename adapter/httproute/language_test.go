@@ -26,6 +26,7 @@ routes:
       fields:
         kind: {type: string, required: true}
         text: {type: string, required: true}
+    parent: {type: string, pattern: '^th/[0-9]+$'}
     write:
       method: POST
       url: "{{base}}/threads/{{parent}}/notes"
@@ -125,7 +126,8 @@ func TestReadTemplatesUseTheIntent(t *testing.T) {
 }
 
 // TestPageAndOffsetPagination: {{page}} from first_page and {{offset}} in
-// steps of page_size; a page shorter than page_size is the last.
+// steps of page_size; with end: empty_page the listing ends at the first
+// empty page (the short third page does not end it).
 func TestPageAndOffsetPagination(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
@@ -155,6 +157,7 @@ func TestPageAndOffsetPagination(t *testing.T) {
     search:
       url: "` + url + `"
       items: $.rows
+      end: empty_page
       page_size: 2` + extra + `
       fields: {external_id: $.id, author_id: $.by, created_at: $.at, payload: {t: $.t}}
     readback: {url: "{{base}}/r/{{external_id}}"}
@@ -165,9 +168,9 @@ func TestPageAndOffsetPagination(t *testing.T) {
 		name, url, extra string
 		want             []string
 	}{
-		{"page", "{{base}}/l?page={{page}}&per={{page_size}}&first=1", "", []string{"page=1&per=2&first=1", "page=2&per=2&first=1", "page=3&per=2&first=1"}},
-		{"page from 0", "{{base}}/l?page={{page}}&first=0", "\n      first_page: 0", []string{"page=0&first=0", "page=1&first=0", "page=2&first=0"}},
-		{"offset", "{{base}}/l?offset={{offset}}&limit={{page_size}}", "", []string{"offset=0&limit=2", "offset=2&limit=2", "offset=4&limit=2"}},
+		{"page", "{{base}}/l?page={{page}}&per={{page_size}}&first=1", "", []string{"page=1&per=2&first=1", "page=2&per=2&first=1", "page=3&per=2&first=1", "page=4&per=2&first=1"}},
+		{"page from 0", "{{base}}/l?page={{page}}&first=0", "\n      first_page: 0", []string{"page=0&first=0", "page=1&first=0", "page=2&first=0", "page=3&first=0"}},
+		{"offset", "{{base}}/l?offset={{offset}}&limit={{page_size}}", "", []string{"offset=0&limit=2", "offset=2&limit=2", "offset=4&limit=2", "offset=5&limit=2"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			mu.Lock()
@@ -259,6 +262,7 @@ func TestVisibilityMapAndStatusMarker(t *testing.T) {
         payload: {text: $.text}
     status:
       url: "{{base}}/s/{{request_id}}"
+      credential_scoped: true
       state: $.state
       external_id: $.id
       payload: {text: $.text}
@@ -296,25 +300,28 @@ func TestLanguageErrors(t *testing.T) {
 		field string
 		want  string
 	}{
-		{"page without page_size", mutate(t, gh, "&per_page=100", "&page={{page}}", "      next_link: true\n", ""), "search.page_size", "is required"},
-		{"page_size without page", mutate(t, gh, "      next_link: true\n", "      next_link: true\n      page_size: 10\n"), "search.page_size", "applies only"},
-		{"two paginations", mutate(t, gh, "&per_page=100", "&page={{page}}", "      next_link: true\n", "      next_link: true\n      page_size: 10\n"), "search.url", "more than one pagination"},
+		{"page without page_size", mutate(t, gh, "&per_page={{page_size}}", "&page={{page}}", "      next_link: true\n", "      end: empty_page\n", "      page_size: 100      # GitHub's largest page\n", ""), "search.page_size", "is required"},
+		{"page_size without its use", mutate(t, gh, "&per_page={{page_size}}", "&per_page=100"), "search.page_size", "applies only"},
+		{"two paginations", mutate(t, gh, "&per_page={{page_size}}", "&per_page={{page_size}}&page={{page}}", "      next_link: true\n", "      next_link: true\n      end: empty_page\n"), "search.url", "more than one pagination"},
 		{"bad window filter", mutate(t, gh, "window_filter: updated_at", "window_filter: modified"), "search.window_filter", "not created_at"},
 		{"updated_at without created_at", mutate(t, gh, "        created_at: $.created_at\n", ""), "search.fields.created_at", "window_filter: updated_at"},
-		{"identity without id", mutate(t, gh, "      id: $.id\n", ""), "identity.id", "is required"},
-		{"identity id constant", mutate(t, gh, "      id: $.id\n", "      id: me\n"), "identity.id", "must read"},
-		{"identity refresh", mutate(t, gh, "      id: $.id\n", "      id: $.id\n      refresh: 10ms\n"), "identity.refresh", "between 1s and 24h"},
-		{"identity leaves origin", mutate(t, gh, "{{base | before:/repos/}}/user", "{{base | before:.}}/user"), "identity.url", "leaves base_url's origin"},
+		{"identity without id", mutate(t, gh, "      id: $.data.viewer.databaseId\n", ""), "identity.id", "is required"},
+		{"identity id constant", mutate(t, gh, "      id: $.data.viewer.databaseId\n", "      id: me\n"), "identity.id", "must read"},
+		{"identity refresh", mutate(t, gh, "      id: $.data.viewer.databaseId\n", "      id: $.id\n      refresh: 10ms\n"), "identity.refresh", "between 1s and 24h"},
+		{"identity leaves origin", mutate(t, gh, "{{base | regex:'^(.*?)(?:/v3)?/repos/'}}/graphql", "{{base | before:.}}/graphql"), "identity.url", "leaves base_url's origin"},
+		{"identity POST without body", mutate(t, gh, "      body: {query: \"query { viewer { databaseId } }\"}\n", ""), "identity.body", "is required with method POST"},
+		{"identity method", mutate(t, gh, "method: POST", "method: DELETE"), "identity.method", "not GET or POST"},
+		{"identity body with a variable", mutate(t, gh, "viewer { databaseId }", "viewer { {{account}} }"), "identity.body.query", "unknown variable"},
 		{"marker without intent", mutate(t, gh, "<!-- settle:{{intent_id}} -->", "<!-- settle -->"), "correlation.marker", "exactly once"},
 		{"marker twice", mutate(t, gh, "<!-- settle:{{intent_id}} -->", "<!-- {{intent_id}} {{intent_id}} -->"), "correlation.marker", "exactly once"},
 		{"marker with other variable", mutate(t, gh, "<!-- settle:{{intent_id}} -->", "<!-- {{intent_id}} {{account}} -->"), "correlation.marker", "unknown variable"},
 		{"marker never sent", mutate(t, gh, `"{{payload.body}}{{marker}}"`, `"{{payload.body}}"`), "correlation.marker", "never sent"},
 		{"marker without correlation", mutate(t, readExample(t, "social.yaml"), `body: "{{payload.body}}"`, `body: "{{payload.body}}{{marker}}"`), "write.body.body", "unknown variable {{marker}}"},
 		{"correlation without read", mutate(t, gh, "      read: $.body\n", ""), "correlation.read", "is required"},
-		{"unknown check", mutate(t, gh, `url: "{{base}}/issues/comments/{{external_id}}"`, `url: "{{base}}/issues/comments/{{external_id}}"`+"\n      checks: [author, payload, smell]"), "readback.checks[2]", "not a check"},
-		{"checks without author", mutate(t, gh, `url: "{{base}}/issues/comments/{{external_id}}"`, `url: "{{base}}/issues/comments/{{external_id}}"`+"\n      checks: [payload, url]"), "readback.checks", "must include author"},
-		{"visibility map without from", mutate(t, gh, "visibility: {probe: true}", "visibility: {map: {a: public}}"), "search.fields.visibility.from", "is required"},
-		{"visibility probe and from", mutate(t, gh, "visibility: {probe: true}", "visibility: {probe: true, from: $.state}"), "search.fields.visibility.probe", "instead of"},
+		{"unknown check", mutate(t, gh, "checks: [author, payload, parent]", "checks: [author, payload, smell]"), "readback.checks[2]", "not a check"},
+		{"checks without author", mutate(t, gh, "checks: [author, payload, parent]", "checks: [payload, url]"), "readback.checks", "must include author"},
+		{"visibility map without from", mutate(t, gh, "        created_at: $.created_at\n", "        created_at: $.created_at\n        visibility: {map: {a: public}}\n"), "search.fields.visibility.from", "is required"},
+		{"visibility probe and from", mutate(t, gh, "        created_at: $.created_at\n", "        created_at: $.created_at\n        visibility: {probe: true, from: $.state}\n"), "search.fields.visibility.probe", "instead of"},
 		{"parent from the query, listing not scoped", mutate(t, gh, `parent_id: "{{$.issue_url | last_segment}}"`, `parent_id: "{{parent}}"`), "search.fields.parent_id", "exactly {{parent}}"},
 		{"record payload from the intent", mutate(t, gh, "        payload: {body: $.body}\n\n    readback", "        payload: {body: \"{{account}}\"}\n\n    readback"), "search.fields.payload.body", "unknown variable {{account}}"},
 		{"author from the query", mutate(t, gh, "author_id: $.user.id", `author_id: "{{account}}"`), "search.fields.author_id", "must read the item"},
@@ -345,7 +352,7 @@ func TestWarnings(t *testing.T) {
 		want  string
 	}{
 		{"constant visibility", mutate(t, social, "visibility: $.visibility", "visibility: public"), "search.fields.visibility", "constant"},
-		{"no creation time", mutate(t, social, "        created_at: $.created_at\n", ""), "search.fields.created_at", "look-alike"},
+		{"no creation time", mutate(t, social, "        created_at: $.created_at\n", "", "retry: auto", "retry: never"), "search.fields.created_at", "look-alike"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			errs, warnings := httproute.Lint(c.data, env)

@@ -36,13 +36,29 @@ func Check(data []byte, env func(string) (string, bool)) []error {
 // *RouteErrors.
 func Lint(data []byte, env func(string) (string, bool)) (errs, warnings []error) {
 	_, es, ws := parseAll(data, env)
-	for _, e := range es {
-		errs = append(errs, e)
+	return asErrors(es), asErrors(ws)
+}
+
+// RouteNames are the names of a route file's routes, in file order (nil
+// when the file cannot be decoded). Nothing is checked or resolved.
+func RouteNames(data []byte) []string {
+	cfgs, _, errs := decodeFile(data)
+	if cfgs == nil && len(errs) > 0 {
+		return nil
 	}
-	for _, w := range ws {
-		warnings = append(warnings, w)
+	out := make([]string, 0, len(cfgs))
+	for _, c := range cfgs {
+		out = append(out, c.Name)
 	}
-	return errs, warnings
+	return out
+}
+
+func asErrors(l []*RouteError) []error {
+	var out []error
+	for _, e := range l {
+		out = append(out, e)
+	}
+	return out
 }
 
 func parse(data []byte, env func(string) (string, bool)) ([]RouteConfig, []*RouteError) {
@@ -50,7 +66,21 @@ func parse(data []byte, env func(string) (string, bool)) ([]RouteConfig, []*Rout
 	return cfgs, errs
 }
 
+// LintOffline is Lint without the environment: every ${env:NAME} stands
+// for a placeholder (a URL where it starts base_url), so a file can be
+// checked where its secrets are not (CI). What only the real values can
+// show — a variable that is unset, a base_url that is not a URL — is not
+// checked.
+func LintOffline(data []byte) (errs, warnings []error) {
+	_, es, ws := parseWith(data, nil, true)
+	return asErrors(es), asErrors(ws)
+}
+
 func parseAll(data []byte, env func(string) (string, bool)) ([]RouteConfig, []*RouteError, []*RouteError) {
+	return parseWith(data, env, false)
+}
+
+func parseWith(data []byte, env func(string) (string, bool), offline bool) ([]RouteConfig, []*RouteError, []*RouteError) {
 	if env == nil {
 		env = os.LookupEnv
 	}
@@ -65,7 +95,7 @@ func parseAll(data []byte, env func(string) (string, bool)) ([]RouteConfig, []*R
 		if failed[i][""] { // the route is not a mapping: reported
 			continue
 		}
-		_, c := compileAll(cfgs[i], label, failed[i])
+		_, c := compileWith(&compiler{label: label, failed: failed[i], offline: offline}, cfgs[i])
 		errs = append(errs, c.errs...)
 		warnings = append(warnings, c.warnings...)
 	}

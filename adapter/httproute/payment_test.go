@@ -71,14 +71,15 @@ func TestPaymentParity(t *testing.T) {
 		t.Fatalf("get of a missing charge: %v", err)
 	}
 
-	// The key reused with another body: 422, rejected.
+	// The key reused with another body: 422, unknown (an earlier request
+	// with the key reached the API).
 	other, _ := gen.NormalizePayload(json.RawMessage(`{"amount":1,"currency":"jpy","customer":"cus_1"}`))
 	reused := reqG
 	reused.Payload = other
 	_, errG = gen.Write(bg, reused)
 	_, errH = hand.Write(bg, reused)
 	sameClass(t, "key reused", errG, errH)
-	if ce := callError(t, errG); ce.Class != adapter.Rejected || ce.Code != "idempotency_key_reused" {
+	if ce := callError(t, errG); ce.Class != adapter.Unknown || ce.Code != adapter.CodeKeyReused {
 		t.Fatalf("key reused: %+v", *ce)
 	}
 

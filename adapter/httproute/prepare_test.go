@@ -24,7 +24,7 @@ func TestPrepareWriteSendsWhatWriteSends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := writeReq(1, "acct 1", "p 9", pl)
+	req := writeReq(1, "acct 1", "p/9", pl)
 	if _, err := a.Write(bg, req); err != nil {
 		t.Fatal(err)
 	}

@@ -43,11 +43,19 @@ type e2e struct {
 
 func newE2E(t *testing.T, file string, env map[string]string, clock *testharness.ManualClock) *e2e {
 	t.Helper()
-	cfgs, err := httproute.Parse(readExample(t, file), envOf(env))
+	return newE2EData(t, readExample(t, file), env, clock)
+}
+
+// newE2EData is newE2E for a route file's data. The route waits (a rate
+// limit inside a listing) on the manual clock.
+func newE2EData(t *testing.T, data []byte, env map[string]string, clock *testharness.ManualClock) *e2e {
+	t.Helper()
+	cfgs, err := httproute.Parse(data, envOf(env))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfgs[0].Now = clock.Now
+	cfgs[0].Sleep = func(_ context.Context, d time.Duration) error { clock.Advance(d); return nil }
 	route, err := httproute.Build(cfgs[0])
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +71,11 @@ func newE2E(t *testing.T, file string, env map[string]string, clock *testharness
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &e2e{t: t, node: n, clock: clock, route: route, store: store, prod: prod, rec: newReconciler(t, store, clock, route)}
+}
+
+func newReconciler(t *testing.T, store *ledger.Store, clock *testharness.ManualClock, route adapter.Route) *reconcile.Reconciler {
+	t.Helper()
 	rc := reconcile.DefaultConfig()
 	rc.Worker, rc.Now = "worker-1", clock.Now
 	rc.Recheck, rc.MaxRecheck = 30*time.Second, 4*time.Minute
@@ -72,17 +85,36 @@ func newE2E(t *testing.T, file string, env map[string]string, clock *testharness
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &e2e{t: t, node: n, clock: clock, route: route, store: store, prod: prod, rec: rec}
+	return rec
+}
+
+// reroute makes every later step with the route as data now declares it
+// (an operator edited the route file while an intent was unknown).
+func (w *e2e) reroute(data []byte, env map[string]string) {
+	w.t.Helper()
+	cfgs, err := httproute.Parse(data, envOf(env))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	cfgs[0].Now = w.clock.Now
+	route, err := httproute.Build(cfgs[0])
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.route, w.rec = route, newReconciler(w.t, w.store, w.clock, route)
 }
 
 func (w *e2e) execute(requestID, account, parent, payload string) *producer.Result {
 	w.t.Helper()
-	res, err := w.prod.Execute(context.Background(), producer.Request{Route: w.route.Name, Account: account,
-		RequestID: requestID, ParentExternalID: parent, Payload: json.RawMessage(payload)})
+	res, err := w.prod.Execute(context.Background(), producerRequest(w, requestID, account, parent, payload))
 	if err != nil {
 		w.t.Fatalf("execute %s: %v", requestID, err)
 	}
 	return res
+}
+
+func producerRequest(w *e2e, requestID, account, parent, payload string) producer.Request {
+	return producer.Request{Route: w.route.Name, Account: account, RequestID: requestID, ParentExternalID: parent, Payload: json.RawMessage(payload)}
 }
 
 // settle steps the intent, moving the clock over every wait, until no

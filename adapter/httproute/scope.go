@@ -2,6 +2,7 @@ package httproute
 
 import (
 	"context"
+	"net/http"
 	"regexp"
 	"slices"
 	"strings"
@@ -111,6 +112,8 @@ func (a *Adapter) ReadbackChecks() []string {
 // --- identity ---
 
 type identitySpec struct {
+	method  string // GET or POST
+	body    []byte // the POST's JSON body (a GraphQL query)
 	url     *urlTemplate
 	id      *template
 	expect  []expectation
@@ -157,7 +160,11 @@ func (a *Adapter) readIdentity(ctx context.Context) (string, error) {
 	if err != nil || !ok {
 		return "", a.errorf("identity: the identity URL cannot be built")
 	}
-	doc, code, err := a.read(ctx, u, nil, is.expect, is.require, s.vars, "identity")
+	method := is.method
+	if method == "" {
+		method = http.MethodGet
+	}
+	doc, code, err := a.read(ctx, readReq{method: method, url: u, body: is.body}, nil, is.expect, is.require, s.vars, "identity")
 	if errors.Is(err, adapter.ErrNotFound) {
 		return "", a.errorf("identity: %w", &adapter.CallError{Class: adapter.Rejected, Code: "identity_not_found", StatusCode: code,
 			Message: "the identity read answered not found"})

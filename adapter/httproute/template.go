@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
@@ -235,9 +236,28 @@ const (
 	fRFC3339     = "rfc3339"
 	fUnix        = "unix"
 	fUnixMS      = "unix_ms"
+	fSlackPlain  = "slack_plain"
 )
 
-const knownFilters = "omitempty, before:<text>, last_segment, trim_prefix:<text>, regex:<RE with one group>, lower, rfc3339, unix, unix_ms"
+const knownFilters = "omitempty, before:<text>, last_segment, trim_prefix:<text>, regex:<RE with one group>, lower, slack_plain, rfc3339, unix, unix_ms"
+
+// slackLinkRE is a link as Slack stores it: <target> or <target|label>.
+var slackLinkRE = regexp.MustCompile(`<([^<>|]*)(?:\|([^<>]*))?>`)
+
+var slackEntities = strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&")
+
+// slackPlain undoes Slack's rewriting of a posted text: a link <url> is
+// url again, <url|label> its label, and &lt; &gt; &amp; are < > &.
+func slackPlain(s string) string {
+	s = slackLinkRE.ReplaceAllStringFunc(s, func(m string) string {
+		sm := slackLinkRE.FindStringSubmatch(m)
+		if sm[2] != "" {
+			return sm[2]
+		}
+		return sm[1]
+	})
+	return slackEntities.Replace(s)
+}
 
 // textFilter transforms the text of a value; a regex that does not match
 // makes the value absent.
@@ -265,6 +285,8 @@ func (f textFilter) apply(s string) (string, bool) {
 		s = strings.TrimPrefix(s, f.arg)
 	case fLower:
 		s = strings.ToLower(s)
+	case fSlackPlain:
+		s = slackPlain(s)
 	case fRegex:
 		m := f.re.FindStringSubmatch(s)
 		if m == nil {
@@ -513,7 +535,7 @@ func parseExpr(inner string, c tctx) (*expr, error) {
 				return nil, errors.Errorf("{{%s}}: one time format only", e.src)
 			}
 			e.timeFmt = f
-		case fLastSegment, fLower:
+		case fLastSegment, fLower, fSlackPlain:
 			e.filters = append(e.filters, textFilter{kind: f})
 		default:
 			return nil, errors.Errorf("{{%s}}: unknown filter %q (known: %s)", e.src, f, knownFilters)
@@ -533,6 +555,7 @@ type scope struct {
 	hasPay  bool
 	doc     any
 	hasDoc  bool
+	header  http.Header // the response's headers, where outcomes read them
 }
 
 // formatTime renders a window bound. Formats coarser than the time are

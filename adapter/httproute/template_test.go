@@ -106,6 +106,7 @@ func TestFilters(t *testing.T) {
 			"issue_url": "https://api.github.com/repos/o/r/issues/1347",
 			"html":      "https://github.com/o/r/issues/7/?x=1#frag",
 			"n":         json.Number("12"),
+			"slack":     "see <https://x.org/a?b=1&amp;c=2> and <http://www.y.org|www.y.org>, a &lt;3 &amp;lt; b",
 		}, hasDoc: true,
 	}
 	for _, c := range []struct {
@@ -113,6 +114,7 @@ func TestFilters(t *testing.T) {
 		ok        bool
 	}{
 		{"{{$.issue_url | last_segment}}", "1347", true},
+		{"{{$.slack | slack_plain}}", "see https://x.org/a?b=1&c=2 and www.y.org, a <3 &lt; b", true},
 		{"{{$.html | last_segment}}", "7", true},
 		{"{{$.n | last_segment}}", "12", true},
 		{"{{parent | lower}}", "octo-org/hello#42", true},

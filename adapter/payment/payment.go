@@ -29,8 +29,8 @@ type Config struct {
 	// followed. It must not retry.
 	Client *http.Client
 	// Status classifies HTTP statuses; default adapter.DefaultStatusPolicy().
-	// 409 (same key in flight: unknown) and 422 (key reused with another
-	// body: rejected) are classified by this package whatever it says.
+	// 409 (same key in flight), 422 and a 400 idempotency_error (key
+	// reused with another body) are unknown whatever it says.
 	Status adapter.StatusPolicy
 	// KeyRetention is how long the API keeps an Idempotency-Key from its
 	// first receipt (required, > 0; Stripe: 24h).
@@ -224,8 +224,10 @@ type apiError struct {
 //
 //   - 409: Unknown, code idempotency_key_in_flight - a request with this
 //     key is still executing; it may yet charge. Never a rejection.
-//   - 422: Rejected, code idempotency_key_reused - the key is bound to
-//     another body; nothing was charged for this one.
+//   - 422, or 400 with error type idempotency_error (Stripe): Unknown,
+//     code adapter.CodeKeyReused - the key is bound to another body: an
+//     earlier request with the key reached the API and may have charged.
+//     Evidence of an earlier request, never a rejection.
 //   - a success whose charge is not the requested one, or not
 //     "succeeded": Unknown (settled by Status)
 //   - other statuses: Config.Status; lost responses: adapter.Do
@@ -272,8 +274,11 @@ func (a *Adapter) writeOutcome(resp *adapter.Response, sent json.RawMessage) (ad
 		return adapter.WriteResult{}, &adapter.CallError{Class: adapter.Unknown, Code: "idempotency_key_in_flight", StatusCode: code,
 			Message: "a request with this idempotency key is still being processed; it may yet charge"}
 	case http.StatusUnprocessableEntity:
-		return adapter.WriteResult{}, &adapter.CallError{Class: adapter.Rejected, Code: "idempotency_key_reused", StatusCode: code,
-			Message: "the API has this idempotency key bound to a different request body; nothing was charged for this one"}
+		return adapter.WriteResult{}, keyReused(code)
+	}
+	var e apiError
+	if code == http.StatusBadRequest && json.Unmarshal(resp.Body, &e) == nil && e.Error.Type == "idempotency_error" {
+		return adapter.WriteResult{}, keyReused(code)
 	}
 	if err := a.cfg.Status.Classify(code); err != nil {
 		var ce *adapter.CallError
@@ -297,6 +302,13 @@ func (a *Adapter) writeOutcome(resp *adapter.Response, sent json.RawMessage) (ad
 			Message: "the charge exists but has not succeeded (yet)"}
 	}
 	return adapter.WriteResult{ExternalID: c.ID, LiveURL: a.chargeURL(c.ID), StatusCode: code}, nil
+}
+
+// keyReused is the answer that the key is bound to another body: an
+// earlier request with it reached the API.
+func keyReused(code int) error {
+	return &adapter.CallError{Class: adapter.Unknown, Code: adapter.CodeKeyReused, StatusCode: code,
+		Message: "the API has this idempotency key bound to another request body: an earlier request with the key reached it and may have charged"}
 }
 
 // isCode accepts an API error code worth keeping: short snake_case.

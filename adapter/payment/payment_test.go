@@ -4,14 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/settle-dev/settle/adapter"
+	"github.com/settle-dev/settle/adapter/adaptertest"
 	"github.com/settle-dev/settle/adapter/payment"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
@@ -35,32 +36,15 @@ func newAPI(t *testing.T, opts ...fakeapi.PaymentOption) (*fakeapi.PaymentAPI, *
 
 func newAdapter(t *testing.T, baseURL string, mod func(*payment.Config)) *payment.Adapter {
 	t.Helper()
-	cfg := payment.Config{BaseURL: baseURL, Token: token, KeyRetention: 24 * time.Hour}
-	if mod != nil {
-		mod(&cfg)
-	}
-	a, err := payment.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
+	return adaptertest.Build(t, payment.New, payment.Config{BaseURL: baseURL, Token: token, KeyRetention: 24 * time.Hour}, mod)
 }
 
 func writeReq(t *testing.T, raw string, attempt string) adapter.WriteRequest {
 	t.Helper()
-	p, err := payment.NormalizePayload(json.RawMessage(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return adapter.WriteRequest{
-		IntentID:       "in_pay",
-		AttemptID:      "in_pay." + attempt,
-		RequestID:      "task:charge",
-		IdempotencyKey: "ik_pay_1",
-		Account:        "merchant_1",
-		Payload:        p,
-	}
+	return adaptertest.WriteRequest(t, payment.NormalizePayload, intentPay, attempt, raw)
 }
+
+var intentPay = adaptertest.Intent{IntentID: "in_pay", RequestID: "task:charge", IdempotencyKey: "ik_pay_1", Account: "merchant_1"}
 
 func TestWriteSuccess(t *testing.T) {
 	api, _ := newAPI(t)
@@ -159,6 +143,11 @@ func TestWriteInFlightIsUnknown(t *testing.T) {
 	}
 }
 
+// TestWriteKeyReused (issue 25 defect 11): the key reused with another
+// body is evidence that an earlier request reached the API (it may have
+// charged): unknown with adapter.CodeKeyReused, as a 422 and as Stripe's
+// 400 idempotency_error. Before, both were a definite rejection telling
+// the caller nothing was charged.
 func TestWriteKeyReused(t *testing.T) {
 	api, _ := newAPI(t)
 	a := newAdapter(t, api.URL(), nil)
@@ -167,11 +156,22 @@ func TestWriteKeyReused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := a.Write(ctx, writeReq(t, `{"amount":5000,"currency":"jpy","customer":"c_1"}`, "a2"))
-	if ce := callError(t, err); ce.Class != adapter.Rejected || ce.Code != "idempotency_key_reused" || ce.StatusCode != 422 || ce.Retryable {
+	if ce := callError(t, err); ce.Class != adapter.Unknown || ce.Code != adapter.CodeKeyReused || ce.StatusCode != 422 || ce.Retryable {
 		t.Fatalf("got %+v", ce)
 	}
 	if api.Charges() != 1 {
 		t.Fatalf("charges %d", api.Charges())
+	}
+
+	stripe := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"error":{"type":"idempotency_error","message":"Keys for idempotent requests can only be used with the same parameters they were first used with."}}`)
+	}))
+	defer stripe.Close()
+	_, err = newAdapter(t, stripe.URL, nil).Write(ctx, writeReq(t, charge, "a3"))
+	if ce := callError(t, err); ce.Class != adapter.Unknown || ce.Code != adapter.CodeKeyReused || ce.StatusCode != 400 {
+		t.Fatalf("Stripe's idempotency_error: %+v", ce)
 	}
 }
 
@@ -217,22 +217,11 @@ func TestWriteResponseMismatch(t *testing.T) {
 
 func TestWriteNotSent(t *testing.T) {
 	api, _ := newAPI(t)
-	a := newAdapter(t, api.URL(), nil)
-	for name, mod := range map[string]func(*adapter.WriteRequest){
+	adaptertest.NotSent(t, newAdapter(t, api.URL(), nil), writeReq(t, charge, "a1"), api.Writes, map[string]func(*adapter.WriteRequest){
 		"no key":      func(r *adapter.WriteRequest) { r.IdempotencyKey = "" },
 		"bad payload": func(r *adapter.WriteRequest) { r.Payload = json.RawMessage(`{"amount":0}`) },
 		"attempt LF":  func(r *adapter.WriteRequest) { r.AttemptID = "a\n1" },
-	} {
-		req := writeReq(t, charge, "a1")
-		mod(&req)
-		_, err := a.Write(context.Background(), req)
-		if ce := callError(t, err); ce.Class != adapter.NotSent {
-			t.Fatalf("%s: %+v", name, ce)
-		}
-	}
-	if api.Writes() != 0 {
-		t.Fatalf("writes %d", api.Writes())
-	}
+	})
 }
 
 func TestKeyExpiryCapabilities(t *testing.T) {
@@ -353,29 +342,12 @@ func TestNormalizePayload(t *testing.T) {
 }
 
 func FuzzNormalizePayload(f *testing.F) {
-	for _, s := range []string{
+	adaptertest.FuzzNormalizer(f, payment.NormalizePayload, nil,
 		charge,
 		`{"amount":1,"currency":"usd","customer":"c","description":""}`,
 		`{"amount":9007199254740993,"currency":"usd","customer":"c"}`,
 		`{"amount":1,"currency":"usd","customer":"c","x":{}}`,
-		`[]`, `{`, ``, `null`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		out, err := payment.NormalizePayload(raw)
-		if err != nil {
-			var fe *events.FieldError
-			if !errors.As(err, &fe) || !strings.HasPrefix(fe.Field, "payload") {
-				t.Fatalf("error is not a payload FieldError: %T %v", err, err)
-			}
-			return
-		}
-		again, err := payment.NormalizePayload(out)
-		if err != nil || string(again) != string(out) {
-			t.Fatalf("not idempotent: %s -> %s (%v)", out, again, err)
-		}
-	})
+		`[]`, `{`, ``, `null`)
 }
 
 func noToken(t *testing.T, err error) { t.Helper(); testharness.NoSecret(t, err, token) }

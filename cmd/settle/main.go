@@ -51,7 +51,7 @@ Usage:
   settle audit (--data DIR | --nats-url URL)  replay the log and check its invariants (non-zero exit on a violation);
                                               --data is serve's, after it stopped
   settle views rebuild --data DIR             rebuild the SQLite views from the log (serve stopped)
-  settle routes check FILE                    validate a route file; every error names route and field
+  settle routes check [--offline] FILE...     validate route files; every error names route and field (--offline: placeholder secrets)
   settle routes probe FILE [--route NAME] [--external-id ID]   read-only: what a route's reads resolve to on the live API
   settle version
 

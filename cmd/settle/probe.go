@@ -28,6 +28,8 @@ func (m *Main) routesProbe(ctx context.Context, args []string) error {
 	extID := fs.String("external-id", "", "read back the object with this external `ID` (default: the first one listed)")
 	account := fs.String("account", "", "list this `ACCOUNT`'s objects (default: the credential's identity)")
 	parent := fs.String("parent", "", "the `PARENT` of a route whose reads are scoped by it")
+	requestID := fs.String("request-id", "", "the request `ID` of a route whose reads use the intent's ids")
+	payload := fs.String("payload", "", "the intent's payload (`JSON`) for a route whose reads use payload fields")
 	window := fs.Duration("window", time.Hour, "search the last `DURATION`")
 	items := fs.Int("items", 5, "show at most `N` listed objects")
 	timeout := fs.Duration("timeout", time.Minute, "give up after `DURATION`")
@@ -80,7 +82,11 @@ func (m *Main) routesProbe(ctx context.Context, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	in, err := a.Inspect(ctx, httproute.InspectOptions{Window: *window, Account: *account, Parent: *parent, ExternalID: *extID, Items: *items})
+	opts := httproute.InspectOptions{Window: *window, Account: *account, Parent: *parent, RequestID: *requestID, ExternalID: *extID, Items: *items}
+	if *payload != "" {
+		opts.Payload = []byte(*payload)
+	}
+	in, err := a.Inspect(ctx, opts)
 	if err != nil {
 		return errors.Errorf("routes probe: %w", err)
 	}
@@ -119,6 +125,10 @@ func printInspection(out io.Writer, a *httproute.Adapter, in *httproute.Inspecti
 				more = "more pages follow (not read)"
 			}
 			fmt.Fprintf(out, "  GET %s -> HTTP %d, %d item(s) on page 1, %s\n", s.URL, s.Status, s.Items, more)
+		}
+		if s.PageCap > 0 {
+			fmt.Fprintf(out, "  page cap: the API served %d item(s) on a page that was not the last, though the route asks for %d: "+
+				"it caps pages silently (settle reads on to a proven end; a page_size of %d asks for no more than it serves)\n", s.PageCap, s.PageSize, s.PageCap)
 		}
 		if s.Err != "" {
 			fmt.Fprintf(out, "  FAILED: %s\n", s.Err)

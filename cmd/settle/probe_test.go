@@ -39,7 +39,7 @@ func TestRoutesProbe(t *testing.T) {
 		"item 1:", "author_id       4242  (the credential's identity)", "parent_id       7",
 		"correlation     in_mfrggzdfmztwq2lknnwg23tpobyxe43u", `payload         {"body":"Build #41 passed"}`,
 		"item 2:", "author_id       77  (not the credential's identity)", "parent_id       12", "correlation     (none)",
-		"readback: 1001", "visibility      public", "live URL without credentials: HTTP 200",
+		"readback: 1001", "live URL without credentials: HTTP 200",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q", want)
@@ -65,5 +65,20 @@ func TestRoutesProbe(t *testing.T) {
 	}
 	if api.Writes() != 0 {
 		t.Fatal("the probe wrote")
+	}
+
+	// An API that caps pages silently below the route's page_size: the
+	// probe says so.
+	capped := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubToken(probeSecret), fakeapi.WithGitHubPageCap(1))
+	capped.Inject(fakeapi.GitHubComment{Issue: 7, Body: "one", CreatedAt: now.Add(-3 * time.Minute)})
+	capped.Inject(fakeapi.GitHubComment{Issue: 7, Body: "two", CreatedAt: now.Add(-2 * time.Minute)})
+	t.Setenv("GITHUB_API_URL", capped.URL())
+	t.Setenv("GITHUB_TOKEN", probeSecret)
+	out.Reset()
+	if err := m.Run(t.Context(), []string{"routes", "probe", "../../examples/routes/github_comments.yaml"}); err != nil {
+		t.Fatalf("probe: %v\n%s", err, out.String())
+	}
+	if s := out.String(); !strings.Contains(s, "page cap: the API served 1 item(s) on a page that was not the last, though the route asks for 100") {
+		t.Fatalf("no page cap reported:\n%s", s)
 	}
 }

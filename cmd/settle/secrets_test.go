@@ -149,6 +149,7 @@ routes:
         live_url: $.url
     status:
       url: "{{base}}/v1/status/{{request_id}}"
+      credential_scoped: true
       state: $.state
       external_id: $.external_id
       live_url: $.url

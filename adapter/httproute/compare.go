@@ -1,0 +1,197 @@
+package httproute
+
+import (
+	"slices"
+	"strings"
+)
+
+// A route's reads compare what they read back with the intent's payload:
+// a write that sends a payload field changed ("{{payload.body}} (via
+// settle)", {{payload.body | lower}}) can never be found again by a read
+// that maps the field as the API stores it. checkCompare refuses such a
+// route at load, unless the read declares how to compare: its mapping of
+// the field is a template that undoes the change ({{$.body |
+// before:' (via settle)'}}), not a bare JSON path.
+
+// sentField is where the write body sends a payload field: its path in
+// the body (keys joined by ".", [] for list items) and whether it is sent
+// as it is.
+type sentField struct {
+	path  string
+	field string // the write.body field, for errors
+	whole bool
+}
+
+// sentFields collects, for every payload field the write body sends, the
+// places it is sent.
+func sentFields(n *vnode, path, field string, out map[string][]sentField) {
+	if n == nil {
+		return
+	}
+	join := func(k string) string {
+		if path == "" {
+			return k
+		}
+		return path + "." + k
+	}
+	switch n.kind {
+	case vObj:
+		for i, k := range n.keys {
+			sentFields(n.vals[i], join(k), fieldPath(field, k), out)
+		}
+	case vArr:
+		for _, it := range n.items {
+			sentFields(it, join("[]"), field+"[]", out)
+		}
+	case vTmpl:
+		whole := identity(n.t)
+		for _, p := range n.t.parts {
+			if p.e == nil || p.e.name != varPayload {
+				continue
+			}
+			if len(p.e.path.segs) == 0 { // {{payload}}: every field, each as it is
+				out[""] = append(out[""], sentField{path: path, field: field, whole: whole})
+				continue
+			}
+			if len(p.e.path.segs) > 1 || p.e.path.segs[0].isIndex {
+				continue // a part of a field: not the field itself
+			}
+			f := p.e.path.segs[0].key
+			out[f] = append(out[f], sentField{path: path, field: field, whole: whole})
+		}
+	}
+}
+
+// identity: the template sends one payload value as it is: exactly one
+// {{payload...}} without text filters, next to nothing but {{marker}}
+// (which reads remove again).
+func identity(t *template) bool {
+	n := 0
+	for _, p := range t.parts {
+		switch {
+		case p.e == nil:
+			return false
+		case p.e.name == varMarker:
+		case p.e.name == varPayload && len(p.e.filters) == 0:
+			n++
+		default:
+			return false
+		}
+	}
+	return n == 1
+}
+
+// itemPath renders a bare JSON path ($.a.b) as a body path ("a.b"); ok is
+// false when s is not a bare path without filters.
+func itemPath(v any) (string, bool) {
+	s, isStr := v.(string)
+	if !isStr || (!strings.HasPrefix(s, "$.") && !strings.HasPrefix(s, "$[")) {
+		return "", false
+	}
+	p, err := parsePath(s)
+	if err != nil {
+		return "", false
+	}
+	keys := make([]string, 0, len(p.segs))
+	for _, sg := range p.segs {
+		if sg.isIndex {
+			keys = append(keys, "[]")
+		} else {
+			keys = append(keys, sg.key)
+		}
+	}
+	return strings.Join(keys, "."), true
+}
+
+// checkCompare refuses a write that sends a payload field changed when a
+// read compares that field as the API stores it (see above).
+func (c *compiler) checkCompare(a *Adapter, cfg RouteConfig) {
+	if a.write == nil || a.write.body == nil || cfg.Write == nil || c.skipUnder("write.body") {
+		return
+	}
+	sent := map[string][]sentField{}
+	sentFields(a.write.body, "", "write.body", sent)
+	reads := []struct {
+		field   string
+		mapping any
+	}{}
+	if cfg.Search != nil {
+		reads = append(reads, struct {
+			field   string
+			mapping any
+		}{"search.fields.payload", cfg.Search.Fields.Payload})
+	}
+	if cfg.Readback != nil && cfg.Readback.Fields != nil {
+		reads = append(reads, struct {
+			field   string
+			mapping any
+		}{"readback.fields.payload", cfg.Readback.Fields.Payload})
+	}
+	reads = append(reads, struct {
+		field   string
+		mapping any
+	}{"write.response.payload", cfg.Write.Response.Payload})
+	for _, r := range reads {
+		m, ok := r.mapping.(map[string]any)
+		if !ok || c.skipUnder(r.field) {
+			continue
+		}
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, f := range keys {
+			p, bare := itemPath(m[f])
+			if !bare {
+				continue // the read declares how to compare: a template of its own
+			}
+			places := append(slices.Clone(sent[f]), wholePayloadAt(sent[""], f)...)
+			var changed *sentField
+			whole := false
+			for i := range places {
+				switch {
+				case places[i].path == p && !places[i].whole:
+					changed = &places[i]
+				case places[i].path == p:
+					whole = true
+				}
+			}
+			if changed == nil && !whole {
+				// The write puts it elsewhere than the read looks: refused
+				// only when it is never sent as it is.
+				for i := range places {
+					if places[i].whole {
+						whole = true
+					} else if changed == nil {
+						changed = &places[i]
+					}
+				}
+			}
+			if changed == nil || whole {
+				continue
+			}
+			c.report(changed.field, "sends payload."+f+" changed (text around it or a filter), and "+fieldPath(r.field, f)+" reads "+m[f].(string)+
+				" as the API stores it: a read can never match this write, so a lost response would be written again; "+
+				"send \"{{payload."+f+"}}\" as it is (a {{marker}} next to it is fine), or declare how to compare: map it back in "+
+				fieldPath(r.field, f)+" with a template that undoes the change (e.g. \"{{"+m[f].(string)+" | before:' (via settle)'}}\")")
+			return
+		}
+	}
+}
+
+// wholePayloadAt: where {{payload}} sends the whole payload at path P,
+// field f is sent at P.f, as {{payload}} is sent.
+func wholePayloadAt(places []sentField, f string) []sentField {
+	out := make([]sentField, 0, len(places))
+	for _, p := range places {
+		q := p
+		if q.path == "" {
+			q.path = f
+		} else {
+			q.path += "." + f
+		}
+		out = append(out, q)
+	}
+	return out
+}
