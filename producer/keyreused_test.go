@@ -75,7 +75,7 @@ func TestExecuteKeyReusedByStripeIsUnknown(t *testing.T) {
 	// The earlier request under the intent's key, with other parameters:
 	// it paid.
 	key := events.IdempotencyKey(events.ScopedIntentID("default", route.Name, r.Account, r.RequestID))
-	form := url.Values{"amount": {"5000"}, "currency": {"jpy"}, "customer": {"cus_K1"}, "payment_method": {"pm_card_visa"}, "confirm": {"true"}}
+	form := url.Values{"amount": {"5000"}, "currency": {"jpy"}, "customer": {"cus_K1"}, "payment_method": {"pm_card_visa"}, "confirm": {"true"}, "off_session": {"true"}}
 	req, _ := http.NewRequest(http.MethodPost, api.URL()+"/v1/payment_intents", strings.NewReader(form.Encode()))
 	req.Header.Set("Authorization", "Bearer "+api.Token())
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
