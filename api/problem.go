@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/producer"
 )
 
 // ProblemTypePrefix prefixes every problem type URI (RFC 9457 "type").
@@ -44,6 +45,8 @@ const (
 	ProbTimeout          = "request-timeout"
 	ProbUnavailable      = "unavailable"
 	ProbOutcomeUnsettled = "outcome-not-recorded"
+	ProbIntentHeld       = "intent-held"
+	ProbUnreadable       = "history-unreadable"
 	ProbInternal         = "internal"
 )
 
@@ -62,6 +65,8 @@ var problemTitles = map[string]string{
 	ProbTimeout:          "The request was not received in time",
 	ProbUnavailable:      "A dependency is unavailable",
 	ProbOutcomeUnsettled: "The write happened but its outcome is not recorded yet",
+	ProbIntentHeld:       "The intent is held: the log lost some of its events",
+	ProbUnreadable:       "The intent's history on the log cannot be read",
 	ProbInternal:         "Internal error",
 }
 
@@ -117,4 +122,24 @@ func apiField(f string) string {
 		f = "operator"
 	}
 	return f
+}
+
+// heldProblem maps a history that cannot be folded
+// (producer.ErrIntentHeld, producer.ErrHistoryUnreadable) to a 409 that
+// names the intent and, for a held one, the loss; nil for other errors.
+// Nothing was recorded or written for the request.
+func heldProblem(err error) *Problem {
+	var he *producer.HeldError
+	if !errors.As(err, &he) {
+		return nil
+	}
+	if errors.Is(err, producer.ErrIntentHeld) {
+		detail := "the log lost some of this intent's events and an operator accepted the loss: the intent is held for a human and nothing is recorded or written for it (" + he.Why + ")"
+		if he.Hold != nil {
+			detail += "; lost: " + he.Hold.Named()
+		}
+		return newProblem(http.StatusConflict, ProbIntentHeld, detail+"; see settle audit --intent "+he.IntentID).withIntent(he.IntentID, "")
+	}
+	return newProblem(http.StatusConflict, ProbUnreadable,
+		"this version cannot fold the intent's history ("+he.Why+"); nothing was recorded or written; see settle audit --intent "+he.IntentID).withIntent(he.IntentID, "")
 }

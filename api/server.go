@@ -273,6 +273,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeProblem(w, p)
 		return
 	}
+	if p := heldProblem(err); p != nil {
+		writeProblem(w, p)
+		return
+	}
 	status, kind, detail := http.StatusServiceUnavailable, ProbUnavailable, "the log or the projector could not be reached; retry"
 	if errors.Is(err, ledger.ErrCorruptHistory) {
 		status, kind, detail = http.StatusInternalServerError, ProbInternal, "the intent's history cannot be folded"

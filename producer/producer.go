@@ -339,6 +339,9 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 			return p.dryRun(pr, h, intent)
 		}
 		if h == nil {
+			if err := p.heldUnrecorded(pr.intentID, pr.legacyID); err != nil {
+				return nil, err // hold.go: never recorded anew
+			}
 			if !checked {
 				if err := p.checkIdentity(ctx, pr); err != nil {
 					return nil, err
@@ -364,7 +367,11 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 			return nil, err
 		}
 		if p.held(h, intent) { // hold.go
-			return p.result(h, intent, true), nil
+			res, err := p.handOffHeld(ctx, h, intent)
+			if errors.Is(err, ledger.ErrConflict) {
+				continue
+			}
+			return res, err
 		}
 		res, err := p.drive(ctx, pr.route, h, intent, recordedNow, false, 0)
 		if errors.Is(err, ledger.ErrConflict) {
@@ -589,6 +596,10 @@ func (p *Producer) dryRun(pr *prepared, h *ledger.History, intent *fsm.Intent) (
 		}
 		sim = intent.Clone()
 		rep.Reason = "already recorded"
+		if p.held(h, intent) {
+			rep.Reason += "; held after an accepted log loss: it is handed to a human and nothing is written"
+			return res, nil
+		}
 	}
 	// Walk the decider's write path on a private copy, appending nothing.
 	caps := fsm.CapsFor(sim, adapter.FrozenCaps(pr.route.Adapter))

@@ -429,6 +429,8 @@ type rawMsg struct {
 	subject string
 	data    []byte
 	pending uint64
+	// held: the message is a hold marker (events.HoldHeader), not an event.
+	held bool
 
 	decoded       bool
 	route, subjID string
@@ -440,7 +442,7 @@ type rawMsg struct {
 // decode parses the subject and decodes the event (no shared state).
 func (m *rawMsg) decode() {
 	m.route, m.subjID, m.subjErr = events.ParseSubject(m.subject)
-	if m.subjErr == nil {
+	if m.subjErr == nil && !m.held {
 		m.e, m.decErr = events.Decode(m.data)
 	}
 	m.decoded = true

@@ -7,6 +7,8 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/settle-dev/settle/events"
 )
 
 // readBatch is a run of consecutive messages read and decoded ahead of
@@ -38,7 +40,8 @@ func (p *Projector) readAhead(ctx context.Context, it jetstream.MessagesContext)
 			if err != nil {
 				return rawMsg{}, errors.Errorf("message metadata: %w", err)
 			}
-			r := rawMsg{seq: meta.Sequence.Stream, subject: m.Subject(), data: m.Data(), pending: meta.NumPending}
+			r := rawMsg{seq: meta.Sequence.Stream, subject: m.Subject(), data: m.Data(), pending: meta.NumPending,
+				held: m.Headers().Get(events.HoldHeader) != ""}
 			r.decode()
 			return r, nil
 		}

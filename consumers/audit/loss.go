@@ -66,9 +66,7 @@ func (a *auditor) checkVersion(t *auditIntent, v, seq uint64) {
 	if v > have+1 && !t.blocked && a.accepted(t.seenSeq+1, seq-1) > 0 {
 		// The missing events were in a loss an operator accepted: the
 		// intent's history is broken, and known to be.
-		t.blocked = true
-		a.rep.Incomplete++
-		a.rep.AcceptedIntents++
+		t.blocked, t.acceptedGap = true, true
 	}
 	if v > have+1 && !t.blocked {
 		missing := fmt.Sprintf("version %d", have+1)

@@ -34,13 +34,24 @@ type preparedMsg struct {
 	e             events.Event
 	decErr        error
 	hits          []secretHit
+	// hold is the message's body when it is a hold marker
+	// (events.HoldHeader), not an event.
+	hold *events.Hold
 }
 
 // prepareMsg decodes and scans one message; it touches no shared state.
 func prepareMsg(seq uint64, subject string, hdr nats.Header, data []byte) preparedMsg {
 	m := preparedMsg{seq: seq, subject: subject, hdr: hdr, data: data}
 	m.route, m.subjID, m.subjErr = events.ParseSubject(subject)
-	m.e, m.decErr = events.Decode(data)
+	if hdr.Get(events.HoldHeader) != "" {
+		if h, err := events.DecodeHold(data); err == nil {
+			m.hold = &h
+		} else {
+			m.decErr = err
+		}
+	} else {
+		m.e, m.decErr = events.Decode(data)
+	}
 	// Secrets matter whether or not the event is readable.
 	m.hits = scanSecrets(data)
 	m.hits = append(m.hits, scanHeaders(hdr)...)

@@ -249,6 +249,10 @@ func (r *Reconciler) step(ctx context.Context, route, intentID string, sc *searc
 			return res, errors.Errorf("step %s: %w", intentID, err)
 		}
 		intent, err := h.Fold()
+		if errors.Is(err, ledger.ErrHistoryLost) {
+			res.Done = true // held, and nothing can be folded: an operator's (hold.go)
+			return res, nil
+		}
 		if err != nil {
 			return res, errors.Errorf("step %s: %w", intentID, err)
 		}
@@ -299,7 +303,7 @@ func (r *Reconciler) advance(ctx context.Context, h *ledger.History, i *fsm.Inte
 		return appendOne("", d)
 	}
 	step := r.decider().Next(i, caps, now)
-	if step.Kind == fsm.StepWrite && r.heldWrite(h, i) {
+	if step.Kind == fsm.StepWrite && r.lossHeld(h, i) {
 		return nil, r.cfg.Recheck, nil // handed off once its state allows it
 	}
 	if r.hookStep != nil && step.Kind != fsm.StepWait && step.Kind != fsm.StepDone {
