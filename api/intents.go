@@ -29,13 +29,7 @@ const executeTimeout = 3 * time.Minute
 // Settled reports whether an intent in state s waits for nothing automatic:
 // its outcome is known (confirmed, rejected, failed, abandoned) or a human
 // must act (manual_action, awaiting_approval). ?wait= waits for it.
-func Settled(s fsm.State) bool {
-	switch s {
-	case fsm.Confirmed, fsm.Abandoned, fsm.Rejected, fsm.Failed, fsm.ManualAction, fsm.AwaitingApproval:
-		return true
-	}
-	return false
-}
+func Settled(s fsm.State) bool { return fsm.Settled(s) }
 
 // AttemptView is one attempt of an intent.
 type AttemptView struct {

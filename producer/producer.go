@@ -96,6 +96,7 @@ type Producer struct {
 	cfg    Config
 	dec    fsm.Decider
 	routes map[string]adapter.Route
+	w      *Writer // write.go
 }
 
 // New returns a producer over store with the given routes.
@@ -108,7 +109,11 @@ func New(store *ledger.Store, cfg Config, routes ...adapter.Route) (*Producer, e
 	if cfg.ClaimLease > 0 {
 		dec.Lease = cfg.ClaimLease
 	}
-	p := &Producer{store: store, cfg: cfg, dec: dec, routes: map[string]adapter.Route{}}
+	w, err := NewWriter(store, WriterConfig{Actor: cfg.Actor, Now: cfg.Now, OutcomeTimeout: cfg.OutcomeTimeout, OnCall: cfg.OnCall, AfterCall: cfg.AfterCall})
+	if err != nil {
+		return nil, err
+	}
+	p := &Producer{store: store, cfg: cfg, dec: dec, routes: map[string]adapter.Route{}, w: w}
 	for _, r := range routes {
 		if err := adapter.ValidateRoute(r); err != nil {
 			return nil, err
@@ -444,7 +449,7 @@ func (p *Producer) recordAndStart(ctx context.Context, pr *prepared) (*Result, e
 		return p.drive(ctx, pr.route, h, intent, true, false, 1)
 	}
 	// WriteStarted is acknowledged: make the call, record its outcome.
-	if err := p.call(ctx, pr.route, h, intent, step, realStart); err != nil {
+	if err := p.w.call(ctx, pr.route, h, intent, step, realStart); err != nil {
 		if errors.Is(err, ErrOutcomeNotRecorded) {
 			return p.result(h, intent, false), err
 		}
@@ -466,7 +471,7 @@ func (p *Producer) drive(ctx context.Context, route adapter.Route, h *ledger.His
 		}
 		if step.Kind == fsm.StepWrite {
 			wrote = true
-			if err := p.TakeWrite(ctx, route, h, intent, step, realStart); err != nil {
+			if err := p.w.TakeWrite(ctx, route, h, intent, step, realStart); err != nil {
 				if errors.Is(err, ErrOutcomeNotRecorded) {
 					return p.result(h, intent, false), err
 				}
@@ -481,54 +486,6 @@ func (p *Producer) drive(ctx context.Context, route adapter.Route, h *ledger.His
 		appended++
 	}
 	return p.result(h, intent, !recordedNow && appended == 0), nil
-}
-
-// TakeWrite carries out a StepWrite of the decider: it appends the step's
-// WriteStarted (CAS) and, only once that is acknowledged, calls the route's
-// adapter once and appends the classified outcome, even if ctx is cancelled
-// meanwhile (the call happened). realStart is the wall-clock time taken
-// just before the decision: the call's own deadline is counted from it, so
-// that a slow append never lets the call outlive the deadline recorded in
-// WriteStarted (the injected clock may be a test's, the call's timeout is
-// real time).
-func (p *Producer) TakeWrite(ctx context.Context, route adapter.Route, h *ledger.History, intent *fsm.Intent, step fsm.Step, realStart time.Time) error {
-	started, ok := step.Event.(*events.WriteStartedData)
-	if step.Kind != fsm.StepWrite || !ok {
-		return errors.Errorf("take write: step %s with %T is not a write", step.Kind, step.Event)
-	}
-	if err := p.appendTo(ctx, h, intent, step.AttemptID, started); err != nil {
-		return err
-	}
-	return p.call(ctx, route, h, intent, step, realStart)
-}
-
-// call makes the external call of a write step whose WriteStarted is on
-// the log (and folded into intent), then appends the classified outcome.
-func (p *Producer) call(ctx context.Context, route adapter.Route, h *ledger.History, intent *fsm.Intent, step fsm.Step, realStart time.Time) error {
-	// WriteStarted is acknowledged: only now may the request leave.
-	callCtx, cancel := context.WithDeadline(ctx, realStart.Add(intent.Recorded.Policy.AttemptDeadline.D()))
-	res, callErr := route.Adapter.Write(callCtx, adapter.WriteRequest{
-		IntentID: intent.ID, AttemptID: step.AttemptID, RequestID: intent.Recorded.RequestID,
-		IdempotencyKey: intent.Recorded.IdempotencyKey, Account: intent.Recorded.Account,
-		ParentExternalID: intent.Recorded.ParentExternalID, Payload: intent.Recorded.Payload,
-	})
-	cancel()
-	if p.cfg.AfterCall != nil {
-		if err := p.cfg.AfterCall(intent.ID); err != nil {
-			return errkind.Wrap(ErrOutcomeNotRecorded, errors.Wrapf(err, "%s", step.AttemptID))
-		}
-	}
-	outcome := Classify(intent, step.AttemptID, res, callErr)
-	if p.cfg.OnCall != nil {
-		p.cfg.OnCall(route.Name, outcome.EventType())
-	}
-	// Record the outcome even if the caller gave up: the call happened.
-	octx, ocancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.OutcomeTimeout)
-	defer ocancel()
-	if err := p.appendTo(octx, h, intent, step.AttemptID, outcome); err != nil {
-		return errkind.Wrap(ErrOutcomeNotRecorded, errors.Wrapf(err, "%s", step.AttemptID))
-	}
-	return nil
 }
 
 // Classify maps one attempt's result to its outcome event body.

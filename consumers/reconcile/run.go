@@ -49,7 +49,7 @@ func (r *Reconciler) consumerConfig(route string) jetstream.ConsumerConfig {
 // messages wake: one durable consumer per configured route, each fetched
 // by its own loop. It returns nil when ctx is cancelled.
 func (r *Reconciler) Run(ctx context.Context) error {
-	names := r.prod.RouteNames()
+	names := r.names
 	cons := make([]jetstream.Consumer, len(names))
 	for k, name := range names {
 		// A consumer that cannot be made now (a cluster electing its
@@ -261,7 +261,7 @@ func (r *Reconciler) triage(ctx context.Context, m jetstream.Msg, sc *searchCach
 		_ = m.Ack()
 		return wake{}, false
 	}
-	if rt, ok := r.prod.Route(route); ok {
+	if rt, ok := r.route(route); ok {
 		searching := intent.State == fsm.Reconciling ||
 			((intent.State == fsm.Unknown || intent.State == fsm.InProgress) && !r.cfg.Now().Before(intent.NextCheckAt))
 		caps := fsm.CapsFor(intent, adapter.FrozenCaps(rt.Adapter))
@@ -299,7 +299,7 @@ func (r *Reconciler) DryRun(ctx context.Context, route, intentID string) (*Repor
 	if err != nil {
 		return nil, errors.Errorf("dry run %s: %w", intentID, err)
 	}
-	rt, ok := r.prod.Route(route)
+	rt, ok := r.route(route)
 	if !ok {
 		return nil, errors.Errorf("dry run %s: %w: %q", intentID, producer.ErrUnknownRoute, route)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fsm"
 )
 
 // The start-up sweep. An intent is woken by its latest event's message on
@@ -44,18 +45,6 @@ func (r *Reconciler) SweepStats() SweepStats {
 	s := r.sweepStats
 	s.Waiting = len(r.sweepQ)
 	return s
-}
-
-// settledBy reports whether an intent whose last event is t needs no
-// reconciler (confirmed, abandoned, a human's turn): the sweep skips it
-// without loading its history.
-func settledBy(t events.Type) bool {
-	switch t {
-	case events.ReadbackPassed, events.WriteConfirmed, events.OperatorConfirmed,
-		events.Abandoned, events.ManualActionRequired, events.ReadbackFailed, events.ApprovalRequired:
-		return true
-	}
-	return false
 }
 
 // sweep scans every route, then works its schedule until ctx ends.
@@ -222,7 +211,9 @@ func (r *Reconciler) scanRoute(ctx context.Context, route string, attempt int) (
 				continue
 			}
 			sc.scanned++
-			if e, err := events.Decode(m.Data()); err == nil && settledBy(e.Type) {
+			// An intent no reconciler acts on (confirmed, abandoned, a
+			// human's turn) is skipped without loading its history.
+			if e, err := events.Decode(m.Data()); err == nil && fsm.Reconciled(fsm.StateAfter(e.Type)) {
 				continue
 			}
 			if len(sc.open) >= r.cfg.SweepMax {
