@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/errors"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/events"
@@ -118,5 +120,37 @@ func RemoveFile(t testing.TB, path string) {
 	t.Helper()
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// ConnectJS connects to url (closed when the test ends) and returns its
+// JetStream context.
+func ConnectJS(t testing.TB, url string, opts ...nats.Option) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// OpenStoreWhenReady opens the store with cfg on js, trying again while
+// a cluster still elects its leaders, until ctx ends.
+func OpenStoreWhenReady(ctx context.Context, t testing.TB, js jetstream.JetStream, cfg ledger.StoreConfig) *ledger.Store {
+	t.Helper()
+	for {
+		s, err := ledger.OpenStore(ctx, js, cfg)
+		if err == nil {
+			return s
+		}
+		if ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond) // the meta leader may still be settling
 	}
 }

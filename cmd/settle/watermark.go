@@ -15,7 +15,6 @@ import (
 	"github.com/cockroachdb/errors"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/settle-dev/settle/consumers/audit"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/internal/durable"
 	"github.com/settle-dev/settle/internal/errkind"
@@ -361,7 +360,7 @@ func (k *highWaterKeeper) check(ctx context.Context) {
 	s := info.State
 	switch {
 	case s.LastSeq < k.hw.LastSeq:
-		if more, err := audit.MessageAfter(ctx, k.st, k.hw.LastSeq-1); err != nil || more {
+		if more, err := ledger.MessageAfter(ctx, k.st, k.hw.LastSeq-1, ""); err != nil || more {
 			return // not known to be short: the answer trails the log
 		}
 		k.regressions++
