@@ -417,7 +417,7 @@ func markHeld(ctx context.Context, js jetstream.JetStream, stream, viewsPath str
 	sort.Strings(ids)
 	now := time.Now().UTC()
 	const message = "the log lost some of this intent's events (a damaged store; the loss was accepted with --accept-log-loss): what it shows may be older than what happened — check the external system before resolving."
-	var marked, unplaced int
+	var marked, unplaced, failed int
 	for _, id := range ids {
 		l := byIntent[id]
 		if l.route == "" {
@@ -426,15 +426,22 @@ func markHeld(ctx context.Context, js jetstream.JetStream, stream, viewsPath str
 			continue
 		}
 		ok, err := ledger.MarkHeld(ctx, js, stream, l.route, events.NewHold(id, l.versions, l.seqs, accepted, now, "settle serve --accept-log-loss", message))
-		if err != nil {
+		switch {
+		case err != nil && ctx.Err() != nil:
 			return err
-		}
-		if ok {
+		case err != nil:
+			// A subject the server cannot read or append to (a corrupt
+			// record it still counts as the subject's last): no process
+			// can write there either; this one holds it (highwater.json).
+			failed++
+			logger.Warn("a held intent's marker could not be written: only this process holds it", "intent", id, "err", safeText(err))
+		case ok:
 			marked++
 		}
 	}
 	if len(ids) > 0 {
-		logger.Warn("held intents marked on the log: no process writes for them again", "marked", marked, "held_already", len(ids)-marked-unplaced, "route_unknown", unplaced)
+		logger.Warn("held intents marked on the log: no process writes for them again",
+			"marked", marked, "held_already", len(ids)-marked-unplaced-failed, "route_unknown", unplaced, "not_marked", failed)
 	}
 	return nil
 }
