@@ -298,16 +298,17 @@ func TestEveryResponseValidatesAgainstOpenAPI(t *testing.T) {
 		c.check(op.method, op.path, res.StatusCode, res.Header, b)
 	}
 
-	// 500: an intent whose history cannot be folded.
+	// 409 history-unreadable: an intent whose history cannot be folded
+	// (nothing recorded or written).
 	broken := events.ScopedIntentID("default", "social_post", "acct_1", "oa-broken")
 	if _, err := e.Node.JS.Publish(context.Background(), events.Subject("social_post", broken), []byte(`{"not":"an event"}`)); err != nil {
 		t.Fatal(err)
 	}
-	want(do("GET", "/v1/intents/"+broken, secretAdmin, ""), 500)
-	want(do("POST", "/v1/intents/"+broken+"/approve", secretOperator, `{"reason":"x"}`), 500)
-	want(do("POST", "/v1/intents/"+broken+"/resolve", secretOperator, `{"reason":"x","resolution":"abandoned"}`), 500)
-	want(do("POST", "/v1/intents/"+broken+"/abandon", secretOperator, `{"reason":"x"}`), 500)
-	want(do("POST", "/v1/intents", secretAdmin, sub("oa-broken", "b")), 500)
+	want(do("GET", "/v1/intents/"+broken, secretAdmin, ""), 409)
+	want(do("POST", "/v1/intents/"+broken+"/approve", secretOperator, `{"reason":"x"}`), 409)
+	want(do("POST", "/v1/intents/"+broken+"/resolve", secretOperator, `{"reason":"x","resolution":"abandoned"}`), 409)
+	want(do("POST", "/v1/intents/"+broken+"/abandon", secretOperator, `{"reason":"x"}`), 409)
+	want(do("POST", "/v1/intents", secretAdmin, sub("oa-broken", "b")), 409)
 
 	// 503: the views closed (metrics, list), then NATS gone (the rest).
 	e.Proj.Close()
@@ -324,7 +325,8 @@ func TestEveryResponseValidatesAgainstOpenAPI(t *testing.T) {
 	// 500 elsewhere only answers a handler panic (recovered in
 	// ServeHTTP): its answer is validated as written by that code.
 	for _, op := range []struct{ method, path string }{{"GET", "/healthz"}, {"GET", "/readyz"}, {"GET", "/openapi.json"},
-		{"GET", "/console"}, {"GET", "/metrics"}, {"GET", "/v1/intents"}} {
+		{"GET", "/console"}, {"GET", "/metrics"}, {"GET", "/v1/intents"}, {"GET", "/v1/intents/" + broken}, {"POST", "/v1/intents"},
+		{"POST", "/v1/intents/" + broken + "/approve"}, {"POST", "/v1/intents/" + broken + "/resolve"}, {"POST", "/v1/intents/" + broken + "/abandon"}} {
 		rec := httptest.NewRecorder()
 		writeInternal(rec)
 		c.check(op.method, op.path, rec.Code, rec.Header(), rec.Body.Bytes())

@@ -46,6 +46,8 @@ const (
 	ProbTimeout          = "request-timeout"
 	ProbUnavailable      = "unavailable"
 	ProbOutcomeUnsettled = "outcome-not-recorded"
+	ProbIntentHeld       = "intent-held"
+	ProbUnreadable       = "history-unreadable"
 	ProbInternal         = "internal"
 )
 
@@ -64,6 +66,8 @@ var problemTitles = map[string]string{
 	ProbTimeout:          "The request was not received in time",
 	ProbUnavailable:      "A dependency is unavailable",
 	ProbOutcomeUnsettled: "The write happened but its outcome is not recorded yet",
+	ProbIntentHeld:       "The intent is held: the log lost some of its events",
+	ProbUnreadable:       "The intent's history on the log cannot be read",
 	ProbInternal:         "Internal error",
 }
 
@@ -99,6 +103,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // naming the route or account when it is one), not found (404), invalid
 // (400 naming the field) or in flight (409); nil for any other error.
 func problemOf(err error) *Problem {
+	if p := heldProblem(err); p != nil {
+		return p
+	}
 	var fe *events.FieldError
 	switch {
 	case errors.Is(err, service.ErrForbidden):
@@ -143,4 +150,24 @@ func apiField(f string) string {
 		f = "operator"
 	}
 	return f
+}
+
+// heldProblem maps a history that cannot be folded
+// (producer.ErrIntentHeld, producer.ErrHistoryUnreadable) to a 409 that
+// names the intent and, for a held one, the loss; nil for other errors.
+// Nothing was recorded or written for the request.
+func heldProblem(err error) *Problem {
+	var he *producer.HeldError
+	if !errors.As(err, &he) {
+		return nil
+	}
+	if errors.Is(err, producer.ErrIntentHeld) {
+		detail := "the log lost some of this intent's events and an operator accepted the loss: the intent is held for a human and nothing is recorded or written for it (" + he.Why + ")"
+		if he.Hold != nil {
+			detail += "; lost: " + he.Hold.Named()
+		}
+		return newProblem(http.StatusConflict, ProbIntentHeld, detail+"; see settle audit --intent "+he.IntentID).withIntent(he.IntentID, "")
+	}
+	return newProblem(http.StatusConflict, ProbUnreadable,
+		"this version cannot fold the intent's history ("+he.Why+"); nothing was recorded or written; see settle audit --intent "+he.IntentID).withIntent(he.IntentID, "")
 }

@@ -12,7 +12,8 @@
 // `make test` runs one short scenario of each kind; `make faults` runs the
 // whole suite and writes FAULTS.md (-faults.full -faults.report).
 //
-// faults imports testharness, events and fsm, and nothing imports it.
+// faults imports testharness, events, fsm and ledger (to make the stream as
+// serve does, before a scenario shapes its store), and nothing imports it.
 //
 // It must never import: api, mcp, producer, consumers/..., projector.
 package faults

@@ -177,9 +177,7 @@ func (w *world) burstVia(first, n, conc int, via func(k, try int) *testharness.S
 		go func() {
 			defer wg.Done()
 			for k := range ks {
-				rid := fmt.Sprintf("%s-s%d:%d", w.scenario, w.seed, k)
-				account := fmt.Sprintf("acct_%d", k%4)
-				body := fmt.Sprintf("%s seed %d post %d", w.scenario, w.seed, k)
+				rid, account, body := w.request(k)
 				// A caller retries the same request id until it has an
 				// answer: no connection, 5xx and 409 (in flight) are not
 				// answers yet.
@@ -217,6 +215,11 @@ func (w *world) burstVia(first, n, conc int, via func(k, try int) *testharness.S
 	}
 	close(ks)
 	wg.Wait()
+}
+
+// request is submit k's request id, account and body.
+func (w *world) request(k int) (rid, account, body string) {
+	return fmt.Sprintf("%s-s%d:%d", w.scenario, w.seed, k), fmt.Sprintf("acct_%d", k%4), fmt.Sprintf("%s seed %d post %d", w.scenario, w.seed, k)
 }
 
 // burstNoRetry submits once each, without retrying: what a caller
@@ -289,6 +292,9 @@ func (w *world) readLog(url string) (*logView, error) {
 			r, id, err := events.ParseSubject(m.Subject())
 			if err != nil {
 				return nil, errors.Errorf("subject %q: %w", m.Subject(), err)
+			}
+			if m.Headers().Get(events.HoldHeader) != "" {
+				continue // a held intent's hold marker, not an event
 			}
 			li := lv.intents[id]
 			if li == nil {

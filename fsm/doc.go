@@ -9,7 +9,10 @@
 // other-account candidate, every declared readback check), Fold, which rebuilds an intent from its history and
 // refuses an illegal history with an error naming the event, its version
 // and the state (FoldCode is its stable code), and the decision function
-// (Decider), the only place that decides what happens to an intent next.
+// (Decider), the only place that decides what happens to an intent next;
+// and the two rules every reader asks: whether an intent is settled
+// (settled.go: Settled, Reconciled) and whether it is held after an
+// accepted log loss (hold.go: LossHeld, LossHandoff).
 // The fold carries everything a view of the intent needs (UnknownSince
 // included), so a reader folds once.
 //

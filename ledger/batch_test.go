@@ -17,37 +17,6 @@ import (
 	"github.com/settle-dev/settle/testharness"
 )
 
-// batchStore opens the store with the group commit forced to batch every
-// flush of at least min messages.
-func batchStore(t *testing.T, js jetstream.JetStream, min int) *ledger.Store {
-	t.Helper()
-	cfg := ledger.DefaultStoreConfig()
-	cfg.BatchMin = min
-	s, err := ledger.OpenStore(context.Background(), js, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// rawHistory reads every message of an intent's subject with its headers.
-func rawHistory(t *testing.T, s *ledger.Store, intentID string) []*jetstream.RawStreamMsg {
-	t.Helper()
-	var out []*jetstream.RawStreamMsg
-	seq := uint64(1)
-	for {
-		m, err := s.Stream().GetMsg(context.Background(), seq, jetstream.WithGetMsgSubject(events.Subject("social_post", intentID)))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, m)
-		seq = m.Sequence + 1
-	}
-}
-
 func approval(id string, v uint64, actor string) events.Event {
 	return events.New(id, v, t0.Add(time.Duration(v)*time.Second), actor, "", &events.ApprovalRequiredData{For: "first_write", Reason: actor})
 }
@@ -57,7 +26,7 @@ func approval(id string, v uint64, actor string) events.Event {
 // are the ones the log holds.
 func TestGroupCommitBatchKeepsEachMessagesMeaning(t *testing.T) {
 	n := testharness.StartNode(t)
-	s := batchStore(t, n.JS, 2)
+	s := testharness.OpenStore(t, n.JS, testharness.BatchMin(2))
 	ctx := context.Background()
 	const k = 12
 	evs := make([][]events.Event, k)
@@ -80,7 +49,7 @@ func TestGroupCommitBatchKeepsEachMessagesMeaning(t *testing.T) {
 	}
 	appendIDs := map[string]int{}
 	for i := range evs {
-		msgs := rawHistory(t, s, evs[i][0].IntentID)
+		msgs := testharness.RawHistory(t, s, "social_post", evs[i][0].IntentID)
 		if len(msgs) != len(evs[i]) {
 			t.Fatalf("intent %d: %d messages on the log, appended %d", i, len(msgs), len(evs[i]))
 		}
@@ -114,7 +83,7 @@ func TestGroupCommitBatchKeepsEachMessagesMeaning(t *testing.T) {
 // ErrConflict, and nothing of theirs is on the log.
 func TestGroupCommitConflictInsideBatchIsSplit(t *testing.T) {
 	n := testharness.StartNode(t)
-	s := batchStore(t, n.JS, 2)
+	s := testharness.OpenStore(t, n.JS, testharness.BatchMin(2))
 	ctx := context.Background()
 	// Two intents already on the log.
 	stale := recordedEvent(t, "stale")
@@ -165,7 +134,7 @@ func TestGroupCommitConflictInsideBatchIsSplit(t *testing.T) {
 		t.Fatalf("stats %+v: want a refused batch split into committed ones", st)
 	}
 	for _, id := range []string{stale.IntentID, taken.IntentID} {
-		msgs := rawHistory(t, s, id)
+		msgs := testharness.RawHistory(t, s, "social_post", id)
 		if id == stale.IntentID && len(msgs) != 1 || id == taken.IntentID && (len(msgs) != 2 || string(msgs[1].Data) == "") {
 			t.Fatalf("%s: %d messages", id, len(msgs))
 		}
@@ -190,7 +159,7 @@ func TestGroupCommitLostBatchAckIsResolvedPerMessage(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := testharness.StartNode(t)
-			s := batchStore(t, n.JS, 2)
+			s := testharness.OpenStore(t, n.JS, testharness.BatchMin(2))
 			ctx := context.Background()
 			const k = 10
 			evs := make([][]events.Event, k)
@@ -205,7 +174,7 @@ func TestGroupCommitLostBatchAckIsResolvedPerMessage(t *testing.T) {
 				if err != nil {
 					t.Fatalf("append %d: %v (want success: its events are ours)", i, err)
 				}
-				msgs := rawHistory(t, s, evs[i][0].IntentID)
+				msgs := testharness.RawHistory(t, s, "social_post", evs[i][0].IntentID)
 				if len(msgs) != 2 || msgs[0].Sequence != seqs[i][0] || msgs[1].Sequence != seqs[i][1] {
 					t.Fatalf("append %d: log %d messages, append said %v", i, len(msgs), seqs[i])
 				}
@@ -226,7 +195,7 @@ func TestGroupCommitLostBatchAckIsResolvedPerMessage(t *testing.T) {
 // is a conflict, not a success.
 func TestGroupCommitLostAckDoesNotClaimAnIdenticalEvent(t *testing.T) {
 	n := testharness.StartNode(t)
-	s := batchStore(t, n.JS, 2)
+	s := testharness.OpenStore(t, n.JS, testharness.BatchMin(2))
 	ctx := context.Background()
 	rec := recordedEvent(t, "identical")
 	if _, err := s.Append(ctx, "social_post", rec, 0); err != nil { // another append of the same bytes
@@ -241,7 +210,7 @@ func TestGroupCommitLostAckDoesNotClaimAnIdenticalEvent(t *testing.T) {
 	if errs[1] != nil {
 		t.Fatal(errs[1])
 	}
-	if msgs := rawHistory(t, s, rec.IntentID); len(msgs) != 1 {
+	if msgs := testharness.RawHistory(t, s, "social_post", rec.IntentID); len(msgs) != 1 {
 		t.Fatalf("%d messages", len(msgs))
 	}
 }
@@ -257,7 +226,7 @@ func TestGroupCommitConcurrentWritersRace(t *testing.T) {
 	t.Run("group commit", func(t *testing.T) {
 		n := testharness.StartNode(t)
 		_, js2 := n.Connect()
-		stores := []*ledger.Store{batchStore(t, n.JS, 2), batchStore(t, js2, 2)}
+		stores := []*ledger.Store{testharness.OpenStore(t, n.JS, testharness.BatchMin(2)), testharness.OpenStore(t, js2, testharness.BatchMin(2))}
 		writersRace(t, stores)
 		if st := stores[0].BatchStats(); st.Batches == 0 {
 			t.Logf("no batch was formed: %+v", st)
@@ -490,7 +459,7 @@ func TestOpenStoreEnablesAtomicPublishOnAnOlderStream(t *testing.T) {
 	if _, err := n.JS.CreateStream(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	s := batchStore(t, n.JS, 2)
+	s := testharness.OpenStore(t, n.JS, testharness.BatchMin(2))
 	info, err := s.Stream().Info(ctx)
 	if err != nil || !info.Config.AllowAtomicPublish || !info.Config.AllowDirect {
 		t.Fatalf("config after open: atomic %v direct %v (%v)", info.Config.AllowAtomicPublish, info.Config.AllowDirect, err)

@@ -21,30 +21,12 @@ import (
 // the two apart by content.
 func TestClusterR3DuplicateAckIsResolvedByContent(t *testing.T) {
 	c := testharness.StartCluster(t, embedded.SyncAlways)
-	nc, err := nats.Connect(c.URLs())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testharness.ConnectJS(t, c.URLs())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cfg := ledger.DefaultStoreConfig()
 	cfg.Replicas = 3
-	var s *ledger.Store
-	for {
-		s, err = ledger.OpenStore(ctx, js, cfg)
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(200 * time.Millisecond) // the meta leader may still be settling
-	}
+	s := testharness.OpenStoreWhenReady(ctx, t, js, cfg)
 	info, err := s.Stream().Info(ctx)
 	if err != nil || info.Config.Replicas != 3 {
 		t.Fatalf("stream replicas: %v %v", info, err)

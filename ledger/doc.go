@@ -7,7 +7,11 @@
 // concurrent appends into JetStream atomic batches (batch.go; every append
 // alone for a server that does not fsync each write: ForServerSync), the
 // reading of JetStream's acks (ack.go), and the reads: Load, LoadByID and
-// Refresh of an intent's history.
+// Refresh of an intent's history (a hold marker on the subject, written by
+// MarkHeld when a log loss is accepted, is History.Hold: hold.go), and
+// Reader, the one reader of the whole stream (or a route's subjects) to
+// its end, which asks the stream's leader where that is, so that a
+// consumer on a copy that lags does not end a read early (reader.go).
 //
 // It decides nothing: what to append is the caller's (producer,
 // reconciler), checked against the fsm by AppendNext before it is sent.

@@ -33,6 +33,12 @@ var (
 	// ErrCorruptHistory: the log holds an event this version cannot decode or
 	// a history the fsm refuses.
 	ErrCorruptHistory = errors.New("corrupt history")
+	// ErrHistoryLost: the intent lost events in a log loss an operator
+	// accepted (its subject carries the hold marker, History.Hold), and
+	// what the log still holds of it cannot be folded: its first events
+	// or some in between are gone. Nothing can be decided or written for
+	// it; an operator must check it (History.Hold names the loss).
+	ErrHistoryLost = errors.New("history lost in an accepted log loss")
 )
 
 // ConflictError says which version was lost and what the log has now.
@@ -164,21 +170,49 @@ type Stored struct {
 	Seq uint64
 }
 
-// History is an intent's events and the sequence of the last one (the CAS
-// token of the next append).
+// History is an intent's events and the sequence of the last message on
+// its subject (the CAS token of the next append).
 type History struct {
 	Route   string
 	Events  []events.Event
 	LastSeq uint64
+	// Hold is the intent's hold marker (events.Hold), when its subject
+	// carries one: the intent lost events in a log loss an operator
+	// accepted. It is not an event: Events do not hold it.
+	Hold *events.Hold
+	// Broken, on a held history only, says why what the log holds of the
+	// intent cannot be folded (its first events, or some in between, are
+	// gone); Events are then the ones before the break. Fold fails with
+	// ErrHistoryLost.
+	Broken string
 }
 
-// Fold folds the history.
+// Clone returns a copy of h that shares no slice with it (the events
+// themselves are immutable).
+func (h *History) Clone() *History {
+	c := *h
+	c.Events = append([]events.Event(nil), h.Events...)
+	return &c
+}
+
+// Fold folds the history. A held history that cannot be folded (Broken,
+// or a marker alone) fails with ErrHistoryLost.
 func (h *History) Fold() (*fsm.Intent, error) {
+	if h.Hold != nil && (h.Broken != "" || len(h.Events) == 0) {
+		why := h.Broken
+		if why == "" {
+			why = "the log holds none of its events"
+		}
+		return nil, errors.Errorf("%s: %w: %s; lost: %s", h.Hold.IntentID, ErrHistoryLost, why, h.Hold.Named())
+	}
 	if len(h.Events) == 0 {
 		return nil, ErrNotFound
 	}
 	i, err := fsm.Fold(h.Events)
 	if err != nil {
+		if h.Hold != nil {
+			return nil, errors.Errorf("%s: %w: %v; lost: %s", h.Hold.IntentID, ErrHistoryLost, err, h.Hold.Named())
+		}
 		return nil, errkind.Wrap(ErrCorruptHistory, err)
 	}
 	return i, nil
@@ -517,13 +551,15 @@ func (s *Store) Load(ctx context.Context, route, intentID string) (*History, err
 }
 
 // LoadIfAny is Load with (nil, nil) for an intent without history: a new
-// intent is Execute's common case, not an error to format.
+// intent is Execute's common case, not an error to format. A subject that
+// holds only a hold marker (every event of the intent lost) is a history:
+// no events and Hold set.
 func (s *Store) LoadIfAny(ctx context.Context, route, intentID string) (*History, error) {
 	h := &History{Route: route}
 	if err := s.Refresh(ctx, h, intentID); err != nil {
 		return nil, err
 	}
-	if len(h.Events) == 0 {
+	if len(h.Events) == 0 && h.Hold == nil {
 		return nil, nil
 	}
 	return h, nil
@@ -540,12 +576,19 @@ func (s *Store) Refresh(ctx context.Context, h *History, intentID string) error 
 // refresh reads the messages on subject after h.LastSeq into h. A
 // subject with a wildcard for the route (LoadByID) takes h.Route from the
 // first message; every later one must be on the same subject.
+//
+// A hold marker (events.HoldHeader) is not an event: it sets h.Hold. An
+// event that cannot be read, or that is not the next version, makes the
+// history corrupt (ErrCorruptHistory) — unless the subject carries a hold
+// marker: the break is then the accepted loss, recorded in h.Broken, and
+// the history is returned (History.Fold fails with ErrHistoryLost).
 func (s *Store) refresh(ctx context.Context, h *History, intentID, subject string) error {
 	seq := h.LastSeq + 1
+	var broken error
 	for {
 		m, err := s.getMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return nil
+			break
 		}
 		if err != nil {
 			return errors.Errorf("load %s: %w", intentID, err)
@@ -560,17 +603,47 @@ func (s *Store) refresh(ctx context.Context, h *History, intentID, subject strin
 		if m.Subject != subject {
 			return errors.Errorf("load %s seq %d: %w: the intent has events under two routes", intentID, m.Sequence, ErrCorruptHistory)
 		}
+		h.LastSeq, seq = m.Sequence, m.Sequence+1
+		if m.Header.Get(events.HoldHeader) != "" {
+			hold, err := events.DecodeHold(m.Data)
+			if err != nil || hold.IntentID != intentID {
+				return errors.Wrapf(errkind.Wrap(ErrCorruptHistory, errors.CombineErrors(err, errors.New("a hold marker of another intent"))),
+					"load %s seq %d", intentID, m.Sequence)
+			}
+			h.Hold = &hold
+			continue
+		}
+		if broken != nil || h.Broken != "" {
+			continue // past the break: only a hold marker matters now
+		}
 		e, err := events.Decode(m.Data)
 		if err != nil {
-			return errors.Wrapf(errkind.Wrap(ErrCorruptHistory, err), "load %s seq %d", intentID, m.Sequence)
+			broken = errors.Wrapf(errkind.Wrap(ErrCorruptHistory, err), "load %s seq %d", intentID, m.Sequence)
+			continue
 		}
 		if e.IntentID != intentID || e.Version != uint64(len(h.Events))+1 {
-			return errors.Errorf("load %s seq %d: %w: event %s out of order", intentID, m.Sequence, ErrCorruptHistory, e.EventID)
+			broken = errors.Errorf("load %s seq %d: %w: event %s out of order", intentID, m.Sequence, ErrCorruptHistory, e.EventID)
+			continue
 		}
 		h.Events = append(h.Events, e)
-		h.LastSeq = m.Sequence
-		seq = m.Sequence + 1
 	}
+	if broken != nil {
+		if h.Hold == nil {
+			return broken
+		}
+		h.Broken = breakText(broken)
+	}
+	return nil
+}
+
+// breakText says why a held history cannot be folded, without the load's
+// own words.
+func breakText(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, ": "); i >= 0 && strings.HasPrefix(msg, "load ") {
+		msg = msg[i+2:]
+	}
+	return msg
 }
 
 // LoadByID reads an intent's whole history by its id alone, under
@@ -586,7 +659,7 @@ func (s *Store) LoadByID(ctx context.Context, intentID string) (*History, error)
 	if err := s.refresh(ctx, h, intentID, events.SubjectPrefix+".*."+intentID); err != nil {
 		return nil, err
 	}
-	if len(h.Events) == 0 {
+	if len(h.Events) == 0 && h.Hold == nil {
 		return nil, errors.Errorf("load %s: %w", intentID, ErrNotFound)
 	}
 	return h, nil

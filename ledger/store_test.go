@@ -20,15 +20,6 @@ import (
 
 var t0 = time.Date(2026, 7, 22, 9, 0, 0, 0, time.UTC)
 
-func openStore(t *testing.T, js jetstream.JetStream) *ledger.Store {
-	t.Helper()
-	s, err := ledger.OpenStore(context.Background(), js, ledger.DefaultStoreConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 func recordedEvent(t *testing.T, requestID string) events.Event {
 	t.Helper()
 	id := events.IntentID("default", "social_post", requestID)
@@ -46,7 +37,7 @@ func recordedEvent(t *testing.T, requestID string) events.Event {
 
 func TestStreamDeniesDeleteAndPurge(t *testing.T) {
 	n := testharness.StartNode(t)
-	s := openStore(t, n.JS)
+	s := testharness.OpenStore(t, n.JS)
 	ctx := context.Background()
 	info, err := s.Stream().Info(ctx)
 	if err != nil {
@@ -69,7 +60,7 @@ func TestStreamDeniesDeleteAndPurge(t *testing.T) {
 
 func TestConcurrentAppendersExactlyOneWinsEachVersion(t *testing.T) {
 	n := testharness.StartNode(t)
-	s := openStore(t, n.JS)
+	s := testharness.OpenStore(t, n.JS)
 	ctx := context.Background()
 	rec := recordedEvent(t, "race")
 	seq1, err := s.Append(ctx, "social_post", rec, 0)
@@ -78,7 +69,7 @@ func TestConcurrentAppendersExactlyOneWinsEachVersion(t *testing.T) {
 	}
 	// Two independent connections ("processes") race for versions 2..21.
 	_, js2 := n.Connect()
-	s2 := openStore(t, js2)
+	s2 := testharness.OpenStore(t, js2)
 	stores := []*ledger.Store{s, s2}
 	lastSeq := seq1
 	for v := uint64(2); v <= 21; v++ {
@@ -128,7 +119,7 @@ func TestConcurrentAppendersExactlyOneWinsEachVersion(t *testing.T) {
 
 func TestAppendRetriedAfterLostAckIsSuccess(t *testing.T) {
 	n := testharness.StartNode(t)
-	s := openStore(t, n.JS)
+	s := testharness.OpenStore(t, n.JS)
 	ctx := context.Background()
 	rec := recordedEvent(t, "lost-ack")
 	seq1, err := s.Append(ctx, "social_post", rec, 0)
@@ -194,7 +185,7 @@ func TestAppendRetriedAfterLostAckIsSuccess(t *testing.T) {
 
 func TestLoadAfterServerRestartKeepsHistoryEndingAtWriteStarted(t *testing.T) {
 	n := testharness.StartNode(t)
-	s := openStore(t, n.JS)
+	s := testharness.OpenStore(t, n.JS)
 	ctx := context.Background()
 	rec := recordedEvent(t, "writer-dies")
 	seq, err := s.Append(ctx, "social_post", rec, 0)
@@ -208,7 +199,7 @@ func TestLoadAfterServerRestartKeepsHistoryEndingAtWriteStarted(t *testing.T) {
 	}
 	// The writer dies here: no outcome. The server restarts.
 	n.Restart()
-	s = openStore(t, n.JS)
+	s = testharness.OpenStore(t, n.JS)
 	h, err := s.Load(ctx, "social_post", rec.IntentID)
 	if err != nil {
 		t.Fatal(err)
@@ -234,7 +225,7 @@ func TestLoadAfterServerRestartKeepsHistoryEndingAtWriteStarted(t *testing.T) {
 
 func TestLoadRefusesUndecodableEvent(t *testing.T) {
 	n := testharness.StartNode(t)
-	s := openStore(t, n.JS)
+	s := testharness.OpenStore(t, n.JS)
 	ctx := context.Background()
 	rec := recordedEvent(t, "corrupt")
 	if _, err := s.Append(ctx, "social_post", rec, 0); err != nil {
@@ -300,10 +291,10 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestStoreMarksOnlyTheStreamsItCreates(t *testing.T) {
 	ctx := context.Background()
 	n := testharness.StartNode(t)
-	if s := openStore(t, n.JS); !s.ScopedIDsOnly() {
+	if s := testharness.OpenStore(t, n.JS); !s.ScopedIDsOnly() {
 		t.Fatal("a stream the store created is not marked")
 	}
-	if s := openStore(t, n.JS); !s.ScopedIDsOnly() {
+	if s := testharness.OpenStore(t, n.JS); !s.ScopedIDsOnly() {
 		t.Fatal("the mark is lost when the store opens the stream again")
 	}
 
@@ -313,7 +304,7 @@ func TestStoreMarksOnlyTheStreamsItCreates(t *testing.T) {
 		Metadata: map[string]string{"owner": "ops"}}); err != nil {
 		t.Fatal(err)
 	}
-	s := openStore(t, old.JS)
+	s := testharness.OpenStore(t, old.JS)
 	info, err := s.Stream().Info(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -321,7 +312,7 @@ func TestStoreMarksOnlyTheStreamsItCreates(t *testing.T) {
 	if s.ScopedIDsOnly() || !info.Config.AllowAtomicPublish || info.Config.Metadata[ledger.ScopedIDsMetadata] != "" || info.Config.Metadata["owner"] != "ops" {
 		t.Fatalf("older stream: scoped only %v, atomic %v, metadata %v", s.ScopedIDsOnly(), info.Config.AllowAtomicPublish, info.Config.Metadata)
 	}
-	if s := openStore(t, old.JS); s.ScopedIDsOnly() {
+	if s := testharness.OpenStore(t, old.JS); s.ScopedIDsOnly() {
 		t.Fatal("an older stream is marked on a second open")
 	}
 }

@@ -26,6 +26,7 @@ const (
 	CodeNotAllowed      = "not_allowed"
 	CodeConflict        = "conflict"
 	CodeUnavailable     = "unavailable"
+	CodeHeld            = "held"
 )
 
 // queueTimeout bounds how long a re-submit of a step waits for the same
@@ -176,6 +177,8 @@ func (h *handlers) submit(rt routeTool) sdk.ToolHandler {
 			return h.refuse(CodeForbidden, fe.Field, fe.Field+": "+fe.Reason+"; nothing was written", nil), nil
 		case errors.Is(err, producer.ErrInvalidRequest), errors.Is(err, producer.ErrPayloadTooLarge):
 			return h.refuseArg(err), nil
+		case held(err):
+			return h.held(err), nil
 		default:
 			return h.unavailable("submit", err), nil
 		}
@@ -202,8 +205,33 @@ func (h *handlers) lookupFailed(op string, err error) *sdk.CallToolResult {
 			"A write that was never recorded was never made: submitting it is safe.")
 	case errors.Is(err, producer.ErrInvalidRequest):
 		return h.refuseArg(err)
+	case held(err):
+		return h.held(err)
 	}
 	return h.unavailable(op, err)
+}
+
+// held reports an intent that is held after an accepted log loss, or whose
+// history this version cannot fold (producer.HeldError): permanent until a
+// human acts, never "unavailable" (which invites calling again).
+func held(err error) bool {
+	var he *producer.HeldError
+	return errors.As(err, &he)
+}
+
+// held answers a held intent: nothing is recorded or written for it until
+// an operator acts; calling again changes nothing.
+func (h *handlers) held(err error) *sdk.CallToolResult {
+	var he *producer.HeldError
+	errors.As(err, &he)
+	msg := "settle's log lost some of this write's events and an operator accepted the loss: the write is held for a human, " +
+		"and nothing is recorded or written for it. Do not retry it, and do not resubmit it under new ids; a human decides."
+	if !errors.Is(err, producer.ErrIntentHeld) {
+		msg = "this version of settle cannot read this write's history: nothing was recorded or written. " +
+			"Do not retry it, and do not resubmit it under new ids; a human decides."
+	}
+	h.s.log.Warn("mcp: intent held", "caller", h.c.Name, "intent", he.IntentID, "why", he.Why)
+	return h.refuse(CodeHeld, "", msg, nil)
 }
 
 // --- status ---

@@ -1,8 +1,10 @@
 // Package producer is settle's write path. Execute records an intent and
 // makes its write as fsm.Decider says: intent first, WriteStarted
 // acknowledged on the log, then at most one external call, then the
-// classified outcome. TakeWrite carries out one write step for the
-// reconciler too. The operator actions (Approve, Abandon, Resolve*) and
+// classified outcome. Its Writer (write.go) carries out one write step;
+// a reconciler makes its own Writer for the write steps it takes. An
+// intent held after an accepted log loss is never recorded anew or
+// written for (hold.go). The operator actions (Approve, Abandon, Resolve*) and
 // the tool wrapper for agents (Call: keys from task and step) are
 // appends through the same checks.
 //

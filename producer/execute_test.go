@@ -63,21 +63,11 @@ func newEnvOn(t *testing.T, made func(jetstream.JetStream), mod ...func(*adapter
 	}
 	pc := producer.DefaultConfig()
 	pc.Actor = "writer-1"
-	p, err := producer.New(openStore(t, n.JS), pc, route)
+	p, err := producer.New(testharness.OpenStore(t, n.JS), pc, route)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &env{node: n, api: api, ad: ad, p: p}
-}
-
-// openStore opens the log on js with the default configuration.
-func openStore(t *testing.T, js jetstream.JetStream) *ledger.Store {
-	t.Helper()
-	s, err := ledger.OpenStore(context.Background(), js, ledger.DefaultStoreConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 func req(requestID, body string) producer.Request {

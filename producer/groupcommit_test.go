@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/events"
@@ -20,37 +18,6 @@ import (
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/testharness"
 )
-
-// batchStore opens the store with the group commit forced to batch every
-// flush of at least min messages.
-func batchStore(t *testing.T, js jetstream.JetStream, min int) *ledger.Store {
-	t.Helper()
-	cfg := ledger.DefaultStoreConfig()
-	cfg.BatchMin = min
-	s, err := ledger.OpenStore(context.Background(), js, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// rawHistory reads every message of an intent's subject with its headers.
-func rawHistory(t *testing.T, s *ledger.Store, intentID string) []*jetstream.RawStreamMsg {
-	t.Helper()
-	var out []*jetstream.RawStreamMsg
-	seq := uint64(1)
-	for {
-		m, err := s.Stream().GetMsg(context.Background(), seq, jetstream.WithGetMsgSubject(events.Subject("social_post", intentID)))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, m)
-		seq = m.Sequence + 1
-	}
-}
 
 // countingAdapter checks, at each write, that the log already holds the
 // attempt's WriteStarted.
@@ -80,7 +47,7 @@ func (c *countingAdapter) Write(ctx context.Context, req adapter.WriteRequest) (
 // not three.
 func TestExecuteRecordsAndStartsInOneBatch(t *testing.T) {
 	n := testharness.StartNode(t)
-	s := batchStore(t, n.JS, 1) // every flush an atomic batch, to count them
+	s := testharness.OpenStore(t, n.JS, testharness.BatchMin(1)) // every flush an atomic batch, to count them
 	api := fakeapi.NewSocialAPI(t)
 	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
 	if err != nil {
@@ -98,7 +65,7 @@ func TestExecuteRecordsAndStartsInOneBatch(t *testing.T) {
 	if st := s.BatchStats(); st.Batches != 2 || st.Messages != 3 {
 		t.Fatalf("stats %+v: want 2 batches (IntentRecorded+WriteStarted, outcome) of 3 messages", st)
 	}
-	msgs := rawHistory(t, s, res.IntentID)
+	msgs := testharness.RawHistory(t, s, "social_post", res.IntentID)
 	if len(msgs) != 3 || msgs[1].Sequence != msgs[0].Sequence+1 {
 		t.Fatalf("log: %d messages", len(msgs))
 	}
@@ -107,7 +74,7 @@ func TestExecuteRecordsAndStartsInOneBatch(t *testing.T) {
 	}
 	// The same request again: replayed, nothing appended or written.
 	again, err := p.Execute(context.Background(), req("task:one-batch", "hello"))
-	if err != nil || !again.Replayed || api.Writes() != 1 || len(rawHistory(t, s, res.IntentID)) != 3 {
+	if err != nil || !again.Replayed || api.Writes() != 1 || len(testharness.RawHistory(t, s, "social_post", res.IntentID)) != 3 {
 		t.Fatalf("replay: %v %+v, %d writes", err, again, api.Writes())
 	}
 }
@@ -118,7 +85,7 @@ func TestExecuteRecordsAndStartsInOneBatch(t *testing.T) {
 func TestConcurrentExecutesDifferentPayloadsThroughBatches(t *testing.T) {
 	for round := 0; round < 3; round++ {
 		n := testharness.StartNode(t)
-		s := batchStore(t, n.JS, 2)
+		s := testharness.OpenStore(t, n.JS, testharness.BatchMin(2))
 		api := fakeapi.NewSocialAPI(t)
 		ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
 		if err != nil {

@@ -66,7 +66,7 @@ func TestExecuteKeyReusedByStripeIsUnknown(t *testing.T) {
 	route := stripeRoute(t, api, func() time.Time { return t0 })
 	pc := producer.DefaultConfig()
 	pc.Actor, pc.Now = "writer-1", func() time.Time { return t0 }
-	p, err := producer.New(openStore(t, n.JS), pc, route)
+	p, err := producer.New(testharness.OpenStore(t, n.JS), pc, route)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,12 +22,15 @@ func (p *Producer) loadPrepared(ctx context.Context, pr *prepared) (*ledger.Hist
 	if err == nil && h == nil && pr.legacyID != pr.intentID && !p.store.ScopedIDsOnly() {
 		h, err = p.store.LoadIfAny(ctx, pr.rec.Route, pr.legacyID)
 	}
-	if err != nil || h == nil {
-		return nil, nil, err
+	if err != nil {
+		return nil, nil, p.unfoldable(pr.intentID, nil, err) // hold.go
+	}
+	if h == nil {
+		return nil, nil, nil
 	}
 	i, err := h.Fold()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, p.unfoldable(pr.intentID, h, err) // hold.go
 	}
 	if i.ID == pr.legacyID && i.Recorded.Account != pr.rec.Account {
 		return nil, nil, nil

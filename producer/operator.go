@@ -19,12 +19,17 @@ var ErrNotAllowed = errors.New("action not allowed in this state")
 // error matching ledger.ErrNotFound for an intent that does not exist.
 func (p *Producer) Load(ctx context.Context, intentID string) (*ledger.History, *fsm.Intent, error) {
 	h, err := p.store.LoadByID(ctx, intentID)
+	if errors.Is(err, ledger.ErrNotFound) {
+		if herr := p.heldUnrecorded(intentID); herr != nil {
+			return nil, nil, herr
+		}
+	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, p.unfoldable(intentID, nil, err)
 	}
 	i, err := h.Fold()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, p.unfoldable(intentID, h, err)
 	}
 	return h, i, nil
 }

@@ -96,6 +96,7 @@ type Producer struct {
 	cfg    Config
 	dec    fsm.Decider
 	routes map[string]adapter.Route
+	w      *Writer // write.go
 }
 
 // New returns a producer over store with the given routes.
@@ -108,7 +109,11 @@ func New(store *ledger.Store, cfg Config, routes ...adapter.Route) (*Producer, e
 	if cfg.ClaimLease > 0 {
 		dec.Lease = cfg.ClaimLease
 	}
-	p := &Producer{store: store, cfg: cfg, dec: dec, routes: map[string]adapter.Route{}}
+	w, err := NewWriter(store, WriterConfig{Actor: cfg.Actor, Now: cfg.Now, OutcomeTimeout: cfg.OutcomeTimeout, OnCall: cfg.OnCall, AfterCall: cfg.AfterCall})
+	if err != nil {
+		return nil, err
+	}
+	p := &Producer{store: store, cfg: cfg, dec: dec, routes: map[string]adapter.Route{}, w: w}
 	for _, r := range routes {
 		if err := adapter.ValidateRoute(r); err != nil {
 			return nil, err
@@ -338,6 +343,9 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 			return p.dryRun(pr, h, intent)
 		}
 		if h == nil {
+			if err := p.heldUnrecorded(pr.intentID, pr.legacyID); err != nil {
+				return nil, err // hold.go: never recorded anew
+			}
 			if !checked {
 				if err := p.checkIdentity(ctx, pr); err != nil {
 					return nil, err
@@ -363,7 +371,11 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 			return nil, err
 		}
 		if p.held(h, intent) { // hold.go
-			return p.result(h, intent, true), nil
+			res, err := p.handOffHeld(ctx, h, intent)
+			if errors.Is(err, ledger.ErrConflict) {
+				continue
+			}
+			return res, err
 		}
 		res, err := p.drive(ctx, pr.route, h, intent, recordedNow, false, 0)
 		if errors.Is(err, ledger.ErrConflict) {
@@ -440,7 +452,7 @@ func (p *Producer) recordAndStart(ctx context.Context, pr *prepared) (*Result, e
 		return p.drive(ctx, pr.route, h, intent, true, false, 1)
 	}
 	// WriteStarted is acknowledged: make the call, record its outcome.
-	if err := p.call(ctx, pr.route, h, intent, step, prepErr, realStart); err != nil {
+	if err := p.w.call(ctx, pr.route, h, intent, step, prepErr, realStart); err != nil {
 		if errors.Is(err, ErrOutcomeNotRecorded) {
 			return p.result(h, intent, false), err
 		}
@@ -462,7 +474,7 @@ func (p *Producer) drive(ctx context.Context, route adapter.Route, h *ledger.His
 		}
 		if step.Kind == fsm.StepWrite {
 			wrote = true
-			if err := p.TakeWrite(ctx, route, h, intent, step, realStart); err != nil {
+			if err := p.w.TakeWrite(ctx, route, h, intent, step, realStart); err != nil {
 				if errors.Is(err, ErrOutcomeNotRecorded) {
 					return p.result(h, intent, false), err
 				}
@@ -477,106 +489,6 @@ func (p *Producer) drive(ctx context.Context, route adapter.Route, h *ledger.His
 		appended++
 	}
 	return p.result(h, intent, !recordedNow && appended == 0), nil
-}
-
-// TakeWrite carries out a StepWrite of the decider: it appends the step's
-// WriteStarted (CAS) and, only once that is acknowledged, calls the route's
-// adapter once and appends the classified outcome, even if ctx is cancelled
-// meanwhile (the call happened). realStart is the wall-clock time taken
-// just before the decision: the call's own deadline is counted from it, so
-// that a slow append never lets the call outlive the deadline recorded in
-// WriteStarted (the injected clock may be a test's, the call's timeout is
-// real time).
-func (p *Producer) TakeWrite(ctx context.Context, route adapter.Route, h *ledger.History, intent *fsm.Intent, step fsm.Step, realStart time.Time) error {
-	started, ok := step.Event.(*events.WriteStartedData)
-	if step.Kind != fsm.StepWrite || !ok {
-		return errors.Errorf("take write: step %s with %T is not a write", step.Kind, step.Event)
-	}
-	prepErr := render(route, intent, step)
-	if err := p.appendTo(ctx, h, intent, step.AttemptID, started); err != nil {
-		return err
-	}
-	return p.call(ctx, route, h, intent, step, prepErr, realStart)
-}
-
-// writeRequest is attempt's request of intent.
-func writeRequest(intent *fsm.Intent, attemptID string) adapter.WriteRequest {
-	return adapter.WriteRequest{
-		IntentID: intent.ID, AttemptID: attemptID, RequestID: intent.Recorded.RequestID,
-		IdempotencyKey: intent.Recorded.IdempotencyKey, Account: intent.Recorded.Account,
-		ParentExternalID: intent.Recorded.ParentExternalID, Payload: intent.Recorded.Payload,
-	}
-}
-
-// render records in a write step's WriteStarted the request it will send,
-// when the route's adapter can render one apart from sending it
-// (adapter.Preparer): a retry already carries its first attempt's (the
-// decider's doing) and keeps it; an attempt without one is rendered now.
-// A write that cannot be rendered gives the error its call would have
-// given (the WriteStarted is still appended, and that error is its
-// outcome, with no call); a rendering that cannot be recorded (it would
-// hold a credential, or is too large) is left out, and the write is made
-// with Write.
-func render(route adapter.Route, intent *fsm.Intent, step fsm.Step) error {
-	started := step.Event.(*events.WriteStartedData)
-	pw, ok := route.Adapter.(adapter.Preparer)
-	if !ok {
-		// This adapter cannot send a recorded request: the attempt's
-		// request is rendered by Write, and not recorded.
-		started.Request = nil
-		return nil
-	}
-	if started.Request != nil {
-		return nil
-	}
-	sent, err := pw.PrepareWrite(writeRequest(intent, step.AttemptID))
-	switch {
-	case errors.Is(err, adapter.ErrNotRecordable):
-		return nil
-	case err != nil:
-		return err
-	case sent.Recordable():
-		started.Request = &sent
-	}
-	return nil
-}
-
-// call makes the external call of a write step whose WriteStarted is on
-// the log (and folded into intent), then appends the classified outcome.
-// A step whose WriteStarted records its request sends that request
-// (adapter.Preparer); prepErr, the error of rendering it, is the outcome
-// without a call.
-func (p *Producer) call(ctx context.Context, route adapter.Route, h *ledger.History, intent *fsm.Intent, step fsm.Step, prepErr error, realStart time.Time) error {
-	// WriteStarted is acknowledged: only now may the request leave.
-	callCtx, cancel := context.WithDeadline(ctx, realStart.Add(intent.Recorded.Policy.AttemptDeadline.D()))
-	req := writeRequest(intent, step.AttemptID)
-	var res adapter.WriteResult
-	callErr := prepErr
-	pw, canResend := route.Adapter.(adapter.Preparer)
-	switch sent := step.Event.(*events.WriteStartedData).Request; {
-	case prepErr != nil:
-	case sent != nil && canResend:
-		res, callErr = pw.WritePrepared(callCtx, req, *sent)
-	default:
-		res, callErr = route.Adapter.Write(callCtx, req)
-	}
-	cancel()
-	if p.cfg.AfterCall != nil {
-		if err := p.cfg.AfterCall(intent.ID); err != nil {
-			return errkind.Wrap(ErrOutcomeNotRecorded, errors.Wrapf(err, "%s", step.AttemptID))
-		}
-	}
-	outcome := Classify(intent, step.AttemptID, res, callErr)
-	if p.cfg.OnCall != nil {
-		p.cfg.OnCall(route.Name, outcome.EventType())
-	}
-	// Record the outcome even if the caller gave up: the call happened.
-	octx, ocancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.OutcomeTimeout)
-	defer ocancel()
-	if err := p.appendTo(octx, h, intent, step.AttemptID, outcome); err != nil {
-		return errkind.Wrap(ErrOutcomeNotRecorded, errors.Wrapf(err, "%s", step.AttemptID))
-	}
-	return nil
 }
 
 // Classify maps one attempt's result to its outcome event body.
@@ -663,6 +575,10 @@ func (p *Producer) dryRun(pr *prepared, h *ledger.History, intent *fsm.Intent) (
 		}
 		sim = intent.Clone()
 		rep.Reason = "already recorded"
+		if p.held(h, intent) {
+			rep.Reason += "; held after an accepted log loss: it is handed to a human and nothing is written"
+			return res, nil
+		}
 	}
 	// Walk the decider's write path on a private copy, appending nothing.
 	caps := fsm.CapsFor(sim, adapter.FrozenCaps(pr.route.Adapter))

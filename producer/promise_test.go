@@ -31,7 +31,7 @@ func TestConcurrentExecutesWithIdenticalEventsWriteOnce(t *testing.T) {
 		}
 		pc := producer.DefaultConfig()
 		pc.Actor, pc.Now = "writer-1", func() time.Time { return t0 } // every caller reads the same time
-		p, err := producer.New(openStore(t, n.JS), pc, adapter.Route{Name: "social_post", Adapter: ad, Policy: adapter.DefaultPolicy()})
+		p, err := producer.New(testharness.OpenStore(t, n.JS), pc, adapter.Route{Name: "social_post", Adapter: ad, Policy: adapter.DefaultPolicy()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -30,6 +30,10 @@ const (
 	QuarantineIllegalTransition = fsm.CodeIllegalTransition
 	QuarantineGuardRefused      = fsm.CodeGuardRefused
 	QuarantineBadHistory        = fsm.CodeBadHistory // version gap or duplicate, mixed intents
+	// QuarantineHeld: the message is an intent's hold marker
+	// (events.HoldHeader), not an event: the intent lost events in a log
+	// loss an operator accepted. The row is the views' record of the hold.
+	QuarantineHeld = "held"
 )
 
 // stmts are the writer's prepared statements. Rows of events and intents
@@ -364,6 +368,13 @@ func (p *Projector) applyOne(b *batchTx, m rawMsg) (*quarantined, error) {
 	route, subjID, e := m.route, m.subjID, m.e
 	if m.subjErr != nil {
 		return q("", QuarantineBadSubject, m.subjErr.Error())
+	}
+	if m.held {
+		why := "hold marker: the intent lost events in a log loss an operator accepted; nothing is written for it"
+		if h, err := events.DecodeHold(m.data); err == nil {
+			why += "; lost: " + h.Named()
+		}
+		return q(subjID, QuarantineHeld, why)
 	}
 	if m.decErr != nil {
 		return q(subjID, events.DecodeCode(m.decErr), m.decErr.Error())

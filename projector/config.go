@@ -13,9 +13,10 @@ type Config struct {
 	Stream string
 	// DBPath is the SQLite database file (required; created if absent).
 	DBPath string
-	// Durable names the projection on the server: its ordered consumers are
-	// called <Durable>_<unique>_<n> (default "settle-projector"). The
-	// position is the SQL checkpoint, never a server-side consumer.
+	// Durable names the projection on the server: the consumers of its
+	// reads (ledger.Reader, ordered consumers) are named after it (default
+	// "settle-projector"). The position is the SQL checkpoint, never a
+	// server-side consumer.
 	Durable string
 	// Batch is the most events applied in one SQL transaction (default
 	// 8192: catching up, a commit every 8192 events; every commit rewrites

@@ -5,7 +5,7 @@
 // CLI and the audit read them with.
 //
 // The log is the truth and the views are a fold of it. The projector reads
-// the intents stream with an ordered consumer that starts at checkpoint+1;
+// the intents stream with a ledger.Reader that starts at checkpoint+1;
 // the checkpoint lives in SQL, in the same transaction as the view rows it
 // covers, so a crash at any point either keeps a whole batch or none of it,
 // and an event at or below the checkpoint is skipped: every event is applied
@@ -42,8 +42,9 @@
 // Rebuilding from an empty database gives the same views: Dump renders a
 // canonical snapshot of every table for that comparison (tests, audit).
 //
-// projector imports events, fsm, internal/durable, nats.go's jetstream and database/sql
+// projector imports events, fsm, ledger (its Reader, which reads the stream
+// to its end), internal/durable, nats.go's jetstream and database/sql
 // (its tests use testharness and ledger.Store to build a real log).
-// It must never import: adapter/..., ledger, producer, consumers/..., service,
+// It must never import: adapter/..., producer, consumers/..., service,
 // api, mcp, cmd/..., fakeapi, testharness.
 package projector

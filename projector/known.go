@@ -16,6 +16,8 @@ type KnownEvent struct {
 	IntentID string
 	Version  uint64
 	Type     string
+	// Route is the intent's route ("" when the views hold no row of it).
+	Route string
 }
 
 // Known reads, and never writes, what a views database recorded of the
@@ -70,7 +72,8 @@ func (k *Known) Checkpoint(ctx context.Context) (uint64, error) {
 // EventsBetween calls fn with every applied event whose stream sequence is
 // in [from, to], in sequence order.
 func (k *Known) EventsBetween(ctx context.Context, from, to uint64, fn func(KnownEvent) error) error {
-	rows, err := k.db.QueryContext(ctx, `SELECT seq, intent_id, version, type FROM events WHERE seq >= ? AND seq <= ? ORDER BY seq`,
+	rows, err := k.db.QueryContext(ctx, `SELECT e.seq, e.intent_id, e.version, e.type, coalesce(i.route, '')
+		FROM events e LEFT JOIN intents i ON i.intent_id = e.intent_id WHERE e.seq >= ? AND e.seq <= ? ORDER BY e.seq`,
 		int64(from), int64(min(to, 1<<62)))
 	if err != nil {
 		return errors.Errorf("views %s: events %d..%d: %w", k.path, from, to, err)
@@ -78,7 +81,7 @@ func (k *Known) EventsBetween(ctx context.Context, from, to uint64, fn func(Know
 	defer rows.Close()
 	for rows.Next() {
 		var e KnownEvent
-		if err := rows.Scan(&e.Seq, &e.IntentID, &e.Version, &e.Type); err != nil {
+		if err := rows.Scan(&e.Seq, &e.IntentID, &e.Version, &e.Type, &e.Route); err != nil {
 			return errors.Errorf("views %s: %w", k.path, err)
 		}
 		if err := fn(e); err != nil {

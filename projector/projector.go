@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -12,9 +13,9 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/ledger"
 )
 
 // Sentinel errors.
@@ -303,9 +304,10 @@ type applyError struct{ err error }
 func (e *applyError) Error() string { return e.err.Error() }
 func (e *applyError) Unwrap() error { return e.err }
 
-// consume reads the stream from checkpoint+1 with an ordered consumer and
-// applies it in batches. With untilCaughtUp it returns once the checkpoint
-// reaches target or the consumer reports nothing pending.
+// consume reads the stream from checkpoint+1 (ledger.Reader) and applies
+// it in batches. With untilCaughtUp it returns once the checkpoint reaches
+// target or the reader reaches the stream's end (where its messages end,
+// asked of its leader: a consumer on a copy that lags does not end it).
 func (p *Projector) consume(parent context.Context, untilCaughtUp bool, target uint64) error {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
@@ -358,30 +360,22 @@ func (p *Projector) consumeLoop(ctx context.Context, untilCaughtUp bool, target 
 }
 
 func (p *Projector) consumeOnce(ctx context.Context, untilCaughtUp bool, target uint64) (done bool, err error) {
-	cons, err := p.js.OrderedConsumer(ctx, p.cfg.Stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects:    []string{events.AllSubjects},
-		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:       p.cp.Load() + 1,
-		InactiveThreshold: time.Minute,
-		NamePrefix:        p.cfg.Durable + "_" + nuid.Next(),
-	})
-	if err != nil {
-		return false, errors.Errorf("ordered consumer: %w", err)
+	// ledger.Reader reads from checkpoint+1: to target (CatchUp: to the
+	// end as the stream's leader knows it, whatever copy the consumer
+	// reads), or on as events come (Run), making its consumer again when
+	// it delivers nothing while the stream holds more.
+	rc := ledger.ReaderConfig{Stream: p.cfg.Stream, From: p.cp.Load() + 1, Batch: max(2*p.cfg.Batch, 64), NamePrefix: p.cfg.Durable}
+	if untilCaughtUp {
+		rc.Until = target
+	} else {
+		rc.Follow = true
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(max(2*p.cfg.Batch, 64)))
+	rd, err := ledger.OpenReader(ctx, p.js, rc)
 	if err != nil {
-		return false, errors.Errorf("ordered consumer: %w", err)
+		return false, err
 	}
-	defer func() {
-		it.Stop()
-		if info := cons.CachedInfo(); info != nil {
-			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_ = p.js.DeleteConsumer(dctx, p.cfg.Stream, info.Name)
-			cancel()
-		}
-	}()
 	rctx, cancel := context.WithCancel(ctx)
-	batches, wait := p.readAhead(rctx, it)
+	batches, wait := p.readAhead(rctx, rd)
 	defer func() { cancel(); wait() }()
 	defer func() {
 		// However consuming ends, the views are synced again.
@@ -406,11 +400,14 @@ func (p *Projector) consumeOnce(ctx context.Context, untilCaughtUp bool, target 
 				}
 			}
 		}
+		if errors.Is(err, io.EOF) {
+			return true, nil // the reader's end: target, or where the stream's messages end
+		}
 		if err != nil {
 			return false, err
 		}
 		last := batch[len(batch)-1]
-		if untilCaughtUp && (p.cp.Load() >= target || last.pending == 0) {
+		if untilCaughtUp && p.cp.Load() >= target {
 			return true, nil
 		}
 		if p.cp.Load() > last.seq {
@@ -429,6 +426,8 @@ type rawMsg struct {
 	subject string
 	data    []byte
 	pending uint64
+	// held: the message is a hold marker (events.HoldHeader), not an event.
+	held bool
 
 	decoded       bool
 	route, subjID string
@@ -440,7 +439,7 @@ type rawMsg struct {
 // decode parses the subject and decodes the event (no shared state).
 func (m *rawMsg) decode() {
 	m.route, m.subjID, m.subjErr = events.ParseSubject(m.subject)
-	if m.subjErr == nil {
+	if m.subjErr == nil && !m.held {
 		m.e, m.decErr = events.Decode(m.data)
 	}
 	m.decoded = true

@@ -4,9 +4,8 @@ import (
 	"context"
 	"sync"
 
-	"github.com/cockroachdb/errors"
-
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/ledger"
 )
 
 // readBatch is a run of consecutive messages read and decoded ahead of
@@ -22,23 +21,21 @@ type readBatch struct {
 // when nothing more is pending), in stream order: decoding the
 // next batch overlaps with applying this one. wait ends the reader (after
 // ctx is cancelled) and waits for it.
-func (p *Projector) readAhead(ctx context.Context, it jetstream.MessagesContext) (<-chan readBatch, func()) {
+func (p *Projector) readAhead(ctx context.Context, rd *ledger.Reader) (<-chan readBatch, func()) {
 	out := make(chan readBatch, 2)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		defer close(out)
+		defer rd.Close()
 		next := func() (rawMsg, error) {
-			m, err := it.Next(jetstream.NextContext(ctx))
+			m, err := rd.Next(ctx)
 			if err != nil {
 				return rawMsg{}, err
 			}
-			meta, err := m.Metadata()
-			if err != nil {
-				return rawMsg{}, errors.Errorf("message metadata: %w", err)
-			}
-			r := rawMsg{seq: meta.Sequence.Stream, subject: m.Subject(), data: m.Data(), pending: meta.NumPending}
+			r := rawMsg{seq: m.Seq, subject: m.Subject, data: m.Data, pending: m.Pending,
+				held: m.Header.Get(events.HoldHeader) != ""}
 			r.decode()
 			return r, nil
 		}

@@ -132,14 +132,6 @@ func (s *Service) RouteNames() []string { return s.cfg.Intents.RouteNames() }
 func (s *Service) Checkpoint(ctx context.Context) (uint64, error) { return s.cfg.Views.Checkpoint(ctx) }
 
 // Settled reports whether an intent in state st waits for nothing
-// automatic: its outcome is known (confirmed, rejected, failed,
-// abandoned) or a human must act (manual_action, awaiting_approval).
+// automatic (fsm.Settled): its outcome is known or a human must act.
 // Waits (?wait=, wait_seconds) wait for it.
-// TODO(hold): fsm.Settled
-func Settled(st fsm.State) bool {
-	switch st {
-	case fsm.Confirmed, fsm.Abandoned, fsm.Rejected, fsm.Failed, fsm.ManualAction, fsm.AwaitingApproval:
-		return true
-	}
-	return false
-}
+func Settled(st fsm.State) bool { return fsm.Settled(st) }

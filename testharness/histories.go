@@ -177,3 +177,24 @@ func ReplayedIntent(k int, t0 time.Time) []events.Event {
 	}
 	return out
 }
+
+// MarkHeld writes the intent's hold marker (ledger.MarkHeld), naming
+// versions lost, as serve does when a loss is accepted.
+func (l *HandLog) MarkHeld(intentID string, versions ...uint64) {
+	l.t.Helper()
+	h := events.NewHold(intentID, versions, nil, nil, l.Tick(), "test", "the test says this intent lost events.")
+	if ok, err := ledger.MarkHeld(context.Background(), l.js, l.Store.Config().Stream, l.Route, h); err != nil || !ok {
+		l.t.Fatalf("mark %s held: appended %v, %v", intentID, ok, err)
+	}
+}
+
+// MarkHeld writes the intent's hold marker (HandLog.MarkHeld) and reads it
+// into the history, so that later events follow it.
+func (x *HandHistory) MarkHeld(versions ...uint64) *HandHistory {
+	x.l.t.Helper()
+	x.l.MarkHeld(x.I.ID, versions...)
+	if err := x.l.Store.Refresh(context.Background(), x.H, x.I.ID); err != nil {
+		x.l.t.Fatal(err)
+	}
+	return x
+}

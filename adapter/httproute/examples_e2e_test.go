@@ -182,4 +182,3 @@ func TestExampleRoutesOnTheirFakes(t *testing.T) {
 		}
 	})
 }
-

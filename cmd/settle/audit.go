@@ -190,7 +190,10 @@ func printAudit(w io.Writer, rep *audit.AuditReport) {
 	fmt.Fprintf(tw, "  unknown type\t%d event(s)\n", rep.UnknownType)
 	fmt.Fprintf(tw, "  malformed\t%d event(s)\n", rep.Malformed)
 	if rep.AcceptedLoss > 0 {
-		fmt.Fprintf(tw, "  accepted loss\t%d event(s) an operator accepted as lost (--accept-log-loss); %d intent(s) with broken histories not checked further\n", rep.AcceptedLoss, rep.AcceptedIntents)
+		fmt.Fprintf(tw, "  accepted loss\t%d event(s) an operator accepted as lost (--accept-log-loss)\n", rep.AcceptedLoss)
+	}
+	if len(rep.Held) > 0 {
+		fmt.Fprintf(tw, "  held\t%d intent(s) held after an accepted loss, to check by hand (listed below); %d cannot be folded\n", len(rep.Held), rep.HeldUnfoldable)
 	}
 	if rep.Incomplete > 0 {
 		fmt.Fprintf(tw, "  incomplete\t%d intent(s) not fully checked\n", rep.Incomplete)
@@ -222,6 +225,19 @@ func printAudit(w io.Writer, rep *audit.AuditReport) {
 				id = "-"
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%s\n", v.Kind, id, v.Version, v.Seq, v.Detail)
+		}
+		tw.Flush()
+	}
+	if len(rep.Held) > 0 {
+		fmt.Fprintf(w, "\nheld after an accepted log loss (check each by hand): %d\n", len(rep.Held))
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  INTENT\tFOLDS\tSTATE\tHANDED OFF\tLOST")
+		for _, h := range rep.Held {
+			state := string(h.State)
+			if !h.Folds {
+				state = "- (" + h.Why + ")"
+			}
+			fmt.Fprintf(tw, "  %s\t%t\t%s\t%t\t%s\n", h.IntentID, h.Folds, state, h.HandedOff, h.Lost)
 		}
 		tw.Flush()
 	}

@@ -309,7 +309,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		rc.Logger = logger
 		rc.Now, rc.Hold, rc.Lease, rc.CacheBytes, rc.Steps = now, hold, f.faults.lease, f.faults.cacheMB<<20, f.faults.steps
 		rc.Sweep = k == 0 // one sweep per process (consumers/reconcile/sweep.go)
-		rc.OnStep = stepMetrics(wctx, store, metrics)
+		rc.OnStep, rc.OnCall = stepMetrics(wctx, store, metrics), pc.OnCall
 		rec, err := reconcile.NewReconciler(store, rc, routes...)
 		if err != nil {
 			return errors.Errorf("serve: %w", err)

@@ -15,7 +15,7 @@ import (
 	"github.com/cockroachdb/errors"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/settle-dev/settle/consumers/audit"
+	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/internal/durable"
 	"github.com/settle-dev/settle/internal/errkind"
 	"github.com/settle-dev/settle/ledger"
@@ -273,6 +273,14 @@ func guardLog(ctx context.Context, js jetstream.JetStream, stream string, dd *da
 	}
 	logger.Error("the log lost events; starting anyway (--accept-log-loss): the intents listed must be checked by hand",
 		"loss", loss.Error())
+	// The hold goes on the log first, while the views still say what each
+	// intent lost: a marker on every held intent's subject, which every
+	// process on the stream sees before it writes (ledger.MarkHeld).
+	if loss.Gone {
+		logger.Warn("the stream is gone: the held intents are held by this process only (highwater.json), not marked on the log")
+	} else if err := markHeld(ctx, js, stream, dd.Views(), merge(append(hw.Accepted, loss.Ranges...)), logger); err != nil {
+		return nil, errors.Errorf("accept log loss: %w", err)
+	}
 	if aside, err := moveViewsAside(dd.Views()); err != nil {
 		return nil, errors.Errorf("accept log loss: %w", err)
 	} else {
@@ -352,7 +360,7 @@ func (k *highWaterKeeper) check(ctx context.Context) {
 	s := info.State
 	switch {
 	case s.LastSeq < k.hw.LastSeq:
-		if more, err := audit.MessageAfter(ctx, k.st, k.hw.LastSeq-1); err != nil || more {
+		if more, err := ledger.MessageAfter(ctx, k.st, k.hw.LastSeq-1, ""); err != nil || more {
 			return // not known to be short: the answer trails the log
 		}
 		k.regressions++
@@ -370,4 +378,70 @@ func (k *highWaterKeeper) check(ctx context.Context) {
 	default:
 		k.regressions = 0
 	}
+}
+
+// markHeld writes the hold marker of every intent the views know lost
+// events in the accepted ranges (ledger.MarkHeld; one already held is
+// left as it is). An intent the views cannot place on a route is only
+// held by this process (highwater.json) and named in a warning.
+func markHeld(ctx context.Context, js jetstream.JetStream, stream, viewsPath string, accepted [][2]uint64, logger *slog.Logger) error {
+	k, err := projector.OpenKnown(ctx, viewsPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // nothing names the lost events: the loss is known by its sequences only
+	}
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	type lost struct {
+		route          string
+		versions, seqs []uint64
+	}
+	byIntent := map[string]*lost{}
+	var ids []string
+	for _, r := range accepted {
+		err := k.EventsBetween(ctx, r[0], r[1], func(e projector.KnownEvent) error {
+			l := byIntent[e.IntentID]
+			if l == nil {
+				l = &lost{route: e.Route}
+				byIntent[e.IntentID] = l
+				ids = append(ids, e.IntentID)
+			}
+			l.versions, l.seqs = append(l.versions, e.Version), append(l.seqs, e.Seq)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	sort.Strings(ids)
+	now := time.Now().UTC()
+	const message = "the log lost some of this intent's events (a damaged store; the loss was accepted with --accept-log-loss): what it shows may be older than what happened — check the external system before resolving."
+	var marked, unplaced, failed int
+	for _, id := range ids {
+		l := byIntent[id]
+		if l.route == "" {
+			unplaced++
+			logger.Warn("a held intent's route is not known: only this process holds it", "intent", id)
+			continue
+		}
+		ok, err := ledger.MarkHeld(ctx, js, stream, l.route, events.NewHold(id, l.versions, l.seqs, accepted, now, "settle serve --accept-log-loss", message))
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return err
+		case err != nil:
+			// A subject the server cannot read or append to (a corrupt
+			// record it still counts as the subject's last): no process
+			// can write there either; this one holds it (highwater.json).
+			failed++
+			logger.Warn("a held intent's marker could not be written: only this process holds it", "intent", id, "err", safeText(err))
+		case ok:
+			marked++
+		}
+	}
+	if len(ids) > 0 {
+		logger.Warn("held intents marked on the log: no process writes for them again",
+			"marked", marked, "held_already", len(ids)-marked-unplaced-failed, "route_unknown", unplaced, "not_marked", failed)
+	}
+	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/ledger"
+	"github.com/settle-dev/settle/projector"
 	"github.com/settle-dev/settle/testharness"
 )
 
@@ -220,5 +221,54 @@ func TestHighWaterBlocksOnlyAShortStreamSeenShortRepeatedly(t *testing.T) {
 	hw, err := readHighWater(path2)
 	if err != nil || hw.LastSeq != 3 || store2.Blocked() != nil {
 		t.Fatalf("mark %+v (%v), blocked %v; want 3 and not blocked", hw, err, store2.Blocked())
+	}
+}
+
+// Accepting a loss marks every intent the views know lost events on the
+// log itself (ledger.MarkHeld), so that any process on the stream finds
+// it held, and names the versions lost; an intent that lost nothing is
+// not marked.
+func TestAcceptingALossMarksTheHeldIntentsOnTheLog(t *testing.T) {
+	node := testharness.StartNode(t)
+	ctx := context.Background()
+	dd, err := lockDataDir(t.TempDir(), "test", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dd.Unlock()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	l := testharness.NewHandLog(t, node.JS, nil, time.Now().Add(-time.Hour))
+	kept := l.Record("kept").Started(1)
+	lost := l.Record("lost").Started(1)
+	p, err := projector.Open(ctx, node.JS, projector.Config{DBPath: dd.Views(), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	// The stream comes back holding only the first intent's events.
+	if err := node.JS.DeleteStream(ctx, "SETTLE_INTENTS"); err != nil {
+		t.Fatal(err)
+	}
+	store := testharness.OpenStore(t, node.JS)
+	for k, e := range kept.H.Events {
+		if _, err := store.Append(ctx, "social_post", e, uint64(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, true, logger); err != nil {
+		t.Fatalf("accepting: %v", err)
+	}
+	h, err := store.LoadByID(ctx, lost.ID())
+	if err != nil || h.Hold == nil || len(h.Events) != 0 || !reflect.DeepEqual(h.Hold.Versions, []uint64{1, 2}) || !reflect.DeepEqual(h.Hold.Seqs, []uint64{3, 4}) {
+		t.Fatalf("the lost intent on the log: %+v, %v", h, err)
+	}
+	if _, err := h.Fold(); !errors.Is(err, ledger.ErrHistoryLost) {
+		t.Fatalf("fold: %v", err)
+	}
+	if h, err := store.LoadByID(ctx, kept.ID()); err != nil || h.Hold != nil || len(h.Events) != 2 {
+		t.Fatalf("the intent that lost nothing: %+v, %v", h, err)
 	}
 }

@@ -218,6 +218,8 @@ type auditor struct {
 	lastProgress uint64
 	cpStart      uint64
 	loss         lossState // loss.go
+	// excused are indexes in Violations a hold marker explained (held.go).
+	excused map[int]bool
 }
 
 // auditIntent is what the audit keeps of one intent.
@@ -242,6 +244,18 @@ type auditIntent struct {
 	// refusals of the intent are counted in moreRefused instead.
 	refused     int
 	moreRefused int
+	// hold is the intent's hold marker (held.go), holdSeq its sequence;
+	// lossHandedOff and lossReleased: a hand-off for the loss followed it,
+	// and an operator release after that (the operator lifted the hold).
+	hold                        *events.Hold
+	holdSeq                     uint64
+	lossHandedOff, lossReleased bool
+	// acceptedGap: the intent's versions skip over an accepted loss;
+	// unfolded counts its events the fold refused.
+	acceptedGap bool
+	unfolded    int
+	// vidx are the indexes in Violations of the intent's violations.
+	vidx []int
 	// Invariant trackers over the events as logged.
 	started  map[string]bool
 	writes   int
@@ -253,7 +267,11 @@ type auditIntent struct {
 
 func (a *auditor) violate(v Violation) int {
 	a.rep.Violations = append(a.rep.Violations, v)
-	return len(a.rep.Violations) - 1
+	idx := len(a.rep.Violations) - 1
+	if t := a.intents[v.IntentID]; t != nil && v.IntentID != "" {
+		t.vidx = append(t.vidx, idx)
+	}
+	return idx
 }
 
 func (a *auditor) intent(id, route string) *auditIntent {
@@ -278,6 +296,10 @@ func (a *auditor) apply(m *preparedMsg) {
 	e, decErr, hits := m.e, m.decErr, m.hits
 	a.noteSeq(seq)
 	a.rep.Events++
+	if m.hold != nil && subjErr == nil {
+		a.held(m)
+		return
+	}
 	if len(hits) > 0 {
 		var version uint64
 		typ := events.Type("unreadable")
@@ -363,10 +385,14 @@ func (a *auditor) apply(m *preparedMsg) {
 		return
 	}
 	a.checkVersion(t, e.Version, seq)
+	if t.hold != nil {
+		a.afterHold(t, e, seq) // held.go
+	}
 	if !t.blocked {
 		a.checkInvariants(t, e, seq)
 	}
 	if err := t.fold.Apply(e); err != nil {
+		t.unfolded++
 		if !t.blocked {
 			if t.refused < 0 {
 				t.refused = a.violate(Violation{IntentID: subjID, Kind: fsm.FoldCode(err), Version: e.Version, Seq: seq, Detail: err.Error()})

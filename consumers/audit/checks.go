@@ -108,6 +108,12 @@ func (a *auditor) finish(ctx context.Context) error {
 		if t.refused >= 0 && t.moreRefused > 0 {
 			a.rep.Violations[t.refused].Detail += fmt.Sprintf(" (%d later event(s) of the intent not folded after it)", t.moreRefused)
 		}
+		if h, ok := heldFinding(t); ok { // held.go
+			a.rep.Held = append(a.rep.Held, h)
+			if !h.Folds {
+				a.rep.HeldUnfoldable++
+			}
+		}
 		if t.blocked {
 			continue
 		}
@@ -140,6 +146,15 @@ func (a *auditor) finish(ctx context.Context) error {
 				stuck(fmt.Sprintf("%s: %s at %s is %s old (limit %s)", i.State, what, fmtT(due), now.Sub(due).Round(time.Second), stuckAfter))
 			}
 		}
+	}
+	if len(a.excused) > 0 {
+		kept := a.rep.Violations[:0]
+		for i, v := range a.rep.Violations {
+			if !a.excused[i] {
+				kept = append(kept, v)
+			}
+		}
+		a.rep.Violations = kept
 	}
 	if a.cfg.Projection != nil {
 		if err := a.checkProjection(ctx, ids); err != nil {

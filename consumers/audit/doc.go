@@ -8,12 +8,14 @@
 // that differ from the fold.
 //
 // Files by concern: audit.go (config, entry point, per-intent state),
-// replay.go (the ordered read of the stream, decoding ahead on several
-// goroutines, eviction of finished intents), checks.go (the invariants),
+// replay.go (the read of the stream with ledger.Reader, decoding ahead on
+// several goroutines, eviction of finished intents), held.go (intents held
+// after an accepted log loss: findings), checks.go (the invariants),
 // secrets.go (the credential scan and masking), report.go (the report,
 // timelines and their safe text).
 //
-// audit only reads: it imports events, fsm, projector (the read-only view
-// it compares) and nats.go.
-// It must never import: adapter/..., ledger, producer, consumers/reconcile, consumers/receipts, api, mcp, cmd/..., testharness, fakeapi.
+// audit only reads: it imports events, fsm, ledger (its Reader, which
+// reads the stream to its end), projector (the read-only view it
+// compares) and nats.go.
+// It must never import: adapter/..., producer, consumers/reconcile, consumers/receipts, api, mcp, cmd/..., testharness, fakeapi.
 package audit

@@ -28,8 +28,9 @@ const (
 	// ViolationEventsLost: events the views applied (so acknowledged) are
 	// gone from the log; one violation per intent.
 	ViolationEventsLost = "events_lost"
-	// ViolationStreamBehind: the stream ends before the views' checkpoint
-	// or the high-water mark.
+	// ViolationStreamBehind: the stream's messages end before its state's
+	// last sequence (a cut block file), the views' checkpoint or the
+	// high-water mark.
 	ViolationStreamBehind = "stream_behind"
 )
 
@@ -66,9 +67,7 @@ func (a *auditor) checkVersion(t *auditIntent, v, seq uint64) {
 	if v > have+1 && !t.blocked && a.accepted(t.seenSeq+1, seq-1) > 0 {
 		// The missing events were in a loss an operator accepted: the
 		// intent's history is broken, and known to be.
-		t.blocked = true
-		a.rep.Incomplete++
-		a.rep.AcceptedIntents++
+		t.blocked, t.acceptedGap = true, true
 	}
 	if v > have+1 && !t.blocked {
 		missing := fmt.Sprintf("version %d", have+1)
@@ -126,18 +125,15 @@ func SubtractRanges(rs, cut [][2]uint64) [][2]uint64 {
 	return out
 }
 
-// checkLoss runs after the replay: holes met, and a stream shorter than
-// the views' checkpoint or the high-water mark; with Known, every lost
-// event it knows is named by intent and version.
+// checkLoss runs after the replay: holes met, and a stream whose
+// messages end before its state's last sequence (a cut block file), the
+// views' checkpoint or the high-water mark; with Known, every lost event
+// it knows is named by intent and version. Each lost sequence is counted
+// once, whichever of these says it is gone.
 func (a *auditor) checkLoss(ctx context.Context) error {
 	ranges := append([][2]uint64(nil), a.loss.gaps...)
-	last := a.rep.LastSeq
-	if a.loss.prevSeq < last {
-		// The stream says it ends at LastSeq, but its messages ended
-		// earlier: the state outlived the messages (a cut block file).
-		ranges = append(ranges, [2]uint64{a.loss.prevSeq + 1, last})
-		last = a.loss.prevSeq
-	}
+	end := a.rep.LastSeq             // where the stream's state says it ends
+	last := min(a.loss.prevSeq, end) // where its messages end
 	var cp uint64
 	if a.cfg.Known != nil {
 		var err error
@@ -145,27 +141,33 @@ func (a *auditor) checkLoss(ctx context.Context) error {
 			return errors.Errorf("audit: views: %w", err)
 		}
 	}
-	want := max(cp, a.cfg.HighWater)
-	if want > last && a.accepted(last+1, want) == want-last {
-		a.rep.AcceptedLoss += want - last
-		want = last
-	}
-	if want > last {
-		var by []string
-		if cp > last {
-			by = append(by, fmt.Sprintf("the views' checkpoint is %d", cp))
-		}
-		if a.cfg.HighWater > last {
-			by = append(by, fmt.Sprintf("the high-water mark is %d", a.cfg.HighWater))
-		}
-		a.violate(Violation{Kind: ViolationStreamBehind, Seq: last,
-			Detail: fmt.Sprintf("the stream ends at sequence %d but %s: %d acknowledged event(s) are gone", last, strings.Join(by, " and "), want-last)})
-		ranges = append(ranges, [2]uint64{last + 1, want})
-	}
 	var open [][2]uint64
 	for _, r := range ranges {
 		a.rep.AcceptedLoss += a.accepted(r[0], r[1])
 		open = append(open, a.subtractAccepted(r)...)
+	}
+	if want := max(cp, a.cfg.HighWater, end); want > last {
+		behind := [2]uint64{last + 1, want}
+		a.rep.AcceptedLoss += a.accepted(behind[0], behind[1])
+		if rest := a.subtractAccepted(behind); len(rest) > 0 {
+			var by []string
+			if end > last {
+				by = append(by, fmt.Sprintf("its state says %d", end))
+			}
+			if cp > last {
+				by = append(by, fmt.Sprintf("the views' checkpoint is %d", cp))
+			}
+			if a.cfg.HighWater > last {
+				by = append(by, fmt.Sprintf("the high-water mark is %d", a.cfg.HighWater))
+			}
+			n := uint64(0)
+			for _, r := range rest {
+				n += r[1] - r[0] + 1
+			}
+			a.violate(Violation{Kind: ViolationStreamBehind, Seq: last,
+				Detail: fmt.Sprintf("the stream's messages end at sequence %d but %s: %d acknowledged event(s) are gone", last, strings.Join(by, " and "), n)})
+			open = append(open, rest...)
+		}
 	}
 	for _, r := range open {
 		type lost struct {

@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"hash/maphash"
+	"io"
 	"runtime"
 	"sync"
 	"time"
@@ -11,10 +12,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 )
 
 // The audit's speed: what can be done for one message alone (parse its
@@ -34,13 +35,24 @@ type preparedMsg struct {
 	e             events.Event
 	decErr        error
 	hits          []secretHit
+	// hold is the message's body when it is a hold marker
+	// (events.HoldHeader), not an event.
+	hold *events.Hold
 }
 
 // prepareMsg decodes and scans one message; it touches no shared state.
 func prepareMsg(seq uint64, subject string, hdr nats.Header, data []byte) preparedMsg {
 	m := preparedMsg{seq: seq, subject: subject, hdr: hdr, data: data}
 	m.route, m.subjID, m.subjErr = events.ParseSubject(subject)
-	m.e, m.decErr = events.Decode(data)
+	if hdr.Get(events.HoldHeader) != "" {
+		if h, err := events.DecodeHold(data); err == nil {
+			m.hold = &h
+		} else {
+			m.decErr = err
+		}
+	} else {
+		m.e, m.decErr = events.Decode(data)
+	}
 	// Secrets matter whether or not the event is readable.
 	m.hits = scanSecrets(data)
 	m.hits = append(m.hits, scanHeaders(hdr)...)
@@ -58,32 +70,19 @@ type auditChunk struct {
 const auditChunkSize = 256
 
 // replay reads the stream from its first message up to target and audits
-// every message: read on one goroutine, prepared on GOMAXPROCS goroutines,
-// applied in stream order on the caller's.
+// every message: read on one goroutine (ledger.Reader: to the stream's
+// end, asked of its leader, whatever copy the consumer reads), prepared
+// on GOMAXPROCS goroutines, applied in stream order on the caller's.
 func (a *auditor) replay(ctx context.Context, js jetstream.JetStream, target uint64) error {
-	cons, err := js.OrderedConsumer(ctx, a.cfg.Stream, jetstream.OrderedConsumerConfig{
-		DeliverPolicy:     jetstream.DeliverAllPolicy,
-		InactiveThreshold: time.Minute,
-		NamePrefix:        "settle_audit_" + nuid.Next(),
-	})
+	rd, err := ledger.OpenReader(ctx, js, ledger.ReaderConfig{Stream: a.cfg.Stream, Until: target, Batch: a.cfg.Batch, NamePrefix: "settle_audit"})
 	if err != nil {
-		return errors.Errorf("audit: ordered consumer: %w", err)
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(a.cfg.Batch))
-	if err != nil {
-		return errors.Errorf("audit: ordered consumer: %w", err)
+		return errors.Errorf("audit: %w", err)
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() {
 		cancel()
 		wg.Wait()
-		it.Stop()
-		if ci := cons.CachedInfo(); ci != nil {
-			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_ = js.DeleteConsumer(dctx, a.cfg.Stream, ci.Name)
-			cancel()
-		}
 	}()
 	workers := max(1, runtime.GOMAXPROCS(0))
 	work := make(chan *auditChunk, 2*workers)
@@ -102,39 +101,29 @@ func (a *auditor) replay(ctx context.Context, js jetstream.JetStream, target uin
 		}()
 	}
 	// The reader: chunks of consecutive messages, to the workers and, in
-	// order, to the applier below. It stops after target (or the last
-	// message pending).
+	// order, to the applier below, until the reader's end.
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		defer close(work)
 		defer close(order)
+		defer rd.Close()
 		read := 0
 		for {
 			c := &auditChunk{done: make(chan struct{}), msgs: make([]preparedMsg, 0, auditChunkSize)}
 			last := false
 			for len(c.msgs) < auditChunkSize && !last {
-				m, err := it.Next(jetstream.NextContext(rctx))
+				m, err := rd.Next(rctx)
+				if errors.Is(err, io.EOF) {
+					last = true
+					break
+				}
 				if err != nil {
 					c.err = errors.Errorf("audit: read after %d events: %w", read, err)
 					break
 				}
-				meta, err := m.Metadata()
-				if err != nil {
-					c.err = errors.Errorf("audit: message metadata: %w", err)
-					break
-				}
-				c.msgs = append(c.msgs, preparedMsg{seq: meta.Sequence.Stream, subject: m.Subject(), hdr: m.Headers(), data: m.Data()})
+				c.msgs = append(c.msgs, preparedMsg{seq: m.Seq, subject: m.Subject, hdr: m.Header, data: m.Data})
 				read++
-				last = meta.Sequence.Stream >= target
-				if !last && meta.NumPending == 0 {
-					more, err := a.moreAfter(rctx, meta.Sequence.Stream)
-					if err != nil {
-						c.err = err
-						break
-					}
-					last = !more
-				}
 			}
 			select {
 			case work <- c:
@@ -177,41 +166,11 @@ func (a *auditor) replay(ctx context.Context, js jetstream.JetStream, target uin
 	return nil
 }
 
-// moreAfter reports whether the stream holds a message after seq
-// (MessageAfter). The ordered consumer's "nothing pending" is only what
-// its own server holds: on a replicated stream that server is any peer,
-// placed at random, and may be one still catching up (a node back from a
-// partition), whose stream ends early; an audit that stopped there
-// reported every later event as missing (seen in the faults suite's
-// minority partition). On a single server it is the end: a tail cut off a
-// block file, which checkLoss names.
-func (a *auditor) moreAfter(ctx context.Context, seq uint64) (bool, error) {
-	if a.stream == nil {
-		return false, nil
-	}
-	more, err := MessageAfter(ctx, a.stream, seq)
-	if err != nil {
-		return false, errors.Errorf("audit: %w", err)
-	}
-	return more, nil
-}
-
 // MessageAfter reports whether st holds a message after seq, of any
-// subject, asking the stream's leader (a message get; on a replicated
-// stream settle allows no direct get, which any peer could answer).
-// Readers of the whole stream with an ordered consumer ask it before
-// taking "nothing pending" short of the stream's last sequence as the end.
+// subject, asking the stream's leader: ledger.MessageAfter (kept for
+// serve's verification until it reads with ledger.Reader).
 func MessageAfter(ctx context.Context, st jetstream.Stream, seq uint64) (bool, error) {
-	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	_, err := st.GetMsg(gctx, seq+1, jetstream.WithGetMsgSubject(">"))
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, jetstream.ErrMsgNotFound):
-		return false, nil
-	}
-	return false, errors.Errorf("is there a message after %d: %w", seq, err)
+	return ledger.MessageAfter(ctx, st, seq, "")
 }
 
 // Memory flat in finished intents: a confirmed intent (terminal: nothing

@@ -138,11 +138,13 @@ type AuditReport struct {
 	Timeline   []TimelineEntry   `json:"timeline,omitempty"`
 	// ByKind counts violations per kind.
 	ByKind map[string]int `json:"violations_by_kind,omitempty"`
-	// AcceptedLoss counts events lost in ranges an operator accepted, and
-	// AcceptedIntents the intents whose histories they broke (not
-	// checked further).
-	AcceptedLoss    uint64 `json:"accepted_loss,omitempty"`
-	AcceptedIntents int    `json:"accepted_intents,omitempty"`
+	// AcceptedLoss counts events lost in ranges an operator accepted.
+	AcceptedLoss uint64 `json:"accepted_loss,omitempty"`
+	// Held are the intents held after an accepted loss (held.go), by id:
+	// findings for an operator, each saying whether what is left of it
+	// folds. HeldUnfoldable counts those that do not.
+	Held           []HeldIntent `json:"held,omitempty"`
+	HeldUnfoldable int          `json:"held_unfoldable,omitempty"`
 }
 
 // OK reports whether the audit found no violation.

@@ -180,7 +180,9 @@ func (d Delivery) Receipt() *events.Receipt {
 //     redelivery, which the handler must treat as a no-op (see Deduper);
 //   - handler returns an error or panics: the message is Nak'ed with a
 //     delay (RetryDelay doubling per delivery, up to MaxRetryDelay);
-//   - events of other types are acked and skipped; an event of an unknown
+//   - events of other types, and hold markers (events.HoldHeader: an
+//     intent held after an accepted log loss), are acked and skipped; an
+//     event of an unknown
 //     schema (a newer writer) is Nak'ed with MaxRetryDelay so that an
 //     upgraded subscriber gets it; a malformed event is terminated (it can
 //     never decode) and logged.
@@ -284,6 +286,10 @@ func (s *subscriber) handle(ctx context.Context, m jetstream.Msg) {
 	if err != nil {
 		log.Error("subscribe: message on a foreign subject; terminated", "err", err)
 		_ = m.TermWithReason("foreign subject")
+		return
+	}
+	if m.Headers().Get(events.HoldHeader) != "" {
+		_ = m.Ack() // a held intent's hold marker: no event, no receipt
 		return
 	}
 	e, err := events.Decode(m.Data())

@@ -24,7 +24,7 @@ var t0 = time.Date(2026, 7, 22, 9, 0, 0, 0, time.UTC)
 // dsFixture is a real stream holding four receipts on route social_post
 // (two WriteConfirmed, one ReadbackPassed, one OperatorConfirmed), events
 // that are no receipts (WriteStarted, a rejection, an unknown type, a
-// malformed event) and a receipt on another route.
+// malformed event), a hold marker, and a receipt on another route.
 type dsFixture struct {
 	node     *testharness.Node
 	receipts []string // event ids of the social_post receipts
@@ -56,6 +56,10 @@ func newDSFixture(t *testing.T) *dsFixture {
 	l.PublishRaw(rej.ID(), `{"schema":"settle.event/v1","event_id":"`+rej.ID()+`:4","intent_id":"`+rej.ID()+
 		`","version":4,"type":"WriteTeleported","at":"2026-07-22T09:00:30Z","actor":"future","data":{}}`)
 	l.PublishRaw(rej.ID(), `{"schema":"settle.event/v1","event_id":"`+rej.ID()+`:5"}`)
+
+	// An intent held after an accepted log loss: its hold marker is no
+	// event, and no receipt.
+	l.Record("ds-held").MarkHeld(2, 3)
 
 	ol := testharness.NewHandLog(t, n.JS, l.Store, l.At)
 	ol.Route = "other_route"

@@ -80,7 +80,7 @@ func (c *historyCache) load(ctx context.Context, store *ledger.Store, route, int
 	if el, ok := c.m[intentID]; ok {
 		cached := el.Value.(*cacheEntry).h
 		if cached.Route == route {
-			h = &ledger.History{Route: route, Events: append([]events.Event(nil), cached.Events...), LastSeq: cached.LastSeq}
+			h = cached.Clone()
 			c.ll.MoveToFront(el)
 		}
 	}
@@ -100,9 +100,12 @@ func (c *historyCache) put(h *ledger.History, err error) (*ledger.History, error
 		return nil, err
 	}
 	if len(h.Events) == 0 {
+		if h.Hold != nil {
+			return h, nil // a hold marker alone: nothing to keep (Fold says ErrHistoryLost)
+		}
 		return nil, errors.Errorf("load: %w", ledger.ErrNotFound)
 	}
-	cp := &ledger.History{Route: h.Route, Events: append([]events.Event(nil), h.Events...), LastSeq: h.LastSeq}
+	cp := h.Clone()
 	size := historyBytes(cp)
 	id := h.Events[0].IntentID
 	c.mu.Lock()

@@ -4,8 +4,9 @@
 // is next and carries it out — a read-only search or status query (0, 1
 // or many candidates, waiting out eventual consistency), a readback of
 // the object found, at most one CAS-claimed retry with the same
-// idempotency key (made through producer.TakeWrite), or a hand-off to a
-// human with the evidence. The intents one fetch wakes share their
+// idempotency key (made by the worker's own producer.Writer), or a
+// hand-off to a human with the evidence. An intent held after an accepted
+// log loss is never written for (hold.go, fsm.LossHeld). The intents one fetch wakes share their
 // searches and are stepped Config.Steps at a time (run.go).
 //
 // reconcile imports ledger, producer, fsm, adapter, events and nats.go.

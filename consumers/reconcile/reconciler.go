@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -83,6 +84,10 @@ type Config struct {
 	SweepMax int
 	// CacheBytes bounds the histories kept in memory (an LRU, cache.go).
 	CacheBytes int
+	// OnCall, if set, is told of every external write this reconciler
+	// makes and its classified outcome (for metrics; see
+	// producer.WriterConfig.OnCall). It must not block.
+	OnCall func(route string, outcome events.Type)
 	// Hold names intents that lost events in a log loss an operator
 	// accepted, each with a message: they are handed to a human and never
 	// written for again (hold.go).
@@ -156,8 +161,14 @@ func (c Config) Validate() error {
 type Reconciler struct {
 	cfg   Config
 	store *ledger.Store
-	prod  *producer.Producer
-	mu    sync.Mutex // guards cfg.Rand
+	// routes are the routes this worker serves, by name; names sorted.
+	routes map[string]adapter.Route
+	names  []string
+	// w makes the write steps (a retry under a won claim, a resend, a
+	// recorded intent's first write); dec decides every step.
+	w   *producer.Writer
+	dec fsm.Decider
+	mu  sync.Mutex // guards cfg.Rand
 	// hookAfterClaim, in tests, runs after a won RetryClaimed and before the
 	// write; an error aborts the step as if the worker died there.
 	hookAfterClaim func(intentID string) error
@@ -186,29 +197,44 @@ func NewReconciler(store *ledger.Store, cfg Config, routes ...adapter.Route) (*R
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	pc := producer.DefaultConfig()
-	pc.Actor, pc.Now, pc.ClaimLease, pc.AfterCall = cfg.Worker, cfg.Now, cfg.Lease, cfg.AfterCall
-	prod, err := producer.New(store, pc, routes...)
+	w, err := producer.NewWriter(store, producer.WriterConfig{Actor: cfg.Worker, Now: cfg.Now, OnCall: cfg.OnCall, AfterCall: cfg.AfterCall})
 	if err != nil {
 		return nil, errors.Errorf("reconciler: %w", err)
 	}
-	r := &Reconciler{cfg: cfg, store: store, prod: prod}
+	r := &Reconciler{cfg: cfg, store: store, w: w, routes: map[string]adapter.Route{}}
+	for _, rt := range routes {
+		if err := adapter.ValidateRoute(rt); err != nil {
+			return nil, errors.Errorf("reconciler: %w", err)
+		}
+		if _, dup := r.routes[rt.Name]; dup {
+			return nil, errors.Errorf("reconciler: route %s: defined twice", rt.Name)
+		}
+		r.routes[rt.Name] = rt
+		r.names = append(r.names, rt.Name)
+	}
+	slices.Sort(r.names)
 	r.cache.max = cfg.CacheBytes
-	if err := r.decider().Validate(); err != nil {
+	// The decision function with this worker's settings; what the config
+	// does not set (MaxCandidates) is the default decider's.
+	r.dec = fsm.DefaultDecider(cfg.Worker)
+	r.dec.Lease, r.dec.RecordedGrace = cfg.Lease, cfg.RecordedGrace
+	r.dec.Recheck, r.dec.MaxRecheck = cfg.Recheck, cfg.MaxRecheck
+	r.dec.PollBase, r.dec.ProcessingDeadline = cfg.PollBase, cfg.ProcessingDeadline
+	r.dec.ResendBase, r.dec.ResendCap = cfg.ResendBase, cfg.ResendCap
+	r.dec.Jitter = r.jitter
+	if err := r.dec.Validate(); err != nil {
 		return nil, errors.Errorf("reconciler: %w", err)
 	}
 	return r, nil
 }
 
 // decider is the decision function with this worker's settings.
-func (r *Reconciler) decider() fsm.Decider {
-	return fsm.Decider{
-		Actor: r.cfg.Worker, Lease: r.cfg.Lease, RecordedGrace: r.cfg.RecordedGrace,
-		Recheck: r.cfg.Recheck, MaxRecheck: r.cfg.MaxRecheck,
-		PollBase: r.cfg.PollBase, ProcessingDeadline: r.cfg.ProcessingDeadline,
-		ResendBase: r.cfg.ResendBase, ResendCap: r.cfg.ResendCap, MaxCandidates: 50,
-		Jitter: r.jitter,
-	}
+func (r *Reconciler) decider() fsm.Decider { return r.dec }
+
+// route returns a route this worker serves.
+func (r *Reconciler) route(name string) (adapter.Route, bool) {
+	rt, ok := r.routes[name]
+	return rt, ok
 }
 
 // ReadCalls is how many external read calls (list, get, probe, status)
@@ -249,6 +275,10 @@ func (r *Reconciler) step(ctx context.Context, route, intentID string, sc *searc
 			return res, errors.Errorf("step %s: %w", intentID, err)
 		}
 		intent, err := h.Fold()
+		if errors.Is(err, ledger.ErrHistoryLost) {
+			res.Done = true // held, and nothing can be folded: an operator's (hold.go)
+			return res, nil
+		}
 		if err != nil {
 			return res, errors.Errorf("step %s: %w", intentID, err)
 		}
@@ -281,7 +311,7 @@ func (r *Reconciler) step(ctx context.Context, route, intentID string, sc *searc
 // advance carries out the decider's next step. It returns the events it
 // appended (none: the intent must wait `wait`, or is done when wait == 0).
 func (r *Reconciler) advance(ctx context.Context, h *ledger.History, i *fsm.Intent, sc *searchCache) ([]events.Type, time.Duration, error) {
-	route, ok := r.prod.Route(i.Route())
+	route, ok := r.route(i.Route())
 	if !ok {
 		return nil, 0, errors.Errorf("step %s: %w: %q", i.ID, ErrRouteMissing, i.Route())
 	}
@@ -299,7 +329,7 @@ func (r *Reconciler) advance(ctx context.Context, h *ledger.History, i *fsm.Inte
 		return appendOne("", d)
 	}
 	step := r.decider().Next(i, caps, now)
-	if step.Kind == fsm.StepWrite && r.heldWrite(h, i) {
+	if step.Kind == fsm.StepWrite && r.lossHeld(h, i) {
 		return nil, r.cfg.Recheck, nil // handed off once its state allows it
 	}
 	if r.hookStep != nil && step.Kind != fsm.StepWait && step.Kind != fsm.StepDone {
@@ -320,7 +350,7 @@ func (r *Reconciler) advance(ctx context.Context, h *ledger.History, i *fsm.Inte
 				return nil, 0, err
 			}
 		}
-		if err := r.prod.TakeWrite(ctx, route, h, i, step, realStart); err != nil && !errors.Is(err, producer.ErrOutcomeNotRecorded) {
+		if err := r.w.TakeWrite(ctx, route, h, i, step, realStart); err != nil && !errors.Is(err, producer.ErrOutcomeNotRecorded) {
 			return nil, 0, err
 		}
 		return []events.Type{events.WriteStarted}, 0, nil

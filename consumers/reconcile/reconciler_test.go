@@ -69,6 +69,18 @@ func newWorld(t *testing.T, policy func(*events.Policy)) *world {
 
 func (w *world) reconciler(name string, store *ledger.Store) *Reconciler {
 	w.t.Helper()
+	if store == nil {
+		store = w.store
+	}
+	r, err := NewReconciler(store, w.reconcilerConfig(name), w.route)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return r
+}
+
+// reconcilerConfig is the config of the world's reconcilers.
+func (w *world) reconcilerConfig(name string) Config {
 	cfg := DefaultConfig()
 	cfg.Worker = name
 	cfg.Now = w.clock.Now
@@ -79,14 +91,7 @@ func (w *world) reconciler(name string, store *ledger.Store) *Reconciler {
 	cfg.Lease = 30 * time.Second
 	cfg.Rand = rand.New(rand.NewPCG(7, 7))
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	if store == nil {
-		store = w.store
-	}
-	r, err := NewReconciler(store, cfg, w.route)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return r
+	return cfg
 }
 
 func (w *world) execute(requestID, body string) *producer.Result {

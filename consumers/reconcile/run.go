@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 
@@ -48,7 +49,7 @@ func (r *Reconciler) consumerConfig(route string) jetstream.ConsumerConfig {
 // messages wake: one durable consumer per configured route, each fetched
 // by its own loop. It returns nil when ctx is cancelled.
 func (r *Reconciler) Run(ctx context.Context) error {
-	names := r.prod.RouteNames()
+	names := r.names
 	cons := make([]jetstream.Consumer, len(names))
 	for k, name := range names {
 		// A consumer that cannot be made now (a cluster electing its
@@ -221,6 +222,11 @@ func (r *Reconciler) triage(ctx context.Context, m jetstream.Msg, sc *searchCach
 		return wake{}, false
 	}
 	_, version, err := events.ParseMsgID(m.Headers().Get(jetstream.MsgIDHeader))
+	if m.Headers().Get(events.HoldHeader) != "" {
+		// The intent's hold marker (hold.go): a wake-up whatever its
+		// history holds, to hand it off.
+		version, err = math.MaxUint64, nil
+	}
 	if err != nil {
 		r.cfg.Logger.Warn("reconciler: message without a valid Nats-Msg-Id is skipped", "subject", m.Subject())
 		_ = m.Ack()
@@ -232,7 +238,7 @@ func (r *Reconciler) triage(ctx context.Context, m jetstream.Msg, sc *searchCach
 	}
 	h, err := r.cache.load(ctx, r.store, route, intentID)
 	if err != nil {
-		if errors.Is(err, ledger.ErrCorruptHistory) {
+		if errors.Is(err, ledger.ErrCorruptHistory) || errors.Is(err, ledger.ErrHistoryLost) {
 			r.cfg.Logger.Error("reconciler: intent history cannot be folded; left for audit", "intent", intentID, "err", err)
 			_ = m.Ack()
 			return wake{}, false
@@ -245,12 +251,17 @@ func (r *Reconciler) triage(ctx context.Context, m jetstream.Msg, sc *searchCach
 		return wake{}, false
 	}
 	intent, err := h.Fold()
+	if errors.Is(err, ledger.ErrHistoryLost) {
+		r.cfg.Logger.Warn("reconciler: a held intent's history cannot be folded (the log lost events of it, the loss was accepted); left for an operator", "intent", intentID, "err", err)
+		_ = m.Ack()
+		return wake{}, false
+	}
 	if err != nil {
 		r.cfg.Logger.Error("reconciler: intent history cannot be folded; left for audit", "intent", intentID, "err", err)
 		_ = m.Ack()
 		return wake{}, false
 	}
-	if rt, ok := r.prod.Route(route); ok {
+	if rt, ok := r.route(route); ok {
 		searching := intent.State == fsm.Reconciling ||
 			((intent.State == fsm.Unknown || intent.State == fsm.InProgress) && !r.cfg.Now().Before(intent.NextCheckAt))
 		caps := fsm.CapsFor(intent, adapter.FrozenCaps(rt.Adapter))
@@ -288,7 +299,7 @@ func (r *Reconciler) DryRun(ctx context.Context, route, intentID string) (*Repor
 	if err != nil {
 		return nil, errors.Errorf("dry run %s: %w", intentID, err)
 	}
-	rt, ok := r.prod.Route(route)
+	rt, ok := r.route(route)
 	if !ok {
 		return nil, errors.Errorf("dry run %s: %w: %q", intentID, producer.ErrUnknownRoute, route)
 	}

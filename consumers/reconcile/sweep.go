@@ -3,13 +3,15 @@ package reconcile
 import (
 	"container/heap"
 	"context"
+	"io"
 	"sync"
 	"time"
 
 	"github.com/cockroachdb/errors"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 )
 
 // The start-up sweep. An intent is woken by its latest event's message on
@@ -30,8 +32,8 @@ type SweepStats struct {
 	// Scanned: intents whose last event was read; Stepped: steps taken;
 	// Waiting: intents in the schedule now; Dropped: intents left out
 	// because the schedule was full (SweepMax); Done: the scan finished;
-	// Rescans: scans read again because they ended below the route's last
-	// event (a lagging copy of the stream).
+	// Rescans: the scan's consumers made again because they read a copy
+	// of the stream that lagged (ledger.Reader).
 	Scanned, Stepped, Dropped, Rescans uint64
 	Waiting                            int
 	Done                               bool
@@ -44,18 +46,6 @@ func (r *Reconciler) SweepStats() SweepStats {
 	s := r.sweepStats
 	s.Waiting = len(r.sweepQ)
 	return s
-}
-
-// settledBy reports whether an intent whose last event is t needs no
-// reconciler (confirmed, abandoned, a human's turn): the sweep skips it
-// without loading its history.
-func settledBy(t events.Type) bool {
-	switch t {
-	case events.ReadbackPassed, events.WriteConfirmed, events.OperatorConfirmed,
-		events.Abandoned, events.ManualActionRequired, events.ReadbackFailed, events.ApprovalRequired:
-		return true
-	}
-	return false
 }
 
 // sweep scans every route, then works its schedule until ctx ends.
@@ -100,145 +90,71 @@ func (r *Reconciler) sweep(ctx context.Context, routes []string) {
 // sweepRoute reads the last event of every intent of route, then steps
 // those a reconciler may still have to act on.
 //
-// The scan ends when its ordered consumer has nothing pending. On a
-// replicated stream that consumer (one replica, ephemeral) may be placed on
-// a server whose copy of the stream lags (one just back from a partition):
-// its scan then ends early and misses the intents whose last events are in
-// the part it has not yet caught up on. So the sweep first asks the
-// stream's leader for the sequence of the route's last event and, if the
-// scan ends below it, reads again (a new consumer, placed anew) up to
-// sweepScanAttempts times; an intent stepped twice is safe (every step is
-// a CAS append), but each scan's intents are stepped only once it is
-// complete.
+// The scan is a ledger.Reader of the route's subjects, last message per
+// subject: it reads to the route's last event as the stream's leader
+// knows it, so a consumer placed on a copy of the stream that lags (one
+// just back from a partition) does not end it early (the reader makes its
+// consumer again: SweepStats.Rescans). The intents are stepped once the
+// scan is complete; an intent stepped twice is safe (every step is a CAS
+// append).
 func (r *Reconciler) sweepRoute(ctx context.Context, route string) error {
-	target, err := r.routeLastSeq(ctx, route)
-	if err != nil {
-		// Without the mark, scan once as before.
-		r.cfg.Logger.Warn("sweep: could not ask for the route's last event; scanning once", "route", route, "err", err)
+	rc := ledger.ReaderConfig{Stream: r.store.Config().Stream, Subject: events.RouteSubjects(route), LastPerSubject: true, NamePrefix: "settle_sweep"}
+	if r.sweepRead != nil {
+		r.sweepRead(&rc)
 	}
-	var sc sweepScan
-	for attempt := 1; ; attempt++ {
-		sc, err = r.scanRoute(ctx, route, attempt)
+	rd, err := ledger.OpenReader(ctx, r.store.JetStream(), rc)
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	// The last message read of each intent is its last event (a later
+	// message of an intent, read after the first, replaces it).
+	quiet := map[string]bool{}
+	var order []string
+	for {
+		m, err := rd.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
 		if err != nil {
 			return err
 		}
-		if sc.maxSeq >= target || ctx.Err() != nil {
-			break
+		_, id, err := events.ParseSubject(m.Subject)
+		if err != nil {
+			continue
 		}
-		if attempt == sweepScanAttempts {
-			r.cfg.Logger.Warn("sweep: every scan ended below the route's last event; intents past it rely on their consumer messages",
-				"route", route, "scanned_to", sc.maxSeq, "last_event", target, "attempts", attempt)
-			break
+		if _, seen := quiet[id]; !seen {
+			order = append(order, id)
 		}
-		r.sweepMu.Lock()
-		r.sweepStats.Rescans++
-		r.sweepMu.Unlock()
-		r.cfg.Logger.Info("sweep: the scan read a copy of the stream that ends early; reading again",
-			"route", route, "scanned_to", sc.maxSeq, "last_event", target)
-		t := time.NewTimer(time.Duration(attempt) * time.Second)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		// An intent no reconciler acts on (confirmed, abandoned, a
+		// human's turn) is skipped without loading its history; a hold
+		// marker is no event: its intent is stepped (hold.go).
+		e, err := events.Decode(m.Data)
+		quiet[id] = err == nil && m.Header.Get(events.HoldHeader) == "" && fsm.Reconciled(fsm.StateAfter(e.Type))
+	}
+	var open []string
+	var dropped uint64
+	for _, id := range order {
+		switch {
+		case quiet[id]:
+		case len(open) >= r.cfg.SweepMax:
+			dropped++
+		default:
+			open = append(open, id)
 		}
 	}
 	r.sweepMu.Lock()
-	r.sweepStats.Scanned += sc.scanned
-	r.sweepStats.Dropped += sc.dropped
+	r.sweepStats.Scanned += uint64(len(order))
+	r.sweepStats.Dropped += dropped
+	r.sweepStats.Rescans += rd.Stats().Recreated
 	r.sweepMu.Unlock()
-	for _, id := range sc.open {
+	for _, id := range open {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		r.sweepStep(ctx, route, id)
 	}
 	return nil
-}
-
-// sweepScanAttempts bounds the scans of one route (sweepRoute).
-const sweepScanAttempts = 5
-
-// sweepScan is what one scan of a route found.
-type sweepScan struct {
-	open             []string // intents a reconciler may still have to act on
-	scanned, dropped uint64
-	maxSeq           uint64 // the highest stream sequence read
-}
-
-// routeLastSeq asks the stream (its leader, on a replicated stream: the
-// store reads through the message-get API there) for the sequence of the
-// route's last event; 0 when the route has none.
-func (r *Reconciler) routeLastSeq(ctx context.Context, route string) (uint64, error) {
-	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	m, err := r.store.Stream().GetLastMsgForSubject(gctx, events.SubjectPrefix+"."+route+".*")
-	switch {
-	case errors.Is(err, jetstream.ErrMsgNotFound):
-		return 0, nil
-	case err != nil:
-		return 0, err
-	}
-	return m.Sequence, nil
-}
-
-// scanRoute reads the last event of every intent of route once.
-func (r *Reconciler) scanRoute(ctx context.Context, route string, attempt int) (sweepScan, error) {
-	var sc sweepScan
-	js := r.store.JetStream()
-	cons, err := js.OrderedConsumer(ctx, r.store.Config().Stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects:    []string{events.SubjectPrefix + "." + route + ".*"},
-		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
-		InactiveThreshold: 30 * time.Second,
-	})
-	if err != nil {
-		return sc, err
-	}
-	cut := -1 // a test's stand-in for a lagging copy (sweepScanCut)
-	if r.sweepScanCut != nil {
-		cut = r.sweepScanCut(attempt)
-	}
-	read := 0
-	for last := false; !last && ctx.Err() == nil; {
-		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(time.Second))
-		if err != nil {
-			return sc, err
-		}
-		got := 0
-		for m := range batch.Messages() {
-			if last {
-				continue // newer events, appended since the scan began
-			}
-			got++
-			read++
-			if md, err := m.Metadata(); err == nil {
-				sc.maxSeq = max(sc.maxSeq, md.Sequence.Stream)
-				if md.NumPending == 0 || read == cut {
-					last = true
-				}
-			}
-			_, id, err := events.ParseSubject(m.Subject())
-			if err != nil {
-				continue
-			}
-			sc.scanned++
-			if e, err := events.Decode(m.Data()); err == nil && settledBy(e.Type) {
-				continue
-			}
-			if len(sc.open) >= r.cfg.SweepMax {
-				sc.dropped++
-				continue
-			}
-			sc.open = append(sc.open, id)
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return sc, err
-		}
-		if got == 0 {
-			break
-		}
-	}
-	return sc, nil
 }
 
 // sweepStep steps one intent and schedules it again if it must wait.
@@ -295,7 +211,7 @@ type sweepState struct {
 	sweepMu    sync.Mutex
 	sweepQ     sweepQueue
 	sweepStats SweepStats
-	// sweepScanCut, set by tests, ends scan number attempt after that many
-	// messages (as a consumer on a lagging copy would); -1: no cut.
-	sweepScanCut func(attempt int) int
+	// sweepRead, set by tests, changes the scan's reader (a lagging copy:
+	// ledger.ReaderConfig.LagForTest).
+	sweepRead func(*ledger.ReaderConfig)
 }

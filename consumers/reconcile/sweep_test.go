@@ -118,9 +118,10 @@ func ackEveryMessage(t *testing.T, w *world, r *Reconciler) jetstream.Consumer {
 // (just back from a partition); its scan ends when that copy does, and the
 // intents whose last events are past it were left to their consumer
 // messages, which may be gone. Placement cannot be chosen, so the test
-// cuts the first scan after one intent, as such a copy would: the sweep
-// must see that the scan ended below the route's last event (asked of
-// the stream), read again, and settle all three.
+// makes the scan's first consumer hold nothing after one intent, as such
+// a copy would: the scan (ledger.Reader) must see, asking the stream's
+// leader, that more follows, make its consumer again, and the sweep
+// settle all three.
 func TestSweepReadsAgainAScanThatEndsEarly(t *testing.T) {
 	w := newWorld(t, nil)
 	var ids []string
@@ -134,15 +135,30 @@ func TestSweepReadsAgainAScanThatEndsEarly(t *testing.T) {
 	}
 	ackEveryMessage(t, w, w.reconciler("w1", nil))
 
+	// The scan's first consumer sits on a copy that holds nothing after
+	// the first intent's last event.
+	var cut uint64
+	for _, id := range ids {
+		h, err := w.store.Load(context.Background(), "social_post", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cut == 0 || h.LastSeq < cut {
+			cut = h.LastSeq
+		}
+	}
 	r := w.reconciler("w2", nil)
 	r.cfg.Sweep, r.cfg.SweepMax = true, 10
 	var scans atomic.Int32
-	r.sweepScanCut = func(attempt int) int {
-		scans.Add(1)
-		if attempt == 1 {
-			return 1
+	r.sweepRead = func(c *ledger.ReaderConfig) {
+		c.StallAfter = 200 * time.Millisecond
+		c.LagForTest = func(n int) uint64 {
+			scans.Store(int32(n + 1))
+			if n == 0 {
+				return cut
+			}
+			return 0
 		}
-		return -1
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

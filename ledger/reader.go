@@ -1,0 +1,411 @@
+package ledger
+
+import (
+	"context"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/errors"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/settle-dev/settle/events"
+)
+
+// Reading the stream to its end. Every reader of the whole stream (or of
+// one route's subjects) — the audit, the start-up sweep, the projector,
+// serve's verification — reads with an ordered consumer, and an ordered
+// consumer's "nothing pending" is only what its own server holds: on a
+// replicated stream that server is any peer, placed at random, and may be
+// one still catching up (a node back from a partition), whose copy ends
+// early. A reader that took that for the end missed events (the sweep
+// missed intents, the audit named events the log had as lost). Reader is
+// the one place that knows the end: it asks the stream's leader.
+
+// ErrReadStalled: the stream's leader holds messages after the last one
+// a Reader delivered, and consumers placed anew delivered none of them
+// within ReaderConfig.StallAfter, ReaderConfig.Recreate times.
+var ErrReadStalled = errors.New("stream read stalled")
+
+// ReaderConfig says what a Reader reads. Zero fields take their defaults.
+type ReaderConfig struct {
+	// Stream is the stream's name (required).
+	Stream string
+	// Subject filters what is read (default every intent:
+	// events.AllSubjects; a route's: events.RouteSubjects(route)).
+	Subject string
+	// From is the first sequence read (default 1).
+	From uint64
+	// Until, when set, ends a bounded read there (at most where the
+	// stream ends): a reader that took the stream's length already reads
+	// the same messages. 0: where the stream ends when the read opens.
+	Until uint64
+	// LastPerSubject reads the last message of each subject, then the
+	// messages that follow up to the end: for every subject, the last
+	// message a Read delivers is the subject's last up to End.
+	LastPerSubject bool
+	// HeadersOnly delivers headers without bodies.
+	HeadersOnly bool
+	// Follow reads on past the end, as new messages come, until ctx
+	// ends (the projector); End is then 0.
+	Follow bool
+	// Batch is how many messages are pulled at once (default 256).
+	Batch int
+	// StallAfter: when nothing arrives this long while the stream's leader
+	// holds a message after the last one delivered, the consumer sits on a
+	// copy that lags (or is stuck) and is made again, after that message
+	// (default 5s).
+	StallAfter time.Duration
+	// Recreate bounds the consumers a bounded read makes again before it
+	// fails with ErrReadStalled (default 5). A Follow read never gives up.
+	Recreate int
+	// NamePrefix names the (ephemeral) consumers (default "settle_read").
+	NamePrefix string
+	// LagForTest is a test hook (nil in every process settle runs): the
+	// read's consumer number n (from 0) holds nothing after sequence
+	// LagForTest(n) (0: no lag), as a consumer on a copy that lags would.
+	LagForTest func(n int) uint64
+}
+
+func (c ReaderConfig) withDefaults() ReaderConfig {
+	if c.Subject == "" {
+		c.Subject = events.AllSubjects
+	}
+	if c.From == 0 {
+		c.From = 1
+	}
+	if c.Batch == 0 {
+		c.Batch = 256
+	}
+	if c.StallAfter == 0 {
+		c.StallAfter = 5 * time.Second
+	}
+	if c.Recreate == 0 {
+		c.Recreate = 5
+	}
+	if c.NamePrefix == "" {
+		c.NamePrefix = "settle_read"
+	}
+	return c
+}
+
+// Validate checks the config (after defaults), naming every field that
+// is wrong.
+func (c ReaderConfig) Validate() error {
+	var errs []error
+	if c.Stream == "" || strings.ContainsAny(c.Stream, ".*> \t\r\n") {
+		errs = append(errs, errors.Errorf("reader config: Stream: %q is not a stream name", c.Stream))
+	}
+	if strings.ContainsAny(c.Subject, " \t\r\n") {
+		errs = append(errs, errors.Errorf("reader config: Subject: %q is not a subject filter", c.Subject))
+	}
+	if c.Batch < 1 || c.Batch > 1<<16 {
+		errs = append(errs, errors.Errorf("reader config: Batch: %d is outside 1..65536", c.Batch))
+	}
+	if c.StallAfter < 0 {
+		errs = append(errs, errors.Errorf("reader config: StallAfter: %s is negative", c.StallAfter))
+	}
+	if c.Recreate < 0 {
+		errs = append(errs, errors.Errorf("reader config: Recreate: %d is negative", c.Recreate))
+	}
+	if c.Follow && c.Until > 0 {
+		errs = append(errs, errors.New("reader config: Until: a Follow read has no end"))
+	}
+	if c.LastPerSubject && c.From > 1 {
+		errs = append(errs, errors.New("reader config: From: a LastPerSubject read starts at the first message"))
+	}
+	return errors.Join(errs...)
+}
+
+// StreamMsg is one message a Reader delivers.
+type StreamMsg struct {
+	Seq     uint64
+	Subject string
+	Header  nats.Header
+	Data    []byte
+	// Pending is how many messages the consumer says follow this one (a
+	// hint for batching; the end is the Reader's to tell).
+	Pending uint64
+}
+
+// ReaderStats count what a Reader did.
+type ReaderStats struct {
+	// Delivered messages; LeaderAsks: questions to the stream's leader
+	// whether a message follows; Recreated: consumers made again because
+	// their copy lagged (or stalled).
+	Delivered, LeaderAsks, Recreated uint64
+}
+
+// Reader reads a stream in sequence order to its end, coping with a copy
+// that lags. Contract:
+//
+//   - OpenReader asks the stream (its leader, on a replicated stream)
+//     where the read ends (End): the last sequence of Subject when it is
+//     called (or Until, if that is before). Next delivers, in stream order and each once, the messages
+//     of Subject from From (with LastPerSubject: each subject's last
+//     message, then what follows) up to End, then io.EOF.
+//   - When the consumer has nothing more before End, the leader is asked
+//     whether a message of Subject follows the last one delivered. If one
+//     does, the read goes on (the consumer's copy was catching up; one
+//     that delivers nothing within StallAfter is made again after the
+//     last message delivered, Recreate times at most, then
+//     ErrReadStalled). If none does, the read ends there, before End:
+//     the stream's state counts messages it does not hold (a cut block
+//     file); Last tells where the messages ended.
+//   - A Follow read has no end: it delivers what comes until ctx ends,
+//     and makes its consumer again whenever it delivers nothing within
+//     StallAfter while the leader holds more.
+//
+// A Reader is used by one goroutine; Close releases its consumer.
+type Reader struct {
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	cfg    ReaderConfig
+	end    uint64
+
+	cons jetstream.Consumer
+	it   jetstream.MessagesContext
+	// last is the last sequence delivered (From-1 before the first);
+	// started: a message was delivered by this reader.
+	last    uint64
+	started bool
+	// settled: the end is known to be reached (io.EOF from now on).
+	settled bool
+	stats   ReaderStats
+}
+
+// OpenReader opens a read of cfg.Stream (see Reader).
+func OpenReader(ctx context.Context, js jetstream.JetStream, cfg ReaderConfig) (*Reader, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if js == nil {
+		return nil, errors.New("open reader: JetStream is nil")
+	}
+	st, err := js.Stream(ctx, cfg.Stream)
+	if err != nil {
+		return nil, errors.Errorf("open reader: stream %s: %w", cfg.Stream, err)
+	}
+	r := &Reader{js: js, stream: st, cfg: cfg, last: cfg.From - 1}
+	if !cfg.Follow {
+		if r.end, err = r.lastOf(ctx); err != nil {
+			return nil, err
+		}
+		if cfg.Until > 0 {
+			r.end = min(r.end, cfg.Until)
+		}
+		if r.end < cfg.From {
+			r.settled = true // nothing to read
+		}
+	}
+	return r, nil
+}
+
+// lastOf asks the stream's leader for the last sequence of the subject.
+func (r *Reader) lastOf(ctx context.Context) (uint64, error) {
+	if r.cfg.Subject == events.AllSubjects || r.cfg.Subject == ">" {
+		info, err := r.stream.Info(ctx)
+		if err != nil {
+			return 0, errors.Errorf("read %s: stream info: %w", r.cfg.Stream, err)
+		}
+		return info.State.LastSeq, nil
+	}
+	m, err := r.stream.GetLastMsgForSubject(ctx, r.cfg.Subject)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, errors.Errorf("read %s: last message of %s: %w", r.cfg.Stream, r.cfg.Subject, err)
+	}
+	return m.Sequence, nil
+}
+
+// End is where a bounded read ends (0 for a Follow read).
+func (r *Reader) End() uint64 { return r.end }
+
+// Last is the sequence of the last message delivered (From-1 before any).
+func (r *Reader) Last() uint64 { return r.last }
+
+// Stats returns the reader's counters.
+func (r *Reader) Stats() ReaderStats { return r.stats }
+
+// Close stops the read and deletes its consumer.
+func (r *Reader) Close() {
+	r.drop()
+}
+
+func (r *Reader) drop() {
+	if r.it != nil {
+		r.it.Stop()
+		r.it = nil
+	}
+	if r.cons != nil {
+		if ci := r.cons.CachedInfo(); ci != nil {
+			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = r.js.DeleteConsumer(dctx, r.cfg.Stream, ci.Name)
+			cancel()
+		}
+		r.cons = nil
+	}
+}
+
+// consumer makes the reader's consumer: from the start (first), or after
+// the last message delivered.
+func (r *Reader) consumer(ctx context.Context) error {
+	oc := jetstream.OrderedConsumerConfig{
+		FilterSubjects:    []string{r.cfg.Subject},
+		HeadersOnly:       r.cfg.HeadersOnly,
+		InactiveThreshold: time.Minute,
+		NamePrefix:        r.cfg.NamePrefix + "_" + nuid.Next(),
+	}
+	switch {
+	case !r.started && r.cfg.LastPerSubject:
+		oc.DeliverPolicy = jetstream.DeliverLastPerSubjectPolicy
+	case r.last+1 <= 1:
+		oc.DeliverPolicy = jetstream.DeliverAllPolicy
+	default:
+		oc.DeliverPolicy, oc.OptStartSeq = jetstream.DeliverByStartSequencePolicy, r.last+1
+	}
+	cons, err := r.js.OrderedConsumer(ctx, r.cfg.Stream, oc)
+	if err != nil {
+		return errors.Errorf("read %s: ordered consumer: %w", r.cfg.Stream, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(r.cfg.Batch))
+	if err != nil {
+		return errors.Errorf("read %s: ordered consumer: %w", r.cfg.Stream, err)
+	}
+	r.cons, r.it = cons, it
+	return nil
+}
+
+// Next returns the next message, or io.EOF after the last one (see
+// Reader).
+func (r *Reader) Next(ctx context.Context) (StreamMsg, error) {
+	stalls := 0
+	for {
+		if r.settled {
+			return StreamMsg{}, io.EOF
+		}
+		if r.it == nil {
+			if err := r.consumer(ctx); err != nil {
+				return StreamMsg{}, err
+			}
+		}
+		m, err := r.next(ctx)
+		if err == nil {
+			return m, nil
+		}
+		if ctx.Err() != nil {
+			return StreamMsg{}, errors.Errorf("read %s: %w", r.cfg.Stream, ctx.Err())
+		}
+		if !errors.Is(err, errNothingYet) {
+			return StreamMsg{}, err
+		}
+		// Nothing within StallAfter. The end, or a copy that lags?
+		more, err := r.moreAfter(ctx, r.last)
+		if err != nil {
+			return StreamMsg{}, err
+		}
+		if !more {
+			if !r.cfg.Follow {
+				r.settled = true
+			}
+			continue
+		}
+		stalls++
+		if !r.cfg.Follow && stalls > r.cfg.Recreate {
+			return StreamMsg{}, errors.Errorf("read %s: the stream's leader holds messages after %d, and %d consumer(s) delivered none of them: %w",
+				r.cfg.Stream, r.last, stalls, ErrReadStalled)
+		}
+		r.drop() // made again, placed anew, after the last message delivered
+		r.stats.Recreated++
+	}
+}
+
+// errNothingYet: no message arrived within StallAfter.
+var errNothingYet = errors.New("nothing yet")
+
+// next takes one message from the consumer, waiting at most StallAfter.
+func (r *Reader) next(ctx context.Context) (StreamMsg, error) {
+	wctx, cancel := context.WithTimeout(ctx, r.cfg.StallAfter)
+	defer cancel()
+	for {
+		m, err := r.it.Next(jetstream.NextContext(wctx))
+		if err != nil {
+			if wctx.Err() != nil && ctx.Err() == nil {
+				return StreamMsg{}, errNothingYet
+			}
+			return StreamMsg{}, errors.Errorf("read %s after %d: %w", r.cfg.Stream, r.last, err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return StreamMsg{}, errors.Errorf("read %s: message metadata: %w", r.cfg.Stream, err)
+		}
+		seq := md.Sequence.Stream
+		if seq <= r.last && r.started {
+			continue // delivered already (a consumer made again)
+		}
+		if r.cfg.LagForTest != nil {
+			if c := r.cfg.LagForTest(int(r.stats.Recreated)); c > 0 && seq > c {
+				// The test's lagging copy: it holds nothing after c.
+				<-wctx.Done()
+				if ctx.Err() != nil {
+					return StreamMsg{}, ctx.Err()
+				}
+				return StreamMsg{}, errNothingYet
+			}
+		}
+		if !r.cfg.Follow && seq > r.end {
+			r.settled = true // appended since the read began: past the end
+			return StreamMsg{}, io.EOF
+		}
+		r.last, r.started = seq, true
+		r.stats.Delivered++
+		out := StreamMsg{Seq: seq, Subject: m.Subject(), Header: m.Headers(), Data: m.Data(), Pending: md.NumPending}
+		if !r.cfg.Follow {
+			switch {
+			case seq >= r.end:
+				r.settled = true
+			case md.NumPending == 0:
+				// The consumer's copy holds nothing more: the end, or a
+				// copy that lags? The leader tells.
+				more, err := r.moreAfter(ctx, seq)
+				if err != nil {
+					return StreamMsg{}, err
+				}
+				r.settled = !more
+			}
+		}
+		return out, nil
+	}
+}
+
+// moreAfter asks the stream's leader whether a message of the subject
+// follows seq.
+func (r *Reader) moreAfter(ctx context.Context, seq uint64) (bool, error) {
+	r.stats.LeaderAsks++
+	return MessageAfter(ctx, r.stream, seq, r.cfg.Subject)
+}
+
+// MessageAfter reports whether st holds a message on subject (a filter;
+// "" for any) after seq, asking the stream's leader (a message get; on a
+// replicated stream settle allows no direct get, which any peer could
+// answer).
+func MessageAfter(ctx context.Context, st jetstream.Stream, seq uint64, subject string) (bool, error) {
+	if subject == "" {
+		subject = ">"
+	}
+	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := st.GetMsg(gctx, seq+1, jetstream.WithGetMsgSubject(subject))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return false, nil
+	}
+	return false, errors.Errorf("is there a message after %d: %w", seq, err)
+}
