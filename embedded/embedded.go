@@ -74,12 +74,14 @@ type Config struct {
 
 // User is a client of a server with Users. Publish and Subscribe, when
 // not nil, are the only subjects the user may publish to or subscribe to
-// (wildcards allowed); nil allows every subject.
+// (wildcards allowed); nil allows every subject. DenyPublish are subjects
+// refused even where Publish allows them.
 type User struct {
-	Name      string
-	Password  string
-	Publish   []string
-	Subscribe []string
+	Name        string
+	Password    string
+	Publish     []string
+	DenyPublish []string
+	Subscribe   []string
 }
 
 // String never shows the password.
@@ -171,7 +173,7 @@ func Start(cfg Config) (*Server, error) {
 		if u.Publish != nil || u.Subscribe != nil {
 			su.Permissions = &server.Permissions{}
 			if u.Publish != nil {
-				su.Permissions.Publish = &server.SubjectPermission{Allow: append([]string{}, u.Publish...)}
+				su.Permissions.Publish = &server.SubjectPermission{Allow: append([]string{}, u.Publish...), Deny: append([]string(nil), u.DenyPublish...)}
 			}
 			if u.Subscribe != nil {
 				su.Permissions.Subscribe = &server.SubjectPermission{Allow: append([]string{}, u.Subscribe...)}

@@ -45,5 +45,5 @@
 // projector imports events, fsm, internal/durable, nats.go's jetstream and database/sql
 // (its tests use testharness and ledger.Store to build a real log).
 // It must never import: adapter/..., ledger, producer, consumers/..., api,
-// mcp, cmd/..., fakeapi, testharness.
+// mcp, node, cmd/..., fakeapi, testharness.
 package projector

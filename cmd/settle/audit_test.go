@@ -19,6 +19,7 @@ import (
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/projector"
+	"github.com/settle-dev/settle/testharness"
 )
 
 var auditT0 = time.Date(2026, 7, 22, 9, 0, 0, 0, time.UTC)
@@ -84,7 +85,7 @@ func withStore(t *testing.T, dir string, fill func(w *auditWriter)) {
 		t.Fatal(err)
 	}
 	defer srv.Stop()
-	js := jetStreamOf(t)(srv.Connect())
+	js := testharness.JetStreamOf(t)(srv.Connect())
 	store, err := ledger.OpenStore(context.Background(), js, ledger.DefaultStoreConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +233,7 @@ func TestAuditCommandOverNATSURLAndUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	js := jetStreamOf(t)(srv.Connect())
+	js := testharness.JetStreamOf(t)(srv.Connect())
 	store, err := ledger.OpenStore(context.Background(), js, ledger.DefaultStoreConfig())
 	if err != nil {
 		t.Fatal(err)

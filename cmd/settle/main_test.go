@@ -5,9 +5,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestDemoEndToEnd(t *testing.T) {
@@ -36,23 +33,5 @@ func TestUnknownCommandIsUsageError(t *testing.T) {
 	}
 	if !strings.Contains(errb.String(), `unknown command "frobnicate"`) {
 		t.Fatalf("stderr: %s", errb.String())
-	}
-}
-
-// jetStreamOf takes a connection as nats.Connect returns it, fails t on
-// its error, closes it when t ends, and returns its JetStream context:
-// jetStreamOf(t)(nats.Connect(url)).
-func jetStreamOf(t *testing.T) func(*nats.Conn, error) jetstream.JetStream {
-	return func(nc *nats.Conn, err error) jetstream.JetStream {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return js
 	}
 }

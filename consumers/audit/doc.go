@@ -15,5 +15,5 @@
 //
 // audit only reads: it imports events, fsm, projector (the read-only view
 // it compares) and nats.go.
-// It must never import: adapter/..., ledger, producer, consumers/reconcile, consumers/receipts, api, mcp, cmd/..., testharness, fakeapi.
+// It must never import: adapter/..., ledger, producer, consumers/reconcile, consumers/receipts, api, mcp, node, cmd/..., testharness, fakeapi.
 package audit

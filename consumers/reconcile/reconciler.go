@@ -167,6 +167,7 @@ type Reconciler struct {
 	readCalls countingReads
 	cache     historyCache
 	sweepState
+	consumers consumerState // consumers.go
 }
 
 // ErrRouteMissing: the intent's route (or the capability its frozen

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"fmt"
@@ -16,9 +16,10 @@ import (
 // The layout of a data directory (serve --data, audit --data, views
 // rebuild --data).
 const (
-	lockFile      = "settle.lock"
-	jetstreamDir  = "jetstream"
-	viewsFile     = "views.db"
+	LockFile      = "settle.lock"
+	JetStreamDir  = "jetstream"
+	ViewsFile     = "views.db"
+	HighWaterFile = "highwater.json"
 	dataDirPerm   = 0o700
 	dataFilePerm  = 0o600
 	lockRetryNote = "stop that process first (kill PID, then wait for it to exit), or give another --data"
@@ -27,20 +28,24 @@ const (
 // ErrDataDirInUse: another process holds the data directory's lock.
 var ErrDataDirInUse = errors.New("data directory in use")
 
-// dataDir is a locked data directory. One process owns a data directory
+// DataDir is a locked data directory. One process owns a data directory
 // for its whole life: two embedded nats-servers on one JetStream store, or
 // an offline audit next to a live server, corrupt or misread the log.
-type dataDir struct {
+type DataDir struct {
 	path string
-	lock *flock.Flock
+	dir  *flock.Flock // the directory itself
+	lock *flock.Flock // DIR/settle.lock
 }
 
-// lockDataDir takes the exclusive lock of dir for command ("settle
+// LockDataDir takes the exclusive lock of dir for command ("settle
 // serve"). With create, dir is created (0700) when missing; an existing
 // dir is tightened to 0700, since it holds payloads. The lock is an
-// advisory flock on dir/settle.lock, released by the kernel when the
-// process dies; the file names the holder's pid for the next one.
-func lockDataDir(dir, command string, create bool) (*dataDir, error) {
+// advisory flock held on the directory itself — which no one can delete
+// while it holds a store — and on dir/settle.lock (the lock of earlier
+// versions, which names the holder's pid for the next process), both
+// released by the kernel when the process dies. Deleting settle.lock
+// therefore lets no second process in.
+func LockDataDir(dir, command string, create bool) (*DataDir, error) {
 	if dir == "" {
 		return nil, errors.New("--data: is required")
 	}
@@ -63,21 +68,30 @@ func lockDataDir(dir, command string, create bool) (*dataDir, error) {
 			return nil, errors.Errorf("--data %s: cannot make it private (0700): %w", dir, err)
 		}
 	}
-	path := filepath.Join(abs, lockFile)
-	fl := flock.New(path, flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(dataFilePerm))
-	ok, err := fl.TryLock()
+	path := filepath.Join(abs, LockFile)
+	dl := flock.New(abs, flock.SetFlag(os.O_RDONLY))
+	ok, err := dl.TryLock()
 	if err != nil {
+		return nil, errors.Errorf("--data %s: lock the directory: %w", dir, err)
+	}
+	if !ok {
+		return nil, errors.WithHint(errors.Errorf("%w: %s is locked by %s", ErrDataDirInUse, abs, describeHolder(path)), lockRetryNote)
+	}
+	fl := flock.New(path, flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(dataFilePerm))
+	ok, err = fl.TryLock()
+	if err != nil {
+		_ = dl.Unlock()
 		return nil, errors.Errorf("--data %s: lock %s: %w", dir, path, err)
 	}
 	if !ok {
-		holder := describeHolder(path)
-		return nil, errors.WithHint(errors.Errorf("%w: %s is locked by %s", ErrDataDirInUse, abs, holder), lockRetryNote)
+		_ = dl.Unlock()
+		return nil, errors.WithHint(errors.Errorf("%w: %s is locked by %s", ErrDataDirInUse, abs, describeHolder(path)), lockRetryNote)
 	}
 	info := fmt.Sprintf("pid %d\ncommand %s\nsince %s\n", os.Getpid(), command, time.Now().UTC().Format(time.RFC3339))
-	// The pid is a courtesy for the next process's message; the flock is
-	// what excludes it.
+	// The pid is a courtesy for the next process's message; the flocks
+	// are what exclude it.
 	_ = os.WriteFile(path, []byte(info), dataFilePerm)
-	return &dataDir{path: abs, lock: fl}, nil
+	return &DataDir{path: abs, dir: dl, lock: fl}, nil
 }
 
 // describeHolder reads the pid and command the lock's holder wrote.
@@ -122,25 +136,34 @@ func clipLine(s string, n int) string {
 }
 
 // Store is the JetStream store directory inside the data directory.
-func (d *dataDir) Store() string { return filepath.Join(d.path, jetstreamDir) }
+func (d *DataDir) Store() string { return filepath.Join(d.path, JetStreamDir) }
 
 // Views is the projector's SQLite file inside the data directory.
-func (d *dataDir) Views() string { return filepath.Join(d.path, viewsFile) }
+func (d *DataDir) Views() string { return filepath.Join(d.path, ViewsFile) }
+
+// HighWater is the high-water mark's file inside the data directory.
+func (d *DataDir) HighWater() string { return filepath.Join(d.path, HighWaterFile) }
 
 // Path is the data directory.
-func (d *dataDir) Path() string { return d.path }
+func (d *DataDir) Path() string { return d.path }
 
-// Unlock releases the lock (the kernel does it too when the process ends).
-func (d *dataDir) Unlock() {
-	if d != nil && d.lock != nil {
+// Unlock releases the locks (the kernel does it too when the process ends).
+func (d *DataDir) Unlock() {
+	if d == nil {
+		return
+	}
+	if d.lock != nil {
 		_ = d.lock.Unlock()
+	}
+	if d.dir != nil {
+		_ = d.dir.Unlock()
 	}
 }
 
-// privateViews makes the views file (and SQLite's side files) readable by
+// PrivateViews makes the views file (and SQLite's side files) readable by
 // the owner only: the views hold payloads. A missing file is created
 // empty with 0600 so that SQLite keeps that mode.
-func privateViews(path string) error {
+func PrivateViews(path string) error {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, dataFilePerm)
 	if err != nil {
 		return errors.Errorf("views %s: %w", path, err)
@@ -154,30 +177,31 @@ func privateViews(path string) error {
 	return nil
 }
 
-// auditStoreDir maps audit's --data to the directory to lock and the
+// AuditStoreDir maps audit's --data to the directory to lock and the
 // JetStream store: the data directory given to serve (DIR/jetstream is
 // its store). The store directory itself is accepted too (DIR/jetstream,
 // as older instructions said, whose data directory is then locked; or
 // any nats-server store_dir, which no other server may be using).
-func auditStoreDir(dir string) (lockDir, store string, err error) {
+func AuditStoreDir(dir string) (lockDir, store string, err error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", "", errors.Errorf("--data %s: %w", dir, err)
 	}
-	if isDir(filepath.Join(abs, jetstreamDir, "jetstream")) || isFile(filepath.Join(abs, lockFile)) || isFile(filepath.Join(abs, viewsFile)) {
-		return abs, filepath.Join(abs, jetstreamDir), nil
+	if IsDir(filepath.Join(abs, JetStreamDir, "jetstream")) || isFile(filepath.Join(abs, LockFile)) || isFile(filepath.Join(abs, ViewsFile)) {
+		return abs, filepath.Join(abs, JetStreamDir), nil
 	}
-	if isDir(filepath.Join(abs, "jetstream")) {
-		if isFile(filepath.Join(filepath.Dir(abs), lockFile)) || isFile(filepath.Join(filepath.Dir(abs), viewsFile)) {
+	if IsDir(filepath.Join(abs, "jetstream")) {
+		if isFile(filepath.Join(filepath.Dir(abs), LockFile)) || isFile(filepath.Join(filepath.Dir(abs), ViewsFile)) {
 			// DIR is serve's store: lock its data directory.
 			return filepath.Dir(abs), abs, nil
 		}
 		// A nats-server store_dir of its own: locked where it is.
 		return abs, abs, nil
 	}
-	return "", "", errors.WithHint(errors.Errorf("--data %s: not a settle data directory (no %s/ store, no %s)", dir, jetstreamDir, viewsFile),
+	return "", "", errors.WithHint(errors.Errorf("--data %s: not a settle data directory (no %s/ store, no %s)", dir, JetStreamDir, ViewsFile),
 		"give the directory settle serve --data used, or --nats-url for a running server")
 }
 
-func isDir(p string) bool  { st, err := os.Stat(p); return err == nil && st.IsDir() }
+// IsDir reports whether p is a directory.
+func IsDir(p string) bool  { st, err := os.Stat(p); return err == nil && st.IsDir() }
 func isFile(p string) bool { st, err := os.Stat(p); return err == nil && !st.IsDir() }

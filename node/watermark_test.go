@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -58,7 +58,7 @@ func TestGuardLogRefusesAShortLog(t *testing.T) {
 	node := testharness.StartNode(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	dd, err := lockDataDir(dir, "test", true)
+	dd, err := LockDataDir(dir, "test", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,8 +73,8 @@ func TestGuardLogRefusesAShortLog(t *testing.T) {
 	if _, err := guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, false, logger); err != nil {
 		t.Fatalf("a whole log: %v", err)
 	}
-	hw := highWater{Stream: "SETTLE_INTENTS", LastSeq: 5, Msgs: 5}
-	if err := writeHighWater(filepath.Join(dir, highWaterFile), hw); err != nil {
+	hw := HighWater{Stream: "SETTLE_INTENTS", LastSeq: 5, Msgs: 5}
+	if err := writeHighWater(filepath.Join(dir, HighWaterFile), hw); err != nil {
 		t.Fatal(err)
 	}
 	_, err = guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, false, logger)
@@ -88,8 +88,8 @@ func TestGuardLogRefusesAShortLog(t *testing.T) {
 	if _, err := guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, true, logger); err != nil {
 		t.Fatalf("accepting: %v", err)
 	}
-	b, _ := os.ReadFile(filepath.Join(dir, highWaterFile))
-	var got highWater
+	b, _ := os.ReadFile(filepath.Join(dir, HighWaterFile))
+	var got HighWater
 	if err := json.Unmarshal(b, &got); err != nil || !reflect.DeepEqual(got.Accepted, [][2]uint64{{2, 5}}) || got.LastSeq != 1 {
 		t.Fatalf("after accepting: %s (%v)", b, err)
 	}
@@ -123,8 +123,8 @@ func TestGuardLogWaitsForJetStream(t *testing.T) {
 	if !srv.ReadyForConnections(10 * time.Second) {
 		t.Fatal("nats-server did not start")
 	}
-	js := jetStreamOf(t)(nats.Connect(srv.ClientURL()))
-	dd, err := lockDataDir(t.TempDir(), "test", true)
+	js := testharness.JetStreamOf(t)(nats.Connect(srv.ClientURL()))
+	dd, err := LockDataDir(t.TempDir(), "test", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,8 +184,8 @@ func TestHighWaterBlocksOnlyAShortStreamSeenShortRepeatedly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	path := filepath.Join(t.TempDir(), highWaterFile)
-	if err := writeHighWater(path, highWater{Stream: "SETTLE_INTENTS", LastSeq: 8}); err != nil {
+	path := filepath.Join(t.TempDir(), HighWaterFile)
+	if err := writeHighWater(path, HighWater{Stream: "SETTLE_INTENTS", LastSeq: 8}); err != nil {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -212,12 +212,12 @@ func TestHighWaterBlocksOnlyAShortStreamSeenShortRepeatedly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	path2 := filepath.Join(t.TempDir(), highWaterFile)
+	path2 := filepath.Join(t.TempDir(), HighWaterFile)
 	k2 := newHighWaterKeeper(store2.Stream(), path2, store2, logger)
 	for i := 0; i < shortChecks+1; i++ {
 		k2.check(ctx)
 	}
-	hw, err := readHighWater(path2)
+	hw, err := ReadHighWater(path2)
 	if err != nil || hw.LastSeq != 3 || store2.Blocked() != nil {
 		t.Fatalf("mark %+v (%v), blocked %v; want 3 and not blocked", hw, err, store2.Blocked())
 	}

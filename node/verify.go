@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -165,9 +165,9 @@ func (l *logLoss) nameLost(ctx context.Context, known audit.KnownEvents) error {
 // (ledger.ErrLogDamaged) with a loud error naming what was lost, until
 // an operator restarts with --accept-log-loss; the reconcilers never
 // start. Ranges already accepted are ignored.
-func (s *supervisor) verifyLog(ctx context.Context, js jetstream.JetStream, stream string, dd *dataDir, store *ledger.Store) {
+func (s *supervisor) verifyLog(ctx context.Context, js jetstream.JetStream, stream string, dd *DataDir, store *ledger.Store) {
 	logger := s.logger
-	hw, _ := readHighWater(filepath.Join(dd.Path(), highWaterFile))
+	hw, _ := ReadHighWater(filepath.Join(dd.Path(), HighWaterFile))
 	start := time.Now()
 	var missing [][2]uint64
 	var last uint64
@@ -180,7 +180,7 @@ func (s *supervisor) verifyLog(ctx context.Context, js jetstream.JetStream, stre
 		if ctx.Err() != nil {
 			return
 		}
-		logger.Warn("reading the whole log to verify it failed; trying again", "err", safeText(err))
+		logger.Warn("reading the whole log to verify it failed; trying again", "err", err)
 		select {
 		case <-ctx.Done():
 			return

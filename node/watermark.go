@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -33,10 +33,8 @@ import (
 // (--accept-log-loss). The per-intent versions outside the stream are the
 // views' (every event they applied, by sequence).
 
-const highWaterFile = "highwater.json"
-
-// highWater is the content of highwater.json.
-type highWater struct {
+// HighWater is the content of highwater.json.
+type HighWater struct {
 	Stream  string    `json:"stream"`
 	LastSeq uint64    `json:"last_seq"`
 	Msgs    uint64    `json:"msgs"`
@@ -49,8 +47,9 @@ type highWater struct {
 	Held []string `json:"held,omitempty"`
 }
 
-func readHighWater(path string) (highWater, error) {
-	var hw highWater
+// ReadHighWater reads the mark at path (a missing file is an empty mark).
+func ReadHighWater(path string) (HighWater, error) {
+	var hw HighWater
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return hw, nil
@@ -68,7 +67,7 @@ func readHighWater(path string) (highWater, error) {
 // writeHighWater replaces the file atomically and durably (temporary
 // file, fsync, rename, fsync of the directory; a directory that cannot be
 // synced is not an error here: the mark is rewritten every second).
-func writeHighWater(path string, hw highWater) error {
+func writeHighWater(path string, hw HighWater) error {
 	b, err := json.Marshal(hw)
 	if err != nil {
 		return err
@@ -146,7 +145,7 @@ func (l *logLoss) Error() string {
 // checkLog compares the stream with the high-water mark and the views.
 // It returns nil when nothing is missing (or the stream and the records
 // are both new).
-func checkLog(ctx context.Context, js jetstream.JetStream, stream string, hw highWater, viewsPath string) (*logLoss, error) {
+func checkLog(ctx context.Context, js jetstream.JetStream, stream string, hw HighWater, viewsPath string) (*logLoss, error) {
 	l := &logLoss{Stream: stream}
 	if hw.Stream == "" || hw.Stream == stream {
 		l.HighWater = hw.LastSeq
@@ -226,9 +225,9 @@ func lostRanges(first, last, msgs uint64, deleted []uint64, want uint64) [][2]ui
 //
 // It returns the intents held after accepted losses (this one and earlier
 // ones), each with the message of its hand-off.
-func guardLog(ctx context.Context, js jetstream.JetStream, stream string, dd *dataDir, accept bool, logger *slog.Logger) (map[string]string, error) {
-	hwPath := filepath.Join(dd.Path(), highWaterFile)
-	hw, err := readHighWater(hwPath)
+func guardLog(ctx context.Context, js jetstream.JetStream, stream string, dd *DataDir, accept bool, logger *slog.Logger) (map[string]string, error) {
+	hwPath := filepath.Join(dd.Path(), HighWaterFile)
+	hw, err := ReadHighWater(hwPath)
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +272,7 @@ func guardLog(ctx context.Context, js jetstream.JetStream, stream string, dd *da
 	}
 	logger.Error("the log lost events; starting anyway (--accept-log-loss): the intents listed must be checked by hand",
 		"loss", loss.Error())
-	if aside, err := moveViewsAside(dd.Views()); err != nil {
+	if aside, err := MoveViewsAside(dd.Views()); err != nil {
 		return nil, errors.Errorf("accept log loss: %w", err)
 	} else {
 		logger.Warn("views moved aside; they are rebuilt from what the log holds", "old_views", aside)
@@ -282,7 +281,7 @@ func guardLog(ctx context.Context, js jetstream.JetStream, stream string, dd *da
 	ids := append(append([]string(nil), hw.Held...), loss.Intents...)
 	sort.Strings(ids)
 	ids = slices.Compact(ids)
-	if err := writeHighWater(hwPath, highWater{Stream: stream, LastSeq: loss.LastSeq, Msgs: loss.Msgs, Updated: time.Now().UTC(), Accepted: accepted, Held: ids}); err != nil {
+	if err := writeHighWater(hwPath, HighWater{Stream: stream, LastSeq: loss.LastSeq, Msgs: loss.Msgs, Updated: time.Now().UTC(), Accepted: accepted, Held: ids}); err != nil {
 		return nil, err
 	}
 	if len(loss.Intents) > 0 {
@@ -328,15 +327,15 @@ type highWaterKeeper struct {
 	path, name  string
 	store       *ledger.Store
 	logger      *slog.Logger
-	hw          highWater
+	hw          HighWater
 	regressions int
 }
 
 func newHighWaterKeeper(st jetstream.Stream, path string, store *ledger.Store, logger *slog.Logger) *highWaterKeeper {
-	hw, _ := readHighWater(path)
+	hw, _ := ReadHighWater(path)
 	name := st.CachedInfo().Config.Name
 	if hw.Stream != name {
-		hw = highWater{Stream: name}
+		hw = HighWater{Stream: name}
 	}
 	return &highWaterKeeper{st: st, path: path, name: name, store: store, logger: logger, hw: hw}
 }
@@ -365,7 +364,7 @@ func (k *highWaterKeeper) check(ctx context.Context) {
 		k.regressions = 0
 		k.hw.LastSeq, k.hw.Msgs, k.hw.Updated = s.LastSeq, s.Msgs, time.Now().UTC()
 		if err := writeHighWater(k.path, k.hw); err != nil {
-			k.logger.Warn("high-water mark not written", "err", safeText(err))
+			k.logger.Warn("high-water mark not written", "err", err)
 		}
 	default:
 		k.regressions = 0
