@@ -83,6 +83,7 @@ func (s submit) acked() bool { return s.res.Code >= 200 && s.res.Code < 300 }
 // newWorld starts the fake API; scenarios add NATS and settle processes.
 func newWorld(t *testing.T, scenario string, seed int64) *world {
 	t.Helper()
+	testharness.SkipShort(t, "the settle and nats-server binaries")
 	return &world{t: t, scenario: scenario, seed: seed, rng: rand.New(rand.NewPCG(uint64(seed), 12)),
 		api: testharness.StartFakeSocialProc(t), retryFor: 2 * time.Minute}
 }
