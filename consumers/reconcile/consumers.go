@@ -16,7 +16,12 @@ type consumerState struct {
 	failing   map[string]ConsumerHealth // by route, while failing
 	recreated uint64
 	logged    map[string]time.Time // the last "fetch failed" line, by route
+	looked    map[string]time.Time // the last consumerIdle look, by route
 }
+
+// idleLook is how often a fetch loop that gets nothing asks for its
+// consumer's info.
+const idleLook = 5 * time.Second
 
 // ConsumerHealth is one route consumer's fetching, as Health reports it.
 type ConsumerHealth struct {
@@ -46,6 +51,34 @@ func (r *Reconciler) ConsumersRecreated() uint64 {
 	r.consumers.mu.Lock()
 	defer r.consumers.mu.Unlock()
 	return r.consumers.recreated
+}
+
+// consumerIdle is called after a fetch that brought nothing: every
+// idleLook it asks for the consumer's info, so that a consumer deleted or
+// a server gone is noticed (and reported, and a consumer made again) even
+// when the fetches themselves return no error.
+func (r *Reconciler) consumerIdle(ctx context.Context, route string, cons jetstream.Consumer) jetstream.Consumer {
+	c := &r.consumers
+	c.mu.Lock()
+	if c.looked == nil {
+		c.looked = map[string]time.Time{}
+	}
+	due := time.Since(c.looked[route]) >= idleLook
+	if due {
+		c.looked[route] = time.Now()
+	}
+	c.mu.Unlock()
+	if !due {
+		return cons
+	}
+	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err := cons.Info(ictx)
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		return r.fetchFailed(ctx, route, cons, err)
+	}
+	c.fetched(route)
+	return cons
 }
 
 func (c *consumerState) fetched(route string) {

@@ -117,6 +117,12 @@ func (r *Reconciler) runConsumer(ctx context.Context, route string, cons jetstre
 			cons = r.fetchFailed(ctx, route, cons, err)
 			continue
 		}
+		if len(msgs) == 0 {
+			// A quiet route, or a consumer or server gone without an
+			// error (a fetch while disconnected just waits): look.
+			cons = r.consumerIdle(ctx, route, cons)
+			continue
+		}
 		r.consumers.fetched(route)
 		r.handleBatch(ctx, msgs)
 	}
