@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,8 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
@@ -21,40 +18,6 @@ import (
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/testharness"
 )
-
-// testNode opens and runs a node on the fake social API; logs collects its
-// log lines. It is stopped and closed when t ends.
-func testNode(t *testing.T, api *fakeapi.SocialAPI, logs *testharness.SyncBuffer, edit func(*Config)) *Node {
-	t.Helper()
-	testharness.SkipShort(t, "an embedded nats-server")
-	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 5 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.Command, cfg.Actor, cfg.Data = "test", "test", t.TempDir()
-	cfg.Routes = []adapter.Route{{Name: "social_post", Adapter: ad, Policy: adapter.DefaultPolicy()}}
-	cfg.Logger = NewLogger(logs, LogText, adapter.NewScrubber(api.Token()))
-	if edit != nil {
-		edit(&cfg)
-	}
-	n, err := Open(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- n.Run(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		<-ran
-		n.Close()
-	})
-	if err := n.Started(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
 
 // lostResponse submits one intent whose response the fake API drops.
 func lostResponse(t *testing.T, n *Node, api *fakeapi.SocialAPI, rid string) string {

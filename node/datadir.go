@@ -147,6 +147,39 @@ func (d *DataDir) HighWater() string { return filepath.Join(d.path, HighWaterFil
 // Path is the data directory.
 func (d *DataDir) Path() string { return d.path }
 
+// Recheck makes sure DIR/settle.lock is still the file this process
+// locked: one removed or replaced (an operator's rm, a cleanup job) is
+// made and locked again, with this process's pid, so that the next
+// process is told who holds the directory (and an earlier settle version,
+// which locks only the file, stays out too). The lock on the directory
+// itself never lapsed. It reports whether the file had to be made again.
+func (d *DataDir) Recheck(command string) (bool, error) {
+	if d == nil || d.lock == nil {
+		return false, nil
+	}
+	held, err := d.lock.Stat()
+	if err != nil {
+		return false, err
+	}
+	now, err := os.Stat(d.lock.Path())
+	if err == nil && os.SameFile(held, now) {
+		return false, nil
+	}
+	_ = d.lock.Unlock()
+	fl := flock.New(d.lock.Path(), flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(dataFilePerm))
+	ok, err := fl.TryLock()
+	if err != nil {
+		return true, errors.Errorf("lock %s again: %w", d.lock.Path(), err)
+	}
+	if !ok {
+		return true, errors.Errorf("lock %s again: %w: %s", d.lock.Path(), ErrDataDirInUse, describeHolder(d.lock.Path()))
+	}
+	d.lock = fl
+	info := fmt.Sprintf("pid %d\ncommand %s\nsince %s\n", os.Getpid(), command, time.Now().UTC().Format(time.RFC3339))
+	_ = os.WriteFile(d.lock.Path(), []byte(info), dataFilePerm)
+	return true, nil
+}
+
 // Unlock releases the locks (the kernel does it too when the process ends).
 func (d *DataDir) Unlock() {
 	if d == nil {

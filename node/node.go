@@ -68,8 +68,11 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	sc := StoreConfig(cfg.NATSURL, cfg.Durability, cfg.Replicas, cfg.GroupCommit)
+	// Every append names this process (a second writer is then named).
+	sc.Writer = newWriterID()
+	cfg.Logger.Info("settle starting", "command", cfg.Command, "writer", sc.Writer, "pid", os.Getpid(), "log", n.Where())
 	// Before anything reads or writes the log: has it lost events?
-	if n.hold, err = guardLog(ctx, n.js, sc.Stream, n.dd, cfg.AcceptLogLoss, cfg.Logger); err != nil {
+	if n.hold, err = guardLog(ctx, n.js, sc.Stream, n.dd, cfg.AcceptLogLoss, cfg.NATSURL == "", cfg.Logger); err != nil {
 		return nil, err
 	}
 	if n.store, err = openStore(ctx, n.js, sc, cfg.Logger); err != nil {

@@ -99,6 +99,7 @@ func (s *supervisor) start(ctx context.Context, wg *sync.WaitGroup, p supervised
 	}
 	run(func() { s.verifyLog(ctx, p.js, p.store.Config().Stream, p.dd, p.store) })
 	run(func() { keepHighWater(ctx, st, p.dd.HighWater(), p.store, s.logger, time.Second) })
+	run(func() { s.keepLock(ctx, p.dd, time.Second) })
 	run(func() { s.guardClock(ctx, st, maxOffset(s.cfg.MaxClockOffset, p.routes), 10*time.Second) })
 	if p.srv != nil {
 		run(func() {
@@ -115,6 +116,36 @@ func (s *supervisor) start(ctx context.Context, wg *sync.WaitGroup, p supervised
 			}
 			s.runReconciler(ctx, k, rec)
 		})
+	}
+}
+
+// --- the data directory's lock ---
+
+// keepLock rechecks the data directory's lock file every interval
+// (DataDir.Recheck): one removed or replaced is made again, loudly.
+func (s *supervisor) keepLock(ctx context.Context, dd *DataDir, interval time.Duration) {
+	every(ctx, interval, func() {
+		restored, err := dd.Recheck(s.cfg.Command)
+		switch {
+		case err != nil:
+			s.logger.Error("the data directory's lock file was removed or replaced and cannot be locked again; the directory itself stays locked", "dir", dd.Path(), "err", err)
+		case restored:
+			s.logger.Warn("the data directory's lock file was removed or replaced: made it again (the directory itself stayed locked: no second process can start on it)", "dir", dd.Path())
+		}
+	})
+}
+
+// every runs fn every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
 	}
 }
 
@@ -210,7 +241,7 @@ func (s *supervisor) watchDisk(ctx context.Context, srv *embedded.Restartable, j
 			cctx, cancel := context.WithTimeout(ctx, time.Minute)
 			err := waitStream(cctx, js, stream)
 			if err == nil {
-				_, err = guardLog(cctx, js, stream, dd, false, s.logger)
+				_, err = guardLog(cctx, js, stream, dd, false, true, s.logger)
 			}
 			cancel()
 			if err != nil {
@@ -302,16 +333,7 @@ func (s *supervisor) guardClock(ctx context.Context, st jetstream.Stream, max ti
 		}
 	}
 	check()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			check()
-		}
-	}
+	every(ctx, interval, check)
 }
 
 func (s *supervisor) clockCheck(context.Context) error {

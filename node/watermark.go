@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -45,6 +44,9 @@ type HighWater struct {
 	// Held are the intents that lost events in an accepted loss: handed
 	// to a human, never written for again (consumers/reconcile/hold.go).
 	Held []string `json:"held,omitempty"`
+	// WritersThrough: a second writer's traces at or below this sequence
+	// were accepted (--accept-log-loss) and are not reported again.
+	WritersThrough uint64 `json:"writers_through,omitempty"`
 }
 
 // ReadHighWater reads the mark at path (a missing file is an empty mark).
@@ -225,9 +227,11 @@ func lostRanges(first, last, msgs uint64, deleted []uint64, want uint64) [][2]ui
 //
 // It returns the intents held after accepted losses (this one and earlier
 // ones), each with the message of its hand-off.
-func guardLog(ctx context.Context, js jetstream.JetStream, stream string, dd *DataDir, accept bool, logger *slog.Logger) (map[string]string, error) {
-	hwPath := filepath.Join(dd.Path(), HighWaterFile)
-	hw, err := ReadHighWater(hwPath)
+//
+// single says that only this process writes the log (an embedded store):
+// a second writer's traces are then a loss too (writers.go).
+func guardLog(ctx context.Context, js jetstream.JetStream, stream string, dd *DataDir, accept, single bool, logger *slog.Logger) (map[string]string, error) {
+	hw, err := ReadHighWater(dd.HighWater())
 	if err != nil {
 		return nil, err
 	}
@@ -247,17 +251,25 @@ func guardLog(ctx context.Context, js jetstream.JetStream, stream string, dd *Da
 	if err != nil {
 		return nil, err
 	}
+	var writers *WriterReport
 	if accept {
 		// Accept everything missing, including what only reading the
-		// whole log finds (verify.go).
-		missing, last, err := scanLog(ctx, js, stream)
+		// whole log finds (verify.go), and a second writer's traces on
+		// an embedded store (writers.go).
+		missing, last, w, err := scanForWriters(ctx, js, stream, dd.Views(), hw.WritersThrough)
 		if err == nil {
+			if single && w.Found() {
+				writers = w
+			}
 			if missing = subtract(missing, hw.Accepted); len(missing) > 0 {
 				if loss == nil {
 					loss = describeLoss(ctx, stream, missing, last, dd.Views())
 				} else {
 					loss.Ranges = merge(append(loss.Ranges, missing...))
 				}
+			}
+			if loss == nil && writers != nil {
+				loss = &logLoss{Stream: stream, LastSeq: last}
 			}
 		}
 	}
@@ -270,24 +282,42 @@ func guardLog(ctx context.Context, js jetstream.JetStream, stream string, dd *Da
 				"See them all: settle audit --data DIR. Restore the store from a replica or a backup if you can; "+
 				"otherwise start with --accept-log-loss (the views are kept aside, the intents that remain are swept and settled, the lost ones listed here must be checked by hand)")
 	}
-	logger.Error("the log lost events; starting anyway (--accept-log-loss): the intents listed must be checked by hand",
-		"loss", loss.Error())
+	ids, err := acceptLoss(dd, hw, loss, writers, logger)
+	if err != nil {
+		return nil, err
+	}
+	return held(ids), nil
+}
+
+// acceptLoss records an accepted loss (and a second writer's traces) in
+// the high-water mark, moves the views aside, and returns every intent
+// held since.
+func acceptLoss(dd *DataDir, hw HighWater, loss *logLoss, writers *WriterReport, logger *slog.Logger) ([]string, error) {
+	if len(loss.Ranges) > 0 {
+		logger.Error("the log lost events; starting anyway (--accept-log-loss): the intents listed must be checked by hand", "loss", loss.Error())
+	}
+	through := hw.WritersThrough
+	ids := append(append([]string(nil), hw.Held...), loss.Intents...)
+	if writers != nil {
+		logger.Error("two processes wrote this log at once; starting anyway (--accept-log-loss): the intents listed must be checked by hand", "writers", writers.Error())
+		ids, through = append(ids, writers.Intents...), loss.LastSeq
+	}
 	if aside, err := MoveViewsAside(dd.Views()); err != nil {
 		return nil, errors.Errorf("accept log loss: %w", err)
 	} else {
 		logger.Warn("views moved aside; they are rebuilt from what the log holds", "old_views", aside)
 	}
-	accepted := merge(append(hw.Accepted, loss.Ranges...))
-	ids := append(append([]string(nil), hw.Held...), loss.Intents...)
 	sort.Strings(ids)
 	ids = slices.Compact(ids)
-	if err := writeHighWater(hwPath, HighWater{Stream: stream, LastSeq: loss.LastSeq, Msgs: loss.Msgs, Updated: time.Now().UTC(), Accepted: accepted, Held: ids}); err != nil {
+	accepted := merge(append(hw.Accepted, loss.Ranges...))
+	if err := writeHighWater(dd.HighWater(), HighWater{Stream: loss.Stream, LastSeq: loss.LastSeq, Msgs: loss.Msgs, Updated: time.Now().UTC(),
+		Accepted: accepted, Held: ids, WritersThrough: through}); err != nil {
 		return nil, err
 	}
-	if len(loss.Intents) > 0 {
-		logger.Warn("intents that lost events are held: each is handed to a human (manual_action, log_events_lost) and never written for again", "intents", len(loss.Intents))
+	if n := len(ids) - len(hw.Held); n > 0 {
+		logger.Warn("intents that lost events are held: each is handed to a human (manual_action, log_events_lost) and never written for again", "intents", n)
 	}
-	return held(ids), nil
+	return ids, nil
 }
 
 // keepHighWater records the stream's length every interval (and once when

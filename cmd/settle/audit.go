@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -71,8 +72,8 @@ func (m *Main) audit(ctx context.Context, args []string) error {
 		if lockDir, storeDir, err = node.AuditStoreDir(f.data); err != nil {
 			return errors.Errorf("audit: %w", err)
 		}
-		f.views = cmpOr(f.views, filepath.Join(lockDir, node.ViewsFile))
-		f.highWater = cmpOr(f.highWater, filepath.Join(lockDir, node.HighWaterFile))
+		f.views = cmp.Or(f.views, filepath.Join(lockDir, node.ViewsFile))
+		f.highWater = cmp.Or(f.highWater, filepath.Join(lockDir, node.HighWaterFile))
 	}
 	off, err := node.OpenOffline(lockDir, storeDir, f.natsURL, "settle audit",
 		slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
@@ -96,6 +97,11 @@ func (m *Main) audit(ctx context.Context, args []string) error {
 	rep, err := audit.Audit(ctx, off.JS, cfg)
 	if err != nil {
 		return err
+	}
+	if f.data != "" { // one process writes an embedded store: a second one is named
+		if err := off.AuditWriters(ctx, rep, f.views, f.highWater); err != nil {
+			return errors.Errorf("audit: %w", err)
+		}
 	}
 	return m.auditResult(&f, rep)
 }
@@ -126,12 +132,4 @@ func (m *Main) auditResult(f *auditFlags, rep *audit.AuditReport) error {
 		return errors.Errorf("audit: %d violation(s) in stream %s", len(rep.Violations), rep.Stream)
 	}
 	return nil
-}
-
-// cmpOr is a unless it is empty, else b.
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

@@ -6,47 +6,42 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/httproute"
-	"github.com/settle-dev/settle/consumers/reconcile"
-	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/node"
 )
 
 // nodeFlags are the flags of every command that runs a settle process
-// (serve, mcp): one set, one meaning, turned into a node.Config.
+// (serve, mcp): one set, one meaning, bound to a node.Config.
 type nodeFlags struct {
-	data, routes, natsURL, durability, groupCommit, logFormat string
-	workers, replicas, minFreeMB, cacheMB, steps              int
-	acceptLoss                                                bool
-	maxClockOffset, lease, projectorStall                     time.Duration
-	projectorMaxLag                                           uint64
+	cfg               node.Config
+	routes, logFormat string
 }
 
 // register adds the flags to fs with the command's defaults of --data
 // and --workers.
 func (f *nodeFlags) register(fs *flag.FlagSet, data string, workers int) {
-	d := node.DefaultConfig()
-	fs.StringVar(&f.data, "data", data, "data `DIR` (JetStream store, SQLite views, lock); one process owns it")
+	f.cfg = node.DefaultConfig()
+	c := &f.cfg
+	fs.StringVar(&c.Data, "data", data, "data `DIR` (JetStream store, SQLite views, lock); one process owns it")
 	fs.StringVar(&f.routes, "routes", "", "route file (YAML), required; see examples/routes")
-	fs.StringVar(&f.natsURL, "nats-url", "", "connect to this NATS server or cluster instead of the embedded one")
-	fs.StringVar(&f.durability, "durability", string(d.Durability), "embedded server fsync: always | default")
-	fs.StringVar(&f.groupCommit, "group-commit", d.GroupCommit, "appends of concurrent callers in atomic batches: auto (off on an embedded server that does not fsync every write, measured otherwise) | measured (batches or lone publishes by what each has cost) | off (every append alone)")
+	fs.StringVar(&c.NATSURL, "nats-url", "", "connect to this NATS server or cluster instead of the embedded one")
+	fs.StringVar((*string)(&c.Durability), "durability", string(c.Durability), "embedded server fsync: always | default")
+	fs.StringVar(&c.GroupCommit, "group-commit", c.GroupCommit, "appends of concurrent callers in atomic batches: auto (off on an embedded server that does not fsync every write, measured otherwise) | measured (batches or lone publishes by what each has cost) | off (every append alone)")
 	fs.StringVar(&f.logFormat, "log-format", node.LogText, "log lines as text | json")
-	fs.IntVar(&f.workers, "workers", workers, "reconciler workers in this process (0 only with --nats-url: another process settles)")
-	fs.IntVar(&f.replicas, "replicas", d.Replicas, "stream replicas (3 on a cluster)")
-	fs.BoolVar(&f.acceptLoss, "accept-log-loss", false, "start although the log lost events settle knew of (the views are moved aside and rebuilt; the lost intents are listed and must be checked by hand)")
-	fs.IntVar(&f.minFreeMB, "min-free-mb", d.MinFreeMB, "after the embedded server's disk was full, resume when its file system has this many `MiB` free")
-	fs.DurationVar(&f.maxClockOffset, "max-clock-offset", 0, "refuse every append while this process's clock is off the log's by more than this `duration` (0: half the smallest clock_skew of the routes)")
-	fs.DurationVar(&f.lease, "lease", d.Lease, "how long a reconciler's claim on an intent holds it: a process cut from NATS loses its intents to the others after this `duration`")
-	fs.IntVar(&f.cacheMB, "cache-mb", d.CacheMB, "each reconciler keeps histories in an LRU of at most this many `MiB` (an estimate)")
-	fs.IntVar(&f.steps, "steps", reconcile.DefaultSteps, "intents each reconciler worker steps at once: also its concurrent calls to an external API")
-	fs.DurationVar(&f.projectorStall, "projector-stall", d.ProjectorStall, "restart the projector when its views have not moved for this `duration` while the stream holds more")
-	fs.Uint64Var(&f.projectorMaxLag, "projector-max-lag", d.ProjectorMaxLag, "/readyz fails while the views are more than this many `events` behind the stream for --projector-stall")
+	fs.IntVar(&c.Workers, "workers", workers, "reconciler workers in this process (0 only with --nats-url: another process settles)")
+	fs.IntVar(&c.Replicas, "replicas", c.Replicas, "stream replicas (3 on a cluster)")
+	fs.BoolVar(&c.AcceptLogLoss, "accept-log-loss", false, "start although the log lost events settle knew of (the views are moved aside and rebuilt; the lost intents are listed and must be checked by hand)")
+	fs.IntVar(&c.MinFreeMB, "min-free-mb", c.MinFreeMB, "after the embedded server's disk was full, resume when its file system has this many `MiB` free")
+	fs.DurationVar(&c.MaxClockOffset, "max-clock-offset", 0, "refuse every append while this process's clock is off the log's by more than this `duration` (0: half the smallest clock_skew of the routes)")
+	fs.DurationVar(&c.Lease, "lease", c.Lease, "how long a reconciler's claim on an intent holds it: a process cut from NATS loses its intents to the others after this `duration`")
+	fs.IntVar(&c.CacheMB, "cache-mb", c.CacheMB, "each reconciler keeps histories in an LRU of at most this many `MiB` (an estimate)")
+	fs.IntVar(&c.Steps, "steps", c.Steps, "intents each reconciler worker steps at once: also its concurrent calls to an external API")
+	fs.DurationVar(&c.ProjectorStall, "projector-stall", c.ProjectorStall, "restart the projector when its views have not moved for this `duration` while the stream holds more")
+	fs.Uint64Var(&c.ProjectorMaxLag, "projector-max-lag", c.ProjectorMaxLag, "/readyz fails while the views are more than this many `events` behind the stream for --projector-stall")
 }
 
 // flagOf names node.Config's fields as the flags spell them.
@@ -61,12 +56,8 @@ var flagOf = map[string]string{
 // config is the node.Config of the flags (routes not loaded yet), checked:
 // every problem at once, each naming its flag.
 func (f *nodeFlags) config(command, actor string) (node.Config, error) {
-	c := node.DefaultConfig()
-	c.Command, c.Actor, c.Data, c.NATSURL = command, actor, f.data, f.natsURL
-	c.Durability, c.GroupCommit = embedded.Durability(f.durability), f.groupCommit
-	c.Workers, c.Replicas, c.AcceptLogLoss = f.workers, f.replicas, f.acceptLoss
-	c.MinFreeMB, c.MaxClockOffset, c.Lease, c.CacheMB, c.Steps = f.minFreeMB, f.maxClockOffset, f.lease, f.cacheMB, f.steps
-	c.ProjectorStall, c.ProjectorMaxLag = f.projectorStall, f.projectorMaxLag
+	c := f.cfg
+	c.Command, c.Actor = command, actor
 	var problems []string
 	if err := node.CheckLogFormat(f.logFormat); err != nil {
 		problems = append(problems, "--log-format: "+err.Error())

@@ -93,7 +93,7 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	if f.node.routes == "" || (f.node.data == "" && f.node.natsURL == "") || fs.NArg() > 0 {
+	if f.node.routes == "" || (f.node.cfg.Data == "" && f.node.cfg.NATSURL == "") || fs.NArg() > 0 {
 		fmt.Fprintln(m.Stderr, "settle mcp: --routes FILE and --data DIR (or --nats-url URL) are required, and no argument")
 		return errUsage
 	}
@@ -155,7 +155,7 @@ func (m *Main) runStdio(ctx context.Context, n *node.Node, f *mcpFlags, caller m
 	if in == nil {
 		in = os.Stdin
 	}
-	logger.Info("settle mcp: serving on stdio", "routes", len(n.Routes()), "where", n.Where(), "workers", f.node.workers, "caller", caller.Name, "scopes", caller.Scopes)
+	logger.Info("settle mcp: serving on stdio", "routes", len(n.Routes()), "where", n.Where(), "workers", f.node.cfg.Workers, "caller", caller.Name, "scopes", caller.Scopes)
 	err = srv.RunStdio(ctx, caller, in, m.Stdout)
 	logger.Info("settle mcp: session ended")
 	if err != nil && !errors.Is(err, io.EOF) && ctx.Err() == nil {

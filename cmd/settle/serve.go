@@ -79,7 +79,7 @@ func (m *Main) serveSetup(f *serveFlags) (*serveSetup, error) {
 		return nil, errors.Newf("%s", strings.Join(problems, "; "))
 	}
 	if f.natsListen != "" {
-		if f.node.natsURL != "" {
+		if f.node.cfg.NATSURL != "" {
 			return nil, errors.New("--nats-listen exposes the embedded server; with --nats-url readers connect to that server")
 		}
 		if cfg.Listen, err = node.ParseListen(f.natsListen, f.natsPasswordEnv, os.LookupEnv); err != nil {
