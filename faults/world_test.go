@@ -56,6 +56,8 @@ type world struct {
 
 	// retryFor is how long a caller retries a submit without an answer.
 	retryFor time.Duration
+	// pad is added to every submit's body (bytes), to fill block files.
+	pad int
 	// damaged are intents settle named as damaged by a log loss: their
 	// histories may not fold.
 	damaged map[string]bool
@@ -180,7 +182,7 @@ func (w *world) burstVia(first, n, conc int, via func(k, try int) *testharness.S
 			for k := range ks {
 				rid := fmt.Sprintf("%s-s%d:%d", w.scenario, w.seed, k)
 				account := fmt.Sprintf("acct_%d", k%4)
-				body := fmt.Sprintf("%s seed %d post %d", w.scenario, w.seed, k)
+				body := fmt.Sprintf("%s seed %d post %d", w.scenario, w.seed, k) + strings.Repeat(" x", w.pad/2)
 				// A caller retries the same request id until it has an
 				// answer: no connection, 5xx and 409 (in flight) are not
 				// answers yet.

@@ -56,3 +56,33 @@ func TestDeletingTheLockFileLetsNoSecondProcessIn(t *testing.T) {
 	}
 	c.Unlock()
 }
+
+// A --min-free-mb larger than the data directory's whole file system is
+// refused at start (after a full disk settle would wait forever); one
+// larger than what is free now is a warning.
+func TestMinFreeLargerThanTheVolumeIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	_, size, err := diskSpace(dir)
+	if err != nil {
+		t.Skipf("statfs: %v", err)
+	}
+	var logs strings.Builder
+	logger := NewLogger(&logs, LogText, nil)
+	tooMuch := int(size>>20) + 1
+	err = checkMinFree(dir, tooMuch, logger)
+	if err == nil || !strings.Contains(err.Error(), "--min-free-mb: "+strconv.Itoa(tooMuch)+" MiB is more than the whole file system") {
+		t.Fatalf("min free %d MiB on a %d MiB volume: %v", tooMuch, size>>20, err)
+	}
+	free, _, _ := diskSpace(dir)
+	if int(free>>20)+1 < tooMuch {
+		if err := checkMinFree(dir, int(free>>20)+1, logger); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(logs.String(), "less free space than --min-free-mb") {
+			t.Fatalf("no warning:\n%s", logs.String())
+		}
+	}
+	if err := checkMinFree(dir, 1, logger); err != nil {
+		t.Fatal(err)
+	}
+}

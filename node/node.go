@@ -154,7 +154,7 @@ func (n *Node) openProducer() error {
 	host, _ := os.Hostname()
 	pc := producer.DefaultConfig()
 	pc.Actor = n.cfg.Actor + "@" + host
-	pc.Now, pc.Hold, pc.ClaimLease = n.cfg.Now, n.hold, n.cfg.Lease
+	pc.Now, pc.Hold, pc.ClaimLease, pc.Logger = n.cfg.Now, n.hold, n.cfg.Lease, n.cfg.Logger
 	pc.OnCall = func(route string, outcome events.Type) { n.metrics.CountCall(route, api.OutcomeLabel(outcome)) }
 	var err error
 	n.prod, err = producer.New(n.store, pc, n.cfg.Routes...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -60,6 +61,9 @@ type Config struct {
 	// Hold names intents that lost events in an accepted log loss: no
 	// write is made for them (hold.go).
 	Hold map[string]string
+	// Logger receives a WARN for every write whose outcome could not be
+	// recorded, naming the intent (nil: slog.Default()).
+	Logger *slog.Logger
 }
 
 // DefaultConfig returns a config with tenant "default".
@@ -519,6 +523,12 @@ func (p *Producer) call(ctx context.Context, route adapter.Route, h *ledger.Hist
 	octx, ocancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.OutcomeTimeout)
 	defer ocancel()
 	if err := p.appendTo(octx, h, intent, step.AttemptID, outcome); err != nil {
+		log := p.cfg.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Warn("producer: the write was made but its outcome could not be recorded: the intent stays write_started until its attempt deadline, then reconciliation settles it",
+			"intent", intent.ID, "route", route.Name, "attempt", step.AttemptID, "outcome", string(outcome.EventType()), "err", err)
 		return errkind.Wrap(ErrOutcomeNotRecorded, errors.Wrapf(err, "%s", step.AttemptID))
 	}
 	return nil
