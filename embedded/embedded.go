@@ -70,6 +70,10 @@ type Config struct {
 	// taken for ("": such clients are refused).
 	Users      []User
 	NoAuthUser string
+	// MaxMemory, when set, bounds JetStream's memory storage (the
+	// server's own limit; settle's stream is on file, its consumers'
+	// state is small). MaxStore, when set, bounds its file storage.
+	MaxMemory, MaxStore int64
 }
 
 // User is a client of a server with Users. Publish and Subscribe, when
@@ -164,6 +168,8 @@ func Start(cfg Config) (*Server, error) {
 		NoSigs:                 true,
 		DisableJetStreamBanner: true,
 		MaxPayload:             8 << 20,
+		JetStreamMaxMemory:     cfg.MaxMemory,
+		JetStreamMaxStore:      cfg.MaxStore,
 	}
 	if cfg.Port == 0 {
 		opts.Port = server.RANDOM_PORT

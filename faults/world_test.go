@@ -763,6 +763,17 @@ func writeReport(path string) error {
 		}
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %s | %s |\n", rw.scenario, rw.runs, rw.intents, rw.acked, rw.lost, rw.dup, states, audit)
 	}
+	if len(memRows) > 0 {
+		mib := func(b float64) string { return fmt.Sprintf("%.0f MiB", b/(1<<20)) }
+		fmt.Fprintln(&b, "\n## Memory of settle serve over a long run")
+		fmt.Fprintln(&b, "\nHeap in use and RSS from its /metrics: floors once warm (20–30 % of the intents) and over the last tenth, and after every intent finished (the least of ten samples a second apart).")
+		fmt.Fprintln(&b, "\n| NATS | finished intents | heap once warm | heap at the end | heap after | RSS once warm | RSS at the end | RSS after |")
+		fmt.Fprintln(&b, "|---|---:|---:|---:|---:|---:|---:|---:|")
+		for _, r := range memRows {
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s |\n", r.mode, r.intents, mib(r.warmHeap), mib(r.endHeap), mib(r.after.heap),
+				mib(r.warmRSS), mib(r.endRSS), mib(r.after.rss))
+		}
+	}
 	fmt.Fprintln(&b, "\n## Notes per scenario")
 	for _, rw := range rows {
 		fmt.Fprintf(&b, "\n**%s**\n\n", rw.scenario)

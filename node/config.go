@@ -57,7 +57,8 @@ type Config struct {
 	MaxClockOffset time.Duration
 	// Lease is how long a reconciler's claim holds an intent.
 	Lease time.Duration
-	// CacheMB bounds each reconciler's history cache.
+	// CacheMB bounds the reconcilers' history caches, all of them: each
+	// of the Workers gets its share.
 	CacheMB int
 	// Steps is the intents each reconciler steps at once.
 	Steps int
@@ -134,8 +135,8 @@ func (c Config) Validate() error {
 	if _, err := embedded.ParseDurability(string(c.Durability)); err != nil {
 		bad("Durability", "%v", err)
 	}
-	if c.Replicas < 1 || c.Replicas > 5 {
-		bad("Replicas", "%d is outside 1..5", c.Replicas)
+	if c.Replicas != 1 && c.Replicas != 3 && c.Replicas != 5 {
+		bad("Replicas", "%d: want 1, 3 or 5", c.Replicas)
 	}
 	if err := CheckGroupCommit(c.GroupCommit); err != nil {
 		bad("GroupCommit", "%v", err)

@@ -21,7 +21,7 @@ type running struct {
 	ran  chan error
 }
 
-func newFakeSocial(t *testing.T) *fakeapi.SocialAPI {
+func newFakeSocial(t testing.TB) *fakeapi.SocialAPI {
 	api := fakeapi.NewSocialAPIServer(fakeapi.SocialConfig{})
 	t.Cleanup(api.Close)
 	return api
@@ -29,7 +29,7 @@ func newFakeSocial(t *testing.T) *fakeapi.SocialAPI {
 
 // openNode opens and runs a node on the fake social API; logs collects
 // its log lines; edit changes the config first.
-func openNode(t *testing.T, api *fakeapi.SocialAPI, logs *testharness.SyncBuffer, edit func(*Config)) *running {
+func openNode(t testing.TB, api *fakeapi.SocialAPI, logs *testharness.SyncBuffer, edit func(*Config)) *running {
 	t.Helper()
 	testharness.SkipShort(t, "an embedded nats-server")
 	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 5 * time.Second}})
@@ -61,7 +61,7 @@ func closeNode(r *running) {
 }
 
 // testNode is openNode, Started, and closed when t ends.
-func testNode(t *testing.T, api *fakeapi.SocialAPI, logs *testharness.SyncBuffer, edit func(*Config)) *Node {
+func testNode(t testing.TB, api *fakeapi.SocialAPI, logs *testharness.SyncBuffer, edit func(*Config)) *Node {
 	t.Helper()
 	r := openNode(t, api, logs, edit)
 	t.Cleanup(func() { closeNode(r) })

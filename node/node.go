@@ -22,6 +22,20 @@ import (
 	"github.com/settle-dev/settle/projector"
 )
 
+// The embedded server's limits.
+const (
+	// embeddedMaxMemory bounds JetStream's memory storage on the embedded
+	// server: settle's stream is on file; only consumers' state (ordered
+	// consumers are R1 in memory) counts.
+	embeddedMaxMemory = 64 << 20
+	// embeddedDuplicateWindow is the stream's Msg-Id window on the
+	// embedded server: the server keeps every Msg-Id of the window in
+	// memory, and a lost ack is retried within seconds (AppendAttempts ×
+	// AppendTimeout); a duplicate outside it is refused by its CAS and
+	// resolved by reading the log all the same.
+	embeddedDuplicateWindow = 2 * time.Minute
+)
+
 // Node is one opened settle process (Open): its parts are ready, and Run
 // runs their loops.
 type Node struct {
@@ -68,6 +82,11 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	sc := StoreConfig(cfg.NATSURL, cfg.Durability, cfg.Replicas, cfg.GroupCommit)
+	if cfg.NATSURL == "" {
+		// Memory: the embedded server keeps every Msg-Id of the window
+		// (bounded by the append rate times the window, not by intents).
+		sc.DuplicateWindow = embeddedDuplicateWindow
+	}
 	// Every append names this process (a second writer is then named).
 	sc.Writer = newWriterID()
 	cfg.Logger.Info("settle starting", "command", cfg.Command, "writer", sc.Writer, "pid", os.Getpid(), "log", n.Where())
@@ -127,7 +146,7 @@ func (n *Node) connect() error {
 		}
 	} else {
 		ecfg := embedded.Config{Dir: n.dd.Store(), Durability: n.cfg.Durability, Port: -1,
-			Logger: n.cfg.Logger, Watch: n.sup.watchServerLog}
+			Logger: n.cfg.Logger, Watch: n.sup.watchServerLog, MaxMemory: embeddedMaxMemory}
 		var connect []nats.Option
 		if l := n.cfg.Listen; l != nil {
 			ecfg.Host, ecfg.Port = l.host, l.port
@@ -178,7 +197,8 @@ func (n *Node) openReconcilers() error {
 		rc := reconcile.DefaultConfig()
 		rc.Worker = host + "-" + strconv.Itoa(os.Getpid()) + "-w" + strconv.Itoa(k)
 		rc.Logger = n.cfg.Logger
-		rc.Now, rc.Hold, rc.Lease, rc.CacheBytes, rc.Steps = n.cfg.Now, n.hold, n.cfg.Lease, n.cfg.CacheMB<<20, n.cfg.Steps
+		// CacheMB is the process's: its workers share it.
+		rc.Now, rc.Hold, rc.Lease, rc.CacheBytes, rc.Steps = n.cfg.Now, n.hold, n.cfg.Lease, max(1<<20, n.cfg.CacheMB<<20/n.cfg.Workers), n.cfg.Steps
 		rc.Sweep = k == 0 // one sweep per process (consumers/reconcile/sweep.go)
 		rc.OnStep = stepMetrics(n.store, n.metrics)
 		rec, err := reconcile.NewReconciler(n.store, rc, n.cfg.Routes...)

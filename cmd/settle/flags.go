@@ -38,7 +38,7 @@ func (f *nodeFlags) register(fs *flag.FlagSet, data string, workers int) {
 	fs.IntVar(&c.MinFreeMB, "min-free-mb", c.MinFreeMB, "after the embedded server's disk was full, resume when its file system has this many `MiB` free")
 	fs.DurationVar(&c.MaxClockOffset, "max-clock-offset", 0, "refuse every append while this process's clock is off the log's by more than this `duration` (0: half the smallest clock_skew of the routes)")
 	fs.DurationVar(&c.Lease, "lease", c.Lease, "how long a reconciler's claim on an intent holds it: a process cut from NATS loses its intents to the others after this `duration`")
-	fs.IntVar(&c.CacheMB, "cache-mb", c.CacheMB, "each reconciler keeps histories in an LRU of at most this many `MiB` (an estimate)")
+	fs.IntVar(&c.CacheMB, "cache-mb", c.CacheMB, "the reconcilers keep histories in LRUs of at most this many `MiB` in all, shared by the workers (an estimate)")
 	fs.IntVar(&c.Steps, "steps", c.Steps, "intents each reconciler worker steps at once: also its concurrent calls to an external API")
 	fs.DurationVar(&c.ProjectorStall, "projector-stall", c.ProjectorStall, "restart the projector when its views have not moved for this `duration` while the stream holds more")
 	fs.Uint64Var(&c.ProjectorMaxLag, "projector-max-lag", c.ProjectorMaxLag, "/readyz fails while the views are more than this many `events` behind the stream for --projector-stall")
