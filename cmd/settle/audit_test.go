@@ -80,6 +80,7 @@ func (w *auditWriter) confirmed(requestID string) string {
 // withStore runs fill against an embedded server on dir, then stops it.
 func withStore(t *testing.T, dir string, fill func(w *auditWriter)) {
 	t.Helper()
+	testharness.SkipShort(t, "an embedded nats-server")
 	srv, err := embedded.Start(embedded.Config{Dir: dir, Port: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -228,6 +229,7 @@ func TestAuditCommandFailsOnViolations(t *testing.T) {
 }
 
 func TestAuditCommandOverNATSURLAndUsage(t *testing.T) {
+	testharness.SkipShort(t, "an embedded nats-server")
 	srv, err := embedded.Start(embedded.DefaultConfig(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)

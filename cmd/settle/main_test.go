@@ -5,9 +5,12 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/settle-dev/settle/testharness"
 )
 
 func TestDemoEndToEnd(t *testing.T) {
+	testharness.SkipShort(t, "an embedded nats-server")
 	var out, errb bytes.Buffer
 	m := &Main{Stdout: &out, Stderr: &errb}
 	if err := m.Run(context.Background(), []string{"demo", "--keep", t.TempDir()}); err != nil {
