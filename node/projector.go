@@ -29,7 +29,12 @@ type projWatch struct {
 // (its consumer is made anew at the checkpoint). Either way /readyz says
 // so until the checkpoint moves again.
 func (s *supervisor) runProjector(ctx context.Context, st jetstream.Stream, proj *projector.Projector) {
-	go s.watchProjector(ctx, st, proj)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		s.watchProjector(ctx, st, proj)
+	}()
+	defer func() { <-watched }()
 	backoff := time.Second
 	for ctx.Err() == nil {
 		rctx, cancel := context.WithCancelCause(ctx)
