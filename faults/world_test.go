@@ -766,7 +766,7 @@ func writeReport(path string) error {
 	if len(memRows) > 0 {
 		mib := func(b float64) string { return fmt.Sprintf("%.0f MiB", b/(1<<20)) }
 		fmt.Fprintln(&b, "\n## Memory of settle serve over a long run")
-		fmt.Fprintln(&b, "\nHeap in use and RSS from its /metrics: floors once warm (20–30 % of the intents) and over the last tenth, and after every intent finished (the least of ten samples a second apart).")
+		fmt.Fprintln(&b, "\nHeap in use and RSS from its /metrics: floors once warm (20–30 % of the intents) and over the last tenth, and after every intent finished (the least of ten samples a second apart while idle: not a floor of GC cycles, as the others are).")
 		fmt.Fprintln(&b, "\n| NATS | finished intents | heap once warm | heap at the end | heap after | RSS once warm | RSS at the end | RSS after |")
 		fmt.Fprintln(&b, "|---|---:|---:|---:|---:|---:|---:|---:|")
 		for _, r := range memRows {
