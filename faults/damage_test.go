@@ -197,7 +197,7 @@ func zero64(t *testing.T, block string) string {
 // restarted, and /readyz says so meanwhile.
 func TestDamagedStoreZeroedNonLastBlock(t *testing.T) {
 	t.Parallel()
-	o := damageOpts{n: sizes(450, 900), pad: 24 << 10, nonLast: true, settleFn: projectorCatchesUp}
+	o := damageOpts{n: sizes(110, 900), pad: sizes(96<<10, 24<<10), nonLast: true, settleFn: projectorCatchesUp}
 	damageBlock(t, "64 bytes zeroed mid a non-last block file after a stop", o, func(t *testing.T, block string) string {
 		return zero64(t, block)
 	})
