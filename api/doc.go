@@ -38,7 +38,7 @@
 // the operator the request names, or "dev").
 //
 // api imports service, producer, ledger, projector, fsm and events.
-// It must never import: consumers/..., mcp, cmd/..., embedded,
+// It must never import: consumers/..., mcp, node, cmd/..., embedded,
 // adapter/httproute, adapter/social, adapter/booking, adapter/payment,
 // fakeapi, testharness, testing.
 package api

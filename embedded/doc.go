@@ -8,5 +8,5 @@
 //
 // embedded imports nats-server and nats.go only.
 // It must never import: events, fsm, adapter/..., ledger, producer,
-// consumers/..., projector, api, mcp, cmd/..., fakeapi, testharness.
+// consumers/..., projector, api, mcp, node, cmd/..., fakeapi, testharness.
 package embedded

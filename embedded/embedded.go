@@ -70,16 +70,22 @@ type Config struct {
 	// taken for ("": such clients are refused).
 	Users      []User
 	NoAuthUser string
+	// MaxMemory, when set, bounds JetStream's memory storage (the
+	// server's own limit; settle's stream is on file, its consumers'
+	// state is small). MaxStore, when set, bounds its file storage.
+	MaxMemory, MaxStore int64
 }
 
 // User is a client of a server with Users. Publish and Subscribe, when
 // not nil, are the only subjects the user may publish to or subscribe to
-// (wildcards allowed); nil allows every subject.
+// (wildcards allowed); nil allows every subject. DenyPublish are subjects
+// refused even where Publish allows them.
 type User struct {
-	Name      string
-	Password  string
-	Publish   []string
-	Subscribe []string
+	Name        string
+	Password    string
+	Publish     []string
+	DenyPublish []string
+	Subscribe   []string
 }
 
 // String never shows the password.
@@ -162,6 +168,8 @@ func Start(cfg Config) (*Server, error) {
 		NoSigs:                 true,
 		DisableJetStreamBanner: true,
 		MaxPayload:             8 << 20,
+		JetStreamMaxMemory:     cfg.MaxMemory,
+		JetStreamMaxStore:      cfg.MaxStore,
 	}
 	if cfg.Port == 0 {
 		opts.Port = server.RANDOM_PORT
@@ -171,7 +179,7 @@ func Start(cfg Config) (*Server, error) {
 		if u.Publish != nil || u.Subscribe != nil {
 			su.Permissions = &server.Permissions{}
 			if u.Publish != nil {
-				su.Permissions.Publish = &server.SubjectPermission{Allow: append([]string{}, u.Publish...)}
+				su.Permissions.Publish = &server.SubjectPermission{Allow: append([]string{}, u.Publish...), Deny: append([]string(nil), u.DenyPublish...)}
 			}
 			if u.Subscribe != nil {
 				su.Permissions.Subscribe = &server.SubjectPermission{Allow: append([]string{}, u.Subscribe...)}

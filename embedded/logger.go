@@ -34,11 +34,21 @@ var _ server.Logger = (*serverLog)(nil)
 // news to an operator (the in-process users' passwords are generated).
 var quiet = []string{"Plaintext passwords detected"}
 
+// refused are a client's requests the server refused by its permissions:
+// a reader asking for what it may not do (settle's own user may do
+// everything), which is the reader's mistake, not the server's error.
+var refused = []string{"Publish Violation", "Subscription Violation"}
+
 func (s *serverLog) emit(level slog.Level, format string, v []any) {
 	msg := fmt.Sprintf(format, v...)
 	for _, q := range quiet {
 		if strings.Contains(msg, q) {
 			level = slog.LevelDebug
+		}
+	}
+	for _, r := range refused {
+		if strings.Contains(msg, r) && level > slog.LevelWarn {
+			level = slog.LevelWarn
 		}
 	}
 	if level >= slog.LevelWarn {

@@ -30,10 +30,24 @@ func blockFiles(t *testing.T, data string) []string {
 // and that with --accept-log-loss settle starts, sweeps what is left and
 // settles it.
 func damageScenario(t *testing.T, scenario string, damage func(t *testing.T, block string) string) {
+	damageBlock(t, scenario, damageOpts{n: sizes(40, 150)}, damage)
+}
+
+// damageOpts shape a damage scenario: n intents, each payload padded by
+// pad bytes (to fill more than one block file), and the block to damage
+// (the last by default).
+type damageOpts struct {
+	n, pad   int
+	nonLast  bool
+	settleFn func(w *world, a *testharness.SettleProc)
+}
+
+func damageBlock(t *testing.T, scenario string, o damageOpts, damage func(t *testing.T, block string) string) {
 	w := newWorld(t, scenario, *seed0)
+	w.pad = o.pad
 	data := t.TempDir()
 	a := w.startSettle("settle", data, nil)
-	n := sizes(40, 150)
+	n := o.n
 	var fs []string
 	for k := 0; k < n; k++ {
 		if k%3 == 0 {
@@ -48,7 +62,14 @@ func damageScenario(t *testing.T, scenario string, damage func(t *testing.T, blo
 		t.Fatalf("settle exited %d\n%s", code, a.Tail(4000))
 	}
 	blocks := blockFiles(t, data)
-	what := damage(t, blocks[len(blocks)-1])
+	block := blocks[len(blocks)-1]
+	if o.nonLast {
+		if len(blocks) < 2 {
+			t.Fatalf("one block file only (%v): write more", blocks)
+		}
+		block = blocks[0]
+	}
+	what := damage(t, block)
 	w.notef("store damaged after a clean stop: %s", what)
 
 	// settle refuses to start, or starts refusing every write, and says
@@ -114,6 +135,9 @@ func damageScenario(t *testing.T, scenario string, damage func(t *testing.T, blo
 	a.Proc.Spec().Args = append(a.Proc.Spec().Args, "--accept-log-loss")
 	a.Restart(t)
 	w.damaged = lostIntents
+	if o.settleFn != nil {
+		o.settleFn(w, a)
+	}
 	r := w.finishDamaged(3*time.Minute, lostIntents)
 	if r.lost != 0 {
 		t.Fatalf("%d acknowledged intent(s) lost without being named", r.lost)
@@ -147,17 +171,62 @@ func TestDamagedStoreTruncatedTail(t *testing.T) {
 // 64 bytes in the middle of the last block file are zeroed after a stop.
 func TestDamagedStoreZeroedBytes(t *testing.T) {
 	t.Parallel()
-	damageScenario(t, "64 bytes zeroed mid block file after a stop", func(t *testing.T, block string) string {
-		f, err := os.OpenFile(block, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		st, _ := f.Stat()
-		at := st.Size() / 2
-		if _, err := f.WriteAt(make([]byte, 64), at); err != nil {
-			t.Fatal(err)
-		}
-		return "zeroed 64 bytes at offset " + itoa(int(at)) + " of " + itoa(int(st.Size())) + " in " + filepath.Base(block)
+	damageScenario(t, "64 bytes zeroed mid block file after a stop", zero64)
+}
+
+// zero64 zeroes 64 bytes in the middle of block.
+func zero64(t *testing.T, block string) string {
+	f, err := os.OpenFile(block, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	at := st.Size() / 2
+	if _, err := f.WriteAt(make([]byte, 64), at); err != nil {
+		t.Fatal(err)
+	}
+	return "zeroed 64 bytes at offset " + itoa(int(at)) + " of " + itoa(int(st.Size())) + " in " + filepath.Base(block)
+}
+
+// 64 bytes are zeroed in the middle of the first of several block files
+// after a stop; the loss is accepted. The projector, rebuilding the views
+// from the damaged store, must reach the stream's end (its consumer once
+// blocked about 1,800 events behind for minutes while /readyz said ready):
+// a projector that makes no progress while the stream holds more is
+// restarted, and /readyz says so meanwhile.
+func TestDamagedStoreZeroedNonLastBlock(t *testing.T) {
+	t.Parallel()
+	o := damageOpts{n: sizes(110, 900), pad: sizes(96<<10, 24<<10), nonLast: true, settleFn: projectorCatchesUp}
+	damageBlock(t, "64 bytes zeroed mid a non-last block file after a stop", o, func(t *testing.T, block string) string {
+		return zero64(t, block)
 	})
+}
+
+// projectorCatchesUp waits until the views reach the stream's end (the
+// projector's lag 0) and notes whether /readyz reported the projector on
+// the way.
+func projectorCatchesUp(w *world, a *testharness.SettleProc) {
+	w.t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	reported, maxLag := false, 0.0
+	for {
+		code, body := a.Get("/metrics")
+		lag, ok := metric(body, "settle_projector_lag_events")
+		if code == 200 && ok {
+			maxLag = max(maxLag, lag)
+			if lag == 0 {
+				break
+			}
+		}
+		if c, b := a.Get("/readyz"); c == 503 && strings.Contains(string(b), `"projector"`) {
+			reported = true
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("the views are still %.0f events behind the stream 3 minutes after the accepted loss (/readyz reported the projector: %v)\n%s", lag, reported, a.Tail(6000))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	restarts := strings.Count(a.Output(), "the projector makes no progress")
+	w.notef("after the accepted loss the views caught up with the stream (lag up to %.0f events; projector restarted after a stall %d time(s); /readyz reported the projector meanwhile: %v)", maxLag, restarts, reported)
 }

@@ -36,20 +36,24 @@ func metric(body []byte, name string) (float64, bool) {
 	return 0, false
 }
 
-// Memory under a long run: `settle serve` goes through many finished
-// intents (100,000 in make faults), submitted at the pace its reconcilers
-// settle them, while the test samples its heap and RSS from /metrics. The heap must stay flat: its floor over the last
-// tenth of the run may exceed its floor once warm (past a fifth) by at
-// most a quarter plus 16 MiB — a leak of even 200 bytes per intent would
-// add 16 MB over 80,000 intents. Floors (the least of the samples in a
-// window) are taken because a sample lands anywhere in a GC cycle.
+// Memory under a long run: `settle serve` with its embedded nats-server
+// (the default deployment) goes through many finished intents (100,000 in
+// make faults), submitted at the pace its reconcilers settle them, while
+// the test samples its heap and RSS from /metrics. The heap must stay
+// flat: its floor over the last tenth of the run may exceed its floor once
+// warm (past a fifth) by at most a quarter plus 16 MiB — a leak of even
+// 200 bytes per intent would add 16 MB over 80,000 intents. Floors (the
+// least of the samples in a window) are taken because a sample lands
+// anywhere in a GC cycle. The heap and RSS after the last intent finished
+// go into FAULTS.md's memory table. FAULTS_MEM_EXTERNAL=1 runs the
+// nats-server in a process of its own instead (settle's memory alone).
 func TestMemoryFlatOverManyIntents(t *testing.T) {
 	t.Parallel()
 	n := sizes(4000, 100_000)
 	if v, err := strconv.Atoi(os.Getenv("FAULTS_MEM_INTENTS")); err == nil && v > 0 {
 		n = v
 	}
-	w := newWorld(t, fmt.Sprintf("long run: %d finished intents, heap sampled", n), *seed0)
+	w := newWorld(t, fmt.Sprintf("long run: %d finished intents, heap and RSS sampled", n), *seed0)
 	w.retryFor = time.Minute
 	data := t.TempDir()
 	// The reconcilers' history caches are LRUs bounded in bytes: the heap
@@ -58,17 +62,13 @@ func TestMemoryFlatOverManyIntents(t *testing.T) {
 	// them at 1 MiB (full after a few hundred intents); the full run
 	// keeps the default (full after about 13,000 of its 100,000).
 	args := []string{"--workers", "2", "--cache-mb", map[bool]string{true: "32", false: "1"}[*full]}
-	if os.Getenv("FAULTS_MEM_EMBEDDED") == "" {
-		// settle's own memory: the server in a process of its own (an
-		// embedded server's memory is the server's: its per-subject index
-		// and its duplicate window grow with intents and append rate).
+	mode := "embedded nats-server"
+	if os.Getenv("FAULTS_MEM_EXTERNAL") != "" {
+		// settle's own memory: the server in a process of its own.
 		w.nats = testharness.StartNATSCluster(t, testharness.NATSClusterOptions{Nodes: 1})
+		mode = "nats-server in a process of its own"
 	}
-	var env []string
-	if v := os.Getenv("FAULTS_MEM_PPROF"); v != "" {
-		env = append(env, "SETTLE_DEBUG_PPROF="+v)
-	}
-	a := w.startSettle("settle", data, args, env...)
+	a := w.startSettle("settle", data, args)
 	var answered atomic.Int64
 	var mu sync.Mutex
 	var samples []memSample
@@ -125,6 +125,7 @@ func TestMemoryFlatOverManyIntents(t *testing.T) {
 	lv := w.waitSettled(5 * time.Minute)
 	close(stop)
 	<-sampled
+	after := settledMemory(a)
 	mu.Lock()
 	defer mu.Unlock()
 	floor := func(from, to float64) (heap, rss, g float64) {
@@ -152,6 +153,7 @@ func TestMemoryFlatOverManyIntents(t *testing.T) {
 	mib := func(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
 	w.notef("%d intents through the API in %s (%d in the log, %d samples); heap floor %s once warm, %s at the end; RSS floor %s → %s; goroutines ≤ %.0f → ≤ %.0f",
 		n, took.Round(time.Second), len(lv.intents), len(samples), mib(warmHeap), mib(endHeap), mib(warmRSS), mib(endRSS), warmG, endG)
+	recordMemory(memRow{mode: mode, intents: n, warmHeap: warmHeap, endHeap: endHeap, warmRSS: warmRSS, endRSS: endRSS, after: after})
 	if endHeap > warmHeap*1.25+16<<20 {
 		t.Errorf("the heap grew with finished intents: %s once warm, %s after %d intents", mib(warmHeap), mib(endHeap), n)
 	}
@@ -159,4 +161,42 @@ func TestMemoryFlatOverManyIntents(t *testing.T) {
 		t.Errorf("goroutines grew: %.0f → %.0f", warmG, endG)
 	}
 	mustHold(t, w.finish(5*time.Minute))
+}
+
+// settledMemory is the least heap and RSS of ten samples a second apart,
+// once every intent has finished.
+func settledMemory(a *testharness.SettleProc) memSample {
+	m := memSample{heap: -1, rss: -1}
+	for i := 0; i < 10; i++ {
+		if code, body := a.Get("/metrics"); code == 200 {
+			heap, ok1 := metric(body, "go_memstats_heap_inuse_bytes")
+			rss, ok2 := metric(body, "process_resident_memory_bytes")
+			if ok1 && ok2 {
+				if m.heap < 0 || heap < m.heap {
+					m.heap = heap
+				}
+				if m.rss < 0 || rss < m.rss {
+					m.rss = rss
+				}
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	return m
+}
+
+// memRow is one long run's memory, for FAULTS.md.
+type memRow struct {
+	mode                               string
+	intents                            int
+	warmHeap, endHeap, warmRSS, endRSS float64
+	after                              memSample
+}
+
+var memRows []memRow
+
+func recordMemory(r memRow) {
+	reportMu.Lock()
+	defer reportMu.Unlock()
+	memRows = append(memRows, r)
 }

@@ -614,7 +614,7 @@ func (s *Store) newUnit(route string, evs []events.Event, expectedLastSeq uint64
 // It returns the sequences of the events that landed, in order: all of them,
 // or (with an error) a prefix, possibly empty. Errors mean what Append's do.
 func (s *Store) AppendEvents(ctx context.Context, route string, evs []events.Event, expectedLastSeq uint64) ([]uint64, error) {
-	u, err := s.newUnit(route, evs, expectedLastSeq, newAppendID())
+	u, err := s.newUnit(route, evs, expectedLastSeq, s.newAppendID())
 	if err != nil {
 		return nil, err
 	}

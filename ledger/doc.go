@@ -17,5 +17,5 @@
 // reconciler), checked against the fsm by AppendNext before it is sent.
 //
 // ledger imports events, fsm and nats.go.
-// It must never import: adapter/..., producer, consumers/..., projector, service, api, mcp, cmd/..., testharness, fakeapi.
+// It must never import: adapter/..., producer, consumers/..., projector, service, api, mcp, node, cmd/..., testharness, fakeapi.
 package ledger

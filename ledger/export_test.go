@@ -22,7 +22,7 @@ func (s *Store) AppendUnits(ctx context.Context, route string, evs [][]events.Ev
 	units := make([]*unit, len(evs))
 	seqs, errs := make([][]uint64, len(evs)), make([]error, len(evs))
 	for i := range evs {
-		units[i], errs[i] = s.newUnit(route, evs[i], expected[i], newAppendID())
+		units[i], errs[i] = s.newUnit(route, evs[i], expected[i], s.newAppendID())
 		if errs[i] != nil {
 			return seqs, errs
 		}
@@ -44,8 +44,9 @@ func (s *Store) AppendUnits(ctx context.Context, route string, evs [][]events.Ev
 // the same bytes: they must not repeat.
 func TestAppendIDsAreUniqueAndHeaderSafe(t *testing.T) {
 	seen := map[string]bool{}
+	s := &Store{}
 	for k := 0; k < 10000; k++ {
-		id := newAppendID()
+		id := s.newAppendID()
 		if len(id) != 24 || strings.Trim(id, "0123456789abcdef") != "" {
 			t.Fatalf("append id %q is not 24 hex characters", id)
 		}
@@ -53,6 +54,18 @@ func TestAppendIDsAreUniqueAndHeaderSafe(t *testing.T) {
 			t.Fatalf("append id %q repeated after %d", id, k)
 		}
 		seen[id] = true
+	}
+	w := &Store{cfg: StoreConfig{Writer: "p123-4f2a"}}
+	id := w.newAppendID()
+	if !strings.HasPrefix(id, "p123-4f2a.") || WriterOf(id) != "p123-4f2a" || WriterOf(s.newAppendID()) != "" {
+		t.Fatalf("a writer's append id %q names %q", id, WriterOf(id))
+	}
+	for _, bad := range []string{"a.b", "a b", strings.Repeat("w", 65)} {
+		c := DefaultStoreConfig()
+		c.Writer = bad
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "Writer") {
+			t.Errorf("Writer %q: %v", bad, err)
+		}
 	}
 }
 

@@ -89,6 +89,12 @@ type StoreConfig struct {
 	// BatchBytes bounds the encoded size of one batch (default 4 MiB; a
 	// single larger append still goes, alone in its batch).
 	BatchBytes int
+	// Writer, when set, names this process on every message it appends:
+	// the append id (header Settle-Append-Id) is Writer + "." + a random
+	// id (WriterOf reads it back), so that a log written by two processes
+	// at once where only one may write (an embedded store) names both.
+	// [A-Za-z0-9_-], at most 64 bytes.
+	Writer string
 }
 
 // DefaultStoreConfig returns the defaults.
@@ -142,6 +148,9 @@ func (c StoreConfig) Validate() error {
 	}
 	if c.AppendTimeout <= 0 {
 		return errors.New("store config: AppendTimeout: must be positive")
+	}
+	if len(c.Writer) > 64 || strings.Trim(c.Writer, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "" {
+		return errors.Errorf("store config: Writer: %q (want [A-Za-z0-9_-], at most 64 bytes)", c.Writer)
 	}
 	if c.BatchMax < 0 || c.BatchMax > maxAtomicBatch {
 		return errors.Errorf("store config: BatchMax: %d (want 0 … %d, the server's atomic batch limit)", c.BatchMax, maxAtomicBatch)
@@ -386,16 +395,30 @@ func (s *Store) Config() StoreConfig { return s.cfg }
 // CAS and append id; a refused batch is split, and a lost batch ack is
 // resolved per message as above.
 func (s *Store) Append(ctx context.Context, route string, e events.Event, expectedLastSeq uint64) (uint64, error) {
-	return s.appendAs(ctx, route, e, expectedLastSeq, newAppendID())
+	return s.appendAs(ctx, route, e, expectedLastSeq, s.newAppendID())
 }
 
 // AppendIDHeader carries the id of the Append call that published a message.
 const AppendIDHeader = "Settle-Append-Id"
 
-func newAppendID() string {
+// newAppendID is a random id, after StoreConfig.Writer and a dot when set.
+func (s *Store) newAppendID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	if s.cfg.Writer == "" {
+		return hex.EncodeToString(b[:])
+	}
+	return s.cfg.Writer + "." + hex.EncodeToString(b[:])
+}
+
+// WriterOf is the StoreConfig.Writer of the process that appended a
+// message with this append id ("" when it named none).
+func WriterOf(appendID string) string {
+	w, _, ok := strings.Cut(appendID, ".")
+	if !ok {
+		return ""
+	}
+	return w
 }
 
 func (s *Store) appendAs(ctx context.Context, route string, e events.Event, expectedLastSeq uint64, appendID string) (uint64, error) {

@@ -39,7 +39,7 @@
 // mcp imports service, producer, ledger, fsm, events, adapter and the
 // SDK. Optional adapter methods (PayloadSchema, WriteMethod) are found
 // through small interfaces defined here.
-// It must never import: api, consumers/..., cmd/..., embedded,
+// It must never import: api, consumers/..., node, cmd/..., embedded,
 // adapter/httproute, adapter/social, adapter/booking, adapter/payment,
 // fakeapi, testharness, testing.
 package mcp

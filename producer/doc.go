@@ -12,5 +12,5 @@
 // package ledger's; routes and their policy are package adapter's.
 //
 // producer imports ledger, fsm, adapter and events.
-// It must never import: consumers/..., projector, service, api, mcp, cmd/..., testharness, fakeapi.
+// It must never import: consumers/..., projector, service, api, mcp, node, cmd/..., testharness, fakeapi.
 package producer

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -60,6 +61,9 @@ type Config struct {
 	// Hold names intents that lost events in an accepted log loss: no
 	// write is made for them (hold.go).
 	Hold map[string]string
+	// Logger receives a WARN for every write whose outcome could not be
+	// recorded, naming the intent (nil: slog.Default()).
+	Logger *slog.Logger
 }
 
 // DefaultConfig returns a config with tenant "default".
@@ -109,7 +113,7 @@ func New(store *ledger.Store, cfg Config, routes ...adapter.Route) (*Producer, e
 	if cfg.ClaimLease > 0 {
 		dec.Lease = cfg.ClaimLease
 	}
-	w, err := NewWriter(store, WriterConfig{Actor: cfg.Actor, Now: cfg.Now, OutcomeTimeout: cfg.OutcomeTimeout, OnCall: cfg.OnCall, AfterCall: cfg.AfterCall})
+	w, err := NewWriter(store, WriterConfig{Actor: cfg.Actor, Now: cfg.Now, OutcomeTimeout: cfg.OutcomeTimeout, OnCall: cfg.OnCall, AfterCall: cfg.AfterCall, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}

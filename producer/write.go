@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -30,6 +31,9 @@ type WriterConfig struct {
 	// outcome is appended; an error ends the write there, as if the process
 	// died between the two (fault injection for simulations and tests).
 	AfterCall func(intentID string) error
+	// Logger receives a WARN for every write whose outcome could not be
+	// recorded, naming the intent (nil: slog.Default()).
+	Logger *slog.Logger
 }
 
 // Validate checks the config, naming every field that is wrong.
@@ -166,6 +170,12 @@ func (w *Writer) call(ctx context.Context, route adapter.Route, h *ledger.Histor
 	octx, ocancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.OutcomeTimeout)
 	defer ocancel()
 	if err := w.appendTo(octx, h, intent, step.AttemptID, outcome); err != nil {
+		log := w.cfg.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Warn("producer: the write was made but its outcome could not be recorded: the intent stays write_started until its attempt deadline, then reconciliation settles it",
+			"intent", intent.ID, "route", route.Name, "attempt", step.AttemptID, "outcome", string(outcome.EventType()), "err", err)
 		return errkind.Wrap(ErrOutcomeNotRecorded, errors.Wrapf(err, "%s", step.AttemptID))
 	}
 	return nil

@@ -46,5 +46,5 @@
 // to its end), internal/durable, nats.go's jetstream and database/sql
 // (its tests use testharness and ledger.Store to build a real log).
 // It must never import: adapter/..., producer, consumers/..., service,
-// api, mcp, cmd/..., fakeapi, testharness.
+// api, mcp, node, cmd/..., fakeapi, testharness.
 package projector

@@ -3,10 +3,20 @@ package projector
 import (
 	"context"
 	"sync"
+	"time"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/ledger"
 )
+
+// batchWait bounds the wait for the next message of a batch the server
+// says has more pending.
+const batchWait = 500 * time.Millisecond
+
+// errSlow: the next message of a batch did not come within batchWait.
+var errSlow = errors.New("projector: the next message of a batch is slow to come")
 
 // readBatch is a run of consecutive messages read and decoded ahead of
 // the applier, and the error that ended the run, if any.
@@ -15,22 +25,51 @@ type readBatch struct {
 	err  error
 }
 
-// readAhead reads the consumer's messages on its own goroutine, decodes
-// them there, and hands them on in batches of up to cfg.Batch (during an
-// unsynced catch-up, unsyncedBatchFactor times that; a batch ends early
-// when nothing more is pending), in stream order: decoding the
-// next batch overlaps with applying this one. wait ends the reader (after
-// ctx is cancelled) and waits for it.
+// nexter is what readAhead needs of a reader: the next message, waiting
+// until ctx ends (wait 0) or at most wait (errSlow).
+type nexter interface {
+	next(ctx context.Context, wait time.Duration) (ledger.StreamMsg, error)
+}
+
+// readerNext is a ledger.Reader as a nexter.
+type readerNext struct{ rd *ledger.Reader }
+
+func (r readerNext) next(ctx context.Context, wait time.Duration) (ledger.StreamMsg, error) {
+	if wait <= 0 {
+		return r.rd.Next(ctx)
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	m, err := r.rd.Next(wctx)
+	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+		return ledger.StreamMsg{}, errSlow
+	}
+	return m, err
+}
+
+// readAhead reads the stream with rd on its own goroutine, decodes the
+// messages there, and hands them on in batches of up to cfg.Batch (during
+// an unsynced catch-up, unsyncedBatchFactor times that; a batch ends early
+// when nothing more is pending, or when the next message is slow to come),
+// in stream order: decoding the next batch overlaps with applying this
+// one. wait ends the reader (after ctx is cancelled) and waits for it.
 func (p *Projector) readAhead(ctx context.Context, rd *ledger.Reader) (<-chan readBatch, func()) {
+	out, wait := p.readAheadFrom(ctx, readerNext{rd})
+	return out, func() {
+		wait()
+		rd.Close()
+	}
+}
+
+func (p *Projector) readAheadFrom(ctx context.Context, it nexter) (<-chan readBatch, func()) {
 	out := make(chan readBatch, 2)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		defer close(out)
-		defer rd.Close()
-		next := func() (rawMsg, error) {
-			m, err := rd.Next(ctx)
+		next := func(wait time.Duration) (rawMsg, error) {
+			m, err := it.next(ctx, wait)
 			if err != nil {
 				return rawMsg{}, err
 			}
@@ -40,7 +79,7 @@ func (p *Projector) readAhead(ctx context.Context, rd *ledger.Reader) (<-chan re
 			return r, nil
 		}
 		for {
-			m, err := next()
+			m, err := next(0)
 			if err != nil {
 				select {
 				case out <- readBatch{err: err}:
@@ -51,8 +90,16 @@ func (p *Projector) readAhead(ctx context.Context, rd *ledger.Reader) (<-chan re
 			limit := p.batchLimit()
 			batch := make([]rawMsg, 1, min(uint64(limit), m.pending+1))
 			batch[0] = m
-			for m.pending > 0 && len(batch) < limit {
-				if m, err = next(); err != nil {
+			for m.pending > 0 && len(batch) < limit && ctx.Err() == nil {
+				// The rest of a batch is what the server says is pending;
+				// a damaged store can count messages it never delivers, so
+				// the batch is handed on when the next one is slow to come
+				// (it then starts the next batch) instead of waiting for
+				// it (the views once stayed 1,800 events behind).
+				if m, err = next(batchWait); err != nil {
+					if errors.Is(err, errSlow) {
+						err = nil
+					}
 					break
 				}
 				batch = append(batch, m)

@@ -36,7 +36,7 @@
 //
 // service imports producer, projector, ledger, fsm and events (and,
 // through producer, adapter).
-// It must never import: api, mcp, cmd/..., consumers/..., embedded,
+// It must never import: api, mcp, node, cmd/..., consumers/..., embedded,
 // adapter/httproute, adapter/social, adapter/booking, adapter/payment,
 // fakeapi, testharness, testing.
 package service

@@ -106,3 +106,21 @@ func SkipShort(t testing.TB, needs string) {
 		t.Skipf("-short: needs %s (make test runs it)", needs)
 	}
 }
+
+// JetStreamOf takes a connection as nats.Connect returns it, fails t on
+// its error, closes it when t ends, and returns its JetStream context:
+// JetStreamOf(t)(nats.Connect(url)).
+func JetStreamOf(t testing.TB) func(*nats.Conn, error) jetstream.JetStream {
+	return func(nc *nats.Conn, err error) jetstream.JetStream {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return js
+	}
+}

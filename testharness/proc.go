@@ -43,9 +43,11 @@ type Proc struct {
 	paused bool
 }
 
-// StartProc starts the process and registers its cleanup.
+// StartProc starts the process and registers its cleanup (skipped under
+// -short: the fast tier starts no process).
 func StartProc(t testing.TB, spec ProcSpec) *Proc {
 	t.Helper()
+	SkipShort(t, "an OS process")
 	if spec.Name == "" {
 		spec.Name = filepath.Base(spec.Path)
 	}

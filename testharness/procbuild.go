@@ -37,9 +37,11 @@ type buildResult struct {
 // module or one of its dependencies, at the version go.mod pins) with the
 // given `go build` flags and returns the binary's path. A build is made
 // once per process and flags; the binaries live in one temporary
-// directory removed by RemoveBinaries (call it from TestMain).
+// directory removed by RemoveBinaries (call it from TestMain). Under -short
+// the test is skipped (the fast tier builds nothing).
 func BuildBinary(t testing.TB, pkg string, flags ...string) string {
 	t.Helper()
+	SkipShort(t, "a built binary")
 	p, err := buildBinary(pkg, flags...)
 	if err != nil {
 		t.Fatal(err)

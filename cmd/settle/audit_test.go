@@ -19,6 +19,7 @@ import (
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/projector"
+	"github.com/settle-dev/settle/testharness"
 )
 
 var auditT0 = time.Date(2026, 7, 22, 9, 0, 0, 0, time.UTC)
@@ -79,12 +80,13 @@ func (w *auditWriter) confirmed(requestID string) string {
 // withStore runs fill against an embedded server on dir, then stops it.
 func withStore(t *testing.T, dir string, fill func(w *auditWriter)) {
 	t.Helper()
+	testharness.SkipShort(t, "an embedded nats-server")
 	srv, err := embedded.Start(embedded.Config{Dir: dir, Port: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Stop()
-	js := jetStreamOf(t)(srv.Connect())
+	js := testharness.JetStreamOf(t)(srv.Connect())
 	store, err := ledger.OpenStore(context.Background(), js, ledger.DefaultStoreConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -227,12 +229,13 @@ func TestAuditCommandFailsOnViolations(t *testing.T) {
 }
 
 func TestAuditCommandOverNATSURLAndUsage(t *testing.T) {
+	testharness.SkipShort(t, "an embedded nats-server")
 	srv, err := embedded.Start(embedded.DefaultConfig(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	js := jetStreamOf(t)(srv.Connect())
+	js := testharness.JetStreamOf(t)(srv.Connect())
 	store, err := ledger.OpenStore(context.Background(), js, ledger.DefaultStoreConfig())
 	if err != nil {
 		t.Fatal(err)

@@ -14,16 +14,13 @@ import (
 
 	"github.com/cockroachdb/errors"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/social"
-	"github.com/settle-dev/settle/consumers/reconcile"
-	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
+	"github.com/settle-dev/settle/node"
 	"github.com/settle-dev/settle/producer"
 )
 
@@ -48,24 +45,6 @@ func (m *Main) demo(ctx context.Context, args []string) error {
 		dir = d
 	}
 	out := m.Stdout
-	srv, err := embedded.Start(embedded.Config{Dir: dir, Durability: embedded.SyncAlways, Port: -1})
-	if err != nil {
-		return errors.Errorf("demo: %w", err)
-	}
-	defer srv.Stop()
-	nc, err := srv.Connect()
-	if err != nil {
-		return errors.Errorf("demo: connect: %w", err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return errors.Errorf("demo: %w", err)
-	}
-	store, err := ledger.OpenStore(ctx, js, ledger.DefaultStoreConfig())
-	if err != nil {
-		return errors.Errorf("demo: %w", err)
-	}
 	api := fakeapi.NewSocialAPIServer(fakeapi.SocialConfig{})
 	defer api.Close()
 	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 5 * time.Second}})
@@ -73,12 +52,19 @@ func (m *Main) demo(ctx context.Context, args []string) error {
 		return errors.Errorf("demo: %w", err)
 	}
 	route := adapter.Route{Name: "social_post", Adapter: ad, Policy: adapter.DefaultPolicy()}
-	pc := producer.DefaultConfig()
-	pc.Actor = "demo-writer"
-	prod, err := producer.New(store, pc, route)
+	n, err := openDemoNode(ctx, dir, route, m.Stderr)
 	if err != nil {
 		return errors.Errorf("demo: %w", err)
 	}
+	defer n.Close()
+	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	ran := make(chan error, 1)
+	go func() { ran <- n.Run(wctx) }()
+	defer func() { stop(); <-ran }()
+	if err := n.Started(ctx); err != nil {
+		return errors.Errorf("demo: %w", err)
+	}
+	prod, store := n.Producer(), n.Store()
 	fmt.Fprintf(out, "settle demo — embedded nats-server (JetStream, fsync always) in %s\n", dir)
 	fmt.Fprintf(out, "fake social API at %s; its next POST commits the post and then drops the response\n\n", api.URL())
 	api.Next(fakeapi.CommitThenDrop())
@@ -93,37 +79,10 @@ func (m *Main) demo(ctx context.Context, args []string) error {
 	printHistory(out, res.History)
 	fmt.Fprintf(out, "   state: %s — the response was lost; the API counts %d effect(s)\n\n", res.State, api.Effects())
 
-	rcfg := reconcile.DefaultConfig()
-	rcfg.Worker = "demo-reconciler"
-	rcfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	rec, err := reconcile.NewReconciler(store, rcfg, route)
-	if err != nil {
-		return errors.Errorf("demo: %w", err)
-	}
 	fmt.Fprintln(out, "2. Reconcile: read-only search by account and window, exact match, readback")
-	var i *fsm.Intent
-	for step := 0; step < 50; step++ {
-		sr, err := rec.Step(ctx, "social_post", res.IntentID)
-		if err != nil {
-			return errors.Errorf("demo: reconcile: %w", err)
-		}
-		if sr.Done {
-			break
-		}
-		if sr.Wait > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(min(sr.Wait, time.Second)):
-			}
-		}
-	}
-	h, err := store.Load(ctx, "social_post", res.IntentID)
+	h, i, err := waitSettled(ctx, store, "social_post", res.IntentID)
 	if err != nil {
-		return errors.Errorf("demo: %w", err)
-	}
-	if i, err = h.Fold(); err != nil {
-		return errors.Errorf("demo: %w", err)
+		return errors.Errorf("demo: reconcile: %w", err)
 	}
 	printHistory(out, h.Events[len(res.History):])
 	fmt.Fprintf(out, "   state: %s\n\n", i.State)
@@ -145,6 +104,40 @@ func (m *Main) demo(ctx context.Context, args []string) error {
 		return errors.Errorf("demo: expected 1 effect and confirmed, got %d and %s", api.Effects(), i.State)
 	}
 	return nil
+}
+
+// openDemoNode is the demo's settle process: the embedded server (fsync
+// always) in dir, one reconciler, warnings and errors on stderr.
+func openDemoNode(ctx context.Context, dir string, route adapter.Route, stderr io.Writer) (*node.Node, error) {
+	cfg := node.DefaultConfig()
+	cfg.Command, cfg.Actor, cfg.Data, cfg.Routes, cfg.Workers = "settle demo", "demo-writer", dir, []adapter.Route{route}, 1
+	cfg.Logger = slog.New(node.ScrubbingHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}), nil))
+	return node.Open(ctx, cfg)
+}
+
+// waitSettled waits until the node's reconcilers settled the intent (no
+// reconciler will act on it again) and returns its history and fold.
+func waitSettled(ctx context.Context, store *ledger.Store, route, id string) (*ledger.History, *fsm.Intent, error) {
+	dec := fsm.DefaultDecider("demo")
+	deadline := time.Now().Add(time.Minute)
+	for {
+		h, err := store.Load(ctx, route, id)
+		if err != nil {
+			return nil, nil, err
+		}
+		i, err := h.Fold()
+		if err != nil {
+			return nil, nil, err
+		}
+		if dec.Next(i, fsm.CapsFor(i, events.Capabilities{}), time.Now()).Kind == fsm.StepDone || time.Now().After(deadline) {
+			return h, i, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func printHistory(out io.Writer, h []events.Event) {

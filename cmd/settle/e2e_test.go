@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/fakeapi"
+	"github.com/settle-dev/settle/node"
 	"github.com/settle-dev/settle/projector"
 	"github.com/settle-dev/settle/testharness"
 )
@@ -309,11 +310,11 @@ func TestServeSIGTERMDuringBurstLosesNothing(t *testing.T) {
 	s2.stop()
 	// A clean stop leaves the views caught up with the log (the high-water
 	// mark): a loss found later is named by intent and version.
-	hw, err := readHighWater(filepath.Join(data, highWaterFile))
+	hw, err := node.ReadHighWater(filepath.Join(data, node.HighWaterFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	known, err := projector.OpenKnown(t.Context(), filepath.Join(data, viewsFile))
+	known, err := projector.OpenKnown(t.Context(), filepath.Join(data, node.ViewsFile))
 	if err != nil {
 		t.Fatal(err)
 	}

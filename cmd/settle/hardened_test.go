@@ -291,7 +291,7 @@ func TestNATSListenServesDownstreamReaders(t *testing.T) {
 	}
 
 	// A reader reads, and may not write.
-	js := jetStreamOf(t)(nats.Connect(natsURL, nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})))
+	js := testharness.JetStreamOf(t)(nats.Connect(natsURL, nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := js.Stream(ctx, "SETTLE_INTENTS")

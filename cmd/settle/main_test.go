@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/settle-dev/settle/testharness"
 )
 
 func TestDemoEndToEnd(t *testing.T) {
+	testharness.SkipShort(t, "an embedded nats-server")
 	var out, errb bytes.Buffer
 	m := &Main{Stdout: &out, Stderr: &errb}
 	if err := m.Run(context.Background(), []string{"demo", "--keep", t.TempDir()}); err != nil {
@@ -36,23 +36,5 @@ func TestUnknownCommandIsUsageError(t *testing.T) {
 	}
 	if !strings.Contains(errb.String(), `unknown command "frobnicate"`) {
 		t.Fatalf("stderr: %s", errb.String())
-	}
-}
-
-// jetStreamOf takes a connection as nats.Connect returns it, fails t on
-// its error, closes it when t ends, and returns its JetStream context:
-// jetStreamOf(t)(nats.Connect(url)).
-func jetStreamOf(t *testing.T) func(*nats.Conn, error) jetstream.JetStream {
-	return func(nc *nats.Conn, err error) jetstream.JetStream {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return js
 	}
 }

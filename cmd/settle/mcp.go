@@ -8,48 +8,22 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/cockroachdb/errors"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/adapter/httproute"
 	"github.com/settle-dev/settle/api"
-	"github.com/settle-dev/settle/consumers/reconcile"
-	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/mcp"
-	"github.com/settle-dev/settle/producer"
-	"github.com/settle-dev/settle/projector"
+	"github.com/settle-dev/settle/node"
 	"github.com/settle-dev/settle/service"
 )
 
-// mcpSecrets are the values no tool result may show: the route headers'
-// ${env:NAME} values (credentials may only come from there) and the API
-// token secrets.
+// mcpSecrets are the secrets a tool result is scrubbed of: the routes'
+// credentials and the API token secrets (at least 4 bytes each).
 func mcpSecrets(routesPath string, tokens []api.Token, logger *slog.Logger) []string {
-	var out []string
-	if data, err := os.ReadFile(routesPath); err == nil {
-		if cfgs, err := httproute.Parse(data, os.LookupEnv); err == nil {
-			ref := regexp.MustCompile(`\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}`)
-			for _, c := range cfgs {
-				for _, h := range c.Headers {
-					for _, m := range ref.FindAllStringSubmatch(h.Value, -1) {
-						if v, ok := os.LookupEnv(m[1]); ok {
-							out = append(out, v)
-						}
-					}
-				}
-			}
-		}
-	}
+	out := node.RouteSecrets(routesPath)
 	for _, t := range tokens {
 		out = append(out, t.Secret)
 	}
@@ -65,10 +39,10 @@ func mcpSecrets(routesPath string, tokens []api.Token, logger *slog.Logger) []st
 }
 
 // newService is the service both transports of a process share (one
-// single-flight): the producer's writes and the projector's views.
-func newService(prod *producer.Producer, proj *projector.Projector, now func() time.Time) (*service.Service, error) {
+// single-flight): the node's producer writes, its projector's views read.
+func newService(n *node.Node) (*service.Service, error) {
 	sc := service.DefaultConfig()
-	sc.Intents, sc.Views, sc.Now = prod, proj, now
+	sc.Intents, sc.Views, sc.Now = n.Producer(), n.Projector(), n.Now()
 	return service.New(sc)
 }
 
@@ -90,51 +64,50 @@ func mountMCP(apiSrv *api.Server, svc *service.Service, routes []adapter.Route,
 	return mux, nil
 }
 
+// mcpFlags are mcp's own options (nodeFlags are shared with serve).
+type mcpFlags struct {
+	node                           nodeFlags
+	scopes, accounts, name, tenant string
+	keyPayload             bool
+	maxWait                time.Duration
+}
+
+func (f *mcpFlags) register(fs *flag.FlagSet) {
+	f.node.register(fs, "", 1)
+	fs.StringVar(&f.scopes, "scopes", "submit,read", "what the agent may do: submit, read, operate (operate lets it approve and resolve its own writes)")
+	fs.StringVar(&f.accounts, "accounts", "", "comma-separated accounts the agent may write as (the first is the default); empty: any")
+	fs.StringVar(&f.name, "name", "mcp-stdio", "the caller's name (recorded as operator of its approvals)")
+	fs.StringVar(&f.tenant, "tenant", service.DefaultTenant, "the `TENANT` the agent acts for: its task and step ids name that tenant's intents, and it sees no other tenant's")
+	fs.BoolVar(&f.keyPayload, "key-includes-payload", false, "derive keys from task, step and the payload's hash (another payload is another write)")
+	fs.DurationVar(&f.maxWait, "max-wait", 30*time.Second, "bound of wait_seconds")
+}
+
 // mcpStdio runs settle as an MCP server on stdin/stdout for a desktop agent
-// host: the embedded nats-server in --data (or --nats-url), the producer,
-// reconcilers and the projector, and one MCP session on stdio. Stdout
-// carries protocol messages only; every log line goes to stderr.
+// host: a settle node exactly as serve runs it (node.Open: the embedded
+// nats-server in --data or --nats-url, the start-up check and sweep, the
+// producer, reconcilers and the projector, each supervised), and one MCP
+// session on stdio. Stdout carries protocol messages only; every log line
+// goes to stderr.
 func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
-	data := fs.String("data", "", "data `DIR` (JetStream store and views); required unless --nats-url")
-	routesPath := fs.String("routes", "", "route file (YAML), required; see examples/routes")
-	natsURL := fs.String("nats-url", "", "use this NATS server or cluster (e.g. the one settle serve uses) instead of an embedded one")
-	durability := fs.String("durability", "always", "embedded server fsync: always | default")
-	workers := fs.Int("workers", 1, "reconciler workers in this process (0 with --nats-url: leave reconciliation to settle serve)")
-	replicas := fs.Int("replicas", 1, "stream replicas (3 on a cluster)")
-	groupCommit := fs.String("group-commit", groupCommitAuto, "appends in atomic batches: auto | measured | off (as settle serve's)")
-	scopes := fs.String("scopes", "submit,read", "what the agent may do: submit, read, operate (operate lets it approve and resolve its own writes)")
-	accounts := fs.String("accounts", "", "comma-separated accounts the agent may write as (the first is the default); empty: any")
-	tenant := fs.String("tenant", api.DefaultTenant, "the `TENANT` the agent acts for: its task and step ids name that tenant's intents, and it sees no other tenant's")
-	name := fs.String("name", "mcp-stdio", "the caller's name (recorded as operator of its approvals)")
-	keyPayload := fs.Bool("key-includes-payload", false, "derive keys from task, step and the payload's hash (another payload is another write)")
-	maxWait := fs.Duration("max-wait", 30*time.Second, "bound of wait_seconds")
+	var f mcpFlags
+	f.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	switch {
-	case *routesPath == "":
-		fmt.Fprintln(m.Stderr, "settle mcp: --routes FILE is required")
+	if f.node.routes == "" || (f.node.cfg.Data == "" && f.node.cfg.NATSURL == "") || fs.NArg() > 0 {
+		fmt.Fprintln(m.Stderr, "settle mcp: --routes FILE and --data DIR (or --nats-url URL) are required, and no argument")
 		return errUsage
-	case *data == "" && *natsURL == "":
-		fmt.Fprintln(m.Stderr, "settle mcp: --data DIR or --nats-url URL is required")
-		return errUsage
-	case *workers < 0 || *workers > 64 || (*workers == 0 && *natsURL == ""):
-		return errors.Errorf("mcp: --workers: %d is outside 1..64 (0 only with --nats-url)", *workers)
 	}
-	caller := service.Caller{Name: *name, Tenant: *tenant, Scopes: splitList(*scopes), Accounts: splitList(*accounts)}
+	caller := service.Caller{Name: f.name, Tenant: f.tenant, Scopes: splitList(f.scopes), Accounts: splitList(f.accounts)}
 	if err := caller.Validate(); err != nil {
 		return errors.Errorf("mcp: --tenant/--scopes/--accounts/--name: %w", err)
 	}
-	dur, err := embedded.ParseDurability(*durability)
+	cfg, err := m.mcpConfig(&f)
 	if err != nil {
-		return errors.Errorf("mcp: --durability: %w", err)
+		return errors.Errorf("mcp: %w", err)
 	}
-	if err := checkGroupCommit(*groupCommit); err != nil {
-		return errors.Errorf("mcp: --group-commit: %w", err)
-	}
-
 	// Stdout is the protocol. Anything else that would print to the
 	// process's stdout is sent to stderr while the session runs.
 	out := m.Stdout
@@ -143,125 +116,54 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 		os.Stdout = os.Stderr
 		defer func() { os.Stdout = saved }()
 	}
-	in := m.Stdin
-	if in == nil {
-		in = os.Stdin
+	n, err := node.Open(ctx, cfg)
+	if err != nil {
+		return errors.Errorf("mcp: %w", err)
 	}
-	logger := newLogger(m.Stderr)
+	defer n.Close()
+	wctx, stopNode := context.WithCancel(context.WithoutCancel(ctx))
+	ran := make(chan error, 1)
+	go func() { ran <- n.Run(wctx) }()
+	defer func() { stopNode(); <-ran }()
+	return m.runStdio(ctx, n, &f, caller)
+}
 
-	routes, err := httproute.Load(*routesPath, os.LookupEnv)
+// mcpConfig is mcp's node.Config: the flags it shares with serve, the
+// routes, the logger (the routes' credentials scrubbed) and the clock.
+func (m *Main) mcpConfig(f *mcpFlags) (node.Config, error) {
+	cfg, err := f.node.config("settle mcp", "settle-mcp")
 	if err != nil {
-		return errors.Errorf("mcp: %w", err)
+		return cfg, err
 	}
-	var dd *dataDir
-	if *data != "" {
-		// One process owns a data directory (see lockDataDir).
-		dd, err = lockDataDir(*data, "settle mcp", true)
-		if err != nil {
-			return errors.Errorf("mcp: %w", err)
-		}
-		defer dd.Unlock()
-		if err := privateViews(dd.Views()); err != nil {
-			return errors.Errorf("mcp: %w", err)
-		}
+	if cfg.Routes, err = loadRoutes(f.node.routes); err != nil {
+		return cfg, err
 	}
-	var nc *nats.Conn
-	if *natsURL == "" {
-		srv, err := embedded.Start(embedded.Config{Dir: filepath.Join(*data, "jetstream"), Durability: dur, Port: -1})
-		if err != nil {
-			return errors.Errorf("mcp: %w", err)
-		}
-		defer srv.Stop()
-		nc, err = srv.Connect()
-		if err != nil {
-			return errors.Errorf("mcp: connect: %w", err)
-		}
-	} else {
-		nc, err = nats.Connect(*natsURL, nats.Name("settle-mcp"), nats.MaxReconnects(-1))
-		if err != nil {
-			return errors.Errorf("mcp: connect: %w", err)
-		}
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return errors.Errorf("mcp: %w", err)
-	}
-	sc := storeConfig(*natsURL, dur, *replicas, *groupCommit)
-	if dd != nil {
-		if _, err := guardLog(ctx, js, sc.Stream, dd, false, logger); err != nil { // watermark.go
-			return errors.Errorf("mcp: %w", err)
-		}
-	}
-	store, err := openStore(ctx, js, sc, logger)
-	if err != nil {
-		return errors.Errorf("mcp: %w", err)
-	}
-	host, _ := os.Hostname()
-	pc := producer.DefaultConfig()
-	pc.Actor = "settle-mcp@" + host
-	prod, err := producer.New(store, pc, routes...)
-	if err != nil {
-		return errors.Errorf("mcp: %w", err)
-	}
-	viewsDir := *data
-	if viewsDir == "" {
-		if viewsDir, err = os.MkdirTemp("", "settle-mcp-views-"); err != nil {
-			return errors.Errorf("mcp: %w", err)
-		}
-		defer os.RemoveAll(viewsDir)
-	}
-	pjc := projector.DefaultConfig()
-	pjc.DBPath = filepath.Join(viewsDir, "views.db")
-	pjc.Logger = logger
-	proj, err := openViews(ctx, js, pjc, logger, false)
-	if err != nil {
-		return errors.Errorf("mcp: %w", err)
-	}
-	defer proj.Close()
+	cfg.Logger = f.node.logger(m.Stderr, node.RouteSecrets(f.node.routes)...)
+	cfg.Now, err = node.ProcessClock(cfg.Logger)
+	return cfg, err
+}
 
-	wctx, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer stopWorkers()
-	for k := 0; k < *workers; k++ {
-		rc := reconcile.DefaultConfig()
-		rc.Worker = host + "-" + strconv.Itoa(os.Getpid()) + "-mcp" + strconv.Itoa(k)
-		rc.Logger = logger
-		rec, err := reconcile.NewReconciler(store, rc, routes...)
-		if err != nil {
-			return errors.Errorf("mcp: %w", err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := rec.Run(wctx); err != nil {
-				logger.Error("reconciler stopped", "err", err)
-			}
-		}()
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := proj.Run(wctx); err != nil && !errors.Is(err, projector.ErrClosed) {
-			logger.Error("projector stopped", "err", err)
-		}
-	}()
-
-	svc, err := newService(prod, proj, time.Now)
+// runStdio serves one MCP session on stdio over the node.
+func (m *Main) runStdio(ctx context.Context, n *node.Node, f *mcpFlags, caller service.Caller) error {
+	logger := n.Logger()
+	svc, err := newService(n)
 	if err != nil {
 		return errors.Errorf("mcp: %w", err)
 	}
 	cfg := mcp.DefaultConfig()
-	cfg.Service, cfg.Routes, cfg.Logger, cfg.Version = svc, routes, logger, version
-	cfg.KeyIncludesPayload, cfg.MaxWait = *keyPayload, *maxWait
-	cfg.Secrets = mcpSecrets(*routesPath, nil, logger)
+	cfg.Service, cfg.Routes, cfg.Logger, cfg.Version = svc, n.Routes(), logger, version
+	cfg.KeyIncludesPayload, cfg.MaxWait = f.keyPayload, f.maxWait
+	cfg.Secrets = mcpSecrets(f.node.routes, nil, logger)
 	srv, err := mcp.New(cfg)
 	if err != nil {
 		return errors.Errorf("mcp: %w", err)
 	}
-	logger.Info("settle mcp: serving on stdio", "routes", len(routes), "workers", *workers, "caller", caller.Name, "scopes", caller.Scopes)
-	err = srv.RunStdio(ctx, caller, in, out)
+	in := m.Stdin
+	if in == nil {
+		in = os.Stdin
+	}
+	logger.Info("settle mcp: serving on stdio", "routes", len(n.Routes()), "where", n.Where(), "workers", f.node.cfg.Workers, "caller", caller.Name, "tenant", caller.Tenant, "scopes", caller.Scopes)
+	err = srv.RunStdio(ctx, caller, in, m.Stdout)
 	logger.Info("settle mcp: session ended")
 	if err != nil && !errors.Is(err, io.EOF) && ctx.Err() == nil {
 		return errors.Errorf("mcp: %w", err)

@@ -17,5 +17,5 @@
 // audit only reads: it imports events, fsm, ledger (its Reader, which
 // reads the stream to its end), projector (the read-only view it
 // compares) and nats.go.
-// It must never import: adapter/..., producer, consumers/reconcile, consumers/receipts, api, mcp, cmd/..., testharness, fakeapi.
+// It must never import: adapter/..., producer, consumers/reconcile, consumers/receipts, api, mcp, node, cmd/..., testharness, fakeapi.
 package audit

@@ -9,5 +9,5 @@
 // nothing of settle's write path.
 //
 // receipts imports events, nats.go and database/sql.
-// It must never import: fsm, adapter/..., ledger, producer, consumers/reconcile, consumers/audit, projector, api, mcp, cmd/..., testharness, fakeapi.
+// It must never import: fsm, adapter/..., ledger, producer, consumers/reconcile, consumers/audit, projector, api, mcp, node, cmd/..., testharness, fakeapi.
 package receipts

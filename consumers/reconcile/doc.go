@@ -10,5 +10,5 @@
 // searches and are stepped Config.Steps at a time (run.go).
 //
 // reconcile imports ledger, producer, fsm, adapter, events and nats.go.
-// It must never import: consumers/audit, consumers/receipts, projector, service, api, mcp, cmd/..., testharness, fakeapi.
+// It must never import: consumers/audit, consumers/receipts, projector, service, api, mcp, node, cmd/..., testharness, fakeapi.
 package reconcile

@@ -178,6 +178,7 @@ type Reconciler struct {
 	readCalls countingReads
 	cache     historyCache
 	sweepState
+	consumers consumerState // consumers.go
 }
 
 // ErrRouteMissing: the intent's route (or the capability its frozen
@@ -197,7 +198,7 @@ func NewReconciler(store *ledger.Store, cfg Config, routes ...adapter.Route) (*R
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	w, err := producer.NewWriter(store, producer.WriterConfig{Actor: cfg.Worker, Now: cfg.Now, OnCall: cfg.OnCall, AfterCall: cfg.AfterCall})
+	w, err := producer.NewWriter(store, producer.WriterConfig{Actor: cfg.Worker, Now: cfg.Now, OnCall: cfg.OnCall, AfterCall: cfg.AfterCall, Logger: cfg.Logger})
 	if err != nil {
 		return nil, errors.Errorf("reconciler: %w", err)
 	}

@@ -70,11 +70,11 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		}
 	}
 	var wg sync.WaitGroup
-	for _, c := range cons {
+	for k, c := range cons {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.runConsumer(ctx, c)
+			r.runConsumer(ctx, names[k], c)
 		}()
 	}
 	if r.cfg.Sweep {
@@ -88,7 +88,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	return nil
 }
 
-func (r *Reconciler) runConsumer(ctx context.Context, cons jetstream.Consumer) {
+func (r *Reconciler) runConsumer(ctx context.Context, route string, cons jetstream.Consumer) {
 	for ctx.Err() == nil {
 		// A process that cannot append (its clock off, its disk full, its
 		// log being verified or damaged) takes no work: what it fetched it
@@ -113,10 +113,18 @@ func (r *Reconciler) runConsumer(ctx context.Context, cons jetstream.Consumer) {
 			if ctx.Err() != nil {
 				return
 			}
-			r.cfg.Logger.Warn("reconciler: fetch failed; retrying", "err", err)
-			sleep(ctx, 200*time.Millisecond)
+			// A consumer that is gone (deleted by hand, lost by the
+			// server) is made again (consumers.go).
+			cons = r.fetchFailed(ctx, route, cons, err)
 			continue
 		}
+		if len(msgs) == 0 {
+			// A quiet route, or a consumer or server gone without an
+			// error (a fetch while disconnected just waits): look.
+			cons = r.consumerIdle(ctx, route, cons)
+			continue
+		}
+		r.consumers.fetched(route)
 		r.handleBatch(ctx, msgs)
 	}
 }

@@ -6,5 +6,5 @@
 // check fails on any package whose dependencies, direct or not, include
 // one of them, naming the chain that leads there.
 //
-// It must never import: adapter/..., api, cmd/..., consumers/..., embedded, events, examples/..., fakeapi, fsm, ledger, mcp, producer, projector, testharness.
+// It must never import: adapter/..., api, cmd/..., consumers/..., embedded, events, examples/..., fakeapi, fsm, ledger, mcp, node, producer, projector, testharness.
 package layering

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -33,10 +32,8 @@ import (
 // (--accept-log-loss). The per-intent versions outside the stream are the
 // views' (every event they applied, by sequence).
 
-const highWaterFile = "highwater.json"
-
-// highWater is the content of highwater.json.
-type highWater struct {
+// HighWater is the content of highwater.json.
+type HighWater struct {
 	Stream  string    `json:"stream"`
 	LastSeq uint64    `json:"last_seq"`
 	Msgs    uint64    `json:"msgs"`
@@ -47,10 +44,14 @@ type highWater struct {
 	// Held are the intents that lost events in an accepted loss: handed
 	// to a human, never written for again (consumers/reconcile/hold.go).
 	Held []string `json:"held,omitempty"`
+	// WritersThrough: a second writer's traces at or below this sequence
+	// were accepted (--accept-log-loss) and are not reported again.
+	WritersThrough uint64 `json:"writers_through,omitempty"`
 }
 
-func readHighWater(path string) (highWater, error) {
-	var hw highWater
+// ReadHighWater reads the mark at path (a missing file is an empty mark).
+func ReadHighWater(path string) (HighWater, error) {
+	var hw HighWater
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return hw, nil
@@ -68,7 +69,7 @@ func readHighWater(path string) (highWater, error) {
 // writeHighWater replaces the file atomically and durably (temporary
 // file, fsync, rename, fsync of the directory; a directory that cannot be
 // synced is not an error here: the mark is rewritten every second).
-func writeHighWater(path string, hw highWater) error {
+func writeHighWater(path string, hw HighWater) error {
 	b, err := json.Marshal(hw)
 	if err != nil {
 		return err
@@ -146,7 +147,7 @@ func (l *logLoss) Error() string {
 // checkLog compares the stream with the high-water mark and the views.
 // It returns nil when nothing is missing (or the stream and the records
 // are both new).
-func checkLog(ctx context.Context, js jetstream.JetStream, stream string, hw highWater, viewsPath string) (*logLoss, error) {
+func checkLog(ctx context.Context, js jetstream.JetStream, stream string, hw HighWater, viewsPath string) (*logLoss, error) {
 	l := &logLoss{Stream: stream}
 	if hw.Stream == "" || hw.Stream == stream {
 		l.HighWater = hw.LastSeq
@@ -226,9 +227,11 @@ func lostRanges(first, last, msgs uint64, deleted []uint64, want uint64) [][2]ui
 //
 // It returns the intents held after accepted losses (this one and earlier
 // ones), each with the message of its hand-off.
-func guardLog(ctx context.Context, js jetstream.JetStream, stream string, dd *dataDir, accept bool, logger *slog.Logger) (map[string]string, error) {
-	hwPath := filepath.Join(dd.Path(), highWaterFile)
-	hw, err := readHighWater(hwPath)
+//
+// single says that only this process writes the log (an embedded store):
+// a second writer's traces are then a loss too (writers.go).
+func guardLog(ctx context.Context, js jetstream.JetStream, stream string, dd *DataDir, accept, single bool, logger *slog.Logger) (map[string]string, error) {
+	hw, err := ReadHighWater(dd.HighWater())
 	if err != nil {
 		return nil, err
 	}
@@ -248,17 +251,25 @@ func guardLog(ctx context.Context, js jetstream.JetStream, stream string, dd *da
 	if err != nil {
 		return nil, err
 	}
+	var writers *WriterReport
 	if accept {
 		// Accept everything missing, including what only reading the
-		// whole log finds (verify.go).
-		missing, last, err := scanLog(ctx, js, stream)
+		// whole log finds (verify.go), and a second writer's traces on
+		// an embedded store (writers.go).
+		missing, last, w, err := scanForWriters(ctx, js, stream, dd.Views(), hw.WritersThrough)
 		if err == nil {
+			if single && w.Found() {
+				writers = w
+			}
 			if missing = subtract(missing, hw.Accepted); len(missing) > 0 {
 				if loss == nil {
 					loss = describeLoss(ctx, stream, missing, last, dd.Views())
 				} else {
 					loss.Ranges = merge(append(loss.Ranges, missing...))
 				}
+			}
+			if loss == nil && writers != nil {
+				loss = &logLoss{Stream: stream, LastSeq: last}
 			}
 		}
 	}
@@ -271,32 +282,50 @@ func guardLog(ctx context.Context, js jetstream.JetStream, stream string, dd *da
 				"See them all: settle audit --data DIR. Restore the store from a replica or a backup if you can; "+
 				"otherwise start with --accept-log-loss (the views are kept aside, the intents that remain are swept and settled, the lost ones listed here must be checked by hand)")
 	}
-	logger.Error("the log lost events; starting anyway (--accept-log-loss): the intents listed must be checked by hand",
-		"loss", loss.Error())
-	// The hold goes on the log first, while the views still say what each
-	// intent lost: a marker on every held intent's subject, which every
-	// process on the stream sees before it writes (ledger.MarkHeld).
+	ids, err := acceptLoss(ctx, js, stream, dd, hw, loss, writers, logger)
+	if err != nil {
+		return nil, err
+	}
+	return held(ids), nil
+}
+
+// acceptLoss records an accepted loss (and a second writer's traces): the
+// hold goes on the log first, while the views still say what each intent
+// lost (a marker on every held intent's subject, which every process on
+// the stream sees before it writes: ledger.MarkHeld); then the high-water
+// mark, and the views are moved aside. It returns every intent held
+// since.
+func acceptLoss(ctx context.Context, js jetstream.JetStream, stream string, dd *DataDir, hw HighWater, loss *logLoss, writers *WriterReport, logger *slog.Logger) ([]string, error) {
+	if len(loss.Ranges) > 0 {
+		logger.Error("the log lost events; starting anyway (--accept-log-loss): the intents listed must be checked by hand", "loss", loss.Error())
+	}
+	through := hw.WritersThrough
+	ids := append(append([]string(nil), hw.Held...), loss.Intents...)
+	if writers != nil {
+		logger.Error("two processes wrote this log at once; starting anyway (--accept-log-loss): the intents listed must be checked by hand", "writers", writers.Error())
+		ids, through = append(ids, writers.Intents...), loss.LastSeq
+	}
 	if loss.Gone {
 		logger.Warn("the stream is gone: the held intents are held by this process only (highwater.json), not marked on the log")
 	} else if err := markHeld(ctx, js, stream, dd.Views(), merge(append(hw.Accepted, loss.Ranges...)), logger); err != nil {
 		return nil, errors.Errorf("accept log loss: %w", err)
 	}
-	if aside, err := moveViewsAside(dd.Views()); err != nil {
+	if aside, err := MoveViewsAside(dd.Views()); err != nil {
 		return nil, errors.Errorf("accept log loss: %w", err)
 	} else {
 		logger.Warn("views moved aside; they are rebuilt from what the log holds", "old_views", aside)
 	}
-	accepted := merge(append(hw.Accepted, loss.Ranges...))
-	ids := append(append([]string(nil), hw.Held...), loss.Intents...)
 	sort.Strings(ids)
 	ids = slices.Compact(ids)
-	if err := writeHighWater(hwPath, highWater{Stream: stream, LastSeq: loss.LastSeq, Msgs: loss.Msgs, Updated: time.Now().UTC(), Accepted: accepted, Held: ids}); err != nil {
+	accepted := merge(append(hw.Accepted, loss.Ranges...))
+	if err := writeHighWater(dd.HighWater(), HighWater{Stream: loss.Stream, LastSeq: loss.LastSeq, Msgs: loss.Msgs, Updated: time.Now().UTC(),
+		Accepted: accepted, Held: ids, WritersThrough: through}); err != nil {
 		return nil, err
 	}
-	if len(loss.Intents) > 0 {
-		logger.Warn("intents that lost events are held: each is handed to a human (manual_action, log_events_lost) and never written for again", "intents", len(loss.Intents))
+	if n := len(ids) - len(hw.Held); n > 0 {
+		logger.Warn("intents that lost events are held: each is handed to a human (manual_action, log_events_lost) and never written for again", "intents", n)
 	}
-	return held(ids), nil
+	return ids, nil
 }
 
 // keepHighWater records the stream's length every interval (and once when
@@ -336,15 +365,15 @@ type highWaterKeeper struct {
 	path, name  string
 	store       *ledger.Store
 	logger      *slog.Logger
-	hw          highWater
+	hw          HighWater
 	regressions int
 }
 
 func newHighWaterKeeper(st jetstream.Stream, path string, store *ledger.Store, logger *slog.Logger) *highWaterKeeper {
-	hw, _ := readHighWater(path)
+	hw, _ := ReadHighWater(path)
 	name := st.CachedInfo().Config.Name
 	if hw.Stream != name {
-		hw = highWater{Stream: name}
+		hw = HighWater{Stream: name}
 	}
 	return &highWaterKeeper{st: st, path: path, name: name, store: store, logger: logger, hw: hw}
 }
@@ -373,7 +402,7 @@ func (k *highWaterKeeper) check(ctx context.Context) {
 		k.regressions = 0
 		k.hw.LastSeq, k.hw.Msgs, k.hw.Updated = s.LastSeq, s.Msgs, time.Now().UTC()
 		if err := writeHighWater(k.path, k.hw); err != nil {
-			k.logger.Warn("high-water mark not written", "err", safeText(err))
+			k.logger.Warn("high-water mark not written", "err", err)
 		}
 	default:
 		k.regressions = 0
@@ -434,7 +463,7 @@ func markHeld(ctx context.Context, js jetstream.JetStream, stream, viewsPath str
 			// record it still counts as the subject's last): no process
 			// can write there either; this one holds it (highwater.json).
 			failed++
-			logger.Warn("a held intent's marker could not be written: only this process holds it", "intent", id, "err", safeText(err))
+			logger.Warn("a held intent's marker could not be written: only this process holds it", "intent", id, "err", err)
 		case ok:
 			marked++
 		}

@@ -1,38 +1,37 @@
-package main
+package node
 
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"io"
-	"log/slog"
 	"net"
 	"net/netip"
+	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/cockroachdb/errors"
 
-	"github.com/settle-dev/settle/api"
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/ledger"
 )
 
-// natsReaderUser is the NATS user downstream readers connect as.
-const natsReaderUser = "reader"
+// ReaderUser is the NATS user downstream readers connect as.
+const ReaderUser = "reader"
 
-// natsListener is serve --nats-listen: where the embedded server takes
+// Listener is serve --nats-listen: where the embedded server takes
 // downstream readers, and their password (from the environment).
-type natsListener struct {
+type Listener struct {
 	host     string
 	port     int
 	password string // "" on loopback without --nats-password-env's variable: no credentials needed
 }
 
-// parseNATSListen reads --nats-listen: PORT or HOST:PORT; no host means
+// ParseListen reads --nats-listen: PORT or HOST:PORT; no host means
 // 127.0.0.1. Off loopback a password is required, from the variable
 // passwordEnv names (never a flag: flags show in ps).
-func parseNATSListen(v, passwordEnv string, env func(string) (string, bool)) (*natsListener, error) {
+func ParseListen(v, passwordEnv string, env func(string) (string, bool)) (*Listener, error) {
 	host, portStr, err := net.SplitHostPort(v)
 	if err != nil {
 		host, portStr = "", v
@@ -44,7 +43,7 @@ func parseNATSListen(v, passwordEnv string, env func(string) (string, bool)) (*n
 	if err != nil || port < 0 || port > 65535 {
 		return nil, errors.Errorf("--nats-listen: %q is not PORT or HOST:PORT", v)
 	}
-	l := &natsListener{host: host, port: port}
+	l := &Listener{host: host, port: port}
 	if pw, ok := env(passwordEnv); ok && pw != "" {
 		if len(pw) < 12 {
 			return nil, errors.Errorf("--nats-password-env: the password in $%s is shorter than 12 bytes", passwordEnv)
@@ -66,7 +65,7 @@ func loopback(host string) bool {
 	return err == nil && ip.Unmap().IsLoopback()
 }
 
-func (l *natsListener) authNote() string {
+func (l *Listener) AuthNote() string {
 	if l.password == "" {
 		return "no password on loopback"
 	}
@@ -77,36 +76,43 @@ func (l *natsListener) authNote() string {
 // subject; a random password made now, never printed) and the readers'
 // (read-only: stream and consumer info, creating and using consumers of
 // the intents stream, direct gets, and subscribing to its subjects — no
-// publish to settle.intents.>, no stream change). On loopback without a
-// password, clients without credentials are readers.
-func (l *natsListener) users() (users []embedded.User, noAuth string, internal embedded.User, err error) {
+// publish to settle.intents.>, no stream change, and none of settle's own
+// consumers: readerDeny). On loopback without a password, clients without
+// credentials are readers.
+func (l *Listener) users(routes []adapter.Route) (users []embedded.User, noAuth string, internal embedded.User, err error) {
 	pw, err := randomSecret()
 	if err != nil {
 		return nil, "", embedded.User{}, err
 	}
 	internal = embedded.User{Name: "settle", Password: pw}
-	reader := embedded.User{Name: natsReaderUser, Password: l.password,
-		Publish: readerPublish(ledger.DefaultStoreConfig().Stream), Subscribe: []string{events.AllSubjects, "_INBOX.>"}}
+	stream := ledger.DefaultStoreConfig().Stream
+	reader := embedded.User{Name: ReaderUser, Password: l.password,
+		Publish: readerPublish(stream), DenyPublish: readerDeny(stream, consumerNames(routes)),
+		Subscribe: []string{events.AllSubjects, "_INBOX.>"}}
 	if reader.Password == "" {
 		if reader.Password, err = randomSecret(); err != nil {
 			return nil, "", embedded.User{}, err
 		}
-		noAuth = natsReaderUser
+		noAuth = ReaderUser
 	}
 	return []embedded.User{internal, reader}, noAuth, internal, nil
 }
 
-// readerPublish are the JetStream API subjects a reader may use on stream.
+// readerPublish are the JetStream API subjects a reader may use on stream,
+// and what the nats CLI asks of any server (its own user's info). A
+// consumer is made by the API that names it in the subject (nats.go's and
+// the CLI's), so that readerDeny can keep settle's own out of reach; the
+// legacy create that takes the name from the request body is not allowed.
 func readerPublish(stream string) []string {
 	return []string{
 		"$JS.API.INFO",
+		"$SYS.REQ.USER.INFO",
 		"$JS.API.STREAM.NAMES",
 		"$JS.API.STREAM.LIST",
 		"$JS.API.STREAM.INFO." + stream,
 		"$JS.API.STREAM.MSG.GET." + stream,
 		"$JS.API.DIRECT.GET." + stream,
 		"$JS.API.DIRECT.GET." + stream + ".>",
-		"$JS.API.CONSUMER.CREATE." + stream,
 		"$JS.API.CONSUMER.CREATE." + stream + ".>",
 		"$JS.API.CONSUMER.DURABLE.CREATE." + stream + ".*",
 		"$JS.API.CONSUMER.INFO." + stream + ".*",
@@ -120,6 +126,39 @@ func readerPublish(stream string) []string {
 	}
 }
 
+// readerDeny are the subjects that would let a reader change, delete,
+// pause, pull from or ack settle's own durable consumers (each route's
+// reconciler consumer): a reader that deleted one stopped the route's
+// settling. NATS subjects match whole tokens only, so each consumer is
+// named; a consumer of a route this process does not configure is
+// another process's to protect.
+func readerDeny(stream string, consumers map[string]string) []string {
+	var out []string
+	for _, c := range sortedValues(consumers) {
+		out = append(out,
+			"$JS.API.CONSUMER.CREATE."+stream+"."+c,
+			"$JS.API.CONSUMER.CREATE."+stream+"."+c+".>",
+			"$JS.API.CONSUMER.DURABLE.CREATE."+stream+"."+c,
+			"$JS.API.CONSUMER.DELETE."+stream+"."+c,
+			"$JS.API.CONSUMER.PAUSE."+stream+"."+c,
+			"$JS.API.CONSUMER.UNPIN."+stream+"."+c,
+			"$JS.API.CONSUMER.MSG.NEXT."+stream+"."+c,
+			"$JS.ACK."+stream+"."+c+".>",
+			"$JS.FC."+stream+"."+c+".>",
+		)
+	}
+	return out
+}
+
+func sortedValues(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	sort.Strings(out)
+	return out
+}
+
 func randomSecret() (string, error) {
 	b := make([]byte, 24)
 	if _, err := rand.Read(b); err != nil {
@@ -127,12 +166,3 @@ func randomSecret() (string, error) {
 	}
 	return hex.EncodeToString(b), nil
 }
-
-// newLogger is serve's logger: text lines on w, every error attribute
-// redacted to its safe parts (api.RedactingHandler).
-func newLogger(w io.Writer) *slog.Logger {
-	return slog.New(api.RedactingHandler(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})))
-}
-
-// safeText is err's safe parts (api.SafeError).
-func safeText(err error) string { return api.SafeError(err) }

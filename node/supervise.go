@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -13,21 +13,25 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/api"
+	"github.com/settle-dev/settle/consumers/reconcile"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/projector"
 )
 
-// supervisor keeps serve's parts honest about their health and brings
+// supervisor keeps a node's parts honest about their health and brings
 // them back by themselves: the projector is restarted after a failure
-// (a full disk, a lost connection), the embedded server is restarted once
-// its disk has space again, a clock off the log's by more than the
-// allowance blocks every append, and /readyz says which part failed.
+// (a full disk, a lost connection) or a stall, a reconciler that stops is
+// restarted, the embedded server is restarted once its disk has space
+// again, a clock off the log's by more than the allowance blocks every
+// append, and /readyz says which part failed.
 type supervisor struct {
 	logger *slog.Logger
 	store  *ledger.Store
 	now    func() time.Time
+	cfg    Config
 
 	mu        sync.Mutex
 	projErr   error
@@ -35,77 +39,114 @@ type supervisor struct {
 	diskErr   error
 	clockErr  error
 	offset    time.Duration
+	recErrs   map[int]error // a reconciler that stopped, by index, until it runs again
+	recs      []*reconcile.Reconciler
+	proj      projWatch
 
 	diskFull chan struct{} // signalled by the embedded server's log
 	verified chan struct{} // closed once the whole log was read whole (verify.go)
+
+	projRestarts prometheus.Counter
+	recRestarts  prometheus.Counter
 }
 
-func newSupervisor(logger *slog.Logger, now func() time.Time) *supervisor {
-	return &supervisor{logger: logger, now: now, diskFull: make(chan struct{}, 1), verified: make(chan struct{})}
-}
-
-// --- the projector ---
-
-// runProjector runs the projector until ctx ends, restarting it after a
-// failure with a growing pause (1s … 30s); while it is down /readyz says
-// so. A database that was full resumes once the disk has space again.
-func (s *supervisor) runProjector(ctx context.Context, proj *projector.Projector) {
-	backoff := time.Second
-	for ctx.Err() == nil {
-		err := proj.Run(ctx)
-		if ctx.Err() != nil || errors.Is(err, projector.ErrClosed) {
-			return
-		}
-		if err == nil {
-			err = errors.New("projector stopped")
-		}
-		s.mu.Lock()
-		if s.projErr == nil {
-			s.projSince = time.Now()
-		}
-		s.projErr = err
-		s.mu.Unlock()
-		s.logger.Error("projector failed; restarting it", "err", safeText(err), "in", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 30*time.Second)
-		// A restarted Run that applies a batch is healthy again: watch the
-		// checkpoint move (or the projector catch up with nothing to do).
-		go s.clearProjectorWhenMoving(ctx, proj, proj.Stats().Checkpoint)
+func newSupervisor(logger *slog.Logger, now func() time.Time, cfg Config) *supervisor {
+	return &supervisor{logger: logger, now: now, cfg: cfg, recErrs: map[int]error{},
+		diskFull: make(chan struct{}, 1), verified: make(chan struct{}),
+		projRestarts: prometheus.NewCounter(prometheus.CounterOpts{Name: "settle_projector_restarts_total",
+			Help: "Times the projector was restarted after a failure or a stall (no progress while the stream held more)."}),
+		recRestarts: prometheus.NewCounter(prometheus.CounterOpts{Name: "settle_reconciler_restarts_total",
+			Help: "Times a reconciler was restarted after it stopped."}),
 	}
 }
 
-func (s *supervisor) clearProjectorWhenMoving(ctx context.Context, proj *projector.Projector, from uint64) {
-	for ctx.Err() == nil {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := proj.CatchUp(cctx)
-		cancel()
-		if err == nil || proj.Stats().Checkpoint > from {
-			s.mu.Lock()
-			if s.projErr != nil {
-				s.logger.Info("projector running again", "checkpoint", proj.Stats().Checkpoint, "down_for", time.Since(s.projSince).Round(time.Second))
-			}
-			s.projErr = nil
-			s.mu.Unlock()
-			return
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
+// supervised are the parts the supervisor runs and watches.
+type supervised struct {
+	js      jetstream.JetStream
+	store   *ledger.Store
+	proj    *projector.Projector
+	srv     *embedded.Restartable // nil with NATSURL
+	dd      *DataDir
+	routes  []adapter.Route
+	metrics *api.Metrics
+	recs    []*reconcile.Reconciler
 }
 
-func (s *supervisor) projectorCheck(context.Context) error {
+// consumerNames maps each route to its reconcilers' durable consumer.
+func consumerNames(routes []adapter.Route) map[string]string {
+	out := map[string]string{}
+	for _, r := range routes {
+		out[r.Name] = reconcile.DefaultConfig().Durable + "-" + r.Name
+	}
+	return out
+}
+
+// start runs the supervised loops on ctx (counted in wg): the reading of
+// the whole log, the high-water mark, the clock guard, the disk watch,
+// the projector and the reconcilers (once the log was read whole).
+func (s *supervisor) start(ctx context.Context, wg *sync.WaitGroup, p supervised) {
+	st := p.store.Stream()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.projErr != nil {
-		return errors.Errorf("failed %s ago: %w", time.Since(s.projSince).Round(time.Second), s.projErr)
+	s.recs = p.recs
+	s.mu.Unlock()
+	p.metrics.MustRegister(s.metrics(ctx, st, p.proj, consumerNames(p.routes), p.recs)...)
+	run := func(fn func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn()
+		}()
 	}
-	return nil
+	run(func() { s.verifyLog(ctx, p.js, p.store.Config().Stream, p.dd, p.store) })
+	run(func() { keepHighWater(ctx, st, p.dd.HighWater(), p.store, s.logger, time.Second) })
+	run(func() { s.keepLock(ctx, p.dd, time.Second) })
+	run(func() { s.guardClock(ctx, st, maxOffset(s.cfg.MaxClockOffset, p.routes), 10*time.Second) })
+	if p.srv != nil {
+		run(func() {
+			s.watchDisk(ctx, p.srv, p.js, p.store.Config().Stream, p.dd, uint64(s.cfg.MinFreeMB)<<20)
+		})
+	}
+	run(func() { s.runProjector(ctx, st, p.proj) })
+	for k, rec := range p.recs {
+		run(func() {
+			select { // the log is read whole first (verify.go)
+			case <-s.verified:
+			case <-ctx.Done():
+				return
+			}
+			s.runReconciler(ctx, k, rec)
+		})
+	}
+}
+
+// --- the data directory's lock ---
+
+// keepLock rechecks the data directory's lock file every interval
+// (DataDir.Recheck): one removed or replaced is made again, loudly.
+func (s *supervisor) keepLock(ctx context.Context, dd *DataDir, interval time.Duration) {
+	every(ctx, interval, func() {
+		restored, err := dd.Recheck(s.cfg.Command)
+		switch {
+		case err != nil:
+			s.logger.Error("the data directory's lock file was removed or replaced and cannot be locked again; the directory itself stays locked", "dir", dd.Path(), "err", err)
+		case restored:
+			s.logger.Warn("the data directory's lock file was removed or replaced: made it again (the directory itself stayed locked: no second process can start on it)", "dir", dd.Path())
+		}
+	})
+}
+
+// every runs fn every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
 }
 
 // --- the disk of the embedded server ---
@@ -126,11 +167,38 @@ func (s *supervisor) watchServerLog(_ slog.Level, msg string) {
 // freeBytes is the space left for an unprivileged writer on dir's file
 // system.
 func freeBytes(dir string) (uint64, error) {
+	free, _, err := diskSpace(dir)
+	return free, err
+}
+
+// diskSpace is the space left for an unprivileged writer on dir's file
+// system, and the file system's size.
+func diskSpace(dir string) (free, size uint64, err error) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dir, &st); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return st.Bavail * uint64(st.Bsize), nil
+	return st.Bavail * uint64(st.Bsize), st.Blocks * uint64(st.Bsize), nil
+}
+
+// checkMinFree refuses a MinFreeMB larger than the whole file system of
+// dir (after a full disk settle would wait for space that can never be
+// free), and warns when less than it is free already.
+func checkMinFree(dir string, minFreeMB int, logger *slog.Logger) error {
+	free, size, err := diskSpace(dir)
+	if err != nil {
+		return nil // not knowable here; the disk watch measures again
+	}
+	need := uint64(minFreeMB) << 20
+	if need > size {
+		return errors.WithHint(errors.Errorf("--min-free-mb: %d MiB is more than the whole file system of %s (%d MiB): after a full disk settle could never resume", minFreeMB, dir, size>>20),
+			"give a smaller --min-free-mb, or a data directory on a larger file system")
+	}
+	if free < need {
+		logger.Warn("the data directory's file system has less free space than --min-free-mb: if the disk fills, settle resumes only once that much is free",
+			"dir", dir, "free_mib", free>>20, "min_free_mib", minFreeMB)
+	}
+	return nil
 }
 
 // watchDisk, for the embedded server: when the server reports a full
@@ -140,7 +208,7 @@ func freeBytes(dir string) (uint64, error) {
 // minFree bytes again, the server is restarted in place (the store is
 // loaded again, which clears its write error), the log is checked
 // against its high-water mark, and appends resume.
-func (s *supervisor) watchDisk(ctx context.Context, srv *embedded.Restartable, js jetstream.JetStream, stream string, dd *dataDir, minFree uint64) {
+func (s *supervisor) watchDisk(ctx context.Context, srv *embedded.Restartable, js jetstream.JetStream, stream string, dd *DataDir, minFree uint64) {
 	dir := srv.Server().Config().Dir
 	for {
 		select {
@@ -167,17 +235,17 @@ func (s *supervisor) watchDisk(ctx context.Context, srv *embedded.Restartable, j
 			}
 			s.logger.Warn("disk space is back: restarting the embedded server on its store")
 			if err := srv.Restart(); err != nil {
-				s.logger.Error("restarting the embedded server failed; trying again", "err", safeText(err))
+				s.logger.Error("restarting the embedded server failed; trying again", "err", err)
 				continue
 			}
 			cctx, cancel := context.WithTimeout(ctx, time.Minute)
 			err := waitStream(cctx, js, stream)
 			if err == nil {
-				_, err = guardLog(cctx, js, stream, dd, false, s.logger)
+				_, err = guardLog(cctx, js, stream, dd, false, true, s.logger)
 			}
 			cancel()
 			if err != nil {
-				s.logger.Error("after the restart the log does not check out; appends stay refused", "err", safeText(err))
+				s.logger.Error("after the restart the log does not check out; appends stay refused", "err", err)
 				s.store.Block("log", err)
 			}
 			break
@@ -265,16 +333,7 @@ func (s *supervisor) guardClock(ctx context.Context, st jetstream.Stream, max ti
 		}
 	}
 	check()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			check()
-		}
-	}
+	every(ctx, interval, check)
 }
 
 func (s *supervisor) clockCheck(context.Context) error {
@@ -303,13 +362,14 @@ func (s *supervisor) readyChecks() []api.ReadyCheck {
 		}},
 		{Name: "disk", Check: s.diskCheck},
 		{Name: "clock", Check: s.clockCheck},
+		{Name: "reconcilers", Check: s.reconcilersCheck},
 	}
 }
 
 // metrics are the supervisor's gauges: the projector's lag behind the
 // stream, the reconcilers' pending messages per route, failed appends,
 // whether appends are refused, and the clock offset.
-func (s *supervisor) metrics(ctx context.Context, st jetstream.Stream, proj *projector.Projector, consumers map[string]string) []prometheus.Collector {
+func (s *supervisor) metrics(ctx context.Context, st jetstream.Stream, proj *projector.Projector, consumers map[string]string, recs []*reconcile.Reconciler) []prometheus.Collector {
 	var lastSeq struct {
 		sync.Mutex
 		seq uint64
@@ -358,6 +418,7 @@ func (s *supervisor) metrics(ctx context.Context, st jetstream.Stream, proj *pro
 	pending := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "settle_reconciler_pending",
 		Help: "Messages the reconcilers' durable consumer of a route holds: not yet delivered plus delivered and not yet acked (bounded by the consumer's max ack pending)."}, []string{"route"})
 	out = append(out, &pendingCollector{GaugeVec: pending, ctx: ctx, st: st, consumers: consumers})
+	out = append(out, s.projRestarts, s.recRestarts, recreatedCounter(recs))
 	return out
 }
 
@@ -390,8 +451,8 @@ func (p *pendingCollector) Collect(ch chan<- prometheus.Metric) {
 // deployment; serve logs it loudly.
 const clockOffsetEnv = "SETTLE_FAULT_CLOCK_OFFSET"
 
-// processClock is serve's clock: time.Now, shifted by $SETTLE_FAULT_CLOCK_OFFSET.
-func processClock(logger *slog.Logger) (func() time.Time, error) {
+// ProcessClock is a process's clock: time.Now, shifted by $SETTLE_FAULT_CLOCK_OFFSET.
+func ProcessClock(logger *slog.Logger) (func() time.Time, error) {
 	v, ok := os.LookupEnv(clockOffsetEnv)
 	if !ok || v == "" {
 		return time.Now, nil

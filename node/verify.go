@@ -1,12 +1,12 @@
-package main
+package node
 
 import (
 	"context"
-	"path/filepath"
 	"sort"
 	"time"
 
 	"github.com/cockroachdb/errors"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
@@ -22,6 +22,12 @@ import (
 // can keep a state that still counts its lost messages; only reading
 // finds them. It costs one pass over the stream's headers.
 func scanLog(ctx context.Context, js jetstream.JetStream, stream string) (missing [][2]uint64, last uint64, err error) {
+	return scanLogVisit(ctx, js, stream, nil)
+}
+
+// scanLogVisit is scanLog, calling visit (when set) with every message's
+// sequence, subject and headers, in order (writers.go).
+func scanLogVisit(ctx context.Context, js jetstream.JetStream, stream string, visit func(seq uint64, subject string, h nats.Header)) (missing [][2]uint64, last uint64, err error) {
 	st, err := js.Stream(ctx, stream)
 	if err != nil {
 		return nil, 0, errors.Errorf("scan the log: stream %s: %w", stream, err)
@@ -64,6 +70,9 @@ func scanLog(ctx context.Context, js jetstream.JetStream, stream string) (missin
 				continue
 			}
 			seq := md.Sequence.Stream
+			if visit != nil {
+				visit(seq, m.Subject(), m.Headers())
+			}
 			if seq > prev+1 {
 				missing = append(missing, [2]uint64{prev + 1, seq - 1})
 			}
@@ -165,22 +174,23 @@ func (l *logLoss) nameLost(ctx context.Context, known audit.KnownEvents) error {
 // (ledger.ErrLogDamaged) with a loud error naming what was lost, until
 // an operator restarts with --accept-log-loss; the reconcilers never
 // start. Ranges already accepted are ignored.
-func (s *supervisor) verifyLog(ctx context.Context, js jetstream.JetStream, stream string, dd *dataDir, store *ledger.Store) {
+func (s *supervisor) verifyLog(ctx context.Context, js jetstream.JetStream, stream string, dd *DataDir, store *ledger.Store) {
 	logger := s.logger
-	hw, _ := readHighWater(filepath.Join(dd.Path(), highWaterFile))
+	hw, _ := ReadHighWater(dd.HighWater())
 	start := time.Now()
 	var missing [][2]uint64
 	var last uint64
+	var writers *WriterReport
 	for {
 		var err error
-		missing, last, err = scanLog(ctx, js, stream)
+		missing, last, writers, err = s.scanWriters(ctx, js, stream, dd, hw)
 		if err == nil {
 			break
 		}
 		if ctx.Err() != nil {
 			return
 		}
-		logger.Warn("reading the whole log to verify it failed; trying again", "err", safeText(err))
+		logger.Warn("reading the whole log to verify it failed; trying again", "err", err)
 		select {
 		case <-ctx.Done():
 			return
@@ -188,6 +198,13 @@ func (s *supervisor) verifyLog(ctx context.Context, js jetstream.JetStream, stre
 		}
 	}
 	missing = subtract(missing, hw.Accepted)
+	if writers.Found() {
+		store.Block("log", errkind.Wrap(ledger.ErrLogDamaged, writers))
+		store.Unblock("verify")
+		logger.Error("TWO WRITERS: appends are refused and the reconcilers do not start until an operator acts. See them with settle audit --data DIR (serve stopped); "+
+			"check the intents named by hand, then restart with --accept-log-loss", "writers", writers.Error())
+		return
+	}
 	if len(missing) == 0 {
 		store.Unblock("verify")
 		close(s.verified)
@@ -200,4 +217,31 @@ func (s *supervisor) verifyLog(ctx context.Context, js jetstream.JetStream, stre
 	store.Unblock("verify")
 	logger.Error("THE LOG LOST EVENTS: appends are refused and the reconcilers do not start until an operator acts. See them all with settle audit --data DIR (serve stopped); "+
 		"restore the store from a replica or backup, or restart with --accept-log-loss", "loss", loss.Error())
+}
+
+// scanWriters is scanLog with, on an embedded store (one data directory,
+// one writer at a time), the check for a second writer's traces
+// (writers.go) against the views of dd.
+func (s *supervisor) scanWriters(ctx context.Context, js jetstream.JetStream, stream string, dd *DataDir, hw HighWater) ([][2]uint64, uint64, *WriterReport, error) {
+	if s.cfg.NATSURL != "" {
+		missing, last, err := scanLog(ctx, js, stream)
+		return missing, last, nil, err
+	}
+	return scanForWriters(ctx, js, stream, dd.Views(), hw.WritersThrough)
+}
+
+// scanForWriters is scanLog with the check for a second writer's traces
+// (writers.go) against the views at viewsPath.
+func scanForWriters(ctx context.Context, js jetstream.JetStream, stream, viewsPath string, through uint64) ([][2]uint64, uint64, *WriterReport, error) {
+	var known audit.KnownEvents
+	if k, err := projector.OpenKnown(ctx, viewsPath); err == nil {
+		defer k.Close()
+		known = k
+	}
+	wc := newWriterCheck(ctx, known, through)
+	missing, last, err := scanLogVisit(ctx, js, stream, wc.visit)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	return missing, last, wc.report(), nil
 }

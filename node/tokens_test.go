@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"strings"
@@ -13,7 +13,7 @@ func env(m map[string]string) func(string) (string, bool) {
 
 func TestParseTokens(t *testing.T) {
 	secret := "s3cr3t-0123456789abcdef0123"
-	toks, err := parseTokens([]byte(`{"tokens":[{"name":"agent","secret_env":"AGENT_TOKEN","scopes":["submit","read"],"routes":["social_post"]}]}`),
+	toks, err := ParseTokens([]byte(`{"tokens":[{"name":"agent","secret_env":"AGENT_TOKEN","scopes":["submit","read"],"routes":["social_post"]}]}`),
 		env(map[string]string{"AGENT_TOKEN": secret}), []string{"social_post"})
 	if err != nil || len(toks) != 1 || toks[0].Secret != secret || toks[0].Name != "agent" || toks[0].Scopes[0] != api.ScopeSubmit {
 		t.Fatalf("%+v %v", toks, err)
@@ -25,7 +25,7 @@ func TestParseTokens(t *testing.T) {
 		`{"tokens":[]}`: "at least one token",
 		`not json`:      "not a token file",
 	} {
-		_, err := parseTokens([]byte(in), env(nil), nil)
+		_, err := ParseTokens([]byte(in), env(nil), nil)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", in, err, want)
 		}
@@ -51,7 +51,7 @@ func TestTokenFileErrorsNameFileFields(t *testing.T) {
 		`{"tokens":[{"name":"a","secret_env":"GOOD","scopes":[]}]}`:                                                          "tokens[0].scopes: at least one scope is required",
 		`{"tokens":[{"name":"a","secret_env":"GOOD","scopes":["read"]},{"name":"b","secret_env":"GOOD","scopes":["read"]}]}`: "tokens[1].secret_env: the secret in $GOOD is the secret of another token",
 	} {
-		_, err := parseTokens([]byte(in), vars, routes)
+		_, err := ParseTokens([]byte(in), vars, routes)
 		if err == nil || err.Error() != want {
 			t.Errorf("%s:\n got %v\nwant %s", in, err, want)
 		}
@@ -59,7 +59,7 @@ func TestTokenFileErrorsNameFileFields(t *testing.T) {
 			t.Errorf("error uses Go field names or a secret: %v", err)
 		}
 	}
-	toks, err := parseTokens([]byte(`{"tokens":[{"name":"a","secret_env":"GOOD","tenant":"acme","scopes":["read"]}]}`), vars, routes)
+	toks, err := ParseTokens([]byte(`{"tokens":[{"name":"a","secret_env":"GOOD","tenant":"acme","scopes":["read"]}]}`), vars, routes)
 	if err != nil || toks[0].Tenant != "acme" {
 		t.Fatalf("tenant: %+v %v", toks, err)
 	}
@@ -70,7 +70,7 @@ func FuzzParseTokens(f *testing.F) {
 	f.Add([]byte(`{"tokens":[{}]}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		toks, err := parseTokens(b, env(map[string]string{"T": "fuzz-secret-0123456789abcdef"}), []string{"social_post"})
+		toks, err := ParseTokens(b, env(map[string]string{"T": "fuzz-secret-0123456789abcdef"}), []string{"social_post"})
 		if err == nil && len(toks) == 0 {
 			t.Fatal("no error and no token")
 		}

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -59,7 +59,7 @@ func TestGuardLogRefusesAShortLog(t *testing.T) {
 	node := testharness.StartNode(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	dd, err := lockDataDir(dir, "test", true)
+	dd, err := LockDataDir(dir, "test", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,14 +71,14 @@ func TestGuardLogRefusesAShortLog(t *testing.T) {
 	if _, err := node.JS.Publish(ctx, "settle.intents.r.in_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", []byte("{}")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, false, logger); err != nil {
+	if _, err := guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, false, true, logger); err != nil {
 		t.Fatalf("a whole log: %v", err)
 	}
-	hw := highWater{Stream: "SETTLE_INTENTS", LastSeq: 5, Msgs: 5}
-	if err := writeHighWater(filepath.Join(dir, highWaterFile), hw); err != nil {
+	hw := HighWater{Stream: "SETTLE_INTENTS", LastSeq: 5, Msgs: 5}
+	if err := writeHighWater(filepath.Join(dir, HighWaterFile), hw); err != nil {
 		t.Fatal(err)
 	}
-	_, err = guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, false, logger)
+	_, err = guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, false, true, logger)
 	if !errors.Is(err, ledger.ErrLogDamaged) || !strings.Contains(err.Error(), "lost sequences 2..5") {
 		t.Fatalf("a log behind its mark: %v", err)
 	}
@@ -86,22 +86,22 @@ func TestGuardLogRefusesAShortLog(t *testing.T) {
 		t.Fatalf("hint: %q", hint)
 	}
 	// Accepted: recorded, and not refused again.
-	if _, err := guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, true, logger); err != nil {
+	if _, err := guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, true, true, logger); err != nil {
 		t.Fatalf("accepting: %v", err)
 	}
-	b, _ := os.ReadFile(filepath.Join(dir, highWaterFile))
-	var got highWater
+	b, _ := os.ReadFile(filepath.Join(dir, HighWaterFile))
+	var got HighWater
 	if err := json.Unmarshal(b, &got); err != nil || !reflect.DeepEqual(got.Accepted, [][2]uint64{{2, 5}}) || got.LastSeq != 1 {
 		t.Fatalf("after accepting: %s (%v)", b, err)
 	}
-	if _, err := guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, false, logger); err != nil {
+	if _, err := guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, false, true, logger); err != nil {
 		t.Fatalf("after accepting: %v", err)
 	}
 	// The stream gone while the mark remembers it.
 	if err := node.JS.DeleteStream(ctx, "SETTLE_INTENTS"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, false, logger)
+	_, err = guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, false, true, logger)
 	if !errors.Is(err, ledger.ErrLogDamaged) || !strings.Contains(err.Error(), "is gone") {
 		t.Fatalf("a vanished stream: %v", err)
 	}
@@ -124,8 +124,8 @@ func TestGuardLogWaitsForJetStream(t *testing.T) {
 	if !srv.ReadyForConnections(10 * time.Second) {
 		t.Fatal("nats-server did not start")
 	}
-	js := jetStreamOf(t)(nats.Connect(srv.ClientURL()))
-	dd, err := lockDataDir(t.TempDir(), "test", true)
+	js := testharness.JetStreamOf(t)(nats.Connect(srv.ClientURL()))
+	dd, err := LockDataDir(t.TempDir(), "test", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestGuardLogWaitsForJetStream(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	done := make(chan error, 1)
 	go func() {
-		_, err := guardLog(context.Background(), js, "SETTLE_INTENTS", dd, false, logger)
+		_, err := guardLog(context.Background(), js, "SETTLE_INTENTS", dd, false, true, logger)
 		done <- err
 	}()
 	// Not before a first attempt went unanswered.
@@ -162,7 +162,7 @@ func TestGuardLogWaitsForJetStream(t *testing.T) {
 	// A refusal is not waited out.
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := guardLog(canceled, js, "SETTLE_INTENTS", dd, false, logger); !errors.Is(err, context.Canceled) {
+	if _, err := guardLog(canceled, js, "SETTLE_INTENTS", dd, false, true, logger); !errors.Is(err, context.Canceled) {
 		t.Fatalf("guardLog with its context done: %v", err)
 	}
 }
@@ -185,8 +185,8 @@ func TestHighWaterBlocksOnlyAShortStreamSeenShortRepeatedly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	path := filepath.Join(t.TempDir(), highWaterFile)
-	if err := writeHighWater(path, highWater{Stream: "SETTLE_INTENTS", LastSeq: 8}); err != nil {
+	path := filepath.Join(t.TempDir(), HighWaterFile)
+	if err := writeHighWater(path, HighWater{Stream: "SETTLE_INTENTS", LastSeq: 8}); err != nil {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -213,12 +213,12 @@ func TestHighWaterBlocksOnlyAShortStreamSeenShortRepeatedly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	path2 := filepath.Join(t.TempDir(), highWaterFile)
+	path2 := filepath.Join(t.TempDir(), HighWaterFile)
 	k2 := newHighWaterKeeper(store2.Stream(), path2, store2, logger)
 	for i := 0; i < shortChecks+1; i++ {
 		k2.check(ctx)
 	}
-	hw, err := readHighWater(path2)
+	hw, err := ReadHighWater(path2)
 	if err != nil || hw.LastSeq != 3 || store2.Blocked() != nil {
 		t.Fatalf("mark %+v (%v), blocked %v; want 3 and not blocked", hw, err, store2.Blocked())
 	}
@@ -231,7 +231,7 @@ func TestHighWaterBlocksOnlyAShortStreamSeenShortRepeatedly(t *testing.T) {
 func TestAcceptingALossMarksTheHeldIntentsOnTheLog(t *testing.T) {
 	node := testharness.StartNode(t)
 	ctx := context.Background()
-	dd, err := lockDataDir(t.TempDir(), "test", true)
+	dd, err := LockDataDir(t.TempDir(), "test", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestAcceptingALossMarksTheHeldIntentsOnTheLog(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, true, logger); err != nil {
+	if _, err := guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, true, true, logger); err != nil {
 		t.Fatalf("accepting: %v", err)
 	}
 	h, err := store.LoadByID(ctx, lost.ID())

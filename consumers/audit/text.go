@@ -1,0 +1,120 @@
+package audit
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/settle-dev/settle/fsm"
+)
+
+// WriteText writes the human report: summary, unreadable events,
+// violations, the requested timeline and the verdict.
+func (rep *AuditReport) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "settle audit — stream %s, %d events (last seq %d), %d intents, at %s\n\n",
+		rep.Stream, rep.Events, rep.LastSeq, rep.Intents, rep.At.Format(time.RFC3339))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  STATE\tINTENTS")
+	states := make([]string, 0, len(rep.States))
+	for s := range rep.States {
+		states = append(states, string(s))
+	}
+	sort.Strings(states)
+	for _, s := range states {
+		fmt.Fprintf(tw, "  %s\t%d\n", s, rep.States[fsm.State(s)])
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  unknown schema\t%d event(s)\n", rep.UnknownSchema)
+	fmt.Fprintf(tw, "  unknown type\t%d event(s)\n", rep.UnknownType)
+	fmt.Fprintf(tw, "  malformed\t%d event(s)\n", rep.Malformed)
+	if rep.AcceptedLoss > 0 {
+		fmt.Fprintf(tw, "  accepted loss\t%d event(s) an operator accepted as lost (--accept-log-loss)\n", rep.AcceptedLoss)
+	}
+	if len(rep.Held) > 0 {
+		fmt.Fprintf(tw, "  held\t%d intent(s) held after an accepted loss, to check by hand (listed below); %d cannot be folded\n", len(rep.Held), rep.HeldUnfoldable)
+	}
+	if rep.Incomplete > 0 {
+		fmt.Fprintf(tw, "  incomplete\t%d intent(s) not fully checked\n", rep.Incomplete)
+	}
+	if p := rep.Projection; p != nil {
+		fmt.Fprintf(tw, "  projection\t%d intent(s) compared at checkpoint %d", p.Compared, p.Checkpoint)
+		if p.Skipped > 0 {
+			fmt.Fprintf(tw, ", %d projected past the audited log", p.Skipped)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	if len(rep.Unreadable) > 0 {
+		fmt.Fprintf(w, "\nunreadable events (skipped):\n")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  SEQ\tSUBJECT\tCODE\tREASON")
+		for _, u := range rep.Unreadable {
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", u.Seq, u.Subject, u.Code, u.Reason)
+		}
+		tw.Flush()
+	}
+	if len(rep.Violations) > 0 {
+		fmt.Fprintf(w, "\nviolations: %d\n", len(rep.Violations))
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  KIND\tINTENT\tVERSION\tSEQ\tDETAIL")
+		for _, v := range rep.Violations {
+			id := v.IntentID
+			if id == "" {
+				id = "-"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%s\n", v.Kind, id, v.Version, v.Seq, v.Detail)
+		}
+		tw.Flush()
+	}
+	if len(rep.Held) > 0 {
+		fmt.Fprintf(w, "\nheld after an accepted log loss (check each by hand): %d\n", len(rep.Held))
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  INTENT\tFOLDS\tSTATE\tHANDED OFF\tLOST")
+		for _, h := range rep.Held {
+			state := string(h.State)
+			if !h.Folds {
+				state = "- (" + h.Why + ")"
+			}
+			fmt.Fprintf(tw, "  %s\t%t\t%s\t%t\t%s\n", h.IntentID, h.Folds, state, h.HandedOff, h.Lost)
+		}
+		tw.Flush()
+	}
+	if rep.Intent != "" {
+		fmt.Fprintf(w, "\ntimeline of %s:\n", rep.Intent)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		if len(rep.Timeline) == 0 {
+			fmt.Fprintln(tw, "  (no event on the log)")
+		} else {
+			fmt.Fprintln(tw, "  SEQ\tV\tAT\tTYPE\tACTOR\tSTATE\tDETAIL")
+		}
+		for _, e := range rep.Timeline {
+			state, detail := string(e.State), e.Detail
+			if e.Refused != "" {
+				state = "REFUSED"
+				detail = strings.TrimSpace(e.Refused + " " + detail)
+			}
+			at := ""
+			if !e.At.IsZero() {
+				at = e.At.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Version, at, e.Type, e.Actor, state, detail)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintln(w)
+	if rep.OK() {
+		fmt.Fprintln(w, "result: OK — no violation")
+		return
+	}
+	kinds := make([]string, 0, len(rep.ByKind))
+	for k, n := range rep.ByKind {
+		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+	}
+	sort.Strings(kinds)
+	fmt.Fprintf(w, "result: FAIL — %d violation(s): %s\n", len(rep.Violations), strings.Join(kinds, ", "))
+}

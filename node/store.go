@@ -1,0 +1,75 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/cockroachdb/errors"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/settle-dev/settle/embedded"
+	"github.com/settle-dev/settle/ledger"
+)
+
+// StoreConfig is the log's store config of a process: replicas, and how
+// appends are published (groupCommit, checked by CheckGroupCommit). auto:
+// on the embedded server (natsURL empty) every append alone when that
+// server does not fsync every write (ledger.StoreConfig.ForServerSync),
+// the group commit's measured choice otherwise, a server settle did not
+// start included (its sync is not known here); measured: always that
+// choice; off: every append alone.
+func StoreConfig(natsURL string, dur embedded.Durability, replicas int, groupCommit string) ledger.StoreConfig {
+	sc := ledger.DefaultStoreConfig()
+	sc.Replicas = replicas
+	switch {
+	case groupCommit == GroupCommitOff:
+		sc = sc.ForServerSync(false)
+	case groupCommit == GroupCommitAuto && natsURL == "":
+		sc = sc.ForServerSync(dur.SyncsEveryWrite())
+	}
+	return sc
+}
+
+// openStore opens the log, waiting out a cluster still forming: creating
+// a replicated stream times out while the servers elect the stream's
+// leader (seen right after a cluster started). Only timeouts are retried,
+// for a minute; any other error ends at once.
+func openStore(ctx context.Context, js jetstream.JetStream, sc ledger.StoreConfig, logger *slog.Logger) (*ledger.Store, error) {
+	var store *ledger.Store
+	err := untilAnswered(ctx, logger, "open the store", sc.Stream, func() error {
+		var err error
+		store, err = ledger.OpenStore(ctx, js, sc)
+		return err
+	})
+	return store, err
+}
+
+// untilAnswered runs op until it succeeds, fails for another reason than
+// a missing answer (storeTimeout), ctx ends or a minute has passed: a
+// cluster still electing its leaders, or a server whose JetStream is not
+// up yet, answers late or not at all.
+func untilAnswered(ctx context.Context, logger *slog.Logger, what, stream string, op func() error) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := op()
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) || !storeTimeout(err) {
+			return err
+		}
+		logger.Warn("the stream is not ready yet (the cluster may still be electing its leaders); retrying", "op", what, "stream", stream, "err", err)
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// storeTimeout reports whether opening the store failed for want of an
+// answer in time (not a refusal).
+func storeTimeout(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+}
