@@ -68,8 +68,8 @@ func mountMCP(apiSrv *api.Server, svc *service.Service, routes []adapter.Route,
 type mcpFlags struct {
 	node                           nodeFlags
 	scopes, accounts, name, tenant string
-	keyPayload             bool
-	maxWait                time.Duration
+	keyPayload                     bool
+	maxWait                        time.Duration
 }
 
 func (f *mcpFlags) register(fs *flag.FlagSet) {
