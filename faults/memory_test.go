@@ -19,6 +19,7 @@ import (
 type memSample struct {
 	done       int     // intents answered so far
 	heap, rss  float64 // bytes: heap in use, resident set
+	goal       float64 // bytes: the GC's next heap goal, set from the heap live at the last cycle
 	goroutines float64
 }
 
@@ -40,11 +41,11 @@ func metric(body []byte, name string) (float64, bool) {
 // (the default deployment) goes through many finished intents (100,000 in
 // make faults), submitted at the pace its reconcilers settle them, while
 // the test samples its heap and RSS from /metrics. The heap must stay
-// flat: its floor over the last tenth of the run may exceed its floor once
-// warm (past a fifth) by at most a quarter plus 16 MiB — a leak of even
-// 200 bytes per intent would add 16 MB over 80,000 intents. Floors (the
-// least of the samples in a window) are taken because a sample lands
-// anywhere in a GC cycle. The heap and RSS after the last intent finished
+// flat: the GC's heap goal (twice the heap live at the last collection)
+// over the last tenth of the run may exceed its floor once warm (past a
+// fifth) by at most a quarter plus 32 MiB, 16 MiB of live heap — a leak
+// of even 200 bytes per intent would add 16 MB over 80,000 intents.
+// Floors (the least of the samples in a window) are taken. The heap and RSS after the last intent finished
 // go into FAULTS.md's memory table. FAULTS_MEM_EXTERNAL=1 runs the
 // nats-server in a process of its own instead (settle's memory alone).
 func TestMemoryFlatOverManyIntents(t *testing.T) {
@@ -91,9 +92,10 @@ func TestMemoryFlatOverManyIntents(t *testing.T) {
 			heap, ok1 := metric(body, "go_memstats_heap_inuse_bytes")
 			rss, ok2 := metric(body, "process_resident_memory_bytes")
 			g, _ := metric(body, "go_goroutines")
+			goal, _ := metric(body, "go_memstats_next_gc_bytes")
 			if ok1 && ok2 {
 				mu.Lock()
-				samples = append(samples, memSample{done: int(answered.Load()), heap: heap, rss: rss, goroutines: g})
+				samples = append(samples, memSample{done: int(answered.Load()), heap: heap, rss: rss, goal: goal, goroutines: g})
 				mu.Unlock()
 			}
 		}
@@ -128,37 +130,54 @@ func TestMemoryFlatOverManyIntents(t *testing.T) {
 	after := settledMemory(a)
 	mu.Lock()
 	defer mu.Unlock()
-	floor := func(from, to float64) (heap, rss, g float64) {
-		heap, rss = -1, -1
+	floor := func(from, to float64) (m memSample) {
+		m = memSample{heap: -1, rss: -1, goal: -1}
+		low := func(cur, v float64) float64 {
+			if cur < 0 || v < cur {
+				return v
+			}
+			return cur
+		}
 		for _, s := range samples {
 			f := float64(s.done) / float64(n)
 			if f < from || f > to {
 				continue
 			}
-			if heap < 0 || s.heap < heap {
-				heap = s.heap
+			m.heap, m.rss = low(m.heap, s.heap), low(m.rss, s.rss)
+			if s.goal > 0 {
+				m.goal = low(m.goal, s.goal)
 			}
-			if rss < 0 || s.rss < rss {
-				rss = s.rss
-			}
-			g = max(g, s.goroutines)
+			m.goroutines = max(m.goroutines, s.goroutines)
 		}
-		return heap, rss, g
+		return m
 	}
-	warmHeap, warmRSS, warmG := floor(0.2, 0.3)
-	endHeap, endRSS, endG := floor(0.9, 1.0)
-	if warmHeap < 0 || endHeap < 0 {
+	warm, end := floor(0.2, 0.3), floor(0.9, 1.0)
+	if warm.heap < 0 || end.heap < 0 || warm.goal < 0 || end.goal < 0 {
 		t.Fatalf("too few samples (%d) to judge the heap", len(samples))
 	}
 	mib := func(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
-	w.notef("%d intents through the API in %s (%d in the log, %d samples); heap floor %s once warm, %s at the end; RSS floor %s → %s; goroutines ≤ %.0f → ≤ %.0f",
-		n, took.Round(time.Second), len(lv.intents), len(samples), mib(warmHeap), mib(endHeap), mib(warmRSS), mib(endRSS), warmG, endG)
-	recordMemory(memRow{mode: mode, intents: n, warmHeap: warmHeap, endHeap: endHeap, warmRSS: warmRSS, endRSS: endRSS, after: after})
-	if endHeap > warmHeap*1.25+16<<20 {
-		t.Errorf("the heap grew with finished intents: %s once warm, %s after %d intents", mib(warmHeap), mib(endHeap), n)
+	w.notef("%d intents through the API in %s (%d in the log, %d samples); heap floor %s once warm, %s at the end; GC goal floor %s → %s; RSS floor %s → %s; goroutines ≤ %.0f → ≤ %.0f",
+		n, took.Round(time.Second), len(lv.intents), len(samples), mib(warm.heap), mib(end.heap), mib(warm.goal), mib(end.goal), mib(warm.rss), mib(end.rss), warm.goroutines, end.goroutines)
+	recordMemory(memRow{mode: mode, intents: n, warmHeap: warm.heap, endHeap: end.heap, warmRSS: warm.rss, endRSS: end.rss, after: after})
+	// The judgement uses the GC's heap goal, not the heap in use: a
+	// sample of the heap in use lands anywhere between two collections
+	// (up to twice the live heap with GOGC=100), and a window of a few
+	// samples need not hold one taken just after a collection; the goal
+	// moves only at a collection and is set from the heap live then.
+	// The short tier's 4,000 intents write less than the embedded
+	// server's few cached 8 MiB blocks hold, so its caches are still
+	// filling at the end (about 16 MiB of live heap measured): it allows
+	// 24 MiB of live heap and catches a gross leak (6 KB per intent); the
+	// full run allows 16 MiB over 80,000 intents.
+	slack := float64(32 << 20)
+	if !*full {
+		slack = 48 << 20
 	}
-	if endG > warmG*1.5+50 {
-		t.Errorf("goroutines grew: %.0f → %.0f", warmG, endG)
+	if end.goal > warm.goal*1.25+slack {
+		t.Errorf("the heap grew with finished intents: the GC's goal was %s once warm, %s after %d intents (heap in use %s → %s)", mib(warm.goal), mib(end.goal), n, mib(warm.heap), mib(end.heap))
+	}
+	if end.goroutines > warm.goroutines*1.5+50 {
+		t.Errorf("goroutines grew: %.0f → %.0f", warm.goroutines, end.goroutines)
 	}
 	mustHold(t, w.finish(5*time.Minute))
 }
