@@ -2,13 +2,13 @@ package node
 
 import (
 	"context"
+	"io"
 	"sort"
 	"time"
 
 	"github.com/cockroachdb/errors"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 
 	"github.com/settle-dev/settle/consumers/audit"
 	"github.com/settle-dev/settle/internal/errkind"
@@ -43,63 +43,33 @@ func scanLogVisit(ctx context.Context, js jetstream.JetStream, stream string, vi
 		}
 		return missing, last, nil
 	}
-	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
-		HeadersOnly: true, InactiveThreshold: time.Minute, NamePrefix: "settle_scan_" + nuid.Next(),
+	// The ledger's Reader knows where the stream ends: on a replicated
+	// stream it asks the leader instead of trusting a peer's copy that
+	// may still be catching up (which would name events the log has as
+	// lost); a message past the state's LastSeq is never reached.
+	r, err := ledger.OpenReader(ctx, js, ledger.ReaderConfig{
+		Stream: stream, Subject: ">", HeadersOnly: true, Batch: 4096, Until: last, NamePrefix: "settle_scan",
 	})
 	if err != nil {
 		return nil, 0, errors.Errorf("scan the log: %w", err)
 	}
-	defer func() {
-		if ci := cons.CachedInfo(); ci != nil {
-			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_ = js.DeleteConsumer(dctx, stream, ci.Name)
-			cancel()
-		}
-	}()
+	defer r.Close()
 	var prev uint64
-	for prev < last {
-		batch, err := cons.Fetch(4096, jetstream.FetchMaxWait(2*time.Second))
+	for {
+		m, err := r.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
 		if err != nil {
 			return nil, 0, errors.Errorf("scan the log: %w", err)
 		}
-		got, done := 0, false
-		for m := range batch.Messages() {
-			got++
-			md, err := m.Metadata()
-			if err != nil {
-				continue
-			}
-			seq := md.Sequence.Stream
-			if visit != nil {
-				visit(seq, m.Subject(), m.Headers())
-			}
-			if seq > prev+1 {
-				missing = append(missing, [2]uint64{prev + 1, seq - 1})
-			}
-			prev = max(prev, seq)
-			if md.NumPending == 0 {
-				done = true
-			}
+		if visit != nil {
+			visit(m.Seq, m.Subject, m.Header)
 		}
-		if err := batch.Error(); err != nil && ctx.Err() != nil {
-			return nil, 0, err
+		if m.Seq > prev+1 {
+			missing = append(missing, [2]uint64{prev + 1, m.Seq - 1})
 		}
-		if (done || got == 0) && prev < last {
-			// "Nothing pending" is what the consumer's own server holds:
-			// on a replicated stream, a peer still catching up (after a
-			// partition) would make the scan name events the log has as
-			// lost. Read on while the stream's leader has a message after.
-			more, err := audit.MessageAfter(ctx, st, prev)
-			if err != nil {
-				return nil, 0, errors.Errorf("scan the log: %w", err)
-			}
-			if more {
-				continue
-			}
-		}
-		if done || got == 0 {
-			break
-		}
+		prev = max(prev, m.Seq)
 	}
 	if prev < last {
 		missing = append(missing, [2]uint64{prev + 1, last})

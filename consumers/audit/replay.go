@@ -166,12 +166,6 @@ func (a *auditor) replay(ctx context.Context, js jetstream.JetStream, target uin
 	return nil
 }
 
-// MessageAfter reports whether st holds a message after seq, of any
-// subject, asking the stream's leader: ledger.MessageAfter (kept for
-// serve's verification until it reads with ledger.Reader).
-func MessageAfter(ctx context.Context, st jetstream.Stream, seq uint64) (bool, error) {
-	return ledger.MessageAfter(ctx, st, seq, "")
-}
 
 // Memory flat in finished intents: a confirmed intent (terminal: nothing
 // folds after it) whose history the audit found clean is dropped from
