@@ -166,7 +166,6 @@ func (a *auditor) replay(ctx context.Context, js jetstream.JetStream, target uin
 	return nil
 }
 
-
 // Memory flat in finished intents: a confirmed intent (terminal: nothing
 // folds after it) whose history the audit found clean is dropped from
 // memory once confirmed, leaving only its id in a Bloom filter. Should a
