@@ -38,9 +38,9 @@ const MaxFlowScan = 2000
 
 // Flow is the answer of Flow.
 type Flow struct {
-	From          time.Time    `json:"from"`
-	To            time.Time    `json:"to"`
-	BucketSeconds float64      `json:"bucket_seconds"`
+	From          time.Time   `json:"from"`
+	To            time.Time   `json:"to"`
+	BucketSeconds float64     `json:"bucket_seconds"`
 	Routes        []RouteFlow `json:"routes"`
 }
 
