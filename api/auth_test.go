@@ -38,6 +38,8 @@ func TestAuthOnEveryEndpoint(t *testing.T) {
 		{route: "GET /v1/intents", path: "/v1/intents", wrongScope: secretSubmitter, ok: secretReader,
 			routePath: "/v1/intents?route=social_post", accountPath: "/v1/intents?account=acct_1"},
 		{route: "GET /v1/intents/{id}", path: "/v1/intents/" + id, wrongScope: secretSubmitter, ok: secretReader},
+		{route: "GET /v1/stats", path: "/v1/stats", wrongScope: secretSubmitter, ok: secretReader,
+			routePath: "/v1/stats?route=social_post", accountPath: "/v1/stats?account=acct_1"},
 		{route: "POST /v1/intents/{id}/approve", path: "/v1/intents/" + id + "/approve", body: action, wrongScope: secretReader, ok: secretOperator},
 		{route: "POST /v1/intents/{id}/resolve", path: "/v1/intents/" + id + "/resolve", body: resolve, wrongScope: secretSubmitter, ok: secretOperator},
 		{route: "POST /v1/intents/{id}/abandon", path: "/v1/intents/" + id + "/abandon", body: action, wrongScope: secretReader, ok: secretOperator},

@@ -78,6 +78,7 @@ type Service interface {
 	List(ctx context.Context, c service.Caller, f projector.Filter) (projector.Page, error)
 	Act(ctx context.Context, c service.Caller, id string, a service.Action) (*ledger.History, *fsm.Intent, error)
 	Figures(ctx context.Context, c service.Caller) (*service.Figures, error)
+	Flow(ctx context.Context, c service.Caller, route, account string, window time.Duration) (*projector.Flow, error)
 	Checkpoint(ctx context.Context) (uint64, error)
 }
 

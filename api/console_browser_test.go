@@ -105,20 +105,10 @@ func findBrowser(t skipper, ci bool, lookup func() string) string {
 	return ""
 }
 
-// The console lists a manual_action intent with its evidence; an operator
-// resolves it as abandoned in a real headless Chromium, and the decision is
-// on the log with the operator's name.
-func TestConsoleResolvesManualActionInBrowser(t *testing.T) {
-	browser := findChromium(t)
-	e := newEnv(t, envOptions{dev: true})
-	id := e.manualIntent("console-1")
-	approval, err := e.Prod.Execute(context.Background(), producer.Request{Route: "social_approval", Account: "acct_1",
-		RequestID: "console-2", Payload: json.RawMessage(`{"body":"needs approval"}`)})
-	if err != nil || approval.State != fsm.AwaitingApproval {
-		t.Fatalf("approval intent: %v %v", approval, err)
-	}
-	e.CatchUp()
-
+// startBrowser starts a headless browser for the test and returns a
+// context of its first tab, bounded to 90 seconds.
+func startBrowser(t *testing.T, browser string) context.Context {
+	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(browser),
 		chromedp.Headless,
@@ -134,16 +124,34 @@ func TestConsoleResolvesManualActionInBrowser(t *testing.T) {
 		chromedp.WindowSize(1280, 1600),
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
+	t.Cleanup(cancelAlloc)
 	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer cancelBrowser()
+	t.Cleanup(cancelBrowser)
 	// The first action starts the browser: no timeout on it (a timeout on
 	// the browser's own context would stop the browser).
 	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatalf("starting %s: %v", browser, err)
 	}
 	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// The console lists a manual_action intent with its evidence; an operator
+// resolves it as abandoned in a real headless Chromium, and the decision is
+// on the log with the operator's name.
+func TestConsoleResolvesManualActionInBrowser(t *testing.T) {
+	browser := findChromium(t)
+	e := newEnv(t, envOptions{dev: true})
+	id := e.manualIntent("console-1")
+	approval, err := e.Prod.Execute(context.Background(), producer.Request{Route: "social_approval", Account: "acct_1",
+		RequestID: "console-2", Payload: json.RawMessage(`{"body":"needs approval"}`)})
+	if err != nil || approval.State != fsm.AwaitingApproval {
+		t.Fatalf("approval intent: %v %v", approval, err)
+	}
+	e.CatchUp()
+
+	ctx := startBrowser(t, browser)
 
 	card := chromedp.CSS(`#queue-manual_action article[data-intent-id="` + id + `"]`)
 	if err := chromedp.Do(ctx,

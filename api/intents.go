@@ -358,6 +358,16 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, c *service.C
 				return fieldProblem(err)
 			}
 			f.Account = v
+		case "request_id":
+			if err := events.ValidateFreeform("request_id", v); err != nil {
+				return fieldProblem(err)
+			}
+			f.RequestID = v
+		case "q":
+			if v == "" || len(v) > 256 {
+				return invalid("q", "q: must be an intent id or a request id (1 to 256 bytes)")
+			}
+			f.Search = v
 		case "from", "to":
 			t, err := time.Parse(time.RFC3339Nano, v)
 			if err != nil {
@@ -394,7 +404,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, c *service.C
 }
 
 // listParams are the query parameters of GET /v1/intents.
-var listParams = []string{"state", "route", "account", "from", "to", "limit", "after"}
+var listParams = []string{"state", "route", "account", "request_id", "q", "from", "to", "limit", "after"}
 
 func validState(s fsm.State) bool {
 	for _, x := range fsm.AllStates() {

@@ -266,8 +266,7 @@ func (v memViews) List(ctx context.Context, f projector.Filter) (projector.Page,
 	}
 	pg := projector.Page{Items: []projector.IntentView{}}
 	for _, x := range v.m.views() {
-		if (f.Tenant == "" || x.Tenant == f.Tenant) && (f.State == "" || x.State == f.State) &&
-			(f.Route == "" || x.Route == f.Route) && (f.Account == "" || x.Account == f.Account) {
+		if f.Matches(x) {
 			pg.Items = append(pg.Items, x)
 		}
 	}
@@ -285,6 +284,10 @@ func (v memViews) ByRequest(ctx context.Context, tenant, route, requestID string
 }
 
 func (v memViews) CatchUp(ctx context.Context) error { return nil }
+
+func (v memViews) Flow(ctx context.Context, f projector.FlowFilter) (*projector.Flow, error) {
+	return &projector.Flow{From: f.From, To: f.To, Routes: []projector.RouteFlow{}}, nil
+}
 
 func (v memViews) CountByState(ctx context.Context) (map[fsm.State]int, error) {
 	out := map[fsm.State]int{}

@@ -172,6 +172,12 @@ func TestEveryResponseValidatesAgainstOpenAPI(t *testing.T) {
 	want(do("GET", "/v1/intents", secretAdmin, ""), 200)
 	want(do("GET", "/v1/intents?state=unknown&limit=1", secretAdmin, ""), 200)
 	want(do("GET", "/v1/intents?state=nope", secretAdmin, ""), 400)
+	want(do("GET", "/v1/intents?q=oa-ok&request_id=oa-ok&route=social_post", secretAdmin, ""), 200)
+	want(do("GET", "/v1/stats", secretAdmin, ""), 200)
+	want(do("GET", "/v1/stats?route=social_post&window=15m", secretAdmin, ""), 200)
+	want(do("GET", "/v1/stats?window=nope", secretAdmin, ""), 400)
+	want(do("GET", "/v1/stats", "", ""), 401)
+	want(do("GET", "/v1/stats", secretSubmitter, ""), 403)
 	want(do("GET", "/v1/intents", "", ""), 401)
 	want(do("GET", "/v1/intents", secretSubmitter, ""), 403)
 	id := ok.str(t, "intent_id")
@@ -242,7 +248,7 @@ func TestEveryResponseValidatesAgainstOpenAPI(t *testing.T) {
 		}
 		c.check(method, path, res.StatusCode, res.Header, b)
 	}
-	for _, p := range []string{"/healthz", "/readyz", "/openapi.json", "/console", "/metrics", "/v1/intents", "/v1/intents/" + id} {
+	for _, p := range []string{"/healthz", "/readyz", "/openapi.json", "/console", "/metrics", "/v1/intents", "/v1/intents/" + id, "/v1/stats"} {
 		evil("GET", p)
 	}
 	for _, v := range []string{"", "/" + id + "/approve", "/" + id + "/resolve", "/" + id + "/abandon"} {
@@ -262,7 +268,7 @@ func TestEveryResponseValidatesAgainstOpenAPI(t *testing.T) {
 	ts.Start()
 	t.Cleanup(ts.Close)
 	for _, op := range []struct{ method, path string }{{"GET", "/healthz"}, {"GET", "/readyz"}, {"GET", "/openapi.json"}, {"GET", "/console"},
-		{"GET", "/metrics"}, {"POST", "/v1/intents"}, {"GET", "/v1/intents"}, {"GET", "/v1/intents/" + id},
+		{"GET", "/metrics"}, {"POST", "/v1/intents"}, {"GET", "/v1/intents"}, {"GET", "/v1/intents/" + id}, {"GET", "/v1/stats"},
 		{"POST", "/v1/intents/" + id + "/approve"}, {"POST", "/v1/intents/" + id + "/resolve"}, {"POST", "/v1/intents/" + id + "/abandon"}} {
 		req, _ := http.NewRequest(op.method, ts.URL+op.path, nil)
 		req.Header.Set("X-Padding", strings.Repeat("p", 16<<10))
@@ -314,6 +320,7 @@ func TestEveryResponseValidatesAgainstOpenAPI(t *testing.T) {
 	e.Proj.Close()
 	want(do("GET", "/metrics", secretAdmin, ""), 503)
 	want(do("GET", "/v1/intents", secretAdmin, ""), 503)
+	want(do("GET", "/v1/stats", secretAdmin, ""), 503)
 	e.Node.Stop()
 	want(do("GET", "/readyz", "", ""), 503)
 	want(do("POST", "/v1/intents", secretAdmin, sub("oa-down", "d")), 503)
@@ -325,7 +332,7 @@ func TestEveryResponseValidatesAgainstOpenAPI(t *testing.T) {
 	// 500 elsewhere only answers a handler panic (recovered in
 	// ServeHTTP): its answer is validated as written by that code.
 	for _, op := range []struct{ method, path string }{{"GET", "/healthz"}, {"GET", "/readyz"}, {"GET", "/openapi.json"},
-		{"GET", "/console"}, {"GET", "/metrics"}, {"GET", "/v1/intents"}, {"GET", "/v1/intents/" + broken}, {"POST", "/v1/intents"},
+		{"GET", "/console"}, {"GET", "/metrics"}, {"GET", "/v1/intents"}, {"GET", "/v1/intents/" + broken}, {"GET", "/v1/stats"}, {"POST", "/v1/intents"},
 		{"POST", "/v1/intents/" + broken + "/approve"}, {"POST", "/v1/intents/" + broken + "/resolve"}, {"POST", "/v1/intents/" + broken + "/abandon"}} {
 		rec := httptest.NewRecorder()
 		writeInternal(rec)

@@ -65,6 +65,7 @@ func New(cfg Config) (*Server, error) {
 		{method: "POST", pattern: "/v1/intents", scope: ScopeSubmit, params: []string{"wait"}, handle: s.handleSubmit},
 		{method: "GET", pattern: "/v1/intents", scope: ScopeRead, params: listParams, handle: s.handleList},
 		{method: "GET", pattern: "/v1/intents/{id}", scope: ScopeRead, handle: s.handleGet},
+		{method: "GET", pattern: "/v1/stats", scope: ScopeRead, params: statsParams, handle: s.handleStats},
 		{method: "POST", pattern: "/v1/intents/{id}/approve", scope: ScopeOperate, handle: s.handleApprove},
 		{method: "POST", pattern: "/v1/intents/{id}/resolve", scope: ScopeOperate, handle: s.handleResolve},
 		{method: "POST", pattern: "/v1/intents/{id}/abandon", scope: ScopeOperate, handle: s.handleAbandon},

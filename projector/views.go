@@ -70,6 +70,12 @@ type Filter struct {
 	State   fsm.State
 	Route   string
 	Account string
+	// RequestID lists only the intents of this request id (any account
+	// unless Account is set).
+	RequestID string
+	// Search lists only the intent whose id, or the intents whose request
+	// id, is exactly this (search.go).
+	Search string
 	// From (inclusive) and To (exclusive) bound CreatedAt.
 	From, To time.Time
 	// Limit is the page size (default 100, at most MaxLimit).
@@ -332,6 +338,7 @@ func (p *Projector) List(ctx context.Context, f Filter) (Page, error) {
 	if f.Account != "" {
 		conds, args = append(conds, "i.account = ?"), append(args, f.Account)
 	}
+	conds, args = f.searchConds(conds, args)
 	if !f.From.IsZero() {
 		conds, args = append(conds, "i.created_at >= ?"), append(args, fmtTimeNN(f.From))
 	}

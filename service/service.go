@@ -65,7 +65,8 @@ type Intents interface {
 
 // Views are the projected read model; *projector.Projector is one.
 // ByRequest finds the intents of a request id on a route (any account);
-// CatchUp waits until the views hold everything on the log.
+// CatchUp waits until the views hold everything on the log; Flow computes
+// the console's per-route charts.
 type Views interface {
 	List(ctx context.Context, f projector.Filter) (projector.Page, error)
 	ByRequest(ctx context.Context, tenant, route, requestID string) ([]projector.IntentView, error)
@@ -73,6 +74,7 @@ type Views interface {
 	OldestUnknownAge(ctx context.Context, now time.Time) (time.Duration, bool, error)
 	Checkpoint(ctx context.Context) (uint64, error)
 	CatchUp(ctx context.Context) error
+	Flow(ctx context.Context, f projector.FlowFilter) (*projector.Flow, error)
 }
 
 var (
