@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"flag"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,10 +17,19 @@ import (
 	"github.com/settle-dev/settle/fsm"
 )
 
-// screenshotDir holds the console's screenshots, taken by
-// TestConsoleViewsInBrowser and committed (to look at the console
-// without running it).
-const screenshotDir = "testdata/screenshots"
+// The console's screenshots, taken by TestConsoleViewsInBrowser: in
+// testdata/screenshots (committed, to look at the console without
+// running it) with -update-screenshots; else in a directory of the
+// system's temporary one that outlives the test (its paths are logged),
+// so that a test run leaves the checkout as it was.
+var updateScreenshots = flag.Bool("update-screenshots", false, "write the console's screenshots to testdata/screenshots")
+
+func screenshotDir() string {
+	if *updateScreenshots {
+		return filepath.Join("testdata", "screenshots")
+	}
+	return filepath.Join(os.TempDir(), "settle-console-screenshots")
+}
 
 // eval evaluates a JavaScript expression in the page.
 func eval[T any](t *testing.T, ctx context.Context, expr string) T {
@@ -68,7 +78,7 @@ func setValue(id, v string) chromedp.Action[chromedp.Void] {
 		`;e.dispatchEvent(new Event("change"));})()`)
 }
 
-// saveScreenshot writes the whole page to testdata/screenshots/name.
+// saveScreenshot writes the whole page to screenshotDir()/name.
 func saveScreenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
@@ -78,10 +88,11 @@ func saveScreenshot(t *testing.T, ctx context.Context, name string) {
 	if len(png) < 8 || string(png[1:4]) != "PNG" {
 		t.Fatalf("%s: not a PNG", name)
 	}
-	if err := os.MkdirAll(screenshotDir, 0o755); err != nil {
+	dir := screenshotDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(screenshotDir, name)
+	path := filepath.Join(dir, name)
 	if err := os.WriteFile(path, png, 0o644); err != nil {
 		t.Fatal(err)
 	}
