@@ -224,12 +224,22 @@ func TestServeEndToEndDroppedResponseSettlesWithOneEffect(t *testing.T) {
 		t.Fatalf("history lacks the readback: %s", got.raw)
 	}
 	// Metrics: one write (its outcome unknown) and one settlement of an
-	// unknown outcome, from the reconcilers' wiring.
+	// unknown outcome, from the reconcilers' wiring; the external calls of
+	// the write and of the reads, measured for the node's routes; every
+	// handler's requests, /mcp and /readyz included.
+	s.call("POST", "/mcp", map[string]any{"jsonrpc": "2.0", "id": 1, "method": "ping"})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		m := s.call("GET", "/metrics", nil)
-		if strings.Contains(m.raw, `settle_settle_latency_seconds_count{result="confirmed",route="social_post"} 1`) &&
-			strings.Contains(m.raw, `settle_write_latency_seconds_count{outcome="unknown",route="social_post"} 1`) &&
+		if strings.Contains(m.raw, `settle_unknown_settle_duration_seconds_count{result="confirmed",route="social_post"} 1`) &&
+			strings.Contains(m.raw, `settle_write_duration_seconds_count{outcome="unknown",route="social_post"} 1`) &&
+			strings.Contains(m.raw, `settle_external_calls_total{kind="write",outcome="unknown",route="social_post"} 1`) &&
+			strings.Contains(m.raw, `settle_external_calls_total{kind="search",outcome="2xx",route="social_post"}`) &&
+			strings.Contains(m.raw, `settle_external_calls_total{kind="readback",outcome="2xx",route="social_post"}`) &&
+			strings.Contains(m.raw, `settle_external_call_duration_seconds_count{kind="write",route="social_post"} 1`) &&
+			strings.Contains(m.raw, `settle_http_requests_total{code="200",handler="/readyz"}`) &&
+			strings.Contains(m.raw, `,handler="/mcp"}`) &&
+			strings.Contains(m.raw, `settle_intents{route="social_post",state="confirmed"} 1`) &&
 			!strings.Contains(m.raw, "settle_reconcile_latency_seconds") {
 			break
 		}

@@ -59,7 +59,7 @@ func mountMCP(apiSrv *api.Server, svc *service.Service, routes []adapter.Route,
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", srv.Handler(apiSrv.Authenticate))
+	mux.Handle("/mcp", apiSrv.Instrument("/mcp", srv.Handler(apiSrv.Authenticate)))
 	mux.Handle("/", apiSrv)
 	return mux, nil
 }
