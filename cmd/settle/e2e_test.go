@@ -241,6 +241,7 @@ func TestServeEndToEndDroppedResponseSettlesWithOneEffect(t *testing.T) {
 			strings.Contains(m.raw, `,handler="/mcp"}`) &&
 			strings.Contains(m.raw, `settle_intents{route="social_post",state="confirmed"} 1`) &&
 			!strings.Contains(m.raw, "settle_reconcile_latency_seconds") {
+			checkReadmeMetrics(t, m.raw)
 			break
 		}
 		if time.Now().After(deadline) {
