@@ -126,12 +126,11 @@ func (m *Main) serveSetup(f *serveFlags) (*serveSetup, error) {
 // ends with its outcome on the log, or stays write_started and becomes
 // unknown at its deadline), then the node's loops stop, then NATS.
 func (m *Main) serve(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
+	fs := m.flagSet("serve", "--routes FILE [--dev] [--addr HOST:PORT] [--data DIR] [flags]")
 	var f serveFlags
 	f.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := m.parse(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 || f.node.routes == "" {
 		fmt.Fprintln(m.Stderr, "settle serve: --routes FILE is required, and no argument")

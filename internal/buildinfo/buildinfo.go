@@ -2,6 +2,7 @@ package buildinfo
 
 import (
 	"runtime"
+	"strings"
 	"runtime/debug"
 )
 
@@ -59,7 +60,31 @@ func FromBuildInfo(bi *debug.BuildInfo) Info {
 	if dirty && in.Revision != Unknown {
 		in.Revision += "-dirty"
 	}
+	if in.Revision == Unknown {
+		// go install ...@version stamps no VCS settings; a pseudo-version
+		// (v0.0.0-20260102150405-abcdef123456) ends in the commit's prefix.
+		if rev := pseudoRevision(in.Version); rev != "" {
+			in.Revision = rev
+		}
+	}
 	return in
+}
+
+// pseudoRevision is the commit prefix a pseudo-version ends in, "" for
+// any other version.
+func pseudoRevision(v string) string {
+	v, _, _ = strings.Cut(v, "+")
+	i := strings.LastIndexByte(v, '-')
+	if i < 0 || len(v)-i-1 != 12 || strings.Count(v, "-") < 2 {
+		return ""
+	}
+	rev := v[i+1:]
+	for _, c := range rev {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return ""
+		}
+	}
+	return rev
 }
 
 // String is the one line settle --version prints:
