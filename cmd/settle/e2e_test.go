@@ -440,7 +440,8 @@ func TestCLIListShowResolve(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	out, err := run("intents", "show", id)
-	if err != nil || !strings.Contains(out, "manual_action") || !strings.Contains(out, "ManualActionRequired") {
+	if err != nil || !strings.Contains(out, "manual_action") || !strings.Contains(out, "ManualActionRequired") ||
+		!strings.Contains(out, "reason:          duplicate_exact_matches") {
 		t.Fatalf("show: %v\n%s", err, out)
 	}
 	out, err = run("intents", "show", id, "--json")
@@ -468,6 +469,45 @@ func TestCLIListShowResolve(t *testing.T) {
 	}
 	if api.Writes() != 1 {
 		t.Fatalf("writes %d", api.Writes())
+	}
+	// A rejected intent: the list's REASON is its rejection code, and show
+	// names the attempt's outcome and code and the last error, as --json has.
+	api.Next(fakeapi.Status(http.StatusUnprocessableEntity))
+	rj := s.call("POST", "/v1/intents", map[string]any{"route": "social_post", "account": "acct_1",
+		"request_id": "cli:2", "payload": map[string]any{"body": "refused by the API"}})
+	rid, _ := rj.body["intent_id"].(string)
+	s.waitState(rid, "rejected")
+	detail := s.call("GET", "/v1/intents/"+rid, nil)
+	atts, _ := detail.body["attempt_history"].([]any)
+	if len(atts) != 1 {
+		t.Fatalf("attempts: %s", detail.raw)
+	}
+	code, _ := atts[0].(map[string]any)["code"].(string)
+	if code == "" {
+		t.Fatalf("the rejection has no code: %s", detail.raw)
+	}
+	for {
+		out, err = run("intents", "list", "--state", "rejected")
+		if err == nil && strings.Contains(out, rid) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("list rejected: %v\n%s", err, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var row string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, rid) {
+			row = l
+		}
+	}
+	if f := strings.Fields(row); len(f) == 0 || f[len(f)-1] != code {
+		t.Fatalf("list: the rejected row's REASON is not %q:\n%s", code, out)
+	}
+	out, err = run("intents", "show", rid)
+	if err != nil || !strings.Contains(out, "codes:           1 WriteRejected "+code) || !strings.Contains(out, "last error:      "+code) {
+		t.Fatalf("show rejected: %v\n%s", err, out)
 	}
 	s.stop()
 }
