@@ -33,6 +33,46 @@ func quickStart(t *testing.T) string {
 	return block
 }
 
+// The README's quick start is safe to paste into an interactive bash:
+// no exit (it would close the shell), a --max-time on every curl (a
+// listener that never answers would hang it), one spelling of the key,
+// serve without a line per request; the README still opens with make demo
+// and make test, and says how to go install the CLI.
+func TestReadmeQuickStartIsCopyPasteSafe(t *testing.T) {
+	block := quickStart(t)
+	exit := regexp.MustCompile(`(^|[\s;&|({])exit(\s|;|$)`)
+	keys := map[string]bool{}
+	for n, line := range strings.Split(block, "\n") {
+		code, _, _ := strings.Cut(line, " # ")
+		if exit.MatchString(code) {
+			t.Errorf("line %d exits the shell: %q", n+1, line)
+		}
+		if strings.Contains(code, "curl ") && !strings.Contains(code, "--max-time") {
+			t.Errorf("line %d: curl without --max-time: %q", n+1, line)
+		}
+		if strings.Contains(code, "--access-log") {
+			t.Errorf("line %d: the quick start's serve logs every request: %q", n+1, line)
+		}
+		for _, m := range regexp.MustCompile(`Idempotency-Key: [^'"]*['"]?[^'"]*`).FindAllString(code, -1) {
+			keys[m] = true
+		}
+	}
+	if len(keys) != 1 {
+		t.Errorf("the key is written %d ways: %v", len(keys), keys)
+	}
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := strings.Join(strings.SplitN(string(b), "\n", 8)[:7], "\n")
+	if !strings.Contains(head, "make demo") || !strings.Contains(head, "make test") {
+		t.Errorf("README.md's first lines do not give make demo and make test:\n%s", head)
+	}
+	if !strings.Contains(string(b), "go install github.com/settle-dev/settle/cmd/settle@latest") {
+		t.Error("README.md has no go install line")
+	}
+}
+
 // The README's quick start runs as written — readiness waits, stopping
 // serve by its pid, audit on serve's own --data — against the built
 // binaries, in a directory laid out like the repository after make build.
@@ -88,6 +128,9 @@ func TestReadmeQuickStartRuns(t *testing.T) {
 		if !strings.Contains(strings.ToLower(text), strings.ToLower(want)) {
 			t.Errorf("the quick start's output lacks %q", want)
 		}
+	}
+	if strings.Contains(text, "http request") {
+		t.Error("serve logged its requests into the quick start's output")
 	}
 	if t.Failed() {
 		t.Log(text)
