@@ -62,7 +62,7 @@ func TestDoReportsEachRequestOfAMarkedContext(t *testing.T) {
 		}
 		_, _ = adapter.Do(ctx, hs.Client(), req)
 	}
-	send(context.Background(), hs.URL+"/ok") // not marked: not reported
+	send(context.Background(), hs.URL+"/ok")                                                                // not marked: not reported
 	send(adapter.Calling(context.Background(), adapter.Route{Name: "r0"}, adapter.KindWrite), hs.URL+"/ok") // no observer
 	write := adapter.Calling(context.Background(), route, adapter.KindWrite)
 	search := adapter.Calling(context.Background(), route, adapter.KindSearch)

@@ -2,8 +2,8 @@ package buildinfo
 
 import (
 	"runtime"
-	"strings"
 	"runtime/debug"
+	"strings"
 )
 
 // Unknown is a field the binary does not carry: a revision outside a VCS
