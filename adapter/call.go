@@ -114,7 +114,15 @@ const MaxResponseBody = 4 << 20
 // request's GetBody is cleared, so net/http cannot replay it either (it
 // would otherwise replay requests carrying an Idempotency-Key header).
 // Whether the request was written is observed with httptrace, not guessed.
-func Do(ctx context.Context, client *http.Client, req *http.Request) (*Response, error) {
+// A request on a context marked with Calling is reported to its route's
+// observer (kind, outcome, duration, rate limit).
+func Do(ctx context.Context, client *http.Client, req *http.Request) (resp *Response, err error) {
+	start := time.Now()
+	defer func() { observe(ctx, start, resp, err) }()
+	return do(ctx, client, req)
+}
+
+func do(ctx context.Context, client *http.Client, req *http.Request) (*Response, error) {
 	var wrote, writeErr atomic.Bool
 	trace := &httptrace.ClientTrace{
 		WroteRequest: func(info httptrace.WroteRequestInfo) {

@@ -13,6 +13,9 @@ type Route struct {
 	Name    string
 	Adapter Adapter
 	Policy  events.Policy
+	// Observer, if set, is told of every HTTP request made for the route
+	// on a context marked with Calling (metrics).
+	Observer CallObserver
 }
 
 // DefaultPolicy is a sane route policy: automatic first write, one retry

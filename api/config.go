@@ -118,8 +118,12 @@ type Config struct {
 	Now func() time.Time
 	// MaxWait bounds ?wait= on submits.
 	MaxWait time.Duration
-	// Logger receives one line per request (never a header or a secret).
+	// Logger receives the server's warnings and errors, and with
+	// AccessLog one line per request at INFO (never a header or a secret).
 	Logger *slog.Logger
+	// AccessLog logs every request (method, path, status, caller,
+	// duration); off, requests are only counted (/metrics).
+	AccessLog bool
 	// Metrics collects counters fed by the server and by the caller
 	// (CountCall, ObserveWrite, ObserveSettle). Nil: New creates one.
 	Metrics *Metrics

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
@@ -80,8 +81,15 @@ type env struct {
 func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
 	metrics := NewMetrics()
-	k := servicetest.New(t, servicetest.Options{Routes: servicetest.SocialRoutes, Actor: "api-writer",
-		OnCall: func(route string, outcome events.Type) { metrics.CountCall(route, OutcomeLabel(outcome)) }})
+	// Every route's external calls are measured, as node wires them.
+	routes := func(t testing.TB, api *fakeapi.SocialAPI) []adapter.Route {
+		rs := servicetest.SocialRoutes(t, api)
+		for k := range rs {
+			rs[k].Observer = metrics
+		}
+		return rs
+	}
+	k := servicetest.New(t, servicetest.Options{Routes: routes, Actor: "api-writer"})
 	cfg := DefaultConfig()
 	cfg.Service = k.Svc
 	cfg.Log, cfg.Now, cfg.Logger, cfg.Metrics = k.Store, k.Clock.Now, k.Logger, metrics

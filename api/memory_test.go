@@ -297,6 +297,17 @@ func (v memViews) CountByState(ctx context.Context) (map[fsm.State]int, error) {
 	return out, nil
 }
 
+func (v memViews) CountByRouteState(ctx context.Context) (map[string]map[fsm.State]int, error) {
+	out := map[string]map[fsm.State]int{}
+	for _, x := range v.m.views() {
+		if out[x.Route] == nil {
+			out[x.Route] = map[fsm.State]int{}
+		}
+		out[x.Route][x.State]++
+	}
+	return out, nil
+}
+
 func (v memViews) OldestUnknownAge(ctx context.Context, now time.Time) (time.Duration, bool, error) {
 	var oldest time.Time
 	for _, x := range v.m.views() {

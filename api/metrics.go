@@ -4,78 +4,115 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/internal/buildinfo"
 	"github.com/settle-dev/settle/service"
 )
 
 // LatencyBuckets are the upper bounds (seconds) of the write and settle
-// latency histograms: from a fast API call to an unknown outcome settled
+// duration histograms: from a fast API call to an unknown outcome settled
 // after an hour of eventual consistency.
 var LatencyBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
 
+// RequestBuckets are the upper bounds (seconds) of the HTTP request and
+// external call duration histograms: one request, up to a submit that
+// waits (?wait=, at most MaxMaxWait) or an attempt's deadline.
+var RequestBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
 // Metrics holds what /metrics exposes, in its own Prometheus registry
 // (client_golang: the exposition format, its escaping and content
-// negotiation are the library's, not hand-written). Counters and
-// histograms are fed by the server and by the caller's wiring
-// (CountCall, ObserveWrite, ObserveSettle); the gauges over intents are
-// read from the projector at each scrape. Safe for concurrent use; make
-// one with NewMetrics.
+// negotiation are the library's, not hand-written; names follow its
+// conventions: a unit suffix, _total on counters, _duration_seconds on
+// durations). Counters and histograms are fed by the server (HTTP
+// requests, the writes of its submits) and by the caller's wiring
+// (ObserveWrite, ObserveSettle, and ObserveCall as every route's
+// adapter.CallObserver); the gauges over intents are read from the
+// projector at each scrape. Safe for concurrent use; make one with
+// NewMetrics.
 type Metrics struct {
-	reg      *prometheus.Registry
-	calls    *prometheus.CounterVec
-	writes   *prometheus.HistogramVec
-	settles  *prometheus.HistogramVec
-	http     *prometheus.CounterVec
-	intents  *prometheus.GaugeVec
-	oldest   prometheus.Gauge
-	checkpnt prometheus.Gauge
+	reg         *prometheus.Registry
+	scrape      sync.Mutex // one scrape reads the gauges and gathers at a time
+	calls       *prometheus.CounterVec
+	callTime    *prometheus.HistogramVec
+	rateLimited *prometheus.CounterVec
+	writes      *prometheus.HistogramVec
+	settles     *prometheus.HistogramVec
+	http        *prometheus.CounterVec
+	httpTime    *prometheus.HistogramVec
+	intents     *prometheus.GaugeVec
+	oldest      prometheus.Gauge
+	checkpnt    prometheus.Gauge
 }
 
 // NewMetrics returns empty metrics in a new registry (with the Go runtime
-// and process collectors).
+// and process collectors, and settle_build_info).
 func NewMetrics() *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "settle_external_calls_total",
-			Help: "External write calls by route and outcome (confirmed, succeeded, rejected, unknown)."}, []string{"route", "outcome"}),
-		writes: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "settle_write_latency_seconds",
-			Help:    "Duration of one external write attempt, from its acknowledged WriteStarted to its outcome, by route and outcome.",
+			Help: "HTTP requests sent to external APIs, by route, kind (write, search, readback, status, identity) and outcome (the answer's status class 2xx..5xx, or not_sent, or unknown: written and no answer)."},
+			[]string{"route", "kind", "outcome"}),
+		callTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "settle_external_call_duration_seconds",
+			Help:    "Duration of one HTTP request to an external API, answer read, by route and kind.",
+			Buckets: RequestBuckets}, []string{"route", "kind"}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "settle_external_rate_limited_total",
+			Help: "Answers of external APIs refusing a request for their rate limit (429, or 403/503 with Retry-After), by route and kind."},
+			[]string{"route", "kind"}),
+		writes: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "settle_write_duration_seconds",
+			Help:    "Duration of one external write attempt, from its acknowledged WriteStarted to its outcome, by route and outcome (confirmed, succeeded, rejected, unknown).",
 			Buckets: LatencyBuckets}, []string{"route", "outcome"}),
-		settles: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "settle_settle_latency_seconds",
-			Help:    "Time from an unknown outcome to the intent's settlement (confirmed, failed, abandoned or handed to a human: manual_action), by route and result. Writes whose outcome was known at once are not counted.",
+		settles: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "settle_unknown_settle_duration_seconds",
+			Help:    "Time from an unknown outcome to the intent's settlement (a settled state: confirmed, rejected, failed, abandoned, manual_action, awaiting_approval), by route and result. Writes whose outcome was known at once are not counted.",
 			Buckets: LatencyBuckets}, []string{"route", "result"}),
 		http: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "settle_http_requests_total",
-			Help: "HTTP requests served by status code."}, []string{"code"}),
+			Help: "HTTP requests served, by handler (the endpoint's pattern; other: no endpoint) and status code."}, []string{"handler", "code"}),
+		httpTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "settle_http_request_duration_seconds",
+			Help:    "Duration of serving one HTTP request, by handler.",
+			Buckets: RequestBuckets}, []string{"handler"}),
 		intents: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "settle_intents",
-			Help: "Intents per lifecycle state (projector view)."}, []string{"state"}),
+			Help: "Intents per lifecycle state and route (projector view)."}, []string{"state", "route"}),
 		oldest: prometheus.NewGauge(prometheus.GaugeOpts{Name: "settle_unknown_oldest_age_seconds",
 			Help: "Age of the oldest unsettled unknown outcome (0 when none)."}),
 		checkpnt: prometheus.NewGauge(prometheus.GaugeOpts{Name: "settle_projector_checkpoint_sequence",
 			Help: "Stream sequence the projector's views are at."}),
 	}
-	m.reg.MustRegister(m.calls, m.writes, m.settles, m.http, m.intents, m.oldest, m.checkpnt,
+	bi := buildinfo.Read()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{Name: "settle_build_info",
+		Help:        "Always 1: the labels say which build of settle is running.",
+		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.Revision, "goversion": bi.GoVersion}})
+	build.Set(1)
+	m.reg.MustRegister(m.calls, m.callTime, m.rateLimited, m.writes, m.settles, m.http, m.httpTime, m.intents, m.oldest, m.checkpnt, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
-// CountCall counts one external call of route with its outcome (e.g.
-// confirmed, succeeded, rejected, unknown). Feed it from
-// producer.Config.OnCall (see OutcomeLabel); the server does not count
-// calls itself, so nothing is counted twice.
-func (m *Metrics) CountCall(route, outcome string) {
-	m.calls.WithLabelValues(route, outcome).Inc()
+// ObserveCall records one HTTP request to an external API: Metrics is
+// the adapter.CallObserver the wiring sets on every route, and
+// adapter.Do, which every adapter sends with, reports each request.
+func (m *Metrics) ObserveCall(o adapter.CallObservation) {
+	kind := string(o.Kind)
+	m.calls.WithLabelValues(o.Route, kind, o.Outcome).Inc()
+	m.callTime.WithLabelValues(o.Route, kind).Observe(max(o.Duration.Seconds(), 0))
+	if o.RateLimited {
+		m.rateLimited.WithLabelValues(o.Route, kind).Inc()
+	}
 }
 
+var _ adapter.CallObserver = (*Metrics)(nil)
+
 // ObserveWrite records one write attempt's duration (WriteStarted to its
-// outcome). The server observes the writes of its submits; the caller's
-// wiring observes the reconcilers' retries. Negative durations count as 0.
+// outcome) with its classified outcome (OutcomeLabel). The server
+// observes the writes of its submits; the caller's wiring observes the
+// reconcilers' retries. Negative durations count as 0.
 func (m *Metrics) ObserveWrite(route, outcome string, d time.Duration) {
 	m.writes.WithLabelValues(route, outcome).Observe(max(d.Seconds(), 0))
 }
@@ -114,20 +151,15 @@ func IsOutcome(t events.Type) bool {
 
 // SettleLatency reads, from an intent's history, how long its unknown
 // outcome took to settle: from the first OutcomeUnknown to the last
-// event, when that event left the intent settled (confirmed, failed,
-// abandoned, manual_action). ok is false for an intent that never had an
-// unknown outcome or is not settled.
+// event, when that event left the intent settled (fsm.Settled). ok is
+// false for an intent that never had an unknown outcome or is not
+// settled.
 func SettleLatency(h []events.Event) (d time.Duration, result fsm.State, ok bool) {
 	if len(h) == 0 {
 		return 0, "", false
 	}
 	i, err := fsm.Fold(h)
-	if err != nil {
-		return 0, "", false
-	}
-	switch i.State {
-	case fsm.Confirmed, fsm.Failed, fsm.Abandoned, fsm.ManualAction:
-	default:
+	if err != nil || !fsm.Settled(i.State) {
 		return 0, "", false
 	}
 	for _, e := range h {
@@ -138,8 +170,11 @@ func SettleLatency(h []events.Event) (d time.Duration, result fsm.State, ok bool
 	return 0, "", false
 }
 
-func (m *Metrics) countHTTP(code int) {
-	m.http.WithLabelValues(strconv.Itoa(code)).Inc()
+// countHTTP counts one served request of handler (a route's pattern,
+// "other" when none matched).
+func (m *Metrics) countHTTP(handler string, code int, d time.Duration) {
+	m.http.WithLabelValues(handler, strconv.Itoa(code)).Inc()
+	m.httpTime.WithLabelValues(handler).Observe(max(d.Seconds(), 0))
 }
 
 // readGauges sets the gauges from the figures over every intent, which
@@ -149,16 +184,20 @@ func (s *Server) readGauges(ctx context.Context, c *service.Caller) error {
 	if err != nil {
 		return err
 	}
-	states, oldest, haveOldest, cp := f.ByState, f.OldestUnknown, f.HaveUnknown, f.Checkpoint
 	m := s.metrics
-	for _, st := range fsm.AllStates() {
-		if st != fsm.None {
-			m.intents.WithLabelValues(string(st)).Set(float64(states[st]))
+	// Routes that left the views leave the gauge: it is set anew.
+	m.intents.Reset()
+	for route, states := range f.ByRouteState {
+		for _, st := range fsm.AllStates() {
+			if st != fsm.None {
+				m.intents.WithLabelValues(string(st), route).Set(float64(states[st]))
+			}
+		}
+		for st, n := range states {
+			m.intents.WithLabelValues(string(st), route).Set(float64(n))
 		}
 	}
-	for st, n := range states {
-		m.intents.WithLabelValues(string(st)).Set(float64(n))
-	}
+	oldest, haveOldest, cp := f.OldestUnknown, f.HaveUnknown, f.Checkpoint
 	age := 0.0
 	if haveOldest {
 		age = max(oldest.Seconds(), 0)
@@ -169,6 +208,8 @@ func (s *Server) readGauges(ctx context.Context, c *service.Caller) error {
 }
 
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, c *service.Caller) error {
+	s.metrics.scrape.Lock()
+	defer s.metrics.scrape.Unlock()
 	if err := s.readGauges(r.Context(), c); err != nil {
 		return err
 	}

@@ -1,16 +1,23 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/internal/buildinfo"
 )
 
 func TestMetricsExposeTheNamedSeries(t *testing.T) {
@@ -24,11 +31,17 @@ func TestMetricsExposeTheNamedSeries(t *testing.T) {
 	if plain.code != http.StatusCreated {
 		t.Fatalf("submit: %d %s", plain.code, plain.body)
 	}
+	e.Social.Next(fakeapi.Status(http.StatusTooManyRequests))
+	limited := e.do("POST", "/v1/intents", secretSubmitter, submitBodyJSON("social_post", "acct_1", "m-3", `{"body":"m3"}`))
+	if limited.code != http.StatusCreated || limited.str(t, "state") != string(fsm.Rejected) {
+		t.Fatalf("submit answered 429: %d %s", limited.code, limited.body)
+	}
 	e.do("GET", "/v1/intents/nope", secretReader, "")
-	e.srv.Metrics().CountCall("social_post", `odd"label\`)
+	e.do("GET", "/readyz", "", "")
+	e.do("GET", "/no/such/endpoint", "", "")
 
-	// Settle latency counts only the intent whose outcome was unknown:
-	// from its OutcomeUnknown to its settlement, on the log's clock.
+	// The unknown's settlement counts only the intent whose outcome was
+	// unknown: from its OutcomeUnknown to its settlement, on the log's clock.
 	e.Clock.Advance(42 * time.Second)
 	var settled []string
 	for _, id := range []string{dropped.str(t, "intent_id"), plain.str(t, "intent_id")} {
@@ -40,12 +53,12 @@ func TestMetricsExposeTheNamedSeries(t *testing.T) {
 			e.srv.Metrics().ObserveSettle("social_post", string(result), d)
 			settled = append(settled, id)
 			if d < 42*time.Second {
-				t.Fatalf("settle latency %s, the unknown lasted at least 42s on the log", d)
+				t.Fatalf("settle duration %s, the unknown lasted at least 42s on the log", d)
 			}
 		}
 	}
 	if len(settled) != 1 || settled[0] != dropped.str(t, "intent_id") {
-		t.Fatalf("settle latency observed for %v, want only the dropped response's intent", settled)
+		t.Fatalf("settle duration observed for %v, want only the dropped response's intent", settled)
 	}
 	e.CatchUp()
 
@@ -53,48 +66,197 @@ func TestMetricsExposeTheNamedSeries(t *testing.T) {
 	if r.code != http.StatusOK || !strings.HasPrefix(r.header.Get("Content-Type"), "text/plain; version=0.0.4") {
 		t.Fatalf("metrics: %d %q", r.code, r.header.Get("Content-Type"))
 	}
-	text := string(r.body)
-	for _, want := range []string{
-		"# TYPE settle_intents gauge",
-		`settle_intents{state="confirmed"} 2`,
-		`settle_intents{state="unknown"} 0`,
-		"# TYPE settle_unknown_oldest_age_seconds gauge",
-		"settle_unknown_oldest_age_seconds 0",
-		"# TYPE settle_write_latency_seconds histogram",
-		`settle_write_latency_seconds_count{outcome="unknown",route="social_post"} 1`,
-		`settle_write_latency_seconds_count{outcome="succeeded",route="social_post"} 1`,
-		"# TYPE settle_settle_latency_seconds histogram",
-		`settle_settle_latency_seconds_bucket{result="confirmed",route="social_post",le="30"} 0`,
-		`settle_settle_latency_seconds_bucket{result="confirmed",route="social_post",le="+Inf"} 1`,
-		`settle_settle_latency_seconds_count{result="confirmed",route="social_post"} 1`,
-		"# TYPE settle_external_calls_total counter",
-		`settle_external_calls_total{outcome="unknown",route="social_post"} 1`,
-		`settle_external_calls_total{outcome="succeeded",route="social_post"} 1`,
-		`settle_external_calls_total{outcome="odd\"label\\",route="social_post"} 1`,
-		"# TYPE settle_http_requests_total counter",
-		`settle_http_requests_total{code="201"} 2`,
-		`settle_http_requests_total{code="400"} 1`,
-		"# TYPE settle_projector_checkpoint_sequence gauge",
-	} {
-		if !strings.Contains(text, want+"\n") {
-			t.Errorf("metrics lack %q", want)
+	fams := parseMetrics(t, r.body)
+	checkConventions(t, fams)
+	bi := buildinfo.Read()
+	m := metricSet{t: t, fams: fams}
+	m.want("settle_build_info", dto.MetricType_GAUGE, []string{"goversion", "revision", "version"})
+	m.value("settle_build_info", map[string]string{"version": bi.Version, "revision": bi.Revision, "goversion": bi.GoVersion}, 1)
+	m.want("settle_intents", dto.MetricType_GAUGE, []string{"route", "state"})
+	m.value("settle_intents", map[string]string{"state": "confirmed", "route": "social_post"}, 2)
+	m.value("settle_intents", map[string]string{"state": "rejected", "route": "social_post"}, 1)
+	m.value("settle_intents", map[string]string{"state": "unknown", "route": "social_post"}, 0)
+	m.value("settle_intents", map[string]string{"state": "unknown", "route": "social_other"}, 0) // configured, no intents yet
+	m.want("settle_unknown_oldest_age_seconds", dto.MetricType_GAUGE, nil)
+	m.value("settle_unknown_oldest_age_seconds", nil, 0)
+	m.want("settle_write_duration_seconds", dto.MetricType_HISTOGRAM, []string{"outcome", "route"})
+	m.value("settle_write_duration_seconds", map[string]string{"outcome": "unknown", "route": "social_post"}, 1)
+	m.value("settle_write_duration_seconds", map[string]string{"outcome": "succeeded", "route": "social_post"}, 1)
+	m.want("settle_unknown_settle_duration_seconds", dto.MetricType_HISTOGRAM, []string{"result", "route"})
+	m.value("settle_unknown_settle_duration_seconds", map[string]string{"result": "confirmed", "route": "social_post"}, 1)
+	if h := m.find("settle_unknown_settle_duration_seconds", map[string]string{"result": "confirmed", "route": "social_post"}); h != nil {
+		for _, b := range h.GetHistogram().GetBucket() {
+			if b.GetUpperBound() == 30 && b.GetCumulativeCount() != 0 {
+				t.Error("the 42 s settlement is in the 30 s bucket")
+			}
 		}
 	}
-	if strings.Contains(text, "settle_reconcile_latency_seconds") {
-		t.Error("the old reconcile latency (which counted every confirmed write) is still exposed")
+	m.want("settle_external_calls_total", dto.MetricType_COUNTER, []string{"kind", "outcome", "route"})
+	m.value("settle_external_calls_total", map[string]string{"route": "social_post", "kind": "write", "outcome": "unknown"}, 1)
+	m.value("settle_external_calls_total", map[string]string{"route": "social_post", "kind": "write", "outcome": "2xx"}, 1)
+	m.value("settle_external_calls_total", map[string]string{"route": "social_post", "kind": "write", "outcome": "4xx"}, 1)
+	m.atLeast("settle_external_calls_total", map[string]string{"route": "social_post", "kind": "search", "outcome": "2xx"}, 1)
+	m.atLeast("settle_external_calls_total", map[string]string{"route": "social_post", "kind": "readback", "outcome": "2xx"}, 1)
+	m.want("settle_external_call_duration_seconds", dto.MetricType_HISTOGRAM, []string{"kind", "route"})
+	m.value("settle_external_call_duration_seconds", map[string]string{"route": "social_post", "kind": "write"}, 3)
+	m.want("settle_external_rate_limited_total", dto.MetricType_COUNTER, []string{"kind", "route"})
+	m.value("settle_external_rate_limited_total", map[string]string{"route": "social_post", "kind": "write"}, 1)
+	m.want("settle_http_requests_total", dto.MetricType_COUNTER, []string{"code", "handler"})
+	m.value("settle_http_requests_total", map[string]string{"handler": "/v1/intents", "code": "201"}, 3)
+	m.value("settle_http_requests_total", map[string]string{"handler": "/v1/intents/{id}", "code": "400"}, 1)
+	m.value("settle_http_requests_total", map[string]string{"handler": "/readyz", "code": "200"}, 1)
+	m.value("settle_http_requests_total", map[string]string{"handler": OtherHandler, "code": "404"}, 1)
+	m.want("settle_http_request_duration_seconds", dto.MetricType_HISTOGRAM, []string{"handler"})
+	m.value("settle_http_request_duration_seconds", map[string]string{"handler": "/v1/intents"}, 3)
+	m.want("settle_projector_checkpoint_sequence", dto.MetricType_GAUGE, nil)
+	for _, old := range []string{"settle_settle_latency_seconds", "settle_write_latency_seconds", "settle_reconcile_latency_seconds"} {
+		if _, ok := fams[old]; ok {
+			t.Errorf("%s is still exposed", old)
+		}
 	}
-	// Every sample line is well formed: name{labels} value.
-	sample := regexp.MustCompile(`^[a-z_]+(\{([a-z_]+="([^"\\\n]|\\.)*",?)*\})? [-+0-9.eInf]+$`)
-	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
-		if strings.HasPrefix(line, "# HELP ") || strings.HasPrefix(line, "# TYPE ") {
+	// The scrape itself is counted once it is answered.
+	r = e.do("GET", "/metrics", secretReader, "")
+	metricSet{t: t, fams: parseMetrics(t, r.body)}.value("settle_http_requests_total", map[string]string{"handler": "/metrics", "code": "200"}, 1)
+}
+
+// A handler mounted beside the API (/mcp) is counted under its name.
+func TestInstrumentCountsAMountedHandler(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	h := e.srv.Instrument("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusAccepted) }))
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	for range 2 {
+		resp, err := http.Post(hs.URL+"/mcp", "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	r := e.do("GET", "/metrics", secretReader, "")
+	m := metricSet{t: t, fams: parseMetrics(t, r.body)}
+	m.value("settle_http_requests_total", map[string]string{"handler": "/mcp", "code": "202"}, 2)
+	m.value("settle_http_request_duration_seconds", map[string]string{"handler": "/mcp"}, 2)
+}
+
+// parseMetrics reads an exposition through client_golang's own text
+// parser (prometheus/common/expfmt): what Prometheus would read.
+func parseMetrics(t *testing.T, body []byte) map[string]*dto.MetricFamily {
+	t.Helper()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("/metrics does not parse: %v\n%s", err, body)
+	}
+	return fams
+}
+
+// checkConventions checks client_golang's naming conventions on every
+// settle_ family: a counter ends in _total and nothing else does; a
+// duration is _duration_seconds; the name does not repeat the prefix.
+func checkConventions(t *testing.T, fams map[string]*dto.MetricFamily) {
+	t.Helper()
+	for name, f := range fams {
+		if !strings.HasPrefix(name, "settle_") {
 			continue
 		}
-		if !sample.MatchString(line) {
-			t.Errorf("malformed sample line %q", line)
+		counter := f.GetType() == dto.MetricType_COUNTER
+		if counter != strings.HasSuffix(name, "_total") {
+			t.Errorf("%s is a %s: only counters end in _total", name, f.GetType())
+		}
+		if strings.HasPrefix(name, "settle_settle_") {
+			t.Errorf("%s repeats the prefix", name)
+		}
+		if f.GetType() == dto.MetricType_HISTOGRAM && !strings.HasSuffix(name, "_duration_seconds") {
+			t.Errorf("%s: a histogram of durations is named _duration_seconds", name)
+		}
+		if strings.Contains(name, "latency") {
+			t.Errorf("%s: durations are _duration_seconds", name)
+		}
+		if f.GetHelp() == "" {
+			t.Errorf("%s has no help", name)
 		}
 	}
-	if t.Failed() {
-		t.Log(text)
+}
+
+// metricSet asserts on parsed metric families.
+type metricSet struct {
+	t    *testing.T
+	fams map[string]*dto.MetricFamily
+}
+
+// want checks a family's type and label names.
+func (m metricSet) want(name string, typ dto.MetricType, labels []string) {
+	m.t.Helper()
+	f, ok := m.fams[name]
+	if !ok {
+		m.t.Errorf("%s is not exposed", name)
+		return
+	}
+	if f.GetType() != typ {
+		m.t.Errorf("%s is a %s, want %s", name, f.GetType(), typ)
+	}
+	for _, s := range f.GetMetric() {
+		var got []string
+		for _, l := range s.GetLabel() {
+			got = append(got, l.GetName())
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, labels) {
+			m.t.Errorf("%s has labels %v, want %v", name, got, labels)
+			return
+		}
+	}
+}
+
+// find returns the sample of name with exactly labels.
+func (m metricSet) find(name string, labels map[string]string) *dto.Metric {
+	for _, s := range m.fams[name].GetMetric() {
+		if len(s.GetLabel()) != len(labels) {
+			continue
+		}
+		match := true
+		for _, l := range s.GetLabel() {
+			if labels[l.GetName()] != l.GetValue() {
+				match = false
+			}
+		}
+		if match {
+			return s
+		}
+	}
+	return nil
+}
+
+// sample is a sample's value: a gauge's or counter's, a histogram's count.
+func sample(s *dto.Metric) float64 {
+	switch {
+	case s.GetGauge() != nil:
+		return s.GetGauge().GetValue()
+	case s.GetCounter() != nil:
+		return s.GetCounter().GetValue()
+	case s.GetHistogram() != nil:
+		return float64(s.GetHistogram().GetSampleCount())
+	}
+	return -1
+}
+
+func (m metricSet) value(name string, labels map[string]string, want float64) {
+	m.t.Helper()
+	s := m.find(name, labels)
+	if s == nil {
+		m.t.Errorf("%s%v is not exposed", name, labels)
+		return
+	}
+	if got := sample(s); got != want {
+		m.t.Errorf("%s%v = %v, want %v", name, labels, got, want)
+	}
+}
+
+func (m metricSet) atLeast(name string, labels map[string]string, want float64) {
+	m.t.Helper()
+	s := m.find(name, labels)
+	if s == nil || sample(s) < want {
+		m.t.Errorf("%s%v is not exposed or below %v", name, labels, want)
 	}
 }
 

@@ -134,8 +134,46 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // ServeHTTP serves one request: routing, the dev-mode guard, auth,
-// the handler, then one access-log line and the request counter.
+// the handler, then the request's metrics and (Config.AccessLog) one
+// access-log line.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.serve(w, r, "", func(sw *statusWriter) {
+		if s.cfg.Dev && !devRequestOK(r) {
+			writeProblem(sw, newProblem(http.StatusForbidden, ProbForbidden, "dev mode serves loopback clients with a loopback Host only"))
+			return
+		}
+		s.mux.ServeHTTP(sw, r)
+	})
+}
+
+// Instrument wraps a handler served beside the API (/mcp) so that its
+// requests are measured and logged as the API's are, under handler.
+func (s *Server) Instrument(handler string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.serve(w, r, handler, func(sw *statusWriter) { h.ServeHTTP(sw, r) })
+	})
+}
+
+// OtherHandler is the handler label of a request no endpoint matched.
+const OtherHandler = "other"
+
+// handlerOf is the handler label of a request the mux routed: the path
+// of the pattern it matched ("/v1/intents/{id}"), OtherHandler for none
+// (a label never holds a client's path).
+func handlerOf(r *http.Request) string {
+	p := r.Pattern
+	if _, path, ok := strings.Cut(p, " "); ok {
+		p = path
+	}
+	if p == "" || p == "/" {
+		return OtherHandler
+	}
+	return p
+}
+
+// serve runs fn on a statusWriter, then counts the request under
+// handler (or the pattern the mux matched) and logs it.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, handler string, fn func(sw *statusWriter)) {
 	sw := &statusWriter{ResponseWriter: w}
 	start := time.Now()
 	defer func() {
@@ -151,15 +189,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if sw.code == 0 {
 			sw.code = http.StatusOK
 		}
-		s.metrics.countHTTP(sw.code)
-		s.log.Info("http request", "method", r.Method, "path", clip(r.URL.Path, 200), "status", sw.code,
-			"caller", sw.caller, "duration", time.Since(start).Round(time.Microsecond))
+		if handler == "" {
+			handler = handlerOf(r)
+		}
+		d := time.Since(start)
+		s.metrics.countHTTP(handler, sw.code, d)
+		if s.cfg.AccessLog {
+			s.log.Info("http request", "method", r.Method, "path", clip(r.URL.Path, 200), "status", sw.code,
+				"caller", sw.caller, "duration", d.Round(time.Microsecond))
+		}
 	}()
-	if s.cfg.Dev && !devRequestOK(r) {
-		writeProblem(sw, newProblem(http.StatusForbidden, ProbForbidden, "dev mode serves loopback clients with a loopback Host only"))
-		return
-	}
-	s.mux.ServeHTTP(sw, r)
+	fn(sw)
 }
 
 // writeInternal is the answer to a handler that panicked.

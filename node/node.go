@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -17,7 +18,6 @@ import (
 	"github.com/settle-dev/settle/consumers/reconcile"
 	"github.com/settle-dev/settle/consumers/webhook"
 	"github.com/settle-dev/settle/embedded"
-	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/projector"
@@ -71,6 +71,12 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, metrics: api.NewMetrics()}
+	// Every route's external calls are measured (adapter.Do reports each
+	// request of a context marked with adapter.Calling).
+	n.cfg.Routes = slices.Clone(cfg.Routes)
+	for k := range n.cfg.Routes {
+		n.cfg.Routes[k].Observer = n.metrics
+	}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -179,15 +185,9 @@ func (n *Node) openProducer() error {
 	pc := producer.DefaultConfig()
 	pc.Actor = n.cfg.Actor + "@" + host
 	pc.Now, pc.Hold, pc.ClaimLease, pc.Logger = n.cfg.Now, n.hold, n.cfg.Lease, n.cfg.Logger
-	pc.OnCall = n.countCall
 	var err error
 	n.prod, err = producer.New(n.store, pc, n.cfg.Routes...)
 	return err
-}
-
-// countCall counts one external write attempt and its outcome (metrics).
-func (n *Node) countCall(route string, outcome events.Type) {
-	n.metrics.CountCall(route, api.OutcomeLabel(outcome))
 }
 
 // openViews opens the projector's views in the data directory.
@@ -211,7 +211,6 @@ func (n *Node) openReconcilers() error {
 		rc.Now, rc.Hold, rc.Lease, rc.CacheBytes, rc.Steps = n.cfg.Now, n.hold, n.cfg.Lease, max(1<<20, n.cfg.CacheMB<<20/n.cfg.Workers), n.cfg.Steps
 		rc.Sweep = k == 0 // one sweep per process (consumers/reconcile/sweep.go)
 		rc.OnStep = stepMetrics(n.store, n.metrics)
-		rc.OnCall = n.countCall // a reconciler's writes are counted as Execute's
 		rec, err := reconcile.NewReconciler(n.store, rc, n.cfg.Routes...)
 		if err != nil {
 			return err

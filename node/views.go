@@ -74,20 +74,12 @@ func stepMetrics(store *ledger.Store, metrics *api.Metrics) func(route, id strin
 				metrics.ObserveWrite(route, api.OutcomeLabel(t), time.Since(res.Since.StartedAt))
 			}
 		}
-		if !res.Done || res.Since == nil || (res.Since.Outcome != events.OutcomeUnknown && res.Since.N == 1) {
-			return // not settled by this step, or an intent whose outcome was never unknown
+		if res.Since == nil || (res.Since.Outcome != events.OutcomeUnknown && res.Since.N == 1) || len(res.Appended) == 0 {
+			return // an intent whose outcome was never unknown, or a step that appended nothing
 		}
-		switch res.State {
-		case fsm.Confirmed, fsm.Failed, fsm.Abandoned, fsm.ManualAction:
-		default:
-			return // the step ended elsewhere
-		}
-		// Only the step that appended the settling event counts it (a step
-		// may also end Done after losing a CAS to the worker that settled).
-		switch res.Appended[len(res.Appended)-1] {
-		case events.ReadbackPassed, events.WriteConfirmed, events.ReadbackFailed, events.ManualActionRequired,
-			events.TargetFailed, events.Abandoned:
-		default:
+		// Only the step whose last event settled the intent counts it (a
+		// step may also end after losing a CAS to the worker that settled).
+		if !fsm.Settled(res.State) || !fsm.Settled(fsm.StateAfter(res.Appended[len(res.Appended)-1])) {
 			return
 		}
 		lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

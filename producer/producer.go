@@ -397,7 +397,7 @@ func (p *Producer) checkIdentity(ctx context.Context, pr *prepared) error {
 	if !ok {
 		return nil
 	}
-	err := ic.CheckAccount(ctx, pr.rec.Account)
+	err := ic.CheckAccount(adapter.Calling(ctx, pr.route, adapter.KindIdentity), pr.rec.Account)
 	switch {
 	case err == nil:
 		return nil

@@ -144,7 +144,7 @@ func render(route adapter.Route, intent *fsm.Intent, step fsm.Step) error {
 // without a call.
 func (w *Writer) call(ctx context.Context, route adapter.Route, h *ledger.History, intent *fsm.Intent, step fsm.Step, prepErr error, realStart time.Time) error {
 	// WriteStarted is acknowledged: only now may the request leave.
-	callCtx, cancel := context.WithDeadline(ctx, realStart.Add(intent.Recorded.Policy.AttemptDeadline.D()))
+	callCtx, cancel := context.WithDeadline(adapter.Calling(ctx, route, adapter.KindWrite), realStart.Add(intent.Recorded.Policy.AttemptDeadline.D()))
 	req := writeRequest(intent, step.AttemptID)
 	var res adapter.WriteResult
 	callErr := prepErr

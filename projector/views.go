@@ -399,6 +399,42 @@ func (p *Projector) CountByState(ctx context.Context) (map[fsm.State]int, error)
 	return out, rows.Err()
 }
 
+// CountByRouteState counts intents per route and state: a route is
+// present when it has intents, with every state but none.
+func (p *Projector) CountByRouteState(ctx context.Context) (map[string]map[fsm.State]int, error) {
+	rows, err := p.r.QueryContext(ctx, `SELECT route, state, count(*) FROM intents GROUP BY route, state`)
+	if err != nil {
+		return nil, errors.Errorf("count by route and state: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]map[fsm.State]int)
+	for rows.Next() {
+		var (
+			route, s string
+			n        int
+		)
+		if err := rows.Scan(&route, &s, &n); err != nil {
+			return nil, errors.Errorf("count by route and state: %w", err)
+		}
+		if out[route] == nil {
+			out[route] = ZeroStates()
+		}
+		out[route][fsm.State(s)] = n
+	}
+	return out, rows.Err()
+}
+
+// ZeroStates is a count of 0 for every state but none.
+func ZeroStates() map[fsm.State]int {
+	out := make(map[fsm.State]int)
+	for _, s := range fsm.AllStates() {
+		if s != fsm.None {
+			out[s] = 0
+		}
+	}
+	return out
+}
+
 // OldestUnknownAge is now minus the earliest UnknownSince of any intent
 // still unsettled; false when no intent is.
 func (p *Projector) OldestUnknownAge(ctx context.Context, now time.Time) (time.Duration, bool, error) {

@@ -229,7 +229,10 @@ func (s *Service) Pending(ctx context.Context, c Caller, route string, limit int
 
 // Figures are the counts over every intent (/metrics).
 type Figures struct {
-	ByState       map[fsm.State]int
+	ByState map[fsm.State]int
+	// ByRouteState counts per route (every configured route, and any
+	// other the views hold) and state (every state).
+	ByRouteState  map[string]map[fsm.State]int
 	OldestUnknown time.Duration
 	HaveUnknown   bool
 	Checkpoint    uint64
@@ -248,6 +251,14 @@ func (s *Service) Figures(ctx context.Context, c Caller) (*Figures, error) {
 	var err error
 	if f.ByState, err = s.cfg.Views.CountByState(ctx); err != nil {
 		return nil, err
+	}
+	if f.ByRouteState, err = s.cfg.Views.CountByRouteState(ctx); err != nil {
+		return nil, err
+	}
+	for _, r := range s.RouteNames() {
+		if f.ByRouteState[r] == nil {
+			f.ByRouteState[r] = projector.ZeroStates()
+		}
 	}
 	if f.OldestUnknown, f.HaveUnknown, err = s.cfg.Views.OldestUnknownAge(ctx, s.cfg.Now()); err != nil {
 		return nil, err

@@ -71,6 +71,7 @@ type Views interface {
 	List(ctx context.Context, f projector.Filter) (projector.Page, error)
 	ByRequest(ctx context.Context, tenant, route, requestID string) ([]projector.IntentView, error)
 	CountByState(ctx context.Context) (map[fsm.State]int, error)
+	CountByRouteState(ctx context.Context) (map[string]map[fsm.State]int, error)
 	OldestUnknownAge(ctx context.Context, now time.Time) (time.Duration, bool, error)
 	Checkpoint(ctx context.Context) (uint64, error)
 	CatchUp(ctx context.Context) error

@@ -12,9 +12,10 @@ import (
 	"github.com/settle-dev/settle/events"
 )
 
-// WriteText prints the inspection for a person (settle routes probe):
-// the route's capabilities, what each declared field resolved to, and
-// the page cap it observed. Secrets are never in an Inspection.
+// WriteText writes what a probe of a's reads found, for a terminal
+// (settle routes probe): the route's capabilities and checks, the
+// credential's identity, one search page and one readback, each record
+// field by field.
 func (in *Inspection) WriteText(out io.Writer, a *Adapter) {
 	c := a.Capabilities()
 	var caps []string

@@ -51,12 +51,11 @@ func (f *auditFlags) register(fs *flag.FlagSet) {
 // returns an error, so the process exits non-zero, when the audit finds a
 // violation or cannot run.
 func (m *Main) audit(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
+	fs := m.flagSet("audit", "(--data DIR | --nats-url URL)")
 	var f auditFlags
 	f.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := m.parse(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 || (f.natsURL == "") == (f.data == "") {
 		fmt.Fprintln(m.Stderr, "settle audit: give exactly one of --data DIR or --nats-url URL")

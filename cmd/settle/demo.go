@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,11 +28,10 @@ import (
 // outcome unknown; reconciliation finds the post read-only, reads it back
 // and confirms it. The fake API counts exactly one effect.
 func (m *Main) demo(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
+	fs := m.flagSet("demo", "[--keep DIR]")
 	keep := fs.String("keep", "", "store the JetStream data in `DIR` and keep it (default: a temporary directory, removed)")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := m.parse(fs, args); err != nil {
+		return err
 	}
 	dir := *keep
 	if dir == "" {

@@ -224,13 +224,24 @@ func TestServeEndToEndDroppedResponseSettlesWithOneEffect(t *testing.T) {
 		t.Fatalf("history lacks the readback: %s", got.raw)
 	}
 	// Metrics: one write (its outcome unknown) and one settlement of an
-	// unknown outcome, from the reconcilers' wiring.
+	// unknown outcome, from the reconcilers' wiring; the external calls of
+	// the write and of the reads, measured for the node's routes; every
+	// handler's requests, /mcp and /readyz included.
+	s.call("POST", "/mcp", map[string]any{"jsonrpc": "2.0", "id": 1, "method": "ping"})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		m := s.call("GET", "/metrics", nil)
-		if strings.Contains(m.raw, `settle_settle_latency_seconds_count{result="confirmed",route="social_post"} 1`) &&
-			strings.Contains(m.raw, `settle_write_latency_seconds_count{outcome="unknown",route="social_post"} 1`) &&
+		if strings.Contains(m.raw, `settle_unknown_settle_duration_seconds_count{result="confirmed",route="social_post"} 1`) &&
+			strings.Contains(m.raw, `settle_write_duration_seconds_count{outcome="unknown",route="social_post"} 1`) &&
+			strings.Contains(m.raw, `settle_external_calls_total{kind="write",outcome="unknown",route="social_post"} 1`) &&
+			strings.Contains(m.raw, `settle_external_calls_total{kind="search",outcome="2xx",route="social_post"}`) &&
+			strings.Contains(m.raw, `settle_external_calls_total{kind="readback",outcome="2xx",route="social_post"}`) &&
+			strings.Contains(m.raw, `settle_external_call_duration_seconds_count{kind="write",route="social_post"} 1`) &&
+			strings.Contains(m.raw, `settle_http_requests_total{code="200",handler="/readyz"}`) &&
+			strings.Contains(m.raw, `,handler="/mcp"}`) &&
+			strings.Contains(m.raw, `settle_intents{route="social_post",state="confirmed"} 1`) &&
 			!strings.Contains(m.raw, "settle_reconcile_latency_seconds") {
+			checkReadmeMetrics(t, m.raw)
 			break
 		}
 		if time.Now().After(deadline) {
@@ -429,7 +440,8 @@ func TestCLIListShowResolve(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	out, err := run("intents", "show", id)
-	if err != nil || !strings.Contains(out, "manual_action") || !strings.Contains(out, "ManualActionRequired") {
+	if err != nil || !strings.Contains(out, "manual_action") || !strings.Contains(out, "ManualActionRequired") ||
+		!strings.Contains(out, "reason:          duplicate_exact_matches") {
 		t.Fatalf("show: %v\n%s", err, out)
 	}
 	out, err = run("intents", "show", id, "--json")
@@ -457,6 +469,45 @@ func TestCLIListShowResolve(t *testing.T) {
 	}
 	if api.Writes() != 1 {
 		t.Fatalf("writes %d", api.Writes())
+	}
+	// A rejected intent: the list's REASON is its rejection code, and show
+	// names the attempt's outcome and code and the last error, as --json has.
+	api.Next(fakeapi.Status(http.StatusUnprocessableEntity))
+	rj := s.call("POST", "/v1/intents", map[string]any{"route": "social_post", "account": "acct_1",
+		"request_id": "cli:2", "payload": map[string]any{"body": "refused by the API"}})
+	rid, _ := rj.body["intent_id"].(string)
+	s.waitState(rid, "rejected")
+	detail := s.call("GET", "/v1/intents/"+rid, nil)
+	atts, _ := detail.body["attempt_history"].([]any)
+	if len(atts) != 1 {
+		t.Fatalf("attempts: %s", detail.raw)
+	}
+	code, _ := atts[0].(map[string]any)["code"].(string)
+	if code == "" {
+		t.Fatalf("the rejection has no code: %s", detail.raw)
+	}
+	for {
+		out, err = run("intents", "list", "--state", "rejected")
+		if err == nil && strings.Contains(out, rid) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("list rejected: %v\n%s", err, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var row string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, rid) {
+			row = l
+		}
+	}
+	if f := strings.Fields(row); len(f) == 0 || f[len(f)-1] != code {
+		t.Fatalf("list: the rejected row's REASON is not %q:\n%s", code, out)
+	}
+	out, err = run("intents", "show", rid)
+	if err != nil || !strings.Contains(out, "codes:           1 WriteRejected "+code) || !strings.Contains(out, "last error:      "+code) {
+		t.Fatalf("show rejected: %v\n%s", err, out)
 	}
 	s.stop()
 }

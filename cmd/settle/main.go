@@ -9,6 +9,8 @@ import (
 	"syscall"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/settle-dev/settle/internal/buildinfo"
 )
 
 func main() {
@@ -28,6 +30,9 @@ func main() {
 }
 
 var errUsage = errors.New("usage")
+
+// errHelp: the command printed its help (Run returns nil: exit 0).
+var errHelp = errors.New("help")
 
 // Main runs one settle command.
 type Main struct {
@@ -53,13 +58,22 @@ Usage:
   settle views rebuild --data DIR             rebuild the SQLite views from the log (serve stopped)
   settle routes check [--offline] FILE...     validate route files; every error names route and field (--offline: placeholder secrets)
   settle routes probe FILE [--route NAME] [--external-id ID]   read-only: what a route's reads resolve to on the live API
-  settle version
+  settle version | --version | -v              the version and the commit it was built from
+  settle completion bash|zsh|fish             a shell completion script (subcommands and flags)
 
 Run 'settle <command> -h' for a command's flags.
 `
 
-// Run dispatches args to a command.
+// Run dispatches args to a command. A request for help (-h, --help) is
+// answered on Stdout and is no error.
 func (m *Main) Run(ctx context.Context, args []string) error {
+	if err := m.run(ctx, args); !errors.Is(err, errHelp) {
+		return err
+	}
+	return nil
+}
+
+func (m *Main) run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		fmt.Fprint(m.Stderr, usage)
 		return errUsage
@@ -81,15 +95,20 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return m.routes(ctx, args[1:])
 	case "views":
 		return m.views(ctx, args[1:])
-	case "version":
-		fmt.Fprintln(m.Stdout, "settle", version)
+	case "completion":
+		return m.completion(ctx, args[1:])
+	case "version", "--version", "-v", "-version":
+		if args[0] == "version" {
+			if err := m.parse(m.flagSet("version", ""), args[1:]); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintln(m.Stdout, buildinfo.Read())
 		return nil
-	case "-h", "--help", "help":
+	case "-h", "--help", "-help", "help":
 		fmt.Fprint(m.Stdout, usage)
 		return nil
 	}
 	fmt.Fprintf(m.Stderr, "settle: unknown command %q\n\n%s", args[0], usage)
 	return errUsage
 }
-
-const version = "0.1.0-dev"

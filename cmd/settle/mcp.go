@@ -15,6 +15,7 @@ import (
 
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/api"
+	"github.com/settle-dev/settle/internal/buildinfo"
 	"github.com/settle-dev/settle/mcp"
 	"github.com/settle-dev/settle/node"
 	"github.com/settle-dev/settle/service"
@@ -52,14 +53,14 @@ func newService(n *node.Node) (*service.Service, error) {
 func mountMCP(apiSrv *api.Server, svc *service.Service, routes []adapter.Route,
 	routesPath string, tokens []api.Token, logger *slog.Logger) (http.Handler, error) {
 	cfg := mcp.DefaultConfig()
-	cfg.Service, cfg.Routes, cfg.Logger, cfg.Version = svc, routes, logger, version
+	cfg.Service, cfg.Routes, cfg.Logger, cfg.Version = svc, routes, logger, buildinfo.Read().Version
 	cfg.Secrets = mcpSecrets(routesPath, tokens, logger)
 	srv, err := mcp.New(cfg)
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", srv.Handler(apiSrv.Authenticate))
+	mux.Handle("/mcp", apiSrv.Instrument("/mcp", srv.Handler(apiSrv.Authenticate)))
 	mux.Handle("/", apiSrv)
 	return mux, nil
 }
@@ -89,12 +90,11 @@ func (f *mcpFlags) register(fs *flag.FlagSet) {
 // session on stdio. Stdout carries protocol messages only; every log line
 // goes to stderr.
 func (m *Main) mcpStdio(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
+	fs := m.flagSet("mcp", "--routes FILE (--data DIR | --nats-url URL) [flags]")
 	var f mcpFlags
 	f.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := m.parse(fs, args); err != nil {
+		return err
 	}
 	if f.node.routes == "" || (f.node.cfg.Data == "" && f.node.cfg.NATSURL == "") || fs.NArg() > 0 {
 		fmt.Fprintln(m.Stderr, "settle mcp: --routes FILE and --data DIR (or --nats-url URL) are required, and no argument")
@@ -151,7 +151,7 @@ func (m *Main) runStdio(ctx context.Context, n *node.Node, f *mcpFlags, caller s
 		return errors.Errorf("mcp: %w", err)
 	}
 	cfg := mcp.DefaultConfig()
-	cfg.Service, cfg.Routes, cfg.Logger, cfg.Version = svc, n.Routes(), logger, version
+	cfg.Service, cfg.Routes, cfg.Logger, cfg.Version = svc, n.Routes(), logger, buildinfo.Read().Version
 	cfg.KeyIncludesPayload, cfg.MaxWait = f.keyPayload, f.maxWait
 	cfg.Secrets = mcpSecrets(f.node.routes, nil, logger)
 	srv, err := mcp.New(cfg)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -17,8 +16,7 @@ import (
 // It makes a route's reads once against the live API and prints what
 // each declared field resolved to. It never writes.
 func (m *Main) routesProbe(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("routes probe", flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
+	fs := m.flagSet("routes probe", "FILE [--route NAME] [--external-id ID] [flags]")
 	route := fs.String("route", "", "the route `NAME` to probe (default: the file's only route)")
 	extID := fs.String("external-id", "", "read back the object with this external `ID` (default: the first one listed)")
 	account := fs.String("account", "", "list this `ACCOUNT`'s objects (default: the credential's identity)")
@@ -36,12 +34,15 @@ func (m *Main) routesProbe(ctx context.Context, args []string) error {
 			"from the environment, as for serve, and are never printed.\n\n")
 		fs.PrintDefaults()
 	}
+	if err := m.help(fs, args); err != nil {
+		return err
+	}
 	file := ""
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		file, args = args[0], args[1:]
 	}
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := m.parse(fs, args); err != nil {
+		return err
 	}
 	if file == "" && fs.NArg() == 1 {
 		file = fs.Arg(0)

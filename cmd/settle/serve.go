@@ -24,7 +24,7 @@ import (
 type serveFlags struct {
 	node                                      nodeFlags
 	addr, tokens, natsListen, natsPasswordEnv string
-	dev                                       bool
+	dev, accessLog                            bool
 	maxInFlight                               int
 	readTimeout, idleTimeout                  time.Duration
 	webhook                                   *webhookFlags
@@ -34,6 +34,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	f.node.register(fs, "settle-data", 2)
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen on `HOST:PORT`")
 	fs.BoolVar(&f.dev, "dev", false, "development mode: no tokens, loopback only")
+	fs.BoolVar(&f.accessLog, "access-log", false, "log every HTTP request at INFO (method, path, status, caller, duration); off, requests are only counted in /metrics")
 	fs.StringVar(&f.tokens, "tokens", "", "token file (JSON; secrets from environment variables)")
 	fs.StringVar(&f.natsListen, "nats-listen", "", "let downstream readers reach the embedded server at `ADDR` (PORT or HOST:PORT; loopback when no host is given)")
 	fs.StringVar(&f.natsPasswordEnv, "nats-password-env", "SETTLE_NATS_PASSWORD", "environment `VARIABLE` with the password of the NATS user \""+node.ReaderUser+"\" (required off loopback)")
@@ -125,12 +126,11 @@ func (m *Main) serveSetup(f *serveFlags) (*serveSetup, error) {
 // ends with its outcome on the log, or stays write_started and becomes
 // unknown at its deadline), then the node's loops stop, then NATS.
 func (m *Main) serve(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
+	fs := m.flagSet("serve", "--routes FILE [--dev] [--addr HOST:PORT] [--data DIR] [flags]")
 	var f serveFlags
 	f.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := m.parse(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 || f.node.routes == "" {
 		fmt.Fprintln(m.Stderr, "settle serve: --routes FILE is required, and no argument")
@@ -205,7 +205,7 @@ func (m *Main) announce(n *node.Node, addr string, cfg node.Config, dev bool) {
 func mountAPI(n *node.Node, svc *service.Service, tokens []api.Token, f *serveFlags, logger *slog.Logger) (*api.Server, error) {
 	acfg := api.DefaultConfig()
 	acfg.Service, acfg.Log, acfg.Tokens, acfg.Dev, acfg.Addr = svc, n.Store(), tokens, f.dev, f.addr
-	acfg.Logger, acfg.Metrics = logger, n.Metrics()
+	acfg.Logger, acfg.Metrics, acfg.AccessLog = logger, n.Metrics(), f.accessLog
 	acfg.ReadTimeout, acfg.IdleTimeout = f.readTimeout, f.idleTimeout
 	acfg.Now, acfg.MaxInFlight, acfg.ReadyChecks = n.Now(), f.maxInFlight, n.ReadyChecks()
 	return api.New(acfg)

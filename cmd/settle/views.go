@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,16 +17,14 @@ import (
 // runs beside a serve on the same directory.
 func (m *Main) views(ctx context.Context, args []string) error {
 	if len(args) == 0 || args[0] != "rebuild" {
-		fmt.Fprintln(m.Stderr, "usage: settle views rebuild --data DIR [--nats-url URL]")
-		return errUsage
+		return m.groupUsage(args, "usage: settle views rebuild --data DIR [--nats-url URL]")
 	}
-	fs := flag.NewFlagSet("views rebuild", flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
+	fs := m.flagSet("views rebuild", "--data DIR [--nats-url URL]")
 	data := fs.String("data", "", "the data `DIR` of a stopped settle serve (its views.db is rebuilt)")
 	natsURL := fs.String("nats-url", "", "read the stream from this NATS `URL` (serve ran with --nats-url); default: the embedded store in DIR")
 	stream := fs.String("stream", "SETTLE_INTENTS", "the intents `stream`")
-	if err := fs.Parse(args[1:]); err != nil {
-		return errUsage
+	if err := m.parse(fs, args[1:]); err != nil {
+		return err
 	}
 	if *data == "" || fs.NArg() > 0 {
 		fmt.Fprintln(m.Stderr, "usage: settle views rebuild --data DIR [--nats-url URL]")

@@ -129,7 +129,7 @@ func (r *Reconciler) status(ctx context.Context, i *fsm.Intent, route adapter.Ro
 		return fsm.StatusObservation{}, errors.Errorf("route %s: %w: its adapter has no status query", route.Name, ErrRouteMissing)
 	}
 	r.readCalls.add(1)
-	st, err := sq.Status(ctx, adapter.StatusQuery{RequestID: i.Recorded.RequestID, IdempotencyKey: i.Recorded.IdempotencyKey, Account: i.Recorded.Account})
+	st, err := sq.Status(adapter.Calling(ctx, route, adapter.KindStatus), adapter.StatusQuery{RequestID: i.Recorded.RequestID, IdempotencyKey: i.Recorded.IdempotencyKey, Account: i.Recorded.Account})
 	if errors.Is(err, adapter.ErrNotFound) {
 		return fsm.StatusObservation{}, nil
 	}
@@ -157,12 +157,13 @@ func (r *Reconciler) candidates(ctx context.Context, i *fsm.Intent, route adapte
 	var recs []adapter.Record
 	var listedAt time.Time
 	var listErr error
+	searchCtx, readCtx := adapter.Calling(ctx, route, adapter.KindSearch), adapter.Calling(ctx, route, adapter.KindReadback)
 	if sc != nil {
-		recs, listedAt, listErr = sc.get(ctx, r, route.Name, ad, searchKey(route, i), i.Recorded.Account, from, to)
+		recs, listedAt, listErr = sc.get(searchCtx, r, route.Name, ad, searchKey(route, i), i.Recorded.Account, from, to)
 	} else {
 		r.readCalls.add(1)
 		listedAt = r.cfg.Now()
-		recs, listErr = ad.Search(ctx, adapter.SearchQuery{Account: i.Recorded.Account, From: from, To: to})
+		recs, listErr = ad.Search(searchCtx, adapter.SearchQuery{Account: i.Recorded.Account, From: from, To: to})
 	}
 	if listErr != nil && !errors.Is(listErr, adapter.ErrListingIncomplete) {
 		return nil, time.Time{}, listErr
@@ -177,7 +178,7 @@ func (r *Reconciler) candidates(ctx context.Context, i *fsm.Intent, route adapte
 		}
 		if rec.Partial {
 			r.readCalls.add(1)
-			full, err := ad.Get(ctx, rec.ExternalID)
+			full, err := ad.Get(readCtx, rec.ExternalID)
 			if errors.Is(err, adapter.ErrNotFound) {
 				if ours {
 					// Listed with our marker, gone since: still proof that
@@ -211,6 +212,7 @@ func (r *Reconciler) verify(ctx context.Context, i *fsm.Intent, route adapter.Ro
 		return r.decider().ConcludeStatusReadback(i, caps, r.cfg.Now(), st), nil
 	}
 	ad := reader(route, i)
+	ctx = adapter.Calling(ctx, route, adapter.KindReadback)
 	r.readCalls.add(1)
 	rec, err := ad.Get(ctx, i.ExternalID)
 	if errors.Is(err, adapter.ErrNotFound) {

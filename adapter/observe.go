@@ -1,0 +1,113 @@
+package adapter
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// CallKind is what an external call is for.
+type CallKind string
+
+// The kinds of external calls: the write itself, the reconciler's reads
+// (a search of candidates, a readback of one object or its live URL, the
+// API's status query) and the check of an account's identity before a
+// write is recorded.
+const (
+	KindWrite    CallKind = "write"
+	KindSearch   CallKind = "search"
+	KindReadback CallKind = "readback"
+	KindStatus   CallKind = "status"
+	KindIdentity CallKind = "identity"
+)
+
+// CallKinds lists every CallKind.
+func CallKinds() []CallKind {
+	return []CallKind{KindWrite, KindSearch, KindReadback, KindStatus, KindIdentity}
+}
+
+// Call outcomes (CallObservation.Outcome): the answer's status class, or
+// the classification of a call that got none.
+const (
+	Outcome2xx     = "2xx"
+	Outcome3xx     = "3xx"
+	Outcome4xx     = "4xx"
+	Outcome5xx     = "5xx"
+	OutcomeNotSent = string(NotSent) // never written: nothing can have executed
+	OutcomeUnknown = string(Unknown) // written, no (whole) answer
+)
+
+// CallObservation is one HTTP request an adapter sent, as Do saw it.
+type CallObservation struct {
+	Route    string
+	Kind     CallKind
+	Outcome  string
+	Duration time.Duration
+	// RateLimited: the API refused the request for its rate limit (429,
+	// or a 403 or 503 that asked to wait with Retry-After).
+	RateLimited bool
+}
+
+// CallObserver is told of every HTTP request an adapter sends for a route
+// (metrics). It must not block.
+type CallObserver interface {
+	ObserveCall(CallObservation)
+}
+
+type callKey struct{}
+
+type callInfo struct {
+	route string
+	kind  CallKind
+	obs   CallObserver
+}
+
+// Calling marks ctx as the context of route's external calls of kind:
+// every request Do sends on it is reported to route.Observer. The callers
+// of an adapter (the producer's write, the reconciler's reads) mark their
+// contexts; Do, which every adapter sends its requests with, reports —
+// so every adapter is measured, and none measures itself. Without an
+// Observer ctx is returned as is.
+func Calling(ctx context.Context, route Route, kind CallKind) context.Context {
+	if route.Observer == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, callKey{}, callInfo{route: route.Name, kind: kind, obs: route.Observer})
+}
+
+// observe reports one request of ctx's call (Calling), if any.
+func observe(ctx context.Context, start time.Time, resp *Response, err error) {
+	ci, ok := ctx.Value(callKey{}).(callInfo)
+	if !ok {
+		return
+	}
+	o := CallObservation{Route: ci.route, Kind: ci.kind, Duration: time.Since(start)}
+	switch {
+	case resp != nil:
+		o.Outcome = strconv.Itoa(resp.StatusCode/100) + "xx"
+		o.RateLimited = rateLimitAnswer(resp, start)
+	case isClass(err, NotSent):
+		o.Outcome = OutcomeNotSent
+	default:
+		o.Outcome = OutcomeUnknown
+	}
+	ci.obs.ObserveCall(o)
+}
+
+// rateLimitAnswer: 429, or a 403 or 503 that asks to wait.
+func rateLimitAnswer(resp *Response, now time.Time) bool {
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests:
+		return true
+	case http.StatusForbidden, http.StatusServiceUnavailable:
+		_, ok := RetryAfter(resp.Header, now)
+		return ok
+	}
+	return false
+}
+
+func isClass(err error, c Class) bool {
+	ce, ok := err.(*CallError)
+	return ok && ce.Class == c
+}
