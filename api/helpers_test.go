@@ -59,6 +59,9 @@ type envOptions struct {
 	// maxInFlight and readyChecks are the Config's (faults_test.go).
 	maxInFlight int
 	readyChecks []ReadyCheck
+	// accessLog is the Config's: every request logged (secrets_test.go
+	// checks that no line of it holds a secret).
+	accessLog bool
 }
 
 // env is the API on a loopback httptest server over a servicetest.Env:
@@ -93,6 +96,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	cfg := DefaultConfig()
 	cfg.Service = k.Svc
 	cfg.Log, cfg.Now, cfg.Logger, cfg.Metrics = k.Store, k.Clock.Now, k.Logger, metrics
+	cfg.AccessLog = o.accessLog
 	srv, hs := serveEnv(t, cfg, o)
 	return &env{Env: k, t: t, srv: srv, http: hs}
 }

@@ -17,7 +17,7 @@ import (
 // the log or the projected views — through successes, refusals, lost
 // responses, failed calls, reconciliation and operator decisions.
 func TestSecretsNeverLeak(t *testing.T) {
-	e := newEnv(t, envOptions{})
+	e := newEnv(t, envOptions{accessLog: true})
 	e.seen = &transcript{}
 	secrets := []string{secretAdmin, secretReader, secretSubmitter, secretOperator, secretRouteLtd, secretAcctLtd, routeSecret}
 
