@@ -56,7 +56,7 @@ const (
 	mcpTenant = "sim-agents"
 	// slowListing is how long a listing that straddles the window's end
 	// takes: it starts before the window closes and returns after.
-	slowListing = 25 * time.Second
+	slowListing = time.Minute
 )
 
 // yamlWorld holds the fakes of the YAML routes and the injected
