@@ -38,19 +38,27 @@ import (
 //	booking_change         booking.yaml                 -            -       yes  yes     status per account
 //	payment_charge         payment.yaml                 -            -       yes  yes
 //	github_issue_comment   github_comments.yaml         link header  yes     -    -       App token, private repo, page cap 30, clock -3s, edits, rate-limit 403
-//	gh_paged               github_comments.yaml         page number  yes     -    -       page cap 4, clock -12s (beyond the skew), edits
+//	gh_link_nomarker       github_comments.yaml         link header  -       -    -       page cap 7, clock +2s
+//	gh_page_marker         github_comments.yaml         page number  yes     -    -       page cap 4, clock -12s (beyond the skew), edits
+//	gh_page_nomarker       github_comments.yaml         page number  -       -    -       page cap 4
+//	gh_offset_marker       github_comments.yaml         offset       yes     -    -       page cap 4, clock +12s (beyond the skew), edits
 //	gh_offset_nomarker     github_comments.yaml         offset       -       -    -       page cap 4, clock +3s
 //	slack_message          slack_message.yaml           cursor       yes     -    -       link and entity rewriting, clock +2s, edits, 429 Retry-After
 //	stripe_payment_intent  stripe_payment_intent.yaml   cursor       yes     yes  yes     clock -10s (beyond the skew), search lag, idempotency_error
+//
+// (The gh_ variants are github_comments.yaml with its pagination, page
+// size and marker changed; their pages ask for 10 items, and only an
+// empty page or a Link header without next ends a listing.)
 //
 // A share of the intents of social_post, booking_change,
 // github_issue_comment and slack_message are submitted as an agent
 // would: through the MCP server's submit tools, in process, as a caller of
 // its own tenant (the request id derived from task and step).
 //
-// Edits are injected on routes with a marker only: without one, a
-// person's edit makes a write no search can recognise as ours (the
-// route's documented limit).
+// Edits, and API clocks behind by more than the skew, are injected on
+// routes with a marker only: without one, a person's edit, or a creation
+// time older than the attempt minus the skew, makes a write that no
+// search can recognise as ours (the documented limits of such a route).
 
 const (
 	mcpTenant = "sim-agents"
@@ -65,8 +73,8 @@ type yamlWorld struct {
 	social, socialKeyed *fakeapi.SocialAPI
 	booking             *fakeapi.BookingAPI
 	payment             *fakeapi.PaymentAPI
-	github, ghPaged     *fakeapi.GitHubAPI
-	ghOffset            *fakeapi.GitHubAPI
+	github              *fakeapi.GitHubAPI
+	ghv                 map[string]*fakeapi.GitHubAPI // the gh_ variants
 	slack               *fakeapi.SlackAPI
 	stripe              *fakeapi.StripeAPI
 	// globalFaults: the routes whose fakes take write faults from one
@@ -104,15 +112,87 @@ type yamlRoute struct {
 	mcp    bool
 }
 
-var yamlRoutes = map[string]yamlRoute{
+// ghVariant is a route generated from github_comments.yaml.
+type ghVariant struct {
+	name   string
+	pages  string // link, page, offset
+	marker bool
+	cap    int
+	offset time.Duration
+}
+
+var ghVariants = []ghVariant{
+	{name: "gh_link_nomarker", pages: "link", cap: 7, offset: 2 * time.Second},
+	{name: "gh_page_marker", pages: "page", marker: true, cap: 4, offset: -12 * time.Second},
+	{name: "gh_page_nomarker", pages: "page", cap: 4},
+	{name: "gh_offset_marker", pages: "offset", marker: true, cap: 4, offset: 12 * time.Second},
+	{name: "gh_offset_nomarker", pages: "offset", cap: 4, offset: 3 * time.Second},
+}
+
+// edits turns github_comments.yaml into the variant.
+func (v ghVariant) edits() []string {
+	var e []string
+	switch v.pages {
+	case "page", "offset":
+		e = append(e, "&per_page={{page_size}}", "&per_page={{page_size}}&"+v.pages+"={{"+v.pages+"}}",
+			"      next_link: true\n", "      end: empty_page\n")
+	}
+	e = append(e, "page_size: 100      # GitHub's largest page", "page_size: 10", "max_pages: 50", "max_pages: 200")
+	if !v.marker {
+		e = append(e, `    correlation:
+      marker: "\n\n<!-- settle:{{intent_id}} -->"
+      read: $.body
+`, "", `body: "{{payload.body}}{{marker}}"`, `body: "{{payload.body}}"`)
+	}
+	return e
+}
+
+// variantBehaviours: a lost response, a lost request and a look-alike
+// made by hand before the intent on every variant; an edit on those
+// with a marker.
+func variantBehaviours() []behaviour {
+	var out []behaviour
+	for _, v := range ghVariants {
+		name := v.name
+		api := func(s *sim) *fakeapi.GitHubAPI { return s.y.ghv[name] }
+		out = append(out,
+			behaviour{name: "v_" + name + "_response_lost", route: name, weight: 2, want: confirmedOnly(),
+				arm: func(s *sim, in *simIntent) { api(s).Next(fakeapi.CommitThenDrop()) }},
+			behaviour{name: "v_" + name + "_request_lost", route: name, weight: 1, want: confirmedOnly(),
+				arm: func(s *sim, in *simIntent) { api(s).Next(fakeapi.ResetBeforeCommit()) }},
+			behaviour{name: "v_" + name + "_lookalike_by_hand_response_lost", route: name, weight: 1, want: confirmedOnly(),
+				arm: func(s *sim, in *simIntent) {
+					api(s).Inject(fakeapi.GitHubComment{Issue: 1 + in.k%20, Body: in.body, CreatedAt: s.clock.Now().Add(v.offset - 20*time.Second)})
+					api(s).Next(fakeapi.CommitThenDrop())
+				}})
+		if v.marker {
+			out = append(out, behaviour{name: "v_" + name + "_edited_response_lost", route: name, weight: 1,
+				want: []outcome{{fsm.Confirmed, ""}, {fsm.ManualAction, events.ReasonWrittenModified}},
+				arm:  func(s *sim, in *simIntent) { in.body += " [edit]"; api(s).Next(fakeapi.CommitThenDrop()) }})
+		}
+	}
+	return out
+}
+
+var yamlRoutes = func() map[string]yamlRoute {
+	m := map[string]yamlRoute{}
+	for k, v := range baseRoutes {
+		m[k] = v
+	}
+	for _, v := range ghVariants {
+		name := v.name
+		m[name] = yamlRoute{account: func(s *sim) string { return s.y.ghv[name].UserID() }, payload: bodyPayload, parent: issueOf, offset: v.offset}
+	}
+	return m
+}()
+
+var baseRoutes = map[string]yamlRoute{
 	"social_post":       {account: func(*sim) string { return "" }, payload: bodyPayload, mcp: true},
 	"social_post_keyed": {account: func(*sim) string { return "" }, payload: bodyPayload},
 	"booking_change":    {account: func(*sim) string { return "" }, payload: bookingPayload, mcp: true},
 	"payment_charge":    {account: func(*sim) string { return "" }, payload: chargePayload},
 	"github_issue_comment": {account: func(s *sim) string { return s.y.github.UserID() }, payload: bodyPayload,
 		parent: issueOf, offset: -3 * time.Second, mcp: true},
-	"gh_paged":           {account: func(s *sim) string { return s.y.ghPaged.UserID() }, payload: bodyPayload, parent: issueOf, offset: -12 * time.Second},
-	"gh_offset_nomarker": {account: func(s *sim) string { return s.y.ghOffset.UserID() }, payload: bodyPayload, parent: issueOf, offset: 3 * time.Second},
 	"slack_message": {account: func(s *sim) string { return s.y.slack.UserID() }, payload: textPayload,
 		offset: 2 * time.Second, mcp: true},
 	"stripe_payment_intent": {account: func(s *sim) string { return s.y.stripe.AccountID() }, payload: stripePayload, offset: -10 * time.Second},
@@ -147,7 +227,7 @@ func stripePayload(in *simIntent) json.RawMessage {
 
 // Behaviours of the YAML routes. The names say what is injected; the
 // world line counts each (injected={...}).
-var routeBehaviours = []behaviour{
+var routeBehaviours = append([]behaviour{
 	// social.yaml: cursor pages, no marker, no key.
 	{name: "y_social_ok", route: "social_post", weight: 2, want: confirmedOnly()},
 	{name: "y_social_response_lost", route: "social_post", weight: 3, want: confirmedOnly(),
@@ -227,26 +307,6 @@ var routeBehaviours = []behaviour{
 			s.y.github.Next(fakeapi.CommitThenDrop())
 		}},
 
-	// Page-number pages capped silently, the API clock beyond the skew.
-	{name: "v_gh_paged_response_lost", route: "gh_paged", weight: 3, want: confirmedOnly(),
-		arm: func(s *sim, in *simIntent) { s.y.ghPaged.Next(fakeapi.CommitThenDrop()) }},
-	{name: "v_gh_paged_request_lost", route: "gh_paged", weight: 1, want: confirmedOnly(),
-		arm: func(s *sim, in *simIntent) { s.y.ghPaged.Next(fakeapi.ResetBeforeCommit()) }},
-	{name: "v_gh_paged_edited_response_lost", route: "gh_paged", weight: 1,
-		want: []outcome{{fsm.Confirmed, ""}, {fsm.ManualAction, events.ReasonWrittenModified}},
-		arm:  func(s *sim, in *simIntent) { in.body += " [edit]"; s.y.ghPaged.Next(fakeapi.CommitThenDrop()) }},
-
-	// Offset pages capped silently, no marker.
-	{name: "v_gh_offset_response_lost", route: "gh_offset_nomarker", weight: 3, want: confirmedOnly(),
-		arm: func(s *sim, in *simIntent) { s.y.ghOffset.Next(fakeapi.CommitThenDrop()) }},
-	{name: "v_gh_offset_request_lost", route: "gh_offset_nomarker", weight: 1, want: confirmedOnly(),
-		arm: func(s *sim, in *simIntent) { s.y.ghOffset.Next(fakeapi.ResetBeforeCommit()) }},
-	{name: "v_gh_offset_lookalike_by_hand_response_lost", route: "gh_offset_nomarker", weight: 1, want: confirmedOnly(),
-		arm: func(s *sim, in *simIntent) {
-			s.y.ghOffset.Inject(fakeapi.GitHubComment{Issue: 1 + in.k%20, Body: in.body, CreatedAt: s.clock.Now().Add(3*time.Second - 20*time.Second)})
-			s.y.ghOffset.Next(fakeapi.CommitThenDrop())
-		}},
-
 	// slack_message.yaml: Slack rewrites links and entities.
 	{name: "y_slack_ok", route: "slack_message", weight: 1, want: confirmedOnly()},
 	{name: "y_slack_link_rewritten_response_lost", route: "slack_message", weight: 3, want: confirmedOnly(),
@@ -281,7 +341,7 @@ var routeBehaviours = []behaviour{
 			s.y.stripe.Next(fakeapi.KeyReused())
 			s.y.count("key_reuse_error", 1)
 		}},
-}
+}, variantBehaviours()...)
 
 // exampleFile reads an example route file and applies edits (pairs of
 // old, new; each must apply).
@@ -358,57 +418,46 @@ func (s *sim) newYAMLWorld(client *http.Client) []adapter.Route {
 	y.github = fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubClock(now), fakeapi.WithGitHubInstallationToken("github-actions[bot]", 41898282),
 		fakeapi.WithGitHubPrivateRepo(), fakeapi.WithGitHubPageCap(30), fakeapi.WithGitHubClockOffset(yamlRoutes["github_issue_comment"].offset),
 		fakeapi.WithGitHubEditAfterCreate(edit("github")))
-	y.ghPaged = fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubClock(now), fakeapi.WithGitHubPageCap(4),
-		fakeapi.WithGitHubClockOffset(yamlRoutes["gh_paged"].offset), fakeapi.WithGitHubEditAfterCreate(edit("github")))
-	y.ghOffset = fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubClock(now), fakeapi.WithGitHubPageCap(4),
-		fakeapi.WithGitHubClockOffset(yamlRoutes["gh_offset_nomarker"].offset))
+	y.ghv = map[string]*fakeapi.GitHubAPI{}
+	for _, v := range ghVariants {
+		opts := []fakeapi.GitHubOption{fakeapi.WithGitHubClock(now), fakeapi.WithGitHubPageCap(v.cap), fakeapi.WithGitHubClockOffset(v.offset)}
+		if v.marker {
+			opts = append(opts, fakeapi.WithGitHubEditAfterCreate(edit("github")))
+		}
+		y.ghv[v.name] = fakeapi.NewGitHubAPI(t, opts...)
+	}
 	y.slack = fakeapi.NewSlackAPI(t, fakeapi.WithSlackClock(now), fakeapi.WithSlackFormatting(),
 		fakeapi.WithSlackClockOffset(yamlRoutes["slack_message"].offset), fakeapi.WithSlackEditAfterPost(edit("slack")))
 	y.stripe = fakeapi.NewStripeAPI(t, fakeapi.WithStripeClock(now), fakeapi.WithStripeSearchLag(30*time.Second),
 		fakeapi.WithStripeClockOffset(yamlRoutes["stripe_payment_intent"].offset))
 	y.globalFaults = map[string]interface{ DropFaults() int }{
-		"payment_charge": y.payment, "github_issue_comment": y.github, "gh_paged": y.ghPaged,
-		"gh_offset_nomarker": y.ghOffset, "slack_message": y.slack, "stripe_payment_intent": y.stripe,
+		"payment_charge": y.payment, "github_issue_comment": y.github, "slack_message": y.slack, "stripe_payment_intent": y.stripe,
+	}
+	for name, api := range y.ghv {
+		y.globalFaults[name] = api
 	}
 
 	gh := func(api *fakeapi.GitHubAPI) map[string]string {
 		return map[string]string{"GITHUB_API_URL": api.URL(), "GITHUB_REPOSITORY": "octo-org/hello-world", "GITHUB_TOKEN": api.Token()}
 	}
-	// The page-number and offset variants: every page asked for 10
-	// items (the fake serves 4); only an empty page ends a listing.
-	paged := []string{
-		"&per_page={{page_size}}", "&per_page={{page_size}}&page={{page}}",
-		"      next_link: true\n", "      end: empty_page\n",
-		"page_size: 100      # GitHub's largest page", "page_size: 10",
-		"max_pages: 50", "max_pages: 200",
-	}
-	offset := []string{
-		"&per_page={{page_size}}", "&per_page={{page_size}}&offset={{offset}}",
-		"      next_link: true\n", "      end: empty_page\n",
-		"page_size: 100      # GitHub's largest page", "page_size: 10",
-		"max_pages: 50", "max_pages: 200",
-		`    correlation:
-      marker: "\n\n<!-- settle:{{intent_id}} -->"
-      read: $.body
-`, "",
-		`body: "{{payload.body}}{{marker}}"`, `body: "{{payload.body}}"`,
-	}
 	socialEnv := func(api *fakeapi.SocialAPI) map[string]string {
 		return map[string]string{"SOCIAL_BASE_URL": api.URL(), "SOCIAL_TOKEN": api.Token()}
 	}
-	return []adapter.Route{
+	routes := []adapter.Route{
 		s.compile("social_post", s.exampleFile("social.yaml"), socialEnv(y.social), client),
 		s.compile("social_post_keyed", s.exampleFile("social.yaml", "      idempotency_key: false\n", "      idempotency_key: true\n      key_retention: 24h\n"),
 			socialEnv(y.socialKeyed), client),
 		s.compile("booking_change", s.exampleFile("booking.yaml"), map[string]string{"BOOKING_BASE_URL": y.booking.URL(), "BOOKING_TOKEN": y.booking.Token()}, client),
 		s.compile("payment_charge", s.exampleFile("payment.yaml"), map[string]string{"PAYMENT_BASE_URL": y.payment.URL(), "PAYMENT_TOKEN": y.payment.Token()}, client),
 		s.compile("github_issue_comment", s.exampleFile("github_comments.yaml"), gh(y.github), client),
-		s.compile("gh_paged", s.exampleFile("github_comments.yaml", paged...), gh(y.ghPaged), client),
-		s.compile("gh_offset_nomarker", s.exampleFile("github_comments.yaml", offset...), gh(y.ghOffset), client),
 		s.compile("slack_message", s.exampleFile("slack_message.yaml"), map[string]string{"SLACK_API_URL": y.slack.URL(), "SLACK_BOT_TOKEN": y.slack.Token()}, client),
 		s.compile("stripe_payment_intent", s.exampleFile("stripe_payment_intent.yaml"),
 			map[string]string{"STRIPE_API_URL": y.stripe.URL(), "STRIPE_SECRET_KEY": y.stripe.Token()}, client),
 	}
+	for _, v := range ghVariants {
+		routes = append(routes, s.compile(v.name, s.exampleFile("github_comments.yaml", v.edits()...), gh(y.ghv[v.name]), client))
+	}
+	return routes
 }
 
 // noViews stands in for the projected views, which a submit never reads
@@ -545,8 +594,21 @@ func (s *sim) yamlEffects(in *simIntent) (int, map[string]bool, bool) {
 	created := map[string]bool{}
 	y := s.y
 	key := events.IdempotencyKey(in.id)
-	switch in.route {
-	case "social_post", "social_post_keyed":
+	gh := y.ghv[in.route]
+	if in.route == "github_issue_comment" {
+		gh = y.github
+	}
+	switch {
+	case gh != nil:
+		n := 0
+		for _, c := range gh.Comments() {
+			if !c.Injected && strings.Contains(c.Body, in.tag) {
+				n++
+				created[strconv.FormatInt(c.ID, 10)] = true
+			}
+		}
+		return n, created, true
+	case in.route == "social_post", in.route == "social_post_keyed":
 		api := map[string]*fakeapi.SocialAPI{"social_post": y.social, "social_post_keyed": y.socialKeyed}[in.route]
 		n := 0
 		for _, w := range api.WriteLog() {
@@ -558,29 +620,19 @@ func (s *sim) yamlEffects(in *simIntent) (int, map[string]bool, bool) {
 			}
 		}
 		return n, created, true
-	case "booking_change":
+	case in.route == "booking_change":
 		if rq, ok := y.booking.Request(in.requestID); ok && rq.State == fakeapi.BookingCompleted && !rq.External {
 			created[fmt.Sprintf("%s@v%d", rq.BookingID, rq.AppliedVersion)] = true
 		}
 		return y.booking.EffectsForRequest(in.requestID), created, true
-	case "payment_charge":
+	case in.route == "payment_charge":
 		for _, c := range y.payment.ChargeList() {
 			if c.IdempotencyKey == key {
 				created[c.ID] = true
 			}
 		}
 		return y.payment.ChargesForKey(key), created, true
-	case "github_issue_comment", "gh_paged", "gh_offset_nomarker":
-		api := map[string]*fakeapi.GitHubAPI{"github_issue_comment": y.github, "gh_paged": y.ghPaged, "gh_offset_nomarker": y.ghOffset}[in.route]
-		n := 0
-		for _, c := range api.Comments() {
-			if !c.Injected && strings.Contains(c.Body, in.tag) {
-				n++
-				created[strconv.FormatInt(c.ID, 10)] = true
-			}
-		}
-		return n, created, true
-	case "slack_message":
+	case in.route == "slack_message":
 		n := 0
 		for _, m := range y.slack.Messages() {
 			if !m.Injected && strings.Contains(m.Text, in.tag) {
@@ -589,7 +641,7 @@ func (s *sim) yamlEffects(in *simIntent) (int, map[string]bool, bool) {
 			}
 		}
 		return n, created, true
-	case "stripe_payment_intent":
+	case in.route == "stripe_payment_intent":
 		for _, p := range y.stripe.PaymentIntents() {
 			if !p.Injected && p.IdempotencyKey == key {
 				created[p.ID] = true
@@ -610,6 +662,9 @@ func (s *sim) yamlCounts() map[string]int {
 	for k, v := range y.injected {
 		out[k] = v
 	}
-	out["page_cap_silent"] = y.github.CappedPages() + y.ghPaged.CappedPages() + y.ghOffset.CappedPages()
+	out["page_cap_silent"] = y.github.CappedPages()
+	for _, api := range y.ghv {
+		out["page_cap_silent"] += api.CappedPages()
+	}
 	return out
 }
