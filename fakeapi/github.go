@@ -145,6 +145,8 @@ type GitHubAPI struct {
 	listCalls   int
 	pageCalls   int
 	cappedPages int
+	// pageFaults are consumed by page requests, in order (FailPages).
+	pageFaults []ReadFault
 }
 
 // NewGitHubAPI starts a fake GitHub API for a test, closed with t.Cleanup.
@@ -291,6 +293,14 @@ func (s *GitHubAPI) EffectsContaining(sub string) int {
 		}
 	}
 	return n
+}
+
+// FailPages queues faults for the next requests of the HTML pages (the
+// web site, not the API), in order.
+func (s *GitHubAPI) FailPages(f ...ReadFault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pageFaults = append(s.pageFaults, f...)
 }
 
 // CappedPages is the number of list pages served full at the page cap
@@ -639,7 +649,11 @@ func (s *GitHubAPI) handleList(w http.ResponseWriter, r *http.Request, issue int
 func (s *GitHubAPI) handlePage(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.pageCalls++
+	f := popRead(&s.pageFaults)
 	s.mu.Unlock()
+	if serveReadFault(w, f) {
+		return
+	}
 	n, err := strconv.Atoi(r.PathValue("number"))
 	if s.cfg.Private || err != nil || n < 1 || n > s.cfg.Issues {
 		http.NotFound(w, r)

@@ -301,6 +301,17 @@ var routeBehaviours = append([]behaviour{
 			s.y.github.Next(fakeapi.CommitThenDrop())
 			s.y.count("rate_limit_retry_after", 1)
 		}},
+	// The web site (not the API) fails for a while: a route whose
+	// readback declares no url check never asks it.
+	{name: "y_github_site_down_response_lost", route: "github_issue_comment", weight: 1, want: confirmedOnly(),
+		arm: func(s *sim, in *simIntent) {
+			f := make([]fakeapi.ReadFault, 40)
+			for k := range f {
+				f[k] = fakeapi.ReadError500
+			}
+			s.y.github.FailPages(f...)
+			s.y.github.Next(fakeapi.CommitThenDrop())
+		}},
 	{name: "y_github_lookalike_by_hand_response_lost", route: "github_issue_comment", weight: 2, want: confirmedOnly(),
 		arm: func(s *sim, in *simIntent) {
 			s.y.github.Inject(fakeapi.GitHubComment{Issue: 1 + in.k%20, Body: in.body, CreatedAt: s.clock.Now().Add(-3*time.Second - 20*time.Second)})
@@ -650,6 +661,20 @@ func (s *sim) yamlEffects(in *simIntent) (int, map[string]bool, bool) {
 		return y.stripe.EffectsForKey(key), created, true
 	}
 	return 0, nil, false
+}
+
+// yamlChecks asserts what the fakes saw of the YAML routes as a whole: a
+// route that declares no url check (GitHub's: a private repository's
+// pages answer 404 to a visitor) never has a page probed.
+func (s *sim) yamlChecks() {
+	for name, api := range s.y.ghv {
+		if n := api.PageCalls(); n > 0 {
+			s.t.Errorf("seed %d: %s declares no url check, yet %d pages were probed", s.seed, name, n)
+		}
+	}
+	if n := s.y.github.PageCalls(); n > 0 {
+		s.t.Errorf("seed %d: github_issue_comment declares no url check, yet %d pages were probed", s.seed, n)
+	}
 }
 
 // yamlCounts adds what the fakes observed to the injected counts: pages

@@ -831,6 +831,7 @@ func runSimulation(t *testing.T, seed uint64, n int, tot *simTotals) {
 	}
 	t.Logf("world seed=%d intents=%d kills=%d races=%d doubles=%d batches=%d (refused %d, commit or ack lost %d, alone %d) final={%s} effects/intent max=%d false confirmations=%d unexpected outcomes=%d audit=%s (rerun: go test ./consumers/reconcile -run Simulation -v -args -sim.seed=%d -sim.intents=%d)",
 		seed, n, s.kills, s.races, s.doubles, bs.Batches, bs.Refused, bs.Lost, bs.Alone, counts(byState), maxEffects, falseConfirmations, unexpected, verdict, seed, n)
+	s.yamlChecks()
 	injected := s.yamlCounts()
 	t.Logf("world seed=%d paths={%s} injected={%s}", seed, counts(paths), counts(injected))
 	for k, v := range paths {
