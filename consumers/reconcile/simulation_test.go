@@ -42,12 +42,16 @@ var (
 // 429 and 5xx bursts, malformed listings, probe errors, status
 // processing / completed without id / not found, key retention expiring,
 // a late original arriving after the retry, writers dying after the call
-// or after recording); several workers with clocks skewed within the
+// or after recording) — over the hand-written adapters, and over routes
+// compiled from YAML and the MCP submit tools with the real APIs' habits
+// (simroutes_test.go); several workers with clocks skewed within the
 // allowance step the intents, are killed at random steps and replaced,
 // and sometimes race each other on one intent. Afterwards:
 //
 //   - external effects per intent ≤ 1 (counted by the fakes, per request);
 //   - no intent confirmed by an external id it did not create;
+//   - no intent rejected or abandoned that made an effect;
+//   - no page probed for a route that declares no url check;
 //   - every intent settled: confirmed, or a human's turn with a reason, or
 //     a rejection or abandonment that is final;
 //   - each behaviour ended in one of its allowed outcomes;
