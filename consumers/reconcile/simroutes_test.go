@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -87,9 +88,11 @@ type yamlWorld struct {
 
 	mu       sync.Mutex
 	injected map[string]int
-	// straddle: account → when an armed intent's post becomes visible;
+	// straddle: account → when an armed intent's post was made and
+	// becomes visible; the first listing of the account that covers it
+	// in the minutes before it shows is slow.
 	// the first listing of the account in the minutes before is slow.
-	straddle map[string]time.Time
+	straddle map[string]straddle
 }
 
 func (y *yamlWorld) count(name string, n int) {
@@ -99,6 +102,19 @@ func (y *yamlWorld) count(name string, n int) {
 	y.mu.Lock()
 	y.injected[name] += n
 	y.mu.Unlock()
+}
+
+type straddle struct{ created, visible time.Time }
+
+// covers reports whether a listing's since and until hold t.
+func covers(q url.Values, t time.Time) bool {
+	if v, err := time.Parse(time.RFC3339Nano, q.Get("since")); err == nil && t.Before(v) {
+		return false
+	}
+	if v, err := time.Parse(time.RFC3339Nano, q.Get("until")); err == nil && t.After(v) {
+		return false
+	}
+	return true
 }
 
 // yamlRoute names a sim route: its file, its API habits and how it is
@@ -246,7 +262,7 @@ var routeBehaviours = append([]behaviour{
 			d := 30*time.Minute - 20*time.Second
 			s.y.social.NextFor(in.id, fakeapi.VisibilityDelay(d).Dropped())
 			s.y.mu.Lock()
-			s.y.straddle[in.account] = s.clock.Now().Add(d)
+			s.y.straddle[in.account] = straddle{created: s.clock.Now(), visible: s.clock.Now().Add(d)}
 			s.y.mu.Unlock()
 		}},
 
@@ -392,7 +408,7 @@ func (s *sim) compile(name string, data []byte, env map[string]string, client *h
 // routes.
 func (s *sim) newYAMLWorld(client *http.Client) []adapter.Route {
 	t := s.t
-	y := &yamlWorld{injected: map[string]int{}, straddle: map[string]time.Time{}}
+	y := &yamlWorld{injected: map[string]int{}, straddle: map[string]straddle{}}
 	s.y = y
 	now := s.clock.Now
 	edit := func(kind string) func(string) string {
@@ -407,9 +423,9 @@ func (s *sim) newYAMLWorld(client *http.Client) []adapter.Route {
 	y.social = fakeapi.NewSocialAPI(t, fakeapi.WithSocialClock(now), fakeapi.WithSocialListHook(func(r *http.Request) {
 		acct := r.PathValue("account")
 		y.mu.Lock()
-		at, ok := y.straddle[acct]
-		n := now()
-		slow := ok && n.Before(at) && !n.Before(at.Add(-6*time.Minute))
+		st, ok := y.straddle[acct]
+		at, n := st.visible, now()
+		slow := ok && n.Before(at) && !n.Before(at.Add(-6*time.Minute)) && covers(r.URL.Query(), st.created)
 		if slow || (ok && !n.Before(at)) {
 			delete(y.straddle, acct)
 		}
