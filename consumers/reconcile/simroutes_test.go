@@ -37,6 +37,7 @@ import (
 //	social_post            social.yaml                  cursor       -       -    -       slow listings
 //	social_post_keyed      social.yaml (key: 24h)       cursor       -       yes  -
 //	booking_change         booking.yaml                 -            -       yes  yes     status per account
+//	booking_answer_scoped  booking.yaml (lookup by id)  -            -       yes  yes     the answer's account checked
 //	payment_charge         payment.yaml                 -            -       yes  yes
 //	github_issue_comment   github_comments.yaml         link header  yes     -    -       App token, private repo, page cap 30, clock -3s, edits, rate-limit 403
 //	gh_link_nomarker       github_comments.yaml         link header  -       -    -       page cap 7, clock +2s
@@ -206,7 +207,10 @@ var baseRoutes = map[string]yamlRoute{
 	"social_post":       {account: func(*sim) string { return "" }, payload: bodyPayload, mcp: true},
 	"social_post_keyed": {account: func(*sim) string { return "" }, payload: bodyPayload},
 	"booking_change":    {account: func(*sim) string { return "" }, payload: bookingPayload, mcp: true},
-	"payment_charge":    {account: func(*sim) string { return "" }, payload: chargePayload},
+	// The status lookup by the bare request id (the API's answer names
+	// its account, which the route checks).
+	"booking_answer_scoped": {account: func(*sim) string { return "" }, payload: bookingPayload},
+	"payment_charge":        {account: func(*sim) string { return "" }, payload: chargePayload},
 	"github_issue_comment": {account: func(s *sim) string { return s.y.github.UserID() }, payload: bodyPayload,
 		parent: issueOf, offset: -3 * time.Second, mcp: true},
 	"slack_message": {account: func(s *sim) string { return s.y.slack.UserID() }, payload: textPayload,
@@ -279,12 +283,24 @@ var routeBehaviours = append([]behaviour{
 		arm: func(s *sim, in *simIntent) { s.y.booking.NextFor(in.id, fakeapi.CommitThenDrop()) }},
 	{name: "y_booking_request_lost", route: "booking_change", weight: 1, want: []outcome{{fsm.AwaitingApproval, ""}},
 		arm: func(s *sim, in *simIntent) { s.y.booking.NextFor(in.id, fakeapi.ResetBeforeCommit()) }},
-	// Another account's change of the same booking under the same request
-	// id, then this intent's request is lost: the status lookup must not
-	// take the other account's change for ours.
+	// Another account applies the same change to the same booking under
+	// the same request id, then this intent's request is lost: the status
+	// lookup must not take the other account's change for ours (its
+	// payload hashes like ours).
 	{name: "y_booking_request_id_collision", route: "booking_change", weight: 2, want: []outcome{{fsm.AwaitingApproval, ""}},
 		arm: func(s *sim, in *simIntent) {
-			s.y.booking.ChangeBy(in.booking, in.requestID, map[string]any{"seat": fmt.Sprintf("%dC", in.k%40)})
+			s.otherAccountBooks(in)
+			s.y.booking.NextFor(in.id, fakeapi.ResetBeforeCommit())
+			s.y.count("request_id_collision", 1)
+		}},
+
+	// booking.yaml looking requests up by id alone: the answer's account
+	// must be the intent's.
+	{name: "y_booking_answer_scoped_response_lost", route: "booking_answer_scoped", weight: 1, want: confirmedOnly(),
+		arm: func(s *sim, in *simIntent) { s.y.booking.NextFor(in.id, fakeapi.CommitThenDrop()) }},
+	{name: "y_booking_answer_scoped_request_id_collision", route: "booking_answer_scoped", weight: 2, want: []outcome{{fsm.ManualAction, ""}, {fsm.AwaitingApproval, ""}},
+		arm: func(s *sim, in *simIntent) {
+			s.otherAccountBooks(in)
 			s.y.booking.NextFor(in.id, fakeapi.ResetBeforeCommit())
 			s.y.count("request_id_collision", 1)
 		}},
@@ -475,6 +491,8 @@ func (s *sim) newYAMLWorld(client *http.Client) []adapter.Route {
 		s.compile("social_post_keyed", s.exampleFile("social.yaml", "      idempotency_key: false\n", "      idempotency_key: true\n      key_retention: 24h\n"),
 			socialEnv(y.socialKeyed), client),
 		s.compile("booking_change", s.exampleFile("booking.yaml"), map[string]string{"BOOKING_BASE_URL": y.booking.URL(), "BOOKING_TOKEN": y.booking.Token()}, client),
+		s.compile("booking_answer_scoped", s.exampleFile("booking.yaml", "?account={{account}}", ""),
+			map[string]string{"BOOKING_BASE_URL": y.booking.URL(), "BOOKING_TOKEN": y.booking.Token()}, client),
 		s.compile("payment_charge", s.exampleFile("payment.yaml"), map[string]string{"PAYMENT_BASE_URL": y.payment.URL(), "PAYMENT_TOKEN": y.payment.Token()}, client),
 		s.compile("github_issue_comment", s.exampleFile("github_comments.yaml"), gh(y.github), client),
 		s.compile("slack_message", s.exampleFile("slack_message.yaml"), map[string]string{"SLACK_API_URL": y.slack.URL(), "SLACK_BOT_TOKEN": y.slack.Token()}, client),
@@ -597,7 +615,7 @@ func (s *sim) prepareYAML(in *simIntent, viaMCP bool) {
 	in.tag = fmt.Sprintf("[sim-%d-%d]", s.seed, in.k)
 	in.body = fmt.Sprintf("simulated write %d of seed %d %s", in.k, s.seed, in.tag)
 	in.yaml = true
-	if in.route == "booking_change" {
+	if in.route == "booking_change" || in.route == "booking_answer_scoped" {
 		in.booking = fmt.Sprintf("Y-%d", in.k)
 		s.y.booking.Seed(in.booking, 1, nil)
 	}
@@ -612,6 +630,27 @@ func (s *sim) prepareYAML(in *simIntent, viaMCP bool) {
 		in.task = fmt.Sprintf("task-%d-%d", s.seed, in.k)
 		in.requestID = events.ToolKey(in.task, "post", "")
 		in.tenant = mcpTenant
+	}
+}
+
+// otherAccountBooks makes another account's change of the intent's
+// booking, with the intent's request id and payload, through the API.
+func (s *sim) otherAccountBooks(in *simIntent) {
+	body := fmt.Sprintf(`{"account":"acct_other","request_id":%q,"expected_version":1,"change":{"seat":"%dC"}}`, in.requestID, in.k%40)
+	req, err := http.NewRequest(http.MethodPut, s.y.booking.URL()+"/v1/bookings/"+in.booking, strings.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+s.y.booking.Token())
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "other-"+in.id)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		s.t.Fatalf("the other account's change: HTTP %d", resp.StatusCode)
 	}
 }
 
@@ -647,11 +686,17 @@ func (s *sim) yamlEffects(in *simIntent) (int, map[string]bool, bool) {
 			}
 		}
 		return n, created, true
-	case in.route == "booking_change":
-		if rq, ok := y.booking.Request(in.requestID); ok && rq.State == fakeapi.BookingCompleted && !rq.External {
-			created[fmt.Sprintf("%s@v%d", rq.BookingID, rq.AppliedVersion)] = true
+	case in.route == "booking_change", in.route == "booking_answer_scoped":
+		// Another account may have used the request id: this intent's
+		// changes are those its attempts sent.
+		n := 0
+		for _, rq := range y.booking.Requests(in.requestID) {
+			if rq.State == fakeapi.BookingCompleted && !rq.External && strings.HasPrefix(rq.AttemptID, in.id+".a") {
+				n++
+				created[fmt.Sprintf("%s@v%d", rq.BookingID, rq.AppliedVersion)] = true
+			}
 		}
-		return y.booking.EffectsForRequest(in.requestID), created, true
+		return n, created, true
 	case in.route == "payment_charge":
 		for _, c := range y.payment.ChargeList() {
 			if c.IdempotencyKey == key {
