@@ -414,6 +414,19 @@ func (b *BookingAPI) Request(requestID string) (BookingRequest, bool) {
 	return c.BookingRequest.clone(), true
 }
 
+// Requests returns the truth about every change recorded under a request
+// id (of any account, ChangeBy's included), in the order received.
+func (b *BookingAPI) Requests(requestID string) []BookingRequest {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.advanceLocked(b.cfg.Now())
+	out := make([]BookingRequest, 0, len(b.requests[requestID]))
+	for _, c := range b.requests[requestID] {
+		out = append(out, c.BookingRequest.clone())
+	}
+	return out
+}
+
 // Effects is the number of changes applied through PUT (ChangeBy and Seed
 // are not effects; a failed change is not one, whatever its partial
 // effects).

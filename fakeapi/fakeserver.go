@@ -131,6 +131,20 @@ func (f *fakeServer[F]) queueFaults(faults ...F) {
 	f.faults = append(f.faults, faults...)
 }
 
+// DropFaults forgets every queued fault not yet taken (global and per
+// intent) and returns how many there were: a test that queued faults for
+// a write that never came clears them before they reach another's.
+func (f *fakeServer[F]) DropFaults() int {
+	f.faultMu.Lock()
+	defer f.faultMu.Unlock()
+	n := len(f.faults)
+	for _, q := range f.byIntent {
+		n += len(q)
+	}
+	f.faults, f.byIntent = nil, nil
+	return n
+}
+
 // popFault takes the next queued fault; the zero F (no fault) when none.
 func (f *fakeServer[F]) popFault() F {
 	f.faultMu.Lock()

@@ -135,15 +135,18 @@ type GitHubAPI struct {
 	fakeServer[Fault]
 	cfg GitHubConfig
 
-	mu         sync.Mutex
-	nextID     int64
-	comments   []*GitHubComment
-	limitReads int           // the next limitReads reads are rate-limited
-	limitFor   time.Duration // ... until now+limitFor
-	effects    int
-	writes     int
-	listCalls  int
-	pageCalls  int
+	mu          sync.Mutex
+	nextID      int64
+	comments    []*GitHubComment
+	limitReads  int           // the next limitReads reads are rate-limited
+	limitFor    time.Duration // ... until now+limitFor
+	effects     int
+	writes      int
+	listCalls   int
+	pageCalls   int
+	cappedPages int
+	// pageFaults are consumed by page requests, in order (FailPages).
+	pageFaults []ReadFault
 }
 
 // NewGitHubAPI starts a fake GitHub API for a test, closed with t.Cleanup.
@@ -290,6 +293,23 @@ func (s *GitHubAPI) EffectsContaining(sub string) int {
 		}
 	}
 	return n
+}
+
+// FailPages queues faults for the next requests of the HTML pages (the
+// web site, not the API), in order.
+func (s *GitHubAPI) FailPages(f ...ReadFault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pageFaults = append(s.pageFaults, f...)
+}
+
+// CappedPages is the number of list pages served full at the page cap
+// while the request asked for more (a silent cap a listing must see
+// through).
+func (s *GitHubAPI) CappedPages() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cappedPages
 }
 
 // Writes is the number of POST requests received, whatever happened.
@@ -526,14 +546,14 @@ func (s *GitHubAPI) handleGet(w http.ResponseWriter, idText string) {
 // comments, with the Link header.
 func (s *GitHubAPI) handleList(w http.ResponseWriter, r *http.Request, issue int) {
 	q := r.URL.Query()
-	perPage, page := min(30, s.cfg.PageCap), 1
+	perPage, page, asked := min(30, s.cfg.PageCap), 1, 0
 	if v := q.Get("per_page"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
 			ghError(w, http.StatusUnprocessableEntity, "Validation Failed")
 			return
 		}
-		perPage = min(n, s.cfg.PageCap)
+		perPage, asked = min(n, s.cfg.PageCap), n
 	}
 	if v := q.Get("page"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -542,6 +562,17 @@ func (s *GitHubAPI) handleList(w http.ResponseWriter, r *http.Request, issue int
 			return
 		}
 		page = n
+	}
+	// offset (not GitHub's: other servers page by item offset) starts
+	// the page at that item instead of a page number.
+	offset := -1
+	if v := q.Get("offset"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			ghError(w, http.StatusUnprocessableEntity, "Validation Failed")
+			return
+		}
+		offset = n
 	}
 	var since time.Time
 	if v := q.Get("since"); v != "" {
@@ -581,8 +612,15 @@ func (s *GitHubAPI) handleList(w http.ResponseWriter, r *http.Request, issue int
 	})
 	last := max(1, (len(sel)+perPage-1)/perPage)
 	out := []any{}
-	for i := (page - 1) * perPage; i < len(sel) && i < page*perPage; i++ {
+	from, to := (page-1)*perPage, page*perPage
+	if offset >= 0 {
+		from, to, last = offset, offset+perPage, page
+	}
+	for i := from; i < len(sel) && i < to; i++ {
 		out = append(out, s.json(sel[i]))
+	}
+	if asked > perPage && len(out) == perPage {
+		s.cappedPages++
 	}
 	s.mu.Unlock()
 
@@ -611,7 +649,11 @@ func (s *GitHubAPI) handleList(w http.ResponseWriter, r *http.Request, issue int
 func (s *GitHubAPI) handlePage(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.pageCalls++
+	f := popRead(&s.pageFaults)
 	s.mu.Unlock()
+	if serveReadFault(w, f) {
+		return
+	}
 	n, err := strconv.Atoi(r.PathValue("number"))
 	if s.cfg.Private || err != nil || n < 1 || n > s.cfg.Issues {
 		http.NotFound(w, r)

@@ -276,3 +276,49 @@ func TestFakeHabits(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestFakeHabitsOfTheSimulation: offset pages (served from the item
+// offset, silently capped and counted), web-site faults on GitHub, and
+// Stripe's idempotency_error after the payment was made.
+func TestFakeHabitsOfTheSimulation(t *testing.T) {
+	api := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubToken("tok"), fakeapi.WithGitHubPageCap(4))
+	for i := 0; i < 6; i++ {
+		api.Inject(fakeapi.GitHubComment{Issue: 1, Body: "c" + strconv.Itoa(i)})
+	}
+	var bodies []string
+	for off := 0; ; {
+		code, hdr, _, items := fcall(t, "GET", api.RepoURL()+"/issues/comments?per_page=10&offset="+strconv.Itoa(off), "tok", "", "")
+		if code != 200 || hdr.Get("Link") != "" {
+			t.Fatalf("offset %d: %d, Link %q", off, code, hdr.Get("Link"))
+		}
+		if len(items) == 0 {
+			break
+		}
+		for _, it := range items {
+			bodies = append(bodies, it.(map[string]any)["body"].(string))
+		}
+		off += len(items)
+	}
+	if strings.Join(bodies, ",") != "c0,c1,c2,c3,c4,c5" || api.CappedPages() != 1 {
+		t.Fatalf("offset pages %v, %d capped (want one: the first page of 4)", bodies, api.CappedPages())
+	}
+	api.FailPages(fakeapi.ReadError500)
+	for k, want := range []int{500, 200} {
+		resp, err := http.Get(api.URL() + "/octo-org/hello-world/issues/1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("page %d: %d, want %d", k, resp.StatusCode, want)
+		}
+	}
+
+	st := fakeapi.NewStripeAPI(t, fakeapi.WithStripeToken("sk"))
+	st.Next(fakeapi.KeyReused())
+	code, _, e, _ := fcall(t, "POST", st.URL()+"/v1/payment_intents", "sk", "application/x-www-form-urlencoded",
+		"amount=100&currency=jpy&customer=cus_1", "Idempotency-Key", "k1")
+	if code != 400 || e["error"].(map[string]any)["type"] != "idempotency_error" || st.EffectsForKey("k1") != 1 {
+		t.Fatalf("key reused: %d %v, %d effects", code, e, st.EffectsForKey("k1"))
+	}
+}

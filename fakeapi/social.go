@@ -84,6 +84,10 @@ type SocialConfig struct {
 	// ListAllAuthors makes the list endpoint ignore its account: it lists
 	// every author's posts, as a thread's or an issue's comment list does.
 	ListAllAuthors bool
+	// ListHook, when set, runs for every list request after its page was
+	// taken and before it is sent: a slow listing (a test moves its clock
+	// there, so that the page is older than its arrival).
+	ListHook func(r *http.Request)
 }
 
 // SocialOption changes a SocialConfig; any func(*SocialConfig) will do.
@@ -119,6 +123,11 @@ func WithListAllAuthors() SocialOption {
 	return func(c *SocialConfig) { c.ListAllAuthors = true }
 }
 
+// WithSocialListHook sets SocialConfig.ListHook.
+func WithSocialListHook(f func(r *http.Request)) SocialOption {
+	return func(c *SocialConfig) { c.ListHook = f }
+}
+
 // WithVisibilityDelay delays the visibility of every created post.
 func WithVisibilityDelay(d time.Duration) SocialOption {
 	return func(c *SocialConfig) { c.DefaultVisibilityDelay = d }
@@ -143,6 +152,7 @@ const (
 	FaultDraft
 	FaultRespelled
 	FaultRateLimited
+	FaultKeyReused
 )
 
 var faultNames = map[FaultKind]string{
@@ -160,6 +170,7 @@ var faultNames = map[FaultKind]string{
 	FaultDraft:             "draft",
 	FaultRespelled:         "respelled",
 	FaultRateLimited:       "rate_limited",
+	FaultKeyReused:         "key_reused",
 }
 
 func (k FaultKind) String() string {
@@ -220,6 +231,12 @@ func Status(code int) Fault { return Fault{Kind: FaultStatus, Code: code} }
 // x-ratelimit-remaining 0 and x-ratelimit-reset; Slack: 429 with
 // Retry-After). Only the GitHub and Slack fakes implement it.
 func RateLimited(d time.Duration) Fault { return Fault{Kind: FaultRateLimited, Duration: d} }
+
+// KeyReused: the request is carried out (the effect is made) and answered
+// with the API's "idempotency key already used with other parameters"
+// error, as an API answers a request whose key an earlier request of
+// this intent already used (the Stripe fake: 400 idempotency_error).
+func KeyReused() Fault { return Fault{Kind: FaultKeyReused} }
 
 // VisibilityDelay creates the post invisible to list, get and its page
 // until the clock reaches created_at+d.
@@ -819,6 +836,9 @@ func (s *SocialAPI) handleList(w http.ResponseWriter, r *http.Request) {
 		} else {
 			resp.Items = append(resp.Items, p)
 		}
+	}
+	if s.cfg.ListHook != nil {
+		s.cfg.ListHook(r)
 	}
 	writeJSON(w, http.StatusOK, resp)
 }

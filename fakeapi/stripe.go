@@ -463,6 +463,11 @@ func (s *StripeAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 		dropConn(w)
 		return
 	}
+	if f.Kind == FaultKeyReused {
+		stripeError(w, http.StatusBadRequest, "idempotency_error", "", "",
+			"Keys for idempotent requests can only be used with the same parameters they were first used with.")
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)

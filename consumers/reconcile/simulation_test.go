@@ -42,12 +42,16 @@ var (
 // 429 and 5xx bursts, malformed listings, probe errors, status
 // processing / completed without id / not found, key retention expiring,
 // a late original arriving after the retry, writers dying after the call
-// or after recording); several workers with clocks skewed within the
+// or after recording) — over the hand-written adapters, and over routes
+// compiled from YAML and the MCP submit tools with the real APIs' habits
+// (simroutes_test.go); several workers with clocks skewed within the
 // allowance step the intents, are killed at random steps and replaced,
 // and sometimes race each other on one intent. Afterwards:
 //
 //   - external effects per intent ≤ 1 (counted by the fakes, per request);
 //   - no intent confirmed by an external id it did not create;
+//   - no intent rejected or abandoned that made an effect;
+//   - no page probed for a route that declares no url check;
 //   - every intent settled: confirmed, or a human's turn with a reason, or
 //     a rejection or abandonment that is final;
 //   - each behaviour ended in one of its allowed outcomes;
@@ -234,12 +238,21 @@ type simIntent struct {
 	assets    []string
 	booking   string
 	b         *behaviour
-	submitAt  time.Time
-	dueAt     time.Time
-	done      bool
+	// YAML routes: the tag every object of the intent carries; an agent's
+	// intents (through MCP) have a task and a tenant of their own.
+	yaml     bool
+	tag      string
+	task     string
+	tenant   string
+	submitAt time.Time
+	dueAt    time.Time
+	done     bool
 }
 
 func (in *simIntent) payload() json.RawMessage {
+	if in.yaml {
+		return yamlRoutes[in.route].payload(in)
+	}
 	if in.booking != "" {
 		return json.RawMessage(fmt.Sprintf(`{"booking_id":%q,"expected_version":1,"change":{"seat":"%dA"}}`, in.booking, in.k%40))
 	}
@@ -276,6 +289,7 @@ type sim struct {
 	bk      *fakeapi.BookingAPI
 	bkShort *fakeapi.BookingAPI
 	routes  []adapter.Route
+	y       *yamlWorld
 	writers []*producer.Producer
 	workers []*simWorker
 	born    int
@@ -344,6 +358,8 @@ func newSim(t *testing.T, seed uint64) *sim {
 		{Name: "booking_noid", Adapter: noStatusID{capsOverride{mainBooking, func(*adapter.Capabilities) {}}}, Policy: pol},
 		{Name: "booking_short", Adapter: bkd(s.bkShort, 2*time.Minute, 3*time.Minute), Policy: pol},
 	}
+	yroutes := s.newYAMLWorld(client)
+	s.routes = append(s.routes, yroutes...)
 	// Two writers and four workers, clocks spread inside the allowance.
 	for k, off := range []time.Duration{-simSkew / 2, simSkew / 3} {
 		pc := producer.DefaultConfig()
@@ -363,6 +379,7 @@ func newSim(t *testing.T, seed uint64) *sim {
 	for k := 0; k < 4; k++ {
 		s.workers = append(s.workers, s.newWorker())
 	}
+	s.startMCP(yroutes)
 	return s
 }
 
@@ -401,23 +418,45 @@ func (s *sim) storeFor(k int) *ledger.Store {
 // pickBehaviour draws a behaviour by weight.
 func (s *sim) pickBehaviour() *behaviour {
 	total := 0
-	for _, b := range behaviours {
+	for _, b := range allBehaviours {
 		total += b.weight
 	}
 	n := s.rng.IntN(total)
-	for k := range behaviours {
-		if n < behaviours[k].weight {
-			return &behaviours[k]
+	for k := range allBehaviours {
+		if n < allBehaviours[k].weight {
+			return &allBehaviours[k]
 		}
-		n -= behaviours[k].weight
+		n -= allBehaviours[k].weight
 	}
-	return &behaviours[len(behaviours)-1]
+	return &allBehaviours[len(allBehaviours)-1]
 }
+
+// allBehaviours are the hand-written adapters' and the YAML routes'.
+var allBehaviours = append(append([]behaviour{}, behaviours...), routeBehaviours...)
 
 func (s *sim) submit(in *simIntent) {
 	t := s.t
 	if in.b.arm != nil {
 		in.b.arm(s, in)
+	}
+	if in.task != "" {
+		// An agent's step, through the MCP server's submit tool; one in
+		// four is sent twice at once (an agent retrying its own call).
+		twice := s.rng.IntN(4) == 0
+		if twice {
+			s.doubles++
+		}
+		s.viaMCP(in, twice)
+		if q := s.y.globalFaults[in.route]; q != nil {
+			q.DropFaults()
+		}
+		if in.b.after != nil {
+			in.b.after(s, in, nil)
+		}
+		return
+	}
+	if q := s.y.globalFaults[in.route]; q != nil {
+		defer q.DropFaults() // what the write did not take reaches no other intent
 	}
 	req := producer.Request{Route: in.route, Account: in.account, RequestID: in.requestID, ParentExternalID: in.parent, Payload: in.payload()}
 	if in.b.expires > 0 {
@@ -583,13 +622,13 @@ func (s *sim) history(in *simIntent) string {
 
 // simTotals adds up the worlds of one run.
 type simTotals struct {
-	intents, kills, races, maxEffects, falseConfirmations, unexpected, violations int
-	byBehaviour, byState                                                          map[string]int
+	intents, kills, races, maxEffects, falseConfirmations, unexpected, violations, unaccounted int
+	byBehaviour, byState, paths, injected                                                      map[string]int
 }
 
 func TestSimulationSeeded(t *testing.T) {
 	seed, total, batch := *simSeed, *simIntents, max(*simBatch, 1)
-	tot := &simTotals{byBehaviour: map[string]int{}, byState: map[string]int{}}
+	tot := &simTotals{byBehaviour: map[string]int{}, byState: map[string]int{}, paths: map[string]int{}, injected: map[string]int{}}
 	for b := 0; b*batch < total && !t.Failed(); b++ {
 		n := min(batch, total-b*batch)
 		t.Run(fmt.Sprintf("seed=%d", seed+uint64(b)), func(t *testing.T) {
@@ -600,20 +639,32 @@ func TestSimulationSeeded(t *testing.T) {
 	if tot.violations > 0 {
 		audit = fmt.Sprintf("%d violations", tot.violations)
 	}
-	fmt.Fprintf(os.Stdout, "simulation: seed=%d intents=%d worlds=%d workers=4 kills=%d races=%d behaviours={%s} final={%s} effects/intent max=%d false confirmations=%d unexpected outcomes=%d audit=%s\n",
-		seed, tot.intents, (total+batch-1)/batch, tot.kills, tot.races, counts(tot.byBehaviour), counts(tot.byState), tot.maxEffects, tot.falseConfirmations, tot.unexpected, audit)
+	fmt.Fprintf(os.Stdout, "simulation: seed=%d intents=%d worlds=%d workers=4 kills=%d races=%d paths={%s} injected={%s} behaviours={%s} final={%s} effects/intent max=%d false confirmations=%d effects of rejected=%d unexpected outcomes=%d audit=%s\n",
+		seed, tot.intents, (total+batch-1)/batch, tot.kills, tot.races, counts(tot.paths), counts(tot.injected), counts(tot.byBehaviour), counts(tot.byState),
+		tot.maxEffects, tot.falseConfirmations, tot.unaccounted, tot.unexpected, audit)
 }
 
 // runSimulation runs one world of n intents with seed.
 func runSimulation(t *testing.T, seed uint64, n int, tot *simTotals) {
 	s := newSim(t, seed)
 	accounts := 40
+	paths := map[string]int{}
 	var intents []*simIntent
 	at := t0
 	for k := 0; k < n; k++ {
 		b := s.pickBehaviour()
-		in := &simIntent{k: k, b: b, route: b.route, requestID: fmt.Sprintf("sim-%d:%d", seed, k),
+		in := &simIntent{k: k, b: b, route: b.route, requestID: fmt.Sprintf("sim-%d:%d", seed, k), tenant: "default",
 			account: fmt.Sprintf("acct_%d", k%accounts), body: fmt.Sprintf("simulated post %d of seed %d", k, seed)}
+		path := "adapters"
+		if yr, ok := yamlRoutes[b.route]; ok {
+			agent := yr.mcp && !b.noWrite && s.rng.IntN(3) == 0
+			s.prepareYAML(in, agent)
+			path = "yaml"
+			if agent {
+				path = "yaml+mcp"
+			}
+		}
+		paths[path]++
 		switch b.route {
 		case "reply":
 			in.parent = fmt.Sprintf("t_%d", k%20)
@@ -624,7 +675,7 @@ func runSimulation(t *testing.T, seed uint64, n int, tot *simTotals) {
 			in.booking = fmt.Sprintf("B-%d", k)
 			s.bkShort.Seed(in.booking, 1, nil)
 		}
-		in.id = events.ScopedIntentID("default", in.route, in.account, in.requestID)
+		in.id = events.ScopedIntentID(in.tenant, in.route, in.account, in.requestID)
 		at = at.Add(time.Duration(s.rng.IntN(1500)) * time.Millisecond)
 		in.submitAt = at
 		intents = append(intents, in)
@@ -686,9 +737,9 @@ func runSimulation(t *testing.T, seed uint64, n int, tot *simTotals) {
 
 	// Invariants.
 	var (
-		maxEffects, falseConfirmations, unexpected int
-		byState                                    = map[string]int{}
-		byBehaviour                                = map[string]int{}
+		maxEffects, falseConfirmations, unexpected, unaccounted int
+		byState                                                 = map[string]int{}
+		byBehaviour                                             = map[string]int{}
 	)
 	writeLogs := map[string][]fakeapi.WriteRecord{}
 	for route, api := range map[string]*fakeapi.SocialAPI{"post": s.post, "post_keyed": s.keyed, "reply": s.thread} {
@@ -699,6 +750,9 @@ func runSimulation(t *testing.T, seed uint64, n int, tot *simTotals) {
 		}
 	}
 	effectsOf := func(in *simIntent) (int, map[string]bool) {
+		if n, created, ok := s.yamlEffects(in); ok {
+			return n, created
+		}
 		created := map[string]bool{}
 		bkAPI := map[string]*fakeapi.BookingAPI{"booking": s.bk, "booking_noid": s.bk, "booking_short": s.bkShort}[in.route]
 		if bkAPI != nil {
@@ -741,6 +795,11 @@ func runSimulation(t *testing.T, seed uint64, n int, tot *simTotals) {
 				}
 			}
 		}
+		if (i.State == fsm.Rejected || i.State == fsm.Abandoned) && n > 0 {
+			// The caller was told nothing was written: it was.
+			unaccounted++
+			t.Errorf("seed %d: %s (%s): %s, but it made %d effects%s", seed, in.id, in.b.name, i.State, n, s.history(in))
+		}
 		if i.State == fsm.ManualAction && i.ManualReason == "" {
 			t.Errorf("seed %d: %s: manual action without a reason", seed, in.id)
 		}
@@ -776,11 +835,21 @@ func runSimulation(t *testing.T, seed uint64, n int, tot *simTotals) {
 	}
 	t.Logf("world seed=%d intents=%d kills=%d races=%d doubles=%d batches=%d (refused %d, commit or ack lost %d, alone %d) final={%s} effects/intent max=%d false confirmations=%d unexpected outcomes=%d audit=%s (rerun: go test ./consumers/reconcile -run Simulation -v -args -sim.seed=%d -sim.intents=%d)",
 		seed, n, s.kills, s.races, s.doubles, bs.Batches, bs.Refused, bs.Lost, bs.Alone, counts(byState), maxEffects, falseConfirmations, unexpected, verdict, seed, n)
+	s.yamlChecks()
+	injected := s.yamlCounts()
+	t.Logf("world seed=%d paths={%s} injected={%s}", seed, counts(paths), counts(injected))
+	for k, v := range paths {
+		tot.paths[k] += v
+	}
+	for k, v := range injected {
+		tot.injected[k] += v
+	}
 	tot.intents += n
 	tot.kills += s.kills
 	tot.races += s.races
 	tot.maxEffects = max(tot.maxEffects, maxEffects)
 	tot.falseConfirmations += falseConfirmations
+	tot.unaccounted += unaccounted
 	tot.unexpected += unexpected
 	tot.violations += len(rep.Violations)
 	for k, v := range byBehaviour {

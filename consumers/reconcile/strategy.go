@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -225,8 +226,12 @@ func (r *Reconciler) verify(ctx context.Context, i *fsm.Intent, route adapter.Ro
 	if liveURL == "" {
 		liveURL = i.LiveURL
 	}
+	// The page is fetched only for a route whose readback checks its url
+	// (a route may declare that it does not: a private repository's
+	// pages answer 404 to a visitor, and a failing web site would make
+	// every readback a failed read).
 	probe := 0
-	if liveURL != "" {
+	if liveURL != "" && slices.Contains(fsm.RequiredChecks(caps), "url") {
 		r.readCalls.add(1)
 		code, err := ad.Probe(ctx, liveURL)
 		if err != nil {
