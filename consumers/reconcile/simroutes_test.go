@@ -518,6 +518,12 @@ func (noViews) ByRequest(context.Context, string, string, string) ([]projector.I
 	return nil, errNoViews
 }
 func (noViews) CountByState(context.Context) (map[fsm.State]int, error) { return nil, errNoViews }
+func (noViews) CountByRouteState(context.Context) (map[string]map[fsm.State]int, error) {
+	return nil, errNoViews
+}
+func (noViews) Flow(context.Context, projector.FlowFilter) (*projector.Flow, error) {
+	return nil, errNoViews
+}
 func (noViews) OldestUnknownAge(context.Context, time.Time) (time.Duration, bool, error) {
 	return 0, false, errNoViews
 }
