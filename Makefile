@@ -9,7 +9,7 @@ SIM      := ^TestSimulationSeeded$$
 .PHONY: build test short demo bench bench-smoke bench-peers lint soak fuzz faults clean
 
 build:
-	$(GO) build -o bin/ ./cmd/settle ./examples/socialapi
+	$(GO) build -buildvcs=auto -o bin/ ./cmd/settle ./examples/socialapi
 
 # The test command of README and .ci/run: vet, then every test with the race
 # detector against real embedded nats-servers and real HTTP fakes, then the
