@@ -3,6 +3,8 @@ package projector
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"os"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -140,8 +142,35 @@ var dumpTables = []struct{ name, order string }{
 // cache, so catching up does not re-read the index pages it just wrote, and
 // checkpoints the WAL past 4096 pages (16 MiB) rather than SQLite's 1000:
 // index pages rewritten by several batches are copied to the file once.
+// pageSize is the page size of a new database (an existing one keeps
+// its own). PAGE_SIZE_NOTE
+var pageSize = 4096
+
+// newDBPageSize creates the database at path with pageSize, in WAL mode,
+// when there is no file there yet. The page size is fixed when page 1 is
+// first written, which the writer's journal_mode pragma does (the driver
+// runs its pragmas in lexicographic order: page_size would come too late).
+func newDBPageSize(ctx context.Context, path string) error {
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		return nil // there, or not ours to judge: the writer opens it as it is
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, fmt.Sprintf("PRAGMA page_size = %d", pageSize)); err != nil {
+		return err
+	}
+	_, err = db.ExecContext(ctx, "PRAGMA journal_mode = WAL")
+	return err
+}
+
 func openDBs(ctx context.Context, path string) (w, r *sql.DB, err error) {
 	common := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
+	if err := newDBPageSize(ctx, path); err != nil {
+		return nil, nil, errors.Errorf("open %s: %w", path, err)
+	}
 	w, err = sql.Open("sqlite", path+"?"+common+"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=cache_size(-65536)&_pragma=wal_autocheckpoint(4096)&_pragma=temp_store(2)&_txlock=immediate")
 	if err != nil {
 		return nil, nil, errors.Errorf("open %s: %w", path, err)
