@@ -25,7 +25,7 @@ test: lint
 # made exactly one effect, the audit found no violation, the projection
 # caught up), so that make bench cannot rot unseen.
 bench-smoke:
-	@out=$$(SETTLE_BENCH_INTENTS=2000 SETTLE_BENCH_EVENTS=3000 $(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 5m ./bench/ ./projector/ ./consumers/... 2>&1) || { echo "$$out"; exit 1; }; \
+	@out=$$(SETTLE_BENCH_INTENTS=2000 SETTLE_BENCH_EVENTS=3000 SETTLE_BENCH_CLUSTER_CONC=2 $(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 5m ./bench/ ./projector/ ./consumers/... 2>&1) || { echo "$$out"; exit 1; }; \
 	  echo "bench-smoke: every benchmark of make bench ran once, and its checks passed ($$(echo "$$out" | grep -c '^Benchmark') benchmarks)"
 
 # The fast tier (seconds): every test that needs no nats-server and no

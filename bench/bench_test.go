@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -606,6 +607,9 @@ func (w *reconcileWorld) reconciler(b *testing.B) *reconcile.Reconciler {
 	cfg.AckWait = 30 * time.Second
 	cfg.Lease = 30 * time.Second
 	cfg.Batch = reconcileBatch
+	if v, err := strconv.Atoi(os.Getenv("SETTLE_BENCH_STEPS")); err == nil && v > 0 {
+		cfg.Steps = v
+	}
 	cfg.Rand = rand.New(rand.NewPCG(7, 7))
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	r, err := reconcile.NewReconciler(w.store, cfg, w.route)
