@@ -6,12 +6,16 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/fakeapi"
@@ -101,17 +105,24 @@ func BenchmarkExecuteCluster(b *testing.B) {
 	first := startSettle(b, "bench-a", three.DirectURLs(0, 1, 2), 3, rt)
 	second := startSettle(b, "bench-b", three.DirectURLs(1, 2, 0), 3, rt)
 
+	rawOne := newPublishProbe(b, one.DirectURLs(0), 1)
+	rawThree := newPublishProbe(b, three.DirectURLs(0, 1, 2), 3)
+
 	var seq atomic.Int64 // request ids are unique across every run
 	for _, setup := range []struct {
 		name  string
 		nodes []*settleNode
-	}{{"single", single}, {"cluster", []*settleNode{first}}, {"cluster2", []*settleNode{first, second}}} {
+		raw   *publishProbe
+	}{{"single", single, rawOne}, {"cluster", []*settleNode{first}, rawThree}, {"cluster2", []*settleNode{first, second}, rawThree}} {
 		for _, conc := range concs {
 			if conc < len(setup.nodes) {
 				continue // a node without a caller shares nothing
 			}
 			b.Run(fmt.Sprintf("%s/c%d", setup.name, conc), func(b *testing.B) {
 				runExecute(b, api, setup.nodes, conc, &seq)
+				if !b.Failed() {
+					report(b, setup.raw.p50(b), "raw_publish_p50_ms")
+				}
 			})
 		}
 	}
@@ -173,4 +184,57 @@ func runExecute(b *testing.B, api *fakeapi.SocialAPI, nodes []*settleNode, conc 
 		}
 		report(b, float64(least)/float64(b.N), "least_node_share")
 	}
+}
+
+// publishProbe times sequential acknowledged publishes of about 600 bytes
+// to a stream of its own with the replicas of the setup's log, on the
+// same servers: one synced (and, at R3, replicated) publish, the
+// baseline of the setup's latencies.
+type publishProbe struct {
+	js   jetstream.JetStream
+	subj string
+}
+
+func newPublishProbe(b *testing.B, url string, replicas int) *publishProbe {
+	b.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := jetstream.StreamConfig{Name: "BENCH_RAW", Subjects: []string{"bench.raw.>"}, Storage: jetstream.FileStorage, Replicas: replicas}
+	for {
+		if _, err = js.CreateStream(ctx, cfg); err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond) // a cluster still electing
+	}
+	if err != nil {
+		b.Fatalf("raw probe stream: %v", err)
+	}
+	return &publishProbe{js: js, subj: "bench.raw." + route}
+}
+
+// p50 publishes 200 messages one after the other and returns the
+// median publish in ms.
+func (p *publishProbe) p50(b *testing.B) float64 {
+	b.Helper()
+	ctx := context.Background()
+	msgs := rawMsgs(p.subj, 0, 200)
+	lat := make([]time.Duration, len(msgs))
+	for k, m := range msgs {
+		start := time.Now()
+		if _, err := p.js.PublishMsg(ctx, m); err != nil {
+			b.Fatalf("raw publish: %v", err)
+		}
+		lat[k] = time.Since(start)
+	}
+	slices.Sort(lat)
+	return float64(lat[len(lat)/2]) / float64(time.Millisecond)
 }
