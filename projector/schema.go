@@ -3,8 +3,6 @@ package projector
 import (
 	"context"
 	"database/sql"
-	"fmt"
-	"os"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -130,36 +128,6 @@ var dumpTables = []struct{ name, order string }{
 	{"quarantine", "seq"},
 }
 
-// pageSize is the page size of a new database (an existing one keeps
-// its own; the layout is the same, so SchemaVersion does not change).
-// Applying the log is mostly B-tree work per page (cell moves, page
-// splits, a WAL frame per dirty page at commit): with 16 KiB pages rather
-// than SQLite's 4 KiB the projector's SQLite side took 17–22 % less CPU
-// per event, on 60k and on 600k events alike (BenchmarkApplyStore, in
-// BENCHMARKS.md). 64 KiB pages took less on the small log and more on the
-// large one, whose random index inserts then dirty a 64 KiB page each.
-const pageSize = 16384
-
-// newDBPageSize creates the database at path with pageSize, in WAL mode,
-// when there is no file there yet. The page size is fixed when page 1 is
-// first written, which the writer's journal_mode pragma does (the driver
-// runs its pragmas in lexicographic order: page_size would come too late).
-func newDBPageSize(ctx context.Context, path string) error {
-	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
-		return nil // there, or not ours to judge: the writer opens it as it is
-	}
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	if _, err := db.ExecContext(ctx, fmt.Sprintf("PRAGMA page_size = %d", pageSize)); err != nil {
-		return err
-	}
-	_, err = db.ExecContext(ctx, "PRAGMA journal_mode = WAL")
-	return err
-}
-
 // openDBs opens the single writer connection and a pool of read-only
 // readers on the same file, in WAL mode with synchronous=NORMAL: a commit
 // is atomic and survives a crash of the process, but the WAL is synced
@@ -170,15 +138,10 @@ func newDBPageSize(ctx context.Context, path string) error {
 // the projector re-applies the log from there. (synchronous=FULL cost a
 // sync per commit: a tenth of catching up.) The writer keeps a 64 MiB page
 // cache, so catching up does not re-read the index pages it just wrote, and
-// checkpoints the WAL past 4096 pages (64 MiB of 16 KiB pages; 16 MiB in a
-// database made with 4 KiB pages) rather than SQLite's 1000:
+// checkpoints the WAL past 4096 pages (16 MiB) rather than SQLite's 1000:
 // index pages rewritten by several batches are copied to the file once.
-
 func openDBs(ctx context.Context, path string) (w, r *sql.DB, err error) {
 	common := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
-	if err := newDBPageSize(ctx, path); err != nil {
-		return nil, nil, errors.Errorf("open %s: %w", path, err)
-	}
 	w, err = sql.Open("sqlite", path+"?"+common+"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=cache_size(-65536)&_pragma=wal_autocheckpoint(4096)&_pragma=temp_store(2)&_txlock=immediate")
 	if err != nil {
 		return nil, nil, errors.Errorf("open %s: %w", path, err)
