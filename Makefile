@@ -6,7 +6,7 @@ INTENTS  ?= 100000
 BENCHTIME ?= 2s
 SIM      := ^TestSimulationSeeded$$
 
-.PHONY: build test short demo bench bench-smoke bench-peers lint soak fuzz faults clean
+.PHONY: build test short demo bench bench-cluster bench-smoke bench-peers lint soak fuzz faults clean
 
 build:
 	$(GO) build -buildvcs=auto -o bin/ ./cmd/settle ./examples/socialapi
@@ -20,12 +20,14 @@ test: lint
 	$(GO) test -count=1 -timeout 9m -run '$(SIM)' -v ./consumers/reconcile/ -args -sim.seed=$(SEED) -sim.intents=2000
 	@$(MAKE) --no-print-directory bench-smoke
 
-# Every benchmark of make bench once, on small logs (about 20 s): the
-# figures mean nothing, but each benchmark's own checks run (every intent
-# made exactly one effect, the audit found no violation, the projection
-# caught up), so that make bench cannot rot unseen.
+# Every benchmark of make bench once, on small logs and the cluster's at 2
+# callers (42 s on a busy machine, about half of it the cluster's, which
+# starts four nats-server processes): the figures mean nothing, but each
+# benchmark's own checks run (every intent made exactly one effect, the
+# audit found no violation, the projection caught up), so that make bench
+# cannot rot unseen.
 bench-smoke:
-	@out=$$(SETTLE_BENCH_INTENTS=2000 SETTLE_BENCH_EVENTS=3000 $(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 5m ./bench/ ./projector/ ./consumers/... 2>&1) || { echo "$$out"; exit 1; }; \
+	@out=$$(SETTLE_BENCH_INTENTS=2000 SETTLE_BENCH_EVENTS=3000 SETTLE_BENCH_CLUSTER_CONC=2 $(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 5m ./bench/ ./projector/ ./consumers/... 2>&1) || { echo "$$out"; exit 1; }; \
 	  echo "bench-smoke: every benchmark of make bench ran once, and its checks passed ($$(echo "$$out" | grep -c '^Benchmark') benchmarks)"
 
 # The fast tier (seconds): every test that needs no nats-server and no
@@ -36,14 +38,31 @@ short:
 demo:
 	$(GO) run ./cmd/settle demo
 
-# Every benchmark of BENCHMARKS.md in one run (about seven minutes): raw
+# Every benchmark of BENCHMARKS.md in one run (about ten minutes): raw
 # JetStream appends (one by one and in atomic batches), Execute at 1, 16, 64
 # and 256 callers, reconciliation, audit and projection against a raw read,
-# the heap with 1M finished intents, and the audit's per-message work
-# (BenchmarkPrepareMsg). SETTLE_BENCH_SKIP_AUDIT=1 with -bench Replay
-# -cpuprofile profiles the projection alone.
+# the heap with 1M finished intents, the audit's per-message work
+# (BenchmarkPrepareMsg), the projector's SQLite side alone
+# (BenchmarkApplyStore) and Execute on a 3-node cluster (bench-cluster).
+# Every figure of ./bench/ is also written to $(FIGURES); the targets
+# table (bench/figures_test.go: TestTargets) is printed at the end, each
+# target a ratio of two figures of this run, PASS or MISS.
+# SETTLE_BENCH_SKIP_AUDIT=1 with -bench Replay -cpuprofile profiles the
+# projection alone.
+FIGURES ?= $(or $(TMPDIR),/tmp)/settle-bench-figures.jsonl
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 60m ./bench/ ./projector/ ./consumers/...
+	rm -f $(FIGURES)
+	SETTLE_BENCH_FIGURES=$(FIGURES) $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 60m ./bench/ ./projector/ ./consumers/...
+	SETTLE_BENCH_FIGURES=$(FIGURES) $(GO) test -count=1 -v -run '^TestTargets$$' ./bench/
+
+# Execute against nats-server processes of their own (testharness.
+# StartNATSCluster, deploy/nats): one server, a 3-node cluster with an R3
+# stream, and two settle nodes sharing that cluster, at 1, 64 and 256
+# callers (bench/cluster_test.go; a part of make bench), then the ratios.
+bench-cluster:
+	rm -f $(FIGURES)
+	SETTLE_BENCH_FIGURES=$(FIGURES) $(GO) test -run '^$$' -bench '^BenchmarkExecuteCluster$$' -benchtime $(BENCHTIME) -timeout 20m ./bench/
+	SETTLE_BENCH_FIGURES=$(FIGURES) $(GO) test -count=1 -v -run '^TestTargets$$' ./bench/
 
 # settle, DBOS Transact Go on PostgreSQL and the Temporal dev server on one
 # workload, side by side (bench/peers, its own module; run as root: it may

@@ -17,6 +17,12 @@
 //
 //	go test -run '^$' -bench . -benchmem -benchtime 2s ./bench/
 //
+// Every figure is also written to $SETTLE_BENCH_FIGURES when it is set
+// (make bench sets it), and TestTargets prints issue 27's targets from
+// them, each a ratio of two figures of the run (figures_test.go).
+// BenchmarkExecuteCluster runs settle nodes against nats-server
+// processes (a single server and a 3-node cluster).
+//
 // BENCHMARKS.md at the repository root records a run and reads it.
 //
 // It must never import: cmd/..., examples/....

@@ -290,5 +290,52 @@ func table(rs []result, setups []string) string {
 			s.rate/r.rate, float64(r.p50)/float64(s.p50))
 	}
 	sb.WriteString("\n" + strings.Join(setups, "\n") + "\n")
+	sb.WriteString(targetsTable(rs))
 	return sb.String()
+}
+
+// peerTargets are issue 27's: settle's workflows/s at 256 callers over
+// each peer's in the same run.
+var peerTargets = []struct {
+	system string
+	bound  float64
+}{{"DBOS", 6}, {"Temporal", 250}}
+
+// targetsTable renders the peer targets, PASS or MISS (or not measured
+// when the run had no 256-caller figures).
+func targetsTable(rs []result) string {
+	const conc = 256
+	rate := map[string]float64{}
+	for _, r := range rs {
+		if r.conc == conc {
+			rate[r.system] = r.rate
+		}
+	}
+	var sb strings.Builder
+	sb.WriteString("\ntargets (issue 27), each taken within this run:\n\n| target | figures | value | bound | |\n|---|---|---:|---:|---|\n")
+	for _, tg := range peerTargets {
+		what := fmt.Sprintf("%d callers: settle ÷ %s (workflows/s)", conc, tg.system)
+		s, p := rate["settle"], rate[tg.system]
+		if s == 0 || p == 0 {
+			fmt.Fprintf(&sb, "| %s | not measured | | ≥ %g | — |\n", what, tg.bound)
+			continue
+		}
+		verdict := "MISS"
+		if s/p >= tg.bound {
+			verdict = "PASS"
+		}
+		fmt.Fprintf(&sb, "| %s | %.1f ÷ %.1f | %.1f | ≥ %g | %s |\n", what, s, p, s/p, tg.bound, verdict)
+	}
+	return sb.String()
+}
+
+// TestPeerTargetsTable checks the verdicts on made-up results.
+func TestPeerTargetsTable(t *testing.T) {
+	got := targetsTable([]result{{system: "settle", conc: 256, rate: 5000}, {system: "DBOS", conc: 256, rate: 1000},
+		{system: "Temporal", conc: 256, rate: 10}, {system: "settle", conc: 1, rate: 700}})
+	for _, want := range []string{"| 5000.0 ÷ 1000.0 | 5.0 | ≥ 6 | MISS |", "| 5000.0 ÷ 10.0 | 500.0 | ≥ 250 | PASS |"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
 }

@@ -12,8 +12,10 @@ import (
 )
 
 // DefaultSteps is how many intents of a fetched batch a worker steps at
-// once by default (Config.Steps).
-const DefaultSteps = 16
+// once by default (Config.Steps): a whole fetch (DefaultConfig's Batch),
+// so that a fetch's appends meet in the group commit in one wave rather
+// than four (with 16, the reconcile benchmark made 0.6 × the intents/s).
+const DefaultSteps = 64
 
 // DefaultCacheBytes bounds a reconciler's history cache by default.
 const DefaultCacheBytes = 32 << 20

@@ -50,7 +50,8 @@ type Config struct {
 	// (each transition is CAS'd on its own subject), and stepping several
 	// at once lets their appends share the group commit's syncs and their
 	// reads overlap: measured with fsync always, 322 intents/s one by one,
-	// 445 at 8, 683 at 32 (BENCHMARKS.md). It bounds this worker's
+	// 445 at 8, 683 at 32; 64 (a whole fetch) made 1.6–3 × the intents/s
+	// of 16 (BENCHMARKS.md). It bounds this worker's
 	// concurrent calls to the external APIs as well.
 	Steps int
 	// PollBase and ProcessingDeadline govern status polling of in-progress

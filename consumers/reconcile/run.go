@@ -159,20 +159,34 @@ type wake struct {
 // search the same route and account share list calls.
 func (r *Reconciler) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
 	sc := newSearchCache()
+	steps := r.cfg.Steps
+	if steps == 0 {
+		steps = DefaultSteps
+	}
+	// Triage, Config.Steps messages at once: each reads (at most) its own
+	// intent's history, and the search plans merge under the cache's lock.
+	// Every plan is made before the first step lists.
+	woken := make([]wake, len(msgs))
+	isLive := make([]bool, len(msgs))
+	sem := make(chan struct{}, steps)
+	var tw sync.WaitGroup
+	for k, m := range msgs {
+		sem <- struct{}{}
+		tw.Add(1)
+		go func() {
+			defer func() { <-sem; tw.Done() }()
+			woken[k], isLive[k] = r.triage(ctx, m, sc)
+		}()
+	}
+	tw.Wait()
 	var live []wake
-	for _, m := range msgs {
-		w, ok := r.triage(ctx, m, sc)
-		if ok {
+	for k, w := range woken {
+		if isLive[k] {
 			live = append(live, w)
 		}
 	}
 	// Config.Steps at once: each step is CAS'd on its own intent, so the
 	// order among them does not matter; the search cache is shared.
-	steps := r.cfg.Steps
-	if steps == 0 {
-		steps = DefaultSteps
-	}
-	sem := make(chan struct{}, steps)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for _, w := range live {
