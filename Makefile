@@ -27,8 +27,9 @@ test: lint
 # audit found no violation, the projection caught up), so that make bench
 # cannot rot unseen.
 bench-smoke:
-	@out=$$(SETTLE_BENCH_INTENTS=2000 SETTLE_BENCH_EVENTS=3000 SETTLE_BENCH_CLUSTER_CONC=2 $(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 5m ./bench/ ./projector/ ./consumers/... 2>&1) || { echo "$$out"; exit 1; }; \
-	  echo "bench-smoke: every benchmark of make bench ran once, and its checks passed ($$(echo "$$out" | grep -c '^Benchmark') benchmarks)"
+	@figs=$$(mktemp); out=$$(SETTLE_BENCH_FIGURES=$$figs SETTLE_BENCH_INTENTS=2000 SETTLE_BENCH_EVENTS=3000 SETTLE_BENCH_CLUSTER_CONC=2 $(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 5m ./bench/ ./projector/ ./consumers/... 2>&1) || { echo "$$out"; rm -f $$figs; exit 1; }; \
+	  $(GO) run ./bench/targets --require-all $$figs || { rm -f $$figs; exit 1; }; rm -f $$figs; \
+	  echo "bench-smoke: every benchmark of make bench ran once, its checks passed, and every target's figures were reported ($$(echo "$$out" | grep -c '^Benchmark') benchmarks)"
 
 # The fast tier (seconds): every test that needs no nats-server and no
 # built binary; the others skip under -short (testharness.SkipShort).
@@ -45,7 +46,7 @@ demo:
 # (BenchmarkPrepareMsg), the projector's SQLite side alone
 # (BenchmarkApplyStore) and Execute on a 3-node cluster (bench-cluster).
 # Every figure of ./bench/ is also written to $(FIGURES); the targets
-# table (bench/figures_test.go: TestTargets) is printed at the end, each
+# table (go run ./bench/targets) is printed at the end, each
 # target a ratio of two figures of this run, PASS or MISS.
 # SETTLE_BENCH_SKIP_AUDIT=1 with -bench Replay -cpuprofile profiles the
 # projection alone.
@@ -53,7 +54,7 @@ FIGURES ?= $(or $(TMPDIR),/tmp)/settle-bench-figures.jsonl
 bench:
 	rm -f $(FIGURES)
 	SETTLE_BENCH_FIGURES=$(FIGURES) $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 60m ./bench/ ./projector/ ./consumers/...
-	SETTLE_BENCH_FIGURES=$(FIGURES) $(GO) test -count=1 -v -run '^TestTargets$$' ./bench/
+	$(GO) run ./bench/targets $(FIGURES)
 
 # Execute against nats-server processes of their own (testharness.
 # StartNATSCluster, deploy/nats): one server, a 3-node cluster with an R3
@@ -62,7 +63,7 @@ bench:
 bench-cluster:
 	rm -f $(FIGURES)
 	SETTLE_BENCH_FIGURES=$(FIGURES) $(GO) test -run '^$$' -bench '^BenchmarkExecuteCluster$$' -benchtime $(BENCHTIME) -timeout 20m ./bench/
-	SETTLE_BENCH_FIGURES=$(FIGURES) $(GO) test -count=1 -v -run '^TestTargets$$' ./bench/
+	$(GO) run ./bench/targets $(FIGURES)
 
 # settle, DBOS Transact Go on PostgreSQL and the Temporal dev server on one
 # workload, side by side (bench/peers, its own module; run as root: it may

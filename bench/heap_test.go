@@ -156,6 +156,7 @@ func BenchmarkHeapFinished(b *testing.B) {
 		}
 		p.Close()
 		report(b, float64(n), "finished_intents")
+		report(b, float64(total), "events_in_log")
 		report(b, float64(total)/build.Seconds(), "build_events/s")
 		report(b, base, "base_heap_MiB")
 		report(b, auditAt[0], "audit_heap_10pct_MiB")
