@@ -72,6 +72,17 @@ func TestIntentStartedValidates(t *testing.T) {
 		ws.Type != WriteStarted || ws.Version != 2 || ws.AttemptID != good.AttemptID || ws.Validate() != nil {
 		t.Fatalf("split: %+v %+v %v", rec, ws, ok)
 	}
+	if back, ok := Join(rec, ws); !ok || !reflect.DeepEqual(back, good) {
+		t.Fatalf("join: %+v %v", back, ok)
+	}
+	if _, ok := Join(ws, rec); ok {
+		t.Fatal("joined a WriteStarted and an IntentRecorded")
+	}
+	late := ws
+	late.At = late.At.Add(time.Second)
+	if _, ok := Join(rec, late); ok {
+		t.Fatal("joined events of different times")
+	}
 	if Recorded(good) != &good.Data.(*IntentStartedData).Recorded || Recorded(rec) != rec.Data || Recorded(ws) != nil {
 		t.Fatal("Recorded")
 	}

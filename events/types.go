@@ -467,6 +467,20 @@ func Split(e Event) (recorded, started Event, ok bool) {
 	return recorded, started, true
 }
 
+// Join is Split's inverse: the IntentStarted that stands for an
+// IntentRecorded and its intent's first WriteStarted right after it, at
+// the same time, by the same actor. ok is false for any other pair.
+func Join(recorded, started Event) (Event, bool) {
+	rec, ok1 := recorded.Data.(*IntentRecordedData)
+	ws, ok2 := started.Data.(*WriteStartedData)
+	if !ok1 || !ok2 || rec == nil || ws == nil || started.IntentID != recorded.IntentID ||
+		started.Version != recorded.Version+1 || !started.At.Equal(recorded.At) || started.Actor != recorded.Actor {
+		return Event{}, false
+	}
+	return New(recorded.IntentID, recorded.Version, recorded.At, recorded.Actor, started.AttemptID,
+		&IntentStartedData{Recorded: *rec, Started: *ws}), true
+}
+
 // Recorded is the frozen intent an event records (an IntentRecorded's
 // body, or an IntentStarted's record), or nil.
 func Recorded(e Event) *IntentRecordedData {
