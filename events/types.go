@@ -493,6 +493,18 @@ func Recorded(e Event) *IntentRecordedData {
 	return nil
 }
 
+// Started is the write start an event records (a WriteStarted's body, or
+// an IntentStarted's first write), or nil.
+func Started(e Event) *WriteStartedData {
+	switch d := e.Data.(type) {
+	case *WriteStartedData:
+		return d
+	case *IntentStartedData:
+		return &d.Started
+	}
+	return nil
+}
+
 // ApprovalRequiredData: a human must approve before the next write.
 type ApprovalRequiredData struct {
 	For    string `json:"for"` // first_write | retry
