@@ -1,13 +1,16 @@
 package audit
 
 import (
+	"context"
 	"encoding/json"
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/testharness"
@@ -55,5 +58,53 @@ func TestAuditReplaysLogV1(t *testing.T) {
 	}
 	if rep.UnknownSchema+rep.UnknownType+rep.Malformed != 0 || rep.Projection == nil || rep.Projection.Compared != want.Intents {
 		t.Fatalf("unreadable %d/%d/%d projection %+v", rep.UnknownSchema, rep.UnknownType, rep.Malformed, rep.Projection)
+	}
+}
+
+// TestAuditReadsIntentStarted audits intents recorded and started in one
+// message (IntentStarted): a clean one finds nothing (its outcome follows
+// its start); a second attempt without a claim, an IntentStarted on
+// another route's subject and one after a hold marker are found, as they
+// are for IntentRecorded and WriteStarted.
+func TestAuditReadsIntentStarted(t *testing.T) {
+	n := testharness.StartNode(t)
+	l := testharness.NewHandLog(t, n.JS, nil, t0)
+	clean := l.RecordStarted("s-clean")
+	clean.Next(clean.Attempt(1), &events.WriteConfirmedData{StatusCode: 201, Receipt: clean.Receipt("p_clean", "response")})
+	noClaim := l.RecordStarted("s-no-claim")
+	noClaim.Next(noClaim.Attempt(1), &events.WriteRejectedData{Code: "http_429", StatusCode: 429, Retryable: true}).
+		Plant(noClaim.Attempt(2), &events.WriteStartedData{Attempt: 2, IdempotencyKey: noClaim.I.Recorded.IdempotencyKey, Deadline: l.At.Add(time.Minute)})
+	// An IntentStarted recording route social_post, on another route's subject.
+	rec := testharness.RecordedEvent("social_post", "s-stray", adapter.DefaultPolicy(), l.Tick())
+	stray, ok := events.Join(rec, events.New(rec.IntentID, 2, rec.At, rec.Actor, events.AttemptID(rec.IntentID, 1),
+		&events.WriteStartedData{Attempt: 1, IdempotencyKey: events.IdempotencyKey(rec.IntentID), Deadline: rec.At.Add(time.Minute)}))
+	if !ok {
+		t.Fatal("join")
+	}
+	raw, err := events.Encode(stray)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.JS.Publish(context.Background(), events.Subject("other_route", stray.IntentID), raw); err != nil {
+		t.Fatal(err)
+	}
+	rep := runAudit(t, n.JS, AuditConfig{Now: func() time.Time { return l.At }})
+	got := auditByIntent(rep)
+	want := map[string][]string{
+		noClaim.ID():   {ViolationIllegalTransition, ViolationRetryWithoutClaim},
+		stray.IntentID: {ViolationSubjectMismatch},
+	}
+	for id, kinds := range want {
+		if g := auditKinds(got[id]); !slices.Equal(g, kinds) {
+			t.Errorf("intent %s: violations %v, want %v\n%v", id, g, kinds, got[id])
+		}
+	}
+	for id, vs := range got {
+		if _, ok := want[id]; !ok {
+			t.Errorf("unexpected violations of %s: %v", id, vs)
+		}
+	}
+	if rep.States[fsm.Confirmed] != 1 {
+		t.Errorf("states %v", rep.States)
 	}
 }
