@@ -83,6 +83,15 @@ func TestIntentStartedValidates(t *testing.T) {
 	if _, ok := Join(rec, late); ok {
 		t.Fatal("joined events of different times")
 	}
+	outcome := New(good.IntentID, 2, at, "test", good.AttemptID, &OutcomeUnknownData{Code: "timeout"})
+	split := SplitStarted([]Event{good, outcome})
+	if len(split) != 3 || split[0].Type != IntentRecorded || split[1].Type != WriteStarted || split[2].Type != OutcomeUnknown ||
+		split[2].Version != 3 || split[2].EventID != MsgID(good.IntentID, 3) || outcome.Version != 2 {
+		t.Fatalf("split history %+v", split)
+	}
+	if old := []Event{rec, ws}; &SplitStarted(old)[0] != &old[0] {
+		t.Fatal("a history without IntentStarted is returned as it is")
+	}
 	if Recorded(good) != &good.Data.(*IntentStartedData).Recorded || Recorded(rec) != rec.Data || Recorded(ws) != nil {
 		t.Fatal("Recorded")
 	}

@@ -467,6 +467,36 @@ func Split(e Event) (recorded, started Event, ok bool) {
 	return recorded, started, true
 }
 
+// SplitStarted returns h as a log written before IntentStarted would hold
+// it: each IntentStarted replaced by its IntentRecorded and WriteStarted
+// (Split), the events after it one version later (their event ids those
+// of that version). A reader written for that form reads the result as it
+// did; h itself is returned when it holds no IntentStarted.
+func SplitStarted(h []Event) []Event {
+	if !slices.ContainsFunc(h, func(e Event) bool { return e.Type == IntentStarted }) {
+		return h
+	}
+	out := make([]Event, 0, len(h)+1)
+	shift := map[string]uint64{}
+	for _, e := range h {
+		if rec, ws, ok := Split(e); ok {
+			rec.Version += shift[e.IntentID]
+			rec.EventID = MsgID(rec.IntentID, rec.Version)
+			ws.Version += shift[e.IntentID]
+			ws.EventID = MsgID(ws.IntentID, ws.Version)
+			out = append(out, rec, ws)
+			shift[e.IntentID]++
+			continue
+		}
+		if n := shift[e.IntentID]; n > 0 {
+			e.Version += n
+			e.EventID = MsgID(e.IntentID, e.Version)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
 // Join is Split's inverse: the IntentStarted that stands for an
 // IntentRecorded and its intent's first WriteStarted right after it, at
 // the same time, by the same actor. ok is false for any other pair.
