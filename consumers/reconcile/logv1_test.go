@@ -25,8 +25,8 @@ import (
 // updateLogV1 rewrites testharness/testdata/logv1 from a log this version
 // writes. It was run once, by the version whose every write was
 // IntentRecorded, WriteStarted and an outcome (before IntentStarted); the
-// files it wrote are that format's witness and are not to be written again
-// by a later version.
+// files it wrote are that format's witness, and a version that writes
+// IntentStarted refuses to write them again.
 var updateLogV1 = flag.Bool("update-logv1", false, "write testharness/testdata/logv1 from this version's log")
 
 // TestGenerateLogV1 writes, behind -update-logv1, a small log covering
@@ -145,6 +145,16 @@ func TestGenerateLogV1(t *testing.T) {
 	api.Next(fakeapi.Duplicate().Dropped())
 	want(settle("social_post", exec("social_post", "v1:duplicates", "duplicates").IntentID), fsm.ManualAction)
 
+	// The v1 form has no IntentStarted: a version that writes one cannot
+	// write this witness again (it would overwrite it with another form).
+	for _, id := range []string{"v1:confirmed", "v1:trusted"} {
+		for _, r := range routes {
+			h, err := store.LoadIfAny(ctx, r.Name, events.ScopedIntentID("default", r.Name, "acct_1", id))
+			if err == nil && h != nil && h.Events[0].Type == events.IntentStarted {
+				t.Fatalf("this version records and starts an intent in one IntentStarted: testdata/logv1 is the witness of the form before it and is not written again")
+			}
+		}
+	}
 	dir := testharness.LogV1Dir()
 	msgs := testharness.DumpStream(t, n.JS, store.Config().Stream, filepath.Join(dir, "log.jsonl"))
 	proj := openProjection(t, n.JS)
