@@ -306,10 +306,12 @@ func submitBodyJSON(route, account, requestID, payload string, extra ...string) 
 	return string(b)
 }
 
+// countType counts h's events of type t; counting WriteStarted counts
+// every write start, a new intent's IntentStarted included.
 func countType(h []events.Event, t events.Type) int {
 	n := 0
 	for _, e := range h {
-		if e.Type == t {
+		if e.Type == t || (t == events.WriteStarted && e.Type.StartsWrite()) {
 			n++
 		}
 	}

@@ -224,7 +224,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, c *service
 		return replayForbidden()
 	}
 	if !res.Replayed {
-		s.metrics.observeSubmitWrite(res.Route, res.History)
+		s.metrics.observeSubmitWrite(res.Route, events.SplitStarted(res.History)) // the start of a new intent's write is its IntentStarted
 	}
 	// The answer is the intent as Execute left it on the log (its events
 	// and the stream sequence of the last, folded once): the log is not

@@ -8,8 +8,8 @@ import (
 
 // Bodies written without encoding/json.
 //
-// Every Execute encodes an IntentRecorded, a WriteStarted and a
-// WriteSucceeded (or another outcome); json.Marshal of their bodies, by
+// Every Execute encodes an IntentStarted (an IntentRecorded and a
+// WriteStarted in one) and a WriteSucceeded (or another outcome); json.Marshal of their bodies, by
 // reflection, and its compaction of the payload with its scanner were most
 // of Encode's CPU. The hot body types therefore append their JSON by hand
 // (jsonAppender), byte for byte what json.Marshal writes for them: the
@@ -43,6 +43,7 @@ type jsonAppender interface {
 var (
 	_ jsonAppender = (*IntentRecordedData)(nil)
 	_ jsonAppender = (*WriteStartedData)(nil)
+	_ jsonAppender = (*IntentStartedData)(nil)
 	_ jsonAppender = (*WriteSucceededData)(nil)
 	_ jsonAppender = (*WriteConfirmedData)(nil)
 	_ jsonAppender = (*WriteRejectedData)(nil)
@@ -555,6 +556,29 @@ func (d *IntentRecordedData) jsonSizeHint() int {
 		}
 	}
 	return n
+}
+
+func (d *IntentStartedData) appendJSON(b []byte) ([]byte, bool) {
+	if d == nil {
+		return b, false
+	}
+	var ok bool
+	b = append(b, `{"recorded":`...)
+	if b, ok = d.Recorded.appendJSON(b); !ok {
+		return b, false
+	}
+	b = append(b, `,"started":`...)
+	if b, ok = d.Started.appendJSON(b); !ok {
+		return b, false
+	}
+	return append(b, '}'), true
+}
+
+func (d *IntentStartedData) jsonSizeHint() int {
+	if d == nil {
+		return 4
+	}
+	return 32 + d.Recorded.jsonSizeHint() + d.Started.jsonSizeHint()
 }
 
 func (d *WriteStartedData) appendJSON(b []byte) ([]byte, bool) {

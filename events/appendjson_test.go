@@ -253,7 +253,7 @@ func TestAppendJSONTypes(t *testing.T) {
 			got = append(got, typ)
 		}
 	}
-	want := []Type{IntentRecorded, OutcomeUnknown, WriteConfirmed, WriteRejected, WriteStarted, WriteSucceeded}
+	want := []Type{IntentRecorded, IntentStarted, OutcomeUnknown, WriteConfirmed, WriteRejected, WriteStarted, WriteSucceeded}
 	if !slices.Equal(got, want) {
 		t.Fatalf("hand-written bodies %v, want %v", got, want)
 	}
@@ -281,6 +281,9 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 			deep := false
 			if r, isRec := d.(*IntentRecordedData); isRec {
 				deep = nesting(r.Payload) > maxCompactDepth
+			}
+			if r, isStarted := d.(*IntentStartedData); isStarted {
+				deep = nesting(r.Recorded.Payload) > maxCompactDepth
 			}
 			switch {
 			case ok && werr != nil:
@@ -504,6 +507,8 @@ func FuzzAppendJSONMatchesEncodingJSON(f *testing.F) {
 				Payload: []byte(s2), PayloadSHA256: s1, Canon: s2, PlannedAt: tm, ExpiresAt: tm, Policy: pol,
 				Caps: &Capabilities{IdempotencyKey: n%2 == 0, KeyRetention: Duration(n), Checks: []string{s1, s2}}},
 			&WriteStartedData{Attempt: int(n), IdempotencyKey: s1, Deadline: tm, ClaimOwner: s2},
+			&IntentStartedData{Recorded: IntentRecordedData{Tenant: s1, Route: s2, Payload: []byte(s1), PlannedAt: tm, Policy: pol},
+				Started: WriteStartedData{Attempt: int(n), IdempotencyKey: s2, Deadline: tm, Request: &SentRequest{Method: s1, Body: s2}}},
 			&WriteSucceededData{ExternalID: s1, LiveURL: s2, StatusCode: int(n)},
 			&WriteConfirmedData{StatusCode: int(n), Receipt: Receipt{ExternalID: s1, LiveURL: s2, Checks: []Check{{Name: s1, OK: n%2 == 0, Detail: s2}},
 				ReadbackAt: tm, PayloadSHA256: s2, Source: s1, IdempotencyKey: s2, RequestID: s1, AttemptID: s2}},

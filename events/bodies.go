@@ -31,6 +31,8 @@ func readBody(b []byte, d Data) bool {
 	switch d := d.(type) {
 	case *IntentRecordedData:
 		r.intentRecorded(d)
+	case *IntentStartedData:
+		r.intentStarted(d)
 	case *ApprovalRequiredData:
 		r.approvalRequired(d)
 	case *ApprovedData:
@@ -573,6 +575,20 @@ func (r *bodyReader) intentRecorded(d *IntentRecordedData) {
 			r.capabilities(d.Caps)
 		case 13:
 			d.Rules = r.int()
+		}
+	}
+}
+
+var intentStartedKeys = []string{"recorded", "started"}
+
+func (r *bodyReader) intentStarted(d *IntentStartedData) {
+	r.open()
+	for k := r.member(intentStartedKeys, -1); k >= 0; k = r.member(intentStartedKeys, k) {
+		switch k {
+		case 0:
+			r.intentRecorded(&d.Recorded)
+		case 1:
+			r.writeStarted(&d.Started)
 		}
 	}
 }

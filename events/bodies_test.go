@@ -41,6 +41,7 @@ func TestReadBodyKeysMatchStructs(t *testing.T) {
 		reflect.TypeFor[SentRequest]():              sentRequestKeys,
 		reflect.TypeFor[HeaderField]():              headerFieldKeys,
 		reflect.TypeFor[IntentRecordedData]():       intentRecordedKeys,
+		reflect.TypeFor[IntentStartedData]():        intentStartedKeys,
 		reflect.TypeFor[ApprovalRequiredData]():     approvalRequiredKeys,
 		reflect.TypeFor[ApprovedData]():             approvedKeys,
 		reflect.TypeFor[WriteStartedData]():         writeStartedKeys,
@@ -338,7 +339,7 @@ func fullEvent(t testing.TB, typ Type, seed uint64) []byte {
 	(&bodyFiller{rng: rng, plain: true}).fill(reflect.ValueOf(d).Elem(), 0)
 	id := IntentID("acme", "social_post", "task:"+strconv.FormatUint(seed, 10))
 	attempt := ""
-	if typ == WriteStarted || seed%2 == 0 {
+	if typ.StartsWrite() || seed%2 == 0 {
 		attempt = AttemptID(id, 1)
 	}
 	b, err := New(id, 3, at, "test", attempt, d).MarshalJSON()

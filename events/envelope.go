@@ -109,8 +109,8 @@ func (e Event) Validate() error {
 	if e.Data.EventType() != e.Type {
 		return &DecodeError{Kind: ErrInvalidField, Field: "data", Reason: fmt.Sprintf("body is %s, envelope says %s", e.Data.EventType(), e.Type)}
 	}
-	if e.Type == WriteStarted && e.AttemptID == "" {
-		return &DecodeError{Kind: ErrMissingField, Field: "attempt_id", Reason: "WriteStarted needs its attempt id"}
+	if e.Type.StartsWrite() && e.AttemptID == "" {
+		return &DecodeError{Kind: ErrMissingField, Field: "attempt_id", Reason: string(e.Type) + " needs its attempt id"}
 	}
 	if err := e.Data.Validate(); err != nil {
 		fe, ok := err.(*FieldError)

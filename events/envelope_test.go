@@ -22,11 +22,87 @@ func sampleRecorded() Event {
 	})
 }
 
+// sampleStarted is sampleRecorded's intent started at once, in one
+// IntentStarted, its request recorded.
+func sampleStarted() Event {
+	rec := sampleRecorded()
+	return New(rec.IntentID, 1, at, "test", AttemptID(rec.IntentID, 1), &IntentStartedData{
+		Recorded: *rec.Data.(*IntentRecordedData),
+		Started: WriteStartedData{Attempt: 1, IdempotencyKey: IdempotencyKey(rec.IntentID), Deadline: at.Add(time.Minute),
+			Request: &SentRequest{Method: "POST", Path: "/v1/posts", ContentType: "application/json", Body: `{"body":"hi"}`}},
+	})
+}
+
+// An IntentStarted is refused without its attempt id, with a first write
+// that is not attempt 1 or holds a claim, with another idempotency key,
+// or with an invalid record (its field named under data.recorded).
+func TestIntentStartedValidates(t *testing.T) {
+	good := sampleStarted()
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		mod   func(*Event, *IntentStartedData)
+		field string
+	}{
+		"no attempt id": {func(e *Event, _ *IntentStartedData) { e.AttemptID = "" }, "attempt_id"},
+		"attempt 2":     {func(_ *Event, d *IntentStartedData) { d.Started.Attempt = 2 }, "data.started.attempt"},
+		"claim":         {func(_ *Event, d *IntentStartedData) { d.Started.ClaimOwner = "w" }, "data.started.claim_owner"},
+		"other key":     {func(_ *Event, d *IntentStartedData) { d.Started.IdempotencyKey = "sk_other" }, "data.started.idempotency_key"},
+		"no deadline":   {func(_ *Event, d *IntentStartedData) { d.Started.Deadline = time.Time{} }, "data.started.deadline"},
+		"no tenant":     {func(_ *Event, d *IntentStartedData) { d.Recorded.Tenant = "" }, "data.recorded.tenant"},
+		"bad canon":     {func(_ *Event, d *IntentStartedData) { d.Recorded.Canon = "x" }, "data.recorded.canon"},
+	} {
+		e := good
+		d := *good.Data.(*IntentStartedData)
+		e.Data = &d
+		c.mod(&e, &d)
+		err := e.Validate()
+		var de *DecodeError
+		if !errors.As(err, &de) || de.Field != c.field {
+			t.Errorf("%s: %v, want a refusal of %s", name, err, c.field)
+		}
+		if b, err := Encode(e); err == nil {
+			t.Errorf("%s: encoded %s", name, b)
+		}
+	}
+	// Split gives the two events a log held before IntentStarted.
+	rec, ws, ok := Split(good)
+	if !ok || rec.Type != IntentRecorded || rec.Version != 1 || rec.AttemptID != "" || rec.Validate() != nil ||
+		ws.Type != WriteStarted || ws.Version != 2 || ws.AttemptID != good.AttemptID || ws.Validate() != nil {
+		t.Fatalf("split: %+v %+v %v", rec, ws, ok)
+	}
+	if back, ok := Join(rec, ws); !ok || !reflect.DeepEqual(back, good) {
+		t.Fatalf("join: %+v %v", back, ok)
+	}
+	if _, ok := Join(ws, rec); ok {
+		t.Fatal("joined a WriteStarted and an IntentRecorded")
+	}
+	late := ws
+	late.At = late.At.Add(time.Second)
+	if _, ok := Join(rec, late); ok {
+		t.Fatal("joined events of different times")
+	}
+	outcome := New(good.IntentID, 2, at, "test", good.AttemptID, &OutcomeUnknownData{Code: "timeout"})
+	split := SplitStarted([]Event{good, outcome})
+	if len(split) != 3 || split[0].Type != IntentRecorded || split[1].Type != WriteStarted || split[2].Type != OutcomeUnknown ||
+		split[2].Version != 3 || split[2].EventID != MsgID(good.IntentID, 3) || outcome.Version != 2 {
+		t.Fatalf("split history %+v", split)
+	}
+	if old := []Event{rec, ws}; &SplitStarted(old)[0] != &old[0] {
+		t.Fatal("a history without IntentStarted is returned as it is")
+	}
+	if Recorded(good) != &good.Data.(*IntentStartedData).Recorded || Recorded(rec) != rec.Data || Recorded(ws) != nil {
+		t.Fatal("Recorded")
+	}
+}
+
 func TestEncodeDecodeRoundTripEveryType(t *testing.T) {
 	rec := sampleRecorded()
 	id := rec.IntentID
 	bodies := map[Type]Data{
 		IntentRecorded:       rec.Data,
+		IntentStarted:        sampleStarted().Data,
 		ApprovalRequired:     &ApprovalRequiredData{For: "retry", Reason: "policy"},
 		Approved:             &ApprovedData{Operator: "op"},
 		WriteStarted:         &WriteStartedData{Attempt: 1, IdempotencyKey: IdempotencyKey(id), Deadline: at},
@@ -55,7 +131,7 @@ func TestEncodeDecodeRoundTripEveryType(t *testing.T) {
 	}
 	for typ, d := range bodies {
 		attempt := ""
-		if typ == WriteStarted {
+		if typ.StartsWrite() {
 			attempt = AttemptID(id, 1)
 		}
 		e := New(id, 2, at, "test", attempt, d)
@@ -191,6 +267,8 @@ func TestIDs(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	good, _ := Encode(sampleRecorded())
 	f.Add(good)
+	started, _ := Encode(sampleStarted())
+	f.Add(started)
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"schema":"settle.event/v1","type":"WriteStarted","data":{}}`))
 	f.Add([]byte(`null`))

@@ -80,6 +80,8 @@ func FuzzMarshalJSONMatchesEncodingJSON(f *testing.F) {
 func FuzzDecodeFastPathAgrees(f *testing.F) {
 	good, _ := Encode(sampleRecorded())
 	f.Add(good)
+	started, _ := Encode(sampleStarted())
+	f.Add(started)
 	f.Add([]byte(`{"schema":"settle.event/v1","type":"WriteStarted","data":{}}`))
 	f.Add([]byte(`{"schema":"settle.event/v1","event_id":"x","type":"WriteStarted","data":{"attempt":1},"data":{}}`))
 	f.Add([]byte(strings.Replace(string(good), `"version":1`, `"version":01`, 1)))

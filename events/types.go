@@ -23,6 +23,7 @@ func (Type) SafeValue() {}
 // ARCHITECTURE.md names the state it enters.
 const (
 	IntentRecorded       Type = "IntentRecorded"       // -> recorded
+	IntentStarted        Type = "IntentStarted"        // -> write_started (IntentRecorded and the first WriteStarted in one message)
 	ApprovalRequired     Type = "ApprovalRequired"     // -> awaiting_approval
 	Approved             Type = "Approved"             // -> approved
 	WriteStarted         Type = "WriteStarted"         // -> write_started (acked before the call)
@@ -56,6 +57,7 @@ type Data interface {
 
 var registry = map[Type]func() Data{
 	IntentRecorded:       func() Data { return &IntentRecordedData{} },
+	IntentStarted:        func() Data { return &IntentStartedData{} },
 	ApprovalRequired:     func() Data { return &ApprovalRequiredData{} },
 	Approved:             func() Data { return &ApprovedData{} },
 	WriteStarted:         func() Data { return &WriteStartedData{} },
@@ -403,6 +405,134 @@ func (d *IntentRecordedData) Validate() error {
 		return &FieldError{Field: "data.rules", Reason: "must not be negative"}
 	}
 	return d.Policy.Validate("data.policy.")
+}
+
+// IntentStartedData is a new intent recorded and its first write started,
+// in one message (version 1 of its intent): everything IntentRecorded
+// freezes, and everything the first attempt's WriteStarted says,
+// including the request it sends. It is acknowledged before the call, as
+// a WriteStarted is, and folds as IntentRecorded followed by that
+// WriteStarted would. An intent that is not started at once (approval
+// needed, expired) is recorded by IntentRecorded alone, and its first
+// WriteStarted comes later.
+type IntentStartedData struct {
+	Recorded IntentRecordedData `json:"recorded"`
+	Started  WriteStartedData   `json:"started"`
+}
+
+func (*IntentStartedData) EventType() Type { return IntentStarted }
+func (d *IntentStartedData) Validate() error {
+	if err := d.Recorded.Validate(); err != nil {
+		return nestField(err, "data.recorded.")
+	}
+	if err := d.Started.Validate(); err != nil {
+		return nestField(err, "data.started.")
+	}
+	if d.Started.Attempt != 1 {
+		return &FieldError{Field: "data.started.attempt", Reason: "an intent starts with attempt 1"}
+	}
+	if d.Started.ClaimOwner != "" {
+		return &FieldError{Field: "data.started.claim_owner", Reason: "a first attempt has no claim"}
+	}
+	if d.Started.IdempotencyKey != d.Recorded.IdempotencyKey {
+		return &FieldError{Field: "data.started.idempotency_key", Reason: "must be the intent's idempotency key"}
+	}
+	return nil
+}
+
+// nestField moves a body's "data." field name under prefix.
+func nestField(err error, prefix string) error {
+	if fe, ok := err.(*FieldError); ok {
+		return &FieldError{Field: prefix + strings.TrimPrefix(fe.Field, "data."), Reason: fe.Reason}
+	}
+	return err
+}
+
+// StartsWrite reports whether an event of type t starts a write attempt
+// (WriteStarted, or IntentStarted for a new intent's first).
+func (t Type) StartsWrite() bool { return t == WriteStarted || t == IntentStarted }
+
+// Split returns the IntentRecorded and WriteStarted that an IntentStarted
+// e stands for, as a log written before IntentStarted held them: at
+// versions e.Version and e.Version+1, at e's time, by e's actor. ok is
+// false for any other event.
+func Split(e Event) (recorded, started Event, ok bool) {
+	d, isStarted := e.Data.(*IntentStartedData)
+	if !isStarted || d == nil {
+		return Event{}, Event{}, false
+	}
+	rec, ws := d.Recorded, d.Started
+	recorded = New(e.IntentID, e.Version, e.At, e.Actor, "", &rec)
+	started = New(e.IntentID, e.Version+1, e.At, e.Actor, e.AttemptID, &ws)
+	return recorded, started, true
+}
+
+// SplitStarted returns h as a log written before IntentStarted would hold
+// it: each IntentStarted replaced by its IntentRecorded and WriteStarted
+// (Split), the events after it one version later (their event ids those
+// of that version). A reader written for that form reads the result as it
+// did; h itself is returned when it holds no IntentStarted.
+func SplitStarted(h []Event) []Event {
+	if !slices.ContainsFunc(h, func(e Event) bool { return e.Type == IntentStarted }) {
+		return h
+	}
+	out := make([]Event, 0, len(h)+1)
+	shift := map[string]uint64{}
+	for _, e := range h {
+		if rec, ws, ok := Split(e); ok {
+			rec.Version += shift[e.IntentID]
+			rec.EventID = MsgID(rec.IntentID, rec.Version)
+			ws.Version += shift[e.IntentID]
+			ws.EventID = MsgID(ws.IntentID, ws.Version)
+			out = append(out, rec, ws)
+			shift[e.IntentID]++
+			continue
+		}
+		if n := shift[e.IntentID]; n > 0 {
+			e.Version += n
+			e.EventID = MsgID(e.IntentID, e.Version)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// Join is Split's inverse: the IntentStarted that stands for an
+// IntentRecorded and its intent's first WriteStarted right after it, at
+// the same time, by the same actor. ok is false for any other pair.
+func Join(recorded, started Event) (Event, bool) {
+	rec, ok1 := recorded.Data.(*IntentRecordedData)
+	ws, ok2 := started.Data.(*WriteStartedData)
+	if !ok1 || !ok2 || rec == nil || ws == nil || started.IntentID != recorded.IntentID ||
+		started.Version != recorded.Version+1 || !started.At.Equal(recorded.At) || started.Actor != recorded.Actor {
+		return Event{}, false
+	}
+	return New(recorded.IntentID, recorded.Version, recorded.At, recorded.Actor, started.AttemptID,
+		&IntentStartedData{Recorded: *rec, Started: *ws}), true
+}
+
+// Recorded is the frozen intent an event records (an IntentRecorded's
+// body, or an IntentStarted's record), or nil.
+func Recorded(e Event) *IntentRecordedData {
+	switch d := e.Data.(type) {
+	case *IntentRecordedData:
+		return d
+	case *IntentStartedData:
+		return &d.Recorded
+	}
+	return nil
+}
+
+// Started is the write start an event records (a WriteStarted's body, or
+// an IntentStarted's first write), or nil.
+func Started(e Event) *WriteStartedData {
+	switch d := e.Data.(type) {
+	case *WriteStartedData:
+		return d
+	case *IntentStartedData:
+		return &d.Started
+	}
+	return nil
 }
 
 // ApprovalRequiredData: a human must approve before the next write.

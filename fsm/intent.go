@@ -361,6 +361,9 @@ func (i *Intent) Apply(e events.Event) error {
 	if e.Data == nil || e.Data.EventType() != e.Type {
 		return fail(ErrBadHistory, "event body does not match its type")
 	}
+	if _, ok := e.Data.(*events.IntentStartedData); ok {
+		return i.applyStarted(e, fail)
+	}
 	to, ok := withMachine(i.State, func(m *lfsm.FSM) moved {
 		if err := m.Event(context.Background(), string(e.Type)); err != nil {
 			return moved{}
@@ -374,6 +377,30 @@ func (i *Intent) Apply(e events.Event) error {
 		return fail(ErrGuard, err.Error())
 	}
 	i.fold(e, to)
+	return nil
+}
+
+// applyStarted folds an IntentStarted as the IntentRecorded and first
+// WriteStarted it stands for (events.Split), each through the table and
+// its guards, all or nothing. The intent is then at e's version: one
+// message, one version. A refusal names the IntentStarted.
+func (i *Intent) applyStarted(e events.Event, fail func(error, string) error) error {
+	if !i.Can(e.Type) {
+		return fail(ErrIllegalTransition, "")
+	}
+	rec, ws, _ := events.Split(e)
+	n := i.Clone()
+	for _, part := range []events.Event{rec, ws} {
+		if err := n.Apply(part); err != nil {
+			var te *TransitionError
+			if errors.As(err, &te) {
+				return fail(te.Kind, te.Reason)
+			}
+			return fail(ErrBadHistory, err.Error())
+		}
+	}
+	n.Version, n.LastType = e.Version, e.Type
+	*i = *n
 	return nil
 }
 

@@ -50,6 +50,9 @@ type Transition struct {
 // in docs/ are all generated from it.
 var Transitions = []Transition{
 	{events.IntentRecorded, []State{None}, Recorded},
+	// IntentStarted is IntentRecorded and the first WriteStarted in one
+	// message: it folds through both rows and their guards.
+	{events.IntentStarted, []State{None}, WriteStarted},
 	{events.ApprovalRequired, []State{Recorded, NotFound, Rejected}, AwaitingApproval},
 	{events.Approved, []State{AwaitingApproval}, ApprovedState},
 	{events.WriteStarted, []State{Recorded, ApprovedState, RetryClaimed}, WriteStarted},

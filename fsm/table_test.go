@@ -35,6 +35,12 @@ func prepare(t *testing.T, s State, typ events.Type) (*Intent, events.Event) {
 		e.Version = i.Version + 1
 		e.EventID = events.MsgID(e.IntentID, e.Version)
 		return i, e
+	case events.IntentStarted:
+		rec := recorded(autoPolicy())
+		attempt = events.AttemptID(rec.IntentID, 1)
+		return i, events.New(rec.IntentID, i.Version+1, rec.At, "test", attempt, &events.IntentStartedData{
+			Recorded: *rec.Data.(*events.IntentRecordedData),
+			Started:  events.WriteStartedData{Attempt: 1, IdempotencyKey: key, Deadline: rec.At.Add(time.Minute)}})
 	case events.ApprovalRequired:
 		d = &events.ApprovalRequiredData{For: "retry"}
 	case events.Approved:

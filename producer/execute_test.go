@@ -117,7 +117,7 @@ func TestExecuteSuccess(t *testing.T) {
 		t.Fatalf("state %s replayed %v", res.State, res.Replayed)
 	}
 	h := e.logged(t, res.IntentID)
-	wantTypes(t, h, events.IntentRecorded, events.WriteStarted, events.WriteSucceeded)
+	wantTypes(t, h, events.IntentStarted, events.WriteSucceeded)
 	if e.api.Effects() != 1 || e.api.EffectsForKey(res.Intent.Recorded.IdempotencyKey) != 1 {
 		t.Fatalf("effects %d", e.api.Effects())
 	}
@@ -133,7 +133,7 @@ func TestExecuteTrustedResponseConfirms(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := e.logged(t, res.IntentID)
-	wantTypes(t, h, events.IntentRecorded, events.WriteStarted, events.WriteConfirmed)
+	wantTypes(t, h, events.IntentStarted, events.WriteConfirmed)
 	if res.State != fsm.Confirmed || res.Intent.Receipt == nil || res.Intent.Receipt.Source != "response" || e.api.Effects() != 1 {
 		t.Fatalf("state %s receipt %+v effects %d", res.State, res.Intent.Receipt, e.api.Effects())
 	}
@@ -152,8 +152,8 @@ func TestExecuteRequestNeverWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := e.logged(t, res.IntentID)
-	wantTypes(t, h, events.IntentRecorded, events.WriteStarted, events.WriteRejected)
-	rej := h[2].Data.(*events.WriteRejectedData)
+	wantTypes(t, h, events.IntentStarted, events.WriteRejected)
+	rej := h[1].Data.(*events.WriteRejectedData)
 	if res.State != fsm.Rejected || !rej.Retryable || rej.Code != "connection_refused" {
 		t.Fatalf("state %s rejection %+v", res.State, rej)
 	}
@@ -176,7 +176,7 @@ func (p *probe) Write(ctx context.Context, r adapter.WriteRequest) (adapter.Writ
 	ok := false
 	if err == nil {
 		last := h.Events[len(h.Events)-1]
-		ok = last.Type == events.WriteStarted && last.AttemptID == r.AttemptID
+		ok = last.Type.StartsWrite() && last.AttemptID == r.AttemptID
 	}
 	p.mu.Lock()
 	p.started = append(p.started, ok)
@@ -198,7 +198,7 @@ func TestExecuteTimeoutAfterCommitIsUnknownWithWriteStartedFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := e.logged(t, res.IntentID)
-	wantTypes(t, h, events.IntentRecorded, events.WriteStarted, events.OutcomeUnknown)
+	wantTypes(t, h, events.IntentStarted, events.OutcomeUnknown)
 	if res.State != fsm.Unknown || e.api.Effects() != 1 {
 		t.Fatalf("state %s effects %d", res.State, e.api.Effects())
 	}
@@ -211,7 +211,7 @@ func TestExecuteTimeoutAfterCommitIsUnknownWithWriteStartedFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := e.logged(t, res.IntentID)[2].Data.(*events.OutcomeUnknownData)
+	u := e.logged(t, res.IntentID)[1].Data.(*events.OutcomeUnknownData)
 	if res.State != fsm.Unknown || u.Code != "timeout_after_send" || e.api.Effects() != 2 {
 		t.Fatalf("state %s code %s effects %d", res.State, u.Code, e.api.Effects())
 	}
@@ -224,7 +224,7 @@ func TestExecuteResetBeforeCommitIsUnknown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantTypes(t, e.logged(t, res.IntentID), events.IntentRecorded, events.WriteStarted, events.OutcomeUnknown)
+	wantTypes(t, e.logged(t, res.IntentID), events.IntentStarted, events.OutcomeUnknown)
 	if res.State != fsm.Unknown || e.api.Effects() != 0 || e.api.Writes() != 1 {
 		t.Fatalf("state %s effects %d writes %d", res.State, e.api.Effects(), e.api.Writes())
 	}
@@ -275,7 +275,7 @@ func TestExecuteSameRequestTwiceWritesOnce(t *testing.T) {
 	if !second.Replayed || second.State != first.State || second.Intent.ExternalID != first.Intent.ExternalID {
 		t.Fatalf("second: replayed %v state %s", second.Replayed, second.State)
 	}
-	if e.api.Effects() != 1 || e.api.Writes() != 1 || len(e.logged(t, first.IntentID)) != 3 {
+	if e.api.Effects() != 1 || e.api.Writes() != 1 || len(e.logged(t, first.IntentID)) != 2 {
 		t.Fatalf("effects %d writes %d", e.api.Effects(), e.api.Writes())
 	}
 	// Concurrent duplicates from many goroutines: still one write.
@@ -362,8 +362,8 @@ func TestExecuteCancelledMidCallRecordsUnknown(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := e.logged(t, res.IntentID)
-	wantTypes(t, h, events.IntentRecorded, events.WriteStarted, events.OutcomeUnknown)
-	if code := h[2].Data.(*events.OutcomeUnknownData).Code; code != "cancelled_after_send" {
+	wantTypes(t, h, events.IntentStarted, events.OutcomeUnknown)
+	if code := h[1].Data.(*events.OutcomeUnknownData).Code; code != "cancelled_after_send" {
 		t.Fatalf("code %s", code)
 	}
 }

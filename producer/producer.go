@@ -312,8 +312,9 @@ func sameRequest(stored events.IntentRecordedData, rec events.IntentRecordedData
 // Execute records the intent and makes its write, at most once per
 // request id:
 //
-//  1. IntentRecorded (payload frozen, hash, keys, policy, the route's
-//     capabilities) with CAS "subject empty". The same request id with the
+//  1. The intent recorded (payload frozen, hash, keys, policy, the route's
+//     capabilities) with CAS "subject empty": IntentRecorded, or
+//     IntentStarted when its first write starts at once (step 2). The same request id with the
 //     same payload returns the stored state without writing; with a
 //     different payload ErrPayloadMismatch. Before a new intent is
 //     recorded, a route that can tell its credential's identity
@@ -323,9 +324,10 @@ func sameRequest(stored events.IntentRecordedData, rec events.IntentRecordedData
 //     request, an abandonment (the intent expired: a normal result in
 //     state abandoned), a retry claim, or WriteStarted — acknowledged
 //     before the adapter is called, and only the party whose WriteStarted
-//     wins the CAS calls it. For a new intent the first of these is
-//     appended in one unit with its IntentRecorded (one atomic batch, one
-//     sync, under load; see recordAndStart).
+//     wins the CAS calls it. A new intent whose first write starts at once
+//     is recorded and started by one message, IntentStarted (CAS "subject
+//     empty"); any other first step is appended in one unit with its
+//     IntentRecorded (see recordAndStart).
 //  3. The call, then the classified outcome: WriteConfirmed/WriteSucceeded,
 //     WriteRejected (proven not executed), or OutcomeUnknown.
 //
@@ -409,14 +411,18 @@ func (p *Producer) checkIdentity(ctx context.Context, pr *prepared) error {
 }
 
 // recordAndStart records a new intent together with the first step the
-// decider gives on it (the WriteStarted of an automatic first write, or an
-// approval request, or an abandonment), appended as one unit: one atomic
-// batch and one sync under load, two CAS appends otherwise. The decision is
-// the one drive would make on the freshly recorded intent; a WriteStarted is
-// still acknowledged before the call, and a conflict on IntentRecorded
-// (ErrConflict, nil result) makes the caller reload and compare. When
-// IntentRecorded landed but its step did not, the result is non-nil with
-// the error (ErrConflict: reload and drive).
+// decider gives on it, appended as one unit. An automatic first write is
+// one message, IntentStarted (the IntentRecorded and the WriteStarted in
+// one event, acknowledged before the call): a write is then two messages,
+// start and outcome. Any other first step (an approval request, an
+// abandonment) follows its IntentRecorded in one atomic batch under load,
+// two CAS appends otherwise; so does a first write whose IntentStarted
+// would exceed the log's event limit (a large payload and its rendered
+// request). The decision is the one drive would make on the freshly
+// recorded intent, and a conflict on the first message (ErrConflict, nil
+// result) makes the caller reload and compare. When IntentRecorded landed
+// but its step did not, the result is non-nil with the error
+// (ErrConflict: reload and drive).
 func (p *Producer) recordAndStart(ctx context.Context, pr *prepared) (*Result, error) {
 	realStart := time.Now()
 	now := p.cfg.Now()
@@ -440,7 +446,25 @@ func (p *Producer) recordAndStart(ctx context.Context, pr *prepared) (*Result, e
 			evs, next = append(evs, e), n
 		}
 	}
+	pair := evs
+	if step.Kind == fsm.StepWrite && len(evs) == 2 {
+		if started, ok := events.Join(evs[0], evs[1]); ok {
+			n := &fsm.Intent{State: fsm.None}
+			if err := n.Apply(started); err == nil {
+				evs, next = []events.Event{started}, n
+			}
+		}
+	}
 	seqs, err := p.store.AppendEvents(ctx, pr.rec.Route, evs, 0)
+	if len(seqs) == 0 && len(pair) == 2 && len(evs) == 1 && errors.Is(err, events.ErrTooLarge) {
+		// Together over the limit: the record and the start as two
+		// messages, as an intent that is not started at once.
+		evs, next = pair, intent.Clone()
+		if err := next.Apply(pair[1]); err != nil {
+			return nil, errors.Errorf("record: %w", err)
+		}
+		seqs, err = p.store.AppendEvents(ctx, pr.rec.Route, evs, 0)
+	}
 	if len(seqs) == 0 {
 		return nil, errors.Errorf("record: %w", tooLarge(err))
 	}
@@ -448,14 +472,14 @@ func (p *Producer) recordAndStart(ctx context.Context, pr *prepared) (*Result, e
 	if len(seqs) < len(evs) {
 		return p.result(h, intent, false), errors.Errorf("record: %s: %w", evs[1].Type, err)
 	}
-	if len(evs) == 1 {
+	if len(pair) == 1 {
 		return p.drive(ctx, pr.route, h, intent, true, false, 0)
 	}
 	intent = next
 	if step.Kind != fsm.StepWrite {
 		return p.drive(ctx, pr.route, h, intent, true, false, 1)
 	}
-	// WriteStarted is acknowledged: make the call, record its outcome.
+	// The start is acknowledged: make the call, record its outcome.
 	if err := p.w.call(ctx, pr.route, h, intent, step, prepErr, realStart); err != nil {
 		if errors.Is(err, ErrOutcomeNotRecorded) {
 			return p.result(h, intent, false), err
@@ -601,6 +625,10 @@ func (p *Producer) dryRun(pr *prepared, h *ledger.History, intent *fsm.Intent) (
 		if err := sim.Apply(events.New(sim.ID, sim.Version+1, now, p.cfg.Actor, step.AttemptID, step.Event)); err != nil {
 			break
 		}
+	}
+	if h == nil && len(rep.WouldAppend) >= 2 && rep.WouldAppend[1] == events.WriteStarted {
+		// Recorded and started at once: one message (recordAndStart).
+		rep.WouldAppend = append([]events.Type{events.IntentStarted}, rep.WouldAppend[2:]...)
 	}
 	if len(rep.WouldAppend) == 0 {
 		rep.Reason += ": the stored state is returned, nothing is written"

@@ -100,7 +100,7 @@ func TestCallDeadlineIsTheRecordedDeadline(t *testing.T) {
 	}
 	var recorded time.Time
 	for _, ev := range e.logged(t, res.IntentID) {
-		if d, ok := ev.Data.(*events.WriteStartedData); ok {
+		if d := events.Started(ev); d != nil {
 			recorded = d.Deadline
 		}
 	}

@@ -382,7 +382,7 @@ func (p *Projector) applyOne(b *batchTx, m rawMsg) (*quarantined, error) {
 	if e.IntentID != subjID {
 		return q(subjID, QuarantineSubjectMismatch, fmt.Sprintf("envelope intent_id %s on the subject of %s", e.IntentID, subjID))
 	}
-	if d, ok := e.Data.(*events.IntentRecordedData); ok && d.Route != route {
+	if d := events.Recorded(e); d != nil && d.Route != route { // IntentRecorded or IntentStarted
 		return q(subjID, QuarantineRouteMismatch, fmt.Sprintf("recorded route %q on a %q subject", d.Route, route))
 	}
 	prev, inBatch, err := p.lookup(b, subjID, e.Version)

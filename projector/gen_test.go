@@ -365,7 +365,20 @@ func generate(t testing.TB, seed int64, perState int) []genIntent {
 			k++
 		}
 	}
+	// Every other intent whose first write starts at once is written as
+	// this version writes it: one IntentStarted.
+	for n := range out {
+		if n%2 == 0 {
+			if h, ok := joinFirstStart(out[n].History); ok {
+				out[n].History = h
+				g.used[events.IntentStarted]++
+			}
+		}
+	}
 	for _, tr := range fsm.Transitions {
+		if tr.Type == events.IntentStarted {
+			continue // made by joining, above
+		}
 		if g.used[tr.Type] == 0 {
 			out = append(out, g.walkTo(k, tr.To, tr.Type))
 			k++
@@ -405,4 +418,31 @@ func interleave(seed int64, in []genIntent) []struct {
 		}
 	}
 	return out
+}
+
+// joinFirstStart returns h with its IntentRecorded and the first
+// WriteStarted right after it joined into one IntentStarted (at the
+// WriteStarted's time, by its actor), every later version one less; ok is
+// false when h does not start a write right after recording, or the
+// joined history does not fold.
+func joinFirstStart(h []events.Event) ([]events.Event, bool) {
+	if len(h) < 2 || h[1].Type != events.WriteStarted {
+		return nil, false
+	}
+	rec := h[0]
+	rec.At, rec.Actor = h[1].At, h[1].Actor
+	start, ok := events.Join(rec, h[1])
+	if !ok {
+		return nil, false
+	}
+	out := []events.Event{start}
+	for _, e := range h[2:] {
+		e.Version--
+		e.EventID = events.MsgID(e.IntentID, e.Version)
+		out = append(out, e)
+	}
+	if _, err := fsm.Fold(out); err != nil {
+		return nil, false
+	}
+	return out, true
 }

@@ -87,6 +87,31 @@ func (l *HandLog) Record(requestID string) *HandHistory {
 	return &HandHistory{l: l, H: h, I: i}
 }
 
+// RecordStarted records an intent with the default policy and starts its
+// first attempt (deadline a minute on) in one message, IntentStarted, as
+// Execute does.
+func (l *HandLog) RecordStarted(requestID string) *HandHistory {
+	l.t.Helper()
+	at := l.Tick()
+	rec := RecordedEvent(l.Route, requestID, adapter.DefaultPolicy(), at)
+	d := rec.Data.(*events.IntentRecordedData)
+	e, ok := events.Join(rec, events.New(rec.IntentID, 2, at, rec.Actor, events.AttemptID(rec.IntentID, 1),
+		&events.WriteStartedData{Attempt: 1, IdempotencyKey: d.IdempotencyKey, Deadline: at.Add(time.Minute)}))
+	if !ok {
+		l.t.Fatal("record started: the record and its start do not join")
+	}
+	seq, err := l.Store.Append(context.Background(), l.Route, e, 0)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	h := &ledger.History{Route: l.Route, Events: []events.Event{e}, LastSeq: seq}
+	i, err := h.Fold()
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return &HandHistory{l: l, H: h, I: i}
+}
+
 // ID is the intent's id.
 func (x *HandHistory) ID() string { return x.I.ID }
 

@@ -144,7 +144,7 @@ func printHistory(out io.Writer, h []events.Event) {
 		switch d := e.Data.(type) {
 		case *events.OutcomeUnknownData:
 			extra = d.Code
-		case *events.WriteStartedData:
+		case *events.WriteStartedData, *events.IntentStartedData:
 			extra = "attempt " + e.AttemptID
 		case *events.CandidateFoundData:
 			extra = d.ExternalID + " via " + d.Source

@@ -375,7 +375,7 @@ func (a *auditor) apply(m *preparedMsg) {
 		return
 	}
 	recRoute := t.fold.Recorded.Route
-	if d, ok := e.Data.(*events.IntentRecordedData); ok {
+	if d := events.Recorded(e); d != nil { // IntentRecorded or IntentStarted
 		recRoute = d.Route
 	}
 	if recRoute != "" && recRoute != route {

@@ -37,7 +37,11 @@ func (a *auditor) checkInvariants(t *auditIntent, e events.Event, seq uint64) {
 				how, clipText(id), quoteAll(t.ids[:len(t.ids)-1])))
 		}
 	}
-	switch d := e.Data.(type) {
+	body := e.Data
+	if ws := events.Started(e); ws != nil {
+		body = ws // a WriteStarted, or the first write an IntentStarted starts
+	}
+	switch d := body.(type) {
 	case *events.WriteStartedData:
 		n := max(d.Attempt, t.writes+1)
 		if n > 1 || t.writes > 0 {

@@ -89,7 +89,7 @@ func (a *auditor) afterHold(t *auditIntent, e events.Event, seq uint64) {
 		}
 	case *events.OperatorReleasedData:
 		t.lossReleased = t.lossReleased || t.lossHandedOff
-	case *events.IntentRecordedData:
+	case *events.IntentRecordedData, *events.IntentStartedData:
 		a.violate(Violation{IntentID: t.id, Kind: ViolationHeldWritten, Version: e.Version, Seq: seq,
 			Detail: fmt.Sprintf("recorded anew after its hold marker (seq %d): the intent lost events in an accepted log loss and is never recorded or written again", t.holdSeq)})
 	case *events.WriteStartedData:

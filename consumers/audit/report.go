@@ -161,6 +161,12 @@ func summarize(e events.Event) string {
 		if d.ParentExternalID != "" {
 			s += fmt.Sprintf(" parent %q", d.ParentExternalID)
 		}
+	case *events.IntentStartedData:
+		rec := e
+		rec.Data = &d.Recorded
+		ws := e
+		ws.Data = &d.Started
+		s = summarize(rec) + "; " + summarize(ws)
 	case *events.ApprovalRequiredData:
 		s = fmt.Sprintf("for %s: %s", d.For, d.Reason)
 	case *events.ApprovedData:

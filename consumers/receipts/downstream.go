@@ -58,6 +58,10 @@ type SubscribeConfig struct {
 	// Types are the event types handed to the handler (default
 	// DefaultReceiptTypes). Other events of the routes are acked and
 	// skipped: subjects are per intent, so types are filtered here.
+	// IntentStarted is a new intent's IntentRecorded and first
+	// WriteStarted in one message (events.Split gives the two): Types
+	// naming either of them take it too, so that a handler written for
+	// logs before it still sees every record and every start.
 	Types []events.Type
 	// AckWait is how long the server waits for an ack before redelivering
 	// (default 30s). While the handler runs, the message is kept in
@@ -228,6 +232,9 @@ func Subscribe(ctx context.Context, js jetstream.JetStream, cfg SubscribeConfig,
 	s := &subscriber{cfg: cfg, handler: handler, types: map[events.Type]bool{}}
 	for _, t := range cfg.Types {
 		s.types[t] = true
+		if t == events.IntentRecorded || t == events.WriteStarted {
+			s.types[events.IntentStarted] = true
+		}
 	}
 	done := make(chan struct{})
 	go func() {

@@ -38,7 +38,12 @@ func newDSFixture(t *testing.T) *dsFixture {
 	f := &dsFixture{node: n}
 	last := func(x *testharness.HandHistory) string { return x.H.Events[len(x.H.Events)-1].EventID }
 	for _, id := range []string{"a", "b"} {
-		x := l.Record("ds-" + id).Started(1)
+		var x *testharness.HandHistory
+		if id == "b" {
+			x = l.RecordStarted("ds-" + id) // as this version writes it: one message
+		} else {
+			x = l.Record("ds-" + id).Started(1) // as logs before IntentStarted hold it
+		}
 		x.Next(x.Attempt(1), &events.WriteConfirmedData{StatusCode: 201, Receipt: x.Receipt("p_"+id, "response")})
 		f.receipts = append(f.receipts, last(x))
 	}
@@ -446,5 +451,43 @@ func TestDefaultDBPath(t *testing.T) {
 		if _, err := DefaultDBPath(bad); err == nil {
 			t.Errorf("DefaultDBPath(%q) accepted", bad)
 		}
+	}
+}
+
+// A handler that asks for WriteStarted (or IntentRecorded) also gets the
+// IntentStarted of an intent recorded and started in one message: it sees
+// every first attempt, on logs written before IntentStarted and after.
+func TestSubscribeStartsIncludeIntentStarted(t *testing.T) {
+	f := newDSFixture(t)
+	var mu sync.Mutex
+	got := map[string]events.Type{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop, err := Subscribe(ctx, f.node.JS, SubscribeConfig{Durable: "starts", Routes: []string{"social_post"},
+		Types: []events.Type{events.WriteStarted}, Logger: dsQuietLogger()}, func(ctx context.Context, d Delivery) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if ws := events.Started(d.Event); ws == nil || ws.Attempt != 1 {
+			t.Errorf("delivered %s", d.Event.Type)
+		}
+		got[d.Event.IntentID] = d.Event.Type
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	dsWait(t, "every start delivered", dsSettled(t, f.node.JS, "starts"))
+	mu.Lock()
+	defer mu.Unlock()
+	started := 0
+	for _, typ := range got {
+		if typ == events.IntentStarted {
+			started++
+		}
+	}
+	// ds-a, ds-b (IntentStarted), ds-readback, ds-operator, ds-rejected.
+	if len(got) != 5 || started != 1 {
+		t.Fatalf("starts delivered %v", got)
 	}
 }

@@ -69,7 +69,7 @@ func historyBytes(h *ledger.History) int {
 	n := 128 + len(h.Route)
 	for _, e := range h.Events {
 		n += 512 + len(e.EventID) + len(e.IntentID) + len(e.Actor) + len(e.AttemptID)
-		if d, ok := e.Data.(*events.IntentRecordedData); ok {
+		if d := events.Recorded(e); d != nil { // IntentRecorded or IntentStarted
 			n += 2 * len(d.Payload)
 		}
 	}

@@ -495,7 +495,7 @@ func TestEdgeRetryAfterOnAWriteIsHonoured(t *testing.T) {
 	i := w.settle(w.rec, res.IntentID)
 	var second time.Time
 	for _, e := range w.history(res.IntentID) {
-		if d, ok := e.Data.(*events.WriteStartedData); ok && d.Attempt == 2 {
+		if d := events.Started(e); d != nil && d.Attempt == 2 {
 			second = e.At
 		}
 	}
@@ -599,7 +599,7 @@ func TestEdgeRetrySendsTheRecordedRequest(t *testing.T) {
 	}
 	var recorded []*events.SentRequest
 	for _, e := range w.history(res.IntentID) {
-		if d, ok := e.Data.(*events.WriteStartedData); ok {
+		if d := events.Started(e); d != nil {
 			recorded = append(recorded, d.Request)
 		}
 		raw, err := e.MarshalJSON()

@@ -341,7 +341,7 @@ func (w *world) executeReq(req producer.Request) (*producer.Result, error) {
 // 7a. A recorded intent whose writer died is not started after it expired.
 func TestExpiredRecordedIntentIsAbandonedNotStarted(t *testing.T) {
 	w := newWorld(t, nil)
-	seed := w.history(w.execute("seed", "seed post").IntentID)[0].Data.(*events.IntentRecordedData)
+	seed := events.Recorded(w.history(w.execute("seed", "seed post").IntentID)[0])
 	id := events.IntentID("default", "social_post", "task:orphan")
 	d := *seed
 	d.RequestID, d.IdempotencyKey = "task:orphan", events.IdempotencyKey(id)
@@ -467,7 +467,7 @@ func TestRetryableRejectionsAreResentBySettle(t *testing.T) {
 	h := w.history(res.IntentID)
 	var at []time.Time
 	for _, e := range h {
-		if e.Type == events.WriteStarted {
+		if e.Type.StartsWrite() {
 			at = append(at, e.At)
 		}
 	}

@@ -158,10 +158,12 @@ func loaded(t *testing.T, p *producer.Producer, id string) (*ledger.History, *fs
 	return h, i
 }
 
+// count counts h's events of type t; counting WriteStarted counts every
+// write start, an IntentStarted's (a new intent's first) included.
 func count(h []events.Event, t events.Type) int {
 	n := 0
 	for _, e := range h {
-		if e.Type == t {
+		if e.Type == t || (t == events.WriteStarted && e.Type.StartsWrite()) {
 			n++
 		}
 	}
@@ -268,7 +270,7 @@ func TestEventualConsistencyFindsLaterWithoutRetry(t *testing.T) {
 	if count(h, events.CheckDeferred) == 0 || count(h, events.RetryClaimed) != 0 || count(h, events.WriteStarted) != 1 {
 		t.Fatalf("history %v", typesOf(h))
 	}
-	first := h[4] // the first reconcile step's conclusion
+	first := h[3] // the first reconcile step's conclusion
 	if first.Type != events.CheckDeferred || first.Data.(*events.CheckDeferredData).Reason != "eventual_consistency" {
 		t.Fatalf("first search should have found 0 and waited: %v", typesOf(h))
 	}
@@ -438,6 +440,8 @@ func TestWorkerKilledAfterClaimReconcilesAgainBeforeAnyWrite(t *testing.T) {
 			if len(order) == 0 || order[len(order)-1] != "reconcile" {
 				order = append(order, "reconcile")
 			}
+		case *events.IntentStartedData:
+			order = append(order, fmt.Sprintf("write%d:%s", d.Started.Attempt, d.Started.ClaimOwner))
 		case *events.WriteStartedData:
 			order = append(order, fmt.Sprintf("write%d:%s", d.Attempt, d.ClaimOwner))
 		}
@@ -477,7 +481,7 @@ func TestDryRunReportsWithoutWriting(t *testing.T) {
 func TestWriterDiedAfterWriteStartedBecomesUnknownAfterDeadline(t *testing.T) {
 	w := newWorld(t, nil)
 	// A writer recorded and started, then died before calling the API.
-	rec := w.history(w.execute("seed", "x").IntentID)[0].Data.(*events.IntentRecordedData)
+	rec := events.Recorded(w.history(w.execute("seed", "x").IntentID)[0])
 	id := events.IntentID("default", "social_post", "task:dead")
 	d := *rec
 	d.RequestID = "task:dead"
@@ -523,7 +527,7 @@ func (r testRecord) record() adapter.Record {
 func TestRecordedIntentOfADeadWriterIsStartedOnceAfterTheGrace(t *testing.T) {
 	w := newWorld(t, nil)
 	// A writer recorded an intent and died before WriteStarted.
-	seed := w.history(w.execute("seed", "seed post").IntentID)[0].Data.(*events.IntentRecordedData)
+	seed := events.Recorded(w.history(w.execute("seed", "seed post").IntentID)[0])
 	id := events.IntentID("default", "social_post", "task:orphan")
 	d := *seed
 	d.RequestID, d.IdempotencyKey = "task:orphan", events.IdempotencyKey(id)

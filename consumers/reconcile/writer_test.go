@@ -48,7 +48,7 @@ func TestReconcilerWritesAreItsOwnAndCounted(t *testing.T) {
 	h := w.history(x.ID())
 	var started *events.Event
 	for k := range h {
-		if h[k].Type == events.WriteStarted {
+		if h[k].Type.StartsWrite() {
 			started = &h[k]
 		}
 	}

@@ -34,8 +34,8 @@ type Body struct {
 	Event json.RawMessage `json:"event"`
 }
 
-// Intent names the intent a settlement belongs to, from its
-// IntentRecorded. Tenant, Account and RequestID are empty when the
+// Intent names the intent a settlement belongs to, from the first event
+// of its log (IntentRecorded or IntentStarted). Tenant, Account and RequestID are empty when the
 // intent's first event could not be read as one (a damaged log).
 type Intent struct {
 	ID        string  `json:"id"`
@@ -61,8 +61,9 @@ func (d *Deliverer) body(ctx context.Context, route string, e events.Event, raw 
 		Created: e.At.UTC(), Intent: in, Event: raw})
 }
 
-// recorded reads the intent's first event: its IntentRecorded, or nil
-// when the first event on the subject is not one (a lost event; the
+// recorded reads the intent's first event: the intent it records (an
+// IntentRecorded, or an IntentStarted that also starts its first write),
+// or nil when the first event on the subject is neither (a lost event; the
 // delivery goes on without the names).
 func (d *Deliverer) recorded(ctx context.Context, route, intentID string) (*events.IntentRecordedData, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
@@ -75,6 +76,5 @@ func (d *Deliverer) recorded(ctx context.Context, route, intentID string) (*even
 	if err != nil {
 		return nil, nil
 	}
-	rec, _ := e.Data.(*events.IntentRecordedData)
-	return rec, nil
+	return events.Recorded(e), nil // IntentRecorded, or IntentStarted
 }
