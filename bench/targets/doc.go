@@ -6,5 +6,5 @@
 // file (make bench-smoke: a renamed benchmark cannot empty the table
 // unseen).
 //
-// It must never import: anything of this module.
+// It must never import: adapter/..., api, cmd/..., consumers/..., events, fsm, ledger, node, producer, projector, testharness.
 package main
