@@ -277,22 +277,25 @@ type sim struct {
 	clock *testharness.ManualClock
 	node  *testharness.Node
 	store *ledger.Store
-	// batched is a second store on the same stream whose every append of
-	// two or more messages (an intent and its start) goes as an atomic
-	// batch: one writer and every other worker use it, so the group
-	// commit's batches (refused, split, handed back) race the lone
-	// publishes of the others on the same intents.
-	batched *ledger.Store
-	post    *fakeapi.SocialAPI
-	keyed   *fakeapi.SocialAPI
-	thread  *fakeapi.SocialAPI
-	bk      *fakeapi.BookingAPI
-	bkShort *fakeapi.BookingAPI
-	routes  []adapter.Route
-	y       *yamlWorld
-	writers []*producer.Producer
-	workers []*simWorker
-	born    int
+	// batched is a second store on the same stream whose every flush goes
+	// as an atomic batch (BatchMin 1: a new intent is one IntentStarted,
+	// so a floor of two messages would leave a quiet world with no batch
+	// at all); one writer uses it, so the group commit's batches (refused,
+	// split, handed back, commits and acks lost) race the lone publishes
+	// of the other writer on the same intents. grouped batches flushes of
+	// two messages or more (the default's floor, forced): every other
+	// worker appends through it.
+	batched, grouped *ledger.Store
+	post             *fakeapi.SocialAPI
+	keyed            *fakeapi.SocialAPI
+	thread           *fakeapi.SocialAPI
+	bk               *fakeapi.BookingAPI
+	bkShort          *fakeapi.BookingAPI
+	routes           []adapter.Route
+	y                *yamlWorld
+	writers          []*producer.Producer
+	workers          []*simWorker
+	born             int
 
 	dieAfterCall sync.Map // intent id → true: its writer dies after the call
 	killed       sync.Map // intent id → true: the crash happened once
@@ -316,8 +319,12 @@ func newSim(t *testing.T, seed uint64) *sim {
 		t.Fatal(err)
 	}
 	bc := ledger.DefaultStoreConfig()
-	bc.BatchMin = 2
+	bc.BatchMin = 1
 	if s.batched, err = ledger.OpenStore(context.Background(), s.node.JS, bc); err != nil {
+		t.Fatal(err)
+	}
+	bc.BatchMin = 2
+	if s.grouped, err = ledger.OpenStore(context.Background(), s.node.JS, bc); err != nil {
 		t.Fatal(err)
 	}
 	clockOpt := fakeapi.WithSocialClock(s.clock.Now)
@@ -370,7 +377,11 @@ func newSim(t *testing.T, seed uint64) *sim {
 			}
 			return nil
 		}
-		p, err := producer.New(s.storeFor(k), pc, s.routes...)
+		st := s.store
+		if k == 1 {
+			st = s.batched
+		}
+		p, err := producer.New(st, pc, s.routes...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -407,10 +418,10 @@ func (s *sim) newWorker() *simWorker {
 	return w
 }
 
-// storeFor gives the k-th writer or worker its store: odd ones batch.
+// storeFor gives the k-th worker its store: odd ones batch.
 func (s *sim) storeFor(k int) *ledger.Store {
 	if k%2 == 1 {
-		return s.batched
+		return s.grouped
 	}
 	return s.store
 }
