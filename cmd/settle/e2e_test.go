@@ -203,6 +203,7 @@ func (s *server) waitState(id string, states ...string) reply {
 }
 
 func TestServeEndToEndDroppedResponseSettlesWithOneEffect(t *testing.T) {
+	t.Parallel() // processes and waits: overlaps the package's other long tests
 	api := fakeapi.NewSocialAPI(t)
 	s := startServe(t, t.TempDir(), api)
 	submit := map[string]any{"route": "social_post", "account": "acct_1", "request_id": "agent-7:post",
@@ -270,6 +271,7 @@ func TestServeEndToEndDroppedResponseSettlesWithOneEffect(t *testing.T) {
 }
 
 func TestServeSIGTERMDuringBurstLosesNothing(t *testing.T) {
+	t.Parallel() // processes and waits: overlaps the package's other long tests
 	api := fakeapi.NewSocialAPI(t)
 	data := t.TempDir()
 	s := startServe(t, data, api)
@@ -374,6 +376,7 @@ func TestRoutesCheckNamesRouteAndField(t *testing.T) {
 // stream, every step of an intent is taken by one of them (CAS), and every
 // lost response settles with exactly one effect.
 func TestTwoProcessesShareTheLog(t *testing.T) {
+	t.Parallel() // processes and waits: overlaps the package's other long tests
 	node := testharness.StartNode(t)
 	api := fakeapi.NewSocialAPI(t)
 	a := startServe(t, t.TempDir(), api, "--nats-url", node.URL())

@@ -78,6 +78,7 @@ func (s *server) callAs(token, method, path string, body any, hdr ...string) rep
 // pid; the directory is private; after serve stops, audit takes the same
 // --data serve was given.
 func TestOneProcessOwnsADataDir(t *testing.T) {
+	t.Parallel() // processes and waits: overlaps the package's other long tests
 	api := fakeapi.NewSocialAPI(t)
 	data := filepath.Join(t.TempDir(), "data")
 	s := startServe(t, data, api)
@@ -135,6 +136,7 @@ func TestOneProcessOwnsADataDir(t *testing.T) {
 // views rebuild, and by serve itself (with a log line) instead of refusing
 // to start.
 func TestViewsRebuild(t *testing.T) {
+	t.Parallel() // processes and waits: overlaps the package's other long tests
 	api := fakeapi.NewSocialAPI(t)
 	data := filepath.Join(t.TempDir(), "data")
 	s := startServe(t, data, api)
@@ -243,6 +245,7 @@ func TestReplayScopeWithTheBinary(t *testing.T) {
 // may not publish on settle's subjects; off loopback a password is
 // required.
 func TestNATSListenServesDownstreamReaders(t *testing.T) {
+	t.Parallel() // processes and waits: overlaps the package's other long tests
 	api := fakeapi.NewSocialAPI(t)
 	s := startServe(t, filepath.Join(t.TempDir(), "data"), api, "--nats-listen", "127.0.0.1:0")
 	m := regexp.MustCompile(`NATS for downstream readers: (nats://[0-9.:]+)`).FindStringSubmatch(s.stderr.String())

@@ -77,6 +77,7 @@ func TestReadmeQuickStartIsCopyPasteSafe(t *testing.T) {
 // serve by its pid, audit on serve's own --data — against the built
 // binaries, in a directory laid out like the repository after make build.
 func TestReadmeQuickStartRuns(t *testing.T) {
+	t.Parallel() // processes and waits: overlaps the package's other long tests
 	for _, tool := range []string{"bash", "curl", "od", "sed", "grep", "mktemp"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			if os.Getenv("CI") != "" {

@@ -14,6 +14,7 @@ import (
 // (a worker used to ack the wake-up of an intent whose route it lacked, and
 // the intent never moved again).
 func TestTwoServesWithDifferentRouteFilesSettleBothRoutes(t *testing.T) {
+	t.Parallel() // processes and waits: overlaps the package's other long tests
 	node := testharness.StartNode(t)
 	social := fakeapi.NewSocialAPI(t)
 	bk := fakeapi.NewBookingAPI(t)

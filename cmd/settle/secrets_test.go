@@ -174,6 +174,7 @@ routes:
 // keeps or shows — not in the JetStream files, the views, API answers,
 // logs, metrics, the CLI or audit timelines.
 func TestEchoedSecretsAreScrubbedEverywhere(t *testing.T) {
+	t.Parallel() // processes and waits: overlaps the package's other long tests
 	echo := newEchoAPI(t)
 	dir := t.TempDir()
 	routes := filepath.Join(dir, "routes.yaml")
