@@ -74,7 +74,12 @@ type HandHistory struct {
 // Record appends an IntentRecorded with the default policy.
 func (l *HandLog) Record(requestID string) *HandHistory {
 	l.t.Helper()
-	e := RecordedEvent(l.Route, requestID, adapter.DefaultPolicy(), l.Tick())
+	return l.first(RecordedEvent(l.Route, requestID, adapter.DefaultPolicy(), l.Tick()))
+}
+
+// first appends a new intent's first event and folds it.
+func (l *HandLog) first(e events.Event) *HandHistory {
+	l.t.Helper()
 	seq, err := l.Store.Append(context.Background(), l.Route, e, 0)
 	if err != nil {
 		l.t.Fatal(err)
@@ -100,16 +105,7 @@ func (l *HandLog) RecordStarted(requestID string) *HandHistory {
 	if !ok {
 		l.t.Fatal("record started: the record and its start do not join")
 	}
-	seq, err := l.Store.Append(context.Background(), l.Route, e, 0)
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	h := &ledger.History{Route: l.Route, Events: []events.Event{e}, LastSeq: seq}
-	i, err := h.Fold()
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	return &HandHistory{l: l, H: h, I: i}
+	return l.first(e)
 }
 
 // ID is the intent's id.
