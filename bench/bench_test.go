@@ -269,24 +269,41 @@ const rawBatch = 100
 // itself can take when one sync covers many messages.
 func BenchmarkAppendRawBatch(b *testing.B) {
 	for _, d := range durabilities {
-		b.Run(string(d), func(b *testing.B) {
-			n := testharness.StartNode(b, d)
-			store := openStore(b, n, d)
-			probe := newRawProbe(b, n, store)
-			msgs := rawMsgs(events.SubjectPrefix, 0, b.N)
-			for k, m := range msgs {
-				m.Header = nats.Header{}
-				m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("raw:%d", k))
-			}
-			b.ResetTimer()
-			for lo := 0; lo < len(msgs); lo += rawBatch {
-				publishAtomicRaw(b, n.NC, msgs[lo:min(lo+rawBatch, len(msgs))])
-			}
-			b.StopTimer()
-			rate := reportRate(b, "events/s")
-			report(b, rate/reportRaw(b, probe), "ratio_vs_raw")
-		})
+		b.Run(string(d), func(b *testing.B) { appendRawBatch(b, d, false) })
+		// The same batches, each intent's first message also carrying the
+		// expected last sequence of its subject (0), as settle's
+		// IntentStarted does: what the server's check costs a batch.
+		b.Run(string(d)+"-cas", func(b *testing.B) { appendRawBatch(b, d, true) })
 	}
+}
+
+// casIntents hands each run of the -cas benchmarks intents no earlier
+// run (or raw probe) used.
+var casIntents atomic.Int64
+
+func appendRawBatch(b *testing.B, d embedded.Durability, cas bool) {
+	n := testharness.StartNode(b, d)
+	store := openStore(b, n, d)
+	probe := newRawProbe(b, n, store)
+	start := 0
+	if cas {
+		start = 3 * int(casIntents.Add(int64(b.N)+1)+1<<30)
+	}
+	msgs := rawMsgs(events.SubjectPrefix, start, b.N)
+	for k, m := range msgs {
+		m.Header = nats.Header{}
+		m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("raw:%d:%d", start, k))
+		if cas && k%3 == 0 {
+			m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0") // an intent's first message
+		}
+	}
+	b.ResetTimer()
+	for lo := 0; lo < len(msgs); lo += rawBatch {
+		publishAtomicRaw(b, n.NC, msgs[lo:min(lo+rawBatch, len(msgs))])
+	}
+	b.StopTimer()
+	rate := reportRate(b, "events/s")
+	report(b, rate/reportRaw(b, probe), "ratio_vs_raw")
 }
 
 // publishAtomicRaw publishes msgs as one atomic batch and waits for its ack.
