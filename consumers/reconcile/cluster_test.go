@@ -82,7 +82,17 @@ func TestClusterReconcilesThroughANodeRestart(t *testing.T) {
 		r := w.reconciler(fmt.Sprintf("node%d-worker", k), open(connect(srv.ClientURL())))
 		r.cfg.MaxWait = 100 * time.Millisecond
 		wg.Add(1)
-		go func() { defer wg.Done(); _ = r.Run(wctx) }()
+		go func() {
+			defer wg.Done()
+			// As node supervises it: a Run that returns while the
+			// cluster restarts is run again, its error logged.
+			for wctx.Err() == nil {
+				if err := r.Run(wctx); err != nil && wctx.Err() == nil {
+					t.Logf("node%d-worker: run: %v; running it again", k, err)
+					time.Sleep(200 * time.Millisecond)
+				}
+			}
+		}()
 	}
 	// Restart the third node while the workers run.
 	if err := c.Restart(2); err != nil {
