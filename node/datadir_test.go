@@ -64,7 +64,7 @@ func TestMinFreeLargerThanTheVolumeIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	_, size, err := diskSpace(dir)
 	if err != nil {
-		t.Skipf("statfs: %v", err)
+		t.Fatalf("statfs of a temporary directory: %v", err) // Linux, as CI: never skipped
 	}
 	var logs strings.Builder
 	logger := NewLogger(&logs, LogText, nil)
