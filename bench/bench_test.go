@@ -411,7 +411,7 @@ var executeConcurrency = []int{1, 16, 64, 256}
 // default sync each is published alone, as serve does), splitting b.N.
 // p50_ms and p99_ms are the latencies of single Executes; msgs/batch is the
 // mean size of the atomic batches the group commit made (0: every append
-// went alone); cpu_us/intent is the CPU time of the whole process (settle,
+// went alone), alone/intent the appends published alone per intent; cpu_us/intent is the CPU time of the whole process (settle,
 // the in-process nats-server, the fake API, the GC) per Execute.
 func BenchmarkExecute(b *testing.B) {
 	for _, d := range durabilities {
@@ -470,6 +470,7 @@ func BenchmarkExecute(b *testing.B) {
 				report(b, rate/reportRaw(b, probe), "ratio_vs_raw_append")
 				reportLatency(b, lat)
 				report(b, float64(st.Batches-st0.Batches)/float64(b.N), "batches/intent")
+				report(b, float64(st.Alone-st0.Alone)/float64(b.N), "alone/intent")
 				if nb := st.Batches - st0.Batches; nb > 0 {
 					report(b, float64(st.Messages-st0.Messages)/float64(nb), "msgs/batch")
 				} else {

@@ -121,7 +121,8 @@ type batcher struct {
 // lone publish about 0.25 ms, so batches pay from about 20 messages; with
 // the server's default sync a lone publish costs tens of microseconds and
 // batches pay only past a hundred or two. The choice changes speed only,
-// never what an append means.
+// never what an append means. Flushes of 64 messages or more always go
+// as a batch (costBatchAlways).
 //
 // A measurement can be an outlier: the first one (the first append to a
 // new stream, a cold file), or one slow flush (a GC pause, a slow sync).
@@ -160,6 +161,16 @@ const (
 
 const costBuckets = 10 // n in [2^k, 2^(k+1)), k = 0 … 9
 
+// costBatchAlways is the first bucket (n ≥ 64) whose flushes always go as
+// a batch, never measured alone: alone, such a flush costs its callers'
+// 64 or more publishes, each synced on a store that syncs every write
+// (where the group commit is used; at the server's default sync
+// ForServerSync turns it off), about ten times the batch — and measuring
+// it cost every such flush taken alone that much (measured at 256
+// callers, fsync always: 13 % of the units went alone, 3,463 intents/s
+// against 3,786 with every flush of 2 or more batched; BENCHMARKS.md).
+const costBatchAlways = 6
+
 // ewma weight of a new observation.
 const costAlpha = 0.25
 
@@ -172,6 +183,9 @@ func newCostModel() costModel { return costModel{} }
 // choose says whether a flush of n ≥ 2 messages goes as an atomic batch.
 func (m *costModel) choose(n int) bool {
 	k := costBucket(n)
+	if k >= costBatchAlways {
+		return true
+	}
 	switch {
 	case m.nAlone[k] == 0: // measure each way once first
 		return false
@@ -396,7 +410,22 @@ func (b *batcher) flush(units []*unit, alone *sync.WaitGroup) bool {
 		b.handBack(units, alone)
 		return false
 	}
-	// Refused for (at least) one unit: split so the others proceed.
+	// Refused for (at least) one unit. The usual cause is a unit's CAS
+	// (a new intent recorded meanwhile by another caller, an intent moved
+	// on): read each unit's subject once, hand back those whose CAS would
+	// fail (their callers resolve them alone, by reading the log), and
+	// publish the others again, without them.
+	if stale, fresh := b.s.staleUnits(units); len(stale) > 0 {
+		b.handBack(stale, alone)
+		if len(fresh) > 1 || (len(fresh) == 1 && b.s.cfg.BatchMin == 1) {
+			b.flush(fresh, alone)
+		} else {
+			b.handBack(fresh, alone)
+		}
+		return false
+	}
+	// No unit's CAS explains it (a duplicate Msg-Id, say): split so the
+	// others proceed.
 	half := len(units) / 2
 	for _, part := range [][]*unit{units[:half], units[half:]} {
 		if len(part) > 1 || b.s.cfg.BatchMin == 1 {
@@ -406,6 +435,40 @@ func (b *batcher) flush(units []*unit, alone *sync.WaitGroup) bool {
 		}
 	}
 	return false
+}
+
+// staleUnits reads the last sequence of each unit's subject (concurrently)
+// and splits units into those whose expected last subject sequence no
+// longer holds (stale: the server refuses their CAS) and the others. A
+// subject that cannot be read counts as stale: its unit goes alone, where
+// its own publish and the log decide.
+func (s *Store) staleUnits(units []*unit) (stale, fresh []*unit) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.AppendTimeout)
+	defer cancel()
+	ok := make([]bool, len(units))
+	var wg sync.WaitGroup
+	for i, u := range units {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m, err := s.getLastMsgForSubject(ctx, u.subject)
+			switch {
+			case errors.Is(err, jetstream.ErrMsgNotFound):
+				ok[i] = u.expected == 0
+			case err == nil:
+				ok[i] = m.Sequence == u.expected
+			}
+		}()
+	}
+	wg.Wait()
+	for i, u := range units {
+		if ok[i] {
+			fresh = append(fresh, u)
+		} else {
+			stale = append(stale, u)
+		}
+	}
+	return stale, fresh
 }
 
 // handBack tells each unit's caller to publish it alone.

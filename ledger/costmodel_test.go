@@ -40,9 +40,27 @@ func settled(t *testing.T, w world, n int) *costModel {
 // server's staging store), as measured in BENCHMARKS.md.
 var lone = world{alone: 800 * time.Microsecond, batch: 4 * time.Millisecond}
 
-// 256 callers: a batch of 160 messages in 10 ms, against 160 lone
-// publishes.
-var crowd = world{alone: 56 * time.Millisecond, batch: 10 * time.Millisecond}
+// A crowd's flush of 40 messages: a batch in 6 ms, against 40 lone
+// publishes. (Flushes of 64 messages or more always go as a batch:
+// TestCostModelNeverTakesALargeFlushAlone.)
+var crowd = world{alone: 14 * time.Millisecond, batch: 6 * time.Millisecond}
+
+// crowdN is the size of the crowd's flushes.
+const crowdN = 40
+
+// A flush of 64 messages or more is never taken alone, not even once to
+// measure it: at 256 callers that measuring sent 13 % of the units alone.
+func TestCostModelNeverTakesALargeFlushAlone(t *testing.T) {
+	m := newCostModel()
+	for _, n := range []int{64, 100, 160, 256, 1000} {
+		if got := (world{alone: time.Millisecond, batch: time.Second}).run(&m, n, 5000); got != 5000 {
+			t.Fatalf("flushes of %d: %d of 5000 went as batches, want all", n, got)
+		}
+	}
+	if m.nAlone != [costBuckets]int{} {
+		t.Fatalf("alone measurements %v, want none", m.nAlone)
+	}
+}
 
 func TestCostModelChoosesTheCheaperWay(t *testing.T) {
 	for _, c := range []struct {
@@ -50,7 +68,7 @@ func TestCostModelChoosesTheCheaperWay(t *testing.T) {
 		w     world
 		n     int
 		batch bool
-	}{{"lone", lone, 2, false}, {"crowd", crowd, 160, true}} {
+	}{{"lone", lone, 2, false}, {"crowd", crowd, crowdN, true}} {
 		t.Run(c.name, func(t *testing.T) {
 			m := settled(t, c.w, c.n)
 			got := c.w.run(m, c.n, 10000)
@@ -96,7 +114,7 @@ func TestCostModelConfirmsAnOutlierBeforeTurning(t *testing.T) {
 		batch   bool // the cheaper way
 	}{
 		{"lone caller, a 30 ms pause", lone, 2, 30 * time.Millisecond, false},
-		{"crowd, a 400 ms batch", crowd, 160, 400 * time.Millisecond, true},
+		{"crowd, a 400 ms batch", crowd, crowdN, 400 * time.Millisecond, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := settled(t, c.w, c.n)
