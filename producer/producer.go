@@ -314,7 +314,10 @@ func sameRequest(stored events.IntentRecordedData, rec events.IntentRecordedData
 //
 //  1. The intent recorded (payload frozen, hash, keys, policy, the route's
 //     capabilities) with CAS "subject empty": IntentRecorded, or
-//     IntentStarted when its first write starts at once (step 2). The same request id with the
+//     IntentStarted when its first write starts at once (step 2). It is
+//     recorded without reading its subject first (the CAS is the check;
+//     when it fails the intent is read and answered as a resubmission).
+//     The same request id with the
 //     same payload returns the stored state without writing; with a
 //     different payload ErrPayloadMismatch. Before a new intent is
 //     recorded, a route that can tell its credential's identity
@@ -340,6 +343,30 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 	recordedNow, checked := false, false
+	if p.mayRecordUnread(req, pr) {
+		// A new intent is the common case: record it without reading its
+		// subject first. The CAS "subject empty" of its first message is
+		// the check a read would make; when it fails (the intent exists),
+		// the rounds below read it and answer as for any resubmission.
+		if p.heldUnrecorded(pr.intentID) == nil && p.checkIdentity(ctx, pr) == nil {
+			checked = true
+			res, err := p.recordAndStart(ctx, pr)
+			switch {
+			case errors.Is(err, ledger.ErrConflict):
+				recordedNow = res != nil
+			case err != nil:
+				if res != nil && errors.Is(err, ErrOutcomeNotRecorded) {
+					return res, err
+				}
+				return nil, err
+			default:
+				return res, nil
+			}
+		}
+		// Held, or the identity check failed: read the log first, as a
+		// resubmission of an existing intent must not be answered by
+		// either (the rounds below decide, as they always did).
+	}
 	for round := 0; round < 5; round++ {
 		h, intent, err := p.loadPrepared(ctx, pr)
 		if err != nil {
@@ -390,6 +417,15 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 		return res, err
 	}
 	return nil, errors.Errorf("execute %s: %w: too much contention", pr.intentID, ledger.ErrConflict)
+}
+
+// mayRecordUnread reports whether Execute may record req's intent without
+// reading its subject first: not a dry run, and the intent can exist under
+// no other id (a stream that records scoped ids only, or an id without a
+// legacy form), so that the CAS "subject empty" of its first message says
+// all a read would.
+func (p *Producer) mayRecordUnread(req Request, pr *prepared) bool {
+	return !req.DryRun && (pr.legacyID == pr.intentID || p.store.ScopedIDsOnly())
 }
 
 // checkIdentity asks a route that knows its credential's identity whether
