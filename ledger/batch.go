@@ -505,7 +505,12 @@ func (s *Store) publishAtomic(units []*unit) ([][]uint64, error) {
 			m := &nats.Msg{Subject: u.subject, Data: u.data[i], Header: make(nats.Header, 7)}
 			m.Header[jetstream.MsgIDHeader] = vals[0:1:1]
 			m.Header[AppendIDHeader] = vals[1:2:2]
-			m.Header[jetstream.ExpectedStreamHeader] = vals[2:3:3]
+			if k == 1 {
+				// The batch's first message names the stream: every
+				// message of an atomic batch lands in the stream its
+				// first does, or the batch has a gap and is refused.
+				m.Header[jetstream.ExpectedStreamHeader] = vals[2:3:3]
+			}
 			m.Header[batchIDHeader] = vals[3:4:4]
 			m.Header[batchSeqHeader] = vals[4:5:5]
 			if i == 0 {
