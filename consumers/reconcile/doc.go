@@ -5,7 +5,10 @@
 // or many candidates, waiting out eventual consistency), a readback of
 // the object found, at most one CAS-claimed retry with the same
 // idempotency key (made by the worker's own producer.Writer), or a
-// hand-off to a human with the evidence. An intent held after an accepted
+// hand-off to a human with the evidence. The events of the steps that
+// only read (ReconcileStarted, the query's conclusion, the readback's) are
+// appended together as one unit, CAS'd on the last event read; a claim is
+// appended before its write (reconciler.go). An intent held after an accepted
 // log loss is never written for (hold.go, fsm.LossHeld). The intents one fetch wakes share their
 // searches and are stepped Config.Steps at a time (run.go).
 //

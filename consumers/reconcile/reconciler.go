@@ -262,114 +262,208 @@ type StepResult struct {
 }
 
 // Step loads an intent and advances it as far as it can now, appending
-// each transition with CAS. It returns when the intent must wait or is
+// its transitions with CAS. It returns when the intent must wait or is
 // done. A lost CAS means another worker moved the intent: Step reloads.
 // An intent whose route this worker lacks gives ErrRouteMissing.
+//
+// The events of the steps that only read — taking the intent for a check
+// (ReconcileStarted), the search or status query's conclusion, the
+// readback's — are decided one after the other on the intent as it will
+// be, and appended together as one unit (ledger.Store.AppendEvents: one
+// atomic batch, CAS on the last event the step read): all of them or, on
+// a lost CAS, none, and the step reloads. So a check that confirms costs
+// one append rather than three. A write is never in a unit's shadow: what
+// was decided before it (a RetryClaimed, with the conclusion that allowed
+// it) is appended and acknowledged first, then the write is taken
+// (producer.Writer.TakeWrite: its WriteStarted, CAS, before the call).
 func (r *Reconciler) Step(ctx context.Context, route, intentID string) (StepResult, error) {
 	return r.step(ctx, route, intentID, nil)
 }
 
+// maxDecisions bounds the decisions of one step (a step that neither waits
+// nor ends by then appends what it decided and returns).
+const maxDecisions = 16
+
 func (r *Reconciler) step(ctx context.Context, route, intentID string, sc *searchCache) (StepResult, error) {
 	var res StepResult
-	for i := 0; i < 16; i++ {
-		h, err := r.cache.load(ctx, r.store, route, intentID)
-		if err != nil {
-			return res, errors.Errorf("step %s: %w", intentID, err)
+	var u *stepUnit // nil: (re)load the intent
+	for n := 0; n < maxDecisions; n++ {
+		if u == nil {
+			h, err := r.cache.load(ctx, r.store, route, intentID)
+			if err != nil {
+				return res, errors.Errorf("step %s: %w", intentID, err)
+			}
+			intent, err := h.Fold()
+			if errors.Is(err, ledger.ErrHistoryLost) {
+				res.Done = true // held, and nothing can be folded: an operator's (hold.go)
+				return res, nil
+			}
+			if err != nil {
+				return res, errors.Errorf("step %s: %w", intentID, err)
+			}
+			u = &stepUnit{h: h, i: intent}
 		}
-		intent, err := h.Fold()
-		if errors.Is(err, ledger.ErrHistoryLost) {
-			res.Done = true // held, and nothing can be folded: an operator's (hold.go)
-			return res, nil
+		res.State = u.i.State
+		moved, wait, err := r.advance(ctx, u, sc, &res)
+		if err == nil && !moved {
+			err = r.commit(ctx, u, &res) // the intent waits or is done: append what was decided
 		}
-		if err != nil {
-			return res, errors.Errorf("step %s: %w", intentID, err)
-		}
-		res.State = intent.State
-		next, wait, err := r.advance(ctx, h, intent, sc)
 		if errors.Is(err, ledger.ErrConflict) {
-			continue // another worker moved it: refresh and look again
-		}
-		if err == nil {
-			_, _ = r.cache.put(h, nil) // keep what this step appended
+			u = nil // another worker moved it: refresh and look again
+			continue
 		}
 		if err != nil {
-			return res, err
+			return res, err // what was decided and not appended is dropped
 		}
-		res.Appended = append(res.Appended, next...)
-		res.State = intent.State
-		if len(next) == 0 {
+		res.State = u.i.State
+		if !moved {
 			res.Wait = wait
 			res.Done = wait == 0
 			if r.cfg.OnStep != nil && len(res.Appended) > 0 {
-				res.Since = intent.LastAttempt()
+				res.Since = u.i.LastAttempt()
 				r.cfg.OnStep(route, intentID, res)
 			}
 			return res, nil
 		}
 	}
+	if u != nil {
+		if err := r.commit(ctx, u, &res); err != nil && !errors.Is(err, ledger.ErrConflict) {
+			return res, err
+		}
+	}
 	return res, nil
 }
 
-// advance carries out the decider's next step. It returns the events it
-// appended (none: the intent must wait `wait`, or is done when wait == 0).
-func (r *Reconciler) advance(ctx context.Context, h *ledger.History, i *fsm.Intent, sc *searchCache) ([]events.Type, time.Duration, error) {
+// stepUnit is an intent as one step has it: h as read from the log, evs
+// the events decided since and not appended yet (consecutive versions
+// after h's last event), i the fold of both.
+type stepUnit struct {
+	h   *ledger.History
+	evs []events.Event
+	i   *fsm.Intent
+}
+
+// decide adds the next event to the unit: checked against the fsm first
+// (an illegal event is never decided) and folded into u.i.
+func (u *stepUnit) decide(actor string, at time.Time, attemptID string, d events.Data) error {
+	e := events.New(u.i.ID, u.i.Version+1, at, actor, attemptID, d)
+	next := u.i.Clone()
+	if err := next.Apply(e); err != nil {
+		return errors.Errorf("append %s: %w", e.Type, err)
+	}
+	u.i = next
+	u.evs = append(u.evs, e)
+	return nil
+}
+
+// history is the intent's history as the step has it: the log's and what
+// the step decided since.
+func (u *stepUnit) history() *ledger.History {
+	if len(u.evs) == 0 {
+		return u.h
+	}
+	h := *u.h
+	h.Events = append(u.h.Events[:len(u.h.Events):len(u.h.Events)], u.evs...)
+	return &h
+}
+
+// commit appends the events the step decided as one unit, CAS on the last
+// event it read, and keeps the history. On an error none of them, or a
+// prefix (a unit published event by event), is on the log: the intent
+// must be reloaded.
+func (r *Reconciler) commit(ctx context.Context, u *stepUnit, res *StepResult) error {
+	if len(u.evs) == 0 {
+		return nil
+	}
+	seqs, err := r.store.AppendEvents(ctx, u.h.Route, u.evs, u.h.LastSeq)
+	for k, seq := range seqs {
+		u.h.Events = append(u.h.Events, u.evs[k])
+		u.h.LastSeq = seq
+		res.Appended = append(res.Appended, u.evs[k].Type)
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range u.evs {
+		r.cfg.Logger.Debug("reconciler step", "intent", u.i.ID, "event", e.Type, "version", e.Version)
+	}
+	u.evs = nil
+	_, _ = r.cache.put(u.h, nil) // keep what this step appended
+	return nil
+}
+
+// advance makes the decider's next decision on u and carries it out: an
+// event decided into u (moved), a write taken (moved: what was decided
+// before it appended first, its events appended by the writer), or
+// nothing (the intent must wait `wait`, or is done when wait == 0).
+func (r *Reconciler) advance(ctx context.Context, u *stepUnit, sc *searchCache, res *StepResult) (bool, time.Duration, error) {
+	i := u.i
 	route, ok := r.route(i.Route())
 	if !ok {
-		return nil, 0, errors.Errorf("step %s: %w: %q", i.ID, ErrRouteMissing, i.Route())
+		return false, 0, errors.Errorf("step %s: %w: %q", i.ID, ErrRouteMissing, i.Route())
 	}
 	caps := fsm.CapsFor(i, adapter.FrozenCaps(route.Adapter))
 	realStart := time.Now()
 	now := r.cfg.Now()
-	appendOne := func(attempt string, d events.Data) ([]events.Type, time.Duration, error) {
-		if err := r.store.AppendNext(ctx, h, i, r.cfg.Worker, now, attempt, d); err != nil {
-			return nil, 0, err
+	decided := func(attempt string, d events.Data) (bool, time.Duration, error) {
+		if err := u.decide(r.cfg.Worker, now, attempt, d); err != nil {
+			return false, 0, err
 		}
-		r.cfg.Logger.Debug("reconciler step", "intent", i.ID, "event", d.EventType(), "state", i.State)
-		return []events.Type{d.EventType()}, 0, nil
+		return true, 0, nil
 	}
+	h := u.history()
 	if d, ok := r.holdEvent(h, i); ok { // hold.go
-		return appendOne("", d)
+		return decided("", d)
 	}
 	step := r.decider().Next(i, caps, now)
-	if step.Kind == fsm.StepWrite && r.lossHeld(h, i) {
-		return nil, r.cfg.Recheck, nil // handed off once its state allows it
+	if step.Kind == fsm.StepWrite {
+		if r.lossHeld(h, i) {
+			return false, r.cfg.Recheck, nil // handed off once its state allows it
+		}
+		// The claim (or whatever allows the write) is on the log, CAS'd
+		// and acknowledged, before the write is taken.
+		if err := r.commit(ctx, u, res); err != nil {
+			return false, 0, err
+		}
 	}
 	if r.hookStep != nil && step.Kind != fsm.StepWait && step.Kind != fsm.StepDone {
 		if err := r.hookStep(i, step); err != nil {
-			return nil, 0, err
+			return false, 0, err
 		}
 	}
 	switch step.Kind {
 	case fsm.StepWait:
-		return nil, until(now, step.At), nil
+		return false, until(now, step.At), nil
 	case fsm.StepDone:
-		return nil, 0, nil
+		return false, 0, nil
 	case fsm.StepAppend:
-		return appendOne(step.AttemptID, step.Event)
+		return decided(step.AttemptID, step.Event)
 	case fsm.StepWrite:
 		if i.State == fsm.RetryClaimed && r.hookAfterClaim != nil {
 			if err := r.hookAfterClaim(i.ID); err != nil {
-				return nil, 0, err
+				return false, 0, err
 			}
 		}
-		if err := r.w.TakeWrite(ctx, route, h, i, step, realStart); err != nil && !errors.Is(err, producer.ErrOutcomeNotRecorded) {
-			return nil, 0, err
+		if err := r.w.TakeWrite(ctx, route, u.h, i, step, realStart); err != nil && !errors.Is(err, producer.ErrOutcomeNotRecorded) {
+			return false, 0, err
 		}
-		return []events.Type{events.WriteStarted}, 0, nil
+		_, _ = r.cache.put(u.h, nil) // keep what the write appended
+		res.Appended = append(res.Appended, events.WriteStarted)
+		return true, 0, nil
 	case fsm.StepReconcile:
 		d, err := r.reconcile(ctx, i, route, caps, step.Strategy, sc)
 		if err != nil {
-			return nil, 0, err
+			return false, 0, err
 		}
-		return appendOne("", d)
+		return decided("", d)
 	case fsm.StepVerify:
 		d, err := r.verify(ctx, i, route, caps)
 		if err != nil {
-			return nil, 0, err
+			return false, 0, err
 		}
-		return appendOne("", d)
+		return decided("", d)
 	}
-	return nil, 0, errors.Errorf("step %s: unknown step kind %s", i.ID, step.Kind)
+	return false, 0, errors.Errorf("step %s: unknown step kind %s", i.ID, step.Kind)
 }
 
 func until(now, t time.Time) time.Duration {
