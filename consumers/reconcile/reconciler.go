@@ -45,14 +45,15 @@ type Config struct {
 	Batch int
 	// MaxAckPending bounds intents waiting at once (each holds one message).
 	MaxAckPending int
-	// Steps is how many intents of one fetched batch are stepped at once
-	// (0: DefaultSteps; 1: one after the other). Intents are independent
-	// (each transition is CAS'd on its own subject), and stepping several
-	// at once lets their appends share the group commit's syncs and their
-	// reads overlap: measured with fsync always, 322 intents/s one by one,
-	// 445 at 8, 683 at 32; 64 (a whole fetch) made 1.6–3 × the intents/s
-	// of 16 (BENCHMARKS.md). It bounds this worker's
-	// concurrent calls to the external APIs as well.
+	// Steps is how many intents a route's loop steps at once, over the
+	// fetches it handles at once (0: DefaultSteps; 1: one after the
+	// other); a step waiting for its append to the log does not count.
+	// Intents are independent (each transition is CAS'd on its own
+	// subject), and stepping several at once lets their appends share the
+	// group commit's syncs and their reads overlap: measured with fsync
+	// always, 322 intents/s one by one, 445 at 8, 683 at 32; 64 (a whole
+	// fetch) made 1.6–3 × the intents/s of 16 (BENCHMARKS.md). It bounds
+	// this worker's concurrent calls to a route's external API as well.
 	Steps int
 	// PollBase and ProcessingDeadline govern status polling of in-progress
 	// targets: exponential backoff with full jitter from PollBase, handed off
@@ -277,16 +278,20 @@ type StepResult struct {
 // it) is appended and acknowledged first, then the write is taken
 // (producer.Writer.TakeWrite: its WriteStarted, CAS, before the call).
 func (r *Reconciler) Step(ctx context.Context, route, intentID string) (StepResult, error) {
-	return r.step(ctx, route, intentID, nil)
+	return r.step(ctx, route, intentID, nil, nil, nil)
 }
 
 // maxDecisions bounds the decisions of one step (a step that neither waits
 // nor ends by then appends what it decided and returns).
 const maxDecisions = 16
 
-func (r *Reconciler) step(ctx context.Context, route, intentID string, sc *searchCache) (StepResult, error) {
+// step is Step within a fetch: sc shares its listings, t is the step's
+// place among those that may call the external API (nil: none to keep),
+// given up while a unit is in the group commit, and read the intent as
+// just read from the log (nil: the step reads it).
+func (r *Reconciler) step(ctx context.Context, route, intentID string, sc *searchCache, t *ticket, read *stepUnit) (StepResult, error) {
 	var res StepResult
-	var u *stepUnit // nil: (re)load the intent
+	u := read // nil: (re)load the intent
 	for n := 0; n < maxDecisions; n++ {
 		if u == nil {
 			h, err := r.cache.load(ctx, r.store, route, intentID)
@@ -304,12 +309,18 @@ func (r *Reconciler) step(ctx context.Context, route, intentID string, sc *searc
 			u = &stepUnit{h: h, i: intent}
 		}
 		res.State = u.i.State
-		moved, wait, err := r.advance(ctx, u, sc, &res)
+		moved, wait, err := r.advance(ctx, u, sc, t, &res)
 		if err == nil && !moved {
-			err = r.commit(ctx, u, &res) // the intent waits or is done: append what was decided
+			// The intent waits or is done: append what was decided, with
+			// no external call left to make (at the fetch's gate).
+			if len(u.evs) > 0 {
+				t.ready(ctx)
+			}
+			err = r.commit(ctx, u, &res)
 		}
 		if errors.Is(err, ledger.ErrConflict) {
-			u = nil // another worker moved it: refresh and look again
+			t.acquire(ctx) // it may read again
+			u = nil        // another worker moved it: refresh and look again
 			continue
 		}
 		if err != nil {
@@ -327,6 +338,7 @@ func (r *Reconciler) step(ctx context.Context, route, intentID string, sc *searc
 		}
 	}
 	if u != nil {
+		t.release()
 		if err := r.commit(ctx, u, &res); err != nil && !errors.Is(err, ledger.ErrConflict) {
 			return res, err
 		}
@@ -396,7 +408,7 @@ func (r *Reconciler) commit(ctx context.Context, u *stepUnit, res *StepResult) e
 // event decided into u (moved), a write taken (moved: what was decided
 // before it appended first, its events appended by the writer), or
 // nothing (the intent must wait `wait`, or is done when wait == 0).
-func (r *Reconciler) advance(ctx context.Context, u *stepUnit, sc *searchCache, res *StepResult) (bool, time.Duration, error) {
+func (r *Reconciler) advance(ctx context.Context, u *stepUnit, sc *searchCache, t *ticket, res *StepResult) (bool, time.Duration, error) {
 	i := u.i
 	route, ok := r.route(i.Route())
 	if !ok {
@@ -422,8 +434,13 @@ func (r *Reconciler) advance(ctx context.Context, u *stepUnit, sc *searchCache, 
 		}
 		// The claim (or whatever allows the write) is on the log, CAS'd
 		// and acknowledged, before the write is taken.
-		if err := r.commit(ctx, u, res); err != nil {
-			return false, 0, err
+		if len(u.evs) > 0 {
+			t.release()
+			err := r.commit(ctx, u, res)
+			t.acquire(ctx)
+			if err != nil {
+				return false, 0, err
+			}
 		}
 	}
 	if r.hookStep != nil && step.Kind != fsm.StepWait && step.Kind != fsm.StepDone {

@@ -313,8 +313,9 @@ func TestMatchRefusesOtherAuthorParentOrAssets(t *testing.T) {
 		{"no parent", testRecord{"acct_1", "", good}, "parent"},
 		{"missing image", testRecord{"acct_1", "p_parent", noAsset}, "payload"},
 	}
+	sums := &payloadSums{} // the cases' records as one listing's
 	for _, c := range cases {
-		ref := fsm.Match(i, i.Caps(), candidate(w.route, i, c.rec.record()))
+		ref := fsm.Match(i, i.Caps(), candidate(w.route, i, c.rec.record(), sums))
 		if c.mismatch == "" {
 			if !ref.Match {
 				t.Errorf("%s: not matched: %v", c.name, ref.Mismatch)

@@ -88,7 +88,24 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	return nil
 }
 
+// fetchesInFlight is how many fetched batches a route's loop handles at
+// once. While one fetch's steps wait for their units in the group commit,
+// the next fetch's intents are triaged and read, and their units make the
+// next batch: with one fetch at a time, a fetch's units trickled into two
+// or three group commits while no intent was being read.
+const fetchesInFlight = 2
+
 func (r *Reconciler) runConsumer(ctx context.Context, route string, cons jetstream.Consumer) {
+	// The fetches in flight share Config.Steps: the route's steps that may
+	// call the external API (a step waiting for its append holds none).
+	steps := r.cfg.Steps
+	if steps == 0 {
+		steps = DefaultSteps
+	}
+	calls := make(chan struct{}, steps)
+	inFlight := make(chan struct{}, fetchesInFlight)
+	var handling sync.WaitGroup
+	defer handling.Wait()
 	for ctx.Err() == nil {
 		// A process that cannot append (its clock off, its disk full, its
 		// log being verified or damaged) takes no work: what it fetched it
@@ -96,6 +113,11 @@ func (r *Reconciler) runConsumer(ctx context.Context, route string, cons jetstre
 		if r.store.Blocked() != nil {
 			sleep(ctx, 500*time.Millisecond)
 			continue
+		}
+		select {
+		case inFlight <- struct{}{}:
+		case <-ctx.Done():
+			return
 		}
 		// Take what is pending at once; when nothing is, block for the
 		// first message, then take whatever else is pending with it.
@@ -108,6 +130,9 @@ func (r *Reconciler) runConsumer(ctx context.Context, route string, cons jetstre
 					msgs = append(msgs, more...)
 				}
 			}
+		}
+		if err != nil || len(msgs) == 0 {
+			<-inFlight
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -125,7 +150,11 @@ func (r *Reconciler) runConsumer(ctx context.Context, route string, cons jetstre
 			continue
 		}
 		r.consumers.fetched(route)
-		r.handleBatch(ctx, msgs)
+		handling.Add(1)
+		go func() {
+			defer func() { <-inFlight; handling.Done() }()
+			r.handleBatch(ctx, msgs, calls)
+		}()
 	}
 }
 
@@ -153,28 +182,35 @@ type wake struct {
 	msg      jetstream.Msg
 	route    string
 	intentID string
+	// read is the intent as triage read it, where the step starts (one
+	// read of the log fewer: a step's appends are CAS'd on what it read,
+	// so a history that grew meanwhile costs a reload, nothing more).
+	read *stepUnit
 }
 
 // handleBatch steps the intents woken by one fetch. Intents that will
-// search the same route and account share list calls.
-func (r *Reconciler) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
+// search the same route and account share list calls. calls bounds the
+// triages and steps under way (Config.Steps; nil: a bound of its own).
+func (r *Reconciler) handleBatch(ctx context.Context, msgs []jetstream.Msg, calls chan struct{}) {
 	sc := newSearchCache()
-	steps := r.cfg.Steps
-	if steps == 0 {
-		steps = DefaultSteps
+	if calls == nil {
+		steps := r.cfg.Steps
+		if steps == 0 {
+			steps = DefaultSteps
+		}
+		calls = make(chan struct{}, steps)
 	}
 	// Triage, Config.Steps messages at once: each reads (at most) its own
 	// intent's history, and the search plans merge under the cache's lock.
 	// Every plan is made before the first step lists.
 	woken := make([]wake, len(msgs))
 	isLive := make([]bool, len(msgs))
-	sem := make(chan struct{}, steps)
 	var tw sync.WaitGroup
 	for k, m := range msgs {
-		sem <- struct{}{}
+		calls <- struct{}{}
 		tw.Add(1)
 		go func() {
-			defer func() { <-sem; tw.Done() }()
+			defer func() { <-calls; tw.Done() }()
 			woken[k], isLive[k] = r.triage(ctx, m, sc)
 		}()
 	}
@@ -186,26 +222,151 @@ func (r *Reconciler) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
 		}
 	}
 	// Config.Steps at once: each step is CAS'd on its own intent, so the
-	// order among them does not matter; the search cache is shared.
+	// order among them does not matter; the search cache is shared. A
+	// step gives its place up while its unit is in the group commit.
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	gate := newCommitGate(len(live))
 	for _, w := range live {
-		sem <- struct{}{}
+		t := &ticket{calls: calls, gate: gate}
+		t.acquire(ctx)
 		if ctx.Err() != nil {
+			t.done()
 			return // unacked: redelivered to a live worker after AckWait
 		}
 		wg.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done() }()
-			r.settleWake(ctx, w, sc)
+			defer func() { t.done(); wg.Done() }()
+			r.settleWake(ctx, w, sc, t)
 		}()
+	}
+}
+
+// ticket is one step's place in its fetch: among the Config.Steps steps
+// that may call the external API at once (held while it reads or writes,
+// given up while its unit waits for the group commit, so that other
+// intents are read meanwhile), and at the fetch's commit gate. Used by one
+// goroutine; a nil ticket bounds and gates nothing.
+type ticket struct {
+	calls   chan struct{}
+	held    bool
+	gate    *commitGate
+	arrived bool
+}
+
+func (t *ticket) acquire(ctx context.Context) {
+	if t == nil || t.held {
+		return
+	}
+	select {
+	case t.calls <- struct{}{}:
+		t.held = true
+	case <-ctx.Done():
+	}
+}
+
+func (t *ticket) release() {
+	if t == nil || !t.held {
+		return
+	}
+	<-t.calls
+	t.held = false
+}
+
+// ready gives the step's place up before it appends what it decided and,
+// the first time, waits at the fetch's commit gate.
+func (t *ticket) ready(ctx context.Context) {
+	if t == nil {
+		return
+	}
+	t.release()
+	if !t.arrived {
+		t.arrived = true
+		t.gate.arrive()
+		t.gate.wait(ctx)
+	}
+}
+
+// done ends the step's part: its place given up, the gate told when it
+// never came to it.
+func (t *ticket) done() {
+	if t == nil {
+		return
+	}
+	t.release()
+	if !t.arrived {
+		t.arrived = true
+		t.gate.arrive()
+	}
+}
+
+// gateLinger is how long the first unit of a fetch waits at the gate for
+// the fetch's other steps still reading.
+const gateLinger = 50 * time.Millisecond
+
+// commitGate lets the units of one fetch go to the group commit together:
+// a step that has decided its unit waits until every step of the fetch has
+// decided its own (or ended), at most gateLinger after the first came. The
+// group commit takes what is queued when its flusher is free: units that
+// came one by one, as their reads ended, went as a lone first unit and then
+// one or two batches, each a sync (and with fsync always an atomic batch's
+// staging store), one after the other. Waiting changes when a unit is
+// appended, never what: it is still CAS'd on the last event its step read.
+type commitGate struct {
+	mu      sync.Mutex
+	reading int           // steps of the fetch that have not come yet
+	open    chan struct{} // closed when the gate opens
+	opened  bool
+	timer   *time.Timer
+}
+
+func newCommitGate(steps int) *commitGate {
+	g := &commitGate{reading: steps, open: make(chan struct{})}
+	if steps <= 0 {
+		g.openLocked()
+	}
+	return g
+}
+
+func (g *commitGate) arrive() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.reading--
+	switch {
+	case g.opened:
+	case g.reading <= 0:
+		g.openLocked()
+	case g.timer == nil:
+		g.timer = time.AfterFunc(gateLinger, func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			g.openLocked()
+		})
+	}
+}
+
+func (g *commitGate) openLocked() {
+	if g.opened {
+		return
+	}
+	g.opened = true
+	if g.timer != nil {
+		g.timer.Stop()
+	}
+	close(g.open)
+}
+
+func (g *commitGate) wait(ctx context.Context) {
+	select {
+	case <-g.open:
+	case <-ctx.Done():
 	}
 }
 
 // settleWake steps one woken intent and acks, or naks with a delay, its
 // message by what the step did.
-func (r *Reconciler) settleWake(ctx context.Context, w wake, sc *searchCache) {
-	res, err := r.step(ctx, w.route, w.intentID, sc)
+func (r *Reconciler) settleWake(ctx context.Context, w wake, sc *searchCache, t *ticket) {
+	res, err := r.step(ctx, w.route, w.intentID, sc, t, w.read)
 	switch {
 	case ctx.Err() != nil:
 		return
@@ -292,7 +453,7 @@ func (r *Reconciler) triage(ctx context.Context, m jetstream.Msg, sc *searchCach
 			sc.plan(route, searchKey(rt, intent), intent.Recorded.Account, from, to)
 		}
 	}
-	return wake{msg: m, route: route, intentID: intentID}, true
+	return wake{msg: m, route: route, intentID: intentID, read: &stepUnit{h: h, i: intent}}, true
 }
 
 // Report is a dry run of reconciliation: what the search found and what

@@ -327,5 +327,5 @@ func fetchAndHandle(ctx context.Context, t *testing.T, cons jetstream.Consumer, 
 	for m := range batch.Messages() {
 		msgs = append(msgs, m)
 	}
-	r.handleBatch(ctx, msgs)
+	r.handleBatch(ctx, msgs, nil)
 }

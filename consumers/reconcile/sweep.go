@@ -159,7 +159,7 @@ func (r *Reconciler) sweepRoute(ctx context.Context, route string) error {
 
 // sweepStep steps one intent and schedules it again if it must wait.
 func (r *Reconciler) sweepStep(ctx context.Context, route, id string) {
-	res, err := r.step(ctx, route, id, nil)
+	res, err := r.step(ctx, route, id, nil, nil, nil)
 	r.sweepMu.Lock()
 	defer r.sweepMu.Unlock()
 	r.sweepStats.Stepped++
