@@ -338,7 +338,9 @@ func (p *Projector) applyBatchTx(ctx context.Context, msgs []rawMsg, careful boo
 	committed = true
 	p.checkpoint = cp
 	for _, id := range b.order {
-		f := &b.pending[id].folded
+		pi := b.pending[id]
+		pi.seqs = nil // the cache keeps the fold, not the batch's sequences
+		f := &pi.folded
 		if f.intent.State.Terminal() {
 			p.cache.remove(id)
 		} else {
