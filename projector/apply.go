@@ -191,12 +191,19 @@ type batchTx struct {
 	ctx                                         context.Context
 	events, upsertIntents, newIntents           *rowWriter
 	insertQuarantine, loadEvents                *sql.Stmt
-	pending                                     map[string]*folded
-	newSeqs                                     map[string][]byte // per intent, "[s1,s2" of the events this batch applied
-	assumedNew                                  map[string]bool   // first events not looked up (see applyBatch)
+	pending                                     map[string]*pendingIntent
+	assumedNew                                  map[string]bool // first events not looked up (see applyBatch)
 	careful                                     bool
 	order                                       []string
 	applied, quarantined, skipped, hits, misses uint64
+}
+
+// pendingIntent is an intent the batch changed: its fold after the
+// batch's last event of it, and the sequences of the batch's events of it.
+type pendingIntent struct {
+	folded
+	seqs []byte // "[s1,s2" of the events this batch applied
+	buf  [40]byte
 }
 
 type quarantined struct {
@@ -270,8 +277,8 @@ func (p *Projector) applyBatchTx(ctx context.Context, msgs []rawMsg, careful boo
 		newIntents:       newRowWriter(ctx, tx, p.st.insertIntent, p.st.insertIntents, len(intentRowCols), intentRows, true),
 		insertQuarantine: tx.StmtContext(ctx, p.st.insertQuarantine),
 		loadEvents:       tx.StmtContext(ctx, p.st.loadEvents),
-		pending:          make(map[string]*folded), newSeqs: make(map[string][]byte),
-		assumedNew: make(map[string]bool), careful: careful,
+		pending:          make(map[string]*pendingIntent, len(msgs)/2),
+		assumedNew:       make(map[string]bool), careful: careful,
 	}
 	var qs []quarantined
 	start := cp
@@ -331,7 +338,9 @@ func (p *Projector) applyBatchTx(ctx context.Context, msgs []rawMsg, careful boo
 	committed = true
 	p.checkpoint = cp
 	for _, id := range b.order {
-		f := b.pending[id]
+		pi := b.pending[id]
+		pi.seqs = nil // the cache keeps the fold, not the batch's sequences
+		f := &pi.folded
 		if f.intent.State.Terminal() {
 			p.cache.remove(id)
 		} else {
@@ -385,7 +394,7 @@ func (p *Projector) applyOne(b *batchTx, m rawMsg) (*quarantined, error) {
 	if d := events.Recorded(e); d != nil && d.Route != route { // IntentRecorded or IntentStarted
 		return q(subjID, QuarantineRouteMismatch, fmt.Sprintf("recorded route %q on a %q subject", d.Route, route))
 	}
-	prev, inBatch, err := p.lookup(b, subjID, e.Version)
+	prev, pi, err := p.lookup(b, subjID, e.Version)
 	if err != nil {
 		return nil, err
 	}
@@ -397,7 +406,7 @@ func (p *Projector) applyOne(b *batchTx, m rawMsg) (*quarantined, error) {
 	switch {
 	case prev == nil:
 		next = &fsm.Intent{State: fsm.None}
-	case inBatch:
+	case pi != nil:
 		next = prev.intent // uncommitted: Apply leaves it unchanged on error
 	default:
 		next = prev.intent.Clone()
@@ -405,43 +414,42 @@ func (p *Projector) applyOne(b *batchTx, m rawMsg) (*quarantined, error) {
 	if err := next.Apply(e); err != nil {
 		return q(subjID, fsm.FoldCode(err), err.Error())
 	}
-	f := &folded{intent: next, lastSeq: m.seq}
 	// The row is written with others (rowWriter): nothing reads an
 	// intent's rows back while it is pending in the batch.
 	if err := b.events.add(b.ctx, int64(m.seq), e.IntentID, int64(e.Version), string(e.Type), m.data); err != nil {
 		return nil, errors.Errorf("insert events: %w", err)
 	}
-	seqs := b.newSeqs[subjID]
-	if seqs == nil {
-		seqs = append(make([]byte, 0, 64), '[')
-	} else {
-		seqs = append(seqs, ',')
-	}
-	b.newSeqs[subjID] = strconv.AppendUint(seqs, m.seq, 10)
-	if !inBatch {
+	if pi == nil {
+		pi = &pendingIntent{folded: folded{intent: next}}
+		pi.seqs = append(pi.buf[:0], '[')
+		b.pending[subjID] = pi
 		b.order = append(b.order, subjID)
+	} else {
+		pi.seqs = append(pi.seqs, ',')
 	}
-	b.pending[subjID] = f
+	pi.lastSeq = m.seq
+	pi.seqs = strconv.AppendUint(pi.seqs, m.seq, 10)
 	return nil, nil
 }
 
-// lookup returns the intent's state before m: from this batch, the cache,
-// or re-folded from its events (nil when it has no history).
-func (p *Projector) lookup(b *batchTx, id string, version uint64) (f *folded, inBatch bool, err error) {
-	if f, ok := b.pending[id]; ok {
-		return f, true, nil
+// lookup returns the intent's state before m: from this batch (pi is
+// then its entry), the cache, or re-folded from its events (nil when it
+// has no history).
+func (p *Projector) lookup(b *batchTx, id string, version uint64) (f *folded, pi *pendingIntent, err error) {
+	if pi, ok := b.pending[id]; ok {
+		return &pi.folded, pi, nil
 	}
 	if f, ok := p.cache.get(id); ok {
 		b.hits++
-		return f, false, nil
+		return f, nil, nil
 	}
 	if version == 1 && !b.careful {
 		b.assumedNew[id] = true
-		return nil, false, nil
+		return nil, nil, nil
 	}
 	b.misses++
 	f, err = refold(b.ctx, b.loadEvents, id)
-	return f, false, err
+	return f, nil, err
 }
 
 // refold rebuilds an intent from its applied events. The table holds only
@@ -481,7 +489,7 @@ func refold(ctx context.Context, load *sql.Stmt, id string) (*folded, error) {
 
 // writeViews upserts the intent row, with its receipt (or NULLs where it
 // has none: a receipt an intent no longer has goes with them).
-func (b *batchTx) writeViews(id string, f *folded) error {
+func (b *batchTx) writeViews(id string, f *pendingIntent) error {
 	v := ViewOf(f.intent, f.lastSeq)
 	var evidence any
 	if v.Evidence != nil {
@@ -512,6 +520,6 @@ func (b *batchTx) writeViews(id string, f *folded) error {
 		string(v.State), v.Attempts, v.ExternalID, v.LiveURL, string(v.LastEventType), fmtTimeNN(v.LastEventAt),
 		int64(v.Version), int64(v.LastSeq), fmtTime(v.NextCheckAt), v.ManualReason, v.ManualOwner, evidence, v.Failure,
 		fmtTime(v.UnknownSince), fmtTimeNN(v.CreatedAt), fmtTimeNN(v.UpdatedAt), v.PayloadSHA256, fmtTimeNN(v.PlannedAt),
-		string(append(b.newSeqs[id], ']')),
+		string(append(f.seqs, ']')),
 		rSrc, rExt, rURL, rSHA, rAt, rChecks, rReq, rKey, rAttempt)
 }
