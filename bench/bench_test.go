@@ -404,8 +404,9 @@ func request(requestID string, plannedAt time.Time) producer.Request {
 var executeConcurrency = []int{1, 16, 64, 256}
 
 // BenchmarkExecute: one Producer.Execute of a new intent per op against the
-// fake social API (success): load (empty), IntentRecorded and WriteStarted
-// (one unit: one atomic batch under load), POST over loopback HTTP,
+// fake social API (success): IntentStarted (the record and the write's
+// start in one message, CAS "subject empty", no read before it; a share
+// of an atomic batch under load), POST over loopback HTTP,
 // WriteSucceeded. cN is N goroutines sharing one producer and one store
 // (so, with fsync always, their appends are group-committed; at the
 // default sync each is published alone, as serve does), splitting b.N.
