@@ -276,28 +276,28 @@ func (t *ticket) release() {
 // ready gives the step's place up before it appends what it decided and,
 // the first time, waits at the fetch's commit gate.
 func (t *ticket) ready(ctx context.Context) {
-	if t == nil {
-		return
-	}
-	t.release()
-	if !t.arrived {
-		t.arrived = true
-		t.gate.arrive()
+	if t.leave() {
 		t.gate.wait(ctx)
 	}
 }
 
 // done ends the step's part: its place given up, the gate told when it
 // never came to it.
-func (t *ticket) done() {
+func (t *ticket) done() { t.leave() }
+
+// leave gives the step's place up and, the first time, tells the gate the
+// step has arrived; it reports whether this was that first time.
+func (t *ticket) leave() bool {
 	if t == nil {
-		return
+		return false
 	}
 	t.release()
-	if !t.arrived {
-		t.arrived = true
-		t.gate.arrive()
+	if t.arrived {
+		return false
 	}
+	t.arrived = true
+	t.gate.arrive()
+	return true
 }
 
 // gateLinger is how long the first unit of a fetch waits at the gate for
