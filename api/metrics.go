@@ -71,7 +71,7 @@ func NewMetrics() *Metrics {
 			Help:    "Duration of one external write attempt, from its acknowledged WriteStarted to its outcome, by route and outcome (confirmed, succeeded, rejected, unknown).",
 			Buckets: LatencyBuckets}, []string{"route", "outcome"}),
 		settles: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "settle_unknown_settle_duration_seconds",
-			Help:    "Time from an unknown outcome to the intent's settlement (a settled state: confirmed, rejected, failed, abandoned, manual_action, awaiting_approval), by route and result. Writes whose outcome was known at once are not counted.",
+			Help:    "Time from an unknown outcome to the intent's settlement (a settled state: confirmed, rejected, failed, abandoned, manual_action, awaiting_approval), by route and result: each intent once, at its first settlement after its first unknown outcome. Writes whose outcome was known at once are not counted.",
 			Buckets: LatencyBuckets}, []string{"route", "result"}),
 		http: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "settle_http_requests_total",
 			Help: "HTTP requests served, by handler (the endpoint's pattern; other: no endpoint) and status code."}, []string{"handler", "code"}),
@@ -151,23 +151,31 @@ func IsOutcome(t events.Type) bool {
 
 // SettleLatency reads, from an intent's history, how long its unknown
 // outcome took to settle: from the first OutcomeUnknown to the last
-// event, when that event left the intent settled (fsm.Settled). ok is
-// false for an intent that never had an unknown outcome or is not
-// settled.
+// event, when that event is the first after it to leave the intent
+// settled (fsm.Settled). ok is false for an intent that never had an
+// unknown outcome, is not settled, or had settled already (a retryable
+// rejection is a settlement; the resend that settles the intent again is
+// not counted twice).
 func SettleLatency(h []events.Event) (d time.Duration, result fsm.State, ok bool) {
-	if len(h) == 0 {
-		return 0, "", false
-	}
-	i, err := fsm.Fold(h)
-	if err != nil || !fsm.Settled(i.State) {
-		return 0, "", false
-	}
-	for _, e := range h {
-		if e.Type == events.OutcomeUnknown {
-			return h[len(h)-1].At.Sub(e.At), i.State, true
+	i := &fsm.Intent{State: fsm.None}
+	unknown := -1
+	for k, e := range h {
+		if err := i.Apply(e); err != nil {
+			return 0, "", false
+		}
+		switch {
+		case unknown < 0:
+			if e.Type == events.OutcomeUnknown {
+				unknown = k
+			}
+		case k < len(h)-1 && fsm.Settled(i.State):
+			return 0, "", false // settled before the last event: counted then
 		}
 	}
-	return 0, "", false
+	if unknown < 0 || !fsm.Settled(i.State) {
+		return 0, "", false
+	}
+	return h[len(h)-1].At.Sub(h[unknown].At), i.State, true
 }
 
 // countHTTP counts one served request of handler (a route's pattern,

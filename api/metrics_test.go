@@ -15,9 +15,12 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/settle-dev/settle/adapter"
+	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/internal/buildinfo"
+	"github.com/settle-dev/settle/testharness"
 )
 
 func TestMetricsExposeTheNamedSeries(t *testing.T) {
@@ -341,5 +344,56 @@ func TestHealthAndReadiness(t *testing.T) {
 	}
 	if r := e.do("GET", "/healthz", "", ""); r.code != http.StatusOK {
 		t.Fatalf("healthz while NATS is down: %d", r.code)
+	}
+}
+
+// An intent is counted once in the settle histogram: from its first
+// unknown outcome to its first settlement after it. A retryable rejection
+// settles it (rejected); the resend that follows and settles it again is
+// not a second settlement of that unknown.
+func TestSettleLatencyCountsTheFirstSettlementOnly(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	pol := adapter.DefaultPolicy()
+	pol.RetryBudget = 2
+	rec := testharness.RecordedEvent("social_post", "twice", pol, t0)
+	id, key := rec.IntentID, rec.Data.(*events.IntentRecordedData).IdempotencyKey
+	h := []events.Event{rec}
+	add := func(attempt int, d events.Data) {
+		at := t0.Add(time.Duration(len(h)) * time.Minute)
+		att := ""
+		if attempt > 0 {
+			att = events.AttemptID(id, attempt)
+		}
+		h = append(h, events.New(id, uint64(len(h))+1, at, "w1", att, d))
+		if _, err := fsm.Fold(h); err != nil {
+			t.Fatalf("event %d (%T): %v", len(h), d, err)
+		}
+	}
+	start := func(n int) {
+		owner := ""
+		if n > 1 {
+			owner = "w1"
+		}
+		add(n, &events.WriteStartedData{Attempt: n, IdempotencyKey: key, Deadline: t0.Add(time.Hour), ClaimOwner: owner})
+	}
+	start(1)
+	add(1, &events.OutcomeUnknownData{Code: "timeout_after_send"}) // v3, at +2m
+	add(0, &events.ReconcileStartedData{Worker: "w1", LeaseUntil: t0.Add(time.Hour), Strategy: "search", Check: 1})
+	add(0, &events.SearchWindowElapsedData{WindowTo: t0.Add(3 * time.Minute)})
+	add(0, &events.RetryClaimedData{Owner: "w1", LeaseUntil: t0.Add(time.Hour), Attempt: 2, BudgetLeft: 1})
+	start(2)
+	add(2, &events.WriteRejectedData{Code: "http_429", StatusCode: 429, Retryable: true}) // v8, at +7m: settled
+	if _, err := fsm.Fold(h); err != nil {
+		t.Fatal(err)
+	}
+	d, result, ok := SettleLatency(h)
+	if !ok || result != fsm.Rejected || d != 5*time.Minute {
+		t.Fatalf("first settlement: %s %s %v, want 5m0s rejected true", d, result, ok)
+	}
+	add(0, &events.RetryClaimedData{Owner: "w1", LeaseUntil: t0.Add(time.Hour), Attempt: 3, BudgetLeft: 0})
+	start(3)
+	add(3, &events.WriteRejectedData{Code: "http_400", StatusCode: 400}) // settled again
+	if d, result, ok := SettleLatency(h); ok {
+		t.Fatalf("the resend's settlement counted again: %s %s", d, result)
 	}
 }
