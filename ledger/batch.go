@@ -612,8 +612,47 @@ func (s *Store) appendUnit(ctx context.Context, u *unit) (seqs []uint64, err err
 	if s.cfg.BatchMax < 2 || !s.atomic {
 		return s.appendAlone(ctx, u)
 	}
+	if len(u.evs) == 1 && s.batch.takeIdle() {
+		// The flusher is idle and nothing is queued: this one message
+		// would be its whole flush, published alone. Publish it here,
+		// holding the flusher's place so that what arrives meanwhile
+		// waits for the next flush, as behind a flusher's lone unit —
+		// without a goroutine and two hand-offs (0.03–0.07 ms of a lone
+		// append, BenchmarkLoneParts).
+		defer s.batch.releaseIdle()
+		return s.appendAlone(ctx, u)
+	}
 	s.batch.submit(u)
 	return s.await(ctx, u)
+}
+
+// takeIdle takes a flusher's place for a lone unit when no flusher is at
+// work and nothing is queued, unless every flush is to be batched
+// (BatchMin 1). It says whether the place was taken.
+func (b *batcher) takeIdle() bool {
+	if b.s.cfg.BatchMin == 1 {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.running > 0 || len(b.queue) > 0 {
+		return false
+	}
+	b.running++
+	b.stats.Alone++
+	return true
+}
+
+// releaseIdle gives back the place takeIdle took, starting a flusher
+// for what was queued meanwhile.
+func (b *batcher) releaseIdle() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.running--
+	if len(b.queue) > 0 && b.running < b.s.cfg.flushers() {
+		b.running++
+		go b.loop()
+	}
 }
 
 // await waits for the flusher's answer on a submitted unit, and publishes

@@ -476,3 +476,73 @@ func TestOpenStoreEnablesAtomicPublishOnAnOlderStream(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// A lone one-message append on an idle batcher is published by its caller,
+// which holds the flusher's place meanwhile: what arrives then waits and
+// goes as the next flush, together. A unit of several messages is still
+// the flusher's to batch.
+func TestALoneAppendOnAnIdleBatcherHoldsTheFlushersPlace(t *testing.T) {
+	n := testharness.StartNode(t)
+	s := testharness.OpenStore(t, n.JS, testharness.BatchMin(2))
+	ctx := context.Background()
+
+	// Alone: published by the caller, no flusher left running.
+	lone := recordedEvent(t, "idle-lone")
+	if _, err := s.Append(ctx, "social_post", lone, 0); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.BatchStats(); st.Alone != 1 || st.Batches != 0 || s.FlushersRunning() != 0 {
+		t.Fatalf("stats %+v, %d flushers running; want one append alone and none running", st, s.FlushersRunning())
+	}
+	if msgs := testharness.RawHistory(t, s, "social_post", lone.IntentID); len(msgs) != 1 {
+		t.Fatalf("%d messages on the log for the lone append", len(msgs))
+	}
+
+	// While a lone append holds the place, others queue, then go together.
+	if !s.HoldFlusherPlace() {
+		t.Fatal("the idle batcher's place was not free")
+	}
+	if s.HoldFlusherPlace() {
+		t.Fatal("the place was taken twice")
+	}
+	const k = 6
+	var wg sync.WaitGroup
+	errs := make([]error, k)
+	ids := make([]string, k)
+	for i := range k {
+		e := recordedEvent(t, fmt.Sprintf("idle-queued-%d", i))
+		ids[i] = e.IntentID
+		wg.Add(1)
+		go func() { defer wg.Done(); _, errs[i] = s.Append(ctx, "social_post", e, 0) }()
+	}
+	for deadline := time.Now().Add(10 * time.Second); s.QueuedUnits() < k; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d appends queued behind the held place", s.QueuedUnits(), k)
+		}
+	}
+	for _, id := range ids {
+		if msgs := testharness.RawHistory(t, s, "social_post", id); len(msgs) != 0 {
+			t.Fatalf("an append went out while the place was held: %d messages of %s", len(msgs), id)
+		}
+	}
+	s.ReleaseFlusherPlace()
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("queued append %d: %v", i, err)
+		}
+	}
+	if st := s.BatchStats(); st.Batches != 1 || st.Messages != k || st.Alone != 2 {
+		t.Fatalf("stats %+v, want the %d queued appends in one batch (alone: the lone append and the held place)", st, k)
+	}
+
+	// Two events of one intent on an idle batcher: a batch, not two lone
+	// publishes.
+	rec := recordedEvent(t, "idle-pair")
+	if _, err := s.AppendEvents(ctx, "social_post", []events.Event{rec, approval(rec.IntentID, 2, "writer")}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.BatchStats(); st.Batches != 2 || st.Alone != 2 {
+		t.Fatalf("stats %+v, want the pair as the second batch", st)
+	}
+}

@@ -77,3 +77,23 @@ func AckReadDirectly(data []byte) bool {
 	_, ok := parseAckFast(data)
 	return ok
 }
+
+// HoldFlusherPlace takes the flusher's place as a lone append on an idle
+// batcher does while it publishes; ReleaseFlusherPlace gives it back.
+func (s *Store) HoldFlusherPlace() bool { return s.batch.takeIdle() }
+func (s *Store) ReleaseFlusherPlace()   { s.batch.releaseIdle() }
+
+// QueuedUnits is how many units wait for a flush.
+func (s *Store) QueuedUnits() int {
+	s.batch.mu.Lock()
+	defer s.batch.mu.Unlock()
+	return len(s.batch.queue)
+}
+
+// FlushersRunning is how many flushers (or lone appends holding a
+// flusher's place) are at work.
+func (s *Store) FlushersRunning() int {
+	s.batch.mu.Lock()
+	defer s.batch.mu.Unlock()
+	return s.batch.running
+}
