@@ -111,6 +111,12 @@ var informational = []target{
 		"BenchmarkExecuteCluster/cluster/c256 intents/s", "BenchmarkExecuteCluster/single/c256 intents/s", true, 0},
 	{"two settle processes on the cluster, 256 callers: total ÷ one",
 		"BenchmarkExecuteCluster/cluster2/c256 intents/s", "BenchmarkExecuteCluster/cluster/c256 intents/s", true, 0},
+	{"raw atomic batches of 256 ÷ of 100, fsync always: events/s",
+		"BenchmarkAppendRawBatch/always-256 events/s", "BenchmarkAppendRawBatch/always events/s", true, 0},
+	{"lone intent p50 ÷ its two publishes and POST made by hand, interleaved",
+		"BenchmarkLoneParts execute_p50_ms", "BenchmarkLoneParts hand_p50_ms", false, 0},
+	{"the hand sequence's p50 ÷ one synced publish p50",
+		"BenchmarkLoneParts hand_p50_ms", "BenchmarkAppendRaw/always p50_ms", false, 0},
 }
 
 // targetsTable renders the targets (PASS, MISS, or "not measured" when a
