@@ -74,6 +74,7 @@ type Projector struct {
 	w      *sql.DB // the single writer connection
 	r      *sql.DB // read-only pool
 	st     stmts
+	rows   rowStmts // the row writers' statements (applyMu)
 
 	consumeMu sync.Mutex // held by the one Run/CatchUp that consumes
 
@@ -208,9 +209,10 @@ func (p *Projector) Close() error {
 	endErr := p.endUnsyncedLocked(context.Background())
 	p.closed = true
 	close(p.done)
+	rowsErr := p.rows.close(p.w)
 	p.applyMu.Unlock()
 	p.st.close()
-	return errors.Join(endErr, p.w.Close(), p.r.Close())
+	return errors.Join(endErr, rowsErr, p.w.Close(), p.r.Close())
 }
 
 // Stats returns the counters.
