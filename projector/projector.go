@@ -85,6 +85,8 @@ type Projector struct {
 	unsynced   bool          // the writer runs with synchronous=OFF; the marker is on disk
 	done       chan struct{} // closed by Close: stops Run and CatchUp
 
+	spare chan []rawMsg // batches the applier is done with, for the read-ahead
+
 	progressMu sync.Mutex
 	progress   chan struct{} // closed and replaced after every commit
 
@@ -130,7 +132,8 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Projector, 
 		return nil, errors.Errorf("open projector: %w", err)
 	}
 	p := &Projector{cfg: cfg, log: cfg.Logger, js: js, stream: stream, w: w, r: r,
-		cache: newLRU(cfg.CacheSize), progress: make(chan struct{}), done: make(chan struct{})}
+		cache: newLRU(cfg.CacheSize), progress: make(chan struct{}), done: make(chan struct{}),
+		spare: make(chan []rawMsg, 1)}
 	if err := p.init(ctx); err != nil {
 		w.Close()
 		r.Close()
@@ -417,6 +420,7 @@ func (p *Projector) consumeOnce(ctx context.Context, untilCaughtUp bool, target 
 			// resume from its checkpoint rather than skip our way there.
 			return false, nil
 		}
+		p.recycle(batch)
 	}
 	return false, ctx.Err()
 }
