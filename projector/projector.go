@@ -381,7 +381,15 @@ func (p *Projector) consumeOnce(ctx context.Context, untilCaughtUp bool, target 
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	batches, wait := p.readAhead(rctx, rd)
-	defer func() { cancel(); wait() }()
+	defer func() {
+		cancel()
+		wait()
+		// An idle projector keeps no batch slice (9 MB in a catch-up).
+		select {
+		case <-p.spare:
+		default:
+		}
+	}()
 	defer func() {
 		// However consuming ends, the views are synced again.
 		if uerr := p.endUnsynced(ctx); uerr != nil && err == nil {

@@ -150,11 +150,13 @@ func (p *Projector) readAheadFrom(ctx context.Context, it nexter) (<-chan readBa
 
 // batchSlice returns an empty slice for a batch of up to n messages: one
 // the applier is done with (recycle), or a new one. A batch of 32,768
-// messages is 9 MB, made again for every batch otherwise.
+// messages is 9 MB, made again for every batch otherwise. A spare far
+// larger than n is let go: a projector that caught up and follows the
+// stream in small batches does not keep a catch-up's.
 func (p *Projector) batchSlice(n int) []rawMsg {
 	select {
 	case b := <-p.spare:
-		if cap(b) >= n {
+		if cap(b) >= n && cap(b) <= max(4*n, 1024) {
 			return b
 		}
 	default:
