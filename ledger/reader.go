@@ -174,6 +174,8 @@ type Reader struct {
 	// settled: the end is known to be reached (io.EOF from now on).
 	settled bool
 	stats   ReaderStats
+	// wait bounds the consumer's waits for a message (next).
+	wait stallWait
 }
 
 // OpenReader opens a read of cfg.Stream (see Reader).
@@ -238,6 +240,7 @@ func (r *Reader) Close() {
 }
 
 func (r *Reader) drop() {
+	r.wait.stop()
 	if r.it != nil {
 		r.it.Stop()
 		r.it = nil
@@ -328,14 +331,49 @@ func (r *Reader) Next(ctx context.Context) (StreamMsg, error) {
 // errNothingYet: no message arrived within StallAfter.
 var errNothingYet = errors.New("nothing yet")
 
+// stallWait is a deadline context for the consumer's waits, made again
+// only when it ends or its parent changes, not for every message (a
+// context and a timer per message were about 3 % of what a catch-up
+// allocated). A wait that its deadline, set for an earlier message, ends
+// too soon is resumed with a deadline of its own, so a wait still ends
+// only once nothing came for StallAfter.
+type stallWait struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	parent context.Context
+}
+
+// get returns the wait context under parent, with a deadline at the
+// latest at deadline.
+func (w *stallWait) get(parent context.Context, deadline time.Time) context.Context {
+	if w.ctx == nil || w.parent != parent {
+		w.stop()
+		w.parent = parent
+		w.ctx, w.cancel = context.WithDeadline(parent, deadline)
+	}
+	return w.ctx
+}
+
+// stop releases the context, if any.
+func (w *stallWait) stop() {
+	if w.cancel != nil {
+		w.cancel()
+	}
+	w.ctx, w.cancel, w.parent = nil, nil, nil
+}
+
 // next takes one message from the consumer, waiting at most StallAfter.
 func (r *Reader) next(ctx context.Context) (StreamMsg, error) {
-	wctx, cancel := context.WithTimeout(ctx, r.cfg.StallAfter)
-	defer cancel()
+	deadline := time.Now().Add(r.cfg.StallAfter)
 	for {
+		wctx := r.wait.get(ctx, deadline)
 		m, err := r.it.Next(jetstream.NextContext(wctx))
 		if err != nil {
 			if wctx.Err() != nil && ctx.Err() == nil {
+				r.wait.stop()
+				if time.Now().Before(deadline) {
+					continue // the deadline of an earlier wait: wait on
+				}
 				return StreamMsg{}, errNothingYet
 			}
 			return StreamMsg{}, errors.Errorf("read %s after %d: %w", r.cfg.Stream, r.last, err)
@@ -351,7 +389,12 @@ func (r *Reader) next(ctx context.Context) (StreamMsg, error) {
 		if r.cfg.LagForTest != nil {
 			if c := r.cfg.LagForTest(int(r.stats.Recreated)); c > 0 && seq > c {
 				// The test's lagging copy: it holds nothing after c.
-				<-wctx.Done()
+				t := time.NewTimer(time.Until(deadline))
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+				}
+				t.Stop()
 				if ctx.Err() != nil {
 					return StreamMsg{}, ctx.Err()
 				}

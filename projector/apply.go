@@ -3,6 +3,7 @@ package projector
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -36,26 +37,33 @@ const (
 	QuarantineHeld = "held"
 )
 
-// stmts are the writer's prepared statements. Rows of events and intents
-// (with their receipts) are written several to a statement (rowWriter): the per-
-// statement cost of database/sql and the driver was most of an append.
+// stmts are the writer's prepared statements (database/sql). The rows of
+// events and intents (with their receipts) are written by rowWriter, with
+// statements of its own.
 type stmts struct {
-	insertEvent, insertEvents    *sql.Stmt
-	upsertIntent, upsertIntents  *sql.Stmt
-	insertIntent, insertIntents  *sql.Stmt
 	insertQuarantine, loadEvents *sql.Stmt
 }
 
-// Rows per multi-row statement (each under SQLite's 32766 variables).
+// Rows per multi-row statement (each under SQLite's 32766 variables). The
+// driver keeps a list of the C buffers of a statement's text and blob
+// arguments, grown one at a time: under 256 it doubles, past that it grows
+// by a quarter, so 8 intent rows (216 such arguments) allocate less per
+// row than 32, and cost less CPU once database/sql is out of the way
+// (BenchmarkApplyStore: −6 %).
 const (
 	eventRows  = 64
-	intentRows = 32
+	intentRows = 8
 )
 
-// insertSQL is INSERT INTO table (cols) VALUES (?, …) × rows, then tail.
+// insertSQL is INSERT OR FAIL INTO table (cols) VALUES (?, …) × rows, then
+// tail. OR FAIL: a statement that fails keeps the rows it wrote before
+// (the default, ABORT, undoes them), which is safe here because a failed
+// statement fails its whole batch, rolled back; and it spares every
+// multi-row statement a statement journal, a copy of each page it is the
+// first to change (the random intent_id index pages of each intent).
 func insertSQL(table string, cols []string, rows int, tail string) string {
 	one := "(?" + strings.Repeat(", ?", len(cols)-1) + ")"
-	return "INSERT INTO " + table + " (" + strings.Join(cols, ", ") + ") VALUES " +
+	return "INSERT OR FAIL INTO " + table + " (" + strings.Join(cols, ", ") + ") VALUES " +
 		one + strings.Repeat(", "+one, rows-1) + tail
 }
 
@@ -103,12 +111,6 @@ func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 		st, err = db.PrepareContext(ctx, q)
 		return st
 	}
-	s.insertEvent = prep(insertSQL("events", eventRowCols, 1, ""))
-	s.insertEvents = prep(insertSQL("events", eventRowCols, eventRows, ""))
-	s.upsertIntent = prep(insertSQL("intents", intentRowCols, 1, upsertIntentTail))
-	s.upsertIntents = prep(insertSQL("intents", intentRowCols, intentRows, upsertIntentTail))
-	s.insertIntent = prep(insertSQL("intents", intentRowCols, 1, insertIntentTail))
-	s.insertIntents = prep(insertSQL("intents", intentRowCols, intentRows, insertIntentTail))
 	s.insertQuarantine = prep(`INSERT INTO quarantine (seq, subject, intent_id, code, reason, raw) VALUES (?, ?, ?, ?, ?, ?)`)
 	s.loadEvents = prep(loadEventsSQL)
 	if err != nil {
@@ -119,34 +121,139 @@ func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
 }
 
 func (s *stmts) close() {
-	for _, st := range []*sql.Stmt{s.insertEvent, s.insertEvents, s.upsertIntent, s.upsertIntents, s.insertIntent,
-		s.insertIntents, s.insertQuarantine, s.loadEvents} {
+	for _, st := range []*sql.Stmt{s.insertQuarantine, s.loadEvents} {
 		if st != nil {
 			st.Close()
 		}
 	}
 }
 
-// rowWriter writes the rows of one statement several at a time: rows
-// are buffered and written by the statement of n rows when n are there,
-// the rest by the one-row statement at flush. With changeAll, a row that
-// changed nothing (RowsAffected short) is errNotNew.
+// The row writers' statements: one row, and eventRows or intentRows rows.
+const (
+	sqlEvent = iota
+	sqlEvents
+	sqlUpsertIntent
+	sqlUpsertIntents
+	sqlInsertIntent
+	sqlInsertIntents
+	nRowSQL
+)
+
+var rowSQL = [nRowSQL]string{
+	sqlEvent:         insertSQL("events", eventRowCols, 1, ""),
+	sqlEvents:        insertSQL("events", eventRowCols, eventRows, ""),
+	sqlUpsertIntent:  insertSQL("intents", intentRowCols, 1, upsertIntentTail),
+	sqlUpsertIntents: insertSQL("intents", intentRowCols, intentRows, upsertIntentTail),
+	sqlInsertIntent:  insertSQL("intents", intentRowCols, 1, insertIntentTail),
+	sqlInsertIntents: insertSQL("intents", intentRowCols, intentRows, insertIntentTail),
+}
+
+// rowStmts are the row writers' statements, prepared on the writer's
+// driver connection and run there directly (sql.Conn.Raw): database/sql
+// copies and converts every argument of every Exec (1,088 for 32 intent
+// rows), which was about a tenth of what catching up allocated. They are
+// used only under applyMu, inside Raw; a driver connection other than
+// the one they were prepared on (database/sql replaced a broken one)
+// gets its own.
+type rowStmts struct {
+	dc    any
+	stmts [nRowSQL]driver.StmtExecContext
+}
+
+// get returns statement which of dc, preparing it when needed.
+func (r *rowStmts) get(ctx context.Context, dc any, which int) (driver.StmtExecContext, error) {
+	if r.dc != dc {
+		// The statements of a connection database/sql closed went with it.
+		r.dc, r.stmts = dc, [nRowSQL]driver.StmtExecContext{}
+	}
+	if st := r.stmts[which]; st != nil {
+		return st, nil
+	}
+	pc, ok := dc.(driver.ConnPrepareContext)
+	if !ok {
+		return nil, errors.Errorf("the sqlite driver's connection %T cannot prepare with a context", dc)
+	}
+	st, err := pc.PrepareContext(ctx, rowSQL[which])
+	if err != nil {
+		return nil, errors.Errorf("prepare: %w", err)
+	}
+	se, ok := st.(driver.StmtExecContext)
+	if !ok {
+		st.Close()
+		return nil, errors.Errorf("the sqlite driver's statement %T cannot exec with a context", st)
+	}
+	r.stmts[which] = se
+	return se, nil
+}
+
+// close closes the statements (db is the writer pool they came from).
+func (r *rowStmts) close(db *sql.DB) error {
+	if r.dc == nil {
+		return nil
+	}
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		var errs []error
+		if dc == r.dc {
+			for _, st := range r.stmts {
+				if c, ok := st.(driver.Stmt); ok && c != nil {
+					errs = append(errs, c.Close())
+				}
+			}
+		}
+		r.dc, r.stmts = nil, [nRowSQL]driver.StmtExecContext{}
+		return errors.Join(errs...)
+	})
+}
+
+// rowWriter writes the rows of one statement several at a time, in the
+// batch's transaction on conn: rows are buffered and written by the
+// statement of n rows when n are there, the rest by the one-row statement
+// at flush. With changeAll, a row that changed nothing (RowsAffected
+// short) is errNotNew.
 type rowWriter struct {
-	one, many *sql.Stmt
+	conn      *sql.Conn
+	rs        *rowStmts
+	one, many int // rowSQL
 	cols, n   int
 	changeAll bool
-	args      []any
+	args      []driver.NamedValue // n rows; k values buffered
+	k         int
+	oneArgs   []driver.NamedValue
 }
 
-func newRowWriter(ctx context.Context, tx *sql.Tx, one, many *sql.Stmt, cols, n int, changeAll bool) *rowWriter {
-	return &rowWriter{one: tx.StmtContext(ctx, one), many: tx.StmtContext(ctx, many), cols: cols, n: n,
-		changeAll: changeAll, args: make([]any, 0, cols*n)}
+func newRowWriter(conn *sql.Conn, rs *rowStmts, one, many, cols, n int, changeAll bool) *rowWriter {
+	w := &rowWriter{conn: conn, rs: rs, one: one, many: many, cols: cols, n: n, changeAll: changeAll,
+		args: make([]driver.NamedValue, cols*n), oneArgs: make([]driver.NamedValue, cols)}
+	for i := range w.args {
+		w.args[i].Ordinal = i + 1
+	}
+	for i := range w.oneArgs {
+		w.oneArgs[i].Ordinal = i + 1
+	}
+	return w
 }
 
-// add buffers one row (len(vals) == cols), writing n rows when n are buffered.
+// add buffers one row (len(vals) == cols), writing n rows when n are
+// buffered. Values are what the driver takes (nil, int64, string,
+// []byte; an int is made an int64).
 func (w *rowWriter) add(ctx context.Context, vals ...any) error {
-	w.args = append(w.args, vals...)
-	if len(w.args) < w.cols*w.n {
+	for _, v := range vals {
+		switch x := v.(type) {
+		case nil, int64, string, []byte:
+		case int:
+			v = int64(x)
+		default:
+			return errors.Errorf("row value of type %T", v)
+		}
+		w.args[w.k].Value = v
+		w.k++
+	}
+	if w.k < len(w.args) {
 		return nil
 	}
 	defer w.reset()
@@ -156,8 +263,11 @@ func (w *rowWriter) add(ctx context.Context, vals ...any) error {
 // flush writes the rows still buffered.
 func (w *rowWriter) flush(ctx context.Context) error {
 	defer w.reset()
-	for a := w.args; len(a) > 0; a = a[w.cols:] {
-		if err := w.exec(ctx, w.one, a[:w.cols], 1); err != nil {
+	for a := w.args[:w.k]; len(a) > 0; a = a[w.cols:] {
+		for i := range w.oneArgs {
+			w.oneArgs[i].Value = a[i].Value
+		}
+		if err := w.exec(ctx, w.one, w.oneArgs, 1); err != nil {
 			return err
 		}
 	}
@@ -166,23 +276,34 @@ func (w *rowWriter) flush(ctx context.Context) error {
 
 // reset drops the buffered rows (and the references they hold).
 func (w *rowWriter) reset() {
-	clear(w.args)
-	w.args = w.args[:0]
+	for i := range w.args[:w.k] {
+		w.args[i].Value = nil
+	}
+	for i := range w.oneArgs {
+		w.oneArgs[i].Value = nil
+	}
+	w.k = 0
 }
 
-func (w *rowWriter) exec(ctx context.Context, st *sql.Stmt, args []any, rows int) error {
-	res, err := st.ExecContext(ctx, args...)
-	if err != nil {
-		return err
-	}
-	if w.changeAll {
-		if n, err := res.RowsAffected(); err != nil {
+func (w *rowWriter) exec(ctx context.Context, which int, args []driver.NamedValue, rows int) error {
+	return w.conn.Raw(func(dc any) error {
+		st, err := w.rs.get(ctx, dc, which)
+		if err != nil {
 			return err
-		} else if n != int64(rows) {
-			return errNotNew
 		}
-	}
-	return nil
+		res, err := st.ExecContext(ctx, args)
+		if err != nil {
+			return err
+		}
+		if w.changeAll {
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n != int64(rows) {
+				return errNotNew
+			}
+		}
+		return nil
+	})
 }
 
 // batchTx is one batch being applied: its transaction and the intents it
@@ -242,7 +363,20 @@ func (p *Projector) applyBatch(ctx context.Context, msgs []rawMsg) error {
 
 // applyBatchTx is one attempt of applyBatch; careful looks every intent up.
 func (p *Projector) applyBatchTx(ctx context.Context, msgs []rawMsg, careful bool) error {
-	tx, err := p.w.BeginTx(ctx, nil)
+	// The statements run with a context that is never done: modernc's
+	// driver starts a watcher goroutine for every statement whose context
+	// can end (≈ 18 % of an insert's cost in the profile). Each statement
+	// is short; ctx is checked between messages, and the transaction is
+	// rolled back when ctx ends. Nor can the transaction's context end:
+	// database/sql would roll it back on its own, under the row writers,
+	// which write on its connection past database/sql (rowWriter).
+	sctx := context.WithoutCancel(ctx)
+	conn, err := p.w.Conn(ctx)
+	if err != nil {
+		return &applyError{errors.Errorf("begin: %w", err)}
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(sctx, nil)
 	if err != nil {
 		return &applyError{errors.Errorf("begin: %w", err)}
 	}
@@ -264,17 +398,11 @@ func (p *Projector) applyBatchTx(ctx context.Context, msgs []rawMsg, careful boo
 		p.cp.Store(cp)
 		p.cachedN.Store(0)
 	}
-	// The statements run with a context that is never done: modernc's
-	// driver starts a watcher goroutine for every statement whose context
-	// can end (≈ 18 % of an insert's cost in the profile). Each statement
-	// is short; ctx is checked between messages, and the transaction itself
-	// is still rolled back when ctx ends.
-	sctx := context.WithoutCancel(ctx)
 	b := &batchTx{
 		ctx:              sctx,
-		events:           newRowWriter(ctx, tx, p.st.insertEvent, p.st.insertEvents, len(eventRowCols), eventRows, false),
-		upsertIntents:    newRowWriter(ctx, tx, p.st.upsertIntent, p.st.upsertIntents, len(intentRowCols), intentRows, false),
-		newIntents:       newRowWriter(ctx, tx, p.st.insertIntent, p.st.insertIntents, len(intentRowCols), intentRows, true),
+		events:           newRowWriter(conn, &p.rows, sqlEvent, sqlEvents, len(eventRowCols), eventRows, false),
+		upsertIntents:    newRowWriter(conn, &p.rows, sqlUpsertIntent, sqlUpsertIntents, len(intentRowCols), intentRows, false),
+		newIntents:       newRowWriter(conn, &p.rows, sqlInsertIntent, sqlInsertIntents, len(intentRowCols), intentRows, true),
 		insertQuarantine: tx.StmtContext(ctx, p.st.insertQuarantine),
 		loadEvents:       tx.StmtContext(ctx, p.st.loadEvents),
 		pending:          make(map[string]*pendingIntent, len(msgs)/2),

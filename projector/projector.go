@@ -74,6 +74,7 @@ type Projector struct {
 	w      *sql.DB // the single writer connection
 	r      *sql.DB // read-only pool
 	st     stmts
+	rows   rowStmts // the row writers' statements (applyMu)
 
 	consumeMu sync.Mutex // held by the one Run/CatchUp that consumes
 
@@ -83,6 +84,8 @@ type Projector struct {
 	closed     bool
 	unsynced   bool          // the writer runs with synchronous=OFF; the marker is on disk
 	done       chan struct{} // closed by Close: stops Run and CatchUp
+
+	spare chan []rawMsg // batches the applier is done with, for the read-ahead
 
 	progressMu sync.Mutex
 	progress   chan struct{} // closed and replaced after every commit
@@ -129,7 +132,8 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Projector, 
 		return nil, errors.Errorf("open projector: %w", err)
 	}
 	p := &Projector{cfg: cfg, log: cfg.Logger, js: js, stream: stream, w: w, r: r,
-		cache: newLRU(cfg.CacheSize), progress: make(chan struct{}), done: make(chan struct{})}
+		cache: newLRU(cfg.CacheSize), progress: make(chan struct{}), done: make(chan struct{}),
+		spare: make(chan []rawMsg, 1)}
 	if err := p.init(ctx); err != nil {
 		w.Close()
 		r.Close()
@@ -208,9 +212,10 @@ func (p *Projector) Close() error {
 	endErr := p.endUnsyncedLocked(context.Background())
 	p.closed = true
 	close(p.done)
+	rowsErr := p.rows.close(p.w)
 	p.applyMu.Unlock()
 	p.st.close()
-	return errors.Join(endErr, p.w.Close(), p.r.Close())
+	return errors.Join(endErr, rowsErr, p.w.Close(), p.r.Close())
 }
 
 // Stats returns the counters.
@@ -376,7 +381,15 @@ func (p *Projector) consumeOnce(ctx context.Context, untilCaughtUp bool, target 
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	batches, wait := p.readAhead(rctx, rd)
-	defer func() { cancel(); wait() }()
+	defer func() {
+		cancel()
+		wait()
+		// An idle projector keeps no batch slice (9 MB in a catch-up).
+		select {
+		case <-p.spare:
+		default:
+		}
+	}()
 	defer func() {
 		// However consuming ends, the views are synced again.
 		if uerr := p.endUnsynced(ctx); uerr != nil && err == nil {
@@ -415,6 +428,7 @@ func (p *Projector) consumeOnce(ctx context.Context, untilCaughtUp bool, target 
 			// resume from its checkpoint rather than skip our way there.
 			return false, nil
 		}
+		p.recycle(batch)
 	}
 	return false, ctx.Err()
 }

@@ -115,8 +115,7 @@ func (p *Projector) readAheadFrom(ctx context.Context, it nexter) (<-chan readBa
 				return
 			}
 			limit := p.batchLimit()
-			batch := make([]rawMsg, 1, min(uint64(limit), m.pending+1))
-			batch[0] = m
+			batch := append(p.batchSlice(int(min(uint64(limit), m.pending+1))), m)
 			for m.pending > 0 && len(batch) < limit && ctx.Err() == nil {
 				// The rest of a batch is what the server says is pending;
 				// a damaged store can count messages it never delivers, so
@@ -146,5 +145,31 @@ func (p *Projector) readAheadFrom(ctx context.Context, it nexter) (<-chan readBa
 		for range out {
 		}
 		wg.Wait()
+	}
+}
+
+// batchSlice returns an empty slice for a batch of up to n messages: one
+// the applier is done with (recycle), or a new one. A batch of 32,768
+// messages is 9 MB, made again for every batch otherwise. A spare far
+// larger than n is let go: a projector that caught up and follows the
+// stream in small batches does not keep a catch-up's.
+func (p *Projector) batchSlice(n int) []rawMsg {
+	select {
+	case b := <-p.spare:
+		if cap(b) >= n && cap(b) <= max(4*n, 1024) {
+			return b
+		}
+	default:
+	}
+	return make([]rawMsg, 0, n)
+}
+
+// recycle hands a batch the applier is done with back to the read-ahead,
+// without what its messages referenced.
+func (p *Projector) recycle(b []rawMsg) {
+	clear(b)
+	select {
+	case p.spare <- b[:0]:
+	default:
 	}
 }
