@@ -403,6 +403,19 @@ func newAdapter(b *testing.B, api *fakeapi.SocialAPI) *social.Adapter {
 	return ad
 }
 
+// newProducer is the Execute benchmarks' producer: one route on ad, the
+// default policy.
+func newProducer(b *testing.B, store *ledger.Store, ad adapter.Adapter) *producer.Producer {
+	b.Helper()
+	pc := producer.DefaultConfig()
+	pc.Actor = "bench"
+	p, err := producer.New(store, pc, adapter.Route{Name: route, Adapter: ad, Policy: adapter.DefaultPolicy()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
 // request is a new intent of the benchmark account. Its body is its own:
 // search tells two intents of one account apart by payload only.
 func request(requestID string, plannedAt time.Time) producer.Request {
@@ -431,12 +444,7 @@ func BenchmarkExecute(b *testing.B) {
 				n := testharness.StartNode(b, d)
 				store := openStore(b, n, d)
 				api := fakeapi.NewSocialAPI(b)
-				pc := producer.DefaultConfig()
-				pc.Actor = "bench"
-				p, err := producer.New(store, pc, adapter.Route{Name: route, Adapter: newAdapter(b, api), Policy: adapter.DefaultPolicy()})
-				if err != nil {
-					b.Fatal(err)
-				}
+				p := newProducer(b, store, newAdapter(b, api))
 				ctx := context.Background()
 				var next atomic.Int64
 				var failed atomic.Bool

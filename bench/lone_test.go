@@ -17,7 +17,6 @@ import (
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
-	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/testharness"
 )
 
@@ -37,12 +36,7 @@ func BenchmarkLoneParts(b *testing.B) {
 	store := openStore(b, n, embedded.SyncAlways)
 	api := fakeapi.NewSocialAPI(b)
 	ad := newAdapter(b, api)
-	pc := producer.DefaultConfig()
-	pc.Actor = "bench"
-	p, err := producer.New(store, pc, adapter.Route{Name: route, Adapter: ad, Policy: adapter.DefaultPolicy()})
-	if err != nil {
-		b.Fatal(err)
-	}
+	p := newProducer(b, store, ad)
 	ctx := context.Background()
 	var exec, start, post, outcome, hand []time.Duration
 	var startB, outcomeB int
