@@ -284,8 +284,7 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 	sc.Metadata = map[string]string{ScopedIDsMetadata: "scoped"}
 	st, err := ensureStream(ctx, js, sc)
 	if err != nil {
-		return nil, errors.WithHint(errors.Wrapf(err, "open store: stream %s", cfg.Stream),
-			"the NATS server must run JetStream (nats-server -js, or jetstream {} in its config) and let this user manage streams")
+		return nil, errors.WithHint(errors.Wrapf(err, "open store: stream %s", cfg.Stream), openStoreHint(err, cfg.Replicas))
 	}
 	s := &Store{js: js, stream: st, cfg: cfg, scopedOnly: st.CachedInfo().Config.Metadata[ScopedIDsMetadata] == "scoped"}
 	s.batch = &batcher{s: s, cost: newCostModel()}
@@ -294,6 +293,29 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 	// append goes alone.
 	s.atomic = st.CachedInfo().Config.AllowAtomicPublish
 	return s, nil
+}
+
+// JetStream API error codes nats.go has no name for (nats-server's
+// jetstream_errors_generated.go), both answered by a cluster still
+// forming.
+const (
+	// JSErrCodeClusterNoPeers: "no suitable peers for placement" — fewer
+	// servers online (or heard from by the meta leader) than the stream's
+	// replicas, or none with room for it.
+	JSErrCodeClusterNoPeers jetstream.ErrorCode = 10005
+	// JSErrCodeClusterNotAvail: "JetStream system temporarily
+	// unavailable" (no meta leader).
+	JSErrCodeClusterNotAvail jetstream.ErrorCode = 10008
+)
+
+// openStoreHint is the hint of a failed OpenStore: what the server
+// answered decides what the operator should look at.
+func openStoreHint(err error, replicas int) string {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == JSErrCodeClusterNoPeers {
+		return fmt.Sprintf("the stream has %d replicas: the NATS cluster needs %d JetStream servers online, routed to each other and with room for it (the answer above says why servers were passed over); or lower --replicas", replicas, replicas)
+	}
+	return "the NATS server must run JetStream (nats-server -js, or jetstream {} in its config) and let this user manage streams"
 }
 
 // ensureStream creates the stream when it is missing and updates it only

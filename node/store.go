@@ -34,8 +34,10 @@ func StoreConfig(natsURL string, dur embedded.Durability, replicas int, groupCom
 
 // openStore opens the log, waiting out a cluster still forming: creating
 // a replicated stream times out while the servers elect the stream's
-// leader (seen right after a cluster started). Only timeouts are retried,
-// for a minute; any other error ends at once.
+// leader, and is refused for want of servers to place it on while one of
+// them restarts or before the meta leader has heard from every server
+// (both seen right after a cluster started). Only those are retried, for
+// a minute (storeNotReady); any other error ends at once.
 func openStore(ctx context.Context, js jetstream.JetStream, sc ledger.StoreConfig, logger *slog.Logger) (*ledger.Store, error) {
 	var store *ledger.Store
 	err := untilAnswered(ctx, logger, "open the store", sc.Stream, func() error {
@@ -47,17 +49,17 @@ func openStore(ctx context.Context, js jetstream.JetStream, sc ledger.StoreConfi
 }
 
 // untilAnswered runs op until it succeeds, fails for another reason than
-// a missing answer (storeTimeout), ctx ends or a minute has passed: a
-// cluster still electing its leaders, or a server whose JetStream is not
-// up yet, answers late or not at all.
+// a cluster not ready yet (storeNotReady), ctx ends or a minute has
+// passed: a cluster still electing its leaders, or a server whose
+// JetStream is not up yet, answers late or not at all.
 func untilAnswered(ctx context.Context, logger *slog.Logger, what, stream string, op func() error) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		err := op()
-		if err == nil || ctx.Err() != nil || time.Now().After(deadline) || !storeTimeout(err) {
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) || !storeNotReady(err) {
 			return err
 		}
-		logger.Warn("the stream is not ready yet (the cluster may still be electing its leaders); retrying", "op", what, "stream", stream, "err", err)
+		logger.Warn("the stream is not ready yet (the cluster may still be forming: electing its leaders, or waiting for its servers); retrying for up to a minute", "op", what, "stream", stream, "err", err)
 		t := time.NewTimer(time.Second)
 		select {
 		case <-ctx.Done():
@@ -68,8 +70,16 @@ func untilAnswered(ctx context.Context, logger *slog.Logger, what, stream string
 	}
 }
 
-// storeTimeout reports whether opening the store failed for want of an
-// answer in time (not a refusal).
-func storeTimeout(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+// storeNotReady reports whether opening the store failed for want of an
+// answer in time, or was refused by a cluster not ready to place the
+// stream yet (not a refusal that waiting cannot change).
+func storeNotReady(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == ledger.JSErrCodeClusterNoPeers || apiErr.ErrorCode == ledger.JSErrCodeClusterNotAvail
+	}
+	return false
 }
