@@ -3,7 +3,9 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -78,9 +80,11 @@ func TestClusterReconcilesThroughANodeRestart(t *testing.T) {
 	}
 	wctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	var logs testharness.SyncBuffer
 	for k, srv := range c.Servers[:2] {
 		r := w.reconciler(fmt.Sprintf("node%d-worker", k), open(connect(srv.ClientURL())))
 		r.cfg.MaxWait = 100 * time.Millisecond
+		r.cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("worker", k)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -101,6 +105,7 @@ func TestClusterReconcilesThroughANodeRestart(t *testing.T) {
 	deadline := time.Now().Add(3 * time.Minute)
 	for !w.allIn(ids, fsm.Confirmed)() {
 		if time.Now().After(deadline) {
+			stuck := workerStacks()
 			stop()
 			wg.Wait()
 			var states []string
@@ -111,7 +116,7 @@ func TestClusterReconcilesThroughANodeRestart(t *testing.T) {
 					states = append(states, fmt.Sprintf("%s: %v", id, err))
 				}
 			}
-			t.Fatalf("not all confirmed in 3 minutes:\n%s", strings.Join(states, "\n"))
+			t.Fatalf("not all confirmed in 3 minutes:\n%s\nthe workers' log (its end):\n%s\nthe workers' goroutines:\n%s", strings.Join(states, "\n"), tail(logs.String(), 20000), stuck)
 		}
 		time.Sleep(50 * time.Millisecond)
 		clock.Advance(10 * time.Second)
@@ -121,4 +126,25 @@ func TestClusterReconcilesThroughANodeRestart(t *testing.T) {
 	if api.Effects() != 20 || api.Writes() != 20 {
 		t.Fatalf("effects %d writes %d, want 20", api.Effects(), api.Writes())
 	}
+}
+
+// tail is the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
+
+// workerStacks is the stacks of the goroutines in a Reconciler's code.
+func workerStacks() string {
+	buf := make([]byte, 8<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "reconcile.(*Reconciler)") {
+			out = append(out, g)
+		}
+	}
+	return strings.Join(out, "\n\n")
 }

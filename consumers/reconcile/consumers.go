@@ -87,6 +87,21 @@ func (c *consumerState) fetched(route string) {
 	c.mu.Unlock()
 }
 
+// apiRequestTimeout bounds one JetStream API request of a reconciler,
+// whatever ctx's own deadline: a request whose answer is lost (its
+// server restarting, the meta leader changing) is made again, not
+// waited on until ctx ends — which, for a caller's long deadline, left
+// the reconciler making no consumer, and settling nothing, for minutes.
+const apiRequestTimeout = 5 * time.Second
+
+// makeConsumer creates or updates route's durable consumer, the request
+// bounded by apiRequestTimeout.
+func (r *Reconciler) makeConsumer(ctx context.Context, route string) (jetstream.Consumer, error) {
+	rctx, cancel := context.WithTimeout(ctx, apiRequestTimeout)
+	defer cancel()
+	return r.store.Stream().CreateOrUpdateConsumer(rctx, r.consumerConfig(route))
+}
+
 // fetchFailed records a failed fetch of route's consumer, logs it (once a
 // second at most: the error in full), and, when the consumer is gone,
 // makes it again — counted in ConsumersRecreated — and returns the new
@@ -119,7 +134,7 @@ func (r *Reconciler) fetchFailed(ctx context.Context, route string, cons jetstre
 		sleep(ctx, 200*time.Millisecond)
 		return cons
 	}
-	nc, cerr := r.store.Stream().CreateOrUpdateConsumer(ctx, r.consumerConfig(route))
+	nc, cerr := r.makeConsumer(ctx, route)
 	if cerr != nil {
 		r.cfg.Logger.Warn("reconciler: the consumer of a route is gone and cannot be made again yet; retrying", "route", route, "consumer", h.Consumer, "err", cerr)
 		sleep(ctx, time.Second)

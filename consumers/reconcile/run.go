@@ -57,7 +57,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		// reconciler that gave up here would leave the process serving
 		// with nothing settling its intents.
 		for wait := 200 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
-			c, err := r.store.Stream().CreateOrUpdateConsumer(ctx, r.consumerConfig(name))
+			c, err := r.makeConsumer(ctx, name)
 			if err == nil {
 				cons[k] = c
 				break
