@@ -89,7 +89,7 @@ func sameSeqs(t *testing.T, what string, got, want []uint64) {
 // checkReads runs the reader's contract on js: a whole read, a read from
 // a sequence, a route's read, a last-per-subject read, and a read whose
 // first consumer sits on a copy that lags (it holds nothing after 100):
-// every message to the end, each once, in order, with one consumer made
+// every message to the end, each once, in order, the lagging consumer made
 // again; a copy that never catches up fails with ErrReadStalled.
 func checkReads(t *testing.T, js jetstream.JetStream) {
 	subjects := readerLog(t, js, 300)
@@ -131,7 +131,10 @@ func checkReads(t *testing.T, js jetstream.JetStream) {
 	}
 	r = openReader(t, js, ledger.ReaderConfig{StallAfter: 300 * time.Millisecond, LagForTest: lag})
 	sameSeqs(t, "a lagging copy", readAll(t, r), seqRange(1, 300))
-	if st := r.Stats(); st.Recreated != 1 || consumers.Load() != 2 {
+	// The lagging consumer was made again. A busy machine may stall the
+	// next one past StallAfter too (seen under -race beside a build): it
+	// is made again as well, and the read is still whole and in order.
+	if st := r.Stats(); st.Recreated < 1 || consumers.Load() != int32(st.Recreated)+1 {
 		t.Fatalf("a lagging copy: %+v, %d consumers", st, consumers.Load())
 	}
 	r = openReader(t, js, ledger.ReaderConfig{LastPerSubject: true, StallAfter: 300 * time.Millisecond,
