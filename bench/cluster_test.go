@@ -206,18 +206,7 @@ func newPublishProbe(b *testing.B, url string, replicas int) *publishProbe {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cfg := jetstream.StreamConfig{Name: "BENCH_RAW", Subjects: []string{"bench.raw.>"}, Storage: jetstream.FileStorage, Replicas: replicas}
-	for {
-		if _, err = js.CreateStream(ctx, cfg); err == nil || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond) // a cluster still electing
-	}
-	if err != nil {
-		b.Fatalf("raw probe stream: %v", err)
-	}
+	testharness.CreateStream(b, js, jetstream.StreamConfig{Name: "BENCH_RAW", Subjects: []string{"bench.raw.>"}, Storage: jetstream.FileStorage, Replicas: replicas})
 	return &publishProbe{js: js, subj: "bench.raw." + route}
 }
 

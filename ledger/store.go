@@ -308,6 +308,20 @@ const (
 	JSErrCodeClusterNotAvail jetstream.ErrorCode = 10008
 )
 
+// ClusterNotReady reports whether a JetStream API request (opening the
+// store, creating a stream or consumer) failed for want of an answer in
+// time — a cluster electing a leader may leave a request unanswered — or
+// was refused by a cluster not ready to place a stream yet (10005, 10008):
+// failures that waiting, and asking again, can end. A refusal waiting
+// cannot change (JetStream off, no permission, no room) is not.
+func ClusterNotReady(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == JSErrCodeClusterNoPeers || apiErr.ErrorCode == JSErrCodeClusterNotAvail)
+}
+
 // openStoreHint is the hint of a failed OpenStore: what the server
 // answered decides what the operator should look at.
 func openStoreHint(err error, replicas int) string {

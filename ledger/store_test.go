@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	crdb "github.com/cockroachdb/errors"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -314,5 +315,32 @@ func TestStoreMarksOnlyTheStreamsItCreates(t *testing.T) {
 	}
 	if s := testharness.OpenStore(t, old.JS); s.ScopedIDsOnly() {
 		t.Fatal("an older stream is marked on a second open")
+	}
+}
+
+// A request is asked again (opening the store, creating a stream) only
+// while the cluster is not ready: no answer in time (a cluster electing
+// the stream's leader), or no servers to place the stream on yet; never on
+// a refusal waiting cannot change.
+func TestClusterNotReadyOnlyForAClusterForming(t *testing.T) {
+	wrap := func(err error) error {
+		return crdb.WithHint(crdb.Wrapf(err, "open store: stream %s", "SETTLE_INTENTS"), "hint")
+	}
+	api := func(code jetstream.ErrorCode, desc string) error {
+		return &jetstream.APIError{Code: 400, ErrorCode: code, Description: desc}
+	}
+	for err, want := range map[error]bool{
+		wrap(context.DeadlineExceeded): true,
+		wrap(nats.ErrTimeout):          true,
+		wrap(nats.ErrNoResponders):     true,
+		wrap(api(ledger.JSErrCodeClusterNoPeers, "no suitable peers for placement, peer offline")): true,
+		wrap(api(ledger.JSErrCodeClusterNotAvail, "JetStream system temporarily unavailable")):     true,
+		wrap(api(jetstream.JSErrCodeJetStreamNotEnabledForAccount, "jetstream not enabled")):       false,
+		wrap(jetstream.ErrJetStreamNotEnabled):                                                     false,
+		wrap(errors.New("insufficient resources")):                                                 false,
+	} {
+		if got := ledger.ClusterNotReady(err); got != want {
+			t.Errorf("%v: retried %v, want %v", err, got, want)
+		}
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/cockroachdb/errors"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/embedded"
@@ -37,7 +35,7 @@ func StoreConfig(natsURL string, dur embedded.Durability, replicas int, groupCom
 // leader, and is refused for want of servers to place it on while one of
 // them restarts or before the meta leader has heard from every server
 // (both seen right after a cluster started). Only those are retried, for
-// a minute (storeNotReady); any other error ends at once.
+// a minute (ledger.ClusterNotReady); any other error ends at once.
 func openStore(ctx context.Context, js jetstream.JetStream, sc ledger.StoreConfig, logger *slog.Logger) (*ledger.Store, error) {
 	var store *ledger.Store
 	err := untilAnswered(ctx, logger, "open the store", sc.Stream, func() error {
@@ -49,14 +47,14 @@ func openStore(ctx context.Context, js jetstream.JetStream, sc ledger.StoreConfi
 }
 
 // untilAnswered runs op until it succeeds, fails for another reason than
-// a cluster not ready yet (storeNotReady), ctx ends or a minute has
+// a cluster not ready yet (ledger.ClusterNotReady), ctx ends or a minute has
 // passed: a cluster still electing its leaders, or a server whose
 // JetStream is not up yet, answers late or not at all.
 func untilAnswered(ctx context.Context, logger *slog.Logger, what, stream string, op func() error) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		err := op()
-		if err == nil || ctx.Err() != nil || time.Now().After(deadline) || !storeNotReady(err) {
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) || !ledger.ClusterNotReady(err) {
 			return err
 		}
 		logger.Warn("the stream is not ready yet (the cluster may still be forming: electing its leaders, or waiting for its servers); retrying for up to a minute", "op", what, "stream", stream, "err", err)
@@ -68,18 +66,4 @@ func untilAnswered(ctx context.Context, logger *slog.Logger, what, stream string
 		case <-t.C:
 		}
 	}
-}
-
-// storeNotReady reports whether opening the store failed for want of an
-// answer in time, or was refused by a cluster not ready to place the
-// stream yet (not a refusal that waiting cannot change).
-func storeNotReady(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
-		return true
-	}
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		return apiErr.ErrorCode == ledger.JSErrCodeClusterNoPeers || apiErr.ErrorCode == ledger.JSErrCodeClusterNotAvail
-	}
-	return false
 }

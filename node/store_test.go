@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/adapter"
@@ -52,31 +51,6 @@ func TestConfigValidateNamesEveryProblem(t *testing.T) {
 	}
 }
 
-// Opening the store is retried only while the cluster is not ready: no
-// answer in time (a cluster electing the stream's leader), or no servers
-// to place the stream on yet; never on a refusal waiting cannot change.
-func TestStoreNotReadyRetriesOnlyAClusterForming(t *testing.T) {
-	wrap := func(err error) error {
-		return errors.WithHint(errors.Wrapf(err, "open store: stream %s", "SETTLE_INTENTS"), "hint")
-	}
-	api := func(code jetstream.ErrorCode, desc string) error {
-		return &jetstream.APIError{Code: 400, ErrorCode: code, Description: desc}
-	}
-	for err, want := range map[error]bool{
-		wrap(context.DeadlineExceeded): true,
-		wrap(nats.ErrTimeout):          true,
-		wrap(nats.ErrNoResponders):     true,
-		wrap(api(ledger.JSErrCodeClusterNoPeers, "no suitable peers for placement, peer offline")): true,
-		wrap(api(ledger.JSErrCodeClusterNotAvail, "JetStream system temporarily unavailable")):     true,
-		wrap(api(jetstream.JSErrCodeJetStreamNotEnabledForAccount, "jetstream not enabled")):       false,
-		wrap(jetstream.ErrJetStreamNotEnabled):                                                     false,
-		wrap(errors.New("insufficient resources")):                                                 false,
-	} {
-		if got := storeNotReady(err); got != want {
-			t.Errorf("%v: retried %v, want %v", err, got, want)
-		}
-	}
-}
 
 // The cluster cannot place the stream yet: fewer servers than its
 // replicas are there, or the meta leader has not heard from one of them

@@ -2,7 +2,6 @@ package testharness
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -26,7 +25,7 @@ func TestNATSClusterProcessesIsolateAndHeal(t *testing.T) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	createStream(t, js, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}, Replicas: 3})
+	CreateStream(t, js, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}, Replicas: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c.Isolate(2)
@@ -57,31 +56,5 @@ func TestNATSClusterProcessesIsolateAndHeal(t *testing.T) {
 	}
 	if l := c.StreamLeader("T"); l < 0 {
 		t.Fatal("no stream leader")
-	}
-}
-
-// createStream creates a replicated stream as settle's store does on a
-// cluster that has just formed: each attempt bounded, one left unanswered
-// (seen under a loaded make test: a request the meta leader never answered,
-// all nodes healthy and meshed) tried again, for two minutes. Creating a
-// stream with the same configuration again is no change.
-func createStream(t *testing.T, js jetstream.JetStream, cfg jetstream.StreamConfig) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := js.CreateStream(ctx, cfg)
-		cancel()
-		switch {
-		case err == nil:
-			return
-		case time.Now().After(deadline):
-			t.Fatalf("create stream %s: %v", cfg.Name, err)
-		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout), errors.Is(err, jetstream.ErrNoStreamResponse):
-			t.Logf("create stream %s: %v; trying again", cfg.Name, err)
-			time.Sleep(time.Second)
-		default:
-			t.Fatalf("create stream %s: %v", cfg.Name, err)
-		}
 	}
 }

@@ -1,0 +1,39 @@
+package testharness
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/settle-dev/settle/ledger"
+)
+
+// CreateStream creates a stream as settle's store does on a cluster that
+// has just formed: each attempt bounded (10 s), and one left unanswered
+// (seen under a loaded make test and make bench: a request the meta
+// leader never answered, all nodes healthy and meshed) or refused because
+// the cluster cannot place the stream yet (no meta leader, a server not
+// heard from) made again, for two minutes; any other error fails t.
+// Creating a stream with the same configuration again is no change.
+func CreateStream(t testing.TB, js jetstream.JetStream, cfg jetstream.StreamConfig) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for tries := 1; ; tries++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := js.CreateStream(ctx, cfg)
+		cancel()
+		switch {
+		case err == nil:
+			return
+		case !ledger.ClusterNotReady(err):
+			t.Fatalf("create stream %s: %v", cfg.Name, err)
+		case time.Now().After(deadline):
+			t.Fatalf("create stream %s: %d tries in 2 minutes, the last: %v", cfg.Name, tries, err)
+		default:
+			t.Logf("create stream %s: %v; trying again", cfg.Name, err)
+			time.Sleep(time.Second)
+		}
+	}
+}
