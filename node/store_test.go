@@ -51,7 +51,6 @@ func TestConfigValidateNamesEveryProblem(t *testing.T) {
 	}
 }
 
-
 // The cluster cannot place the stream yet: fewer servers than its
 // replicas are there, or the meta leader has not heard from one of them
 // (seen in CI right after a cluster started: "no suitable peers for
