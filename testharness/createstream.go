@@ -10,8 +10,12 @@ import (
 	"github.com/settle-dev/settle/ledger"
 )
 
+// apiAttempt bounds one JetStream API request of the harness's helpers
+// that try again while a cluster forms (CreateStream, OpenStoreWhenReady).
+const apiAttempt = 10 * time.Second
+
 // CreateStream creates a stream as settle's store does on a cluster that
-// has just formed: each attempt bounded (10 s), and one left unanswered
+// has just formed: each attempt bounded (apiAttempt), and one left unanswered
 // (seen under a loaded make test and make bench: a request the meta
 // leader never answered, all nodes healthy and meshed) or refused because
 // the cluster cannot place the stream yet (no meta leader, a server not
@@ -21,7 +25,7 @@ func CreateStream(t testing.TB, js jetstream.JetStream, cfg jetstream.StreamConf
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for tries := 1; ; tries++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), apiAttempt)
 		_, err := js.CreateStream(ctx, cfg)
 		cancel()
 		switch {

@@ -140,11 +140,15 @@ func ConnectJS(t testing.TB, url string, opts ...nats.Option) jetstream.JetStrea
 }
 
 // OpenStoreWhenReady opens the store with cfg on js, trying again while
-// a cluster still elects its leaders, until ctx ends.
+// a cluster still elects its leaders, until ctx ends. Each attempt is
+// bounded (apiAttempt) as CreateStream's: a request the meta leader never
+// answers is made again, not waited on until ctx ends.
 func OpenStoreWhenReady(ctx context.Context, t testing.TB, js jetstream.JetStream, cfg ledger.StoreConfig) *ledger.Store {
 	t.Helper()
 	for {
-		s, err := ledger.OpenStore(ctx, js, cfg)
+		actx, cancel := context.WithTimeout(ctx, apiAttempt)
+		s, err := ledger.OpenStore(actx, js, cfg)
+		cancel()
 		if err == nil {
 			return s
 		}
