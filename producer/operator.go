@@ -49,12 +49,10 @@ func (p *Producer) Approve(ctx context.Context, h *ledger.History, i *fsm.Intent
 // Abandon records that the intent will not be written. Cancellation is not
 // rollback: a write that already happened stays on the external system,
 // and an audit reports an abandoned intent whose effect is later found.
+// effect_possible is the decider's rule (fsm.Intent.AnyEffectPossible): a
+// "key already used" rejection is no proof that nothing executed.
 func (p *Producer) Abandon(ctx context.Context, h *ledger.History, i *fsm.Intent, by, reason string) error {
-	possible := false
-	for _, a := range i.Attempts {
-		possible = possible || a.Outcome != events.WriteRejected
-	}
-	return p.appendOperator(ctx, h, i, &events.AbandonedData{By: by, Reason: reason, EffectPossible: possible})
+	return p.appendOperator(ctx, h, i, &events.AbandonedData{By: by, Reason: reason, EffectPossible: i.AnyEffectPossible()})
 }
 
 // ResolveConfirmed closes a manual action with the external object the
