@@ -29,8 +29,12 @@ var (
 	// wraps an *events.FieldError naming it).
 	ErrInvalidRequest = errors.New("invalid request")
 	// ErrOutcomeNotRecorded: the external call happened but its outcome
-	// could not be appended; the intent stays write_started until its
-	// deadline turns it unknown and reconciliation settles it.
+	// could not be appended (the log refused it, or another worker moved
+	// the intent meanwhile: then the error also matches
+	// ledger.ErrConflict); the intent stays write_started until its
+	// deadline turns it unknown, if no one recorded an outcome, and
+	// reconciliation settles it. Execute returns it with the result and
+	// never drives such an intent again.
 	ErrOutcomeNotRecorded = errors.New("outcome not recorded")
 	// ErrPayloadTooLarge: the payload, frozen into its IntentRecorded event,
 	// would exceed the decoder's limit (events.MaxPayloadSize). Nothing was
@@ -352,12 +356,13 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 			checked = true
 			res, err := p.recordAndStart(ctx, pr)
 			switch {
+			case errors.Is(err, ErrOutcomeNotRecorded):
+				// The call was made: never driven again (its lost
+				// outcome append may also be a conflict).
+				return res, err
 			case errors.Is(err, ledger.ErrConflict):
 				recordedNow = res != nil
 			case err != nil:
-				if res != nil && errors.Is(err, ErrOutcomeNotRecorded) {
-					return res, err
-				}
 				return nil, err
 			default:
 				return res, nil
@@ -386,6 +391,9 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 				checked = true
 			}
 			res, err := p.recordAndStart(ctx, pr)
+			if errors.Is(err, ErrOutcomeNotRecorded) {
+				return res, err // the call was made: see above
+			}
 			if errors.Is(err, ledger.ErrConflict) {
 				// Someone recorded it concurrently (compare with theirs),
 				// or moved our new intent on before our first step.
@@ -393,9 +401,6 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 				continue
 			}
 			if err != nil {
-				if res != nil && errors.Is(err, ErrOutcomeNotRecorded) {
-					return res, err
-				}
 				return nil, err
 			}
 			return res, nil
@@ -411,8 +416,8 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 			return res, err
 		}
 		res, err := p.drive(ctx, pr.route, h, intent, recordedNow, false, 0)
-		if errors.Is(err, ledger.ErrConflict) {
-			continue // another party moved the intent: reload
+		if errors.Is(err, ledger.ErrConflict) && !errors.Is(err, ErrOutcomeNotRecorded) {
+			continue // another party moved the intent before any call: reload
 		}
 		return res, err
 	}

@@ -174,7 +174,7 @@ func (w *Writer) call(ctx context.Context, route adapter.Route, h *ledger.Histor
 		if log == nil {
 			log = slog.Default()
 		}
-		log.Warn("producer: the write was made but its outcome could not be recorded: the intent stays write_started until its attempt deadline, then reconciliation settles it",
+		log.Warn("producer: the write was made but its outcome could not be recorded: reconciliation settles the intent (after the attempt's deadline, unless another worker recorded an outcome meanwhile)",
 			"intent", intent.ID, "route", route.Name, "attempt", step.AttemptID, "outcome", string(outcome.EventType()), "err", err)
 		return errkind.Wrap(ErrOutcomeNotRecorded, errors.Wrapf(err, "%s", step.AttemptID))
 	}
