@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"os"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -110,10 +111,8 @@ type Response struct {
 // MaxResponseBody bounds what Do reads.
 const MaxResponseBody = 4 << 20
 
-// Do sends one request and classifies a failure. It never retries: the
-// request's GetBody is cleared, so net/http cannot replay it either (it
-// would otherwise replay requests carrying an Idempotency-Key header).
-// Whether the request was written is observed with httptrace, not guessed.
+// Do sends one request and classifies a failure. It never retries, and
+// net/http cannot replay it either (noReplay). Whether the request was written is observed with httptrace, not guessed.
 // A request on a context marked with Calling is reported to its route's
 // observer (kind, outcome, duration, rate limit).
 func Do(ctx context.Context, client *http.Client, req *http.Request) (resp *Response, err error) {
@@ -133,7 +132,7 @@ func do(ctx context.Context, client *http.Client, req *http.Request) (*Response,
 		},
 	}
 	req = req.WithContext(httptrace.WithClientTrace(ctx, trace))
-	req.GetBody = nil
+	noReplay(req)
 	resp, err := client.Do(req)
 	if err != nil {
 		return nil, classifyTransport(ctx, req, err, wrote.Load())
@@ -179,6 +178,41 @@ func classifyTransport(ctx context.Context, req *http.Request, err error, wrote 
 		code = "connection_reset"
 	}
 	return &CallError{Class: Unknown, Code: code, Message: where + ": no answer after the request was written"}
+}
+
+// idempotencyHeaders are the header names that make net/http take a
+// request for one it may send twice (Request.isReplayable).
+var idempotencyHeaders = []string{"Idempotency-Key", "X-Idempotency-Key"}
+
+// noReplay makes req one net/http's Transport will not send again by
+// itself. The Transport resends a request on a fresh connection when a
+// reused one breaks, even after the request was written, if it is
+// "replayable": its body can be had again (it has none, or GetBody is
+// set) and its method is GET, HEAD, OPTIONS or TRACE or its header holds
+// Idempotency-Key or X-Idempotency-Key. A write sent twice behind
+// settle's back is a second effect whenever the API ignores the key.
+// GetBody is cleared; a bodyless request (a DELETE, Stripe's bodyless
+// cancel POST) has its key headers moved to lower-case keys of a copy of
+// its header, which net/http does not look up and sends as they are
+// (header names are case-insensitive; HTTP/2 lower-cases them anyway).
+func noReplay(req *http.Request) {
+	req.GetBody = nil
+	if req.Body != nil && req.Body != http.NoBody {
+		return
+	}
+	cloned := false
+	for _, k := range idempotencyHeaders {
+		v, ok := req.Header[k]
+		if !ok {
+			continue
+		}
+		if !cloned {
+			req.Header, cloned = req.Header.Clone(), true
+		}
+		delete(req.Header, k)
+		lk := strings.ToLower(k)
+		req.Header[lk] = append(req.Header[lk], v...)
+	}
 }
 
 func isTimeout(err error) bool {
