@@ -912,6 +912,9 @@ func (d Decider) ConcludeReadback(i *Intent, caps events.Capabilities, now time.
 	if slices.Contains(ref.Mismatch, "pre_existing") {
 		checks = append(checks, events.Check{Name: "created", Detail: "created " + o.CreatedAt.UTC().Format(time.RFC3339) + ", before the first attempt"})
 	}
+	if c, ok := idCheck(i, o.ExternalID); ok {
+		checks = append(checks, c)
+	}
 	extID := o.ExternalID
 	if extID == "" {
 		extID = i.ExternalID
@@ -953,6 +956,9 @@ func (d Decider) ConcludeStatusReadback(i *Intent, caps events.Capabilities, now
 		}
 		checks = append(checks, events.Check{Name: "version", OK: true, Detail: detail})
 	}
+	if c, ok := idCheck(i, st.ExternalID); ok {
+		checks = append(checks, c)
+	}
 	extID := st.ExternalID
 	if extID == "" {
 		extID = i.ExternalID
@@ -963,6 +969,19 @@ func (d Decider) ConcludeStatusReadback(i *Intent, caps events.Capabilities, now
 		return ev
 	}
 	return conclude(i, extID, st.LiveURL, checks, now)
+}
+
+// idCheck is the failed "id" check of a readback whose object names
+// another id than the one found (the read answered with another object,
+// or the API gives the same object ids of another form): never a receipt
+// of this intent (the guard refuses a ReadbackPassed naming another id),
+// so a hand-off with the evidence rather than a conclusion refused at
+// every check.
+func idCheck(i *Intent, read string) (events.Check, bool) {
+	if read == "" || i.ExternalID == "" || read == i.ExternalID {
+		return events.Check{}, false
+	}
+	return events.Check{Name: "id", Detail: fmt.Sprintf("read back %s, found %s", quoteOrNone(read), quoteOrNone(i.ExternalID))}, true
 }
 
 func conclude(i *Intent, extID, liveURL string, checks []events.Check, now time.Time) events.Data {

@@ -989,3 +989,43 @@ func TestRetryCarriesTheRecordedRequest(t *testing.T) {
 		}
 	}
 }
+
+// A readback whose object names another id than the one found (an API
+// that normalises its ids, a read answered with another object) is a
+// failed check, never a ReadbackPassed the guard refuses: that failed
+// every step of the intent, again at each recheck, with no hand-off.
+func TestReadbackOfAnotherIDIsAFailedCheck(t *testing.T) {
+	d := testDecider()
+	apply := func(t *testing.T, i *Intent, ev events.Data) {
+		t.Helper()
+		if err := i.Clone().Apply(events.New(i.ID, i.Version+1, i.UpdatedAt, "me", "", ev)); err != nil {
+			t.Fatalf("guards refuse the conclusion: %v", err)
+		}
+	}
+	t.Run("search", func(t *testing.T) {
+		caps := capProfiles["search"]
+		i, err := Fold(histories(caps, policyProfile{"auto", "auto", false})["verifying(found)"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := cand(i, func(c *Candidate) { c.LiveURL, c.ExternalID = "https://x/p_1", "00"+i.ExternalID })
+		ev := d.ConcludeReadback(i, caps, i.UpdatedAt, Readback{Found: true, Object: other, ProbeStatus: 200})
+		if f, ok := ev.(*events.ReadbackFailedData); !ok || !slices.Contains(f.Failed, "id") {
+			t.Fatalf("readback of %q after finding %q: %+v", other.ExternalID, i.ExternalID, ev)
+		}
+		apply(t, i, ev)
+	})
+	t.Run("status", func(t *testing.T) {
+		caps := capProfiles["status+key"]
+		v, err := Fold(histories(caps, policyProfile{"auto", "auto", false})["verifying(found)"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := d.ConcludeStatusReadback(v, caps, v.UpdatedAt, StatusObservation{Found: true, State: StatusCompleted, ExternalID: "00" + v.ExternalID,
+			PayloadSHA256: v.Recorded.PayloadSHA256, Account: v.Recorded.Account})
+		if f, ok := ev.(*events.ReadbackFailedData); !ok || !slices.Contains(f.Failed, "id") {
+			t.Fatalf("status readback of another id: %+v", ev)
+		}
+		apply(t, v, ev)
+	})
+}
