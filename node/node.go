@@ -54,6 +54,7 @@ type Node struct {
 	sup     *supervisor
 	hold    map[string]string
 	hook    *webhook.Deliverer // Config.Webhook's, or nil
+	writer  string             // this process's writer id (newWriterID)
 
 	runOnce sync.Once
 	closers []func()
@@ -96,7 +97,8 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		sc.DuplicateWindow = embeddedDuplicateWindow
 	}
 	// Every append names this process (a second writer is then named).
-	sc.Writer = newWriterID()
+	n.writer = newWriterID()
+	sc.Writer = n.writer
 	cfg.Logger.Info("settle starting", "command", cfg.Command, "writer", sc.Writer, "pid", os.Getpid(), "log", n.Where())
 	// Before anything reads or writes the log: has it lost events?
 	if n.hold, err = guardLog(ctx, n.js, sc.Stream, n.dd, cfg.AcceptLogLoss, cfg.NATSURL == "", cfg.Logger); err != nil {
@@ -205,7 +207,10 @@ func (n *Node) openReconcilers() error {
 	host, _ := os.Hostname()
 	for k := 0; k < n.cfg.Workers; k++ {
 		rc := reconcile.DefaultConfig()
-		rc.Worker = host + "-" + strconv.Itoa(os.Getpid()) + "-w" + strconv.Itoa(k)
+		// Unique among running workers, as leases and claims need: the
+		// writer id holds the pid and a random part (two containers of
+		// one image often run as pid 1 under one host name).
+		rc.Worker = host + "-" + n.writer + "-w" + strconv.Itoa(k)
 		rc.Logger = n.cfg.Logger
 		// CacheMB is the process's: its workers share it.
 		rc.Now, rc.Hold, rc.Lease, rc.CacheBytes, rc.Steps = n.cfg.Now, n.hold, n.cfg.Lease, max(1<<20, n.cfg.CacheMB<<20/n.cfg.Workers), n.cfg.Steps

@@ -121,3 +121,37 @@ func TestANodeRefusesALogTwoWritersWrote(t *testing.T) {
 	}
 	closeNode(n)
 }
+
+// Every reconciler of every node has a worker name of its own, even for
+// two processes of one host name and pid (containers of one image run as
+// pid 1): a lease or claim held under a name is its holder's alone. Two
+// nodes of one test process share both, as such containers would.
+func TestWorkerNamesAreUniqueAcrossProcessesOfOneHostAndPid(t *testing.T) {
+	api := newFakeSocial(t)
+	var logs testharness.SyncBuffer
+	seen := map[string]bool{}
+	var nodes []*Node
+	for range 2 {
+		n := testNode(t, api, &logs, nil)
+		if len(n.recs) != 2 {
+			t.Fatalf("%d reconcilers, want 2", len(n.recs))
+		}
+		nodes = append(nodes, n)
+	}
+	for _, n := range nodes {
+		for _, r := range n.recs {
+			if w := r.Worker(); seen[w] {
+				t.Fatalf("worker name %q used twice (%v)", w, seen)
+			} else {
+				seen[w] = true
+			}
+		}
+	}
+	for _, n := range nodes {
+		for _, r := range n.recs {
+			if w := r.Worker(); !strings.Contains(w, n.writer) {
+				t.Fatalf("worker name %q does not hold the process's writer id %q", w, n.writer)
+			}
+		}
+	}
+}

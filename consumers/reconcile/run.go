@@ -23,6 +23,10 @@ import (
 // settle only the intents they can).
 func (r *Reconciler) ConsumerName(route string) string { return r.cfg.Durable + "-" + route }
 
+// Worker is the worker name this reconciler leases and claims as
+// (Config.Worker).
+func (r *Reconciler) Worker() string { return r.cfg.Worker }
+
 // consumerConfig is the durable pull consumer every worker of route shares.
 // Every event of every intent of the route is delivered; the message of an
 // intent's LATEST event is the intent's wake-up: it is Nak'ed with a delay
