@@ -15,6 +15,7 @@ import (
 	"github.com/settle-dev/settle/api"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/mcp"
 	"github.com/settle-dev/settle/service"
 )
@@ -560,5 +561,69 @@ func TestOneActionVocabulary(t *testing.T) {
 	want := []string{service.ActionApprove, service.ActionAbandon}
 	if !slices.Equal(p.Items[0].Actions, want) || !slices.Equal(d.Actions, want) {
 		t.Fatalf("actions over MCP %v, over REST %v, want %v", p.Items[0].Actions, d.Actions, want)
+	}
+}
+
+// TestAnotherTenantsHeldIntentIsNotFound: an intent whose history cannot
+// be folded — one with an event this version cannot place, or one the
+// log lost whole and holds after an accepted loss (its hold marker only)
+// — is still its tenant's. Another tenant that names it by id, reading it
+// or acting on it, is told there is no such intent, as for any other
+// intent of another tenant, never that it is held (which shows that it
+// exists, and the loss); its own tenant is told, and nothing is
+// appended.
+func TestAnotherTenantsHeldIntentIsNotFound(t *testing.T) {
+	for _, tc := range transports {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, envOptions{tokens: tenantTokens()})
+			tr := tc.make(e)
+			ctx := context.Background()
+			const A, B = secretAcme, secretGlobex
+
+			// A's intent awaiting approval, known to the views, then an
+			// event out of order on its subject: unreadable.
+			appr := tr.submit(t, A, "social_approval", "acct_1", "task-u", "step-1", "acme's approval")
+			expect(t, "A submits", appr, vOK)
+			e.CatchUp()
+			h, err := e.Store.Load(ctx, "social_approval", appr.id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			planted := events.New(appr.id, uint64(len(h.Events))+5, e.Clock.Now(), "planted", "",
+				&events.ApprovalRequiredData{For: "first_write", Reason: "planted"})
+			if _, err := e.Store.Append(ctx, "social_approval", planted, h.LastSeq); err != nil {
+				t.Fatal(err)
+			}
+			// A's intent the log lost whole: its hold marker only.
+			lost := events.ScopedIntentID("acme", "social_post", "acct_1", events.ToolKey("task-u", "step-2", ""))
+			hold := events.NewHold(lost, []uint64{1, 2}, []uint64{10, 11}, [][2]uint64{{9, 20}}, e.Clock.Now(), "test", "a block file was lost.")
+			if ok, err := ledger.MarkHeld(ctx, e.Node.JS, "SETTLE_INTENTS", "social_post", hold); err != nil || !ok {
+				t.Fatalf("mark: %v %v", ok, err)
+			}
+			msgs := e.StreamLen()
+
+			for _, id := range []string{appr.id, lost} {
+				for _, o := range []struct {
+					what string
+					got  outcome
+				}{
+					{"B gets A's held intent", tr.get(t, B, id)},
+					{"B approves A's held intent", tr.approve(t, B, id)},
+					{"B abandons A's held intent", tr.abandon(t, B, id)},
+					{"B resolves A's held intent", tr.resolve(t, B, id, "not_executed")},
+				} {
+					expect(t, o.what, o.got, vNotFound)
+					if strings.Contains(o.got.raw, "held") || strings.Contains(o.got.raw, "lost") || strings.Contains(o.got.raw, "fold") {
+						t.Errorf("%s: the answer tells of the hold: %s", o.what, clipText(o.got.raw, 300))
+					}
+				}
+			}
+			// A is told its intent's history cannot be read (409 over
+			// REST, held over MCP), never that it does not exist.
+			expect(t, "A gets its unreadable intent", tr.get(t, A, appr.id), vNotAllowed, verdict(mcp.CodeHeld))
+			if n := e.StreamLen(); n != msgs {
+				t.Errorf("the stream holds %d messages, had %d: something was appended", n, msgs)
+			}
+		})
 	}
 }
