@@ -621,6 +621,10 @@ func TestAnotherTenantsHeldIntentIsNotFound(t *testing.T) {
 			// A is told its intent's history cannot be read (409 over
 			// REST, held over MCP), never that it does not exist.
 			expect(t, "A gets its unreadable intent", tr.get(t, A, appr.id), vNotAllowed, verdict(mcp.CodeHeld))
+			// Acting on it is refused as held too, never "unavailable"
+			// (which says calling again is safe and useful).
+			expect(t, "A approves its unreadable intent", tr.approve(t, A, appr.id), vNotAllowed, verdict(mcp.CodeHeld))
+			expect(t, "A resolves its unreadable intent", tr.resolve(t, A, appr.id, "abandoned"), vNotAllowed, verdict(mcp.CodeHeld))
 			if n := e.StreamLen(); n != msgs {
 				t.Errorf("the stream holds %d messages, had %d: something was appended", n, msgs)
 			}
