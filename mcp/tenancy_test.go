@@ -584,6 +584,8 @@ func TestAnotherTenantsHeldIntentIsNotFound(t *testing.T) {
 			// event out of order on its subject: unreadable.
 			appr := tr.submit(t, A, "social_approval", "acct_1", "task-u", "step-1", "acme's approval")
 			expect(t, "A submits", appr, vOK)
+			fine := tr.submit(t, A, "social_approval", "acct_1", "task-u", "step-3", "acme's other approval")
+			expect(t, "A submits another", fine, vOK)
 			e.CatchUp()
 			h, err := e.Store.Load(ctx, "social_approval", appr.id)
 			if err != nil {
@@ -625,6 +627,13 @@ func TestAnotherTenantsHeldIntentIsNotFound(t *testing.T) {
 			// (which says calling again is safe and useful).
 			expect(t, "A approves its unreadable intent", tr.approve(t, A, appr.id), vNotAllowed, verdict(mcp.CodeHeld))
 			expect(t, "A resolves its unreadable intent", tr.resolve(t, A, appr.id, "abandoned"), vNotAllowed, verdict(mcp.CodeHeld))
+			// What waits for A is still listed: one history that cannot
+			// be folded does not fail the whole list.
+			p := tr.pending(t, A)
+			expect(t, "A asks what is pending", p, vOK)
+			if p.v == vOK && !slices.Contains(p.ids, fine.id) {
+				t.Errorf("A's pending %v: want its %s", p.ids, fine.id)
+			}
 			if n := e.StreamLen(); n != msgs {
 				t.Errorf("the stream holds %d messages, had %d: something was appended", n, msgs)
 			}

@@ -203,7 +203,9 @@ func (s *Service) List(ctx context.Context, c Caller, f projector.Filter) (proje
 // Pending lists, newest first, at most limit of the caller's intents that
 // wait for a human (awaiting_approval, manual_action) on route ("" for
 // every route it may use): found in the views, each read again from the
-// log, which the views may lag.
+// log, which the views may lag. An intent whose history cannot be folded
+// (producer.HeldError) is left out rather than failing the list: reading
+// it (status, GET) names it held, and settle audit reports it.
 func (s *Service) Pending(ctx context.Context, c Caller, route string, limit int) ([]*fsm.Intent, error) {
 	if err := needScope(c, ScopeRead); err != nil {
 		return nil, err
@@ -246,8 +248,9 @@ func (s *Service) Pending(ctx context.Context, c Caller, route string, limit int
 			break
 		}
 		_, i, err := s.load(ctx, c, v.IntentID, true) // listed for the caller's tenant
+		var he *producer.HeldError
 		switch {
-		case errors.Is(err, ErrNotFound), errors.Is(err, ErrForbidden):
+		case errors.Is(err, ErrNotFound), errors.Is(err, ErrForbidden), errors.As(err, &he):
 			continue
 		case err != nil:
 			return nil, err
