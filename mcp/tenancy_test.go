@@ -602,6 +602,15 @@ func TestAnotherTenantsHeldIntentIsNotFound(t *testing.T) {
 			if ok, err := ledger.MarkHeld(ctx, e.Node.JS, "SETTLE_INTENTS", "social_post", hold); err != nil || !ok {
 				t.Fatalf("mark: %v %v", ok, err)
 			}
+			// B's own intents whose request ids read like A's intent ids:
+			// a search of B's views by those ids finds B's intents, which
+			// are not the ones named.
+			for _, id := range []string{appr.id, lost} {
+				o := restTransport{e: e}.intent(t, "POST", "/v1/intents", B, map[string]any{"route": "social_post",
+					"account": "acct_1", "request_id": id, "payload": map[string]any{"body": "globex's post"}})
+				expect(t, "B submits a request id like A's intent id", o, vOK)
+			}
+			e.CatchUp()
 			msgs := e.StreamLen()
 
 			for _, id := range []string{appr.id, lost} {
