@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/internal/contentcoding"
+	"github.com/settle-dev/settle/internal/jsonstr"
 )
 
 // MaxBodyBytes bounds a request body (a payload is at most 1 MiB in
@@ -68,7 +69,8 @@ func checkContentEncoding(w http.ResponseWriter, h http.Header) *Problem {
 // must be one of fields (unknown members are refused by name), none may
 // appear twice, and nothing may follow the object. Destinations are
 // *string, *bool, *json.RawMessage and *time.Time (RFC 3339); null leaves
-// a destination at its zero value.
+// a destination at its zero value. A string that is not valid Unicode is
+// refused naming the member (a raw value is checked by its reader).
 func decodeObject(data []byte, fields map[string]any) *Problem {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -118,6 +120,11 @@ func decodeObject(data []byte, fields map[string]any) *Problem {
 func decodeField(name string, raw json.RawMessage, dst any) *Problem {
 	if string(raw) == "null" {
 		return nil
+	}
+	if _, isRaw := dst.(*json.RawMessage); !isRaw && !jsonstr.ValidUnicode(raw) {
+		// encoding/json would read it as U+FFFD: two different request
+		// ids would be one.
+		return invalid(name, name+": is not valid Unicode (invalid UTF-8, or half of a surrogate pair escaped)")
 	}
 	switch d := dst.(type) {
 	case *string:

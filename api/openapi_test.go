@@ -305,8 +305,12 @@ func TestEveryResponseValidatesAgainstOpenAPI(t *testing.T) {
 	}
 
 	// 409 history-unreadable: an intent whose history cannot be folded
-	// (nothing recorded or written).
+	// (nothing recorded or written). The views know it as the token's
+	// tenant's: an id alone names no tenant, and one they do not know is
+	// not found.
 	broken := events.ScopedIntentID("default", "social_post", "acct_1", "oa-broken")
+	want(do("POST", "/v1/intents", secretAdmin, sub("oa-broken", "b")), 201)
+	e.CatchUp()
 	if _, err := e.Node.JS.Publish(context.Background(), events.Subject("social_post", broken), []byte(`{"not":"an event"}`)); err != nil {
 		t.Fatal(err)
 	}

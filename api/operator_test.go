@@ -102,6 +102,10 @@ func TestOperatorActionsChangeTheLogAndRecordTheOperator(t *testing.T) {
 		id := r.str(t, "intent_id")
 		e.do("POST", "/v1/intents/"+id+"/abandon", secretOperator, `{}`).problem(t, http.StatusBadRequest, "reason")
 		e.do("POST", "/v1/intents/"+id+"/abandon", secretOperator, `{"reason":"x","resolution":"abandoned"}`).problem(t, http.StatusBadRequest, "resolution")
+		// A reason that is not valid Unicode is refused, never recorded
+		// as U+FFFD.
+		e.do("POST", "/v1/intents/"+id+"/abandon", secretOperator, `{"reason":"cancelled \ud800"}`).problem(t, http.StatusBadRequest, "reason")
+		e.do("POST", "/v1/intents/"+id+"/abandon", secretOperator, "{\"reason\":\"cancelled \xff\"}").problem(t, http.StatusBadRequest, "reason")
 		r = e.do("POST", "/v1/intents/"+id+"/abandon", secretOperator, `{"reason":"campaign cancelled"}`)
 		if r.code != http.StatusOK || r.str(t, "state") != string(fsm.Abandoned) {
 			t.Fatalf("abandon: %d %s", r.code, r.body)

@@ -134,6 +134,13 @@ func TestSubmitRefusesMalformedRequests(t *testing.T) {
 		{name: "payload refused by the route", body: submitBodyJSON("social_post", "acct_1", "r1", `{"text":"x"}`), field: "payload", code: 400},
 		{name: "payload duplicate keys", body: `{"route":"social_post","account":"acct_1","request_id":"r1","payload":{"body":"x","body":"y"}}`, field: "payload", code: 400},
 		{name: "request id with control character", body: submitBodyJSON("social_post", "acct_1", "r\u0001", `{"body":"x"}`), field: "request_id", code: 400},
+		// Strings that are not valid UTF-8, or escape half a surrogate
+		// pair, are refused naming the field: never read as U+FFFD (so
+		// that "r\xff" and "r\xfe" would be one request id).
+		{name: "request id not UTF-8", body: `{"route":"social_post","account":"acct_1","request_id":"r` + "\xff" + `","payload":{"body":"x"}}`, field: "request_id", code: 400},
+		{name: "request id with a lone surrogate", body: `{"route":"social_post","account":"acct_1","request_id":"r\ud800","payload":{"body":"x"}}`, field: "request_id", code: 400},
+		{name: "account not UTF-8", body: `{"route":"social_post","account":"acct_` + "\xfe" + `","request_id":"r1","payload":{"body":"x"}}`, field: "account", code: 400},
+		{name: "parent with a lone surrogate", body: `{"route":"social_post","account":"acct_1","request_id":"r1","parent_external_id":"p\udc00","payload":{"body":"x"}}`, field: "parent_external_id", code: 400},
 		{name: "planned_at not a time", body: submitBodyJSON("social_post", "acct_1", "r1", `{"body":"x"}`, "planned_at", "yesterday"), field: "planned_at", code: 400},
 		{name: "dry_run not a bool", body: submitBodyJSON("social_post", "acct_1", "r1", `{"body":"x"}`, "dry_run", `"yes"`), field: "dry_run", code: 400},
 		{name: "bad wait", body: submitBodyJSON("social_post", "acct_1", "r1", `{"body":"x"}`), query: "?wait=soon", field: "wait", code: 400},

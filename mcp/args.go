@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/internal/jsonstr"
 )
 
 // argError is a refused argument: Field names it (task_id, payload.body).
@@ -103,7 +104,10 @@ func (a *args) has(name string) bool {
 	return ok && string(v) != "null"
 }
 
-// str reads a string argument; "" when absent or null.
+// str reads a string argument; "" when absent or null. A string that is
+// not valid Unicode (invalid UTF-8, half of a surrogate pair escaped) is
+// refused: encoding/json would read it as U+FFFD, and two task ids would
+// be one.
 func (a *args) str(name string) (string, error) {
 	v, ok := a.m[name]
 	if !ok || string(v) == "null" {
@@ -112,6 +116,9 @@ func (a *args) str(name string) (string, error) {
 	var s string
 	if len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &s) != nil {
 		return "", argErr(name, "must be a string")
+	}
+	if !jsonstr.ValidUnicode(v) {
+		return "", argErr(name, "is not valid Unicode (invalid UTF-8, or half of a surrogate pair escaped)")
 	}
 	return s, nil
 }

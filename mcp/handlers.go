@@ -412,6 +412,8 @@ func (h *handlers) operate(ctx context.Context, a *args, tool string, act servic
 		return h.notVisible("intent_id", "no such intent is visible to this caller; nothing was recorded"), nil
 	case errors.Is(err, producer.ErrInvalidRequest):
 		return h.refuseArg(err), nil
+	case held(err):
+		return h.held(err), nil
 	default:
 		return h.unavailable(tool, err), nil
 	}

@@ -53,6 +53,11 @@ func TestPayloadNotMatchingTheRouteIsRefusedNamingTheField(t *testing.T) {
 		{"unknown argument", with("idempotency_key", "my-own-key"), "idempotency_key"},
 		{"duplicate argument", json.RawMessage(`{"task_id":"a","task_id":"b","step_id":"s","account":"acct_1","payload":{"body":"x"}}`), "task_id"},
 		{"arguments not an object", json.RawMessage(`["task_id"]`), "arguments"},
+		// Ids that are not valid Unicode are refused naming the argument,
+		// never read as U+FFFD (so that two tasks would be one).
+		{"task_id with a lone surrogate", json.RawMessage(`{"task_id":"t\ud800","step_id":"s","account":"acct_1","payload":{"body":"x"}}`), "task_id"},
+		{"step_id with a lone low surrogate", json.RawMessage(`{"task_id":"t","step_id":"s\udc00","account":"acct_1","payload":{"body":"x"}}`), "step_id"},
+		{"account not UTF-8", json.RawMessage("{\"task_id\":\"t\",\"step_id\":\"s\",\"account\":\"acct_\xff\",\"payload\":{\"body\":\"x\"}}"), "account"},
 	}
 	before := e.StreamLen()
 	for _, c := range cases {

@@ -15,6 +15,7 @@ import (
 	"github.com/settle-dev/settle/api"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/mcp"
 	"github.com/settle-dev/settle/service"
 )
@@ -560,5 +561,91 @@ func TestOneActionVocabulary(t *testing.T) {
 	want := []string{service.ActionApprove, service.ActionAbandon}
 	if !slices.Equal(p.Items[0].Actions, want) || !slices.Equal(d.Actions, want) {
 		t.Fatalf("actions over MCP %v, over REST %v, want %v", p.Items[0].Actions, d.Actions, want)
+	}
+}
+
+// TestAnotherTenantsHeldIntentIsNotFound: an intent whose history cannot
+// be folded — one with an event this version cannot place, or one the
+// log lost whole and holds after an accepted loss (its hold marker only)
+// — is still its tenant's. Another tenant that names it by id, reading it
+// or acting on it, is told there is no such intent, as for any other
+// intent of another tenant, never that it is held (which shows that it
+// exists, and the loss); its own tenant is told, and nothing is
+// appended.
+func TestAnotherTenantsHeldIntentIsNotFound(t *testing.T) {
+	for _, tc := range transports {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, envOptions{tokens: tenantTokens()})
+			tr := tc.make(e)
+			ctx := context.Background()
+			const A, B = secretAcme, secretGlobex
+
+			// A's intent awaiting approval, known to the views, then an
+			// event out of order on its subject: unreadable.
+			appr := tr.submit(t, A, "social_approval", "acct_1", "task-u", "step-1", "acme's approval")
+			expect(t, "A submits", appr, vOK)
+			fine := tr.submit(t, A, "social_approval", "acct_1", "task-u", "step-3", "acme's other approval")
+			expect(t, "A submits another", fine, vOK)
+			e.CatchUp()
+			h, err := e.Store.Load(ctx, "social_approval", appr.id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			planted := events.New(appr.id, uint64(len(h.Events))+5, e.Clock.Now(), "planted", "",
+				&events.ApprovalRequiredData{For: "first_write", Reason: "planted"})
+			if _, err := e.Store.Append(ctx, "social_approval", planted, h.LastSeq); err != nil {
+				t.Fatal(err)
+			}
+			// A's intent the log lost whole: its hold marker only.
+			lost := events.ScopedIntentID("acme", "social_post", "acct_1", events.ToolKey("task-u", "step-2", ""))
+			hold := events.NewHold(lost, []uint64{1, 2}, []uint64{10, 11}, [][2]uint64{{9, 20}}, e.Clock.Now(), "test", "a block file was lost.")
+			if ok, err := ledger.MarkHeld(ctx, e.Node.JS, "SETTLE_INTENTS", "social_post", hold); err != nil || !ok {
+				t.Fatalf("mark: %v %v", ok, err)
+			}
+			// B's own intents whose request ids read like A's intent ids:
+			// a search of B's views by those ids finds B's intents, which
+			// are not the ones named.
+			for _, id := range []string{appr.id, lost} {
+				o := restTransport{e: e}.intent(t, "POST", "/v1/intents", B, map[string]any{"route": "social_post",
+					"account": "acct_1", "request_id": id, "payload": map[string]any{"body": "globex's post"}})
+				expect(t, "B submits a request id like A's intent id", o, vOK)
+			}
+			e.CatchUp()
+			msgs := e.StreamLen()
+
+			for _, id := range []string{appr.id, lost} {
+				for _, o := range []struct {
+					what string
+					got  outcome
+				}{
+					{"B gets A's held intent", tr.get(t, B, id)},
+					{"B approves A's held intent", tr.approve(t, B, id)},
+					{"B abandons A's held intent", tr.abandon(t, B, id)},
+					{"B resolves A's held intent", tr.resolve(t, B, id, "not_executed")},
+				} {
+					expect(t, o.what, o.got, vNotFound)
+					if strings.Contains(o.got.raw, "held") || strings.Contains(o.got.raw, "lost") || strings.Contains(o.got.raw, "fold") {
+						t.Errorf("%s: the answer tells of the hold: %s", o.what, clipText(o.got.raw, 300))
+					}
+				}
+			}
+			// A is told its intent's history cannot be read (409 over
+			// REST, held over MCP), never that it does not exist.
+			expect(t, "A gets its unreadable intent", tr.get(t, A, appr.id), vNotAllowed, verdict(mcp.CodeHeld))
+			// Acting on it is refused as held too, never "unavailable"
+			// (which says calling again is safe and useful).
+			expect(t, "A approves its unreadable intent", tr.approve(t, A, appr.id), vNotAllowed, verdict(mcp.CodeHeld))
+			expect(t, "A resolves its unreadable intent", tr.resolve(t, A, appr.id, "abandoned"), vNotAllowed, verdict(mcp.CodeHeld))
+			// What waits for A is still listed: one history that cannot
+			// be folded does not fail the whole list.
+			p := tr.pending(t, A)
+			expect(t, "A asks what is pending", p, vOK)
+			if p.v == vOK && !slices.Contains(p.ids, fine.id) {
+				t.Errorf("A's pending %v: want its %s", p.ids, fine.id)
+			}
+			if n := e.StreamLen(); n != msgs {
+				t.Errorf("the stream holds %d messages, had %d: something was appended", n, msgs)
+			}
+		})
 	}
 }

@@ -147,7 +147,7 @@ func (s *Service) Act(ctx context.Context, c Caller, id string, a Action) (*ledg
 	if err != nil {
 		return nil, nil, err
 	}
-	h, i, err := s.load(ctx, c, id)
+	h, i, err := s.load(ctx, c, id, false)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -20,14 +20,24 @@ import (
 
 // load reads the intent id from the log (one read, folded once) and
 // checks that the caller may see it: another tenant's intent is
-// ErrNotFound, one outside the caller's limits ErrForbidden.
-func (s *Service) load(ctx context.Context, c Caller, id string) (*ledger.History, *fsm.Intent, error) {
+// ErrNotFound, one outside the caller's limits ErrForbidden. ours says
+// that id derives from the caller's tenant (a tool call's task and step):
+// otherwise a history that cannot be folded (producer.HeldError), which
+// does not say whose intent it is, is shown only when the views know the
+// intent as the caller's tenant's, and is ErrNotFound when they do not.
+func (s *Service) load(ctx context.Context, c Caller, id string, ours bool) (*ledger.History, *fsm.Intent, error) {
 	if err := events.ValidateIntentID(id); err != nil {
 		return nil, nil, invalid("intent_id", "is not an intent id (in_ + 32 base32 characters)")
 	}
 	h, i, err := s.cfg.Intents.Load(ctx, id)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return nil, nil, ErrNotFound
+	}
+	var he *producer.HeldError
+	if errors.As(err, &he) && !ours {
+		if oerr := s.heldOwner(ctx, c, id); oerr != nil {
+			return nil, nil, oerr
+		}
 	}
 	if err != nil {
 		return nil, nil, err
@@ -42,12 +52,34 @@ func (s *Service) load(ctx context.Context, c Caller, id string) (*ledger.Histor
 	return h, i, nil
 }
 
+// heldOwner checks, from the views, that the intent id whose history
+// cannot be folded is the caller's tenant's and within its limits:
+// another tenant's held intent, or one the views do not know (nothing
+// then says whose it is), is ErrNotFound — a caller that names an id
+// learns nothing of an intent it cannot be shown to own.
+func (s *Service) heldOwner(ctx context.Context, c Caller, id string) error {
+	page, err := s.cfg.Views.List(ctx, projector.Filter{Tenant: c.Tenant, Search: id, Limit: projector.MaxLimit})
+	if err != nil {
+		return err
+	}
+	for _, v := range page.Items {
+		if v.IntentID != id {
+			continue // a request id that reads like the intent id
+		}
+		if !c.RouteAllowed(v.Route) || !c.AccountAllowed(v.Account) {
+			return forbidden("", "the caller may not see this intent's route or account")
+		}
+		return nil
+	}
+	return ErrNotFound
+}
+
 // Get reads one intent from the log, waiting up to wait for it to settle.
 func (s *Service) Get(ctx context.Context, c Caller, id string, wait time.Duration) (*ledger.History, *fsm.Intent, error) {
 	if err := needScope(c, ScopeRead); err != nil {
 		return nil, nil, err
 	}
-	h, i, err := s.load(ctx, c, id)
+	h, i, err := s.load(ctx, c, id, false)
 	if err != nil || wait <= 0 || Settled(i.State) {
 		return h, i, err
 	}
@@ -101,7 +133,7 @@ func (s *Service) FindStep(ctx context.Context, c Caller, st Step, wait time.Dur
 	// An intent recorded before ids named the account ("intent/v1").
 	ids = append(ids, events.IntentID(c.Tenant, st.Route, key))
 	for _, id := range ids {
-		h, i, err := s.load(ctx, c, id)
+		h, i, err := s.load(ctx, c, id, true) // ids of the caller's tenant
 		switch {
 		case errors.Is(err, ErrNotFound), errors.Is(err, ErrForbidden):
 			continue
@@ -171,7 +203,9 @@ func (s *Service) List(ctx context.Context, c Caller, f projector.Filter) (proje
 // Pending lists, newest first, at most limit of the caller's intents that
 // wait for a human (awaiting_approval, manual_action) on route ("" for
 // every route it may use): found in the views, each read again from the
-// log, which the views may lag.
+// log, which the views may lag. An intent whose history cannot be folded
+// (producer.HeldError) is left out rather than failing the list: reading
+// it (status, GET) names it held, and settle audit reports it.
 func (s *Service) Pending(ctx context.Context, c Caller, route string, limit int) ([]*fsm.Intent, error) {
 	if err := needScope(c, ScopeRead); err != nil {
 		return nil, err
@@ -213,9 +247,10 @@ func (s *Service) Pending(ctx context.Context, c Caller, route string, limit int
 		if len(out) == limit {
 			break
 		}
-		_, i, err := s.load(ctx, c, v.IntentID)
+		_, i, err := s.load(ctx, c, v.IntentID, true) // listed for the caller's tenant
+		var he *producer.HeldError
 		switch {
-		case errors.Is(err, ErrNotFound), errors.Is(err, ErrForbidden):
+		case errors.Is(err, ErrNotFound), errors.Is(err, ErrForbidden), errors.As(err, &he):
 			continue
 		case err != nil:
 			return nil, err
