@@ -76,7 +76,7 @@ type mcpFlags struct {
 func (f *mcpFlags) register(fs *flag.FlagSet) {
 	f.node.register(fs, "", 1)
 	fs.StringVar(&f.scopes, "scopes", "submit,read", "what the agent may do: submit, read, operate (operate lets it approve and resolve its own writes)")
-	fs.StringVar(&f.accounts, "accounts", "", "comma-separated accounts the agent may write as (the first is the default); empty: any")
+	fs.StringVar(&f.accounts, "accounts", "", "comma-separated accounts the agent may write as (with exactly one, it is the default; with more, each call names its account); empty: any")
 	fs.StringVar(&f.name, "name", "mcp-stdio", "the caller's name (recorded as operator of its approvals)")
 	fs.StringVar(&f.tenant, "tenant", service.DefaultTenant, "the `TENANT` the agent acts for: its task and step ids name that tenant's intents, and it sees no other tenant's")
 	fs.BoolVar(&f.keyPayload, "key-includes-payload", false, "derive keys from task, step and the payload's hash (another payload is another write)")

@@ -18,6 +18,7 @@ import (
 // Client calls one settle API.
 type Client struct {
 	base  string
+	shown string // base as printed: its password, if any, redacted
 	token string
 	// tokenEnv names the variable the token came from (for hints).
 	tokenEnv string
@@ -28,10 +29,14 @@ type Client struct {
 // environment variable tokenEnv (none: no Authorization header).
 func New(apiURL, tokenEnv string) (*Client, error) {
 	u, err := url.Parse(apiURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, errors.Errorf("--api: %q is not an http(s) URL", apiURL)
+	if err != nil {
+		// The text is not printed: it may hold a password.
+		return nil, errors.New("--api: is not a URL")
 	}
-	return &Client{base: strings.TrimRight(apiURL, "/"), token: os.Getenv(tokenEnv), tokenEnv: tokenEnv,
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, errors.Errorf("--api: %q is not an http(s) URL", u.Redacted())
+	}
+	return &Client{base: strings.TrimRight(apiURL, "/"), shown: strings.TrimRight(u.Redacted(), "/"), token: os.Getenv(tokenEnv), tokenEnv: tokenEnv,
 		http: &http.Client{Timeout: 60 * time.Second}}, nil
 }
 
@@ -86,7 +91,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body any) ([]byte,
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, errors.WithHint(errors.Wrapf(err, "%s %s", method, path),
-			"is settle serve running at "+c.base+"? Name its address with --api or $SETTLE_API")
+			"is settle serve running at "+c.shown+"? Name its address with --api or $SETTLE_API")
 	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
