@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,4 +121,43 @@ func grepLines(s, prefix string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// A handler served beside the API (/mcp, through Instrument) shares the
+// API's MaxInFlight bound: past it, requests to either are refused with
+// 503 and Retry-After, and the one in flight finishes.
+func TestInstrumentedHandlerSharesTheInFlightBound(t *testing.T) {
+	e := newEnv(t, envOptions{maxInFlight: 1})
+	entered, release := make(chan struct{}), make(chan struct{})
+	var inside atomic.Int32
+	h := e.srv.Instrument("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if inside.Add(1) == 1 { // the first holds its slot until released
+			entered <- struct{}{}
+			<-release
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	first := httptest.NewRecorder()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.ServeHTTP(first, httptest.NewRequest("POST", "/mcp", strings.NewReader(`{}`)))
+	}()
+	<-entered
+	second := httptest.NewRecorder()
+	h.ServeHTTP(second, httptest.NewRequest("POST", "/mcp", strings.NewReader(`{}`)))
+	if second.Code != http.StatusServiceUnavailable || second.Header().Get("Retry-After") == "" {
+		t.Fatalf("a second /mcp request past the bound: %d %s", second.Code, second.Body)
+	}
+	if r := e.do("GET", "/v1/intents", secretAdmin, ""); r.code != http.StatusServiceUnavailable {
+		t.Fatalf("an API request while /mcp holds the bound: %d %s", r.code, r.body)
+	}
+	close(release)
+	<-done
+	if first.Code != http.StatusOK {
+		t.Fatalf("the /mcp request in flight: %d", first.Code)
+	}
+	if r := e.do("GET", "/v1/intents", secretAdmin, ""); r.code != http.StatusOK {
+		t.Fatalf("after it: %d %s", r.code, r.body)
+	}
 }

@@ -147,10 +147,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Instrument wraps a handler served beside the API (/mcp) so that its
-// requests are measured and logged as the API's are, under handler.
+// requests are measured and logged as the API's are, under handler, and
+// share the API's MaxInFlight bound (past it: 503 with Retry-After).
 func (s *Server) Instrument(handler string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.serve(w, r, handler, func(sw *statusWriter) { h.ServeHTTP(sw, r) })
+		s.serve(w, r, handler, func(sw *statusWriter) {
+			if !s.busy.acquire() {
+				writeProblem(sw, overloaded(sw))
+				return
+			}
+			defer s.busy.release()
+			h.ServeHTTP(sw, r)
+		})
 	})
 }
 
