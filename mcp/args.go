@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/internal/jsonstr"
@@ -141,29 +140,6 @@ func (a *args) id(name string, required bool) (string, error) {
 	}
 	if err := events.ValidateFreeform(name, s); err != nil {
 		return "", err
-	}
-	return s, nil
-}
-
-// text reads a required free text (reason): 1 to max bytes of UTF-8
-// without control characters other than new lines and tabs.
-func (a *args) text(name string, max int) (string, error) {
-	s, err := a.str(name)
-	if err != nil {
-		return "", err
-	}
-	switch {
-	case strings.TrimSpace(s) == "":
-		return "", argErr(name, "is required (it is recorded with the decision)")
-	case len(s) > max:
-		return "", argErr(name, "is %d bytes, the limit is %d", len(s), max)
-	case !utf8.ValidString(s):
-		return "", argErr(name, "is not valid UTF-8")
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) && r != '\n' && r != '\t' {
-			return "", argErr(name, "has a control character")
-		}
 	}
 	return s, nil
 }
