@@ -782,7 +782,9 @@ func (a *Adapter) record(item any, spec *recordSpec, base *scope, listing bool) 
 // a page number or an offset), for at most max_pages pages; items are
 // deduplicated by external id. A listing ends only where its end is
 // proven: an empty cursor, a response without a next link, an empty page
-// or the declared total reached — never at a short page. Needing more
+// or the declared total reached — never at a short page; a search
+// without pagination reads one page, and one whose answer links a next
+// page (Link rel="next") is incomplete. Needing more
 // than max_pages pages is a *adapter.CallError (Unknown,
 // listing_incomplete) marked adapter.ErrListingIncomplete, returned with
 // the records read so far (they prove a write present, never absent); a page without its items, an item that cannot be
@@ -935,6 +937,13 @@ func (a *Adapter) searchPages(ctx context.Context, q adapter.SearchQuery, limit 
 				}
 			}
 		default:
+			// One page, unless the API says there is another (a Link
+			// rel="next", as GitHub pages every listing): the page is
+			// then not the whole listing, and proves nothing absent.
+			if nextLink(resp.Header) != "" {
+				return out, false, errors.Mark(a.errorf("search page %d: %w", page, &adapter.CallError{Class: adapter.Unknown, Code: CodeListingIncomplete,
+					Message: "the API links a next page, and the route declares no pagination: the listing is incomplete, so it proves nothing absent"}), adapter.ErrListingIncomplete)
+			}
 			return out, false, nil
 		}
 	}

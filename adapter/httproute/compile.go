@@ -980,6 +980,10 @@ func (c *compiler) compileSearch(a *Adapter, s *SearchConfig) {
 			c.report("search.page_size", "applies only when search.url uses {{page}}, {{offset}} or {{page_size}}")
 		case uses(varPageSize) && s.PageSize <= 0:
 			c.report("search.page_size", "is required: search.url uses {{page_size}}")
+		case uses(varPageSize) && len(modes) == 0:
+			c.report("search.url", "asks for pages of {{page_size}} items but declares no way to read the next page, so its first page would be taken "+
+				"for the whole listing and a write on a later page for absent; declare the API's pagination (next_cursor with {{cursor}}, next_link: true, "+
+				"or {{page}}/{{offset}} with end or total)")
 		case s.FirstPage != nil && !uses(varPage):
 			c.report("search.first_page", "applies only when search.url uses {{page}}")
 		case (uses(varPage) || uses(varOffset)) && s.Total == "" && s.End == "":

@@ -258,8 +258,10 @@ type SearchConfig struct {
 	// cursor in the body ({{cursor}} in URL; an empty cursor ends the
 	// listing); NextLink follows the Link header's rel="next" (a response
 	// without one ends it); PageSize with {{page}} (from FirstPage,
-	// default 1) or {{offset}} in URL counts pages. None: one page.
-	// PageSize is also what {{page_size}} renders, in any pagination.
+	// default 1) or {{offset}} in URL counts pages. None: one page (an
+	// answer with a Link rel="next" is then an incomplete listing).
+	// PageSize is also what {{page_size}} renders, in any pagination;
+	// a URL that uses it must declare one.
 	NextCursor string
 	NextLink   bool
 	PageSize   int

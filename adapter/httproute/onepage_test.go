@@ -1,0 +1,71 @@
+package httproute_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/adapter/httproute"
+	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fakeapi"
+	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/testharness"
+)
+
+// A search without pagination reads one page. GitHub's listing is paged
+// (per_page, capped at 100, 30 when not asked) and says where the next
+// page is in its Link header: a route that leaves out next_link would
+// take the first page for the whole listing, miss its own comment on a
+// later page after a lost response, and post it again.
+
+// lostBehindAPage posts with a lost response after three comments by
+// someone else in the same window, on a GitHub route declared by data,
+// and settles the intent. The fake serves pages of two.
+func lostBehindAPage(t *testing.T, data []byte) (*e2e, *fakeapi.GitHubAPI, *fsm.Intent) {
+	t.Helper()
+	clock := testharness.NewManualClock(rt0)
+	api := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubToken(secretToken), fakeapi.WithGitHubClock(clock.Now), fakeapi.WithGitHubPageCap(2))
+	w := newE2EData(t, data, githubEnv(api), clock)
+	for k := 0; k < 3; k++ {
+		api.Inject(fakeapi.GitHubComment{Issue: 7, Body: "LGTM " + itoa(k), UserID: 77, UserLogin: "someone"})
+	}
+	clock.Advance(time.Second)
+	api.Next(fakeapi.CommitThenDrop())
+	res := w.execute("deploy-1", api.UserID(), "7", `{"body":"Build #42 passed"}`)
+	if res.State != fsm.Unknown || api.Effects() != 1 {
+		t.Fatalf("after the write: %s, %d effects", res.State, api.Effects())
+	}
+	return w, api, w.settle(res.IntentID)
+}
+
+// TestOnePageSearchWithPageSizeIsRefused: a search.url that asks for
+// pages of {{page_size}} items but declares no way to read the next page
+// cannot prove a write absent, so the route is refused at load.
+func TestOnePageSearchWithPageSizeIsRefused(t *testing.T) {
+	data := mutate(t, readExample(t, "github_comments.yaml"), "      next_link: true\n", "")
+	errs := httproute.Check(data, envOf(exampleEnv("http://127.0.0.1:1")))
+	if len(errs) == 0 {
+		// What loading it would do: the comment on page 2 is never seen.
+		_, api, i := lostBehindAPage(t, data)
+		t.Fatalf("the route loaded; after a lost response it ended %s with %d effects", i.State, api.Effects())
+	}
+	oneError(t, data, exampleEnv("http://127.0.0.1:1"), "github_issue_comment", "search.url", "{{page_size}}", "next page")
+}
+
+// TestOnePageSearchSeesTheAPIsNextLink: a one-page search (per_page in
+// the URL as text, no pagination declared) whose answer has a Link
+// rel="next" proves nothing absent: the listing is incomplete, a failed
+// read, and the lost comment is never posted again.
+func TestOnePageSearchSeesTheAPIsNextLink(t *testing.T) {
+	data := mutate(t, readExample(t, "github_comments.yaml"),
+		"      next_link: true\n", "",
+		"&per_page={{page_size}}", "&per_page=100",
+		"      page_size: 100      # GitHub's largest page\n", "")
+	w, api, i := lostBehindAPage(t, data)
+	ts := w.types(i)
+	if api.Effects() != 1 || api.Writes() != 1 || countTypes(ts, events.WriteStarted) != 1 {
+		t.Fatalf("%d effects, %d writes: a lost comment was posted again; history %v", api.Effects(), api.Writes(), ts)
+	}
+	if i.State == fsm.Confirmed || countTypes(ts, events.SearchWindowElapsed) != 0 {
+		t.Fatalf("state %s; history %v: a listing cut at its first page proved the comment absent", i.State, ts)
+	}
+}
