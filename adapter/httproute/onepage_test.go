@@ -69,3 +69,24 @@ func TestOnePageSearchSeesTheAPIsNextLink(t *testing.T) {
 		t.Fatalf("state %s; history %v: a listing cut at its first page proved the comment absent", i.State, ts)
 	}
 }
+
+// TestMarkerReadElsewhereIsRefused: a write that sends {{marker}} inside
+// the compared body while correlation.read looks at another field leaves
+// the marker in what every read compares: the comment could never be
+// matched, and a lost response was posted again. Such a route is refused
+// at load, naming correlation.read.
+func TestMarkerReadElsewhereIsRefused(t *testing.T) {
+	data := mutate(t, readExample(t, "github_comments.yaml"), "      read: $.body\n", "      read: $.body_text\n")
+	errs := httproute.Check(data, envOf(exampleEnv("http://127.0.0.1:1")))
+	if len(errs) == 0 {
+		// What loading it would do.
+		clock := testharness.NewManualClock(rt0)
+		api := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubToken(secretToken), fakeapi.WithGitHubClock(clock.Now))
+		w := newE2EData(t, data, githubEnv(api), clock)
+		api.Next(fakeapi.CommitThenDrop())
+		res := w.execute("deploy-1", api.UserID(), "7", `{"body":"Build #42 passed"}`)
+		i := w.settle(res.IntentID)
+		t.Fatalf("the route loaded; after a lost response it ended %s (%s) with %d effects; history %v", i.State, i.ManualReason, api.Effects(), w.types(i))
+	}
+	oneError(t, data, exampleEnv("http://127.0.0.1:1"), "github_issue_comment", "correlation.read", "$.body_text", "write.body.body", "{{marker}}")
+}
