@@ -1333,7 +1333,15 @@ func (c *compiler) checkDedup(a *Adapter, cfg RouteConfig, policy events.Policy,
 		return
 	}
 	if cfg.Capabilities.IdempotencyKey && cfg.Capabilities.KeyRetention > 0 {
-		return // the API deduplicates a retry by the key inside its retention
+		// The API deduplicates a retry by the key inside its retention:
+		// where the key is the only proof, a retry must fit in it
+		// (adapter.ValidateRoute, which serve applies too).
+		if !(a.caps.Search && a.caps.SearchAuthoritative) {
+			if field, reason := adapter.RetentionShortfall(policy, a.caps); field != "" {
+				c.report(field, reason+"; declare the API's real key retention, or shorten policy.attempt_deadline or policy.retention_margin, or set policy.retry: never")
+			}
+		}
+		return
 	}
 	const never = "; or set policy.retry: never (a lost write is then handed to a human)"
 	switch {

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/httproute"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
@@ -89,4 +90,23 @@ func TestMarkerReadElsewhereIsRefused(t *testing.T) {
 		t.Fatalf("the route loaded; after a lost response it ended %s (%s) with %d effects; history %v", i.State, i.ManualReason, api.Effects(), w.types(i))
 	}
 	oneError(t, data, exampleEnv("http://127.0.0.1:1"), "github_issue_comment", "correlation.read", "$.body_text", "write.body.body", "{{marker}}")
+}
+
+// TestKeyRetentionThatCannotCoverARetryIsRefused: a key whose retention,
+// the route's only dedup proof, is shorter than retention_margin +
+// attempt_deadline + 2 × clock_skew is refused by serve
+// (adapter.ValidateRoute); Check (settle routes check) and Load refuse it
+// too, naming the field, rather than passing a route serve will not run.
+func TestKeyRetentionThatCannotCoverARetryIsRefused(t *testing.T) {
+	env := exampleEnv("http://127.0.0.1:1")
+	data := mutate(t, readExample(t, "stripe_payment_intent.yaml"), "key_retention: 24h ", "key_retention: 1h0m20s ")
+	if errs := httproute.Check(data, envOf(env)); len(errs) == 0 {
+		cfgs, err := httproute.Parse(data, envOf(env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := httproute.Build(cfgs[0])
+		t.Fatalf("Check passed a route serve refuses (build: %v; ValidateRoute: %v)", err, adapter.ValidateRoute(r))
+	}
+	oneError(t, data, env, "stripe_payment_intent", "capabilities.key_retention", "cannot cover one retry", "retention_margin (1h0m0s)")
 }
