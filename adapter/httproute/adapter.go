@@ -777,7 +777,8 @@ func (a *Adapter) record(item any, spec *recordSpec, base *scope, listing bool) 
 
 // Search lists q.Account's objects in [q.From, q.To] (a zero bound is
 // left out of the query; with window_filter updated_at the upper bound is
-// never sent and items created outside the window are dropped), page by
+// never sent and items created outside the window are dropped, unless a
+// correlation marker names an intent in them), page by
 // page as search declares (a body cursor, the Link header's rel="next",
 // a page number or an offset), for at most max_pages pages; items are
 // deduplicated by external id. A listing ends only where its end is
@@ -884,7 +885,10 @@ func (a *Adapter) searchPages(ctx context.Context, q adapter.SearchQuery, limit 
 				continue
 			}
 			ids[rec.ExternalID] = true
-			if ss.window == windowUpdated && !rec.CreatedAt.IsZero() &&
+			// An item a marker names is kept whatever its creation time
+			// says (the API's clock may be off): the reconciler tells
+			// this intent's from another's by the marker.
+			if ss.window == windowUpdated && rec.CorrelationID == "" && !rec.CreatedAt.IsZero() &&
 				((!q.From.IsZero() && rec.CreatedAt.Before(q.From)) || (!q.To.IsZero() && rec.CreatedAt.After(q.To))) {
 				continue
 			}

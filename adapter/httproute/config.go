@@ -279,7 +279,8 @@ type SearchConfig struct {
 	// WindowFilter is the item field the API's from/to filter compares:
 	// created_at (default), updated_at (the upper bound is then not sent,
 	// and items created outside the window are dropped by their
-	// created_at) or none (the API does not filter by time).
+	// created_at, unless a correlation marker names an intent in them)
+	// or none (the API does not filter by time).
 	WindowFilter string
 	Fields       RecordFields
 	// OmitsBody: listed items lack the payload; records are Partial.

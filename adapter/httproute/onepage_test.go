@@ -110,3 +110,23 @@ func TestKeyRetentionThatCannotCoverARetryIsRefused(t *testing.T) {
 	}
 	oneError(t, data, env, "stripe_payment_intent", "capabilities.key_retention", "cannot cover one retry", "retention_margin (1h0m0s)")
 }
+
+// TestMarkedCommentIsKeptWhateverTheAPIsClock: GitHub's since= filters by
+// updated_at, so settle drops the comments created outside the intent's
+// window itself. A comment whose marker names an intent is kept whatever
+// its creation time: with GitHub's clock 11 minutes ahead (past
+// search_after + clock_skew) the lost comment was dropped, the window
+// closed empty, and it was posted again.
+func TestMarkedCommentIsKeptWhateverTheAPIsClock(t *testing.T) {
+	clock := testharness.NewManualClock(rt0)
+	api := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubToken(secretToken), fakeapi.WithGitHubClock(clock.Now), fakeapi.WithGitHubClockOffset(11*time.Minute))
+	w := newE2E(t, "github_comments.yaml", githubEnv(api), clock)
+	api.Next(fakeapi.CommitThenDrop())
+	res := w.execute("deploy-1", api.UserID(), "7", `{"body":"Build #42 passed"}`)
+	i := w.settle(res.IntentID)
+	ts := w.types(i)
+	if api.Effects() != 1 || api.Writes() != 1 || countTypes(ts, events.SearchWindowElapsed) != 0 {
+		t.Fatalf("%d effects, %d writes: the lost comment was posted again; history %v", api.Effects(), api.Writes(), ts)
+	}
+	w.confirmedAs(i, itoa(int(api.Comments()[0].ID)))
+}
