@@ -201,6 +201,46 @@ func (c *compiler) checkCompare(a *Adapter, cfg RouteConfig) {
 	}
 }
 
+// markerLeads: the write body's template at the path correlation.read
+// reads starts with {{marker}} and has more after it.
+func markerLeads(body *vnode, read string) bool {
+	p, ok := itemPath(read)
+	if !ok {
+		return false
+	}
+	var find func(n *vnode, path string) bool
+	find = func(n *vnode, path string) bool {
+		if n == nil {
+			return false
+		}
+		join := func(k string) string {
+			if path == "" {
+				return k
+			}
+			return path + "." + k
+		}
+		switch n.kind {
+		case vObj:
+			for i, k := range n.keys {
+				if find(n.vals[i], join(k)) {
+					return true
+				}
+			}
+		case vArr:
+			for _, it := range n.items {
+				if find(it, join("[]")) {
+					return true
+				}
+			}
+		case vTmpl:
+			ps := n.t.parts
+			return path == p && len(ps) > 1 && ps[0].e != nil && ps[0].e.name == varMarker
+		}
+		return false
+	}
+	return find(body, "")
+}
+
 // wholePayloadAt: where {{payload}} sends the whole payload at path P,
 // field f is sent at P.f, as {{payload}} is sent.
 func wholePayloadAt(places []sentField, f string) []sentField {

@@ -130,3 +130,26 @@ func TestMarkedCommentIsKeptWhateverTheAPIsClock(t *testing.T) {
 	}
 	w.confirmedAs(i, itoa(int(api.Comments()[0].ID)))
 }
+
+// TestMarkerBeforeTheTextIsReadFirst: a write that puts {{marker}} before
+// the text, whose text quotes a comment settle posted (its raw body, the
+// other intent's marker included): reads took the last marker, the quoted
+// one, for the comment's, never saw their own write, and posted it again.
+// Ours is the first marker when the write puts it first.
+func TestMarkerBeforeTheTextIsReadFirst(t *testing.T) {
+	data := mutate(t, readExample(t, "github_comments.yaml"),
+		`marker: "\n\n<!-- settle:{{intent_id}} -->"`, `marker: "<!-- settle:{{intent_id}} -->\n\n"`,
+		`body: "{{payload.body}}{{marker}}"`, `body: "{{marker}}{{payload.body}}"`)
+	clock := testharness.NewManualClock(rt0)
+	api := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubToken(secretToken), fakeapi.WithGitHubClock(clock.Now))
+	w := newE2EData(t, data, githubEnv(api), clock)
+	api.Next(fakeapi.CommitThenDrop())
+	quoted := events.IntentID("default", "github_issue_comment", "earlier")
+	res := w.execute("deploy-1", api.UserID(), "7", `{"body":"Quoting the last report:\n<!-- settle:`+quoted+` -->\n\nBuild #41 failed. Fixed now."}`)
+	i := w.settle(res.IntentID)
+	ts := w.types(i)
+	if api.Effects() != 1 || api.Writes() != 1 || countTypes(ts, events.SearchWindowElapsed) != 0 {
+		t.Fatalf("%d effects, %d writes: the lost comment was posted again; history %v", api.Effects(), api.Writes(), ts)
+	}
+	w.confirmedAs(i, itoa(int(api.Comments()[0].ID)))
+}
