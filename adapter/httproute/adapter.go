@@ -1080,7 +1080,8 @@ func (a *Adapter) readReqIn(ctx context.Context, r readReq, item *jpath, expect 
 // Get reads one object back (readback.url with {{external_id}});
 // adapter.ErrNotFound on 404 or an absent readback.item. With
 // visibility: {probe: true} the live URL is probed without credentials:
-// 200 is "public", anything else "not_public"; a failed probe is an error.
+// 200 is "public", anything else "not_public"; a failed probe, and one
+// answering 5xx or 429, is an error (a failed read).
 // A route without a readback section answers ErrNoReadback.
 func (a *Adapter) Get(ctx context.Context, externalID string) (scrubbed adapter.Record, err error) {
 	defer func() { scrubbed, err = a.scrub.Record(scrubbed), a.scrub.Error(err) }()
@@ -1113,6 +1114,12 @@ func (a *Adapter) Get(ctx context.Context, externalID string) (scrubbed adapter.
 			code, err := a.Probe(ctx, rec.LiveURL)
 			if err != nil {
 				return adapter.Record{}, a.errorf("get: visibility: %w", err)
+			}
+			if code >= 500 || code == http.StatusTooManyRequests {
+				// The page's server is in trouble: that proves nothing
+				// about the object (the reconciler's url probe agrees).
+				return adapter.Record{}, a.errorf("get: visibility: %w", &adapter.CallError{Class: adapter.Unknown, Code: "probe_unavailable", StatusCode: code,
+					Message: "the live URL answered a server error or its rate limit, which proves nothing about the object's visibility"})
 			}
 			if code == http.StatusOK {
 				rec.Visibility = "public"

@@ -153,3 +153,22 @@ func TestMarkerBeforeTheTextIsReadFirst(t *testing.T) {
 	}
 	w.confirmedAs(i, itoa(int(api.Comments()[0].ID)))
 }
+
+// TestVisibilityProbeOf5xxIsAReadFailure: with visibility: {probe: true}
+// a readback probes the live URL; a page answering 500 (its web server in
+// trouble) proves nothing about the object, so it is a failed read, looked
+// at again — as the reconciler's own url probe treats it — never a failed
+// visibility check, which handed a good write to a human for good.
+func TestVisibilityProbeOf5xxIsAReadFailure(t *testing.T) {
+	data := mutate(t, readExample(t, "social.yaml"), "        visibility: $.visibility\n", "        visibility: {probe: true}\n")
+	clock := testharness.NewManualClock(rt0)
+	api := fakeapi.NewSocialAPI(t, fakeapi.WithSocialToken(secretToken), fakeapi.WithSocialClock(clock.Now))
+	w := newE2EData(t, data, exampleEnv(api.URL()), clock)
+	api.FailPages(fakeapi.ReadError500)
+	res := w.execute("post-1", "acct_1", "", `{"body":"hello"}`)
+	i := w.settle(res.IntentID)
+	ts := w.types(i)
+	if i.State != fsm.Confirmed || api.Effects() != 1 || countTypes(ts, events.ReadbackFailed) != 0 {
+		t.Fatalf("%s (%s), %d effects; history %v", i.State, i.ManualReason, api.Effects(), ts)
+	}
+}
