@@ -748,6 +748,15 @@ func (a *Adapter) record(item any, spec *recordSpec, base *scope, listing bool) 
 		if !ok {
 			return adapter.Record{}, errors.New("created_at is not an RFC 3339 time or Unix seconds")
 		}
+		if t.IsZero() && a.routePolicy.Retry != events.PolicyNever {
+			// A record without its creation time passes the
+			// pre-existing rule: a look-alike made before the intent
+			// would be confirmed as ours, and the write never made.
+			// A route that may retry must map it (checkDedup), so a
+			// time that is absent (null, 0, a path the API does not
+			// fill) is an item that cannot be mapped.
+			return adapter.Record{}, errors.New("created_at is absent")
+		}
 		r.CreatedAt = t
 	}
 	if listing && a.search.omitsBody {

@@ -240,7 +240,8 @@ type RecordFields struct {
 	VisibilityProbe bool
 	// CreatedAt is the object's creation time: RFC 3339 text, or Unix
 	// seconds (a number or a decimal string, e.g. Slack's "1712345678.000100";
-	// values of 10^11 and more are Unix milliseconds).
+	// values of 10^11 and more are Unix milliseconds). On a route that may
+	// retry, an item whose CreatedAt is absent (null, 0) cannot be mapped.
 	CreatedAt string
 	Payload   any
 }

@@ -172,3 +172,29 @@ func TestVisibilityProbeOf5xxIsAReadFailure(t *testing.T) {
 		t.Fatalf("%s (%s), %d effects; history %v", i.State, i.ManualReason, api.Effects(), ts)
 	}
 }
+
+// TestAbsentCreationTimeIsNotAMatch: search.fields.created_at maps a path
+// the API does not fill ($.created for GitHub's created_at). Every
+// record had no creation time, so the pre-existing rule never held: a
+// comment posted by hand a minute before the intent, with its text, was
+// confirmed as the intent's write, and the write never happened. A
+// mapped creation time that is absent, on a route that may retry (and so
+// must map it), is an item that cannot be mapped: a failed read, never a
+// match (the intent is handed off, read_failing).
+func TestAbsentCreationTimeIsNotAMatch(t *testing.T) {
+	data := mutate(t, readExample(t, "github_comments.yaml"), `    correlation:
+      marker: "\n\n<!-- settle:{{intent_id}} -->"
+      read: $.body
+`, "", `body: "{{payload.body}}{{marker}}"`, `body: "{{payload.body}}"`, "        created_at: $.created_at\n", "        created_at: $.created\n")
+	clock := testharness.NewManualClock(rt0)
+	api := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubToken(secretToken), fakeapi.WithGitHubClock(clock.Now))
+	w := newE2EData(t, data, githubEnv(api), clock)
+	byHand := api.Inject(fakeapi.GitHubComment{Issue: 7, Body: "Build #42 passed"})
+	clock.Advance(time.Minute)
+	api.Next(fakeapi.ResetBeforeCommit())
+	res := w.execute("deploy-3", api.UserID(), "7", `{"body":"Build #42 passed"}`)
+	i := w.settle(res.IntentID)
+	if i.State == fsm.Confirmed || len(i.ConfirmedExternalIDs) != 0 || countTypes(w.types(i), events.CandidateFound) != 0 {
+		t.Fatalf("state %s, confirmed as %v (the comment by hand is %d), %d effects; history %v", i.State, i.ConfirmedExternalIDs, byHand.ID, api.Effects(), w.types(i))
+	}
+}
