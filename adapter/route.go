@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -69,21 +70,36 @@ func ValidateRoute(r Route) error {
 }
 
 // keyCoversAnAttempt refuses a route whose idempotency key, its only dedup
-// proof, cannot stay valid through one retry: a claim is taken after the
-// first attempt started and its attempt may reach the API until its
-// deadline plus the clock-skew allowance, all inside the key's retention
-// less the margin and the skew (fsm.ClaimBy).
+// proof, cannot stay valid through one retry (RetentionShortfall).
 func keyCoversAnAttempt(r Route, c Capabilities) error {
-	p := r.Policy
-	retention, field := c.KeyRetention, "the API's key retention (capabilities.key_retention)"
+	field, reason := RetentionShortfall(r.Policy, c)
+	if field == "" {
+		return nil
+	}
+	what := "the API's key retention (capabilities.key_retention)"
+	if field == "policy.key_retention" {
+		what = field
+	}
+	return errors.WithHint(errors.Errorf("route %s: %s: %s", r.Name, what, reason),
+		"declare the API's real key retention, or shorten policy.attempt_deadline or policy.retention_margin, or set policy.retry to never")
+}
+
+// RetentionShortfall says why an idempotency key whose retention is a
+// route's only dedup proof cannot stay valid through one retry: a claim
+// is taken after the first attempt started and its attempt may reach the
+// API until its deadline plus the clock-skew allowance, all inside the
+// key's retention less the margin and the skew (fsm.ClaimBy). field is
+// the one that sets the retention (capabilities.key_retention or
+// policy.key_retention), "" when the key covers a retry.
+func RetentionShortfall(p events.Policy, c Capabilities) (field, reason string) {
+	retention, field := c.KeyRetention, "capabilities.key_retention"
 	if p.KeyRetention > 0 && (retention == 0 || p.KeyRetention.D() < retention) {
 		retention, field = p.KeyRetention.D(), "policy.key_retention"
 	}
 	need := p.RetentionMargin.D() + p.AttemptDeadline.D() + 2*p.ClockSkew.D()
 	if retention > need {
-		return nil
+		return "", ""
 	}
-	return errors.WithHint(errors.Errorf("route %s: %s: %s cannot cover one retry: it must exceed retention_margin (%s) + attempt_deadline (%s) + 2 × clock_skew (%s), or a retry's attempt could reach the API after its key expired",
-		r.Name, field, retention, p.RetentionMargin.D(), p.AttemptDeadline.D(), p.ClockSkew.D()),
-		"declare the API's real key retention, or shorten policy.attempt_deadline or policy.retention_margin, or set policy.retry to never")
+	return field, fmt.Sprintf("%s cannot cover one retry: it must exceed retention_margin (%s) + attempt_deadline (%s) + 2 × clock_skew (%s), or a retry's attempt could reach the API after its key expired",
+		retention, p.RetentionMargin.D(), p.AttemptDeadline.D(), p.ClockSkew.D())
 }

@@ -748,6 +748,15 @@ func (a *Adapter) record(item any, spec *recordSpec, base *scope, listing bool) 
 		if !ok {
 			return adapter.Record{}, errors.New("created_at is not an RFC 3339 time or Unix seconds")
 		}
+		if t.IsZero() && a.routePolicy.Retry != events.PolicyNever {
+			// A record without its creation time passes the
+			// pre-existing rule: a look-alike made before the intent
+			// would be confirmed as ours, and the write never made.
+			// A route that may retry must map it (checkDedup), so a
+			// time that is absent (null, 0, a path the API does not
+			// fill) is an item that cannot be mapped.
+			return adapter.Record{}, errors.New("created_at is absent")
+		}
 		r.CreatedAt = t
 	}
 	if listing && a.search.omitsBody {
@@ -777,12 +786,15 @@ func (a *Adapter) record(item any, spec *recordSpec, base *scope, listing bool) 
 
 // Search lists q.Account's objects in [q.From, q.To] (a zero bound is
 // left out of the query; with window_filter updated_at the upper bound is
-// never sent and items created outside the window are dropped), page by
+// never sent and items created outside the window are dropped, unless a
+// correlation marker names an intent in them), page by
 // page as search declares (a body cursor, the Link header's rel="next",
 // a page number or an offset), for at most max_pages pages; items are
 // deduplicated by external id. A listing ends only where its end is
 // proven: an empty cursor, a response without a next link, an empty page
-// or the declared total reached — never at a short page. Needing more
+// or the declared total reached — never at a short page; a search
+// without pagination reads one page, and one whose answer links a next
+// page (Link rel="next") is incomplete. Needing more
 // than max_pages pages is a *adapter.CallError (Unknown,
 // listing_incomplete) marked adapter.ErrListingIncomplete, returned with
 // the records read so far (they prove a write present, never absent); a page without its items, an item that cannot be
@@ -882,7 +894,10 @@ func (a *Adapter) searchPages(ctx context.Context, q adapter.SearchQuery, limit 
 				continue
 			}
 			ids[rec.ExternalID] = true
-			if ss.window == windowUpdated && !rec.CreatedAt.IsZero() &&
+			// An item a marker names is kept whatever its creation time
+			// says (the API's clock may be off): the reconciler tells
+			// this intent's from another's by the marker.
+			if ss.window == windowUpdated && rec.CorrelationID == "" && !rec.CreatedAt.IsZero() &&
 				((!q.From.IsZero() && rec.CreatedAt.Before(q.From)) || (!q.To.IsZero() && rec.CreatedAt.After(q.To))) {
 				continue
 			}
@@ -935,6 +950,13 @@ func (a *Adapter) searchPages(ctx context.Context, q adapter.SearchQuery, limit 
 				}
 			}
 		default:
+			// One page, unless the API says there is another (a Link
+			// rel="next", as GitHub pages every listing): the page is
+			// then not the whole listing, and proves nothing absent.
+			if nextLink(resp.Header) != "" {
+				return out, false, errors.Mark(a.errorf("search page %d: %w", page, &adapter.CallError{Class: adapter.Unknown, Code: CodeListingIncomplete,
+					Message: "the API links a next page, and the route declares no pagination: the listing is incomplete, so it proves nothing absent"}), adapter.ErrListingIncomplete)
+			}
 			return out, false, nil
 		}
 	}
@@ -1067,7 +1089,8 @@ func (a *Adapter) readReqIn(ctx context.Context, r readReq, item *jpath, expect 
 // Get reads one object back (readback.url with {{external_id}});
 // adapter.ErrNotFound on 404 or an absent readback.item. With
 // visibility: {probe: true} the live URL is probed without credentials:
-// 200 is "public", anything else "not_public"; a failed probe is an error.
+// 200 is "public", anything else "not_public"; a failed probe, and one
+// answering 5xx or 429, is an error (a failed read).
 // A route without a readback section answers ErrNoReadback.
 func (a *Adapter) Get(ctx context.Context, externalID string) (scrubbed adapter.Record, err error) {
 	defer func() { scrubbed, err = a.scrub.Record(scrubbed), a.scrub.Error(err) }()
@@ -1100,6 +1123,12 @@ func (a *Adapter) Get(ctx context.Context, externalID string) (scrubbed adapter.
 			code, err := a.Probe(ctx, rec.LiveURL)
 			if err != nil {
 				return adapter.Record{}, a.errorf("get: visibility: %w", err)
+			}
+			if code >= 500 || code == http.StatusTooManyRequests {
+				// The page's server is in trouble: that proves nothing
+				// about the object (the reconciler's url probe agrees).
+				return adapter.Record{}, a.errorf("get: visibility: %w", &adapter.CallError{Class: adapter.Unknown, Code: "probe_unavailable", StatusCode: code,
+					Message: "the live URL answered a server error or its rate limit, which proves nothing about the object's visibility"})
 			}
 			if code == http.StatusOK {
 				rec.Visibility = "public"

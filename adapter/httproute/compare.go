@@ -20,6 +20,9 @@ type sentField struct {
 	path  string
 	field string // the write.body field, for errors
 	whole bool
+	// marker: the template sends {{marker}} next to the field, which
+	// reads remove only where correlation.read looks.
+	marker bool
 }
 
 // sentFields collects, for every payload field the write body sends, the
@@ -44,20 +47,20 @@ func sentFields(n *vnode, path, field string, out map[string][]sentField) {
 			sentFields(it, join("[]"), field+"[]", out)
 		}
 	case vTmpl:
-		whole := identity(n.t)
+		whole, marker := identity(n.t), n.t.uses(varMarker)
 		for _, p := range n.t.parts {
 			if p.e == nil || p.e.name != varPayload {
 				continue
 			}
 			if len(p.e.path.segs) == 0 { // {{payload}}: every field, each as it is
-				out[""] = append(out[""], sentField{path: path, field: field, whole: whole})
+				out[""] = append(out[""], sentField{path: path, field: field, whole: whole, marker: marker})
 				continue
 			}
 			if len(p.e.path.segs) > 1 || p.e.path.segs[0].isIndex {
 				continue // a part of a field: not the field itself
 			}
 			f := p.e.path.segs[0].key
-			out[f] = append(out[f], sentField{path: path, field: field, whole: whole})
+			out[f] = append(out[f], sentField{path: path, field: field, whole: whole, marker: marker})
 		}
 	}
 }
@@ -104,7 +107,10 @@ func itemPath(v any) (string, bool) {
 }
 
 // checkCompare refuses a write that sends a payload field changed when a
-// read compares that field as the API stores it (see above).
+// read compares that field as the API stores it (see above), and one that
+// sends {{marker}} inside a compared field that correlation.read does not
+// read: a search or readback removes the marker from the field it reads
+// only, so the compared text would keep it.
 func (c *compiler) checkCompare(a *Adapter, cfg RouteConfig) {
 	if a.write == nil || a.write.body == nil || cfg.Write == nil || c.skipUnder("write.body") {
 		return
@@ -131,6 +137,10 @@ func (c *compiler) checkCompare(a *Adapter, cfg RouteConfig) {
 		field   string
 		mapping any
 	}{"write.response.payload", cfg.Write.Response.Payload})
+	corrPath, corrOK := "", false
+	if cfg.Correlation != nil && a.corr != nil && !c.skipUnder("correlation") {
+		corrPath, corrOK = itemPath(cfg.Correlation.Read)
+	}
 	for _, r := range reads {
 		m, ok := r.mapping.(map[string]any)
 		if !ok || c.skipUnder(r.field) {
@@ -147,6 +157,17 @@ func (c *compiler) checkCompare(a *Adapter, cfg RouteConfig) {
 				continue // the read declares how to compare: a template of its own
 			}
 			places := append(slices.Clone(sent[f]), wholePayloadAt(sent[""], f)...)
+			if corrOK && r.field != "write.response.payload" { // a write's answer loses every marker
+				for _, pl := range places {
+					if pl.path == p && pl.marker && corrPath != p {
+						c.report("correlation.read", "reads "+cfg.Correlation.Read+", but "+pl.field+" sends {{marker}} inside payload."+f+", which "+
+							fieldPath(r.field, f)+" reads from "+m[f].(string)+": a read removes the marker only where correlation.read looks, so the "+
+							"compared text would keep it, a read could never match this write, and a lost response would be written again; "+
+							"read the marker where the write puts it (correlation.read: "+m[f].(string)+")")
+						return
+					}
+				}
+			}
 			var changed *sentField
 			whole := false
 			for i := range places {
@@ -178,6 +199,46 @@ func (c *compiler) checkCompare(a *Adapter, cfg RouteConfig) {
 			return
 		}
 	}
+}
+
+// markerLeads: the write body's template at the path correlation.read
+// reads starts with {{marker}} and has more after it.
+func markerLeads(body *vnode, read string) bool {
+	p, ok := itemPath(read)
+	if !ok {
+		return false
+	}
+	var find func(n *vnode, path string) bool
+	find = func(n *vnode, path string) bool {
+		if n == nil {
+			return false
+		}
+		join := func(k string) string {
+			if path == "" {
+				return k
+			}
+			return path + "." + k
+		}
+		switch n.kind {
+		case vObj:
+			for i, k := range n.keys {
+				if find(n.vals[i], join(k)) {
+					return true
+				}
+			}
+		case vArr:
+			for _, it := range n.items {
+				if find(it, join("[]")) {
+					return true
+				}
+			}
+		case vTmpl:
+			ps := n.t.parts
+			return path == p && len(ps) > 1 && ps[0].e != nil && ps[0].e.name == varMarker
+		}
+		return false
+	}
+	return find(body, "")
 }
 
 // wholePayloadAt: where {{payload}} sends the whole payload at path P,

@@ -361,6 +361,9 @@ func compileWith(c *compiler, cfg RouteConfig) (*Adapter, *compiler) {
 		c.compileCorrelation(a, cfg.Correlation)
 	}
 	c.compileWrite(a, cfg.Write, declared, cfg.Correlation != nil)
+	if a.corr != nil && a.write != nil {
+		a.corr.first = markerLeads(a.write.body, cfg.Correlation.Read)
+	}
 	if cfg.Search != nil {
 		c.compileSearch(a, cfg.Search)
 	}
@@ -980,6 +983,10 @@ func (c *compiler) compileSearch(a *Adapter, s *SearchConfig) {
 			c.report("search.page_size", "applies only when search.url uses {{page}}, {{offset}} or {{page_size}}")
 		case uses(varPageSize) && s.PageSize <= 0:
 			c.report("search.page_size", "is required: search.url uses {{page_size}}")
+		case uses(varPageSize) && len(modes) == 0:
+			c.report("search.url", "asks for pages of {{page_size}} items but declares no way to read the next page, so its first page would be taken "+
+				"for the whole listing and a write on a later page for absent; declare the API's pagination (next_cursor with {{cursor}}, next_link: true, "+
+				"or {{page}}/{{offset}} with end or total)")
 		case s.FirstPage != nil && !uses(varPage):
 			c.report("search.first_page", "applies only when search.url uses {{page}}")
 		case (uses(varPage) || uses(varOffset)) && s.Total == "" && s.End == "":
@@ -1329,7 +1336,15 @@ func (c *compiler) checkDedup(a *Adapter, cfg RouteConfig, policy events.Policy,
 		return
 	}
 	if cfg.Capabilities.IdempotencyKey && cfg.Capabilities.KeyRetention > 0 {
-		return // the API deduplicates a retry by the key inside its retention
+		// The API deduplicates a retry by the key inside its retention:
+		// where the key is the only proof, a retry must fit in it
+		// (adapter.ValidateRoute, which serve applies too).
+		if !(a.caps.Search && a.caps.SearchAuthoritative) {
+			if field, reason := adapter.RetentionShortfall(policy, a.caps); field != "" {
+				c.report(field, reason+"; declare the API's real key retention, or shorten policy.attempt_deadline or policy.retention_margin, or set policy.retry: never")
+			}
+		}
+		return
 	}
 	const never = "; or set policy.retry: never (a lost write is then handed to a human)"
 	switch {

@@ -240,7 +240,8 @@ type RecordFields struct {
 	VisibilityProbe bool
 	// CreatedAt is the object's creation time: RFC 3339 text, or Unix
 	// seconds (a number or a decimal string, e.g. Slack's "1712345678.000100";
-	// values of 10^11 and more are Unix milliseconds).
+	// values of 10^11 and more are Unix milliseconds). On a route that may
+	// retry, an item whose CreatedAt is absent (null, 0) cannot be mapped.
 	CreatedAt string
 	Payload   any
 }
@@ -258,8 +259,10 @@ type SearchConfig struct {
 	// cursor in the body ({{cursor}} in URL; an empty cursor ends the
 	// listing); NextLink follows the Link header's rel="next" (a response
 	// without one ends it); PageSize with {{page}} (from FirstPage,
-	// default 1) or {{offset}} in URL counts pages. None: one page.
-	// PageSize is also what {{page_size}} renders, in any pagination.
+	// default 1) or {{offset}} in URL counts pages. None: one page (an
+	// answer with a Link rel="next" is then an incomplete listing).
+	// PageSize is also what {{page_size}} renders, in any pagination;
+	// a URL that uses it must declare one.
 	NextCursor string
 	NextLink   bool
 	PageSize   int
@@ -277,7 +280,8 @@ type SearchConfig struct {
 	// WindowFilter is the item field the API's from/to filter compares:
 	// created_at (default), updated_at (the upper bound is then not sent,
 	// and items created outside the window are dropped by their
-	// created_at) or none (the API does not filter by time).
+	// created_at, unless a correlation marker names an intent in them)
+	// or none (the API does not filter by time).
 	WindowFilter string
 	Fields       RecordFields
 	// OmitsBody: listed items lack the payload; records are Partial.

@@ -31,6 +31,8 @@
 // A route that could not find its own write is refused at load: a search
 // without created_at when it may retry, a write that sends a compared
 // payload field changed, page or offset pagination without a proven end,
+// a search URL asking for {{page_size}} items without a pagination,
+// a {{marker}} inside a compared field that correlation.read does not read,
 // {{parent}} in a URL without a declared shape, a status query by a bare
 // request id, a key-reused answer declared a rejection.
 //

@@ -215,7 +215,11 @@ type corrSpec struct {
 	marker *template
 	re     *regexp.Regexp
 	whole  bool // the marker is the whole value of its field
-	read   jpath
+	// first: the write puts {{marker}} before the rest of its text, so
+	// ours is the first marker there (text after it, a quote, may hold
+	// another); otherwise it is the last.
+	first bool
+	read  jpath
 }
 
 // render is the marker that names intentID.
@@ -223,9 +227,11 @@ func (c *corrSpec) render(intentID string) string {
 	return renderText(c.marker, &scope{vars: map[string]string{varIntentID: intentID}})
 }
 
-// extract finds the last marker in the text of the item's read field,
-// returns the intent id it names, and removes the marker from the item
-// (so that the payload mapped from the item does not hold it).
+// extract finds the marker the write put in the text of the item's read
+// field — the first when the write puts it before the rest of the text,
+// else the last (text next to it may quote another) — returns the intent
+// id it names, and removes the marker from the item (so that the payload
+// mapped from the item does not hold it).
 func (c *corrSpec) extract(item any) string {
 	v, ok := c.read.eval(item)
 	str, isStr := v.(string)
@@ -237,6 +243,9 @@ func (c *corrSpec) extract(item any) string {
 		return ""
 	}
 	m := ms[len(ms)-1]
+	if c.first {
+		m = ms[0]
+	}
 	if c.whole && (m[0] != 0 || m[1] != len(str)) {
 		return ""
 	}
