@@ -108,6 +108,11 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzCreatedPostAgrees$$' -fuzztime 30s ./adapter/social/
 	$(GO) test -run '^$$' -fuzz '^FuzzNormalizeAgrees$$' -fuzztime 30s ./adapter/social/
 	$(GO) test -run '^$$' -fuzz '^FuzzCreateBodyAgrees$$' -fuzztime 30s ./adapter/social/
+	$(GO) test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime 60s ./adapter/httproute/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 30s ./adapter/httproute/
+	$(GO) test -run '^$$' -fuzz '^FuzzSubmitBody$$' -fuzztime 30s ./api/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseTokens$$' -fuzztime 30s ./node/
+	$(GO) test -run '^$$' -fuzz '^FuzzRetryAfter$$' -fuzztime 30s ./adapter/
 
 clean:
 	rm -rf bin
