@@ -1324,6 +1324,17 @@ func (c *compiler) checkDedup(a *Adapter, cfg RouteConfig, policy events.Policy,
 	}
 	if cfg.Search != nil && a.search != nil && cfg.Search.Fields.CreatedAt == "" && !c.skip("search.fields") && !c.reported["search.fields.created_at"] {
 		switch {
+		case cfg.Correlation == nil:
+			// Whatever the retry policy: a look-alike confirmed is an
+			// effect settle did not make named as the intent's (and,
+			// when the route may retry, the write never made).
+			alt := "or declare a correlation marker"
+			if policyOK && policy.Retry != events.PolicyNever {
+				alt = "or declare a correlation marker and set policy.retry: never"
+			}
+			c.report("search.fields.created_at", "is required: without the creation time (or a correlation marker) settle cannot tell a look-alike "+
+				"made by hand before the intent, inside the search window, from its own write, and would confirm it; "+
+				"map the listed item's creation time (created_at: $.created_at), "+alt)
 		case policyOK && policy.Retry != events.PolicyNever:
 			c.report("search.fields.created_at", "is required because policy.retry is "+policy.Retry+": without the creation time settle cannot tell a look-alike "+
 				"made (by hand, before the intent) from its own write and would confirm it, so the write would never happen; "+

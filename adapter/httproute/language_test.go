@@ -352,7 +352,10 @@ func TestWarnings(t *testing.T) {
 		want  string
 	}{
 		{"constant visibility", mutate(t, social, "visibility: $.visibility", "visibility: public"), "search.fields.visibility", "constant"},
-		{"no creation time", mutate(t, social, "        created_at: $.created_at\n", "", "retry: auto", "retry: never"), "search.fields.created_at", "look-alike"},
+		// A marked route: settle knows its own write by the marker.
+		{"no creation time", mutate(t, social, "        created_at: $.created_at\n", "", "retry: auto", "retry: never",
+			"    write:\n", "    correlation:\n      marker: \" <!-- settle:{{intent_id}} -->\"\n      read: $.body\n\n    write:\n",
+			`body: "{{payload.body}}"`, `body: "{{payload.body}}{{marker}}"`), "search.fields.created_at", "look-alike"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			errs, warnings := httproute.Lint(c.data, env)

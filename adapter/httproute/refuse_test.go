@@ -27,7 +27,11 @@ func TestRoutesThatCannotFindTheirWriteAreRefused(t *testing.T) {
 		// 25.4: without the creation time a look-alike made by hand before
 		// the intent is confirmed as ours, and our write never happens.
 		{"search without created_at", "social_post", "search.fields.created_at",
-			mutate(t, social, "        created_at: $.created_at\n", ""), []string{"look-alike", "created_at: $.created_at", "policy.retry: never"}},
+			mutate(t, social, "        created_at: $.created_at\n", ""), []string{"look-alike", "created_at: $.created_at", "correlation marker"}},
+		// The same with retry: never: no second write, but the look-alike
+		// would be confirmed as this intent's effect.
+		{"search without created_at, retry never", "social_post", "search.fields.created_at",
+			mutate(t, social, "        created_at: $.created_at\n", "", "retry: auto", "retry: never"), []string{"look-alike", "would confirm it", "correlation marker"}},
 		// 25.5: a body that changes a compared payload field.
 		{"text around the payload", "social_post", "write.body.body",
 			mutate(t, social, `body: "{{payload.body}}"`, `body: "{{payload.body}} (via settle)"`), []string{"search.fields.payload.body", "declare how to compare"}},
@@ -59,7 +63,9 @@ func TestRoutesThatCannotFindTheirWriteAreRefused(t *testing.T) {
 
 	// What the errors ask for is enough: each fixed file loads.
 	for _, fixed := range [][]byte{
-		mutate(t, social, "        created_at: $.created_at\n", "", "retry: auto", "retry: never"),
+		mutate(t, social, "        created_at: $.created_at\n", "", "retry: auto", "retry: never",
+			"    write:\n", "    correlation:\n      marker: \" <!-- settle:{{intent_id}} -->\"\n      read: $.body\n\n    write:\n",
+			`body: "{{payload.body}}"`, `body: "{{payload.body}}{{marker}}"`),
 		mutate(t, social, `body: "{{payload.body}}"`, `body: "{{payload.body}} (via settle)"`,
 			"payload: {body: $.body, assets: $.assets}", `payload: {body: "{{$.body | before:' (via settle)'}}", assets: $.assets}`),
 		mutate(t, social, "cursor={{cursor}}", "page={{page}}&per_page={{page_size}}", "      next_cursor: $.next_cursor\n", "      page_size: 100\n      end: empty_page\n"),
