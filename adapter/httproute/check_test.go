@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/settle-dev/settle/adapter/httproute"
 )
@@ -225,4 +226,29 @@ func FuzzParse(f *testing.F) {
 			noSecret(t, "route", r)
 		}
 	})
+}
+
+// Every field of events.Policy can be declared in a route file:
+// resend_budget and read_failing_after (in ARCHITECTURE's policy) were
+// refused as unknown keys. Out-of-range values are refused naming them.
+func TestPolicyTakesResendBudgetAndReadFailingAfter(t *testing.T) {
+	social := readExample(t, "social.yaml")
+	env := envOf(exampleEnv("http://127.0.0.1:9"))
+	data := mutate(t, social, "      clock_skew: 5s\n", "      clock_skew: 5s\n      resend_budget: 2\n      read_failing_after: 45m\n")
+	cfgs, err := httproute.Parse(data, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cfgs[0].Policy
+	if p.ResendBudget != 2 || p.ReadFailingAfter.D() != 45*time.Minute {
+		t.Fatalf("policy resend_budget %d, read_failing_after %s", p.ResendBudget, p.ReadFailingAfter.D())
+	}
+	if errs := httproute.Check(data, env); errs != nil {
+		t.Fatalf("refused: %v", errs)
+	}
+	bad := mutate(t, social, "      clock_skew: 5s\n", "      clock_skew: 5s\n      resend_budget: 99\n")
+	errs := httproute.Check(bad, env)
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "resend_budget") {
+		t.Fatalf("resend_budget 99: %v", errs)
+	}
 }

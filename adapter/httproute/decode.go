@@ -616,6 +616,8 @@ func (d *decoder) routeBody(o *obj, cfg *RouteConfig) {
 			p.eventsDuration("retention_margin", &cfg.Policy.RetentionMargin)
 			p.boolean("trust_response", &cfg.Policy.TrustResponse)
 			p.eventsDuration("clock_skew", &cfg.Policy.ClockSkew)
+			p.integer("resend_budget", &cfg.Policy.ResendBudget)
+			p.eventsDuration("read_failing_after", &cfg.Policy.ReadFailingAfter)
 			p.end()
 		}
 	}
