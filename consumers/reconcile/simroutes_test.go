@@ -144,6 +144,10 @@ var ghVariants = []ghVariant{
 	{name: "gh_page_nomarker", pages: "page", cap: 4},
 	{name: "gh_offset_marker", pages: "offset", marker: true, cap: 4, offset: 12 * time.Second},
 	{name: "gh_offset_nomarker", pages: "offset", cap: 4, offset: 3 * time.Second},
+	// GitHub's clock 11 minutes ahead, beyond every allowance: its
+	// since= (updated_at) keeps our comment, and settle keeps it too
+	// because the marker names the intent, whatever created_at says.
+	{name: "gh_link_marker_clock_ahead", pages: "link", marker: true, cap: 7, offset: 11 * time.Minute},
 }
 
 // edits turns github_comments.yaml into the variant.
