@@ -31,20 +31,14 @@ func sentFields(n *vnode, path, field string, out map[string][]sentField) {
 	if n == nil {
 		return
 	}
-	join := func(k string) string {
-		if path == "" {
-			return k
-		}
-		return path + "." + k
-	}
 	switch n.kind {
 	case vObj:
 		for i, k := range n.keys {
-			sentFields(n.vals[i], join(k), fieldPath(field, k), out)
+			sentFields(n.vals[i], joinPath(path, k), fieldPath(field, k), out)
 		}
 	case vArr:
 		for _, it := range n.items {
-			sentFields(it, join("[]"), field+"[]", out)
+			sentFields(it, joinPath(path, "[]"), field+"[]", out)
 		}
 	case vTmpl:
 		whole, marker := identity(n.t), n.t.uses(varMarker)
@@ -213,22 +207,16 @@ func markerLeads(body *vnode, read string) bool {
 		if n == nil {
 			return false
 		}
-		join := func(k string) string {
-			if path == "" {
-				return k
-			}
-			return path + "." + k
-		}
 		switch n.kind {
 		case vObj:
 			for i, k := range n.keys {
-				if find(n.vals[i], join(k)) {
+				if find(n.vals[i], joinPath(path, k)) {
 					return true
 				}
 			}
 		case vArr:
 			for _, it := range n.items {
-				if find(it, join("[]")) {
+				if find(it, joinPath(path, "[]")) {
 					return true
 				}
 			}
@@ -255,4 +243,12 @@ func wholePayloadAt(places []sentField, f string) []sentField {
 		out = append(out, q)
 	}
 	return out
+}
+
+// joinPath is path's member k ("a.b" and "c": "a.b.c"; "" and "c": "c").
+func joinPath(path, k string) string {
+	if path == "" {
+		return k
+	}
+	return path + "." + k
 }

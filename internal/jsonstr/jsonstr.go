@@ -1,6 +1,9 @@
 package jsonstr
 
-import "unicode/utf8"
+import (
+	"strconv"
+	"unicode/utf8"
+)
 
 // ValidUnicode reports whether the JSON text raw (already known to be
 // valid JSON) holds only valid Unicode: valid UTF-8, and every \u escape
@@ -44,18 +47,6 @@ func hex4(raw []byte, at int) (rune, bool) {
 	if at+4 > len(raw) {
 		return 0, false
 	}
-	var r rune
-	for _, c := range raw[at : at+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
+	v, err := strconv.ParseUint(string(raw[at:at+4]), 16, 32)
+	return rune(v), err == nil
 }
