@@ -39,12 +39,22 @@ func StoreConfig(natsURL string, dur embedded.Durability, replicas int, groupCom
 func openStore(ctx context.Context, js jetstream.JetStream, sc ledger.StoreConfig, logger *slog.Logger) (*ledger.Store, error) {
 	var store *ledger.Store
 	err := untilAnswered(ctx, logger, "open the store", sc.Stream, func() error {
+		// Each attempt is bounded whatever ctx's deadline: an answer
+		// lost while a cluster elects its leaders is asked again, not
+		// waited on until ctx ends (a caller's two-minute context
+		// once ended with "context deadline exceeded" that way).
+		actx, cancel := context.WithTimeout(ctx, storeAttempt)
+		defer cancel()
 		var err error
-		store, err = ledger.OpenStore(ctx, js, sc)
+		store, err = ledger.OpenStore(actx, js, sc)
 		return err
 	})
 	return store, err
 }
+
+// storeAttempt bounds one attempt to open the store (a few JetStream API
+// requests).
+var storeAttempt = 10 * time.Second
 
 // untilAnswered runs op until it succeeds, fails for another reason than
 // a cluster not ready yet (ledger.ClusterNotReady), ctx ends or a minute has

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,5 +108,40 @@ func TestOpenStoreHintNamesThePlacement(t *testing.T) {
 	hint := errors.FlattenHints(err)
 	if !strings.Contains(hint, "needs 5 JetStream servers online") || strings.Contains(hint, "must run JetStream") {
 		t.Fatalf("hint %q", hint)
+	}
+}
+
+// The answer to the first request to open the store is lost (a meta
+// leader being elected never answers it). openStore is given a context
+// with a long deadline, as the cluster benchmark gives node.Open two
+// minutes: it asks again after its own attempt bound and opens the
+// store, instead of waiting for that answer until the deadline and
+// failing with "context deadline exceeded" (make test, bench-smoke).
+func TestOpenStoreAsksAgainWhenAnAnswerIsLost(t *testing.T) {
+	old := storeAttempt
+	storeAttempt = 500 * time.Millisecond
+	t.Cleanup(func() { storeAttempt = old })
+	n := testharness.StartNode(t)
+	nc, _ := n.Connect()
+	var asked atomic.Int64
+	lost := testharness.LossyAPI(t, nc, func(subject string) bool {
+		return strings.HasPrefix(subject, "$JS.API.STREAM.") && asked.Add(1) == 1
+	})
+	js, err := jetstream.NewWithAPIPrefix(nc, testharness.LossyAPIPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs testharness.SyncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	store, err := openStore(ctx, js, ledger.DefaultStoreConfig(), slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatalf("open the store with its first answer lost: %v (requests %d, lost %d)\n%s", err, asked.Load(), lost.Load(), logs.String())
+	}
+	if lost.Load() != 1 || asked.Load() < 2 || !strings.Contains(logs.String(), "the stream is not ready yet") {
+		t.Fatalf("requests %d, lost %d; log:\n%s", asked.Load(), lost.Load(), logs.String())
+	}
+	if _, err := store.Stream().Info(ctx); err != nil {
+		t.Fatalf("the stream: %v", err)
 	}
 }

@@ -7,42 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
+	"github.com/settle-dev/settle/testharness"
 )
-
-// lossyAPIPrefix is the JetStream API prefix of a connection whose API
-// requests pass through lossyAPI.
-const lossyAPIPrefix = "LOSSY.API"
-
-// lossyAPI forwards the JetStream API requests made under lossyAPIPrefix to
-// the server's $JS.API, the client's reply subject kept (the server answers
-// the client itself), except those drop says to lose: as a request sent to
-// a server that restarts before it answers. It returns the count of lost
-// requests.
-func lossyAPI(t *testing.T, nc *nats.Conn, drop func(subject string) bool) *atomic.Int64 {
-	t.Helper()
-	var lost atomic.Int64
-	sub, err := nc.Subscribe(lossyAPIPrefix+".>", func(m *nats.Msg) {
-		subject := "$JS.API." + strings.TrimPrefix(m.Subject, lossyAPIPrefix+".")
-		if drop(subject) {
-			lost.Add(1)
-			return
-		}
-		if err := nc.PublishMsg(&nats.Msg{Subject: subject, Reply: m.Reply, Header: m.Header, Data: m.Data}); err != nil {
-			t.Errorf("forward %s: %v", subject, err)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sub.Unsubscribe() })
-	return &lost
-}
 
 // The answer to a reconciler's request to make its consumer is lost (its
 // server restarted under it: seen on a 3-node cluster while the meta
@@ -64,11 +35,11 @@ func TestRunAsksAgainWhenTheConsumersAnswerIsLost(t *testing.T) {
 
 	nc, _ := w.node.Connect()
 	var creates atomic.Int64
-	lost := lossyAPI(t, nc, func(subject string) bool {
+	lost := testharness.LossyAPI(t, nc, func(subject string) bool {
 		// The first request to make the route's consumer.
 		return strings.HasPrefix(subject, "$JS.API.CONSUMER.CREATE.") && creates.Add(1) == 1
 	})
-	js, err := jetstream.NewWithAPIPrefix(nc, lossyAPIPrefix)
+	js, err := jetstream.NewWithAPIPrefix(nc, testharness.LossyAPIPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
