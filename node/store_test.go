@@ -145,3 +145,39 @@ func TestOpenStoreAsksAgainWhenAnAnswerIsLost(t *testing.T) {
 		t.Fatalf("the stream: %v", err)
 	}
 }
+
+// The same for the check of the log before the store opens (guardLog):
+// its first answer lost, it asks again instead of waiting until the
+// caller's deadline.
+func TestGuardLogAsksAgainWhenAnAnswerIsLost(t *testing.T) {
+	old := storeAttempt
+	storeAttempt = 500 * time.Millisecond
+	t.Cleanup(func() { storeAttempt = old })
+	n := testharness.StartNode(t)
+	if _, err := ledger.OpenStore(context.Background(), n.JS, ledger.DefaultStoreConfig()); err != nil {
+		t.Fatal(err)
+	}
+	nc, _ := n.Connect()
+	var asked atomic.Int64
+	lost := testharness.LossyAPI(t, nc, func(subject string) bool {
+		return strings.HasPrefix(subject, "$JS.API.STREAM.INFO.") && asked.Add(1) == 1
+	})
+	js, err := jetstream.NewWithAPIPrefix(nc, testharness.LossyAPIPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dd, err := LockDataDir(t.TempDir(), "test", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dd.Unlock()
+	var logs testharness.SyncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := guardLog(ctx, js, "SETTLE_INTENTS", dd, false, true, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+		t.Fatalf("check the log with its first answer lost: %v (requests %d, lost %d)\n%s", err, asked.Load(), lost.Load(), logs.String())
+	}
+	if lost.Load() != 1 || asked.Load() < 2 {
+		t.Fatalf("requests %d, lost %d", asked.Load(), lost.Load())
+	}
+}

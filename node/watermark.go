@@ -162,7 +162,12 @@ func checkLog(ctx context.Context, js jetstream.JetStream, stream string, hw Hig
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, errors.Errorf("check the log: %w", err)
 	}
-	st, err := js.Stream(ctx, stream)
+	// The two API requests are bounded whatever ctx's deadline (as an
+	// attempt to open the store): a lost answer is asked again by
+	// untilAnswered, not waited on until ctx ends.
+	actx, cancel := context.WithTimeout(ctx, storeAttempt)
+	defer cancel()
+	st, err := js.Stream(actx, stream)
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		if l.HighWater == 0 && l.ViewsCheckpnt == 0 {
@@ -173,7 +178,7 @@ func checkLog(ctx context.Context, js jetstream.JetStream, stream string, hw Hig
 	case err != nil:
 		return nil, errors.Errorf("check the log: stream %s: %w", stream, err)
 	default:
-		info, err := st.Info(ctx, jetstream.WithDeletedDetails(true))
+		info, err := st.Info(actx, jetstream.WithDeletedDetails(true))
 		if err != nil {
 			return nil, errors.Errorf("check the log: stream %s: %w", stream, err)
 		}
