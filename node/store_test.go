@@ -118,19 +118,7 @@ func TestOpenStoreHintNamesThePlacement(t *testing.T) {
 // store, instead of waiting for that answer until the deadline and
 // failing with "context deadline exceeded" (make test, bench-smoke).
 func TestOpenStoreAsksAgainWhenAnAnswerIsLost(t *testing.T) {
-	old := storeAttempt
-	storeAttempt = 500 * time.Millisecond
-	t.Cleanup(func() { storeAttempt = old })
-	n := testharness.StartNode(t)
-	nc, _ := n.Connect()
-	var asked atomic.Int64
-	lost := testharness.LossyAPI(t, nc, func(subject string) bool {
-		return strings.HasPrefix(subject, "$JS.API.STREAM.") && asked.Add(1) == 1
-	})
-	js, err := jetstream.NewWithAPIPrefix(nc, testharness.LossyAPIPrefix)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, asked, lost := losingFirstAnswer(t, testharness.StartNode(t), "$JS.API.STREAM.")
 	var logs testharness.SyncBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -150,22 +138,11 @@ func TestOpenStoreAsksAgainWhenAnAnswerIsLost(t *testing.T) {
 // its first answer lost, it asks again instead of waiting until the
 // caller's deadline.
 func TestGuardLogAsksAgainWhenAnAnswerIsLost(t *testing.T) {
-	old := storeAttempt
-	storeAttempt = 500 * time.Millisecond
-	t.Cleanup(func() { storeAttempt = old })
 	n := testharness.StartNode(t)
 	if _, err := ledger.OpenStore(context.Background(), n.JS, ledger.DefaultStoreConfig()); err != nil {
 		t.Fatal(err)
 	}
-	nc, _ := n.Connect()
-	var asked atomic.Int64
-	lost := testharness.LossyAPI(t, nc, func(subject string) bool {
-		return strings.HasPrefix(subject, "$JS.API.STREAM.INFO.") && asked.Add(1) == 1
-	})
-	js, err := jetstream.NewWithAPIPrefix(nc, testharness.LossyAPIPrefix)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, asked, lost := losingFirstAnswer(t, n, "$JS.API.STREAM.INFO.")
 	dd, err := LockDataDir(t.TempDir(), "test", true)
 	if err != nil {
 		t.Fatal(err)
@@ -180,4 +157,25 @@ func TestGuardLogAsksAgainWhenAnAnswerIsLost(t *testing.T) {
 	if lost.Load() != 1 || asked.Load() < 2 {
 		t.Fatalf("requests %d, lost %d", asked.Load(), lost.Load())
 	}
+}
+
+// losingFirstAnswer is JetStream on n whose first API request under
+// prefix is never answered (testharness.LossyAPI), with storeAttempt cut
+// to half a second for the test; asked counts those requests, lost the
+// ones dropped.
+func losingFirstAnswer(t *testing.T, n *testharness.Node, prefix string) (js jetstream.JetStream, asked, lost *atomic.Int64) {
+	t.Helper()
+	old := storeAttempt
+	storeAttempt = 500 * time.Millisecond
+	t.Cleanup(func() { storeAttempt = old })
+	nc, _ := n.Connect()
+	asked = new(atomic.Int64)
+	lost = testharness.LossyAPI(t, nc, func(subject string) bool {
+		return strings.HasPrefix(subject, prefix) && asked.Add(1) == 1
+	})
+	js, err := jetstream.NewWithAPIPrefix(nc, testharness.LossyAPIPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js, asked, lost
 }
