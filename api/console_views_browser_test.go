@@ -67,9 +67,30 @@ func waitView(t *testing.T, ctx context.Context, view, id string) {
 	if id != "" {
 		cond += ` && document.getElementById("view-intent").getAttribute("data-loaded") === ` + jsString(id)
 	}
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(time.Until(deadline))))
+		if err == nil {
+			return
+		}
+		if lostContext(err) && time.Now().Before(deadline) {
+			// The poll ran in a page that navigated meanwhile (its
+			// JavaScript context is gone): poll the new one.
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
 		t.Fatalf("view %s %s did not load: %v (status %q)", view, id, err, text(t, ctx, "#status"))
 	}
+}
+
+// lostContext reports whether err is Chromium's answer to a script run in
+// a JavaScript context that a navigation destroyed or replaced (the
+// protocol's -32000 "Cannot find context with specified id", "Execution
+// context was destroyed", "Inspected target navigated or closed").
+func lostContext(err error) bool {
+	m := err.Error()
+	return strings.Contains(m, "(-32000)") &&
+		(strings.Contains(m, "context") || strings.Contains(m, "navigated"))
 }
 
 // setValue sets the value of the form field with this id.
