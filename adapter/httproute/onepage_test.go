@@ -123,12 +123,7 @@ func TestMarkedCommentIsKeptWhateverTheAPIsClock(t *testing.T) {
 	w := newE2E(t, "github_comments.yaml", githubEnv(api), clock)
 	api.Next(fakeapi.CommitThenDrop())
 	res := w.execute("deploy-1", api.UserID(), "7", `{"body":"Build #42 passed"}`)
-	i := w.settle(res.IntentID)
-	ts := w.types(i)
-	if api.Effects() != 1 || api.Writes() != 1 || countTypes(ts, events.SearchWindowElapsed) != 0 {
-		t.Fatalf("%d effects, %d writes: the lost comment was posted again; history %v", api.Effects(), api.Writes(), ts)
-	}
-	w.confirmedAs(i, itoa(int(api.Comments()[0].ID)))
+	postedOnceAndConfirmed(t, w, api, res.IntentID)
 }
 
 // TestMarkerBeforeTheTextIsReadFirst: a write that puts {{marker}} before
@@ -146,12 +141,7 @@ func TestMarkerBeforeTheTextIsReadFirst(t *testing.T) {
 	api.Next(fakeapi.CommitThenDrop())
 	quoted := events.IntentID("default", "github_issue_comment", "earlier")
 	res := w.execute("deploy-1", api.UserID(), "7", `{"body":"Quoting the last report:\n<!-- settle:`+quoted+` -->\n\nBuild #41 failed. Fixed now."}`)
-	i := w.settle(res.IntentID)
-	ts := w.types(i)
-	if api.Effects() != 1 || api.Writes() != 1 || countTypes(ts, events.SearchWindowElapsed) != 0 {
-		t.Fatalf("%d effects, %d writes: the lost comment was posted again; history %v", api.Effects(), api.Writes(), ts)
-	}
-	w.confirmedAs(i, itoa(int(api.Comments()[0].ID)))
+	postedOnceAndConfirmed(t, w, api, res.IntentID)
 }
 
 // TestVisibilityProbeOf5xxIsAReadFailure: with visibility: {probe: true}
@@ -197,4 +187,17 @@ func TestAbsentCreationTimeIsNotAMatch(t *testing.T) {
 	if i.State == fsm.Confirmed || len(i.ConfirmedExternalIDs) != 0 || countTypes(w.types(i), events.CandidateFound) != 0 {
 		t.Fatalf("state %s, confirmed as %v (the comment by hand is %d), %d effects; history %v", i.State, i.ConfirmedExternalIDs, byHand.ID, api.Effects(), w.types(i))
 	}
+}
+
+// postedOnceAndConfirmed settles the intent whose comment's response was
+// lost and checks that the search found it: one effect, one write, no
+// closed window, confirmed as the comment posted.
+func postedOnceAndConfirmed(t *testing.T, w *e2e, api *fakeapi.GitHubAPI, id string) {
+	t.Helper()
+	i := w.settle(id)
+	ts := w.types(i)
+	if api.Effects() != 1 || api.Writes() != 1 || countTypes(ts, events.SearchWindowElapsed) != 0 {
+		t.Fatalf("%d effects, %d writes: the lost comment was posted again; history %v", api.Effects(), api.Writes(), ts)
+	}
+	w.confirmedAs(i, itoa(int(api.Comments()[0].ID)))
 }
