@@ -23,10 +23,11 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/adapter/social"
+	"github.com/settle-dev/settle/adapter/httproute"
 	"github.com/settle-dev/settle/consumers/reconcile"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/examples/routes"
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
@@ -160,7 +161,7 @@ var (
 func benchPayload() (json.RawMessage, string) {
 	payloadOnce.Do(func() {
 		raw, _ := json.Marshal(map[string]any{"body": postBody})
-		p, err := social.NormalizePayload(raw)
+		p, err := socialPayload(raw)
 		if err != nil {
 			panic(err)
 		}
@@ -171,6 +172,25 @@ func benchPayload() (json.RawMessage, string) {
 		payload, payloadSum = p, sum
 	})
 	return payload, payloadSum
+}
+
+// socialPayload is raw in the canonical shape of examples/routes/social.yaml
+// (the route's payload normaliser; no call is made).
+func socialPayload(raw json.RawMessage) (json.RawMessage, error) {
+	data, err := routes.File("social.yaml")
+	if err != nil {
+		return nil, err
+	}
+	env := map[string]string{"SOCIAL_BASE_URL": "http://127.0.0.1:1", "SOCIAL_TOKEN": "bench-token"}
+	cfgs, err := httproute.Parse(data, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		return nil, err
+	}
+	ad, err := httproute.New(cfgs[0])
+	if err != nil {
+		return nil, err
+	}
+	return ad.NormalizePayload(raw)
 }
 
 // eventAt returns event k of the synthetic log: intent k/3, version k%3+1,
@@ -394,13 +414,11 @@ func newClient() *http.Client {
 	}
 }
 
-func newAdapter(b *testing.B, api *fakeapi.SocialAPI) *social.Adapter {
+// newAdapter is the route examples/routes/social.yaml compiled against
+// api, on a client that keeps a connection per concurrent call.
+func newAdapter(b *testing.B, api *fakeapi.SocialAPI) *httproute.Adapter {
 	b.Helper()
-	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: newClient()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return ad
+	return testharness.ExampleRoute(b, "social.yaml", api, func(c *httproute.RouteConfig) { c.Client = newClient() }).Adapter.(*httproute.Adapter)
 }
 
 // newProducer is the Execute benchmarks' producer: one route on ad, the

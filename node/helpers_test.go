@@ -32,10 +32,7 @@ func newFakeSocial(t testing.TB) *fakeapi.SocialAPI {
 func openNode(t testing.TB, api *fakeapi.SocialAPI, logs *testharness.SyncBuffer, edit func(*Config)) *running {
 	t.Helper()
 	testharness.SkipShort(t, "an embedded nats-server")
-	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 5 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ad := testharness.ExampleRoute(t, "social.yaml", api).Adapter
 	cfg := DefaultConfig()
 	cfg.Command, cfg.Actor, cfg.Data = "test", "test", t.TempDir()
 	cfg.Routes = []adapter.Route{{Name: "social_post", Adapter: ad, Policy: adapter.DefaultPolicy()}}

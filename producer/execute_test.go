@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/adapter/social"
+	"github.com/settle-dev/settle/adapter/httproute"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
@@ -31,35 +30,30 @@ var t0 = time.Date(2026, 7, 22, 9, 0, 0, 0, time.UTC)
 type env struct {
 	node *testharness.Node
 	api  *fakeapi.SocialAPI
-	ad   *social.Adapter
+	ad   *httproute.Adapter
 	p    *producer.Producer
 }
 
-func newEnv(t *testing.T, mod ...func(*adapter.Route, *social.Config)) *env {
+// newEnv is the env with the route social_post compiled from
+// examples/routes/social.yaml, after each mod changed the route.
+func newEnv(t *testing.T, mod ...func(*adapter.Route)) *env {
 	t.Helper()
 	return newEnvOn(t, nil, mod...)
 }
 
 // newEnvOn is newEnv with made(js) run on the fresh server before the
 // store opens (to make the stream as an older version did).
-func newEnvOn(t *testing.T, made func(jetstream.JetStream), mod ...func(*adapter.Route, *social.Config)) *env {
+func newEnvOn(t *testing.T, made func(jetstream.JetStream), mod ...func(*adapter.Route)) *env {
 	t.Helper()
 	n := testharness.StartNode(t)
 	if made != nil {
 		made(n.JS)
 	}
 	api := fakeapi.NewSocialAPI(t)
-	cfg := social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}}
-	route := adapter.Route{Name: "social_post", Policy: adapter.DefaultPolicy()}
+	route := testharness.ExampleRoute(t, "social.yaml", api, testharness.RouteTimeout(2*time.Second))
+	ad := route.Adapter.(*httproute.Adapter)
 	for _, m := range mod {
-		m(&route, &cfg)
-	}
-	ad, err := social.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if route.Adapter == nil {
-		route.Adapter = ad
+		m(&route)
 	}
 	pc := producer.DefaultConfig()
 	pc.Actor = "writer-1"
@@ -127,7 +121,7 @@ func TestExecuteSuccess(t *testing.T) {
 }
 
 func TestExecuteTrustedResponseConfirms(t *testing.T) {
-	e := newEnv(t, func(r *adapter.Route, _ *social.Config) { r.Policy.TrustResponse = true })
+	e := newEnv(t, func(r *adapter.Route) { r.Policy.TrustResponse = true })
 	res, err := e.p.Execute(context.Background(), req("task:1", "hello"))
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +140,10 @@ func TestExecuteRequestNeverWritten(t *testing.T) {
 	}
 	dead := "http://" + l.Addr().String()
 	l.Close() // nothing listens there: dial is refused
-	e := newEnv(t, func(_ *adapter.Route, c *social.Config) { c.BaseURL = dead })
+	e := newEnv(t, func(r *adapter.Route) {
+		r.Adapter = testharness.CompileRoute(t, testharness.RouteFile(t, "social.yaml"),
+			map[string]string{"SOCIAL_BASE_URL": dead, "SOCIAL_TOKEN": "t0ken-for-the-test-only"}).Adapter
+	})
 	res, err := e.p.Execute(context.Background(), req("task:1", "hello"))
 	if err != nil {
 		t.Fatal(err)

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
@@ -48,10 +45,7 @@ func TestExecuteRecordsAndStartsInOneMessage(t *testing.T) {
 	n := testharness.StartNode(t)
 	s := testharness.OpenStore(t, n.JS, testharness.BatchMin(1)) // every flush an atomic batch, to count them
 	api := fakeapi.NewSocialAPI(t)
-	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ad := testharness.ExampleRoute(t, "social.yaml", api).Adapter
 	ca := &countingAdapter{Adapter: ad, store: s}
 	p, err := producer.New(s, producer.DefaultConfig(), adapter.Route{Name: "social_post", Adapter: ca, Policy: adapter.DefaultPolicy()})
 	if err != nil {
@@ -92,10 +86,7 @@ func TestExecuteIsTwoMessagesPerWrite(t *testing.T) {
 		n := testharness.StartNode(t)
 		s := testharness.OpenStore(t, n.JS, mod)
 		api := fakeapi.NewSocialAPI(t)
-		ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		ad := testharness.ExampleRoute(t, "social.yaml", api).Adapter
 		pol := adapter.DefaultPolicy()
 		pol.TrustResponse = true
 		p, err := producer.New(s, producer.DefaultConfig(), adapter.Route{Name: "social_post", Adapter: ad, Policy: pol})
@@ -145,10 +136,7 @@ func TestConcurrentExecutesDifferentPayloadsThroughBatches(t *testing.T) {
 		n := testharness.StartNode(t)
 		s := testharness.OpenStore(t, n.JS, testharness.BatchMin(2))
 		api := fakeapi.NewSocialAPI(t)
-		ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		ad := testharness.ExampleRoute(t, "social.yaml", api).Adapter
 		p, err := producer.New(s, producer.DefaultConfig(), adapter.Route{Name: "social_post", Adapter: ad, Policy: adapter.DefaultPolicy()})
 		if err != nil {
 			t.Fatal(err)

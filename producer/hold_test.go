@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"sort"
 	"sync"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
@@ -81,10 +79,7 @@ func buildLossWorld(t *testing.T, n int) (w *lossWorld, whole, broken int) {
 	testharness.OpenStore(t, node.JS)
 	testharness.SmallBlocks(t, node, "SETTLE_INTENTS")
 	api := fakeapi.NewSocialAPI(t)
-	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ad := testharness.ExampleRoute(t, "social.yaml", api).Adapter
 	w = &lossWorld{node: node, api: api, n: n, route: adapter.Route{Name: "social_post", Adapter: ad, Policy: adapter.DefaultPolicy()}}
 	p := w.producer(t, nil)
 	ks := make(chan int)

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
@@ -25,10 +23,7 @@ func TestConcurrentExecutesWithIdenticalEventsWriteOnce(t *testing.T) {
 	for round := 0; round < 5; round++ {
 		n := testharness.StartNode(t)
 		api := fakeapi.NewSocialAPI(t)
-		ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		ad := testharness.ExampleRoute(t, "social.yaml", api).Adapter
 		pc := producer.DefaultConfig()
 		pc.Actor, pc.Now = "writer-1", func() time.Time { return t0 } // every caller reads the same time
 		p, err := producer.New(testharness.OpenStore(t, n.JS), pc, adapter.Route{Name: "social_post", Adapter: ad, Policy: adapter.DefaultPolicy()})
@@ -86,12 +81,8 @@ func (d *deadlineAdapter) Write(ctx context.Context, req adapter.WriteRequest) (
 // when the append of WriteStarted is slow.
 func TestCallDeadlineIsTheRecordedDeadline(t *testing.T) {
 	var da *deadlineAdapter
-	e := newEnv(t, func(r *adapter.Route, c *social.Config) {
-		ad, err := social.New(*c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		da = &deadlineAdapter{Adapter: ad}
+	e := newEnv(t, func(r *adapter.Route) {
+		da = &deadlineAdapter{Adapter: r.Adapter}
 		r.Adapter = da
 	})
 	res, err := e.p.Execute(context.Background(), req("task:deadline", "hello"))
@@ -127,12 +118,8 @@ func (a identityAdapter) CheckAccount(_ context.Context, account string) error {
 // A route that can tell its credential's identity refuses an intent for
 // another account before anything is recorded or written.
 func TestIdentityMismatchIsRefusedBeforeAnythingIsWritten(t *testing.T) {
-	e := newEnv(t, func(r *adapter.Route, c *social.Config) {
-		ad, err := social.New(*c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Adapter = identityAdapter{Adapter: ad, me: "u_token_owner"}
+	e := newEnv(t, func(r *adapter.Route) {
+		r.Adapter = identityAdapter{Adapter: r.Adapter, me: "u_token_owner"}
 	})
 	_, err := e.p.Execute(context.Background(), req("task:who", "hello"))
 	var fe *events.FieldError

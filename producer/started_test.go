@@ -6,10 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
@@ -39,10 +37,7 @@ func TestExecuteOverLimitStartIsTwoMessages(t *testing.T) {
 	n := testharness.StartNode(t)
 	s := testharness.OpenStore(t, n.JS)
 	api := fakeapi.NewSocialAPI(t)
-	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 5 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ad := testharness.ExampleRoute(t, "social.yaml", api).Adapter
 	p, err := producer.New(s, producer.DefaultConfig(), adapter.Route{Name: "social_post", Adapter: bigRequest{ad}, Policy: adapter.DefaultPolicy()})
 	if err != nil {
 		t.Fatal(err)

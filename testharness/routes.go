@@ -3,6 +3,7 @@ package testharness
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/httproute"
@@ -73,6 +74,12 @@ func CompileRoute(t testing.TB, data []byte, env map[string]string, mods ...func
 		t.Fatalf("route %s: %v", c.Name, err)
 	}
 	return r
+}
+
+// RouteTimeout sets a route's timeout of each HTTP call (a test whose
+// fake holds a response fails the call sooner than the file's timeout).
+func RouteTimeout(d time.Duration) func(*httproute.RouteConfig) {
+	return func(c *httproute.RouteConfig) { c.Timeout = d }
 }
 
 // ExampleRoute compiles the example route file name against a fake API

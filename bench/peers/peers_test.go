@@ -25,7 +25,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/adapter/social"
+	"github.com/settle-dev/settle/adapter/httproute"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
@@ -71,7 +71,7 @@ func payload(id string) json.RawMessage {
 
 // write is the one step of the DBOS and Temporal workflows: the same POST
 // settle's producer makes, through the same adapter.
-func write(ad *social.Adapter) func(ctx context.Context, id string) (string, error) {
+func write(ad *httproute.Adapter) func(ctx context.Context, id string) (string, error) {
 	return func(ctx context.Context, id string) (string, error) {
 		canon, err := ad.NormalizePayload(payload(id))
 		if err != nil {
@@ -83,7 +83,7 @@ func write(ad *social.Adapter) func(ctx context.Context, id string) (string, err
 	}
 }
 
-func settleSystem(b *testing.B, ad *social.Adapter) system {
+func settleSystem(b *testing.B, ad *httproute.Adapter) system {
 	n := testharness.StartNode(b, embedded.SyncAlways)
 	store, err := ledger.OpenStore(context.Background(), n.JS, ledger.DefaultStoreConfig())
 	if err != nil {
@@ -105,7 +105,7 @@ func settleSystem(b *testing.B, ad *social.Adapter) system {
 		}, stop: func() {}}
 }
 
-func dbosSystem(b *testing.B, ad *social.Adapter, url string) system {
+func dbosSystem(b *testing.B, ad *httproute.Adapter, url string) system {
 	ctx, err := dbos.NewContext(context.Background(), dbos.Config{AppName: "settle-peers", DatabaseURL: url,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -130,7 +130,7 @@ func dbosSystem(b *testing.B, ad *social.Adapter, url string) system {
 		}, stop: func() { dbos.Shutdown(ctx, 5*time.Second) }}
 }
 
-func temporalSystem(b *testing.B, ad *social.Adapter, hostPort string) system {
+func temporalSystem(b *testing.B, ad *httproute.Adapter, hostPort string) system {
 	c, err := client.Dial(client.Options{HostPort: hostPort, Logger: tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
 	if err != nil {
 		b.Fatalf("temporal: %v", err)
@@ -244,10 +244,7 @@ func BenchmarkPeers(b *testing.B) {
 		}
 	}
 	api := fakeapi.NewSocialAPI(b)
-	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: newClient()})
-	if err != nil {
-		b.Fatal(err)
-	}
+	ad := testharness.ExampleRoute(b, "social.yaml", api, func(c *httproute.RouteConfig) { c.Client = newClient() }).Adapter.(*httproute.Adapter)
 	var results []result
 	var setups []string
 	for _, mk := range []func() system{

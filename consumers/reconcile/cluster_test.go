@@ -61,10 +61,7 @@ func TestClusterReconcilesThroughANodeRestart(t *testing.T) {
 	store := open(connect(all))
 	clock := testharness.NewManualClock(t0)
 	api := fakeapi.NewSocialAPI(t, fakeapi.WithSocialClock(clock.Now))
-	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ad := testharness.ExampleRoute(t, "social.yaml", api).Adapter
 	pol := adapter.DefaultPolicy()
 	pol.ClockSkew = events.Duration(time.Second)
 	w := &world{t: t, clock: clock, api: api, route: adapter.Route{Name: "social_post", Adapter: ad, Policy: pol}, store: store}

@@ -353,10 +353,7 @@ func socialEdge(t *testing.T, h *habit, opts ...fakeapi.SocialOption) (*edge, *f
 	t.Helper()
 	clock := testharness.NewManualClock(t0)
 	api := fakeapi.NewSocialAPI(t, append([]fakeapi.SocialOption{fakeapi.WithSocialClock(clock.Now)}, opts...)...)
-	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ad := testharness.ExampleRoute(t, "social.yaml", api).Adapter
 	h.Adapter = ad
 	pol := adapter.DefaultPolicy()
 	pol.ClockSkew = events.Duration(time.Second)

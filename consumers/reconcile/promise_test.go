@@ -34,10 +34,7 @@ func newWorldWith(t *testing.T, policy func(*events.Policy), opts ...fakeapi.Soc
 	n := testharness.StartNode(t)
 	clock := testharness.NewManualClock(t0)
 	api := fakeapi.NewSocialAPI(t, append([]fakeapi.SocialOption{fakeapi.WithSocialClock(clock.Now)}, opts...)...)
-	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ad := testharness.ExampleRoute(t, "social.yaml", api).Adapter
 	pol := adapter.DefaultPolicy()
 	pol.ClockSkew = events.Duration(time.Second)
 	if policy != nil {
@@ -306,10 +303,7 @@ func (n noStatusID) Status(ctx context.Context, q adapter.StatusQuery) (adapter.
 func TestCompletedWithoutExternalIDIsHandedOffNotLooped(t *testing.T) {
 	clock := testharness.NewManualClock(t0)
 	bk := fakeapi.NewBookingAPI(t, fakeapi.WithBookingClock(clock.Now), fakeapi.WithBookingKeyRetention(24*time.Hour))
-	ad, err := booking.New(booking.Config{BaseURL: bk.URL(), Token: bk.Token(), KeyRetention: 24 * time.Hour, Client: &http.Client{Timeout: 2 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ad := testharness.ExampleRoute(t, "booking.yaml", bk).Adapter
 	w := &statusWorld{world: routeWorld(t, clock, "booking_change", noStatusID{capsOverride{ad, func(*adapter.Capabilities) {}}}), bk: bk}
 	bk.Seed("B-1", 8, nil)
 	bk.Next(fakeapi.CommitThenDrop())

@@ -43,10 +43,7 @@ func newWorld(t *testing.T, policy func(*events.Policy)) *world {
 	n := testharness.StartNode(t)
 	clock := testharness.NewManualClock(t0)
 	api := fakeapi.NewSocialAPI(t, fakeapi.WithSocialClock(clock.Now))
-	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ad := testharness.ExampleRoute(t, "social.yaml", api).Adapter
 	pol := adapter.DefaultPolicy()
 	pol.ClockSkew = events.Duration(time.Second)
 	if policy != nil {

@@ -238,10 +238,9 @@ func (h *heldReads) RoundTrip(req *http.Request) (*http.Response, error) {
 func TestSearchCacheListsAccountsConcurrently(t *testing.T) {
 	w := newWorld(t, nil)
 	reads := &heldReads{next: http.DefaultTransport, want: 3, open: make(chan struct{})}
-	ad, err := social.New(social.Config{BaseURL: w.api.URL(), Token: w.api.Token(), Client: &http.Client{Timeout: 30 * time.Second, Transport: reads}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ad := testharness.ExampleRoute(t, "social.yaml", w.api, func(c *httproute.RouteConfig) {
+		c.Client = &http.Client{Timeout: 30 * time.Second, Transport: reads}
+	}).Adapter
 	r := w.reconciler("w1", nil)
 	sc := newSearchCache()
 	to := time.Now()
@@ -277,10 +276,9 @@ func TestBatchStepsIntentsConcurrentlyUpToSteps(t *testing.T) {
 				ids = append(ids, w.execute(fmt.Sprintf("task:%d", k), fmt.Sprintf("post %d", k)).IntentID)
 			}
 			reads := &heldReads{next: http.DefaultTransport, hold: 50 * time.Millisecond}
-			ad, err := social.New(social.Config{BaseURL: w.api.URL(), Token: w.api.Token(), Client: &http.Client{Timeout: 5 * time.Second, Transport: reads}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			ad := testharness.ExampleRoute(t, "social.yaml", w.api, func(c *httproute.RouteConfig) {
+				c.Client = &http.Client{Timeout: 5 * time.Second, Transport: reads}
+			}).Adapter
 			route := w.route
 			route.Adapter = ad
 			cfg := w.reconciler("w1", nil).cfg

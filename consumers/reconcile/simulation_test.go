@@ -347,10 +347,7 @@ func newSim(t *testing.T, seed uint64) *sim {
 		return ad
 	}
 	bkd := func(api *fakeapi.BookingAPI, retention, reflection time.Duration) *booking.Adapter {
-		ad, err := booking.New(booking.Config{BaseURL: api.URL(), Token: api.Token(), KeyRetention: retention, ReflectionDelay: reflection, Client: client})
-		if err != nil {
-			t.Fatal(err)
-		}
+		ad := testharness.ExampleRoute(t, "booking.yaml", api).Adapter
 		return ad
 	}
 	pol := adapter.DefaultPolicy()

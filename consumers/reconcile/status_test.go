@@ -374,10 +374,7 @@ func (blind) Capabilities() adapter.Capabilities { return adapter.Capabilities{}
 func TestNoQueryNoDedupHandsOffAndNeverWritesAgain(t *testing.T) {
 	clock := testharness.NewManualClock(t0)
 	api := fakeapi.NewSocialAPI(t, fakeapi.WithSocialClock(clock.Now))
-	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ad := testharness.ExampleRoute(t, "social.yaml", api).Adapter
 	w := &statusWorld{world: routeWorld(t, clock, "blind_post", blind{ad}, retryNever)}
 	api.Next(fakeapi.ResetBeforeCommit())
 	res := w.submit("t:1", `{"body":"x"}`)
@@ -411,10 +408,7 @@ func TestNoQueryNoDedupHandsOffAndNeverWritesAgain(t *testing.T) {
 func TestCancellationIsNotRollback(t *testing.T) {
 	clock := testharness.NewManualClock(t0)
 	api := fakeapi.NewSocialAPI(t, fakeapi.WithSocialClock(clock.Now))
-	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 2 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ad := testharness.ExampleRoute(t, "social.yaml", api).Adapter
 	w := &statusWorld{world: routeWorld(t, clock, "blind_post", blind{ad}, retryNever)}
 	ctx := context.Background()
 	// The write executed but its response was lost; nothing can prove it.
