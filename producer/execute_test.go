@@ -141,8 +141,7 @@ func TestExecuteRequestNeverWritten(t *testing.T) {
 	dead := "http://" + l.Addr().String()
 	l.Close() // nothing listens there: dial is refused
 	e := newEnv(t, func(r *adapter.Route) {
-		r.Adapter = testharness.CompileRoute(t, testharness.RouteFile(t, "social.yaml"),
-			map[string]string{"SOCIAL_BASE_URL": dead, "SOCIAL_TOKEN": "t0ken-for-the-test-only"}).Adapter
+		r.Adapter = testharness.ExampleRoute(t, "social.yaml", testharness.At{Addr: dead, Secret: "t0ken-for-the-test-only"}).Adapter
 	})
 	res, err := e.p.Execute(context.Background(), req("task:1", "hello"))
 	if err != nil {

@@ -17,6 +17,18 @@ type Fake interface {
 	Token() string
 }
 
+// At is an API at a fixed address with a fixed token, for a route whose
+// calls must fail or never be made (nothing need listen there).
+type At struct{ Addr, Secret string }
+
+// URL is the address.
+func (a At) URL() string { return a.Addr }
+
+// Token is the token.
+func (a At) Token() string { return a.Secret }
+
+var _ Fake = At{}
+
 // FakeEnv resolves every ${env:...} of the example route files against
 // one fake API: each base URL is its URL, each token its token.
 func FakeEnv(api Fake) map[string]string {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"runtime"
 	"strings"
 	"sync"
@@ -15,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
@@ -67,6 +65,7 @@ func TestClusterReconcilesThroughANodeRestart(t *testing.T) {
 	w := &world{t: t, clock: clock, api: api, route: adapter.Route{Name: "social_post", Adapter: ad, Policy: pol}, store: store}
 	pc := producer.DefaultConfig()
 	pc.Now, pc.Actor = clock.Now, "writer"
+	var err error
 	if w.prod, err = producer.New(store, pc, w.route); err != nil {
 		t.Fatal(err)
 	}

@@ -19,9 +19,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/adapter/booking"
 	"github.com/settle-dev/settle/adapter/httproute"
-	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
@@ -273,18 +271,13 @@ func (h *habit) NormalizePayload(p json.RawMessage) (json.RawMessage, error) {
 	return events.Canonicalize(p)
 }
 
-// bookingEdge is the booking fake behind the hand-written booking adapter,
-// wrapped by h.
+// bookingEdge is the booking fake behind the route of
+// examples/routes/booking.yaml, wrapped by h.
 func bookingEdge(t *testing.T, h *habit) (*edge, *fakeapi.BookingAPI) {
 	t.Helper()
 	clock := testharness.NewManualClock(t0)
 	bk := fakeapi.NewBookingAPI(t, fakeapi.WithBookingClock(clock.Now), fakeapi.WithBookingReflectionDelay(5*time.Second))
-	ad, err := booking.New(booking.Config{BaseURL: bk.URL(), Token: bk.Token(), KeyRetention: 24 * time.Hour,
-		ReflectionDelay: 5 * time.Second, Client: &http.Client{Timeout: 2 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.Adapter = ad
+	h.Adapter = testharness.ExampleRoute(t, "booking.yaml", bk, testharness.RouteTimeout(2*time.Second)).Adapter
 	pol := adapter.DefaultPolicy()
 	pol.ClockSkew, pol.RetentionMargin = events.Duration(time.Second), events.Duration(time.Hour)
 	return newEdge(t, clock, adapter.Route{Name: "booking_update", Adapter: h, Policy: pol}), bk
@@ -347,8 +340,8 @@ func TestEdgeStatusOfAnotherAccountIsNotOurs(t *testing.T) {
 	}
 }
 
-// socialEdge is the social fake behind the hand-written social adapter,
-// wrapped by h.
+// socialEdge is the social fake behind the route of
+// examples/routes/social.yaml, wrapped by h.
 func socialEdge(t *testing.T, h *habit, opts ...fakeapi.SocialOption) (*edge, *fakeapi.SocialAPI) {
 	t.Helper()
 	clock := testharness.NewManualClock(t0)

@@ -11,15 +11,12 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/adapter/booking"
-	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
@@ -113,14 +110,9 @@ func TestProvenWriteThatVanishesIsNeverWrittenAgain(t *testing.T) {
 // 2 and 3. Routes that could retry without a dedup proof are refused at
 // load, naming the route and the field.
 func TestRouteThatMayRetryNeedsADedupProof(t *testing.T) {
-	ad, err := social.New(social.Config{BaseURL: "https://api.example.com", Token: "t0ken-for-the-test-only"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bk, err := booking.New(booking.Config{BaseURL: "https://api.example.com", Token: "t0ken-for-the-test-only", KeyRetention: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	nowhere := testharness.At{Addr: "https://api.example.com", Secret: "t0ken-for-the-test-only"}
+	ad := testharness.ExampleRoute(t, "social.yaml", nowhere).Adapter
+	bk := testharness.ExampleRoute(t, "booking.yaml", nowhere).Adapter
 	auto := adapter.DefaultPolicy()
 	never := adapter.DefaultPolicy()
 	never.Retry = events.PolicyNever
@@ -394,10 +386,8 @@ func deadPort(t *testing.T) string {
 // expired intent is a normal result (state abandoned), never an error.
 func TestRetryableRejectionIsNotRetriedAfterExpiry(t *testing.T) {
 	clock := testharness.NewManualClock(t0)
-	ad, err := social.New(social.Config{BaseURL: deadPort(t), Token: "t0ken-for-the-test-only", Client: &http.Client{Timeout: 2 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ad := testharness.ExampleRoute(t, "social.yaml", testharness.At{Addr: deadPort(t), Secret: "t0ken-for-the-test-only"},
+		testharness.RouteTimeout(2*time.Second)).Adapter
 	w := &statusWorld{world: routeWorld(t, clock, "social_post", ad)}
 	req := producer.Request{Route: "social_post", Account: "acct_1", RequestID: "task:1", Payload: json.RawMessage(`{"body":"x"}`), ExpiresAt: t0.Add(time.Minute)}
 	res, err := w.prod.Execute(context.Background(), req)

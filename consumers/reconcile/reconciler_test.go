@@ -8,14 +8,12 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
@@ -62,6 +60,11 @@ func newWorld(t *testing.T, policy func(*events.Policy)) *world {
 		t.Fatal(err)
 	}
 	return &world{t: t, node: n, clock: clock, api: api, route: route, store: store, prod: prod}
+}
+
+// canonical is a payload in the route's canonical shape.
+func (w *world) canonical(raw string) (json.RawMessage, error) {
+	return w.route.Adapter.(adapter.PayloadNormalizer).NormalizePayload(json.RawMessage(raw))
 }
 
 func (w *world) reconciler(name string, store *ledger.Store) *Reconciler {
@@ -297,8 +300,8 @@ func TestMatchRefusesOtherAuthorParentOrAssets(t *testing.T) {
 	w.api.Next(fakeapi.CommitThenDrop())
 	res := w.executePayload("task:1", `{"body":"hello","assets":["`+assetA+`"]}`, "p_parent")
 	i := res.Intent
-	good, _ := social.NormalizePayload(json.RawMessage(`{"body":"hello","assets":["` + assetA + `"]}`))
-	noAsset, _ := social.NormalizePayload(json.RawMessage(`{"body":"hello"}`))
+	good, _ := w.canonical(`{"body":"hello","assets":["` + assetA + `"]}`)
+	noAsset, _ := w.canonical(`{"body":"hello"}`)
 	cases := []struct {
 		name     string
 		rec      testRecord
@@ -486,7 +489,7 @@ func TestWriterDiedAfterWriteStartedBecomesUnknownAfterDeadline(t *testing.T) {
 	d.IdempotencyKey = events.IdempotencyKey(id)
 	// Its own payload: two intents of one account with the same payload in
 	// overlapping windows cannot be told apart by search (ARCHITECTURE.md).
-	d.Payload, _ = social.NormalizePayload(json.RawMessage(`{"body":"dead writer's post"}`))
+	d.Payload, _ = w.canonical(`{"body":"dead writer's post"}`)
 	d.PayloadSHA256, _ = events.PayloadSHA256(d.Payload)
 	h := &ledger.History{Route: "social_post"}
 	i := &fsm.Intent{State: fsm.None, ID: id}
@@ -529,7 +532,7 @@ func TestRecordedIntentOfADeadWriterIsStartedOnceAfterTheGrace(t *testing.T) {
 	id := events.IntentID("default", "social_post", "task:orphan")
 	d := *seed
 	d.RequestID, d.IdempotencyKey = "task:orphan", events.IdempotencyKey(id)
-	d.Payload, _ = social.NormalizePayload(json.RawMessage(`{"body":"orphaned intent"}`))
+	d.Payload, _ = w.canonical(`{"body":"orphaned intent"}`)
 	d.PayloadSHA256, _ = events.PayloadSHA256(d.Payload)
 	h := &ledger.History{Route: "social_post"}
 	if err := w.store.AppendNext(context.Background(), h, &fsm.Intent{State: fsm.None, ID: id}, "dead", w.clock.Now(), "", &d); err != nil {

@@ -3,6 +3,8 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"github.com/settle-dev/settle/adapter/httproute"
+	"github.com/settle-dev/settle/testharness"
 	"net/http"
 	"sync"
 	"testing"
@@ -10,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"

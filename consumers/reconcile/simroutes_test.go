@@ -4,10 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/settle-dev/settle/testharness"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -393,35 +392,16 @@ var routeBehaviours = append([]behaviour{
 // exampleFile reads an example route file and applies edits (pairs of
 // old, new; each must apply).
 func (s *sim) exampleFile(name string, edits ...string) []byte {
-	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "routes", name))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	text := string(b)
-	for i := 0; i < len(edits); i += 2 {
-		if !strings.Contains(text, edits[i]) {
-			s.t.Fatalf("%s: edit %q does not apply", name, edits[i])
-		}
-		text = strings.Replace(text, edits[i], edits[i+1], 1)
-	}
-	return []byte(text)
+	return testharness.RouteFile(s.t, name, edits...)
 }
 
 // compile compiles the only route of a route file as route name, on the
 // sim's clock; a wait inside a listing (a rate limit) moves the clock.
 func (s *sim) compile(name string, data []byte, env map[string]string, client *http.Client) adapter.Route {
-	cfgs, err := httproute.Parse(data, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	if err != nil {
-		s.t.Fatalf("route %s: %v", name, err)
-	}
-	c := cfgs[0]
-	c.Name, c.Now, c.Client = name, s.clock.Now, client
-	c.Sleep = func(ctx context.Context, d time.Duration) error { s.clock.Advance(d); return ctx.Err() }
-	r, err := httproute.Build(c)
-	if err != nil {
-		s.t.Fatalf("route %s: %v", name, err)
-	}
-	return r
+	return testharness.CompileRoute(s.t, data, env, func(c *httproute.RouteConfig) {
+		c.Name, c.Now, c.Client = name, s.clock.Now, client
+		c.Sleep = func(ctx context.Context, d time.Duration) error { s.clock.Advance(d); return ctx.Err() }
+	})
 }
 
 // newYAMLWorld starts the fakes of the YAML routes and compiles the

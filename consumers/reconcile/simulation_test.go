@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/adapter/booking"
-	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/consumers/audit"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
@@ -42,8 +40,8 @@ var (
 // 429 and 5xx bursts, malformed listings, probe errors, status
 // processing / completed without id / not found, key retention expiring,
 // a late original arriving after the retry, writers dying after the call
-// or after recording) — over the hand-written adapters, and over routes
-// compiled from YAML and the MCP submit tools with the real APIs' habits
+// or after recording) — over routes compiled from the example route
+// files, and over the MCP submit tools and the real APIs' habits
 // (simroutes_test.go); several workers with clocks skewed within the
 // allowance step the intents, are killed at random steps and replaced,
 // and sometimes race each other on one intent. Afterwards:
@@ -335,32 +333,22 @@ func newSim(t *testing.T, seed uint64) *sim {
 	s.bkShort = fakeapi.NewBookingAPI(t, fakeapi.WithBookingClock(s.clock.Now), fakeapi.WithBookingReflectionDelay(3*time.Minute),
 		fakeapi.WithBookingKeyRetention(2*time.Minute))
 	client := &http.Client{Timeout: 5 * time.Second}
-	soc := func(api *fakeapi.SocialAPI, keyed bool) adapter.Adapter {
-		cfg := social.Config{BaseURL: api.URL(), Token: api.Token(), Client: client}
-		if keyed {
-			cfg.IdempotencyKey, cfg.KeyRetention = true, 24*time.Hour
-		}
-		ad, err := social.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ad
-	}
-	bkd := func(api *fakeapi.BookingAPI, retention, reflection time.Duration) *booking.Adapter {
-		ad := testharness.ExampleRoute(t, "booking.yaml", api).Adapter
-		return ad
-	}
 	pol := adapter.DefaultPolicy()
 	pol.ClockSkew = events.Duration(simSkew)
 	pol.RetentionMargin = events.Duration(10 * time.Second)
-	mainBooking := bkd(s.bk, 24*time.Hour, 5*time.Second)
+	route := func(name, file string, api testharness.Fake, edits ...string) adapter.Route {
+		r := s.compile(name, s.exampleFile(file, edits...), testharness.FakeEnv(api), client)
+		r.Policy = pol
+		return r
+	}
+	mainBooking := route("booking", "booking.yaml", s.bk)
 	s.routes = []adapter.Route{
-		{Name: "post", Adapter: soc(s.post, false), Policy: pol},
-		{Name: "post_keyed", Adapter: soc(s.keyed, true), Policy: pol},
-		{Name: "reply", Adapter: soc(s.thread, false), Policy: pol},
-		{Name: "booking", Adapter: mainBooking, Policy: pol},
-		{Name: "booking_noid", Adapter: noStatusID{capsOverride{mainBooking, func(*adapter.Capabilities) {}}}, Policy: pol},
-		{Name: "booking_short", Adapter: bkd(s.bkShort, 2*time.Minute, 3*time.Minute), Policy: pol},
+		route("post", "social.yaml", s.post),
+		route("post_keyed", "social.yaml", s.keyed, "      idempotency_key: false\n", "      idempotency_key: true\n      key_retention: 24h\n"),
+		route("reply", "social.yaml", s.thread),
+		mainBooking,
+		{Name: "booking_noid", Adapter: noStatusID{capsOverride{mainBooking.Adapter, func(*adapter.Capabilities) {}}}, Policy: pol},
+		route("booking_short", "booking.yaml", s.bkShort, "      key_retention: 24h\n      reflection_delay: 5s\n", "      key_retention: 2m\n      reflection_delay: 3m\n"),
 	}
 	yroutes := s.newYAMLWorld(client)
 	s.routes = append(s.routes, yroutes...)
@@ -439,7 +427,7 @@ func (s *sim) pickBehaviour() *behaviour {
 	return &allBehaviours[len(allBehaviours)-1]
 }
 
-// allBehaviours are the hand-written adapters' and the YAML routes'.
+// allBehaviours are those of the example routes and of the real APIs' routes.
 var allBehaviours = append(append([]behaviour{}, behaviours...), routeBehaviours...)
 
 func (s *sim) submit(in *simIntent) {

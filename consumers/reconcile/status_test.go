@@ -12,9 +12,6 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/adapter/booking"
-	"github.com/settle-dev/settle/adapter/payment"
-	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
@@ -36,11 +33,7 @@ func newBookingWorld(t *testing.T, opts ...fakeapi.BookingOption) *statusWorld {
 	clock := testharness.NewManualClock(t0)
 	opts = append([]fakeapi.BookingOption{fakeapi.WithBookingClock(clock.Now), fakeapi.WithBookingReflectionDelay(5 * time.Second)}, opts...)
 	bk := fakeapi.NewBookingAPI(t, opts...)
-	ad, err := booking.New(booking.Config{BaseURL: bk.URL(), Token: bk.Token(), KeyRetention: 24 * time.Hour,
-		ReflectionDelay: 5 * time.Second, Client: &http.Client{Timeout: 2 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ad := testharness.ExampleRoute(t, "booking.yaml", bk, testharness.RouteTimeout(2*time.Second)).Adapter
 	w := routeWorld(t, clock, "booking_update", ad)
 	return &statusWorld{world: w, bk: bk}
 }
@@ -49,11 +42,7 @@ func newPaymentWorld(t *testing.T) *statusWorld {
 	t.Helper()
 	clock := testharness.NewManualClock(t0)
 	pay := fakeapi.NewPaymentAPI(t, fakeapi.WithPaymentClock(clock.Now))
-	ad, err := payment.New(payment.Config{BaseURL: pay.URL(), Token: pay.Token(), KeyRetention: 24 * time.Hour,
-		Client: &http.Client{Timeout: 5 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ad := testharness.ExampleRoute(t, "payment.yaml", pay, testharness.RouteTimeout(5*time.Second)).Adapter
 	w := routeWorld(t, clock, "payment_create", ad)
 	return &statusWorld{world: w, pay: pay}
 }
