@@ -2,13 +2,11 @@ package node
 
 import (
 	"context"
-	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/testharness"

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -175,3 +176,6 @@ func oneError(t *testing.T, data []byte, env map[string]string, route, field str
 		t.Fatal("Parse accepted it")
 	}
 }
+
+// itoa is n in decimal.
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -222,3 +222,39 @@ func randomValue(rng *rand.Rand, depth int) any {
 		return m
 	}
 }
+
+// payloadCorpus holds, per example file, payloads the route accepts and
+// payloads it refuses.
+var payloadCorpus = map[string][]string{
+	"social.yaml": {
+		`{"body":"hi"}`, `{"body":"hi","assets":[]}`, `{"assets":["` + asset1 + `"],"body":"x"}`,
+		`{"body":""}`, `{"body":"  "}`, `{"body":null}`, `{"body":1}`, `{}`, `[]`, `"x"`, ``, `{"body":"x","extra":1}`,
+		`{"body":"x","Bad Key":1}`, `{"body":"x","assets":null}`, `{"body":"x","assets":"a"}`, `{"body":"x","assets":[1]}`,
+		`{"body":"x","assets":["ABC"]}`, `{"body":"x","assets":["` + asset1 + `",2]}`, `{"body":"x","body":"y"}`,
+		`{"body":"e\u0301"}`, `{"body":"x"} trailing`, `{"body":"x","n":1e400}`, `{"body":"\ud800"}`,
+	},
+	"booking.yaml": {
+		`{"booking_id":"B-1","expected_version":1,"change":{"seat":"1A"}}`, `{"booking_id":"B.1:x_y-z","expected_version":0,"change":{"a":null}}`,
+		`{"booking_id":"","expected_version":1,"change":{"a":1}}`, `{"booking_id":".","expected_version":1,"change":{"a":1}}`,
+		`{"booking_id":"..","expected_version":1,"change":{"a":1}}`, `{"booking_id":"...","expected_version":1,"change":{"a":1}}`,
+		`{"booking_id":"a b","expected_version":1,"change":{"a":1}}`, `{"booking_id":"` + strings.Repeat("b", 129) + `","expected_version":1,"change":{"a":1}}`,
+		`{"booking_id":"` + strings.Repeat("b", 128) + `","expected_version":1,"change":{"a":1}}`,
+		`{"booking_id":"B","expected_version":-1,"change":{"a":1}}`, `{"booking_id":"B","expected_version":1.5,"change":{"a":1}}`,
+		`{"booking_id":"B","expected_version":"1","change":{"a":1}}`, `{"booking_id":"B","change":{"a":1}}`,
+		`{"booking_id":"B","expected_version":1}`, `{"booking_id":"B","expected_version":1,"change":{}}`,
+		`{"booking_id":"B","expected_version":1,"change":[1]}`, `{"booking_id":"B","expected_version":1,"change":null}`,
+		`{"booking_id":1,"expected_version":1,"change":{"a":1}}`, `{"booking_id":"B","expected_version":1,"change":{"a":1},"x":0}`,
+		`{"booking_id":"B","expected_version":1e2,"change":{"b":{"z":1,"a":[2,1]}}}`,
+	},
+	"payment.yaml": {
+		`{"amount":100,"currency":"jpy","customer":"cus_1"}`, `{"amount":100,"currency":"jpy","customer":"cus_1","description":""}`,
+		`{"amount":100,"currency":"jpy","customer":"cus_1","description":"d"}`, `{"amount":0,"currency":"jpy","customer":"c"}`,
+		`{"amount":-1,"currency":"jpy","customer":"c"}`, `{"amount":1.5,"currency":"jpy","customer":"c"}`, `{"amount":"1","currency":"jpy","customer":"c"}`,
+		`{"currency":"jpy","customer":"c"}`, `{"amount":1,"currency":"JPY","customer":"c"}`, `{"amount":1,"currency":"yen!","customer":"c"}`,
+		`{"amount":1,"customer":"c"}`, `{"amount":1,"currency":"jpy"}`, `{"amount":1,"currency":"jpy","customer":""}`,
+		`{"amount":1,"currency":"jpy","customer":"  "}`, `{"amount":1,"currency":"jpy","customer":"a\u0001b"}`,
+		`{"amount":1,"currency":"jpy","customer":"` + strings.Repeat("c", 256) + `"}`, `{"amount":1,"currency":"jpy","customer":"c","description":null}`,
+		`{"amount":1,"currency":"jpy","customer":"c","description":"` + strings.Repeat("d", 1001) + `"}`, `{"amount":1,"currency":"jpy","customer":"c","metadata":{}}`,
+		`{"amount":1,"currency":null,"customer":"c"}`,
+	},
+}

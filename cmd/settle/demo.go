@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -14,8 +13,9 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/adapter/social"
+	"github.com/settle-dev/settle/adapter/httproute"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/examples/routes"
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
@@ -45,11 +45,10 @@ func (m *Main) demo(ctx context.Context, args []string) error {
 	out := m.Stdout
 	api := fakeapi.NewSocialAPIServer(fakeapi.SocialConfig{})
 	defer api.Close()
-	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 5 * time.Second}})
+	route, err := demoRoute(api)
 	if err != nil {
 		return errors.Errorf("demo: %w", err)
 	}
-	route := adapter.Route{Name: "social_post", Adapter: ad, Policy: adapter.DefaultPolicy()}
 	n, err := openDemoNode(ctx, dir, route, m.Stderr)
 	if err != nil {
 		return errors.Errorf("demo: %w", err)
@@ -102,6 +101,21 @@ func (m *Main) demo(ctx context.Context, args []string) error {
 		return errors.Errorf("demo: expected 1 effect and confirmed, got %d and %s", api.Effects(), i.State)
 	}
 	return nil
+}
+
+// demoRoute is the route of examples/routes/social.yaml, the file a user
+// copies, compiled against the fake API.
+func demoRoute(api *fakeapi.SocialAPI) (adapter.Route, error) {
+	data, err := routes.File("social.yaml")
+	if err != nil {
+		return adapter.Route{}, err
+	}
+	env := map[string]string{"SOCIAL_BASE_URL": api.URL(), "SOCIAL_TOKEN": api.Token()}
+	cfgs, err := httproute.Parse(data, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		return adapter.Route{}, err
+	}
+	return httproute.Build(cfgs[0])
 }
 
 // openDemoNode is the demo's settle process: the embedded server (fsync

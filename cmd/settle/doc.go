@@ -10,6 +10,8 @@
 // over the API) and routes check. cmd wires every settle package; nothing
 // imports cmd. The demo's fake API is package fakeapi, so the binary links
 // no test code.
-// It must never import: testing, testharness, internal/layering, examples/...,
+// The demo compiles examples/routes/social.yaml, embedded by package
+// examples/routes.
+// It must never import: testing, testharness, internal/layering, examples/downstream, examples/socialapi, examples/webhook-receiver, examples/goadapter,
 // bench.
 package main

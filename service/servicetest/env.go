@@ -4,15 +4,11 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/adapter/httproute"
-	"github.com/settle-dev/settle/adapter/social"
 	"github.com/settle-dev/settle/consumers/reconcile"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
@@ -106,41 +102,29 @@ func New(t testing.TB, o Options) *Env {
 }
 
 // ExampleRoutes are the example route file examples/routes/social.yaml
-// loaded by httproute over the fake API (route social_post), and the same
-// route under first-write approval (social_approval).
+// compiled against the fake API with the token RouteSecret (route
+// social_post), and the same route under first-write approval
+// (social_approval).
 func ExampleRoutes(t testing.TB, api *fakeapi.SocialAPI) []adapter.Route {
 	t.Helper()
-	_, here, _, _ := runtime.Caller(0)
-	file := filepath.Join(filepath.Dir(here), "..", "..", "examples", "routes", "social.yaml")
-	loaded, err := httproute.Load(file, func(k string) (string, bool) {
-		v, ok := map[string]string{"SOCIAL_BASE_URL": api.URL(), "SOCIAL_TOKEN": RouteSecret}[k]
-		return v, ok
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	approval := loaded[0]
+	post := testharness.ExampleRoute(t, "social.yaml", testharness.At{Addr: api.URL(), Secret: RouteSecret})
+	approval := post
 	approval.Name = "social_approval"
 	approval.Policy.FirstWrite = events.PolicyApproval
-	return append(loaded, approval)
+	return []adapter.Route{post, approval}
 }
 
-// SocialRoutes are three routes over the hand-written social adapter:
-// social_post, social_other, and social_approval (first write approved).
+// SocialRoutes are three routes compiled from examples/routes/social.yaml
+// against the fake API: social_post, social_other, and social_approval
+// (first write approved).
 func SocialRoutes(t testing.TB, api *fakeapi.SocialAPI) []adapter.Route {
 	t.Helper()
-	ad, err := social.New(social.Config{BaseURL: api.URL(), Token: api.Token(), Client: &http.Client{Timeout: 10 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol := adapter.DefaultPolicy()
-	approval := pol
-	approval.FirstWrite = events.PolicyApproval
-	return []adapter.Route{
-		{Name: "social_post", Adapter: ad, Policy: pol},
-		{Name: "social_other", Adapter: ad, Policy: pol},
-		{Name: "social_approval", Adapter: ad, Policy: approval},
-	}
+	post := testharness.ExampleRoute(t, "social.yaml", api)
+	other, approval := post, post
+	other.Name = "social_other"
+	approval.Name = "social_approval"
+	approval.Policy.FirstWrite = events.PolicyApproval
+	return []adapter.Route{post, other, approval}
 }
 
 // Reconciler returns a reconciler over every route on the env's clock.
