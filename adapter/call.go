@@ -246,15 +246,3 @@ func Unparseable(status int, what string) error {
 	return &CallError{Class: Unknown, Code: "response_unparseable", StatusCode: status,
 		Message: "the response to " + what + " cannot be parsed"}
 }
-
-// AuthGet sends one GET with "Authorization: Bearer token" and
-// "Accept: application/json" and returns the response of any status.
-func AuthGet(ctx context.Context, client *http.Client, token, u string) (*Response, error) {
-	req, err := NewRequest(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Accept", "application/json")
-	return Do(ctx, client, req)
-}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -137,24 +136,5 @@ func TestCallErrorHelpers(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Class != adapter.Unknown || ce.Code != "response_unparseable" || ce.StatusCode != 200 ||
 		ce.Message != "the response to a get cannot be parsed" {
 		t.Fatalf("Unparseable: %#v", err)
-	}
-}
-
-func TestAuthGetSendsTokenAndAccept(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet || r.Header.Get("Authorization") != "Bearer tok" || r.Header.Get("Accept") != "application/json" {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		w.WriteHeader(http.StatusTeapot)
-		_, _ = w.Write([]byte(`{"ok":true}`))
-	}))
-	defer srv.Close()
-	resp, err := adapter.AuthGet(context.Background(), srv.Client(), "tok", srv.URL+"/x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusTeapot || string(resp.Body) != `{"ok":true}` {
-		t.Fatalf("got %d %s", resp.StatusCode, resp.Body)
 	}
 }

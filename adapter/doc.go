@@ -17,8 +17,9 @@
 // policy (DefaultPolicy); ValidateRoute refuses a policy that could retry
 // without a dedup proof.
 //
-// Each concrete API lives in its own sub-package (adapter/social, ...), with
-// a compile-time check that it implements Adapter.
+// Routes are declared in YAML and compiled by adapter/httproute; an
+// adapter written in Go (examples/goadapter) implements Adapter the same
+// way, with a compile-time check.
 //
 // adapter imports events only, and its HTTP client never retries: attempts
 // are counted in exactly one place, the producer, and are visible on the

@@ -7,22 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/errors"
-
 	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/events"
 )
-
-func TestConfigErrorNamesPackageAndField(t *testing.T) {
-	err := adapter.ConfigError("social", "BaseURL", "is required")
-	if got, want := err.Error(), "social: config.BaseURL: is required"; got != want {
-		t.Fatalf("got %q, want %q", got, want)
-	}
-	var fe *events.FieldError
-	if !errors.As(err, &fe) || fe.Field != "config.BaseURL" || fe.Reason != "is required" {
-		t.Fatalf("not a *events.FieldError for config.BaseURL: %#v", err)
-	}
-}
 
 func TestCheckBaseURL(t *testing.T) {
 	for _, c := range []struct{ in, reason string }{
@@ -47,33 +33,6 @@ func TestCheckBaseURL(t *testing.T) {
 	u, err := adapter.CheckBaseURL("https://api.example.com:8443/root/", "use Token")
 	if err != nil || u.Host != "api.example.com:8443" || u.Path != "/root/" {
 		t.Fatalf("valid URL: %v, %v", u, err)
-	}
-}
-
-func TestCheckToken(t *testing.T) {
-	for _, c := range []struct{ in, reason string }{
-		{"", "is required"},
-		{"a b", "must be printable and contain no white space"},
-		{"a\tb", "must be printable and contain no white space"},
-		{"a\r\nX-Evil: 1", "must be printable and contain no white space"},
-		{"a\x00", "must be printable and contain no white space"},
-		{"a\x7f", "must be printable and contain no white space"},
-	} {
-		err := adapter.CheckToken(c.in)
-		if err == nil || err.Error() != c.reason {
-			t.Errorf("CheckToken(%q) = %v; want %q", c.in, err, c.reason)
-		}
-	}
-	if err := adapter.CheckToken("sk_live_abc-123.x"); err != nil {
-		t.Fatalf("valid token refused: %v", err)
-	}
-}
-
-func TestValidHeaderValue(t *testing.T) {
-	for in, want := range map[string]bool{"": true, "k-1 2": true, "a\tb": false, "a\nb": false, "\x00": false, "\x7f": false, "é": true} {
-		if got := adapter.ValidHeaderValue(in); got != want {
-			t.Errorf("ValidHeaderValue(%q) = %v, want %v", in, got, want)
-		}
 	}
 }
 

@@ -12,9 +12,8 @@ import (
 	"github.com/settle-dev/settle/events"
 )
 
-// Payload helpers shared by the concrete adapters (adapter/social,
-// adapter/booking, adapter/payment, adapter/httproute): validation that
-// names the field, canon/v1. Their error texts are part of each adapter's
+// Payload helpers of the route compiler (adapter/httproute) and of any
+// adapter written in Go: validation that names the field, canon/v1. Their error texts are part of each adapter's
 // contract: change one and every adapter's message changes.
 
 // PayloadError is a payload validation error naming the field
@@ -58,21 +57,6 @@ func IsSHA256Hex(s string) bool {
 	return true
 }
 
-// CanonicalJSON is canon/v1 of v's JSON encoding: how an adapter builds a
-// canonical payload from its payload struct. Errors are json.Marshal's or
-// events.Canonicalize's, unwrapped.
-func CanonicalJSON(v any) (json.RawMessage, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	c, err := events.Canonicalize(b)
-	if err != nil {
-		return nil, err
-	}
-	return json.RawMessage(c), nil
-}
-
 // CanonicalizePayload returns canon/v1 of a caller's payload. Errors are
 // *events.FieldError: "payload" when it is empty or not canonicalizable,
 // the offending member (payload.a[1], ...) when canon/v1 names one.
@@ -114,16 +98,4 @@ func ObjectMembers(raw []byte, field string, known ...string) (map[string]json.R
 		return nil, PayloadError(FieldPath(field, unknown[0]), "is not a known field (known: "+strings.Join(known, ", ")+")")
 	}
 	return m, nil
-}
-
-// PayloadObject is the common start of a route's payload validation: the
-// payload is required, canonicalized (CanonicalizePayload), must be a JSON
-// object and may hold only the known members (ObjectMembers with field
-// "payload"). It returns the canonical members.
-func PayloadObject(raw []byte, known ...string) (map[string]json.RawMessage, error) {
-	canon, err := CanonicalizePayload(raw)
-	if err != nil {
-		return nil, err
-	}
-	return ObjectMembers(canon, "payload", known...)
 }

@@ -112,37 +112,3 @@ func TestObjectMembers(t *testing.T) {
 		t.Fatalf("no known members: %v", err)
 	}
 }
-
-func TestPayloadObject(t *testing.T) {
-	for _, c := range []struct{ in, field, reason string }{
-		{"  ", "payload", "is required"},
-		{`{"body":"x","body":"y"}`, "payload.body", `duplicate object key "body"`},
-		{`["body"]`, "payload", "must be a JSON object"},
-		{`null`, "payload", "must be a JSON object"},
-		{`{"body":"x","Assets":[]}`, "payload.Assets", "is not a known field (known: body, assets)"},
-	} {
-		_, err := adapter.PayloadObject([]byte(c.in), "body", "assets")
-		fe := fieldError(t, err)
-		if fe.Field != c.field || fe.Reason != c.reason {
-			t.Errorf("%q: got %s: %s, want %s: %s", c.in, fe.Field, fe.Reason, c.field, c.reason)
-		}
-	}
-	m, err := adapter.PayloadObject([]byte(`{"body":"x","assets":[ ]}`), "body", "assets")
-	if err != nil || string(m["body"]) != `"x"` || string(m["assets"]) != `[]` {
-		t.Fatalf("got %v, %v", m, err)
-	}
-}
-
-func TestCanonicalJSON(t *testing.T) {
-	type p struct {
-		B string   `json:"b"`
-		A []string `json:"a"`
-	}
-	out, err := adapter.CanonicalJSON(p{B: "<x>", A: []string{}})
-	if err != nil || string(out) != `{"a":[],"b":"<x>"}` {
-		t.Fatalf("got %s, %v", out, err)
-	}
-	if _, err := adapter.CanonicalJSON(func() {}); err == nil {
-		t.Fatal("a func encoded")
-	}
-}

@@ -39,6 +39,5 @@
 //
 // api imports service, producer, ledger, projector, fsm and events.
 // It must never import: consumers/..., mcp, node, cmd/..., embedded,
-// adapter/httproute, adapter/social, adapter/booking, adapter/payment,
-// fakeapi, testharness, testing.
+// adapter/httproute, fakeapi, testharness, testing.
 package api

@@ -66,8 +66,8 @@ type envOptions struct {
 
 // env is the API on a loopback httptest server over a servicetest.Env:
 // a real embedded nats-server, the fake social API over real HTTP (bearer
-// token routeSecret), a producer with three routes over the hand-written
-// social adapter (servicetest.SocialRoutes), a running projector on
+// token routeSecret), a producer with three routes compiled from
+// examples/routes/social.yaml (servicetest.SocialRoutes), a running projector on
 // SQLite in t.TempDir() and the service over them. Every component logs
 // into Logs. A newMemEnv has no servicetest.Env.
 type env struct {

@@ -1,6 +1,7 @@
 // Package bench holds settle's end-to-end benchmarks and nothing else: its
 // tests import everything (ledger, producer, consumers, embedded,
-// testharness, the social adapter) and nothing imports it.
+// testharness, the route of examples/routes/social.yaml) and nothing
+// imports it.
 //
 // Every benchmark runs against a real embedded nats-server with a
 // b.TempDir() file store and, where an external API is involved, the fake

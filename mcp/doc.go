@@ -40,6 +40,5 @@
 // SDK. Optional adapter methods (PayloadSchema, WriteMethod) are found
 // through small interfaces defined here.
 // It must never import: api, consumers/..., node, cmd/..., embedded,
-// adapter/httproute, adapter/social, adapter/booking, adapter/payment,
-// fakeapi, testharness, testing.
+// adapter/httproute, fakeapi, testharness, testing.
 package mcp

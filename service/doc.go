@@ -37,6 +37,5 @@
 // service imports producer, projector, ledger, fsm and events (and,
 // through producer, adapter).
 // It must never import: api, mcp, node, cmd/..., consumers/..., embedded,
-// adapter/httproute, adapter/social, adapter/booking, adapter/payment,
-// fakeapi, testharness, testing.
+// adapter/httproute, fakeapi, testharness, testing.
 package service

@@ -98,15 +98,6 @@ func callError(t testing.TB, err error) *adapter.CallError {
 	return ce
 }
 
-// sameClass asserts two adapters classified an attempt alike.
-func sameClass(t testing.TB, what string, gen, hand error) {
-	t.Helper()
-	g, h := callError(t, gen), callError(t, hand)
-	if g.Class != h.Class || g.Code != h.Code || g.Retryable != h.Retryable || g.StatusCode != h.StatusCode {
-		t.Fatalf("%s: generic %+v, hand-written %+v", what, *g, *h)
-	}
-}
-
 // noSecret fails when v, formatted in every common way, holds the token.
 func noSecret(t testing.TB, what string, v any) {
 	t.Helper()

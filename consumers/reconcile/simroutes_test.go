@@ -26,8 +26,7 @@ import (
 
 // The route language and the MCP path inside the seeded simulation.
 //
-// Beside the hand-written adapters, every world drives routes compiled
-// from YAML: each example file of examples/routes as written, pointed at
+// Every world drives routes compiled from YAML: each example file of examples/routes as written, pointed at
 // its fake (with the provider's habits switched on), and variants
 // generated from them so that every pagination kind runs with and without
 // a marker, a key and a status query:
