@@ -348,7 +348,8 @@ func newSim(t *testing.T, seed uint64) *sim {
 		route("reply", "social.yaml", s.thread),
 		mainBooking,
 		{Name: "booking_noid", Adapter: noStatusID{capsOverride{mainBooking.Adapter, func(*adapter.Capabilities) {}}}, Policy: pol},
-		route("booking_short", "booking.yaml", s.bkShort, "      key_retention: 24h\n      reflection_delay: 5s\n", "      key_retention: 2m\n      reflection_delay: 3m\n"),
+		route("booking_short", "booking.yaml", s.bkShort, "      key_retention: 24h\n      reflection_delay: 5s\n", "      key_retention: 2m\n      reflection_delay: 3m\n",
+			"      retention_margin: 1h\n", "      retention_margin: 10s\n"),
 	}
 	yroutes := s.newYAMLWorld(client)
 	s.routes = append(s.routes, yroutes...)
