@@ -14,6 +14,7 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/httproute"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/testharness"
 )
 
 // secretToken is distinctive so that a leak into any string is caught.
@@ -46,14 +47,7 @@ func envOf(m map[string]string) func(string) (string, bool) {
 
 // exampleEnv points every example at base with the secret token.
 func exampleEnv(base string) map[string]string {
-	return map[string]string{
-		"SOCIAL_BASE_URL": base, "SOCIAL_TOKEN": secretToken,
-		"BOOKING_BASE_URL": base, "BOOKING_TOKEN": secretToken,
-		"PAYMENT_BASE_URL": base, "PAYMENT_TOKEN": secretToken,
-		"GITHUB_API_URL": base, "GITHUB_REPOSITORY": "octo-org/hello-world", "GITHUB_TOKEN": secretToken,
-		"SLACK_API_URL": base, "SLACK_BOT_TOKEN": secretToken,
-		"STRIPE_API_URL": base, "STRIPE_SECRET_KEY": secretToken,
-	}
+	return testharness.FakeEnv(testharness.At{Addr: base, Secret: secretToken})
 }
 
 // loadExample loads an example file with Load and returns its only route's
