@@ -16,7 +16,7 @@ var update = flag.Bool("update", false, "rewrite docs/lifecycle.md from the fsm"
 var t0 = time.Date(2026, 7, 22, 0, 0, 0, 0, time.UTC)
 
 func recorded(policy events.Policy) events.Event {
-	id := events.IntentID("acme", "social_post", "task-1:step-1")
+	id := events.ScopedIntentID("acme", "social_post", "acct_1", "task-1:step-1")
 	payload := []byte(`{"assets":[],"body":"hello"}`)
 	sum, _ := events.PayloadSHA256(payload)
 	return events.New(id, 1, t0, "test", "", &events.IntentRecordedData{

@@ -419,7 +419,7 @@ func (i *Intent) guard(e events.Event) error {
 	p := i.Recorded.Policy
 	switch d := e.Data.(type) {
 	case *events.IntentRecordedData:
-		if !events.DerivedIntentID(e.IntentID, d.Tenant, d.Route, d.Account, d.RequestID) {
+		if e.IntentID != events.ScopedIntentID(d.Tenant, d.Route, d.Account, d.RequestID) {
 			return errors.New("intent id is not derived from tenant, route, account and request id")
 		}
 		if d.IdempotencyKey != events.IdempotencyKey(e.IntentID) {

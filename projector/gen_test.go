@@ -79,7 +79,7 @@ func (g *generator) policy() events.Policy {
 func (g *generator) recorded(k int) (string, events.Event) {
 	tenant, route := g.pick(genTenants), g.pick(genRoutes)
 	requestID := fmt.Sprintf("task-%d:step-%d", k, g.r.Intn(3))
-	id := events.IntentID(tenant, route, requestID)
+	id := events.ScopedIntentID(tenant, route, "acct_1", requestID)
 	payload := []byte(fmt.Sprintf(`{"body":"post number %d","tags":["t%d"]}`, k, g.r.Intn(10)))
 	sum, err := events.PayloadSHA256(payload)
 	if err != nil {

@@ -46,7 +46,7 @@ func (l *HandLog) Tick() time.Time {
 	return l.At
 }
 
-// RecordedEvent is a valid IntentRecorded (v1 id) for requestID on route.
+// RecordedEvent is a valid IntentRecorded (account acct_1) for requestID on route.
 func RecordedEvent(route, requestID string, pol events.Policy, at time.Time) events.Event {
 	canon, err := events.Canonicalize([]byte(`{"body":"post for ` + requestID + `"}`))
 	if err != nil {
@@ -56,7 +56,7 @@ func RecordedEvent(route, requestID string, pol events.Policy, at time.Time) eve
 	if err != nil {
 		panic(err)
 	}
-	id := events.IntentID("default", route, requestID)
+	id := events.ScopedIntentID("default", route, "acct_1", requestID)
 	return events.New(id, 1, at, "writer", "", &events.IntentRecordedData{
 		Tenant: "default", Route: route, Account: "acct_1", RequestID: requestID,
 		IdempotencyKey: events.IdempotencyKey(id), Payload: canon, PayloadSHA256: sum, Canon: events.CanonV1,
@@ -174,7 +174,7 @@ func ReplayedIntent(k int, t0 time.Time) []events.Event {
 	payload := []byte(`{"assets":[],"body":"replay"}`)
 	sum, _ := events.PayloadSHA256(payload)
 	req := "replay:" + strconv.Itoa(k)
-	id := events.IntentID("default", "social_post", req)
+	id := events.ScopedIntentID("default", "social_post", "acct_1", req)
 	at := t0.Add(time.Duration(k) * time.Millisecond)
 	key := events.IdempotencyKey(id)
 	ext := "p_" + strconv.Itoa(k)
