@@ -38,7 +38,7 @@ func (e *FormatError) Error() string {
 		have = "log format 1 (no " + FormatMetadata + " in its metadata)"
 	}
 	return fmt.Sprintf("stream %s holds %s; this build reads log format %d only: "+
-		"run the build that wrote it, or start on a new data directory (or another --stream); see %s",
+		"run the build that wrote it, or start this build on a new data directory (on an external NATS server: a new stream); see %s",
 		e.Stream, have, LogFormat, UpgradesDoc)
 }
 
