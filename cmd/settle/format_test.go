@@ -8,20 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/embedded"
-	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/node"
 	"github.com/settle-dev/settle/testharness"
 )
 
-// olderStream makes, in data's store, the intents stream as a build before
-// log formats were versioned made it (no settle.log_format in its
-// metadata), holding one intent's first event, and returns the store
-// directory.
+// olderStream makes, in data's store, the intents stream as a build
+// before log formats were versioned made it (testharness.OlderStream), and
+// returns the store directory.
 func olderStream(t *testing.T, data string) string {
 	t.Helper()
 	store := filepath.Join(data, node.JetStreamDir)
@@ -30,24 +25,7 @@ func olderStream(t *testing.T, data string) string {
 		t.Fatal(err)
 	}
 	defer srv.Stop()
-	js := testharness.JetStreamOf(t)(srv.Connect())
-	ctx := context.Background()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SETTLE_INTENTS",
-		Description: "settle intents: one subject per intent, every lifecycle event",
-		Subjects:    []string{events.AllSubjects}, Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy,
-		Discard: jetstream.DiscardNew, Replicas: 1, Duplicates: 10 * time.Minute, DenyDelete: true, DenyPurge: true,
-		MaxMsgSize: events.MaxEventSize + 4096, AllowAtomicPublish: true, AllowDirect: true,
-		Metadata: map[string]string{"settle.intent_ids": "scoped"}}); err != nil {
-		t.Fatal(err)
-	}
-	e := testharness.RecordedEvent("social_post", "old-1", adapter.DefaultPolicy(), time.Now().UTC())
-	b, err := events.Encode(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.Publish(ctx, events.Subject("social_post", e.IntentID), b); err != nil {
-		t.Fatal(err)
-	}
+	testharness.OlderStream(t, testharness.JetStreamOf(t)(srv.Connect()))
 	return store
 }
 
@@ -62,8 +40,7 @@ func TestAnOlderLogFormatIsRefusedByServeMCPAndAudit(t *testing.T) {
 	t.Setenv("SOCIAL_TOKEN", api.Token())
 	data := t.TempDir()
 	store := olderStream(t, data)
-	const want = "stream SETTLE_INTENTS holds log format 1 (no settle.log_format in its metadata); " +
-		"this build reads log format 2 only: run the build that wrote it, or start this build on a new data directory (on an external NATS server: a new stream); see docs/deploy.md#upgrades"
+	want := testharness.OlderFormatMessage
 	routes := "../../examples/routes/social.yaml"
 	for _, c := range []struct {
 		name string
@@ -93,11 +70,5 @@ func TestAnOlderLogFormatIsRefusedByServeMCPAndAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Stop()
-	st, err := testharness.JetStreamOf(t)(srv.Connect()).Stream(context.Background(), "SETTLE_INTENTS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg, n := st.CachedInfo().Config, st.CachedInfo().State.Msgs; cfg.Metadata[events.FormatMetadata] != "" || n != 1 {
-		t.Fatalf("the refused stream changed: metadata %v, %d messages", cfg.Metadata, n)
-	}
+	testharness.CheckOlderStreamUnchanged(t, testharness.JetStreamOf(t)(srv.Connect()))
 }
