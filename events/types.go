@@ -350,22 +350,12 @@ type IntentRecordedData struct {
 	PlannedAt        time.Time       `json:"planned_at"`
 	ExpiresAt        time.Time       `json:"expires_at,omitzero"`
 	Policy           Policy          `json:"policy"`
-	// Caps is the route's capabilities when the intent was recorded. An
-	// intent recorded without them (before settle 0.2) is judged by the
-	// earlier, weaker guards so that old logs still fold.
+	// Caps is the route's capabilities when the intent was recorded: the
+	// guards and the decision function judge every later step by them.
 	Caps *Capabilities `json:"caps,omitempty"`
-	// Rules is the version of the safety rules the guards hold the intent
-	// to (CurrentRules for an intent recorded now). An intent recorded
-	// under earlier rules (0) folds under them, so old logs stay readable;
-	// the decision function applies the current rules to every intent.
+	// Rules is unused: never written (0), never read.
 	Rules int `json:"rules,omitempty"`
 }
-
-// CurrentRules is the version of the guards' safety rules this version
-// records intents under. 1 adds: a retry's claim leaves the idempotency
-// key valid through the attempt that follows it (lease + attempt deadline
-// + clock skew).
-const CurrentRules = 1
 
 func (*IntentRecordedData) EventType() Type { return IntentRecorded }
 func (d *IntentRecordedData) Validate() error {

@@ -461,7 +461,7 @@ func (p *Producer) recordAndStart(ctx context.Context, pr *prepared) (*Result, e
 		return nil, errors.Errorf("record: %w", err)
 	}
 	evs := []events.Event{rec}
-	caps := fsm.CapsFor(intent, adapter.FrozenCaps(pr.route.Adapter))
+	caps := intent.Caps()
 	step := p.dec.Next(intent, caps, now)
 	var prepErr error
 	if step.Kind == fsm.StepWrite {
@@ -522,7 +522,7 @@ func (p *Producer) recordAndStart(ctx context.Context, pr *prepared) (*Result, e
 // external call, and returns the result. wrote and appended say what the
 // caller already did on this intent.
 func (p *Producer) drive(ctx context.Context, route adapter.Route, h *ledger.History, intent *fsm.Intent, recordedNow, wrote bool, appended int) (*Result, error) {
-	caps := fsm.CapsFor(intent, adapter.FrozenCaps(route.Adapter))
+	caps := intent.Caps()
 	for k := 0; k < 8; k++ {
 		realStart := time.Now()
 		step := p.dec.Next(intent, caps, p.cfg.Now())
@@ -638,7 +638,7 @@ func (p *Producer) dryRun(pr *prepared, h *ledger.History, intent *fsm.Intent) (
 		}
 	}
 	// Walk the decider's write path on a private copy, appending nothing.
-	caps := fsm.CapsFor(sim, adapter.FrozenCaps(pr.route.Adapter))
+	caps := sim.Caps()
 	for k := 0; k < 8; k++ {
 		step := p.dec.Next(sim, caps, now)
 		if !step.WritePath {
