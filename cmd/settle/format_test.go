@@ -29,8 +29,8 @@ func olderStream(t *testing.T, data string) string {
 	return store
 }
 
-// A stream of another log format is refused at start by serve, mcp and
-// the audit, each with the message naming both formats and what to do:
+// A stream of another log format is refused at start by serve, mcp, the
+// audit and a rebuild of the views, each with the message naming both formats and what to do:
 // nothing reports ready, nothing is read or changed.
 func TestAnOlderLogFormatIsRefusedByServeMCPAndAudit(t *testing.T) {
 	testharness.SkipShort(t, "embedded nats-servers")
@@ -49,6 +49,7 @@ func TestAnOlderLogFormatIsRefusedByServeMCPAndAudit(t *testing.T) {
 		{"serve", []string{"serve", "--dev", "--addr", "127.0.0.1:0", "--data", data, "--routes", routes}},
 		{"mcp", []string{"mcp", "--data", data, "--routes", routes}},
 		{"audit", []string{"audit", "--data", data}},
+		{"views rebuild", []string{"views", "rebuild", "--data", data}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
