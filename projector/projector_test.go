@@ -211,7 +211,7 @@ func TestListPagingAndFilters(t *testing.T) {
 	add := func(k int) {
 		tenant, route, account := "acme", genRoutes[k%3], genAccounts[k%2]
 		reqID := fmt.Sprintf("list-%d", k)
-		id := events.ScopedIntentID(tenant, route, "acct_1", reqID)
+		id := events.ScopedIntentID(tenant, route, account, reqID)
 		payload := []byte(fmt.Sprintf(`{"n":%d}`, k))
 		sum, _ := events.PayloadSHA256(payload)
 		at := t0.Add(time.Duration(k/2) * time.Minute) // pairs share a creation time
