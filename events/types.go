@@ -443,7 +443,7 @@ func nestField(err error, prefix string) error {
 func (t Type) StartsWrite() bool { return t == WriteStarted || t == IntentStarted }
 
 // Split returns the IntentRecorded and WriteStarted that an IntentStarted
-// e stands for, as a log written before IntentStarted held them: at
+// e stands for, as the pair holds them when written apart: at
 // versions e.Version and e.Version+1, at e's time, by e's actor. ok is
 // false for any other event.
 func Split(e Event) (recorded, started Event, ok bool) {
@@ -457,11 +457,11 @@ func Split(e Event) (recorded, started Event, ok bool) {
 	return recorded, started, true
 }
 
-// SplitStarted returns h as a log written before IntentStarted would hold
-// it: each IntentStarted replaced by its IntentRecorded and WriteStarted
-// (Split), the events after it one version later (their event ids those
-// of that version). A reader written for that form reads the result as it
-// did; h itself is returned when it holds no IntentStarted.
+// SplitStarted returns h with each IntentStarted replaced by its
+// IntentRecorded and WriteStarted (Split), the events after it one version
+// later (their event ids those of that version): a reader of the pair
+// reads the result as it reads an intent recorded and started apart; h
+// itself is returned when it holds no IntentStarted.
 func SplitStarted(h []Event) []Event {
 	if !slices.ContainsFunc(h, func(e Event) bool { return e.Type == IntentStarted }) {
 		return h

@@ -240,8 +240,8 @@ func (d Decider) Next(i *Intent, caps events.Capabilities, now time.Time) Step {
 		switch {
 		case r != nil && r.Code == events.CodeKeyReused:
 			// Not a rejection: evidence that an earlier request with the
-			// key reached the API (recorded so by a mistaken adapter or
-			// an older version). Nothing proves it did not execute.
+			// key reached the API (recorded so by a mistaken adapter).
+			// Nothing proves it did not execute.
 			return appendStep(d.handoff(i, events.ReasonKeyReused,
 				"the API answered that the idempotency key was already used: an earlier request with it reached the API and may have executed; it is never resent", caps), "key already used")
 		case r == nil || !r.Retryable:

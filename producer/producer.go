@@ -624,7 +624,6 @@ func (p *Producer) dryRun(pr *prepared, h *ledger.History, intent *fsm.Intent) (
 	} else {
 		res.Intent, res.State, res.History, res.LastSeq = intent, intent.State, h.Events, h.LastSeq
 		rep.ExistingState = intent.State
-		// An intent recorded under its v1 id (see loadPrepared) is reported as is.
 		rep.IntentID, res.IntentID, rep.Subject = intent.ID, intent.ID, events.Subject(pr.rec.Route, intent.ID)
 		rep.IdempotencyKey = intent.Recorded.IdempotencyKey
 		if err := sameRequest(intent.Recorded, pr.rec); err != nil {
