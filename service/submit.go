@@ -67,7 +67,7 @@ type Submitted struct {
 }
 
 // MismatchError is a refused re-submit: its request id is recorded with
-// another payload, account or parent. It matches
+// another payload or parent. It matches
 // producer.ErrPayloadMismatch. Field names what differs ("payload" when
 // it cannot be told); Stored is the recorded intent when the caller may
 // read it.
