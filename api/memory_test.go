@@ -117,7 +117,7 @@ func (m *memIntents) Execute(ctx context.Context, req producer.Request) (*produc
 	dec := fsm.DefaultDecider("mem")
 	dec.RecordedGrace = 0
 	for k := 0; k < 4; k++ {
-		step := dec.Next(i, fsm.CapsFor(i, events.Capabilities{}), now)
+		step := dec.Next(i, i.Caps(), now)
 		if !step.WritePath || step.Kind == fsm.StepWrite || step.Event == nil {
 			break
 		}

@@ -17,9 +17,9 @@ import (
 // are not, and the vocabulary (events.Type, fsm.State) is safe.
 func TestSafeErrorKeepsTheSafeParts(t *testing.T) {
 	p := &producer.Producer{}
-	rec := events.New(events.IntentID("default", "social_post", "r1"), 1, t0, "w", "", &events.IntentRecordedData{
+	rec := events.New(events.ScopedIntentID("default", "social_post", "acct_secret_value", "r1"), 1, t0, "w", "", &events.IntentRecordedData{
 		Tenant: "default", Route: "social_post", Account: "acct_secret_value", RequestID: "r1",
-		IdempotencyKey: events.IdempotencyKey(events.IntentID("default", "social_post", "r1")),
+		IdempotencyKey: events.IdempotencyKey(events.ScopedIntentID("default", "social_post", "acct_secret_value", "r1")),
 		Payload:        []byte(`{"body":"x"}`), PayloadSHA256: "sha", Canon: events.CanonV1, PlannedAt: t0,
 		Policy: events.Policy{FirstWrite: events.PolicyAuto, Retry: events.PolicyNever}})
 	h := &ledger.History{Route: "social_post", Events: []events.Event{rec}, LastSeq: 1}

@@ -200,7 +200,7 @@ func eventAt(k int) events.Event {
 	p, sum := benchPayload()
 	i := k / 3
 	reqID := fmt.Sprintf("bench:%09d", i)
-	id := events.IntentID("default", route, reqID)
+	id := events.ScopedIntentID("default", route, "acct_1", reqID)
 	at := t0.Add(time.Duration(i) * time.Millisecond)
 	key := events.IdempotencyKey(id)
 	switch k % 3 {

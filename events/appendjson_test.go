@@ -425,7 +425,7 @@ func writeEvents(tb testing.TB, i int) [3]Event {
 		tb.Fatal(err)
 	}
 	reqID := fmt.Sprintf("bench:%09d", i)
-	id := IntentID("default", "social_post", reqID)
+	id := ScopedIntentID("default", "social_post", "acct_1", reqID)
 	t := time.Date(2026, 7, 22, 9, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Millisecond)
 	key := IdempotencyKey(id)
 	policy := Policy{

@@ -337,7 +337,7 @@ func fullEvent(t testing.TB, typ Type, seed uint64) []byte {
 	rng := rand.New(rand.NewPCG(seed, uint64(len(typ))))
 	d := NewData(typ)
 	(&bodyFiller{rng: rng, plain: true}).fill(reflect.ValueOf(d).Elem(), 0)
-	id := IntentID("acme", "social_post", "task:"+strconv.FormatUint(seed, 10))
+	id := ScopedIntentID("acme", "social_post", "acct_1", "task:"+strconv.FormatUint(seed, 10))
 	attempt := ""
 	if typ.StartsWrite() || seed%2 == 0 {
 		attempt = AttemptID(id, 1)
@@ -353,7 +353,7 @@ func fullEvent(t testing.TB, typ Type, seed uint64) []byte {
 // decoding paths; one without it (as written before) reads as before.
 func TestWriteStartedRequestRoundTrips(t *testing.T) {
 	at := time.Date(2026, 7, 22, 9, 0, 0, 0, time.UTC)
-	id := IntentID("t", "r", "q")
+	id := ScopedIntentID("t", "r", "acct_1", "q")
 	for _, req := range []*SentRequest{nil, {Method: "POST", Path: "/v1/x?a=1&b=<2>", Headers: []HeaderField{{"Stripe-Version", "2024-06-20"}},
 		ContentType: "application/json", Body: `{"text":"<http://x> & \u2028 \"q\""}`}} {
 		e := New(id, 2, at, "w", AttemptID(id, 1), &WriteStartedData{Attempt: 1, IdempotencyKey: IdempotencyKey(id), Deadline: at, Request: req})

@@ -12,7 +12,7 @@ import (
 var at = time.Date(2026, 7, 22, 0, 0, 0, 0, time.UTC)
 
 func sampleRecorded() Event {
-	id := IntentID("acme", "social_post", "task:1")
+	id := ScopedIntentID("acme", "social_post", "acct_1", "task:1")
 	payload := []byte(`{"assets":[],"body":"hi"}`)
 	sum, _ := PayloadSHA256(payload)
 	return New(id, 1, at, "test", "", &IntentRecordedData{
@@ -201,7 +201,7 @@ func TestDecodeErrorsAreTypedAndSpecific(t *testing.T) {
 			m["data"].(map[string]any)["policy"].(map[string]any)["attempt_deadline"] = "soon"
 		}), ErrInvalidField, "data"},
 		{"attempt of another intent", mutate(func(m map[string]any) {
-			m["attempt_id"] = AttemptID(IntentID("a", "b", "c"), 1)
+			m["attempt_id"] = AttemptID(ScopedIntentID("a", "b", "acct_1", "c"), 1)
 		}), ErrBadID, "attempt_id"},
 		{"too big", make([]byte, MaxEventSize+1), ErrMalformed, ""},
 	}
@@ -223,12 +223,12 @@ func TestDecodeErrorsAreTypedAndSpecific(t *testing.T) {
 }
 
 func TestIDs(t *testing.T) {
-	a := IntentID("acme", "social_post", "task:1")
-	if a != IntentID("acme", "social_post", "task:1") || a == IntentID("acme", "social_post", "task:2") {
+	a := ScopedIntentID("acme", "social_post", "acct_1", "task:1")
+	if a != ScopedIntentID("acme", "social_post", "acct_1", "task:1") || a == ScopedIntentID("acme", "social_post", "acct_1", "task:2") {
 		t.Fatal("intent id not stable or not distinct")
 	}
 	// Boundaries cannot be shifted between parts.
-	if IntentID("ab", "c", "d") == IntentID("a", "bc", "d") {
+	if ScopedIntentID("ab", "c", "acct_1", "d") == ScopedIntentID("a", "bc", "acct_1", "d") {
 		t.Fatal("intent id ambiguous across parts")
 	}
 	if err := ValidateIntentID(a); err != nil {
@@ -307,16 +307,10 @@ func TestScopedIntentIDNamesTenantRouteAccountAndRequest(t *testing.T) {
 		"route":   ScopedIntentID("acme", "social_other", "acct_1", "task:1"),
 		"account": ScopedIntentID("acme", "social_post", "acct_2", "task:1"),
 		"request": ScopedIntentID("acme", "social_post", "acct_1", "task:2"),
-		"v1":      IntentID("acme", "social_post", "task:1"),
 		"shifted": ScopedIntentID("acme", "social_post", "acct_1t", "ask:1"),
 	} {
 		if other == base {
 			t.Errorf("changing the %s keeps the id", name)
 		}
-	}
-	if !DerivedIntentID(base, "acme", "social_post", "acct_1", "task:1") ||
-		!DerivedIntentID(IntentID("acme", "social_post", "task:1"), "acme", "social_post", "acct_1", "task:1") ||
-		DerivedIntentID(base, "acme", "social_post", "acct_2", "task:1") {
-		t.Error("DerivedIntentID accepts the wrong ids")
 	}
 }

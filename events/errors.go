@@ -20,6 +20,9 @@ var (
 	// ErrTooLarge: an encoded event would exceed MaxEventSize, so no reader
 	// could decode it. Encode refuses it: nothing undecodable is appended.
 	ErrTooLarge = errors.New("event too large")
+	// ErrLogFormat: a stream holds another log format than this build
+	// reads (CheckLogFormat).
+	ErrLogFormat = errors.New("log format")
 )
 
 // FieldError names a field and why its value is refused.

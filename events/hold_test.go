@@ -7,7 +7,7 @@ import (
 )
 
 func TestHoldRoundTripsAndNamesTheLoss(t *testing.T) {
-	id := IntentID("default", "social_post", "r1")
+	id := ScopedIntentID("default", "social_post", "acct_1", "r1")
 	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 	h := NewHold(id, []uint64{2, 3, 5}, []uint64{40, 41, 57}, [][2]uint64{{30, 60}}, at, "serve", "lost.")
 	b, err := EncodeHold(h)
@@ -24,7 +24,7 @@ func TestHoldRoundTripsAndNamesTheLoss(t *testing.T) {
 }
 
 func TestDecodeHoldRefusesWhatIsNotAHold(t *testing.T) {
-	id := IntentID("default", "social_post", "r1")
+	id := ScopedIntentID("default", "social_post", "acct_1", "r1")
 	for name, body := range map[string]string{
 		"empty":         ``,
 		"not json":      `hold`,
@@ -48,7 +48,7 @@ func TestDecodeHoldRefusesWhatIsNotAHold(t *testing.T) {
 // A hold marker's body is read from the log: never a panic, and what
 // decodes encodes to what decodes the same.
 func FuzzDecodeHold(f *testing.F) {
-	b, _ := EncodeHold(NewHold(IntentID("default", "r", "k"), []uint64{1}, []uint64{9}, [][2]uint64{{9, 9}}, time.Unix(1, 0), "s", "m"))
+	b, _ := EncodeHold(NewHold(ScopedIntentID("default", "r", "acct_1", "k"), []uint64{1}, []uint64{9}, [][2]uint64{{9, 9}}, time.Unix(1, 0), "s", "m"))
 	f.Add(b)
 	f.Add([]byte(`{"schema":"settle.hold/v1"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {

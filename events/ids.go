@@ -68,24 +68,10 @@ func ValidateFreeform(field, v string) error {
 // ScopedIntentID derives the stable, subject-safe id of an intent
 // ("intent/v2") from tenant, route, account and request id: the same four
 // always give the same id, and the same request id (idempotency key) used
-// by another tenant or for another account is another intent. Producers
-// derive every new intent's id with it.
+// by another tenant or for another account is another intent. Every
+// intent's id is derived with it.
 func ScopedIntentID(tenant, route, account, requestID string) string {
 	return digest("in_", "intent/v2", tenant, route, account, requestID)
-}
-
-// IntentID is the first derivation ("intent/v1"): tenant, route and
-// request id, without the account. Intents recorded before
-// ScopedIntentID keep these ids; the fsm accepts both, and a producer
-// looks an intent up under its v1 id too before recording it anew.
-func IntentID(tenant, route, requestID string) string {
-	return digest("in_", "intent/v1", tenant, route, requestID)
-}
-
-// DerivedIntentID reports whether id is the intent id of tenant, route,
-// account and request id under either derivation.
-func DerivedIntentID(id, tenant, route, account, requestID string) bool {
-	return id == ScopedIntentID(tenant, route, account, requestID) || id == IntentID(tenant, route, requestID)
 }
 
 // IdempotencyKey derives the key sent to the external API for an intent. It

@@ -215,7 +215,7 @@ func TestDurationUnmarshalShortcutAgrees(t *testing.T) {
 
 // isMsgID agrees with comparing against MsgID.
 func TestIsMsgIDMatchesMsgID(t *testing.T) {
-	id := IntentID("acme", "social_post", "task:1")
+	id := ScopedIntentID("acme", "social_post", "acct_1", "task:1")
 	for _, v := range []uint64{0, 1, 9, 10, 12345, 1<<64 - 1} {
 		for _, cand := range []string{MsgID(id, v), MsgID(id, v+1), id + ":", id, "", id + ":0" + MsgID(id, v)[len(id)+1:], id + "x" + MsgID(id, v)[len(id):], MsgID(id, v) + "0"} {
 			if got, want := isMsgID(cand, id, v), cand == MsgID(id, v); got != want {
@@ -254,7 +254,7 @@ func TestDigestMatchesReference(t *testing.T) {
 			t.Fatalf("parts %q: %s, want %s", parts, got, want)
 		}
 	}
-	if got, want := IntentID("acme", "social_post", "task:1"), ref("in_", "intent/v1", "acme", "social_post", "task:1"); got != want {
-		t.Fatalf("IntentID %s, want %s", got, want)
+	if got, want := ScopedIntentID("acme", "social_post", "acct_1", "task:1"), ref("in_", "intent/v2", "acme", "social_post", "acct_1", "task:1"); got != want {
+		t.Fatalf("ScopedIntentID %s, want %s", got, want)
 	}
 }

@@ -350,22 +350,12 @@ type IntentRecordedData struct {
 	PlannedAt        time.Time       `json:"planned_at"`
 	ExpiresAt        time.Time       `json:"expires_at,omitzero"`
 	Policy           Policy          `json:"policy"`
-	// Caps is the route's capabilities when the intent was recorded. An
-	// intent recorded without them (before settle 0.2) is judged by the
-	// earlier, weaker guards so that old logs still fold.
+	// Caps is the route's capabilities when the intent was recorded: the
+	// guards and the decision function judge every later step by them.
 	Caps *Capabilities `json:"caps,omitempty"`
-	// Rules is the version of the safety rules the guards hold the intent
-	// to (CurrentRules for an intent recorded now). An intent recorded
-	// under earlier rules (0) folds under them, so old logs stay readable;
-	// the decision function applies the current rules to every intent.
+	// Rules is unused: never written (0), never read.
 	Rules int `json:"rules,omitempty"`
 }
-
-// CurrentRules is the version of the guards' safety rules this version
-// records intents under. 1 adds: a retry's claim leaves the idempotency
-// key valid through the attempt that follows it (lease + attempt deadline
-// + clock skew).
-const CurrentRules = 1
 
 func (*IntentRecordedData) EventType() Type { return IntentRecorded }
 func (d *IntentRecordedData) Validate() error {
@@ -453,7 +443,7 @@ func nestField(err error, prefix string) error {
 func (t Type) StartsWrite() bool { return t == WriteStarted || t == IntentStarted }
 
 // Split returns the IntentRecorded and WriteStarted that an IntentStarted
-// e stands for, as a log written before IntentStarted held them: at
+// e stands for, as the pair holds them when written apart: at
 // versions e.Version and e.Version+1, at e's time, by e's actor. ok is
 // false for any other event.
 func Split(e Event) (recorded, started Event, ok bool) {
@@ -467,11 +457,11 @@ func Split(e Event) (recorded, started Event, ok bool) {
 	return recorded, started, true
 }
 
-// SplitStarted returns h as a log written before IntentStarted would hold
-// it: each IntentStarted replaced by its IntentRecorded and WriteStarted
-// (Split), the events after it one version later (their event ids those
-// of that version). A reader written for that form reads the result as it
-// did; h itself is returned when it holds no IntentStarted.
+// SplitStarted returns h with each IntentStarted replaced by its
+// IntentRecorded and WriteStarted (Split), the events after it one version
+// later (their event ids those of that version): a reader of the pair
+// reads the result as it reads an intent recorded and started apart; h
+// itself is returned when it holds no IntentStarted.
 func SplitStarted(h []Event) []Event {
 	if !slices.ContainsFunc(h, func(e Event) bool { return e.Type == IntentStarted }) {
 		return h

@@ -330,7 +330,7 @@ func (w *world) readLog(url string) (*logView, error) {
 // settled reports whether no reconciler will act on the intent again:
 // terminal, or waiting for a human with a reason.
 func settled(i *fsm.Intent, now time.Time) bool {
-	return fsm.DefaultDecider("faults").Next(i, fsm.CapsFor(i, events.Capabilities{}), now).Kind == fsm.StepDone
+	return fsm.DefaultDecider("faults").Next(i, i.Caps(), now).Kind == fsm.StepDone
 }
 
 // waitSettled waits until every intent on the log is settled. An intent

@@ -68,7 +68,7 @@ const (
 )
 
 // Decider is the decision function of settle: given a folded intent, the
-// route's capabilities (frozen in the intent; see CapsFor) and the time, it
+// route's capabilities (frozen in the intent: Intent.Caps) and the time, it
 // says what happens next. It is the only place that decides a write, a
 // retry, a hand-off or an abandonment; the producer and the reconciler both
 // call it and only carry out its steps. Its safety rules are also the fsm
@@ -148,16 +148,6 @@ func (d Decider) Validate() error {
 	return nil
 }
 
-// CapsFor returns the capabilities to decide an intent by: those frozen
-// into it when it was recorded, or live (the route's current ones) for an
-// intent recorded before capabilities were frozen.
-func CapsFor(i *Intent, live events.Capabilities) events.Capabilities {
-	if i.Strict() {
-		return i.Caps()
-	}
-	return live
-}
-
 // StrategyOf is the reconciliation strategy capabilities allow.
 func StrategyOf(c events.Capabilities) string {
 	switch {
@@ -195,7 +185,7 @@ func appendStep(d events.Data, why string) Step {
 	return Step{Kind: StepAppend, Event: d, Why: why}
 }
 
-// Next decides the intent's next step at now. caps are CapsFor(i, live).
+// Next decides the intent's next step at now. caps are i.Caps().
 func (d Decider) Next(i *Intent, caps events.Capabilities, now time.Time) Step {
 	p := i.Recorded.Policy
 	skew := p.ClockSkew.D()
@@ -250,15 +240,15 @@ func (d Decider) Next(i *Intent, caps events.Capabilities, now time.Time) Step {
 		switch {
 		case r != nil && r.Code == events.CodeKeyReused:
 			// Not a rejection: evidence that an earlier request with the
-			// key reached the API (recorded so by a mistaken adapter or
-			// an older version). Nothing proves it did not execute.
+			// key reached the API (recorded so by a mistaken adapter).
+			// Nothing proves it did not execute.
 			return appendStep(d.handoff(i, events.ReasonKeyReused,
 				"the API answered that the idempotency key was already used: an earlier request with it reached the API and may have executed; it is never resent", caps), "key already used")
 		case r == nil || !r.Retryable:
 			return done("the rejection is definite")
 		case p.Retry == events.PolicyNever:
 			return done("the route never retries")
-		case i.Strict() && i.ResendsLeft() <= 0, !i.Strict() && i.BudgetLeft() <= 0:
+		case i.ResendsLeft() <= 0:
 			return done("resend budget spent")
 		case i.Expired(now):
 			return d.abandonExpired(i)
@@ -366,15 +356,7 @@ func (d Decider) retry(i *Intent, caps events.Capabilities, now time.Time) Step 
 	if now.Before(i.RetryNotBefore) {
 		return wait(i.RetryNotBefore, "the API asked to wait (Retry-After)")
 	}
-	last := i.LastAttempt()
 	budget := i.BudgetLeft()
-	if i.Strict() {
-		if last != nil && last.Outcome == events.WriteRejected {
-			budget = i.ResendsLeft()
-		} else {
-			budget = i.RetriesLeft()
-		}
-	}
 	if budget <= 0 {
 		return manual(events.ReasonRetryBudgetSpent, "proven not executed, but the retry budget is spent")
 	}

@@ -51,7 +51,6 @@ func newStrict(caps events.Capabilities, pp policyProfile) *sb {
 	d := e.Data.(*events.IntentRecordedData)
 	c := caps
 	d.Caps = &c
-	d.Rules = events.CurrentRules
 	if pp.expires {
 		d.ExpiresAt = t0.Add(10 * time.Minute)
 	}
@@ -547,27 +546,6 @@ func TestStrictGuards(t *testing.T) {
 	}
 }
 
-// Intents recorded before capabilities were frozen keep folding under the
-// earlier rules (old logs stay readable).
-func TestLegacyIntentsStillFold(t *testing.T) {
-	b := newBuilder(t, autoPolicy()).start(1).
-		add(1, &events.OutcomeUnknownData{Code: "timeout_after_send"}).
-		add(0, &events.ReconcileStartedData{Worker: "w1", LeaseUntil: t0.Add(time.Hour), Strategy: "search", Check: 1}).
-		add(0, &events.StatusNotFoundData{Queried: "status"}).
-		add(0, &events.RetryClaimedData{Owner: "w1", LeaseUntil: t0.Add(time.Hour), Attempt: 2}).
-		start(2)
-	i, err := b.fold()
-	if err != nil || i.Strict() || i.State != WriteStarted {
-		t.Fatalf("legacy history: %v strict %v", err, i)
-	}
-	// The decision for such an intent still refuses an unproven retry.
-	d := testDecider()
-	j, _ := Fold(b.h[:5])
-	if s := d.Next(j, capProfiles["status-no-key"], j.UpdatedAt.Add(time.Minute)); s.Event == nil || s.Event.EventType() != events.ManualActionRequired {
-		t.Fatalf("legacy not_found without proof: %+v", s)
-	}
-}
-
 // A WriteRejected saying the key was already used (an adapter that
 // classified it Rejected by mistake, or a log written before the rule) is
 // never a proven rejection: the attempt stays risky, no resend follows,
@@ -636,23 +614,12 @@ func TestRetryClaimCoversTheAttempt(t *testing.T) {
 			t.Fatalf("%s before the key's end: %s %+v, want a hand-off %s", before, s.Kind, s.Event, events.ReasonKeyRetentionExpired)
 		}
 	}
-	// The guard holds the rule for intents recorded under it, and keeps
-	// the earlier one for older intents (old logs still fold).
-	late := func(rules int) error {
-		hh := append([]events.Event(nil), h...)
-		rec := *hh[0].Data.(*events.IntentRecordedData)
-		rec.Rules = rules
-		hh[0].Data = &rec
-		hh = append(hh, events.New(hh[0].IntentID, uint64(len(hh)+1), kv.Add(-attempt), "me", "",
-			&events.RetryClaimedData{Owner: "me", LeaseUntil: kv.Add(-time.Second), Attempt: 2}))
-		_, err := Fold(hh)
-		return err
-	}
-	if err := late(events.CurrentRules); err == nil || !strings.Contains(err.Error(), "attempt") {
+	// The guard holds the rule too.
+	hh := append([]events.Event(nil), h...)
+	hh = append(hh, events.New(hh[0].IntentID, uint64(len(hh)+1), kv.Add(-attempt), "me", "",
+		&events.RetryClaimedData{Owner: "me", LeaseUntil: kv.Add(-time.Second), Attempt: 2}))
+	if _, err := Fold(hh); err == nil || !strings.Contains(err.Error(), "attempt") {
 		t.Fatalf("a claim whose attempt outlives the key: %v", err)
-	}
-	if err := late(0); err != nil {
-		t.Fatalf("an intent recorded under the earlier rules: %v", err)
 	}
 }
 

@@ -16,18 +16,24 @@ var update = flag.Bool("update", false, "rewrite docs/lifecycle.md from the fsm"
 var t0 = time.Date(2026, 7, 22, 0, 0, 0, 0, time.UTC)
 
 func recorded(policy events.Policy) events.Event {
-	id := events.IntentID("acme", "social_post", "task-1:step-1")
+	id := events.ScopedIntentID("acme", "social_post", "acct_1", "task-1:step-1")
 	payload := []byte(`{"assets":[],"body":"hello"}`)
 	sum, _ := events.PayloadSHA256(payload)
 	return events.New(id, 1, t0, "test", "", &events.IntentRecordedData{
 		Tenant: "acme", Route: "social_post", Account: "acct_1", RequestID: "task-1:step-1",
 		IdempotencyKey: events.IdempotencyKey(id), Payload: payload, PayloadSHA256: sum,
-		Canon: events.CanonV1, PlannedAt: t0, Policy: policy,
+		Canon: events.CanonV1, PlannedAt: t0, Policy: policy, Caps: &testCaps,
 	})
 }
 
+// testCaps are the capabilities recorded: an idempotency key kept a day,
+// an authoritative search (a window that closes proves the write absent)
+// and the readback checks every route has.
+var testCaps = events.Capabilities{IdempotencyKey: true, KeyRetention: events.Duration(24 * time.Hour),
+	Search: true, SearchAuthoritative: true, Checks: []string{"author", "payload", "parent"}}
+
 func autoPolicy() events.Policy {
-	return events.Policy{FirstWrite: "auto", Retry: "auto", RetryBudget: 1,
+	return events.Policy{FirstWrite: "auto", Retry: "auto", RetryBudget: 1, ResendBudget: 1,
 		AttemptDeadline: events.Duration(time.Minute), SearchBefore: events.Duration(5 * time.Minute), SearchAfter: events.Duration(30 * time.Minute)}
 }
 
@@ -69,7 +75,7 @@ func (b *builder) fold() (*Intent, error) { return Fold(b.h) }
 
 func receipt(i *Intent) events.Receipt {
 	return events.Receipt{ExternalID: "p_1", LiveURL: "http://x/p/p_1", PayloadSHA256: i.Recorded.PayloadSHA256, Source: "readback",
-		Checks: []events.Check{{Name: "author", OK: true}}}
+		Checks: []events.Check{{Name: "author", OK: true}, {Name: "payload", OK: true}, {Name: "parent", OK: true}}}
 }
 
 func TestFoldHappyPathUnknownToConfirmed(t *testing.T) {
@@ -156,7 +162,7 @@ func TestFoldGuards(t *testing.T) {
 		}, "attempt 2, expected 1"},
 		{"budget spent", func() *builder {
 			p := autoPolicy()
-			p.RetryBudget = 0
+			p.RetryBudget, p.ResendBudget = 0, 0
 			return newBuilder(t, p).start(1).add(1, &events.WriteRejectedData{Code: "dns_failure", Retryable: true}).
 				add(0, &events.RetryClaimedData{Owner: "w1", LeaseUntil: t0.Add(time.Hour), Attempt: 2})
 		}, "budget"},

@@ -19,7 +19,7 @@ func TestRecordedIDMustBeDerivedV1OrScoped(t *testing.T) {
 		return []events.Event{events.New(id, 1, t0, "test", "", &d)}
 	}
 	for name, id := range map[string]string{
-		"v1":     events.IntentID("acme", "social_post", "task-1:step-1"),
+		"v1":     events.ScopedIntentID("acme", "social_post", "acct_1", "task-1:step-1"),
 		"scoped": events.ScopedIntentID("acme", "social_post", "acct_1", "task-1:step-1"),
 	} {
 		if _, err := Fold(withID(id)); err != nil {
@@ -28,7 +28,7 @@ func TestRecordedIDMustBeDerivedV1OrScoped(t *testing.T) {
 	}
 	for name, id := range map[string]string{
 		"other account": events.ScopedIntentID("acme", "social_post", "acct_2", "task-1:step-1"),
-		"other tenant":  events.IntentID("zeta", "social_post", "task-1:step-1"),
+		"other tenant":  events.ScopedIntentID("zeta", "social_post", "acct_1", "task-1:step-1"),
 	} {
 		_, err := Fold(withID(id))
 		if err == nil || !strings.Contains(err.Error(), "not derived") {

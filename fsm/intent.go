@@ -149,14 +149,8 @@ type Intent struct {
 // maxReadErrors bounds Intent.ReadErrors.
 const maxReadErrors = 3
 
-// Strict reports whether the intent was recorded with its route's
-// capabilities, so that every safety rule of the guards applies to it.
-// Intents recorded before capabilities were frozen keep the earlier rules,
-// so that old logs still fold.
-func (i *Intent) Strict() bool { return i.Recorded.Caps != nil }
-
 // Caps returns the capabilities frozen into the intent (zero for an intent
-// recorded without them).
+// recorded without them: then nothing a capability proves is assumed).
 func (i *Intent) Caps() events.Capabilities {
 	if i.Recorded.Caps == nil {
 		return events.Capabilities{}
@@ -169,15 +163,7 @@ func (i *Intent) Caps() events.Capabilities {
 // WriteStarted (the key's first receipt is no earlier), minus the policy's
 // margin and the clock-skew allowance. Zero when the route's key cannot
 // prove anything (no key, unknown retention, no attempt yet).
-func (i *Intent) KeyValidUntil() time.Time {
-	if i.Strict() {
-		return i.keyValidUntil(i.Caps())
-	}
-	// Before capabilities were frozen the policy alone said whether the
-	// route had a key.
-	p := i.Recorded.Policy
-	return i.keyValidUntil(events.Capabilities{IdempotencyKey: p.KeyRetention > 0, KeyRetention: p.KeyRetention})
-}
+func (i *Intent) KeyValidUntil() time.Time { return i.keyValidUntil(i.Caps()) }
 
 // SentRequest is the request every retry sends: the earliest one an
 // attempt recorded (nil when none did).
@@ -219,7 +205,7 @@ func (i *Intent) AnyEffectPossible() bool {
 
 // RetriesUsed counts claimed attempts that followed an attempt that may
 // have executed; ResendsUsed counts claimed attempts that followed a proven
-// rejection (strict intents; see Policy.ResendBudget).
+// rejection (see Policy.ResendBudget).
 func (i *Intent) retriesAndResends() (retries, resends int) {
 	for k := 1; k < len(i.Attempts); k++ {
 		if i.Attempts[k].ClaimOwner == "" {
@@ -235,14 +221,14 @@ func (i *Intent) retriesAndResends() (retries, resends int) {
 }
 
 // RetriesLeft is how many retries after a possibly executed attempt the
-// policy still allows (strict intents).
+// policy still allows.
 func (i *Intent) RetriesLeft() int {
 	r, _ := i.retriesAndResends()
 	return i.Recorded.Policy.RetryBudget - r
 }
 
 // ResendsLeft is how many resends after a proven rejection the policy
-// still allows (strict intents).
+// still allows.
 func (i *Intent) ResendsLeft() int {
 	_, r := i.retriesAndResends()
 	return i.Recorded.Policy.ResendBudget - r
@@ -312,17 +298,13 @@ func (i *Intent) RetriesUsed() int {
 	return len(i.Attempts) - 1
 }
 
-// BudgetLeft is how many more retries the policy allows, counted as the
-// earlier rules did (every attempt after the first). Strict intents use
-// RetriesLeft and ResendsLeft.
+// BudgetLeft is how many more attempts the policy allows after the last:
+// ResendsLeft after a proven rejection, else RetriesLeft.
 func (i *Intent) BudgetLeft() int {
-	if i.Strict() {
-		if a := i.LastAttempt(); a != nil && a.Outcome == events.WriteRejected {
-			return i.ResendsLeft()
-		}
-		return i.RetriesLeft()
+	if a := i.LastAttempt(); a != nil && a.Outcome == events.WriteRejected {
+		return i.ResendsLeft()
 	}
-	return i.Recorded.Policy.RetryBudget - i.RetriesUsed()
+	return i.RetriesLeft()
 }
 
 // Fold rebuilds an intent from its history. An illegal history is refused
@@ -412,14 +394,13 @@ type moved struct {
 func (m moved) unpack() (State, bool) { return m.to, m.ok }
 
 // guard checks the conditions that the transition table alone cannot. The
-// safety rules of a strict intent (recorded with its capabilities) live
-// here as well as in the decision function, so that no caller can append
-// around them: see strictGuard.
+// safety rules live here as well as in the decision function, so that no
+// caller can append around them: see safetyGuard.
 func (i *Intent) guard(e events.Event) error {
 	p := i.Recorded.Policy
 	switch d := e.Data.(type) {
 	case *events.IntentRecordedData:
-		if !events.DerivedIntentID(e.IntentID, d.Tenant, d.Route, d.Account, d.RequestID) {
+		if e.IntentID != events.ScopedIntentID(d.Tenant, d.Route, d.Account, d.RequestID) {
 			return errors.New("intent id is not derived from tenant, route, account and request id")
 		}
 		if d.IdempotencyKey != events.IdempotencyKey(e.IntentID) {
@@ -458,7 +439,7 @@ func (i *Intent) guard(e events.Event) error {
 			if d.ClaimOwner != i.Claim.Owner {
 				return errors.Errorf("claim belongs to %q", i.Claim.Owner)
 			}
-			if e.At.After(i.Claim.LeaseUntil) || (i.Strict() && !e.At.Before(i.Claim.LeaseUntil)) {
+			if !e.At.Before(i.Claim.LeaseUntil) {
 				return errors.New("the claim's lease expired")
 			}
 		}
@@ -474,9 +455,6 @@ func (i *Intent) guard(e events.Event) error {
 		n := len(i.Attempts) + 1
 		if d.Attempt != n {
 			return errors.Errorf("claim for attempt %d, expected %d", d.Attempt, n)
-		}
-		if !i.Strict() && i.BudgetLeft() <= 0 {
-			return errors.New("retry budget spent")
 		}
 		if p.Retry == events.PolicyNever {
 			return errors.New("route policy never retries")
@@ -494,7 +472,7 @@ func (i *Intent) guard(e events.Event) error {
 		if i.Claim == nil {
 			return errors.New("no claim to expire")
 		}
-		if e.At.Before(i.Claim.LeaseUntil) || (!i.Strict() && e.At.Equal(i.Claim.LeaseUntil)) {
+		if e.At.Before(i.Claim.LeaseUntil) {
 			return errors.New("the claim's lease has not expired")
 		}
 	case *events.ReadbackPassedData:
@@ -507,16 +485,13 @@ func (i *Intent) guard(e events.Event) error {
 			}
 		}
 	}
-	if i.Strict() {
-		return i.strictGuard(e)
-	}
-	return nil
+	return i.safetyGuard(e)
 }
 
-// strictGuard holds the safety rules of an intent recorded with its
-// capabilities. Each is also what the decision function decides, so a
+// safetyGuard holds the safety rules, judged by the capabilities frozen
+// into the intent. Each is also what the decision function decides, so a
 // refusal here means a caller tried to append around it.
-func (i *Intent) strictGuard(e events.Event) error {
+func (i *Intent) safetyGuard(e events.Event) error {
 	switch d := e.Data.(type) {
 	case *events.WriteStartedData:
 		if i.Expired(e.At) {
@@ -551,7 +526,7 @@ func (i *Intent) strictGuard(e events.Event) error {
 			if d.LeaseUntil.After(kv) {
 				return errors.New("a retry needs a dedup proof: the claim's lease outlives the idempotency key's retention")
 			}
-			if i.Recorded.Rules >= 1 && d.LeaseUntil.After(ClaimBy(i, kv)) {
+			if d.LeaseUntil.After(ClaimBy(i, kv)) {
 				return errors.New("a retry needs a dedup proof: the claim's lease plus the attempt deadline and the clock-skew allowance outlive the idempotency key's retention (the attempt could reach the API after the key expired)")
 			}
 		}

@@ -23,7 +23,7 @@ func prepare(t *testing.T, s State, typ events.Type) (*Intent, events.Event) {
 		}
 		i.State = s
 	}
-	id := events.IntentID("acme", "social_post", "task-1:step-1")
+	id := events.ScopedIntentID("acme", "social_post", "acct_1", "task-1:step-1")
 	key := events.IdempotencyKey(id)
 	closed := Attempt{N: 1, ID: events.AttemptID(id, 1), StartedAt: t0, Deadline: t0.Add(time.Minute), Outcome: events.OutcomeUnknown}
 	at := t0.Add(10 * time.Second)

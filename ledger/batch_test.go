@@ -451,7 +451,7 @@ func TestClusterR3GroupCommit(t *testing.T) {
 	}
 }
 
-// A stream made before group commit (no atomic publish, no direct get) is
+// A stream of this log format without atomic publish and direct get is
 // updated when the store opens, and appends then go in batches.
 func TestOpenStoreEnablesAtomicPublishOnAnOlderStream(t *testing.T) {
 	n := testharness.StartNode(t)
@@ -459,7 +459,7 @@ func TestOpenStoreEnablesAtomicPublishOnAnOlderStream(t *testing.T) {
 	old := jetstream.StreamConfig{Name: "SETTLE_INTENTS", Description: "settle intents: one subject per intent, every lifecycle event",
 		Subjects: []string{events.AllSubjects}, Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy,
 		Discard: jetstream.DiscardNew, Replicas: 1, Duplicates: 10 * time.Minute, DenyDelete: true, DenyPurge: true,
-		MaxMsgSize: events.MaxEventSize + 4096}
+		MaxMsgSize: events.MaxEventSize + 4096, Metadata: map[string]string{events.FormatMetadata: events.FormatMetadataValue}}
 	if _, err := n.JS.CreateStream(ctx, old); err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func readerLog(t *testing.T, js jetstream.JetStream, n int) []string {
 	ctx := context.Background()
 	subjects := []string{""}
 	for k := 0; k < n; k++ {
-		subj := events.Subject(fmt.Sprintf("r%d", k%3), events.IntentID("default", "r", fmt.Sprint(k%5)))
+		subj := events.Subject(fmt.Sprintf("r%d", k%3), events.ScopedIntentID("default", "r", "acct_1", fmt.Sprint(k%5)))
 		ack, err := js.Publish(ctx, subj, []byte(fmt.Sprint(k)))
 		if err != nil {
 			t.Fatal(err)
@@ -102,7 +102,7 @@ func checkReads(t *testing.T, js jetstream.JetStream) {
 	sameSeqs(t, "until 20", readAll(t, openReader(t, js, ledger.ReaderConfig{Until: 20})), seqRange(1, 20))
 	var route []uint64
 	for s := uint64(1); s <= 300; s++ {
-		if subjects[s] == events.Subject("r1", events.IntentID("default", "r", fmt.Sprint((s-1)%5))) {
+		if subjects[s] == events.Subject("r1", events.ScopedIntentID("default", "r", "acct_1", fmt.Sprint((s-1)%5))) {
 			route = append(route, s)
 		}
 	}
@@ -222,7 +222,7 @@ func TestReaderFollows(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		readerLog(t, n.JS, 0)
 		for k := 0; k < 5; k++ {
-			if _, err := n.JS.Publish(ctx, events.Subject("r9", events.IntentID("default", "r", "late")), []byte("late")); err != nil {
+			if _, err := n.JS.Publish(ctx, events.Subject("r9", events.ScopedIntentID("default", "r", "acct_1", "late")), []byte("late")); err != nil {
 				t.Error(err)
 			}
 		}

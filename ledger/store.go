@@ -241,21 +241,16 @@ type Store struct {
 	faults storeFaults
 	// atomic: the stream allows atomic batches (the server knows them).
 	atomic bool
-	// scopedOnly: the stream was created by a version that records every
-	// intent under its scoped id (ScopedIDsOnly).
-	scopedOnly bool
 	// loads counts history reads (Loads).
 	loads atomic.Int64
 	// health is the write gate and the appends' record (health.go).
 	health writeHealth
 }
 
-// ScopedIDsMetadata is the stream metadata key a store sets when it
-// creates the stream: every intent on it is recorded under its scoped id
-// (events.ScopedIntentID), none under an "intent/v1" id.
-const ScopedIDsMetadata = "settle.intent_ids"
-
-// OpenStore creates or updates the stream and returns the store.
+// OpenStore creates or updates the stream and returns the store. A
+// stream it creates carries this build's log format
+// (events.FormatMetadata); an existing stream of another format is
+// refused (CheckFormat, events.ErrLogFormat) and left as it is.
 func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -279,14 +274,15 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 		// replicated stream a follower may answer, and may lag.
 		AllowDirect: cfg.Replicas == 1,
 	}
-	// A stream this version creates holds scoped ids only; one made
-	// before keeps what it has (ensureStream never adds the mark).
-	sc.Metadata = map[string]string{ScopedIDsMetadata: "scoped"}
+	sc.Metadata = map[string]string{events.FormatMetadata: events.FormatMetadataValue}
 	st, err := ensureStream(ctx, js, sc)
+	if errors.Is(err, events.ErrLogFormat) {
+		return nil, errors.Wrap(err, "open store")
+	}
 	if err != nil {
 		return nil, errors.WithHint(errors.Wrapf(err, "open store: stream %s", cfg.Stream), openStoreHint(err, cfg.Replicas))
 	}
-	s := &Store{js: js, stream: st, cfg: cfg, scopedOnly: st.CachedInfo().Config.Metadata[ScopedIDsMetadata] == "scoped"}
+	s := &Store{js: js, stream: st, cfg: cfg}
 	s.batch = &batcher{s: s, cost: newCostModel()}
 	// A server that does not know atomic batches (before 2.12) would
 	// store Nats-Batch-* messages one by one as they come: then every
@@ -335,6 +331,7 @@ func openStoreHint(err error, replicas int) string {
 // ensureStream creates the stream when it is missing and updates it only
 // when its configuration differs: many workers open the store at once,
 // and a needless update races with consumers being created on the server.
+// A stream of another log format is refused before anything is changed.
 func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) (jetstream.Stream, error) {
 	st, err := js.Stream(ctx, sc.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -352,12 +349,15 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.Stre
 	if err != nil {
 		return nil, err
 	}
+	if err := CheckFormat(st); err != nil {
+		return nil, err
+	}
 	have := st.CachedInfo().Config
 	if sameStreamConfig(have, sc) {
 		return st, nil
 	}
-	// The update keeps the stream's own metadata: the scoped-ids mark is
-	// set when a stream is created, never on one that may hold v1 ids.
+	// The update keeps the stream's own metadata: the format is set when
+	// a stream is created, never added to one made before.
 	sc.Metadata = nil
 	for k, v := range have.Metadata {
 		if !strings.HasPrefix(k, "_nats.") {
@@ -381,11 +381,13 @@ func sameStreamConfig(have, want jetstream.StreamConfig) bool {
 // Stream returns the underlying stream.
 func (s *Store) Stream() jetstream.Stream { return s.stream }
 
-// ScopedIDsOnly reports whether every intent on the stream is recorded
-// under its scoped id: the stream was created by a version that records
-// no other (ScopedIDsMetadata). On a stream made before, an intent may
-// also exist under its "intent/v1" id.
-func (s *Store) ScopedIDsOnly() bool { return s.scopedOnly }
+// CheckFormat refuses a stream of another log format than this build's
+// (events.CheckLogFormat on its metadata): a *events.FormatError matching
+// events.ErrLogFormat, naming both formats and what to do.
+func CheckFormat(st jetstream.Stream) error {
+	cfg := st.CachedInfo().Config
+	return events.CheckLogFormat(cfg.Name, cfg.Metadata)
+}
 
 // Loads counts the history reads of this store (Load, LoadIfAny,
 // LoadByID, Refresh): each is one walk of one intent's subject.

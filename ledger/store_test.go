@@ -23,7 +23,7 @@ var t0 = time.Date(2026, 7, 22, 9, 0, 0, 0, time.UTC)
 
 func recordedEvent(t *testing.T, requestID string) events.Event {
 	t.Helper()
-	id := events.IntentID("default", "social_post", requestID)
+	id := events.ScopedIntentID("default", "social_post", "acct_1", requestID)
 	payload := []byte(`{"assets":[],"body":"hello"}`)
 	sum, err := events.PayloadSHA256(payload)
 	if err != nil {
@@ -216,10 +216,10 @@ func TestLoadAfterServerRestartKeepsHistoryEndingAtWriteStarted(t *testing.T) {
 	if err != nil || byID.Route != "social_post" || byID.LastSeq != h.LastSeq || len(byID.Events) != 2 {
 		t.Fatalf("LoadByID: %+v %v", byID, err)
 	}
-	if _, err := s.Load(ctx, "social_post", events.IntentID("default", "social_post", "nope")); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := s.Load(ctx, "social_post", events.ScopedIntentID("default", "social_post", "acct_1", "nope")); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("missing intent: %v", err)
 	}
-	if _, err := s.LoadByID(ctx, events.IntentID("default", "social_post", "nope")); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := s.LoadByID(ctx, events.ScopedIntentID("default", "social_post", "acct_1", "nope")); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("missing intent by id: %v", err)
 	}
 }
@@ -285,36 +285,47 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
-// A stream the store creates is marked as holding scoped ids only; a
-// stream made before keeps no mark, also once the store has updated its
-// configuration (atomic publish, direct get), and a store opened on it
-// later still sees none.
-func TestStoreMarksOnlyTheStreamsItCreates(t *testing.T) {
+// A stream the store creates carries this build's log format, kept when
+// the store opens it again; a stream without one (format 1) or with
+// another is refused with a message naming both formats and what to do,
+// and left as it was.
+func TestStoreWritesAndChecksTheLogFormat(t *testing.T) {
 	ctx := context.Background()
 	n := testharness.StartNode(t)
-	if s := testharness.OpenStore(t, n.JS); !s.ScopedIDsOnly() {
-		t.Fatal("a stream the store created is not marked")
-	}
-	if s := testharness.OpenStore(t, n.JS); !s.ScopedIDsOnly() {
-		t.Fatal("the mark is lost when the store opens the stream again")
+	for range 2 {
+		s := testharness.OpenStore(t, n.JS)
+		if err := ledger.CheckFormat(s.Stream()); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Stream().CachedInfo().Config.Metadata[events.FormatMetadata]; got != "2" {
+			t.Fatalf("format %q, want 2", got)
+		}
 	}
 
-	old := testharness.StartNode(t)
-	if _, err := old.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "SETTLE_INTENTS", Subjects: []string{events.AllSubjects},
-		Storage: jetstream.FileStorage, Duplicates: 10 * time.Minute, DenyDelete: true, DenyPurge: true,
-		Metadata: map[string]string{"owner": "ops"}}); err != nil {
-		t.Fatal(err)
-	}
-	s := testharness.OpenStore(t, old.JS)
-	info, err := s.Stream().Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.ScopedIDsOnly() || !info.Config.AllowAtomicPublish || info.Config.Metadata[ledger.ScopedIDsMetadata] != "" || info.Config.Metadata["owner"] != "ops" {
-		t.Fatalf("older stream: scoped only %v, atomic %v, metadata %v", s.ScopedIDsOnly(), info.Config.AllowAtomicPublish, info.Config.Metadata)
-	}
-	if s := testharness.OpenStore(t, old.JS); s.ScopedIDsOnly() {
-		t.Fatal("an older stream is marked on a second open")
+	for _, c := range []struct {
+		metadata map[string]string
+		want     string
+	}{
+		{map[string]string{"owner": "ops"}, "stream SETTLE_INTENTS holds log format 1 (no settle.log_format in its metadata); this build reads log format 2 only"},
+		{map[string]string{"owner": "ops", events.FormatMetadata: "3"}, "stream SETTLE_INTENTS holds log format 3; this build reads log format 2 only"},
+	} {
+		old := testharness.StartNode(t)
+		if _, err := old.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "SETTLE_INTENTS", Subjects: []string{events.AllSubjects},
+			Storage: jetstream.FileStorage, Duplicates: 10 * time.Minute, DenyDelete: true, DenyPurge: true,
+			Metadata: c.metadata}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ledger.OpenStore(ctx, old.JS, ledger.DefaultStoreConfig())
+		if !errors.Is(err, events.ErrLogFormat) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "docs/deploy.md#upgrades") {
+			t.Fatalf("open on %v: %v, want ErrLogFormat saying %q", c.metadata, err, c.want)
+		}
+		st, err := old.JS.Stream(ctx, "SETTLE_INTENTS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg := st.CachedInfo().Config; cfg.AllowAtomicPublish || cfg.Metadata[events.FormatMetadata] != c.metadata[events.FormatMetadata] || cfg.Metadata["owner"] != "ops" {
+			t.Fatalf("the refused stream was changed: atomic %v, metadata %v", cfg.AllowAtomicPublish, cfg.Metadata)
+		}
 	}
 }
 

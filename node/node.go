@@ -61,7 +61,8 @@ type Node struct {
 }
 
 // Open checks cfg, takes the data directory, starts (or connects to)
-// NATS, checks the log against what settle knew of it (the high-water
+// NATS, checks the log's format (another is refused: events.ErrLogFormat)
+// and the log against what settle knew of it (the high-water
 // mark and the views: a loss is refused unless AcceptLogLoss), and opens
 // the store, the producer, the views and the reconcilers. Nothing runs
 // yet and nothing is appended: the store refuses appends

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/embedded"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/projector"
 )
 
@@ -82,11 +83,15 @@ type Rebuilt struct {
 // whole stream into new ones (views are derived from the log).
 func (o *Offline) RebuildViews(ctx context.Context, stream string) (Rebuilt, error) {
 	var r Rebuilt
-	if _, err := o.JS.Stream(ctx, stream); err != nil {
+	st, err := o.JS.Stream(ctx, stream)
+	if err != nil {
 		return r, errors.Errorf("stream %s: %w", stream, err)
 	}
+	if err := ledger.CheckFormat(st); err != nil {
+		return r, err
+	}
 	views := o.Dir.Views()
-	var err error
+
 	if r.Aside, err = MoveViewsAside(views); err != nil {
 		return r, err
 	}

@@ -146,7 +146,8 @@ func (l *logLoss) Error() string {
 
 // checkLog compares the stream with the high-water mark and the views.
 // It returns nil when nothing is missing (or the stream and the records
-// are both new).
+// are both new), and refuses a stream of another log format
+// (ledger.CheckFormat) before reading anything of it.
 func checkLog(ctx context.Context, js jetstream.JetStream, stream string, hw HighWater, viewsPath string) (*logLoss, error) {
 	l := &logLoss{Stream: stream}
 	if hw.Stream == "" || hw.Stream == stream {
@@ -178,6 +179,10 @@ func checkLog(ctx context.Context, js jetstream.JetStream, stream string, hw Hig
 	case err != nil:
 		return nil, errors.Errorf("check the log: stream %s: %w", stream, err)
 	default:
+		// A stream of another log format is not read at all.
+		if err := ledger.CheckFormat(st); err != nil {
+			return nil, err
+		}
 		info, err := st.Info(actx, jetstream.WithDeletedDetails(true))
 		if err != nil {
 			return nil, errors.Errorf("check the log: stream %s: %w", stream, err)

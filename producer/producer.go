@@ -201,9 +201,6 @@ type DryRunReport struct {
 type prepared struct {
 	route    adapter.Route
 	intentID string
-	// legacyID is the intent's "intent/v1" id (without the account),
-	// under which an intent recorded before ScopedIntentID may exist.
-	legacyID string
 	rec      events.IntentRecordedData
 }
 
@@ -257,11 +254,11 @@ func (p *Producer) prepare(req Request) (*prepared, error) {
 	}
 	id := events.ScopedIntentID(req.Tenant, req.Route, req.Account, req.RequestID)
 	caps := adapter.FrozenCaps(route.Adapter)
-	pr := &prepared{route: route, intentID: id, legacyID: events.IntentID(req.Tenant, req.Route, req.RequestID), rec: events.IntentRecordedData{
+	pr := &prepared{route: route, intentID: id, rec: events.IntentRecordedData{
 		Tenant: req.Tenant, Route: req.Route, Account: req.Account, RequestID: req.RequestID,
 		IdempotencyKey: events.IdempotencyKey(id), ParentExternalID: req.ParentExternalID,
 		Payload: canon, PayloadSHA256: sum, Canon: events.CanonV1,
-		PlannedAt: planned.UTC(), ExpiresAt: req.ExpiresAt.UTC(), Policy: route.Policy, Caps: &caps, Rules: events.CurrentRules,
+		PlannedAt: planned.UTC(), ExpiresAt: req.ExpiresAt.UTC(), Policy: route.Policy, Caps: &caps,
 	}}
 	// The payload is frozen into IntentRecorded: refuse it now if that
 	// event could not be decoded again, before anything is recorded or
@@ -347,7 +344,7 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 	recordedNow, checked := false, false
-	if p.mayRecordUnread(req, pr) {
+	if !req.DryRun {
 		// A new intent is the common case: record it without reading its
 		// subject first. The CAS "subject empty" of its first message is
 		// the check a read would make; when it fails (the intent exists),
@@ -381,7 +378,7 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 			return p.dryRun(pr, h, intent)
 		}
 		if h == nil {
-			if err := p.heldUnrecorded(pr.intentID, pr.legacyID); err != nil {
+			if err := p.heldUnrecorded(pr.intentID); err != nil {
 				return nil, err // hold.go: never recorded anew
 			}
 			if !checked {
@@ -424,15 +421,6 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 	return nil, errors.Errorf("execute %s: %w: too much contention", pr.intentID, ledger.ErrConflict)
 }
 
-// mayRecordUnread reports whether Execute may record req's intent without
-// reading its subject first: not a dry run, and the intent can exist under
-// no other id (a stream that records scoped ids only, or an id without a
-// legacy form), so that the CAS "subject empty" of its first message says
-// all a read would.
-func (p *Producer) mayRecordUnread(req Request, pr *prepared) bool {
-	return !req.DryRun && (pr.legacyID == pr.intentID || p.store.ScopedIDsOnly())
-}
-
 // checkIdentity asks a route that knows its credential's identity whether
 // the intent's account is it.
 func (p *Producer) checkIdentity(ctx context.Context, pr *prepared) error {
@@ -473,7 +461,7 @@ func (p *Producer) recordAndStart(ctx context.Context, pr *prepared) (*Result, e
 		return nil, errors.Errorf("record: %w", err)
 	}
 	evs := []events.Event{rec}
-	caps := fsm.CapsFor(intent, adapter.FrozenCaps(pr.route.Adapter))
+	caps := intent.Caps()
 	step := p.dec.Next(intent, caps, now)
 	var prepErr error
 	if step.Kind == fsm.StepWrite {
@@ -534,7 +522,7 @@ func (p *Producer) recordAndStart(ctx context.Context, pr *prepared) (*Result, e
 // external call, and returns the result. wrote and appended say what the
 // caller already did on this intent.
 func (p *Producer) drive(ctx context.Context, route adapter.Route, h *ledger.History, intent *fsm.Intent, recordedNow, wrote bool, appended int) (*Result, error) {
-	caps := fsm.CapsFor(intent, adapter.FrozenCaps(route.Adapter))
+	caps := intent.Caps()
 	for k := 0; k < 8; k++ {
 		realStart := time.Now()
 		step := p.dec.Next(intent, caps, p.cfg.Now())
@@ -636,7 +624,6 @@ func (p *Producer) dryRun(pr *prepared, h *ledger.History, intent *fsm.Intent) (
 	} else {
 		res.Intent, res.State, res.History, res.LastSeq = intent, intent.State, h.Events, h.LastSeq
 		rep.ExistingState = intent.State
-		// An intent recorded under its v1 id (see loadPrepared) is reported as is.
 		rep.IntentID, res.IntentID, rep.Subject = intent.ID, intent.ID, events.Subject(pr.rec.Route, intent.ID)
 		rep.IdempotencyKey = intent.Recorded.IdempotencyKey
 		if err := sameRequest(intent.Recorded, pr.rec); err != nil {
@@ -650,7 +637,7 @@ func (p *Producer) dryRun(pr *prepared, h *ledger.History, intent *fsm.Intent) (
 		}
 	}
 	// Walk the decider's write path on a private copy, appending nothing.
-	caps := fsm.CapsFor(sim, adapter.FrozenCaps(pr.route.Adapter))
+	caps := sim.Caps()
 	for k := 0; k < 8; k++ {
 		step := p.dec.Next(sim, caps, now)
 		if !step.WritePath {
@@ -679,3 +666,20 @@ func (p *Producer) dryRun(pr *prepared, h *ledger.History, intent *fsm.Intent) (
 
 // Decider returns the producer's decision function.
 func (p *Producer) Decider() fsm.Decider { return p.dec }
+
+// loadPrepared reads and folds the intent a prepared request maps to. It
+// returns (nil, nil, nil) when the log holds none.
+func (p *Producer) loadPrepared(ctx context.Context, pr *prepared) (*ledger.History, *fsm.Intent, error) {
+	h, err := p.store.LoadIfAny(ctx, pr.rec.Route, pr.intentID)
+	if err != nil {
+		return nil, nil, p.unfoldable(pr.intentID, nil, err) // hold.go
+	}
+	if h == nil {
+		return nil, nil, nil
+	}
+	i, err := h.Fold()
+	if err != nil {
+		return nil, nil, p.unfoldable(pr.intentID, h, err) // hold.go
+	}
+	return h, i, nil
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/testharness"
 )
 
 // The generator walks fsm.Transitions from IntentRecorded with a seeded
@@ -79,7 +80,8 @@ func (g *generator) policy() events.Policy {
 func (g *generator) recorded(k int) (string, events.Event) {
 	tenant, route := g.pick(genTenants), g.pick(genRoutes)
 	requestID := fmt.Sprintf("task-%d:step-%d", k, g.r.Intn(3))
-	id := events.IntentID(tenant, route, requestID)
+	account := g.pick(genAccounts)
+	id := events.ScopedIntentID(tenant, route, account, requestID)
 	payload := []byte(fmt.Sprintf(`{"body":"post number %d","tags":["t%d"]}`, k, g.r.Intn(10)))
 	sum, err := events.PayloadSHA256(payload)
 	if err != nil {
@@ -88,9 +90,9 @@ func (g *generator) recorded(k int) (string, events.Event) {
 	// Creation times collide now and then, so paging must break ties.
 	at := t0.Add(time.Duration(k/3) * time.Minute)
 	return route, events.New(id, 1, at, "gen", "", &events.IntentRecordedData{
-		Tenant: tenant, Route: route, Account: g.pick(genAccounts), RequestID: requestID,
+		Tenant: tenant, Route: route, Account: account, RequestID: requestID,
 		IdempotencyKey: events.IdempotencyKey(id), Payload: payload, PayloadSHA256: sum,
-		Canon: events.CanonV1, PlannedAt: at, Policy: g.policy(),
+		Canon: events.CanonV1, PlannedAt: at, Policy: g.policy(), Caps: &testharness.HandCaps,
 	})
 }
 
@@ -124,7 +126,7 @@ func (g *generator) body(k int, i *fsm.Intent, typ events.Type, at time.Time) (e
 	receipt := func(src, ext, attempt string) events.Receipt {
 		r := events.Receipt{ExternalID: ext, LiveURL: "https://x.example/p/" + ext, PayloadSHA256: sha, Source: src, AttemptID: attempt}
 		if src == "readback" {
-			r.Checks = []events.Check{{Name: "author", OK: true}, {Name: "payload", OK: true, Detail: "sha256 equal"}}
+			r.Checks = []events.Check{{Name: "url", OK: true}, {Name: "author", OK: true}, {Name: "payload", OK: true, Detail: "sha256 equal"}, {Name: "parent", OK: true}}
 			r.ReadbackAt = at
 		}
 		if g.r.Intn(2) == 0 {

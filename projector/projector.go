@@ -115,6 +115,9 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Projector, 
 	if err != nil {
 		return nil, errors.Errorf("open projector: stream %s: %w", cfg.Stream, err)
 	}
+	if err := ledger.CheckFormat(stream); err != nil {
+		return nil, errors.Wrap(err, "open projector")
+	}
 	found, removed, why, err := recoverUnsynced(cfg.DBPath)
 	if err != nil {
 		return nil, errors.Errorf("open projector: an unsynced catch-up was interrupted: %w", err)

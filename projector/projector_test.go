@@ -211,7 +211,7 @@ func TestListPagingAndFilters(t *testing.T) {
 	add := func(k int) {
 		tenant, route, account := "acme", genRoutes[k%3], genAccounts[k%2]
 		reqID := fmt.Sprintf("list-%d", k)
-		id := events.IntentID(tenant, route, reqID)
+		id := events.ScopedIntentID(tenant, route, account, reqID)
 		payload := []byte(fmt.Sprintf(`{"n":%d}`, k))
 		sum, _ := events.PayloadSHA256(payload)
 		at := t0.Add(time.Duration(k/2) * time.Minute) // pairs share a creation time
@@ -340,7 +340,7 @@ func TestListPagingAndFilters(t *testing.T) {
 			t.Errorf("List %+v: no error", f)
 		}
 	}
-	if _, err := p.Get(ctx, events.IntentID("acme", "x", "nope")); !errors.Is(err, ErrNotFound) {
+	if _, err := p.Get(ctx, events.ScopedIntentID("acme", "x", "acct_1", "nope")); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Get unknown: %v", err)
 	}
 	if _, err := p.ByRequestID(ctx, "acme", "social_post", "acct_1", "nope"); !errors.Is(err, ErrNotFound) {

@@ -247,8 +247,7 @@ func (p *Projector) Get(ctx context.Context, intentID string) (*IntentView, erro
 }
 
 // ByRequestID returns the intent a caller's request id maps to: request
-// ids are scoped per tenant, route and account (the newest, should an
-// intent under its v1 id and a scoped one both exist).
+// ids are scoped per tenant, route and account.
 func (p *Projector) ByRequestID(ctx context.Context, tenant, route, account, requestID string) (*IntentView, error) {
 	return p.one(ctx, fmt.Sprintf("by request id %s/%s/%q/%q", tenant, route, account, requestID),
 		`WHERE i.tenant = ? AND i.route = ? AND i.account = ? AND i.request_id = ? ORDER BY i.created_at DESC LIMIT 1`,

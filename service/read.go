@@ -130,8 +130,6 @@ func (s *Service) FindStep(ctx context.Context, c Caller, st Step, wait time.Dur
 	for _, acct := range accounts {
 		ids = append(ids, events.ScopedIntentID(c.Tenant, st.Route, acct, key))
 	}
-	// An intent recorded before ids named the account ("intent/v1").
-	ids = append(ids, events.IntentID(c.Tenant, st.Route, key))
 	for _, id := range ids {
 		h, i, err := s.load(ctx, c, id, true) // ids of the caller's tenant
 		switch {

@@ -67,7 +67,7 @@ type Submitted struct {
 }
 
 // MismatchError is a refused re-submit: its request id is recorded with
-// another payload, account or parent. It matches
+// another payload or parent. It matches
 // producer.ErrPayloadMismatch. Field names what differs ("payload" when
 // it cannot be told); Stored is the recorded intent when the caller may
 // read it.
@@ -174,21 +174,11 @@ func (s *Service) mismatch(ctx context.Context, c Caller, sub Submission, err er
 	me := &MismatchError{Field: "payload", err: err}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	var i *fsm.Intent
-	for _, id := range []string{events.ScopedIntentID(c.Tenant, sub.Route, sub.Account, sub.RequestID),
-		events.IntentID(c.Tenant, sub.Route, sub.RequestID)} {
-		if _, j, lerr := s.cfg.Intents.Load(rctx, id); lerr == nil {
-			i = j
-			break
-		}
-	}
-	if i == nil {
+	_, i, lerr := s.cfg.Intents.Load(rctx, events.ScopedIntentID(c.Tenant, sub.Route, sub.Account, sub.RequestID))
+	if lerr != nil {
 		return me
 	}
-	switch {
-	case i.Recorded.Account != sub.Account:
-		me.Field = "account"
-	case i.Recorded.ParentExternalID != sub.ParentExternalID:
+	if i.Recorded.ParentExternalID != sub.ParentExternalID {
 		me.Field = "parent_external_id"
 	}
 	if c.MayRead(i.Recorded.Tenant, i.Route(), i.Account()) {

@@ -46,7 +46,7 @@ func (l *HandLog) Tick() time.Time {
 	return l.At
 }
 
-// RecordedEvent is a valid IntentRecorded (v1 id) for requestID on route.
+// RecordedEvent is a valid IntentRecorded (account acct_1) for requestID on route.
 func RecordedEvent(route, requestID string, pol events.Policy, at time.Time) events.Event {
 	canon, err := events.Canonicalize([]byte(`{"body":"post for ` + requestID + `"}`))
 	if err != nil {
@@ -56,13 +56,19 @@ func RecordedEvent(route, requestID string, pol events.Policy, at time.Time) eve
 	if err != nil {
 		panic(err)
 	}
-	id := events.IntentID("default", route, requestID)
+	id := events.ScopedIntentID("default", route, "acct_1", requestID)
 	return events.New(id, 1, at, "writer", "", &events.IntentRecordedData{
 		Tenant: "default", Route: route, Account: "acct_1", RequestID: requestID,
 		IdempotencyKey: events.IdempotencyKey(id), Payload: canon, PayloadSHA256: sum, Canon: events.CanonV1,
-		PlannedAt: at, Policy: pol,
+		PlannedAt: at, Policy: pol, Caps: &HandCaps,
 	})
 }
+
+// HandCaps are the capabilities RecordedEvent freezes: an idempotency key
+// kept a day, an authoritative search, and readback checks of url, author,
+// payload and parent.
+var HandCaps = events.Capabilities{IdempotencyKey: true, KeyRetention: events.Duration(24 * time.Hour),
+	Search: true, SearchAuthoritative: true, Checks: []string{"url", "author", "payload", "parent"}}
 
 // HandHistory is one intent of a HandLog: its history and its fold.
 type HandHistory struct {
@@ -153,13 +159,15 @@ func (x *HandHistory) Started(n int) *HandHistory {
 }
 
 // Receipt is a receipt of externalID for the intent, from source
-// (response, readback, operator); a readback receipt carries passing
-// url and payload checks.
+// (response, readback, operator); a readback receipt carries every check
+// HandCaps declares, passing.
 func (x *HandHistory) Receipt(externalID, source string) events.Receipt {
 	r := events.Receipt{ExternalID: externalID, LiveURL: "https://social.example/p/" + externalID,
 		PayloadSHA256: x.I.Recorded.PayloadSHA256, Source: source}
 	if source == "readback" {
-		r.Checks = []events.Check{{Name: "url", OK: true}, {Name: "payload", OK: true}}
+		for _, c := range HandCaps.Checks {
+			r.Checks = append(r.Checks, events.Check{Name: c, OK: true})
+		}
 		r.ReadbackAt = x.l.At
 	}
 	return r
@@ -174,7 +182,7 @@ func ReplayedIntent(k int, t0 time.Time) []events.Event {
 	payload := []byte(`{"assets":[],"body":"replay"}`)
 	sum, _ := events.PayloadSHA256(payload)
 	req := "replay:" + strconv.Itoa(k)
-	id := events.IntentID("default", "social_post", req)
+	id := events.ScopedIntentID("default", "social_post", "acct_1", req)
 	at := t0.Add(time.Duration(k) * time.Millisecond)
 	key := events.IdempotencyKey(id)
 	ext := "p_" + strconv.Itoa(k)

@@ -116,7 +116,7 @@ func noSecret(t testing.TB, what string, v any) {
 
 func writeReq(n int, account, parent string, payload json.RawMessage) adapter.WriteRequest {
 	reqID := fmt.Sprintf("req-%d", n)
-	intent := events.IntentID("default", "route", reqID)
+	intent := events.ScopedIntentID("default", "route", "acct_1", reqID)
 	return adapter.WriteRequest{
 		IntentID:         intent,
 		AttemptID:        events.AttemptID(intent, 1),

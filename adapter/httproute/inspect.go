@@ -146,7 +146,7 @@ func (a *Adapter) Inspect(ctx context.Context, opts InspectOptions) (*Inspection
 		if reqID == "" {
 			reqID = "settle-probe"
 		}
-		intentID := events.IntentID("default", a.name, reqID)
+		intentID := events.ScopedIntentID("default", a.name, account, reqID)
 		var pl []byte
 		if len(opts.Payload) > 0 {
 			n, err := a.NormalizePayload(opts.Payload)

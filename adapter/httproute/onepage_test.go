@@ -139,7 +139,7 @@ func TestMarkerBeforeTheTextIsReadFirst(t *testing.T) {
 	api := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubToken(secretToken), fakeapi.WithGitHubClock(clock.Now))
 	w := newE2EData(t, data, githubEnv(api), clock)
 	api.Next(fakeapi.CommitThenDrop())
-	quoted := events.IntentID("default", "github_issue_comment", "earlier")
+	quoted := events.ScopedIntentID("default", "github_issue_comment", "acct_1", "earlier")
 	res := w.execute("deploy-1", api.UserID(), "7", `{"body":"Quoting the last report:\n<!-- settle:`+quoted+` -->\n\nBuild #41 failed. Fixed now."}`)
 	postedOnceAndConfirmed(t, w, api, res.IntentID)
 }

@@ -348,7 +348,7 @@ func TestSlackFileFaults(t *testing.T) {
 		// A message with the same text by the same bot, whose metadata
 		// names another intent, posted a second before our lost request.
 		w, api := setup(t)
-		other := events.IntentID("default", "slack_message", "rel-0")
+		other := events.ScopedIntentID("default", "slack_message", "acct_1", "rel-0")
 		api.Inject(fakeapi.SlackMessage{Channel: "C0SETTLE", Text: "Release 2.0 is live",
 			Metadata: json.RawMessage(`{"event_type":"settle_intent","event_payload":{"settle_intent":"` + other + `"}}`)})
 		w.clock.Advance(time.Second)

@@ -44,7 +44,7 @@ func (w *auditWriter) record(requestID string) (*ledger.History, *fsm.Intent) {
 		w.t.Fatal(err)
 	}
 	sum, _ := events.PayloadSHA256(canon)
-	id := events.IntentID("default", "social_post", requestID)
+	id := events.ScopedIntentID("default", "social_post", "acct_1", requestID)
 	e := events.New(id, 1, w.tick(), "writer", "", &events.IntentRecordedData{Tenant: "default", Route: "social_post",
 		Account: "acct_1", RequestID: requestID, IdempotencyKey: events.IdempotencyKey(id), Payload: canon,
 		PayloadSHA256: sum, Canon: events.CanonV1, PlannedAt: w.at, Policy: adapter.DefaultPolicy()})
@@ -245,7 +245,7 @@ func TestAuditCommandOverNATSURLAndUsage(t *testing.T) {
 	if err != nil || !strings.Contains(out, "1 intents") || !strings.Contains(out, "result: OK") {
 		t.Fatalf("audit over --nats-url: %v\n%s", err, out)
 	}
-	if _, _, err := runSettle("audit", "--nats-url", srv.ClientURL(), "--intent", events.IntentID("default", "social_post", "nope")); err == nil ||
+	if _, _, err := runSettle("audit", "--nats-url", srv.ClientURL(), "--intent", events.ScopedIntentID("default", "social_post", "acct_1", "nope")); err == nil ||
 		!strings.Contains(err.Error(), "no event") {
 		t.Fatalf("unknown intent: %v", err)
 	}

@@ -141,7 +141,7 @@ func waitSettled(ctx context.Context, store *ledger.Store, route, id string) (*l
 		if err != nil {
 			return nil, nil, err
 		}
-		if dec.Next(i, fsm.CapsFor(i, events.Capabilities{}), time.Now()).Kind == fsm.StepDone || time.Now().After(deadline) {
+		if dec.Next(i, i.Caps(), time.Now()).Kind == fsm.StepDone || time.Now().After(deadline) {
 			return h, i, nil
 		}
 		select {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/projector"
 )
 
@@ -170,6 +171,9 @@ func audit(ctx context.Context, js jetstream.JetStream, cfg AuditConfig, evict b
 	stream, err := js.Stream(ctx, cfg.Stream)
 	if err != nil {
 		return nil, errors.Errorf("audit: stream %s: %w", cfg.Stream, err)
+	}
+	if err := ledger.CheckFormat(stream); err != nil {
+		return nil, errors.Wrap(err, "audit")
 	}
 	a := &auditor{cfg: cfg, intents: map[string]*auditIntent{}, stream: stream, rep: &AuditReport{
 		Stream: cfg.Stream, At: cfg.Now().UTC(), States: map[fsm.State]int{}, Violations: []Violation{}, Intent: cfg.Intent,

@@ -102,14 +102,14 @@ func TestAuditFindsPlantedViolations(t *testing.T) {
 	// Unreadable events: a future schema (its intent has nothing else), an
 	// unknown type in the middle of a history (the intent's later events
 	// are not judged), and a v1 event with a field missing.
-	futureID := events.IntentID("default", l.Route, "future")
+	futureID := events.ScopedIntentID("default", l.Route, "acct_1", "future")
 	l.PublishRaw(futureID, `{"schema":"settle.event/v2","event_id":"`+futureID+`:1","intent_id":"`+futureID+`","version":1,"type":"IntentRecorded","shape":"new"}`)
 	midway := l.Record("midway").Started(1)
 	midway.H.LastSeq = l.PublishRaw(midway.ID(), `{"schema":"settle.event/v1","event_id":"`+midway.ID()+`:3","intent_id":"`+midway.ID()+
 		`","version":3,"type":"WriteTeleported","at":"2026-07-22T09:00:30Z","actor":"future-writer","data":{}}`)
 	midway.H.Events = append(midway.H.Events, events.Event{})
 	midway.Plant(midway.Attempt(1), &events.WriteRejectedData{Code: "http_400", StatusCode: 400})
-	brokenID := events.IntentID("default", l.Route, "broken")
+	brokenID := events.ScopedIntentID("default", l.Route, "acct_1", "broken")
 	l.PublishRaw(brokenID, `{"schema":"settle.event/v1","event_id":"`+brokenID+`:1","intent_id":"`+brokenID+
 		`","version":1,"type":"Abandoned","at":"2026-07-22T09:00:31Z","actor":"x","data":{"reason":"no by"}}`)
 

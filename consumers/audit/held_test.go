@@ -31,7 +31,7 @@ func TestAuditReportsHeldIntentsAsFindings(t *testing.T) {
 	}
 	l.MarkHeld(broken.ID(), 2)
 
-	whole := events.IntentID("default", l.Route, "whole")
+	whole := events.ScopedIntentID("default", l.Route, "acct_1", "whole")
 	l.MarkHeld(whole, 1, 2, 3)
 
 	again := testharness.RecordedEvent(l.Route, "again", adapter.DefaultPolicy(), l.Tick())

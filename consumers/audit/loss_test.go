@@ -135,7 +135,8 @@ func damagedCopy(t *testing.T, js jetstream.JetStream, n, keep int) ([]*jetstrea
 	// clean-clone make test): tried again for a few seconds.
 	var dst jetstream.Stream
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		dst, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "SETTLE_DAMAGED", Subjects: []string{events.AllSubjects}})
+		dst, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "SETTLE_DAMAGED", Subjects: []string{events.AllSubjects},
+			Metadata: map[string]string{events.FormatMetadata: events.FormatMetadataValue}})
 		var apiErr *jetstream.APIError
 		if err == nil || !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeStreamCreate || time.Now().After(deadline) {
 			break

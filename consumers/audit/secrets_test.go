@@ -145,7 +145,7 @@ func TestSecretHintsAreInEveryMatch(t *testing.T) {
 }
 
 func TestScanSecrets(t *testing.T) {
-	key := events.IdempotencyKey(events.IntentID("default", "social_post", "r1"))
+	key := events.IdempotencyKey(events.ScopedIntentID("default", "social_post", "acct_1", "r1"))
 	flagged := []string{
 		`{"message":"Authorization: Bearer abcdefghijklmnopqrst"}`,
 		`{"headers":{"Authorization":["Basic dXNlcjpwYXNz"]}}`,

@@ -213,7 +213,14 @@ func Subscribe(ctx context.Context, js jetstream.JetStream, cfg SubscribeConfig,
 			filters = append(filters, events.RouteSubjects(r))
 		}
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, cfg.Stream, jetstream.ConsumerConfig{
+	st, err := js.Stream(ctx, cfg.Stream)
+	if err != nil {
+		return nil, errors.Errorf("subscribe %s: %w", cfg.Stream, err)
+	}
+	if err := events.CheckLogFormat(cfg.Stream, st.CachedInfo().Config.Metadata); err != nil {
+		return nil, errors.Wrap(err, "subscribe")
+	}
+	cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable:        cfg.Durable,
 		Description:    "settle downstream subscriber",
 		FilterSubjects: filters,

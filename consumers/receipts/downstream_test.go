@@ -456,7 +456,7 @@ func TestDefaultDBPath(t *testing.T) {
 
 // A handler that asks for WriteStarted (or IntentRecorded) also gets the
 // IntentStarted of an intent recorded and started in one message: it sees
-// every first attempt, on logs written before IntentStarted and after.
+// every first attempt, whether started with its record or apart.
 func TestSubscribeStartsIncludeIntentStarted(t *testing.T) {
 	f := newDSFixture(t)
 	var mu sync.Mutex

@@ -328,7 +328,7 @@ func (w *world) executeReq(req producer.Request) (*producer.Result, error) {
 func TestExpiredRecordedIntentIsAbandonedNotStarted(t *testing.T) {
 	w := newWorld(t, nil)
 	seed := events.Recorded(w.history(w.execute("seed", "seed post").IntentID)[0])
-	id := events.IntentID("default", "social_post", "task:orphan")
+	id := events.ScopedIntentID("default", "social_post", "acct_1", "task:orphan")
 	d := *seed
 	d.RequestID, d.IdempotencyKey = "task:orphan", events.IdempotencyKey(id)
 	d.ExpiresAt = t0.Add(time.Minute)

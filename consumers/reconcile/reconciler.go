@@ -414,7 +414,7 @@ func (r *Reconciler) advance(ctx context.Context, u *stepUnit, sc *searchCache, 
 	if !ok {
 		return false, 0, errors.Errorf("step %s: %w: %q", i.ID, ErrRouteMissing, i.Route())
 	}
-	caps := fsm.CapsFor(i, adapter.FrozenCaps(route.Adapter))
+	caps := i.Caps()
 	realStart := time.Now()
 	now := r.cfg.Now()
 	decided := func(attempt string, d events.Data) (bool, time.Duration, error) {

@@ -483,7 +483,7 @@ func TestWriterDiedAfterWriteStartedBecomesUnknownAfterDeadline(t *testing.T) {
 	w := newWorld(t, nil)
 	// A writer recorded and started, then died before calling the API.
 	rec := events.Recorded(w.history(w.execute("seed", "x").IntentID)[0])
-	id := events.IntentID("default", "social_post", "task:dead")
+	id := events.ScopedIntentID("default", "social_post", "acct_1", "task:dead")
 	d := *rec
 	d.RequestID = "task:dead"
 	d.IdempotencyKey = events.IdempotencyKey(id)
@@ -529,7 +529,7 @@ func TestRecordedIntentOfADeadWriterIsStartedOnceAfterTheGrace(t *testing.T) {
 	w := newWorld(t, nil)
 	// A writer recorded an intent and died before WriteStarted.
 	seed := events.Recorded(w.history(w.execute("seed", "seed post").IntentID)[0])
-	id := events.IntentID("default", "social_post", "task:orphan")
+	id := events.ScopedIntentID("default", "social_post", "acct_1", "task:orphan")
 	d := *seed
 	d.RequestID, d.IdempotencyKey = "task:orphan", events.IdempotencyKey(id)
 	d.Payload, _ = w.canonical(`{"body":"orphaned intent"}`)

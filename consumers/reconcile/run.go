@@ -9,7 +9,6 @@ import (
 	"github.com/cockroachdb/errors"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
@@ -451,7 +450,7 @@ func (r *Reconciler) triage(ctx context.Context, m jetstream.Msg, sc *searchCach
 	if rt, ok := r.route(route); ok {
 		searching := intent.State == fsm.Reconciling ||
 			((intent.State == fsm.Unknown || intent.State == fsm.InProgress) && !r.cfg.Now().Before(intent.NextCheckAt))
-		caps := fsm.CapsFor(intent, adapter.FrozenCaps(rt.Adapter))
+		caps := intent.Caps()
 		if searching && !intent.WriteProven && fsm.StrategyOf(caps) == fsm.StrategySearch {
 			from, to := fsm.Window(intent)
 			sc.plan(route, searchKey(rt, intent), intent.Recorded.Account, from, to)
@@ -490,7 +489,7 @@ func (r *Reconciler) DryRun(ctx context.Context, route, intentID string) (*Repor
 	if !ok {
 		return nil, errors.Errorf("dry run %s: %w: %q", intentID, producer.ErrUnknownRoute, route)
 	}
-	caps := fsm.CapsFor(i, adapter.FrozenCaps(rt.Adapter))
+	caps := i.Caps()
 	strategy := fsm.StrategyOf(caps)
 	rep := &Report{IntentID: intentID, State: i.State, Strategy: strategy}
 	rep.WindowFrom, rep.WindowTo = fsm.Window(i)

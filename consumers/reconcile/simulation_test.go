@@ -587,8 +587,7 @@ func (s *sim) step(in *simIntent) {
 // human: the decider (of any worker) has nothing to do.
 func (s *sim) final(in *simIntent) bool {
 	i := s.load(in)
-	r, _ := s.workers[0].r.route(in.route)
-	st := s.workers[0].r.decider().Next(i, fsm.CapsFor(i, r.Adapter.Capabilities().Frozen()), s.clock.Now().Add(time.Minute))
+	st := s.workers[0].r.decider().Next(i, i.Caps(), s.clock.Now().Add(time.Minute))
 	return st.Kind == fsm.StepDone
 }
 

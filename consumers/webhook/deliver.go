@@ -151,6 +151,11 @@ func (d *Deliverer) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	if err != nil {
 		return nil, errors.Wrap(safeNATS(err), "webhook: stream")
 	}
+	if info := st.CachedInfo(); info != nil {
+		if err := events.CheckLogFormat(info.Config.Name, info.Config.Metadata); err != nil {
+			return nil, errors.Wrap(err, "webhook")
+		}
+	}
 	d.mu.Lock()
 	d.stream = st
 	d.mu.Unlock()

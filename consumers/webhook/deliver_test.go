@@ -138,7 +138,7 @@ func settlements(t *testing.T, n *testharness.Node, more int) map[string]string 
 	}
 	for k := 0; k < more; k++ {
 		// Half recorded and started in one message (IntentStarted), half
-		// as logs written before it hold them: the body names both alike.
+		// as IntentRecorded then WriteStarted: the body names both alike.
 		var x *testharness.HandHistory
 		if k%2 == 0 {
 			x = l.RecordStarted("wh-" + strconv.Itoa(k))
