@@ -286,6 +286,7 @@ type sim struct {
 	// two messages or more (the default's floor, forced): every other
 	// worker appends through it.
 	batched, grouped *ledger.Store
+	batchFaults      *testharness.BatchFaults // batched's
 	post             *fakeapi.SocialAPI
 	keyed            *fakeapi.SocialAPI
 	thread           *fakeapi.SocialAPI
@@ -320,7 +321,8 @@ func newSim(t *testing.T, seed uint64) *sim {
 	}
 	bc := ledger.DefaultStoreConfig()
 	bc.BatchMin = 1
-	if s.batched, err = ledger.OpenStore(context.Background(), s.node.JS, bc); err != nil {
+	s.batchFaults = testharness.NewBatchFaults(s.node.JS)
+	if s.batched, err = ledger.OpenStore(context.Background(), s.batchFaults, bc); err != nil {
 		t.Fatal(err)
 	}
 	bc.BatchMin = 2
@@ -500,9 +502,9 @@ func (s *sim) submit(in *simIntent) {
 		// batch never lands) or its ack (it landed, unknown to its
 		// callers): every unit in it is handed back and settled alone.
 		if s.rng.IntN(2) == 0 {
-			s.batched.DropBatchCommits(1)
+			s.batchFaults.DropCommits(1)
 		} else {
-			s.batched.LoseBatchAcks(1)
+			s.batchFaults.LoseAcks(1)
 		}
 	}
 	var res *producer.Result
