@@ -56,7 +56,7 @@ func TestExecuteFindsAnIntentRecordedUnderItsV1ID(t *testing.T) {
 	ctx := context.Background()
 	// The stream was made before ids were scoped: it may hold v1 intents.
 	e := newEnvOn(t, func(js jetstream.JetStream) { olderStream(t, js) })
-	if e.p.Store().ScopedIDsOnly() {
+	if e.store.ScopedIDsOnly() {
 		t.Fatal("a stream made before scoped ids is taken to hold scoped ids only")
 	}
 	record := func(requestID, account, body string) string {
@@ -72,10 +72,10 @@ func TestExecuteFindsAnIntentRecordedUnderItsV1ID(t *testing.T) {
 			IdempotencyKey: events.IdempotencyKey(id), Payload: canon, PayloadSHA256: sum, Canon: events.CanonV1,
 			PlannedAt: time.Now(), Policy: adapter.DefaultPolicy(),
 		})
-		if _, err := e.p.Store().Append(ctx, "social_post", ev, 0); err != nil {
+		if _, err := e.store.Append(ctx, "social_post", ev, 0); err != nil {
 			t.Fatal(err)
 		}
-		h, err := e.p.Store().Load(ctx, "social_post", id)
+		h, err := e.store.Load(ctx, "social_post", id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,25 +143,25 @@ func TestExecuteReadsTheLogOncePerSubmit(t *testing.T) {
 				made = func(js jetstream.JetStream) { c.made(t, js) }
 			}
 			e := newEnvOn(t, made)
-			before := e.p.Store().Loads()
+			before := e.store.Loads()
 			res, err := e.p.Execute(ctx, req("reads-1", "hello"))
 			if err != nil || res.State != fsm.Verifying {
 				t.Fatalf("%v %+v", err, res)
 			}
-			if got := e.p.Store().Loads() - before; got != c.readsNew {
+			if got := e.store.Loads() - before; got != c.readsNew {
 				t.Fatalf("a new intent read the log %d times, want %d", got, c.readsNew)
 			}
-			before = e.p.Store().Loads()
+			before = e.store.Loads()
 			again, err := e.p.Execute(ctx, req("reads-1", "hello"))
 			if err != nil || !again.Replayed {
 				t.Fatalf("%v %+v", err, again)
 			}
-			if got := e.p.Store().Loads() - before; got != c.readsSame {
+			if got := e.store.Loads() - before; got != c.readsSame {
 				t.Fatalf("a replay read the log %d times, want %d", got, c.readsSame)
 			}
 			// The result is the intent as the log holds it: its events and
 			// the sequence of the last, and the fold of exactly those.
-			h, err := e.p.Store().Load(ctx, "social_post", res.IntentID)
+			h, err := e.store.Load(ctx, "social_post", res.IntentID)
 			if err != nil || h.LastSeq != again.LastSeq || len(h.Events) != len(again.History) || again.Intent.Version != uint64(len(h.Events)) {
 				t.Fatalf("result: last seq %d, %d events, version %d; log: %+v %v", again.LastSeq, len(again.History), again.Intent.Version, h, err)
 			}

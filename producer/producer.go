@@ -55,13 +55,9 @@ type Config struct {
 	OutcomeTimeout time.Duration
 	// OnCall, if set, is told of every external write attempt and its
 	// classified outcome (for metrics). It must not block.
-	OnCall func(route string, outcome events.Type)
+	OnCall CallObserver
 	// ClaimLease bounds a retry claim this producer takes (default 30s).
 	ClaimLease time.Duration
-	// AfterCall, if set, is called after each external call and before its
-	// outcome is appended; an error ends the write there, as if the process
-	// died between the two (fault injection for simulations and tests).
-	AfterCall func(intentID string) error
 	// Hold names intents that lost events in an accepted log loss: no
 	// write is made for them (hold.go).
 	Hold map[string]string
@@ -100,15 +96,27 @@ func (c Config) Validate() error {
 // What to do next is always fsm.Decider's decision; the producer takes the
 // steps of the write path.
 type Producer struct {
-	store  *ledger.Store
+	store  Store
 	cfg    Config
 	dec    fsm.Decider
 	routes map[string]adapter.Route
 	w      *Writer // write.go
 }
 
+// Store is the log a Producer records on and reads: a *ledger.Store, or a
+// wrapper of one.
+type Store interface {
+	Log
+	AppendEvents(ctx context.Context, route string, evs []events.Event, expectedLastSeq uint64) ([]uint64, error)
+	LoadByID(ctx context.Context, intentID string) (*ledger.History, error)
+	LoadIfAny(ctx context.Context, route, intentID string) (*ledger.History, error)
+	ScopedIDsOnly() bool
+}
+
+var _ Store = (*ledger.Store)(nil)
+
 // New returns a producer over store with the given routes.
-func New(store *ledger.Store, cfg Config, routes ...adapter.Route) (*Producer, error) {
+func New(store Store, cfg Config, routes ...adapter.Route) (*Producer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -117,7 +125,7 @@ func New(store *ledger.Store, cfg Config, routes ...adapter.Route) (*Producer, e
 	if cfg.ClaimLease > 0 {
 		dec.Lease = cfg.ClaimLease
 	}
-	w, err := NewWriter(store, WriterConfig{Actor: cfg.Actor, Now: cfg.Now, OutcomeTimeout: cfg.OutcomeTimeout, OnCall: cfg.OnCall, AfterCall: cfg.AfterCall, Logger: cfg.Logger})
+	w, err := NewWriter(store, WriterConfig{Actor: cfg.Actor, Now: cfg.Now, OutcomeTimeout: cfg.OutcomeTimeout, OnCall: cfg.OnCall, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -133,9 +141,6 @@ func New(store *ledger.Store, cfg Config, routes ...adapter.Route) (*Producer, e
 	}
 	return p, nil
 }
-
-// Store returns the event store.
-func (p *Producer) Store() *ledger.Store { return p.store }
 
 // Route returns a configured route.
 func (p *Producer) Route(name string) (adapter.Route, bool) { r, ok := p.routes[name]; return r, ok }

@@ -373,17 +373,12 @@ func newSim(t *testing.T, seed uint64) *sim {
 	for k, off := range []time.Duration{-simSkew / 2, simSkew / 3} {
 		pc := producer.DefaultConfig()
 		pc.Actor, pc.Now = fmt.Sprintf("writer-%d", k), s.skewed(off)
-		pc.AfterCall = func(id string) error {
-			if _, die := s.dieAfterCall.LoadAndDelete(id); die {
-				return fmt.Errorf("simulated crash of the writer after the call")
-			}
-			return nil
-		}
+		pc.Logger = quietLogger()
 		st := s.store
 		if k == 1 {
 			st = s.batched
 		}
-		p, err := producer.New(st, pc, s.routes...)
+		p, err := producer.New(testharness.NewDyingWriter(st, &s.dieAfterCall), pc, s.routes...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -406,13 +401,7 @@ func (s *sim) newWorker() *simWorker {
 	cfg.Rand = rand.New(rand.NewPCG(s.seed, uint64(s.born)))
 	cfg.Logger = quietLogger()
 	cfg.Recheck, cfg.MaxRecheck = 20*time.Second, 5*time.Minute
-	cfg.AfterCall = func(id string) error {
-		if _, die := s.dieAfterCall.LoadAndDelete(id); die {
-			return fmt.Errorf("simulated crash of the worker after the call")
-		}
-		return nil
-	}
-	r, err := NewReconciler(s.storeFor(s.born), cfg, s.routes...)
+	r, err := NewReconciler(testharness.NewDyingWriter(s.storeFor(s.born), &s.dieAfterCall), cfg, s.routes...)
 	if err != nil {
 		s.t.Fatal(err)
 	}
