@@ -420,7 +420,7 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 			}
 			return res, err
 		}
-		res, err := p.drive(ctx, pr.route, h, intent, recordedNow, false, 0)
+		res, err := p.drive(ctx, pr.route, h, intent, already{recorded: recordedNow})
 		if errors.Is(err, ledger.ErrConflict) && !errors.Is(err, ErrOutcomeNotRecorded) {
 			continue // another party moved the intent before any call: reload
 		}
@@ -519,11 +519,11 @@ func (p *Producer) recordAndStart(ctx context.Context, pr *prepared) (*Result, e
 		return p.result(h, intent, false), errors.Errorf("record: %s: %w", evs[1].Type, err)
 	}
 	if len(pair) == 1 {
-		return p.drive(ctx, pr.route, h, intent, true, false, 0)
+		return p.drive(ctx, pr.route, h, intent, already{recorded: true})
 	}
 	intent = next
 	if step.Kind != fsm.StepWrite {
-		return p.drive(ctx, pr.route, h, intent, true, false, 1)
+		return p.drive(ctx, pr.route, h, intent, already{recorded: true, appended: 1})
 	}
 	// The start is acknowledged: make the call, record its outcome.
 	if err := p.w.call(ctx, pr.route, h, intent, step, prepErr, realStart); err != nil {
@@ -532,13 +532,24 @@ func (p *Producer) recordAndStart(ctx context.Context, pr *prepared) (*Result, e
 		}
 		return nil, err
 	}
-	return p.drive(ctx, pr.route, h, intent, true, true, 2)
+	return p.drive(ctx, pr.route, h, intent, already{recorded: true, wrote: true, appended: 2})
+}
+
+// already is what a caller of drive did on the intent before.
+type already struct {
+	// recorded: the intent was recorded by this call (its result is not
+	// a replay).
+	recorded bool
+	// wrote: the external call was made.
+	wrote bool
+	// appended is how many events were appended.
+	appended int
 }
 
 // drive takes the write-path steps the decider gives, making at most one
-// external call, and returns the result. wrote and appended say what the
-// caller already did on this intent.
-func (p *Producer) drive(ctx context.Context, route adapter.Route, h *ledger.History, intent *fsm.Intent, recordedNow, wrote bool, appended int) (*Result, error) {
+// external call, and returns the result.
+func (p *Producer) drive(ctx context.Context, route adapter.Route, h *ledger.History, intent *fsm.Intent, did already) (*Result, error) {
+	wrote, appended := did.wrote, did.appended
 	caps := fsm.CapsFor(intent, adapter.FrozenCaps(route.Adapter))
 	for k := 0; k < 8; k++ {
 		realStart := time.Now()
@@ -562,7 +573,7 @@ func (p *Producer) drive(ctx context.Context, route adapter.Route, h *ledger.His
 		}
 		appended++
 	}
-	return p.result(h, intent, !recordedNow && appended == 0), nil
+	return p.result(h, intent, !did.recorded && appended == 0), nil
 }
 
 // Classify maps one attempt's result to its outcome event body.
