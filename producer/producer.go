@@ -582,7 +582,7 @@ func Classify(intent *fsm.Intent, attemptID string, res adapter.WriteResult, err
 		if intent.Recorded.Policy.TrustResponse {
 			return &events.WriteConfirmedData{StatusCode: res.StatusCode, Receipt: events.Receipt{
 				ExternalID: res.ExternalID, LiveURL: res.LiveURL, PayloadSHA256: intent.Recorded.PayloadSHA256,
-				Source: "response", IdempotencyKey: intent.Recorded.IdempotencyKey, RequestID: intent.Recorded.RequestID, AttemptID: attemptID,
+				Source: events.SourceResponse, IdempotencyKey: intent.Recorded.IdempotencyKey, RequestID: intent.Recorded.RequestID, AttemptID: attemptID,
 			}}
 		}
 		return &events.WriteSucceededData{ExternalID: res.ExternalID, LiveURL: res.LiveURL, StatusCode: res.StatusCode}
