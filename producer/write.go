@@ -66,8 +66,8 @@ var _ Log = (*ledger.Store)(nil)
 // one; a reconciler makes its own (NewWriter), with its worker's name and
 // clock. It decides nothing: the step is the decider's.
 type Writer struct {
-	log   Log
-	cfg   WriterConfig
+	log Log
+	cfg WriterConfig
 }
 
 // NewWriter returns a writer appending to log.
