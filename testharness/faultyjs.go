@@ -55,3 +55,63 @@ func take(c *atomic.Int32) bool {
 		}
 	}
 }
+
+// LaggingCopy is a JetStream whose ordered consumers sit on a copy of the
+// stream that lags: consumer number n (from 0, in the order they are
+// made) holds nothing after sequence cut(n) (0: no lag). A reader opened
+// over it must notice and make its consumer again.
+type LaggingCopy struct {
+	jetstream.JetStream
+	cut func(n int) uint64
+	n   atomic.Int32
+}
+
+// NewLaggingCopy wraps js.
+func NewLaggingCopy(js jetstream.JetStream, cut func(n int) uint64) *LaggingCopy {
+	return &LaggingCopy{JetStream: js, cut: cut}
+}
+
+// OrderedConsumer makes the next consumer, lagging as cut says.
+func (l *LaggingCopy) OrderedConsumer(ctx context.Context, stream string, cfg jetstream.OrderedConsumerConfig) (jetstream.Consumer, error) {
+	c, err := l.JetStream.OrderedConsumer(ctx, stream, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cut := l.cut(int(l.n.Add(1) - 1)); cut > 0 {
+		return &laggingConsumer{Consumer: c, cut: cut}, nil
+	}
+	return c, nil
+}
+
+type laggingConsumer struct {
+	jetstream.Consumer
+	cut uint64
+}
+
+func (c *laggingConsumer) Messages(opts ...jetstream.PullMessagesOpt) (jetstream.MessagesContext, error) {
+	it, err := c.Consumer.Messages(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &laggingMessages{MessagesContext: it, cut: c.cut}, nil
+}
+
+type laggingMessages struct {
+	jetstream.MessagesContext
+	cut uint64
+}
+
+// Next gives the messages up to the copy's end; after it, nothing comes
+// (what the stream holds beyond is passed over until the wait ends).
+func (it *laggingMessages) Next(opts ...jetstream.NextOpt) (jetstream.Msg, error) {
+	for {
+		m, err := it.MessagesContext.Next(opts...)
+		if err != nil {
+			return nil, err
+		}
+		md, err := m.Metadata()
+		if err != nil || md.Sequence.Stream <= it.cut {
+			return m, err
+		}
+	}
+}
