@@ -194,7 +194,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, c *service
 			return newProblem(http.StatusConflict, ProbInFlight, "a request with this request id is executing; retry later or send ?wait=")
 		}
 		return newProblem(http.StatusConflict, ProbInFlight, "a request with this request id is still executing")
-	case errors.Is(err, ledger.ErrLogUnavailable) && !errors.Is(err, producer.ErrOutcomeNotRecorded):
+	case errors.Is(err, service.ErrLogUnavailable) && !errors.Is(err, service.ErrOutcomeNotRecorded):
 		return unavailableProblem(w, err)
 	case err != nil:
 		var res *producer.Result
@@ -280,26 +280,26 @@ func OutcomeLabel(t events.Type) string {
 func (b *submitBody) problem(err error, res *producer.Result) error {
 	var fe *events.FieldError
 	switch {
-	case errors.Is(err, producer.ErrInvalidRequest) && b.keyFromHeader && errors.As(err, &fe) && fe.Field == "request_id":
+	case errors.Is(err, service.ErrInvalidRequest) && b.keyFromHeader && errors.As(err, &fe) && fe.Field == "request_id":
 		return invalid(IdempotencyKeyHeader, IdempotencyKeyHeader+": "+fe.Reason)
-	case errors.Is(err, producer.ErrInvalidRequest):
+	case errors.Is(err, service.ErrInvalidRequest):
 		return fieldProblem(err)
-	case errors.Is(err, producer.ErrPayloadTooLarge):
+	case errors.Is(err, service.ErrPayloadTooLarge):
 		return newProblem(http.StatusRequestEntityTooLarge, ProbTooLarge,
 			fmt.Sprintf("payload: too large for the log (at most %d bytes in canonical form, and its event within %d bytes); nothing was recorded or written", events.MaxPayloadSize, events.MaxEventSize)).withField("payload")
-	case errors.Is(err, producer.ErrUnknownRoute):
+	case errors.Is(err, service.ErrUnknownRoute):
 		return invalid("route", "route: no such route is configured")
-	case errors.Is(err, producer.ErrPayloadMismatch):
+	case errors.Is(err, service.ErrPayloadMismatch):
 		return newProblem(http.StatusUnprocessableEntity, ProbPayloadMismatch,
 			"this request id is already recorded with a different payload, account or parent; nothing was written")
-	case errors.Is(err, producer.ErrOutcomeNotRecorded):
+	case errors.Is(err, service.ErrOutcomeNotRecorded):
 		p := newProblem(http.StatusServiceUnavailable, ProbOutcomeUnsettled,
 			"the write was made but its outcome could not be recorded; the intent will be settled by reconciliation (resubmitting the same request is safe)")
 		if res != nil {
 			p.withIntent(res.IntentID, string(res.State))
 		}
 		return p
-	case errors.Is(err, ledger.ErrConflict):
+	case errors.Is(err, service.ErrConflict):
 		return newProblem(http.StatusConflict, ProbConflict, "the intent changed concurrently too often; retry")
 	}
 	return err
@@ -470,11 +470,11 @@ func (s *Server) operate(w http.ResponseWriter, r *http.Request, c *service.Call
 		ExternalID: b.ExternalID, LiveURL: b.LiveURL, Operator: b.Operator})
 	switch {
 	case err == nil:
-	case errors.Is(err, producer.ErrNotAllowed):
+	case errors.Is(err, service.ErrNotAllowed):
 		// Refused on the state just read (the intent is unchanged).
 		return newProblem(http.StatusConflict, ProbNotAllowed, "the intent is "+string(i.State)+"; this action is not allowed there").
 			withIntent(i.ID, string(i.State))
-	case errors.Is(err, ledger.ErrConflict):
+	case errors.Is(err, service.ErrConflict):
 		return newProblem(http.StatusConflict, ProbConflict, "the intent changed while the action was recorded; reload and decide again").withIntent(id, "")
 	default:
 		return intentProblem(id, err)

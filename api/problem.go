@@ -9,7 +9,6 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/events"
-	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/service"
 )
 
@@ -118,7 +117,7 @@ func problemOf(err error) *Problem {
 		return p
 	case errors.Is(err, service.ErrNotFound):
 		return newProblem(http.StatusNotFound, ProbNotFound, "no such intent")
-	case errors.Is(err, producer.ErrInvalidRequest):
+	case errors.Is(err, service.ErrInvalidRequest):
 		return fieldProblem(err)
 	case errors.Is(err, service.ErrInFlight):
 		return newProblem(http.StatusConflict, ProbInFlight, "a request with this request id is executing; retry later")
@@ -157,11 +156,11 @@ func apiField(f string) string {
 // names the intent and, for a held one, the loss; nil for other errors.
 // Nothing was recorded or written for the request.
 func heldProblem(err error) *Problem {
-	var he *producer.HeldError
+	var he *service.HeldError
 	if !errors.As(err, &he) {
 		return nil
 	}
-	if errors.Is(err, producer.ErrIntentHeld) {
+	if errors.Is(err, service.ErrIntentHeld) {
 		detail := "the log lost some of this intent's events and an operator accepted the loss: the intent is held for a human and nothing is recorded or written for it (" + he.Why + ")"
 		if he.Hold != nil {
 			detail += "; lost: " + he.Hold.Named()

@@ -465,7 +465,7 @@ func (r *Receipt) appendJSON(b []byte) ([]byte, bool) {
 	b = append(b, `,"payload_sha256":`...)
 	b = appendJSONString(b, r.PayloadSHA256)
 	b = append(b, `,"source":`...)
-	b = appendJSONString(b, r.Source)
+	b = appendJSONString(b, string(r.Source))
 	if r.IdempotencyKey != "" {
 		b = append(b, `,"idempotency_key":`...)
 		b = appendJSONString(b, r.IdempotencyKey)

@@ -511,7 +511,7 @@ func FuzzAppendJSONMatchesEncodingJSON(f *testing.F) {
 				Started: WriteStartedData{Attempt: int(n), IdempotencyKey: s2, Deadline: tm, Request: &SentRequest{Method: s1, Body: s2}}},
 			&WriteSucceededData{ExternalID: s1, LiveURL: s2, StatusCode: int(n)},
 			&WriteConfirmedData{StatusCode: int(n), Receipt: Receipt{ExternalID: s1, LiveURL: s2, Checks: []Check{{Name: s1, OK: n%2 == 0, Detail: s2}},
-				ReadbackAt: tm, PayloadSHA256: s2, Source: s1, IdempotencyKey: s2, RequestID: s1, AttemptID: s2}},
+				ReadbackAt: tm, PayloadSHA256: s2, Source: Source(s1), IdempotencyKey: s2, RequestID: s1, AttemptID: s2}},
 			&WriteRejectedData{Code: s1, Message: s2, StatusCode: int(n), Retryable: n%2 == 0},
 			&OutcomeUnknownData{Code: s1, Message: s2, StatusCode: int(n)},
 		} {

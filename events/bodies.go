@@ -463,7 +463,7 @@ func (r *bodyReader) receipt(x *Receipt) {
 		case 4:
 			x.PayloadSHA256 = r.str()
 		case 5:
-			x.Source = r.str()
+			x.Source = Source(r.str())
 		case 6:
 			x.IdempotencyKey = r.str()
 		case 7:
@@ -776,7 +776,7 @@ func (r *bodyReader) checkDeferred(d *CheckDeferredData) {
 	for k := r.member(checkDeferredKeys, -1); k >= 0; k = r.member(checkDeferredKeys, k) {
 		switch k {
 		case 0:
-			d.Reason = r.str()
+			d.Reason = DeferReason(r.str())
 		case 1:
 			d.NextCheckAt = r.time()
 		case 2:
@@ -803,7 +803,7 @@ func (r *bodyReader) candidateFound(d *CandidateFoundData) {
 		case 1:
 			d.LiveURL = r.str()
 		case 2:
-			d.Source = r.str()
+			d.Source = Source(r.str())
 		case 3:
 			d.Candidates = r.candidates()
 		case 4:

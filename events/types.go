@@ -255,6 +255,23 @@ type Check struct {
 	Detail string `json:"detail,omitempty"`
 }
 
+// Source says what proved a receipt or found a candidate.
+type Source string
+
+// The sources.
+const (
+	// SourceResponse: the write's own response.
+	SourceResponse Source = "response"
+	// SourceReadback: the object read back and checked.
+	SourceReadback Source = "readback"
+	// SourceStatus: the API's status of the request.
+	SourceStatus Source = "status"
+	// SourceSearch: a search of the account's objects.
+	SourceSearch Source = "search"
+	// SourceOperator: an operator's resolution.
+	SourceOperator Source = "operator"
+)
+
 // Receipt is the proven result of an intent. It holds no secret.
 type Receipt struct {
 	ExternalID     string    `json:"external_id"`
@@ -262,7 +279,7 @@ type Receipt struct {
 	Checks         []Check   `json:"checks,omitempty"`
 	ReadbackAt     time.Time `json:"readback_at,omitzero"`
 	PayloadSHA256  string    `json:"payload_sha256"`
-	Source         string    `json:"source"` // response | readback | status | operator
+	Source         Source    `json:"source"`
 	IdempotencyKey string    `json:"idempotency_key,omitempty"`
 	RequestID      string    `json:"request_id,omitempty"`
 	AttemptID      string    `json:"attempt_id,omitempty"`
@@ -277,7 +294,7 @@ func (r *Receipt) Validate(prefix string) error {
 		return &FieldError{Field: prefix + "source", Reason: "is required"}
 	}
 	for i, c := range r.Checks {
-		if !c.OK && r.Source == "readback" {
+		if !c.OK && r.Source == SourceReadback {
 			return &FieldError{Field: fmt.Sprintf("%schecks[%d]", prefix, i), Reason: "a receipt cannot hold a failed check"}
 		}
 	}
@@ -695,7 +712,7 @@ func (d *ReconcileStartedData) Validate() error {
 
 // CheckDeferredData: nothing conclusive yet; check again at NextCheckAt.
 type CheckDeferredData struct {
-	Reason      string         `json:"reason"` // eventual_consistency | lease_expired | read_failed | ...
+	Reason      DeferReason    `json:"reason"`
 	NextCheckAt time.Time      `json:"next_check_at"`
 	Candidates  []CandidateRef `json:"candidates,omitempty"`
 	// Error is the failed read's safe code (read_failed only).
@@ -707,12 +724,26 @@ type CheckDeferredData struct {
 	RetryAfter Duration `json:"retry_after,omitempty"`
 }
 
-// DeferReadFailed is the CheckDeferred reason of a failed external read.
-const DeferReadFailed = "read_failed"
+// DeferReason says why a check was deferred.
+type DeferReason string
+
+// The reasons of a CheckDeferred.
+const (
+	// DeferEventualConsistency: the object may not be visible yet.
+	DeferEventualConsistency DeferReason = "eventual_consistency"
+	// DeferLeaseExpired: a worker's lease ran out.
+	DeferLeaseExpired DeferReason = "lease_expired"
+	// DeferReadFailed: an external read failed.
+	DeferReadFailed DeferReason = "read_failed"
+	// DeferReflectionDelay: the API reflects a write only after a delay.
+	DeferReflectionDelay DeferReason = "reflection_delay"
+	// DeferReadbackNotVisible: the object is not readable yet.
+	DeferReadbackNotVisible DeferReason = "readback_not_visible"
+)
 
 func (*CheckDeferredData) EventType() Type { return CheckDeferred }
 func (d *CheckDeferredData) Validate() error {
-	if err := required("data.reason", d.Reason); err != nil {
+	if err := required("data.reason", string(d.Reason)); err != nil {
 		return err
 	}
 	return requiredTime("data.next_check_at", d.NextCheckAt)
@@ -722,7 +753,7 @@ func (d *CheckDeferredData) Validate() error {
 type CandidateFoundData struct {
 	ExternalID string         `json:"external_id"`
 	LiveURL    string         `json:"live_url,omitempty"`
-	Source     string         `json:"source"` // search | status | response
+	Source     Source         `json:"source"`
 	Candidates []CandidateRef `json:"candidates,omitempty"`
 	// CreatedAt is the object's creation time when the API gives it; the
 	// guard refuses an object created before the intent's first attempt.
@@ -743,7 +774,7 @@ func (d *CandidateFoundData) Validate() error {
 	if err := required("data.external_id", d.ExternalID); err != nil {
 		return err
 	}
-	return required("data.source", d.Source)
+	return required("data.source", string(d.Source))
 }
 
 // ReadbackPassedData carries the receipt.
@@ -753,7 +784,7 @@ type ReadbackPassedData struct {
 
 func (*ReadbackPassedData) EventType() Type { return ReadbackPassed }
 func (d *ReadbackPassedData) Validate() error {
-	if len(d.Receipt.Checks) == 0 && d.Receipt.Source == "readback" {
+	if len(d.Receipt.Checks) == 0 && d.Receipt.Source == SourceReadback {
 		return &FieldError{Field: "data.receipt.checks", Reason: "a readback receipt needs its checks"}
 	}
 	return d.Receipt.Validate("data.receipt.")

@@ -290,10 +290,10 @@ func (d Decider) Next(i *Intent, caps events.Capabilities, now time.Time) Step {
 		}
 		if i.LeaseOwner != d.Actor || !now.Before(i.LeaseUntil) {
 			// The worker that took this step died (or we restarted).
-			return appendStep(&events.CheckDeferredData{Reason: "lease_expired", NextCheckAt: now}, "lease expired")
+			return appendStep(&events.CheckDeferredData{Reason: events.DeferLeaseExpired, NextCheckAt: now}, "lease expired")
 		}
 		if i.WriteProven {
-			return appendStep(&events.CandidateFoundData{ExternalID: i.ExternalID, LiveURL: i.LiveURL, Source: "response"}, "read back the proven write")
+			return appendStep(&events.CandidateFoundData{ExternalID: i.ExternalID, LiveURL: i.LiveURL, Source: events.SourceResponse}, "read back the proven write")
 		}
 		return Step{Kind: StepReconcile, Strategy: StrategyOf(caps), Why: "query the external system"}
 
@@ -653,7 +653,7 @@ func (d Decider) ConcludeSearch(i *Intent, caps events.Capabilities, now, listed
 			return &events.ManualActionRequiredData{Reason: events.ReasonNoExternalID, Owner: "operators",
 				Message: "one exact match, but the API gives no external id to read it back by", Evidence: evidence()}
 		}
-		return &events.CandidateFoundData{ExternalID: c.ExternalID, LiveURL: c.LiveURL, Source: "search",
+		return &events.CandidateFoundData{ExternalID: c.ExternalID, LiveURL: c.LiveURL, Source: events.SourceSearch,
 			Candidates: shown, CandidatesOmitted: omitted, CreatedAt: c.CreatedAt, CorrelationID: c.CorrelationID, Account: c.AuthorID}
 	case len(exact) > 1:
 		return &events.ManualActionRequiredData{Reason: events.ReasonDuplicateExactMatches, Owner: "operators",
@@ -677,7 +677,7 @@ func (d Decider) ConcludeSearch(i *Intent, caps events.Capabilities, now, listed
 				next = now
 			}
 		}
-		return &events.CheckDeferredData{Reason: "eventual_consistency", NextCheckAt: next, Candidates: shown, CandidatesOmitted: omitted}
+		return &events.CheckDeferredData{Reason: events.DeferEventualConsistency, NextCheckAt: next, Candidates: shown, CandidatesOmitted: omitted}
 	}
 	for k, c := range cands {
 		if near(c, refs[k]) {
@@ -746,7 +746,7 @@ func (d Decider) ConcludeStatus(i *Intent, caps events.Capabilities, now time.Ti
 	if !st.Found {
 		visibleBy := i.LastAttempt().StartedAt.Add(caps.ReflectionDelay.D() + i.Recorded.Policy.ClockSkew.D())
 		if now.Before(visibleBy) {
-			return &events.CheckDeferredData{Reason: "reflection_delay", NextCheckAt: visibleBy}
+			return &events.CheckDeferredData{Reason: events.DeferReflectionDelay, NextCheckAt: visibleBy}
 		}
 		if i.WriteProven {
 			return d.handoff(i, events.ReasonWrittenUnverified, "an attempt was proven written but the status query does not know it", caps)
@@ -763,7 +763,7 @@ func (d Decider) ConcludeStatus(i *Intent, caps events.Capabilities, now time.Ti
 			ev.Evidence.CurrentState = st.State
 			return ev
 		}
-		return &events.CandidateFoundData{ExternalID: st.ExternalID, LiveURL: st.LiveURL, Source: "status", CorrelationID: st.CorrelationID, Account: st.Account}
+		return &events.CandidateFoundData{ExternalID: st.ExternalID, LiveURL: st.LiveURL, Source: events.SourceStatus, CorrelationID: st.CorrelationID, Account: st.Account}
 	case StatusProcessing:
 		deadline := i.ProcessingDeadline
 		if deadline.IsZero() {
@@ -862,7 +862,7 @@ type Readback struct {
 // identity field; all must hold for a receipt.
 func (d Decider) ConcludeReadback(i *Intent, caps events.Capabilities, now time.Time, rb Readback) events.Data {
 	if !rb.Found {
-		return &events.CheckDeferredData{Reason: "readback_not_visible", NextCheckAt: now.Add(d.backoff(i.Checks + 1))}
+		return &events.CheckDeferredData{Reason: events.DeferReadbackNotVisible, NextCheckAt: now.Add(d.backoff(i.Checks + 1))}
 	}
 	o := rb.Object
 	liveURL := o.LiveURL
@@ -919,7 +919,7 @@ func (d Decider) ConcludeReadback(i *Intent, caps events.Capabilities, now time.
 // recorded apart (a later change by someone else is not re-applied).
 func (d Decider) ConcludeStatusReadback(i *Intent, caps events.Capabilities, now time.Time, st StatusObservation) events.Data {
 	if !st.Found {
-		return &events.CheckDeferredData{Reason: "readback_not_visible", NextCheckAt: now.Add(d.backoff(i.Checks + 1))}
+		return &events.CheckDeferredData{Reason: events.DeferReadbackNotVisible, NextCheckAt: now.Add(d.backoff(i.Checks + 1))}
 	}
 	checks := []events.Check{
 		{Name: "status", OK: st.State == StatusCompleted, Detail: "state " + st.State},
@@ -982,7 +982,7 @@ func conclude(i *Intent, extID, liveURL string, checks []events.Check, now time.
 	}
 	return &events.ReadbackPassedData{Receipt: events.Receipt{
 		ExternalID: extID, LiveURL: liveURL, Checks: checks, ReadbackAt: now.UTC(),
-		PayloadSHA256: i.Recorded.PayloadSHA256, Source: "readback",
+		PayloadSHA256: i.Recorded.PayloadSHA256, Source: events.SourceReadback,
 		IdempotencyKey: i.Recorded.IdempotencyKey, RequestID: i.Recorded.RequestID, AttemptID: attempt,
 	}}
 }

@@ -539,7 +539,7 @@ func (i *Intent) safetyGuard(e events.Event) error {
 		if i.PreExisting(d.CreatedAt) && !marked {
 			return errors.New("the candidate was created before the intent's first attempt: it cannot be our effect")
 		}
-		if i.Caps().Correlation && d.Source != "response" && d.CorrelationID != i.ID {
+		if i.Caps().Correlation && d.Source != events.SourceResponse && d.CorrelationID != i.ID {
 			return errors.New("the candidate's correlation marker does not name this intent")
 		}
 	case *events.ReadbackPassedData:
@@ -587,11 +587,11 @@ func (i *Intent) fold(e events.Event, to State) {
 	switch d := e.Data.(type) {
 	case *events.ReconcileStartedData:
 	case *events.CandidateFoundData:
-		if d.Source != "response" {
+		if d.Source != events.SourceResponse {
 			i.ReadFailingSince, i.ReadErrors = time.Time{}, nil
 		}
 	case *events.CheckDeferredData:
-		if d.Reason == "lease_expired" {
+		if d.Reason == events.DeferLeaseExpired {
 			break
 		}
 		if d.Reason == events.DeferReadFailed {

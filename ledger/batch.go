@@ -5,7 +5,6 @@ import (
 	"math/bits"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -528,17 +527,13 @@ func (s *Store) publishAtomic(units []*unit) ([][]uint64, error) {
 			}
 		}
 	}
-	if takeFault(&s.faults.dropCommit) {
-		// Fault injection (tests): the commit never reaches the server.
-		return nil, errors.Errorf("%w: commit dropped", errBatchUnresolved)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.AppendTimeout)
 	defer cancel()
-	resp, err := nc.RequestMsgWithContext(ctx, commit)
-	if err == nil && takeFault(&s.faults.loseAck) {
-		// Fault injection (tests): the batch is committed, its ack lost.
-		err = nats.ErrTimeout
+	var rt committer = nc
+	if c, ok := s.js.(committer); ok {
+		rt = c
 	}
+	resp, err := rt.RequestMsgWithContext(ctx, commit)
 	if err != nil {
 		return nil, errkind.Wrap(errBatchUnresolved, err)
 	}
@@ -564,34 +559,15 @@ func (s *Store) publishAtomic(units []*unit) ([][]uint64, error) {
 	return out, nil
 }
 
-// storeFaults are injected by tests: the next n batch commits are
-// dropped before they are sent, or their acks are lost.
-type storeFaults struct {
-	dropCommit, loseAck atomic.Int32
+// committer sends an atomic batch's commit and waits for the server's
+// answer. The store's NATS connection does; a JetStream value given to
+// OpenStore that has this method does instead (a wrapper that watches or
+// fails the round trip, as a connection lost mid-batch would).
+type committer interface {
+	RequestMsgWithContext(ctx context.Context, m *nats.Msg) (*nats.Msg, error)
 }
 
-// DropBatchCommits makes the next n atomic batches never send their
-// commit (the batch does not land; its ack never comes), as a connection
-// lost mid-batch would. For fault-injection tests (the ledger's own and
-// the seeded simulation); a deployment never calls it.
-func (s *Store) DropBatchCommits(n int32) { s.faults.dropCommit.Store(n) }
-
-// LoseBatchAcks makes the next n committed atomic batches lose their ack
-// (the batch landed; its caller cannot know). For fault-injection tests,
-// as DropBatchCommits.
-func (s *Store) LoseBatchAcks(n int32) { s.faults.loseAck.Store(n) }
-
-func takeFault(c *atomic.Int32) bool {
-	for {
-		n := c.Load()
-		if n <= 0 {
-			return false
-		}
-		if c.CompareAndSwap(n, n-1) {
-			return true
-		}
-	}
-}
+var _ committer = (*nats.Conn)(nil)
 
 // The atomic batch headers of JetStream (nats.go does not name them).
 const (

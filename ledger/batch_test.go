@@ -156,14 +156,15 @@ func TestGroupCommitConflictInsideBatchIsSplit(t *testing.T) {
 func TestGroupCommitLostBatchAckIsResolvedPerMessage(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		inject func(*ledger.Store)
+		inject func(*testharness.BatchFaults)
 	}{
-		{"ack-lost", func(s *ledger.Store) { s.LoseBatchAcks(1) }},
-		{"commit-dropped", func(s *ledger.Store) { s.DropBatchCommits(1) }},
+		{"ack-lost", func(f *testharness.BatchFaults) { f.LoseAcks(1) }},
+		{"commit-dropped", func(f *testharness.BatchFaults) { f.DropCommits(1) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := testharness.StartNode(t)
-			s := testharness.OpenStore(t, n.JS, testharness.BatchMin(2))
+			faults := testharness.NewBatchFaults(n.JS)
+			s := testharness.OpenStore(t, faults, testharness.BatchMin(2))
 			ctx := context.Background()
 			const k = 10
 			evs := make([][]events.Event, k)
@@ -172,7 +173,7 @@ func TestGroupCommitLostBatchAckIsResolvedPerMessage(t *testing.T) {
 				rec := recordedEvent(t, fmt.Sprintf("lost-%d", i))
 				evs[i] = []events.Event{rec, approval(rec.IntentID, 2, "writer")}
 			}
-			tc.inject(s)
+			tc.inject(faults)
 			seqs, errs := s.AppendUnits(ctx, "social_post", evs, exp)
 			for i, err := range errs {
 				if err != nil {
@@ -199,14 +200,15 @@ func TestGroupCommitLostBatchAckIsResolvedPerMessage(t *testing.T) {
 // is a conflict, not a success.
 func TestGroupCommitLostAckDoesNotClaimAnIdenticalEvent(t *testing.T) {
 	n := testharness.StartNode(t)
-	s := testharness.OpenStore(t, n.JS, testharness.BatchMin(2))
+	faults := testharness.NewBatchFaults(n.JS)
+	s := testharness.OpenStore(t, faults, testharness.BatchMin(2))
 	ctx := context.Background()
 	rec := recordedEvent(t, "identical")
 	if _, err := s.Append(ctx, "social_post", rec, 0); err != nil { // another append of the same bytes
 		t.Fatal(err)
 	}
 	other := recordedEvent(t, "other")
-	s.LoseBatchAcks(1)
+	faults.LoseAcks(1)
 	_, errs := s.AppendUnits(ctx, "social_post", [][]events.Event{{rec}, {other}}, []uint64{0, 0})
 	if !errors.Is(errs[0], ledger.ErrConflict) {
 		t.Fatalf("identical event appended by another append: %v, want ErrConflict", errs[0])
@@ -328,6 +330,7 @@ func TestClusterR3GroupCommit(t *testing.T) {
 	cfg.Replicas = 3
 	cfg.BatchMin = 2
 	var stores []*ledger.Store
+	var faults []*testharness.BatchFaults
 	for _, srv := range c.Servers {
 		nc, err := nats.Connect(srv.ClientURL())
 		if err != nil {
@@ -338,8 +341,9 @@ func TestClusterR3GroupCommit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		faults = append(faults, testharness.NewBatchFaults(js))
 		for {
-			st, err := ledger.OpenStore(ctx, js, cfg)
+			st, err := ledger.OpenStore(ctx, faults[len(faults)-1], cfg)
 			if err == nil {
 				stores = append(stores, st)
 				break
@@ -434,7 +438,7 @@ func TestClusterR3GroupCommit(t *testing.T) {
 		rec := recordedEvent(t, fmt.Sprintf("r3-lost-%d", i))
 		evs[i] = []events.Event{rec, approval(rec.IntentID, 2, "writer")}
 	}
-	s.LoseBatchAcks(1)
+	faults[1].LoseAcks(1)
 	before := s.BatchStats()
 	seqs, errs := s.AppendUnits(ctx, "social_post", evs, exp)
 	for i, err := range errs {

@@ -63,10 +63,6 @@ type ReaderConfig struct {
 	Recreate int
 	// NamePrefix names the (ephemeral) consumers (default "settle_read").
 	NamePrefix string
-	// LagForTest is a test hook (nil in every process settle runs): the
-	// read's consumer number n (from 0) holds nothing after sequence
-	// LagForTest(n) (0: no lag), as a consumer on a copy that lags would.
-	LagForTest func(n int) uint64
 }
 
 func (c ReaderConfig) withDefaults() ReaderConfig {
@@ -385,21 +381,6 @@ func (r *Reader) next(ctx context.Context) (StreamMsg, error) {
 		seq := md.Sequence.Stream
 		if seq <= r.last && r.started {
 			continue // delivered already (a consumer made again)
-		}
-		if r.cfg.LagForTest != nil {
-			if c := r.cfg.LagForTest(int(r.stats.Recreated)); c > 0 && seq > c {
-				// The test's lagging copy: it holds nothing after c.
-				t := time.NewTimer(time.Until(deadline))
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-				}
-				t.Stop()
-				if ctx.Err() != nil {
-					return StreamMsg{}, ctx.Err()
-				}
-				return StreamMsg{}, errNothingYet
-			}
 		}
 		if !r.cfg.Follow && seq > r.end {
 			r.settled = true // appended since the read began: past the end

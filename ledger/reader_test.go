@@ -129,7 +129,7 @@ func checkReads(t *testing.T, js jetstream.JetStream) {
 		}
 		return 0
 	}
-	r = openReader(t, js, ledger.ReaderConfig{StallAfter: 300 * time.Millisecond, LagForTest: lag})
+	r = openReader(t, testharness.NewLaggingCopy(js, lag), ledger.ReaderConfig{StallAfter: 300 * time.Millisecond})
 	sameSeqs(t, "a lagging copy", readAll(t, r), seqRange(1, 300))
 	// The lagging consumer was made again. A busy machine may stall the
 	// next one past StallAfter too (seen under -race beside a build): it
@@ -137,8 +137,8 @@ func checkReads(t *testing.T, js jetstream.JetStream) {
 	if st := r.Stats(); st.Recreated < 1 || consumers.Load() != int32(st.Recreated)+1 {
 		t.Fatalf("a lagging copy: %+v, %d consumers", st, consumers.Load())
 	}
-	r = openReader(t, js, ledger.ReaderConfig{LastPerSubject: true, StallAfter: 300 * time.Millisecond,
-		LagForTest: func(n int) uint64 { return map[int]uint64{0: 200}[n] }})
+	r = openReader(t, testharness.NewLaggingCopy(js, func(n int) uint64 { return map[int]uint64{0: 200}[n] }),
+		ledger.ReaderConfig{LastPerSubject: true, StallAfter: 300 * time.Millisecond})
 	got = readAll(t, r)
 	seen := map[string]uint64{}
 	for _, s := range got {
@@ -149,7 +149,7 @@ func checkReads(t *testing.T, js jetstream.JetStream) {
 			t.Fatalf("last per subject from a lagging copy: %s ends at %d, want %d (%v)", subj, seen[subj], s, got)
 		}
 	}
-	r = openReader(t, js, ledger.ReaderConfig{StallAfter: 100 * time.Millisecond, Recreate: 2, LagForTest: func(int) uint64 { return 50 }})
+	r = openReader(t, testharness.NewLaggingCopy(js, func(int) uint64 { return 50 }), ledger.ReaderConfig{StallAfter: 100 * time.Millisecond, Recreate: 2})
 	defer r.Close()
 	var err error
 	for n := 0; err == nil; n++ {

@@ -237,8 +237,6 @@ type Store struct {
 	dupInProcess atomic.Int64
 	// batch is the group commit (batch.go).
 	batch *batcher
-	// faults are injected by tests.
-	faults storeFaults
 	// atomic: the stream allows atomic batches (the server knows them).
 	atomic bool
 	// loads counts history reads (Loads).

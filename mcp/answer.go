@@ -162,7 +162,7 @@ func answerOf(i *fsm.Intent, replayed bool) *Answer {
 }
 
 func receiptOf(r *events.Receipt) *Receipt {
-	out := &Receipt{ExternalID: r.ExternalID, LiveURL: r.LiveURL, PayloadSHA256: r.PayloadSHA256, Source: r.Source}
+	out := &Receipt{ExternalID: r.ExternalID, LiveURL: r.LiveURL, PayloadSHA256: r.PayloadSHA256, Source: string(r.Source)}
 	if !r.ReadbackAt.IsZero() {
 		out.VerifiedAt = r.ReadbackAt.UTC()
 	}

@@ -36,7 +36,7 @@
 // rule of the log applies; an operator action appends to the intent as it
 // was read (one read) and answers from it.
 //
-// mcp imports service, producer, ledger, fsm, events, adapter and the
+// mcp imports service, ledger, fsm, events, adapter and the
 // SDK. Optional adapter methods (PayloadSchema, WriteMethod) are found
 // through small interfaces defined here.
 // It must never import: api, consumers/..., node, cmd/..., embedded,

@@ -12,8 +12,6 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
-	"github.com/settle-dev/settle/ledger"
-	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/service"
 )
 
@@ -153,7 +151,7 @@ func (h *handlers) submit(rt routeTool) sdk.ToolHandler {
 			}
 			return h.refuse(CodeConflict, "", "this step's write is in flight; its outcome is not known yet. Do not retry it "+
 				"under new ids; ask for status (with wait_seconds).", nil), nil
-		case errors.Is(err, producer.ErrOutcomeNotRecorded) && out != nil:
+		case errors.Is(err, service.ErrOutcomeNotRecorded) && out != nil:
 			// The write was made and its outcome is not on the log yet:
 			// unknown, and reconciliation will settle it.
 			h.s.log.Warn("mcp: outcome not recorded", "intent", out.Result.IntentID, "err", h.s.scrub.Scrub(err.Error()))
@@ -165,7 +163,7 @@ func (h *handlers) submit(rt routeTool) sdk.ToolHandler {
 			return h.refuse(CodePayloadMismatch, me.Field, "this task_id and step_id were already submitted with a "+
 				"different "+me.Field+"; nothing was written. To make a different write, use a new step_id; to learn "+
 				"the stored result, ask status.", stored), nil
-		case errors.Is(err, producer.ErrOutcomeNotRecorded):
+		case errors.Is(err, service.ErrOutcomeNotRecorded):
 			h.s.log.Warn("mcp: outcome not recorded", "route", route.Name, "err", h.s.scrub.Scrub(err.Error()))
 			return h.refuse(CodeUnavailable, "", "unknown: the write was made but settle could not record its outcome "+
 				"yet; it will settle it. Do not retry, and do not resubmit it under new ids; ask for status "+
@@ -175,7 +173,7 @@ func (h *handlers) submit(rt routeTool) sdk.ToolHandler {
 			fe := &events.FieldError{Reason: "this caller may not make this write"}
 			errors.As(err, &fe)
 			return h.refuse(CodeForbidden, fe.Field, fe.Field+": "+fe.Reason+"; nothing was written", nil), nil
-		case errors.Is(err, producer.ErrInvalidRequest), errors.Is(err, producer.ErrPayloadTooLarge):
+		case errors.Is(err, service.ErrInvalidRequest), errors.Is(err, service.ErrPayloadTooLarge):
 			return h.refuseArg(err), nil
 		case held(err):
 			return h.held(err), nil
@@ -203,7 +201,7 @@ func (h *handlers) lookupFailed(op string, err error) *sdk.CallToolResult {
 	case errors.Is(err, service.ErrNotFound), errors.Is(err, service.ErrForbidden):
 		return h.notVisible("", "no such write is recorded (or it is not visible to this caller). "+
 			"A write that was never recorded was never made: submitting it is safe.")
-	case errors.Is(err, producer.ErrInvalidRequest):
+	case errors.Is(err, service.ErrInvalidRequest):
 		return h.refuseArg(err)
 	case held(err):
 		return h.held(err)
@@ -212,21 +210,21 @@ func (h *handlers) lookupFailed(op string, err error) *sdk.CallToolResult {
 }
 
 // held reports an intent that is held after an accepted log loss, or whose
-// history this version cannot fold (producer.HeldError): permanent until a
+// history this version cannot fold (service.HeldError): permanent until a
 // human acts, never "unavailable" (which invites calling again).
 func held(err error) bool {
-	var he *producer.HeldError
+	var he *service.HeldError
 	return errors.As(err, &he)
 }
 
 // held answers a held intent: nothing is recorded or written for it until
 // an operator acts; calling again changes nothing.
 func (h *handlers) held(err error) *sdk.CallToolResult {
-	var he *producer.HeldError
+	var he *service.HeldError
 	errors.As(err, &he)
 	msg := "settle's log lost some of this write's events and an operator accepted the loss: the write is held for a human, " +
 		"and nothing is recorded or written for it. Do not retry it, and do not resubmit it under new ids; a human decides."
-	if !errors.Is(err, producer.ErrIntentHeld) {
+	if !errors.Is(err, service.ErrIntentHeld) {
 		msg = "this version of settle cannot read this write's history: nothing was recorded or written. " +
 			"Do not retry it, and do not resubmit it under new ids; a human decides."
 	}
@@ -402,15 +400,15 @@ func (h *handlers) operate(ctx context.Context, a *args, tool string, act servic
 	_, i, err := h.s.svc.Act(ctx, h.c, id, act)
 	switch {
 	case err == nil:
-	case errors.Is(err, producer.ErrNotAllowed):
+	case errors.Is(err, service.ErrNotAllowed):
 		// Refused on the state just read (the intent is unchanged).
 		return h.refuse(CodeNotAllowed, "", fmt.Sprintf("the intent is %s; %s is not allowed there; nothing was recorded", i.State, tool),
 			answerOf(i, false)), nil
-	case errors.Is(err, ledger.ErrConflict):
+	case errors.Is(err, service.ErrConflict):
 		return h.refuse(CodeConflict, "", "the intent changed while the decision was recorded; ask status and decide again", nil), nil
 	case errors.Is(err, service.ErrNotFound), errors.Is(err, service.ErrForbidden):
 		return h.notVisible("intent_id", "no such intent is visible to this caller; nothing was recorded"), nil
-	case errors.Is(err, producer.ErrInvalidRequest):
+	case errors.Is(err, service.ErrInvalidRequest):
 		return h.refuseArg(err), nil
 	case held(err):
 		return h.held(err), nil

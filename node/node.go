@@ -102,7 +102,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	sc.Writer = n.writer
 	cfg.Logger.Info("settle starting", "command", cfg.Command, "writer", sc.Writer, "pid", os.Getpid(), "log", n.Where())
 	// Before anything reads or writes the log: has it lost events?
-	if n.hold, err = guardLog(ctx, n.js, sc.Stream, n.dd, cfg.AcceptLogLoss, cfg.NATSURL == "", cfg.Logger); err != nil {
+	if n.hold, err = guardLog(ctx, logGuard{js: n.js, stream: sc.Stream, dd: n.dd, accept: cfg.AcceptLogLoss, single: cfg.NATSURL == "", logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
 	if n.store, err = openStore(ctx, n.js, sc, cfg.Logger); err != nil {

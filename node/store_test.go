@@ -151,7 +151,7 @@ func TestGuardLogAsksAgainWhenAnAnswerIsLost(t *testing.T) {
 	var logs testharness.SyncBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := guardLog(ctx, js, "SETTLE_INTENTS", dd, false, true, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+	if _, err := guardLog(ctx, logGuard{js: js, stream: "SETTLE_INTENTS", dd: dd, single: true, logger: slog.New(slog.NewTextHandler(&logs, nil))}); err != nil {
 		t.Fatalf("check the log with its first answer lost: %v (requests %d, lost %d)\n%s", err, asked.Load(), lost.Load(), logs.String())
 	}
 	if lost.Load() != 1 || asked.Load() < 2 {

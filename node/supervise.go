@@ -241,7 +241,7 @@ func (s *supervisor) watchDisk(ctx context.Context, srv *embedded.Restartable, j
 			cctx, cancel := context.WithTimeout(ctx, time.Minute)
 			err := waitStream(cctx, js, stream)
 			if err == nil {
-				_, err = guardLog(cctx, js, stream, dd, false, true, s.logger)
+				_, err = guardLog(cctx, logGuard{js: js, stream: stream, dd: dd, single: true, logger: s.logger})
 			}
 			cancel()
 			if err != nil {

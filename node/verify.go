@@ -213,5 +213,9 @@ func scanForWriters(ctx context.Context, js jetstream.JetStream, stream, viewsPa
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	return missing, last, wc.report(), nil
+	rep := wc.report()
+	if wc.err != nil {
+		return nil, 0, nil, wc.err
+	}
+	return missing, last, rep, nil
 }

@@ -230,6 +230,19 @@ func lostRanges(first, last, msgs uint64, deleted []uint64, want uint64) [][2]ui
 	return out
 }
 
+// logGuard is the log guardLog checks, and how.
+type logGuard struct {
+	js     jetstream.JetStream
+	stream string
+	dd     *DataDir
+	// accept: the operator accepts a loss (--accept-log-loss).
+	accept bool
+	// single: only this process writes the log (an embedded store): a
+	// second writer's traces are then a loss too (writers.go).
+	single bool
+	logger *slog.Logger
+}
+
 // guardLog runs the check before anything reads or writes the log. On a
 // loss it refuses (an error wrapping ledger.ErrLogDamaged) unless the
 // operator accepts it; then the views, which hold the lost events, are
@@ -238,9 +251,10 @@ func lostRanges(first, last, msgs uint64, deleted []uint64, want uint64) [][2]ui
 // It returns the intents held after accepted losses (this one and earlier
 // ones), each with the message of its hand-off.
 //
-// single says that only this process writes the log (an embedded store):
-// a second writer's traces are then a loss too (writers.go).
-func guardLog(ctx context.Context, js jetstream.JetStream, stream string, dd *DataDir, accept, single bool, logger *slog.Logger) (map[string]string, error) {
+// A scan that fails while a loss is being accepted refuses the start: what
+// would be accepted is not known.
+func guardLog(ctx context.Context, g logGuard) (map[string]string, error) {
+	js, stream, dd, accept, logger := g.js, g.stream, g.dd, g.accept, g.logger
 	hw, err := ReadHighWater(dd.HighWater())
 	if err != nil {
 		return nil, err
@@ -267,20 +281,21 @@ func guardLog(ctx context.Context, js jetstream.JetStream, stream string, dd *Da
 		// whole log finds (verify.go), and a second writer's traces on
 		// an embedded store (writers.go).
 		missing, last, w, err := scanForWriters(ctx, js, stream, dd.Views(), hw.WritersThrough)
-		if err == nil {
-			if single && w.Found() {
-				writers = w
+		if err != nil {
+			return nil, errors.Errorf("accept log loss: read the whole log: %w", err)
+		}
+		if g.single && w.Found() {
+			writers = w
+		}
+		if missing = subtract(missing, hw.Accepted); len(missing) > 0 {
+			if loss == nil {
+				loss = describeLoss(ctx, stream, missing, last, dd.Views())
+			} else {
+				loss.Ranges = merge(append(loss.Ranges, missing...))
 			}
-			if missing = subtract(missing, hw.Accepted); len(missing) > 0 {
-				if loss == nil {
-					loss = describeLoss(ctx, stream, missing, last, dd.Views())
-				} else {
-					loss.Ranges = merge(append(loss.Ranges, missing...))
-				}
-			}
-			if loss == nil && writers != nil {
-				loss = &logLoss{Stream: stream, LastSeq: last}
-			}
+		}
+		if loss == nil && writers != nil {
+			loss = &logLoss{Stream: stream, LastSeq: last}
 		}
 	}
 	if loss == nil {
@@ -292,7 +307,7 @@ func guardLog(ctx context.Context, js jetstream.JetStream, stream string, dd *Da
 				"See them all: settle audit --data DIR. Restore the store from a replica or a backup if you can; "+
 				"otherwise start with --accept-log-loss (the views are kept aside, the intents that remain are swept and settled, the lost ones listed here must be checked by hand)")
 	}
-	ids, err := acceptLoss(ctx, js, stream, dd, hw, loss, writers, logger)
+	ids, err := acceptLoss(ctx, g, hw, loss, writers)
 	if err != nil {
 		return nil, err
 	}
@@ -305,7 +320,8 @@ func guardLog(ctx context.Context, js jetstream.JetStream, stream string, dd *Da
 // the stream sees before it writes: ledger.MarkHeld); then the high-water
 // mark, and the views are moved aside. It returns every intent held
 // since.
-func acceptLoss(ctx context.Context, js jetstream.JetStream, stream string, dd *DataDir, hw HighWater, loss *logLoss, writers *WriterReport, logger *slog.Logger) ([]string, error) {
+func acceptLoss(ctx context.Context, g logGuard, hw HighWater, loss *logLoss, writers *WriterReport) ([]string, error) {
+	js, stream, dd, logger := g.js, g.stream, g.dd, g.logger
 	if len(loss.Ranges) > 0 {
 		logger.Error("the log lost events; starting anyway (--accept-log-loss): the intents listed must be checked by hand", "loss", loss.Error())
 	}

@@ -71,14 +71,14 @@ func TestGuardLogRefusesAShortLog(t *testing.T) {
 	if _, err := node.JS.Publish(ctx, "settle.intents.r.in_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", []byte("{}")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, false, true, logger); err != nil {
+	if _, err := guardLog(ctx, logGuard{js: node.JS, stream: "SETTLE_INTENTS", dd: dd, single: true, logger: logger}); err != nil {
 		t.Fatalf("a whole log: %v", err)
 	}
 	hw := HighWater{Stream: "SETTLE_INTENTS", LastSeq: 5, Msgs: 5}
 	if err := writeHighWater(filepath.Join(dir, HighWaterFile), hw); err != nil {
 		t.Fatal(err)
 	}
-	_, err = guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, false, true, logger)
+	_, err = guardLog(ctx, logGuard{js: node.JS, stream: "SETTLE_INTENTS", dd: dd, single: true, logger: logger})
 	if !errors.Is(err, ledger.ErrLogDamaged) || !strings.Contains(err.Error(), "lost sequences 2..5") {
 		t.Fatalf("a log behind its mark: %v", err)
 	}
@@ -86,7 +86,7 @@ func TestGuardLogRefusesAShortLog(t *testing.T) {
 		t.Fatalf("hint: %q", hint)
 	}
 	// Accepted: recorded, and not refused again.
-	if _, err := guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, true, true, logger); err != nil {
+	if _, err := guardLog(ctx, logGuard{js: node.JS, stream: "SETTLE_INTENTS", dd: dd, accept: true, single: true, logger: logger}); err != nil {
 		t.Fatalf("accepting: %v", err)
 	}
 	b, _ := os.ReadFile(filepath.Join(dir, HighWaterFile))
@@ -94,14 +94,14 @@ func TestGuardLogRefusesAShortLog(t *testing.T) {
 	if err := json.Unmarshal(b, &got); err != nil || !reflect.DeepEqual(got.Accepted, [][2]uint64{{2, 5}}) || got.LastSeq != 1 {
 		t.Fatalf("after accepting: %s (%v)", b, err)
 	}
-	if _, err := guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, false, true, logger); err != nil {
+	if _, err := guardLog(ctx, logGuard{js: node.JS, stream: "SETTLE_INTENTS", dd: dd, single: true, logger: logger}); err != nil {
 		t.Fatalf("after accepting: %v", err)
 	}
 	// The stream gone while the mark remembers it.
 	if err := node.JS.DeleteStream(ctx, "SETTLE_INTENTS"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, false, true, logger)
+	_, err = guardLog(ctx, logGuard{js: node.JS, stream: "SETTLE_INTENTS", dd: dd, single: true, logger: logger})
 	if !errors.Is(err, ledger.ErrLogDamaged) || !strings.Contains(err.Error(), "is gone") {
 		t.Fatalf("a vanished stream: %v", err)
 	}
@@ -134,7 +134,7 @@ func TestGuardLogWaitsForJetStream(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	done := make(chan error, 1)
 	go func() {
-		_, err := guardLog(context.Background(), js, "SETTLE_INTENTS", dd, false, true, logger)
+		_, err := guardLog(context.Background(), logGuard{js: js, stream: "SETTLE_INTENTS", dd: dd, single: true, logger: logger})
 		done <- err
 	}()
 	// Not before a first attempt went unanswered.
@@ -162,7 +162,7 @@ func TestGuardLogWaitsForJetStream(t *testing.T) {
 	// A refusal is not waited out.
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := guardLog(canceled, js, "SETTLE_INTENTS", dd, false, true, logger); !errors.Is(err, context.Canceled) {
+	if _, err := guardLog(canceled, logGuard{js: js, stream: "SETTLE_INTENTS", dd: dd, single: true, logger: logger}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("guardLog with its context done: %v", err)
 	}
 }
@@ -258,7 +258,7 @@ func TestAcceptingALossMarksTheHeldIntentsOnTheLog(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := guardLog(ctx, node.JS, "SETTLE_INTENTS", dd, true, true, logger); err != nil {
+	if _, err := guardLog(ctx, logGuard{js: node.JS, stream: "SETTLE_INTENTS", dd: dd, accept: true, single: true, logger: logger}); err != nil {
 		t.Fatalf("accepting: %v", err)
 	}
 	h, err := store.LoadByID(ctx, lost.ID())

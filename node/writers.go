@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cockroachdb/errors"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -87,6 +88,9 @@ type writerCheck struct {
 	ended   map[string]bool
 	intents map[string]bool
 	pending []seen // messages not yet compared with the views
+	// err is the first failed read of the views: the comparison is then
+	// incomplete.
+	err error
 }
 
 type seen struct {
@@ -141,7 +145,7 @@ func (w *writerCheck) compare() {
 	}
 	from, to := w.pending[0].seq, w.pending[len(w.pending)-1].seq
 	w.pending = w.pending[:0]
-	_ = w.known.EventsBetween(w.ctx, from, to, func(e projector.KnownEvent) error {
+	err := w.known.EventsBetween(w.ctx, from, to, func(e projector.KnownEvent) error {
 		s, ok := at[e.Seq]
 		if !ok || (s.intentID == e.IntentID && s.version == e.Version) {
 			return nil // a hole is the loss checks' to name
@@ -153,6 +157,9 @@ func (w *writerCheck) compare() {
 		w.intents[e.IntentID] = true
 		return nil
 	})
+	if err != nil && w.err == nil {
+		w.err = errors.Errorf("compare with the views: %w", err)
+	}
 }
 
 // report ends the read.

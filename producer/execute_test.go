@@ -32,6 +32,8 @@ type env struct {
 	api  *fakeapi.SocialAPI
 	ad   *httproute.Adapter
 	p    *producer.Producer
+	// store is p's.
+	store *ledger.Store
 }
 
 // newEnv is the env with the route social_post compiled from
@@ -57,11 +59,12 @@ func newEnvOn(t *testing.T, made func(jetstream.JetStream), mod ...func(*adapter
 	}
 	pc := producer.DefaultConfig()
 	pc.Actor = "writer-1"
-	p, err := producer.New(testharness.OpenStore(t, n.JS), pc, route)
+	store := testharness.OpenStore(t, n.JS)
+	p, err := producer.New(store, pc, route)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{node: n, api: api, ad: ad, p: p}
+	return &env{node: n, api: api, ad: ad, p: p, store: store}
 }
 
 func req(requestID, body string) producer.Request {
@@ -81,7 +84,7 @@ func types(h []events.Event) []events.Type {
 // logged loads the history from the log (not from the result).
 func (e *env) logged(t *testing.T, intentID string) []events.Event {
 	t.Helper()
-	h, err := e.p.Store().Load(context.Background(), "social_post", intentID)
+	h, err := e.store.Load(context.Background(), "social_post", intentID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,9 +185,9 @@ func (p *probe) Write(ctx context.Context, r adapter.WriteRequest) (adapter.Writ
 
 func TestExecuteTimeoutAfterCommitIsUnknownWithWriteStartedFirst(t *testing.T) {
 	e := newEnv(t)
-	pr := &probe{Adapter: e.ad, store: e.p.Store()}
+	pr := &probe{Adapter: e.ad, store: e.store}
 	pc := producer.DefaultConfig()
-	p, err := producer.New(e.p.Store(), pc, adapter.Route{Name: "social_post", Adapter: pr, Policy: adapter.DefaultPolicy()})
+	p, err := producer.New(e.store, pc, adapter.Route{Name: "social_post", Adapter: pr, Policy: adapter.DefaultPolicy()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,10 +337,10 @@ func TestExecuteDryRunWritesNothing(t *testing.T) {
 	if e.api.Writes() != 0 || e.api.Effects() != 0 {
 		t.Fatalf("dry run wrote to the API")
 	}
-	if _, err := e.p.Store().Load(context.Background(), "social_post", res.IntentID); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := e.store.Load(context.Background(), "social_post", res.IntentID); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("dry run appended to the log: %v", err)
 	}
-	info, err := e.p.Store().Stream().Info(context.Background())
+	info, err := e.store.Stream().Info(context.Background())
 	if err != nil || info.State.Msgs != 0 {
 		t.Fatalf("stream has %d messages after a dry run", info.State.Msgs)
 	}
@@ -403,7 +406,7 @@ func TestExecuteStartsAnIntentWhoseWriterDiedBeforeWriteStarted(t *testing.T) {
 		IdempotencyKey: events.IdempotencyKey(id), Payload: canon, PayloadSHA256: sum, Canon: events.CanonV1,
 		PlannedAt: time.Now(), Policy: adapter.DefaultPolicy(),
 	})
-	if _, err := e.p.Store().Append(context.Background(), "social_post", rec, 0); err != nil {
+	if _, err := e.store.Append(context.Background(), "social_post", rec, 0); err != nil {
 		t.Fatal(err)
 	}
 	res, err := e.p.Execute(context.Background(), r)

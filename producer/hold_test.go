@@ -210,6 +210,7 @@ func (w *lossWorld) resubmitAll(t *testing.T, p *producer.Producer, marked bool)
 	t.Helper()
 	ctx := context.Background()
 	effects := w.api.Effects()
+	store := testharness.OpenStore(t, w.node.JS)
 	var handed, waiting, refused int
 	for k := 0; k < w.n; k++ {
 		id := heldID(k)
@@ -224,7 +225,7 @@ func (w *lossWorld) resubmitAll(t *testing.T, p *producer.Producer, marked bool)
 		if n := w.api.EffectsForKey(events.IdempotencyKey(id)); n != 1 {
 			t.Errorf("held intent %s: %d effects", id, n)
 		}
-		for _, m := range testharness.RawHistory(t, p.Store(), l.route, id) {
+		for _, m := range testharness.RawHistory(t, store, l.route, id) {
 			if m.Sequence > w.lastSeq && m.Header.Get(events.HoldHeader) == "" {
 				e, _ := events.Decode(m.Data)
 				if e.Type != events.ManualActionRequired {
@@ -308,7 +309,7 @@ func TestUnreadableHistoryIsRefusedNotWritten(t *testing.T) {
 	_ = rec
 	// A version 2 with no version 1: a planted, broken history.
 	ev := events.New(id, 2, t0, "planted", "", &events.ApprovalRequiredData{For: "first_write", Reason: "planted"})
-	if _, err := e.p.Store().Append(ctx, r.Route, ev, 0); err != nil {
+	if _, err := e.store.Append(ctx, r.Route, ev, 0); err != nil {
 		t.Fatal(err)
 	}
 	_, err := e.p.Execute(ctx, r)
@@ -320,7 +321,7 @@ func TestUnreadableHistoryIsRefusedNotWritten(t *testing.T) {
 		t.Fatalf("%d writes", e.api.Writes())
 	}
 	ids := []string{}
-	for _, m := range testharness.RawHistory(t, e.p.Store(), r.Route, id) {
+	for _, m := range testharness.RawHistory(t, e.store, r.Route, id) {
 		ids = append(ids, m.Header.Get(jetstream.MsgIDHeader))
 	}
 	sort.Strings(ids)

@@ -50,25 +50,25 @@ func TestRequestIDIsScopedPerTenantAndAccount(t *testing.T) {
 func TestExecuteReadsTheLogOncePerSubmit(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
-	before := e.p.Store().Loads()
+	before := e.store.Loads()
 	res, err := e.p.Execute(ctx, req("reads-1", "hello"))
 	if err != nil || res.State != fsm.Verifying {
 		t.Fatalf("%v %+v", err, res)
 	}
-	if got := e.p.Store().Loads() - before; got != 0 {
+	if got := e.store.Loads() - before; got != 0 {
 		t.Fatalf("a new intent read the log %d times, want 0", got)
 	}
-	before = e.p.Store().Loads()
+	before = e.store.Loads()
 	again, err := e.p.Execute(ctx, req("reads-1", "hello"))
 	if err != nil || !again.Replayed {
 		t.Fatalf("%v %+v", err, again)
 	}
-	if got := e.p.Store().Loads() - before; got != 1 {
+	if got := e.store.Loads() - before; got != 1 {
 		t.Fatalf("a replay read the log %d times, want 1", got)
 	}
 	// The result is the intent as the log holds it: its events and the
 	// sequence of the last, and the fold of exactly those.
-	h, err := e.p.Store().Load(ctx, "social_post", res.IntentID)
+	h, err := e.store.Load(ctx, "social_post", res.IntentID)
 	if err != nil || h.LastSeq != again.LastSeq || len(h.Events) != len(again.History) || again.Intent.Version != uint64(len(h.Events)) {
 		t.Fatalf("result: last seq %d, %d events, version %d; log: %+v %v", again.LastSeq, len(again.History), again.Intent.Version, h, err)
 	}

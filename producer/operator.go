@@ -59,7 +59,7 @@ func (p *Producer) Abandon(ctx context.Context, h *ledger.History, i *fsm.Intent
 // operator proved.
 func (p *Producer) ResolveConfirmed(ctx context.Context, h *ledger.History, i *fsm.Intent, operator, reason, externalID, liveURL string) error {
 	d := &events.OperatorConfirmedData{Operator: operator, Reason: reason, Receipt: events.Receipt{
-		ExternalID: externalID, LiveURL: liveURL, PayloadSHA256: i.Recorded.PayloadSHA256, Source: "operator",
+		ExternalID: externalID, LiveURL: liveURL, PayloadSHA256: i.Recorded.PayloadSHA256, Source: events.SourceOperator,
 		IdempotencyKey: i.Recorded.IdempotencyKey, RequestID: i.Recorded.RequestID}}
 	return p.appendOperator(ctx, h, i, d)
 }

@@ -55,13 +55,9 @@ type Config struct {
 	OutcomeTimeout time.Duration
 	// OnCall, if set, is told of every external write attempt and its
 	// classified outcome (for metrics). It must not block.
-	OnCall func(route string, outcome events.Type)
+	OnCall CallObserver
 	// ClaimLease bounds a retry claim this producer takes (default 30s).
 	ClaimLease time.Duration
-	// AfterCall, if set, is called after each external call and before its
-	// outcome is appended; an error ends the write there, as if the process
-	// died between the two (fault injection for simulations and tests).
-	AfterCall func(intentID string) error
 	// Hold names intents that lost events in an accepted log loss: no
 	// write is made for them (hold.go).
 	Hold map[string]string
@@ -100,15 +96,26 @@ func (c Config) Validate() error {
 // What to do next is always fsm.Decider's decision; the producer takes the
 // steps of the write path.
 type Producer struct {
-	store  *ledger.Store
+	store  Store
 	cfg    Config
 	dec    fsm.Decider
 	routes map[string]adapter.Route
 	w      *Writer // write.go
 }
 
+// Store is the log a Producer records on and reads: a *ledger.Store, or a
+// wrapper of one.
+type Store interface {
+	Log
+	AppendEvents(ctx context.Context, route string, evs []events.Event, expectedLastSeq uint64) ([]uint64, error)
+	LoadByID(ctx context.Context, intentID string) (*ledger.History, error)
+	LoadIfAny(ctx context.Context, route, intentID string) (*ledger.History, error)
+}
+
+var _ Store = (*ledger.Store)(nil)
+
 // New returns a producer over store with the given routes.
-func New(store *ledger.Store, cfg Config, routes ...adapter.Route) (*Producer, error) {
+func New(store Store, cfg Config, routes ...adapter.Route) (*Producer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -117,7 +124,7 @@ func New(store *ledger.Store, cfg Config, routes ...adapter.Route) (*Producer, e
 	if cfg.ClaimLease > 0 {
 		dec.Lease = cfg.ClaimLease
 	}
-	w, err := NewWriter(store, WriterConfig{Actor: cfg.Actor, Now: cfg.Now, OutcomeTimeout: cfg.OutcomeTimeout, OnCall: cfg.OnCall, AfterCall: cfg.AfterCall, Logger: cfg.Logger})
+	w, err := NewWriter(store, WriterConfig{Actor: cfg.Actor, Now: cfg.Now, OutcomeTimeout: cfg.OutcomeTimeout, OnCall: cfg.OnCall, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -133,9 +140,6 @@ func New(store *ledger.Store, cfg Config, routes ...adapter.Route) (*Producer, e
 	}
 	return p, nil
 }
-
-// Store returns the event store.
-func (p *Producer) Store() *ledger.Store { return p.store }
 
 // Route returns a configured route.
 func (p *Producer) Route(name string) (adapter.Route, bool) { r, ok := p.routes[name]; return r, ok }
@@ -412,7 +416,7 @@ func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
 			}
 			return res, err
 		}
-		res, err := p.drive(ctx, pr.route, h, intent, recordedNow, false, 0)
+		res, err := p.drive(ctx, pr.route, h, intent, already{recorded: recordedNow})
 		if errors.Is(err, ledger.ErrConflict) && !errors.Is(err, ErrOutcomeNotRecorded) {
 			continue // another party moved the intent before any call: reload
 		}
@@ -502,11 +506,11 @@ func (p *Producer) recordAndStart(ctx context.Context, pr *prepared) (*Result, e
 		return p.result(h, intent, false), errors.Errorf("record: %s: %w", evs[1].Type, err)
 	}
 	if len(pair) == 1 {
-		return p.drive(ctx, pr.route, h, intent, true, false, 0)
+		return p.drive(ctx, pr.route, h, intent, already{recorded: true})
 	}
 	intent = next
 	if step.Kind != fsm.StepWrite {
-		return p.drive(ctx, pr.route, h, intent, true, false, 1)
+		return p.drive(ctx, pr.route, h, intent, already{recorded: true, appended: 1})
 	}
 	// The start is acknowledged: make the call, record its outcome.
 	if err := p.w.call(ctx, pr.route, h, intent, step, prepErr, realStart); err != nil {
@@ -515,13 +519,24 @@ func (p *Producer) recordAndStart(ctx context.Context, pr *prepared) (*Result, e
 		}
 		return nil, err
 	}
-	return p.drive(ctx, pr.route, h, intent, true, true, 2)
+	return p.drive(ctx, pr.route, h, intent, already{recorded: true, wrote: true, appended: 2})
+}
+
+// already is what a caller of drive did on the intent before.
+type already struct {
+	// recorded: the intent was recorded by this call (its result is not
+	// a replay).
+	recorded bool
+	// wrote: the external call was made.
+	wrote bool
+	// appended is how many events were appended.
+	appended int
 }
 
 // drive takes the write-path steps the decider gives, making at most one
-// external call, and returns the result. wrote and appended say what the
-// caller already did on this intent.
-func (p *Producer) drive(ctx context.Context, route adapter.Route, h *ledger.History, intent *fsm.Intent, recordedNow, wrote bool, appended int) (*Result, error) {
+// external call, and returns the result.
+func (p *Producer) drive(ctx context.Context, route adapter.Route, h *ledger.History, intent *fsm.Intent, did already) (*Result, error) {
+	wrote, appended := did.wrote, did.appended
 	caps := intent.Caps()
 	for k := 0; k < 8; k++ {
 		realStart := time.Now()
@@ -545,7 +560,7 @@ func (p *Producer) drive(ctx context.Context, route adapter.Route, h *ledger.His
 		}
 		appended++
 	}
-	return p.result(h, intent, !recordedNow && appended == 0), nil
+	return p.result(h, intent, !did.recorded && appended == 0), nil
 }
 
 // Classify maps one attempt's result to its outcome event body.
@@ -554,7 +569,7 @@ func Classify(intent *fsm.Intent, attemptID string, res adapter.WriteResult, err
 		if intent.Recorded.Policy.TrustResponse {
 			return &events.WriteConfirmedData{StatusCode: res.StatusCode, Receipt: events.Receipt{
 				ExternalID: res.ExternalID, LiveURL: res.LiveURL, PayloadSHA256: intent.Recorded.PayloadSHA256,
-				Source: "response", IdempotencyKey: intent.Recorded.IdempotencyKey, RequestID: intent.Recorded.RequestID, AttemptID: attemptID,
+				Source: events.SourceResponse, IdempotencyKey: intent.Recorded.IdempotencyKey, RequestID: intent.Recorded.RequestID, AttemptID: attemptID,
 			}}
 		}
 		return &events.WriteSucceededData{ExternalID: res.ExternalID, LiveURL: res.LiveURL, StatusCode: res.StatusCode}

@@ -129,7 +129,7 @@ func TestIdentityMismatchIsRefusedBeforeAnythingIsWritten(t *testing.T) {
 	if e.api.Writes() != 0 {
 		t.Fatalf("%d writes", e.api.Writes())
 	}
-	if _, err := e.p.Store().Load(context.Background(), "social_post", events.ScopedIntentID("default", "social_post", "acct_1", "task:who")); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := e.store.Load(context.Background(), "social_post", events.ScopedIntentID("default", "social_post", "acct_1", "task:who")); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("recorded anyway: %v", err)
 	}
 	ok := req("task:me", "hello")

@@ -39,7 +39,7 @@ func TestAnUnrecordedOutcomeIsLoggedNamingTheIntent(t *testing.T) {
 	var logs testharness.SyncBuffer
 	pc := producer.DefaultConfig()
 	pc.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	p, err := producer.New(e.p.Store(), pc, adapter.Route{Name: "social_post", Adapter: blockingWriter{Adapter: e.ad, store: e.p.Store()}, Policy: adapter.DefaultPolicy()})
+	p, err := producer.New(e.store, pc, adapter.Route{Name: "social_post", Adapter: blockingWriter{Adapter: e.ad, store: e.store}, Policy: adapter.DefaultPolicy()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,8 +96,8 @@ func (o overtakingWriter) Write(ctx context.Context, r adapter.WriteRequest) (ad
 // also a conflict, and Execute's rounds took it for one before any call.
 func TestExecuteDoesNotDriveAgainAfterItsOutcomeLostTheCAS(t *testing.T) {
 	e := newEnv(t)
-	p, err := producer.New(e.p.Store(), producer.DefaultConfig(),
-		adapter.Route{Name: "social_post", Adapter: overtakingWriter{Adapter: e.ad, t: t, store: e.p.Store()}, Policy: adapter.DefaultPolicy()})
+	p, err := producer.New(e.store, producer.DefaultConfig(),
+		adapter.Route{Name: "social_post", Adapter: overtakingWriter{Adapter: e.ad, t: t, store: e.store}, Policy: adapter.DefaultPolicy()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestExecuteDoesNotDriveAgainAfterItsOutcomeLostTheCAS(t *testing.T) {
 	if e.api.Effects() != 1 {
 		t.Fatalf("%d effects, want 1", e.api.Effects())
 	}
-	h, err := e.p.Store().Load(context.Background(), "social_post", res.IntentID)
+	h, err := e.store.Load(context.Background(), "social_post", res.IntentID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,11 +26,7 @@ type WriterConfig struct {
 	OutcomeTimeout time.Duration
 	// OnCall, if set, is told of every external write attempt and its
 	// classified outcome (for metrics). It must not block.
-	OnCall func(route string, outcome events.Type)
-	// AfterCall, if set, is called after each external call and before its
-	// outcome is appended; an error ends the write there, as if the process
-	// died between the two (fault injection for simulations and tests).
-	AfterCall func(intentID string) error
+	OnCall CallObserver
 	// Logger receives a WARN for every write whose outcome could not be
 	// recorded, naming the intent (nil: slog.Default()).
 	Logger *slog.Logger
@@ -51,28 +47,41 @@ func (c WriterConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
+// CallObserver is told of every external write attempt, with its route and
+// classified outcome (metrics). It must not block.
+type CallObserver func(route string, outcome events.Type)
+
+// Log is what a Writer appends to: a *ledger.Store, or a wrapper of one.
+type Log interface {
+	// AppendNext appends d as the next event of intent (history h) and
+	// folds it in (ledger.Store.AppendNext).
+	AppendNext(ctx context.Context, h *ledger.History, intent *fsm.Intent, actor string, at time.Time, attemptID string, d events.Data) error
+}
+
+var _ Log = (*ledger.Store)(nil)
+
 // Writer makes the write step of an intent (a StepWrite of fsm.Decider):
 // WriteStarted appended and acknowledged, then one call to the route's
 // adapter, then the classified outcome. Execute makes its writes through
 // one; a reconciler makes its own (NewWriter), with its worker's name and
 // clock. It decides nothing: the step is the decider's.
 type Writer struct {
-	store *ledger.Store
-	cfg   WriterConfig
+	log Log
+	cfg WriterConfig
 }
 
-// NewWriter returns a writer appending to store.
-func NewWriter(store *ledger.Store, cfg WriterConfig) (*Writer, error) {
+// NewWriter returns a writer appending to log.
+func NewWriter(log Log, cfg WriterConfig) (*Writer, error) {
 	if cfg.OutcomeTimeout == 0 {
 		cfg.OutcomeTimeout = 30 * time.Second
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if store == nil {
-		return nil, errors.New("writer: store is nil")
+	if log == nil {
+		return nil, errors.New("writer: log is nil")
 	}
-	return &Writer{store: store, cfg: cfg}, nil
+	return &Writer{log: log, cfg: cfg}, nil
 }
 
 // TakeWrite carries out a StepWrite of the decider: it appends the step's
@@ -157,11 +166,6 @@ func (w *Writer) call(ctx context.Context, route adapter.Route, h *ledger.Histor
 		res, callErr = route.Adapter.Write(callCtx, req)
 	}
 	cancel()
-	if w.cfg.AfterCall != nil {
-		if err := w.cfg.AfterCall(intent.ID); err != nil {
-			return errkind.Wrap(ErrOutcomeNotRecorded, errors.Wrapf(err, "%s", step.AttemptID))
-		}
-	}
 	outcome := Classify(intent, step.AttemptID, res, callErr)
 	if w.cfg.OnCall != nil {
 		w.cfg.OnCall(route.Name, outcome.EventType())
@@ -183,5 +187,5 @@ func (w *Writer) call(ctx context.Context, route adapter.Route, h *ledger.Histor
 
 // appendTo appends the next event to h and folds it into intent.
 func (w *Writer) appendTo(ctx context.Context, h *ledger.History, intent *fsm.Intent, attemptID string, d events.Data) error {
-	return w.store.AppendNext(ctx, h, intent, w.cfg.Actor, w.cfg.Now(), attemptID, d)
+	return w.log.AppendNext(ctx, h, intent, w.cfg.Actor, w.cfg.Now(), attemptID, d)
 }

@@ -637,7 +637,7 @@ func (b *batchTx) writeViews(id string, f *pendingIntent) error {
 		if err != nil {
 			return err
 		}
-		rSrc, rExt, rURL, rSHA, rAt = r.Source, r.ExternalID, r.LiveURL, r.PayloadSHA256, fmtTime(r.ReadbackAt)
+		rSrc, rExt, rURL, rSHA, rAt = string(r.Source), r.ExternalID, r.LiveURL, r.PayloadSHA256, fmtTime(r.ReadbackAt)
 		rChecks, rReq, rKey, rAttempt = string(cj), r.RequestID, r.IdempotencyKey, r.AttemptID
 	}
 	w := b.upsertIntents

@@ -124,7 +124,7 @@ func (g *generator) body(k int, i *fsm.Intent, typ events.Type, at time.Time) (e
 	}
 	sha := i.Recorded.PayloadSHA256
 	receipt := func(src, ext, attempt string) events.Receipt {
-		r := events.Receipt{ExternalID: ext, LiveURL: "https://x.example/p/" + ext, PayloadSHA256: sha, Source: src, AttemptID: attempt}
+		r := events.Receipt{ExternalID: ext, LiveURL: "https://x.example/p/" + ext, PayloadSHA256: sha, Source: events.Source(src), AttemptID: attempt}
 		if src == "readback" {
 			r.Checks = []events.Check{{Name: "url", OK: true}, {Name: "author", OK: true}, {Name: "payload", OK: true, Detail: "sha256 equal"}, {Name: "parent", OK: true}}
 			r.ReadbackAt = at

@@ -197,7 +197,7 @@ func scanIntent(s scanner) (IntentView, error) {
 	}
 	if rID.Valid {
 		r := &events.Receipt{ExternalID: rExt.String, LiveURL: rURL.String, PayloadSHA256: rSHA.String,
-			Source: rSrc.String, RequestID: rReq.String, IdempotencyKey: rKey.String, AttemptID: rAttempt.String}
+			Source: events.Source(rSrc.String), RequestID: rReq.String, IdempotencyKey: rKey.String, AttemptID: rAttempt.String}
 		if r.ReadbackAt, err = parseTime(rAt); err != nil {
 			return v, errors.Errorf("receipt %s: %w", v.IntentID, err)
 		}

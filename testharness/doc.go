@@ -5,6 +5,11 @@
 // planted ones the audit must find), and assertions on errors and
 // secrets. The fake external APIs are package fakeapi's.
 //
+// Faults are injected by wrapping what production code takes, never by
+// fields of its configs: BatchFaults and LaggingCopy wrap a JetStream
+// (lost batch commits and acks; a reader's lagging copy), DyingWriter
+// wraps a store (a writer dying between a call and its outcome).
+//
 // It never mocks NATS. Only tests and benchmarks import it: the settle
 // binary never links it, nor package testing.
 //

@@ -161,10 +161,10 @@ func (x *HandHistory) Started(n int) *HandHistory {
 // Receipt is a receipt of externalID for the intent, from source
 // (response, readback, operator); a readback receipt carries every check
 // HandCaps declares, passing.
-func (x *HandHistory) Receipt(externalID, source string) events.Receipt {
+func (x *HandHistory) Receipt(externalID string, source events.Source) events.Receipt {
 	r := events.Receipt{ExternalID: externalID, LiveURL: "https://social.example/p/" + externalID,
 		PayloadSHA256: x.I.Recorded.PayloadSHA256, Source: source}
-	if source == "readback" {
+	if source == events.SourceReadback {
 		for _, c := range HandCaps.Checks {
 			r.Checks = append(r.Checks, events.Check{Name: c, OK: true})
 		}
@@ -196,8 +196,8 @@ func ReplayedIntent(k int, t0 time.Time) []events.Event {
 		{events.AttemptID(id, 1), &events.WriteStartedData{Attempt: 1, IdempotencyKey: key, Deadline: at.Add(time.Minute)}},
 		{events.AttemptID(id, 1), &events.OutcomeUnknownData{Code: "connection_reset"}},
 		{"", &events.ReconcileStartedData{Worker: "w", LeaseUntil: at.Add(time.Minute), Strategy: "search", Check: 1}},
-		{"", &events.CandidateFoundData{ExternalID: ext, Source: "search"}},
-		{"", &events.ReadbackPassedData{Receipt: events.Receipt{ExternalID: ext, PayloadSHA256: sum, Source: "readback",
+		{"", &events.CandidateFoundData{ExternalID: ext, Source: events.SourceSearch}},
+		{"", &events.ReadbackPassedData{Receipt: events.Receipt{ExternalID: ext, PayloadSHA256: sum, Source: events.SourceReadback,
 			ReadbackAt: at, Checks: []events.Check{{Name: "url", OK: true}, {Name: "author", OK: true}, {Name: "payload", OK: true}, {Name: "parent", OK: true}, {Name: "visibility", OK: true}}}}},
 	}
 	out := make([]events.Event, len(evs))

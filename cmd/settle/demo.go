@@ -161,7 +161,7 @@ func printHistory(out io.Writer, h []events.Event) {
 		case *events.WriteStartedData, *events.IntentStartedData:
 			extra = "attempt " + e.AttemptID
 		case *events.CandidateFoundData:
-			extra = d.ExternalID + " via " + d.Source
+			extra = d.ExternalID + " via " + string(d.Source)
 		case *events.ReconcileStartedData:
 			extra = "strategy " + d.Strategy
 		}

@@ -76,7 +76,7 @@ func historyBytes(h *ledger.History) int {
 	return n
 }
 
-func (c *historyCache) load(ctx context.Context, store *ledger.Store, route, intentID string) (*ledger.History, error) {
+func (c *historyCache) load(ctx context.Context, store Store, route, intentID string) (*ledger.History, error) {
 	c.mu.Lock()
 	var h *ledger.History
 	if el, ok := c.m[intentID]; ok {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
@@ -76,9 +77,6 @@ type Config struct {
 	// OnStep, if set, is told of every step that appended (for metrics and
 	// progress). It must not block.
 	OnStep func(route, intentID string, res StepResult)
-	// AfterCall is the producer's fault-injection hook for the writes this
-	// reconciler makes (see producer.Config.AfterCall).
-	AfterCall func(intentID string) error
 	// Sweep makes Run read every intent's last event on start and step
 	// those no reconciler is done with (sweep.go); one reconciler per
 	// process is enough. SweepMax bounds the intents it keeps waiting.
@@ -89,7 +87,7 @@ type Config struct {
 	// OnCall, if set, is told of every external write this reconciler
 	// makes and its classified outcome (for metrics; see
 	// producer.WriterConfig.OnCall). It must not block.
-	OnCall func(route string, outcome events.Type)
+	OnCall producer.CallObserver
 	// Hold names intents that lost events in a log loss an operator
 	// accepted, each with a message: they are handed to a human and never
 	// written for again (hold.go).
@@ -162,7 +160,7 @@ func (c Config) Validate() error {
 // producer the writes).
 type Reconciler struct {
 	cfg   Config
-	store *ledger.Store
+	store Store
 	// routes are the routes this worker serves, by name; names sorted.
 	routes map[string]adapter.Route
 	names  []string
@@ -195,12 +193,30 @@ type countingReads struct {
 
 func (c *countingReads) add(n int) { c.mu.Lock(); c.n += n; c.mu.Unlock() }
 
+// Store is the log a Reconciler reads and appends to: a *ledger.Store, or
+// a wrapper of one.
+type Store interface {
+	producer.Log
+	AppendEvents(ctx context.Context, route string, evs []events.Event, expectedLastSeq uint64) ([]uint64, error)
+	Load(ctx context.Context, route, intentID string) (*ledger.History, error)
+	Refresh(ctx context.Context, h *ledger.History, intentID string) error
+	// Blocked says why appends are refused now (nil: they are not).
+	Blocked() error
+	// Config, JetStream and Stream are the log's (for its consumers and
+	// the sweep's reader).
+	Config() ledger.StoreConfig
+	JetStream() jetstream.JetStream
+	Stream() jetstream.Stream
+}
+
+var _ Store = (*ledger.Store)(nil)
+
 // NewReconciler returns a reconciler over store for routes.
-func NewReconciler(store *ledger.Store, cfg Config, routes ...adapter.Route) (*Reconciler, error) {
+func NewReconciler(store Store, cfg Config, routes ...adapter.Route) (*Reconciler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	w, err := producer.NewWriter(store, producer.WriterConfig{Actor: cfg.Worker, Now: cfg.Now, OnCall: cfg.OnCall, AfterCall: cfg.AfterCall, Logger: cfg.Logger})
+	w, err := producer.NewWriter(store, producer.WriterConfig{Actor: cfg.Worker, Now: cfg.Now, OnCall: cfg.OnCall, Logger: cfg.Logger})
 	if err != nil {
 		return nil, errors.Errorf("reconciler: %w", err)
 	}

@@ -527,7 +527,7 @@ func (r *Reconciler) DryRun(ctx context.Context, route, intentID string) (*Repor
 		rep.Note = v.Message
 	case *events.CheckDeferredData:
 		rep.Candidates = v.Candidates
-		rep.Note = "no conclusive answer yet (" + v.Reason + "): would wait"
+		rep.Note = "no conclusive answer yet (" + string(v.Reason) + "): would wait"
 	case *events.SearchWindowElapsedData:
 		rep.Candidates = v.Candidates
 		rep.Note = "no exact match and the window closed: would be not_found"

@@ -284,6 +284,7 @@ type sim struct {
 	// two messages or more (the default's floor, forced): every other
 	// worker appends through it.
 	batched, grouped *ledger.Store
+	batchFaults      *testharness.BatchFaults // batched's
 	post             *fakeapi.SocialAPI
 	keyed            *fakeapi.SocialAPI
 	thread           *fakeapi.SocialAPI
@@ -318,7 +319,8 @@ func newSim(t *testing.T, seed uint64) *sim {
 	}
 	bc := ledger.DefaultStoreConfig()
 	bc.BatchMin = 1
-	if s.batched, err = ledger.OpenStore(context.Background(), s.node.JS, bc); err != nil {
+	s.batchFaults = testharness.NewBatchFaults(s.node.JS)
+	if s.batched, err = ledger.OpenStore(context.Background(), s.batchFaults, bc); err != nil {
 		t.Fatal(err)
 	}
 	bc.BatchMin = 2
@@ -357,17 +359,12 @@ func newSim(t *testing.T, seed uint64) *sim {
 	for k, off := range []time.Duration{-simSkew / 2, simSkew / 3} {
 		pc := producer.DefaultConfig()
 		pc.Actor, pc.Now = fmt.Sprintf("writer-%d", k), s.skewed(off)
-		pc.AfterCall = func(id string) error {
-			if _, die := s.dieAfterCall.LoadAndDelete(id); die {
-				return fmt.Errorf("simulated crash of the writer after the call")
-			}
-			return nil
-		}
+		pc.Logger = quietLogger()
 		st := s.store
 		if k == 1 {
 			st = s.batched
 		}
-		p, err := producer.New(st, pc, s.routes...)
+		p, err := producer.New(testharness.NewDyingWriter(st, &s.dieAfterCall), pc, s.routes...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -390,13 +387,7 @@ func (s *sim) newWorker() *simWorker {
 	cfg.Rand = rand.New(rand.NewPCG(s.seed, uint64(s.born)))
 	cfg.Logger = quietLogger()
 	cfg.Recheck, cfg.MaxRecheck = 20*time.Second, 5*time.Minute
-	cfg.AfterCall = func(id string) error {
-		if _, die := s.dieAfterCall.LoadAndDelete(id); die {
-			return fmt.Errorf("simulated crash of the worker after the call")
-		}
-		return nil
-	}
-	r, err := NewReconciler(s.storeFor(s.born), cfg, s.routes...)
+	r, err := NewReconciler(testharness.NewDyingWriter(s.storeFor(s.born), &s.dieAfterCall), cfg, s.routes...)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -486,9 +477,9 @@ func (s *sim) submit(in *simIntent) {
 		// batch never lands) or its ack (it landed, unknown to its
 		// callers): every unit in it is handed back and settled alone.
 		if s.rng.IntN(2) == 0 {
-			s.batched.DropBatchCommits(1)
+			s.batchFaults.DropCommits(1)
 		} else {
-			s.batched.LoseBatchAcks(1)
+			s.batchFaults.LoseAcks(1)
 		}
 	}
 	var res *producer.Result

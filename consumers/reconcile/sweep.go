@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
@@ -99,10 +100,11 @@ func (r *Reconciler) sweep(ctx context.Context, routes []string) {
 // append).
 func (r *Reconciler) sweepRoute(ctx context.Context, route string) error {
 	rc := ledger.ReaderConfig{Stream: r.store.Config().Stream, Subject: events.RouteSubjects(route), LastPerSubject: true, NamePrefix: "settle_sweep"}
+	js := r.store.JetStream()
 	if r.sweepRead != nil {
-		r.sweepRead(&rc)
+		js = r.sweepRead(js, &rc)
 	}
-	rd, err := ledger.OpenReader(ctx, r.store.JetStream(), rc)
+	rd, err := ledger.OpenReader(ctx, js, rc)
 	if err != nil {
 		return err
 	}
@@ -211,7 +213,7 @@ type sweepState struct {
 	sweepMu    sync.Mutex
 	sweepQ     sweepQueue
 	sweepStats SweepStats
-	// sweepRead, set by tests, changes the scan's reader (a lagging copy:
-	// ledger.ReaderConfig.LagForTest).
-	sweepRead func(*ledger.ReaderConfig)
+	// sweepRead, set by tests, changes the scan's reader and the
+	// JetStream it reads (a lagging copy: testharness.LaggingCopy).
+	sweepRead func(jetstream.JetStream, *ledger.ReaderConfig) jetstream.JetStream
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/settle-dev/settle/fakeapi"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
+	"github.com/settle-dev/settle/testharness"
 )
 
 // An intent whose wake-up message is gone (acked: its later events lost,
@@ -150,15 +151,15 @@ func TestSweepReadsAgainAScanThatEndsEarly(t *testing.T) {
 	r := w.reconciler("w2", nil)
 	r.cfg.Sweep, r.cfg.SweepMax = true, 10
 	var scans atomic.Int32
-	r.sweepRead = func(c *ledger.ReaderConfig) {
+	r.sweepRead = func(js jetstream.JetStream, c *ledger.ReaderConfig) jetstream.JetStream {
 		c.StallAfter = 200 * time.Millisecond
-		c.LagForTest = func(n int) uint64 {
+		return testharness.NewLaggingCopy(js, func(n int) uint64 {
 			scans.Store(int32(n + 1))
 			if n == 0 {
 				return cut
 			}
 			return 0
-		}
+		})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
