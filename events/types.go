@@ -122,9 +122,7 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
-	if q, rest, ok := canonQuoted(b); ok && len(rest) == 0 {
-		s = string(q[1 : len(q)-1]) // no escape: the value is the bytes
-	} else if err := json.Unmarshal(b, &s); err != nil {
+	if err := json.Unmarshal(b, &s); err != nil {
 		return errors.Errorf("duration must be a string like \"90s\"")
 	}
 	v, err := time.ParseDuration(s)
@@ -628,7 +626,8 @@ func (r *SentRequest) Recordable() bool {
 	if 6*n <= MaxSentRequestSize { // even if every byte were escaped
 		return true
 	}
-	return len(r.appendJSON(nil)) <= MaxSentRequestSize
+	b, err := json.Marshal(r)
+	return err == nil && len(b) <= MaxSentRequestSize
 }
 
 // Equal reports whether r and o are the same request.
