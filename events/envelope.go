@@ -146,9 +146,13 @@ func Decode(b []byte) (Event, error) {
 	if len(b) > MaxEventSize {
 		return Event{}, &DecodeError{Kind: ErrMalformed, Reason: fmt.Sprintf("%d bytes exceeds %d", len(b), MaxEventSize)}
 	}
-	// The common case first: a v1 envelope of a known type, its body read
-	// in the same pass. Anything else (or any doubt) takes the careful
-	// path below, which gives every error its precise kind.
+	// The common case first: an envelope as settle writes it, read without
+	// encoding/json (canonical.go); then a v1 envelope of a known type, its
+	// body read in the same pass. Anything else (or any doubt) takes the
+	// careful path below, which gives every error its precise kind.
+	if e, ok := decodeCanonical(b); ok {
+		return e, nil
+	}
 	if e, ok := decodeTyped(b); ok {
 		return e, nil
 	}

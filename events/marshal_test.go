@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/base32"
 	"math/rand/v2"
@@ -22,17 +23,42 @@ func FuzzDecodeFastPathAgrees(f *testing.F) {
 	f.Add([]byte(strings.Replace(string(good), `"version":1`, `"version":01`, 1)))
 	f.Add([]byte(strings.Replace(string(good), `"actor":"test"`, `"actor":"t\u0065st"`, 1)))
 	f.Add([]byte(strings.Replace(string(good), `"data":{`, `"data":{"tenant":"x"},"data":{`, 1)))
+	// Every type as settle writes it, every body field set, and its body
+	// alone (for readBody, below).
+	for i, typ := range AllTypes() {
+		ev := fullEvent(f, typ, uint64(i))
+		f.Add(ev)
+		f.Add(ev[bytes.Index(ev, []byte(`"data":`))+len(`"data":`) : len(ev)-1])
+	}
+	types := AllTypes()
 	f.Fuzz(func(t *testing.T, b []byte) {
-		fast, ok := decodeTyped(b)
-		if !ok {
-			return
+		for name, path := range map[string]func([]byte) (Event, bool){"typed": decodeTyped, "canonical": decodeCanonical} {
+			fast, ok := path(b)
+			if !ok {
+				continue
+			}
+			slow, err := decodeCareful(b)
+			if err != nil {
+				t.Fatalf("%s path took %q, the careful path refuses it: %v", name, b, err)
+			}
+			if !reflect.DeepEqual(fast, slow) {
+				t.Fatalf("%s path, %q:\nfast %+v\nslow %+v", name, b, fast, slow)
+			}
 		}
-		slow, err := decodeCareful(b)
-		if err != nil {
-			t.Fatalf("one-pass path took %q, the careful path refuses it: %v", b, err)
-		}
-		if !reflect.DeepEqual(fast, slow) {
-			t.Fatalf("%q:\nfast %+v\nslow %+v", b, fast, slow)
+		// b as a body of each type: what readBody takes, strict
+		// encoding/json takes, and reads the same.
+		for _, typ := range types {
+			fast := NewData(typ)
+			if !readBody(b, fast) {
+				continue
+			}
+			slow := NewData(typ)
+			if err := strictUnmarshal(b, slow); err != nil {
+				t.Fatalf("readBody took %q as %s, encoding/json refuses it: %v", b, typ, err)
+			}
+			if !reflect.DeepEqual(fast, slow) {
+				t.Fatalf("%s body %q:\nreadBody %#v\nencoding/json %#v", typ, b, fast, slow)
+			}
 		}
 	})
 }
@@ -56,6 +82,43 @@ func TestDecodeFastPathTakesEveryEncodedType(t *testing.T) {
 	} {
 		if _, ok := decodeTyped([]byte(bad)); ok {
 			t.Fatalf("fast path took %s", bad)
+		}
+	}
+}
+
+// The envelope settle writes is read without encoding/json, and agrees
+// with the careful path; any other layout of it is left to the other paths.
+func TestDecodeCanonicalPath(t *testing.T) {
+	e := sampleRecorded()
+	good, err := Encode(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, ok := decodeCanonical(good)
+	slow, serr := decodeCareful(good)
+	if !ok || serr != nil || !reflect.DeepEqual(fast, slow) {
+		t.Fatalf("canonical %v ok %v; careful %v err %v", fast, ok, slow, serr)
+	}
+	g := string(good)
+	for name, b := range map[string]string{
+		"escaped actor":      strings.Replace(g, `"actor":"test"`, `"actor":"t\u0065st"`, 1),
+		"leading zero":       strings.Replace(g, `"version":1`, `"version":01`, 1),
+		"version overflow":   strings.Replace(g, `"version":1`, `"version":18446744073709551616`, 1),
+		"white space":        strings.Replace(g, `"version":1`, `"version": 1`, 1),
+		"members reordered":  strings.Replace(strings.Replace(g, `"actor":"test",`, ``, 1), `"schema":`, `"actor":"test","schema":`, 1),
+		"upper-case key":     strings.Replace(g, `"actor":`, `"Actor":`, 1),
+		"repeated body":      strings.Replace(g, `"data":{`, `"data":{"tenant":"x"},"data":{`, 1),
+		"null body":          g[:strings.Index(g, `"data":`)] + `"data":null}`,
+		"trailing data":      g + ` {}`,
+		"unknown body field": strings.Replace(g, `"data":{`, `"data":{"extra":1,`, 1),
+		"non-ASCII id":       strings.Replace(g, `"actor":"test"`, `"actor":"tést"`, 1),
+		"invalid time":       strings.Replace(g, `"at":"2026-07-22T00:00:00Z"`, `"at":"2026-07-22"`, 1),
+	} {
+		if b == g {
+			t.Fatalf("%s: the case did not change the event", name)
+		}
+		if _, ok := decodeCanonical([]byte(b)); ok {
+			t.Errorf("%s: canonical path took %s", name, b)
 		}
 	}
 }
