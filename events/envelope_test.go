@@ -320,4 +320,3 @@ func TestScopedIntentIDNamesTenantRouteAccountAndRequest(t *testing.T) {
 		t.Error("DerivedIntentID accepts the wrong ids")
 	}
 }
-
