@@ -97,14 +97,10 @@ soak:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60s ./events/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFastPathAgrees$$' -fuzztime 60s ./events/
-	$(GO) test -run '^$$' -fuzz '^FuzzMarshalJSONMatchesEncodingJSON$$' -fuzztime 30s ./events/
 	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalize$$' -fuzztime 60s ./events/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeArgs$$' -fuzztime 60s ./mcp/
 	$(GO) test -run '^$$' -fuzz '^FuzzHintMask$$' -fuzztime 30s ./consumers/audit/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCanonicalAgrees$$' -fuzztime 30s ./adapter/social/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseAckAgrees$$' -fuzztime 30s ./ledger/
-	$(GO) test -run '^$$' -fuzz '^FuzzAppendPayloadMatchesEncodingJSON$$' -fuzztime 30s ./events/
-	$(GO) test -run '^$$' -fuzz '^FuzzAppendJSONMatchesEncodingJSON$$' -fuzztime 30s ./events/
 	$(GO) test -run '^$$' -fuzz '^FuzzCreatedPostAgrees$$' -fuzztime 30s ./adapter/social/
 	$(GO) test -run '^$$' -fuzz '^FuzzNormalizeAgrees$$' -fuzztime 30s ./adapter/social/
 	$(GO) test -run '^$$' -fuzz '^FuzzCreateBodyAgrees$$' -fuzztime 30s ./adapter/social/

@@ -25,6 +25,8 @@ var (
 // by strictUnmarshal, as the careful path decodes it.
 // ok is false on any doubt (another layout, an escape, a body or an event
 // that does not decode or validate): the other paths then decide.
+// Kept by hand for the reason bodies.go gives (BENCHMARKS.md, "JSON:
+// hand-written vs encoding/json").
 func decodeCanonical(b []byte) (Event, bool) {
 	var e Event
 	rest, ok := bytes.CutPrefix(b, canonSchema)

@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/cockroachdb/errors"
 )
@@ -149,9 +147,9 @@ func Decode(b []byte) (Event, error) {
 		return Event{}, &DecodeError{Kind: ErrMalformed, Reason: fmt.Sprintf("%d bytes exceeds %d", len(b), MaxEventSize)}
 	}
 	// The common case first: an envelope as settle writes it, read without
-	// encoding/json; then a v1 envelope of a known type, its body read
-	// in the same pass. Anything else (or any doubt) takes the careful
-	// path below, which gives every error its precise kind.
+	// encoding/json (canonical.go); then a v1 envelope of a known type, its
+	// body read in the same pass. Anything else (or any doubt) takes the
+	// careful path below, which gives every error its precise kind.
 	if e, ok := decodeCanonical(b); ok {
 		return e, nil
 	}
@@ -280,129 +278,11 @@ func strictUnmarshal(b []byte, v any) error {
 	return nil
 }
 
-// MarshalJSON renders the envelope with its data, for APIs and audit output.
-// The bytes are those json.Marshal gives for the wire struct. The envelope
-// is written by hand (marshalling it through reflection, and compacting
-// the data again, was a tenth of an Execute's CPU), and so are the bodies
-// written on every Execute (jsonAppender, see appendjson.go); any other
-// body, or one its appender is not sure of, is marshalled by encoding/json.
+// MarshalJSON renders the envelope with its data, for the log, APIs and
+// audit output.
 func (e Event) MarshalJSON() ([]byte, error) {
-	var data []byte
-	app, fast := e.Data.(jsonAppender)
-	hint := 0
-	if fast {
-		hint = app.jsonSizeHint()
-	} else {
-		var err error
-		if data, err = json.Marshal(e.Data); err != nil {
-			return nil, err
-		}
-		hint = len(data)
-	}
-	b := make([]byte, 0, hint+len(e.EventID)+len(e.IntentID)+len(e.Actor)+len(e.AttemptID)+200)
-	b = append(b, `{"schema":`...)
-	b = appendJSONString(b, e.Schema)
-	b = append(b, `,"event_id":`...)
-	b = appendJSONString(b, e.EventID)
-	b = append(b, `,"intent_id":`...)
-	b = appendJSONString(b, e.IntentID)
-	b = append(b, `,"version":`...)
-	b = strconv.AppendUint(b, e.Version, 10)
-	b = append(b, `,"type":`...)
-	b = appendJSONString(b, string(e.Type))
-	b = append(b, `,"at":`...)
-	var ok bool
-	if b, ok = appendJSONTime(b, e.At); !ok {
-		if fast {
-			// The body's error comes first, as it did.
-			if _, err := json.Marshal(e.Data); err != nil {
-				return nil, err
-			}
-		}
-		_, err := e.At.MarshalJSON()
-		return nil, errors.Errorf("json: error calling MarshalJSON for type time.Time: %w", err)
-	}
-	b = append(b, `,"actor":`...)
-	b = appendJSONString(b, e.Actor)
-	if e.AttemptID != "" {
-		b = append(b, `,"attempt_id":`...)
-		b = appendJSONString(b, e.AttemptID)
-	}
-	b = append(b, `,"data":`...)
-	if fast {
-		if out, ok := app.appendJSON(b); ok {
-			return append(out, '}'), nil
-		}
-		var err error
-		if data, err = json.Marshal(e.Data); err != nil {
-			return nil, err
-		}
-	}
-	b = append(b, data...)
-	return append(b, '}'), nil
-}
-
-// plainASCII[c]: c is an ASCII byte that encoding/json writes as is in a
-// string (not a control byte, a quote, a backslash, <, > or &).
-var plainASCII = func() (t [256]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-	}
-	return t
-}()
-
-// appendJSONString appends s as a JSON string exactly as encoding/json
-// writes it (HTML characters, U+2028 and U+2029 escaped; invalid UTF-8 as
-// U+FFFD).
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if plainASCII[c] {
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	return json.Marshal(typedWire{
+		Schema: e.Schema, EventID: e.EventID, IntentID: e.IntentID, Version: e.Version,
+		Type: e.Type, At: e.At, Actor: e.Actor, AttemptID: e.AttemptID, Data: e.Data,
+	})
 }

@@ -122,9 +122,7 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
-	if q, rest, ok := canonQuoted(b); ok && len(rest) == 0 {
-		s = string(q[1 : len(q)-1]) // no escape: the value is the bytes
-	} else if err := json.Unmarshal(b, &s); err != nil {
+	if err := json.Unmarshal(b, &s); err != nil {
 		return errors.Errorf("duration must be a string like \"90s\"")
 	}
 	v, err := time.ParseDuration(s)
@@ -370,8 +368,6 @@ type IntentRecordedData struct {
 	// Caps is the route's capabilities when the intent was recorded: the
 	// guards and the decision function judge every later step by them.
 	Caps *Capabilities `json:"caps,omitempty"`
-	// Rules is unused: never written (0), never read.
-	Rules int `json:"rules,omitempty"`
 }
 
 func (*IntentRecordedData) EventType() Type { return IntentRecorded }
@@ -407,9 +403,6 @@ func (d *IntentRecordedData) Validate() error {
 	}
 	if err := requiredTime("data.planned_at", d.PlannedAt); err != nil {
 		return err
-	}
-	if d.Rules < 0 {
-		return &FieldError{Field: "data.rules", Reason: "must not be negative"}
 	}
 	return d.Policy.Validate("data.policy.")
 }
@@ -635,7 +628,8 @@ func (r *SentRequest) Recordable() bool {
 	if 6*n <= MaxSentRequestSize { // even if every byte were escaped
 		return true
 	}
-	return len(r.appendJSON(nil)) <= MaxSentRequestSize
+	b, err := json.Marshal(r)
+	return err == nil && len(b) <= MaxSentRequestSize
 }
 
 // Equal reports whether r and o are the same request.

@@ -72,12 +72,6 @@ func TestAppendIDsAreUniqueAndHeaderSafe(t *testing.T) {
 // Flushers is StoreConfig.flushers, for tests.
 func Flushers(c StoreConfig) int { return c.flushers() }
 
-// AckReadDirectly reports whether an ack takes parseAck's direct reading.
-func AckReadDirectly(data []byte) bool {
-	_, ok := parseAckFast(data)
-	return ok
-}
-
 // HoldFlusherPlace takes the flusher's place as a lone append on an idle
 // batcher does while it publishes; ReleaseFlusherPlace gives it back.
 func (s *Store) HoldFlusherPlace() bool { return s.batch.takeIdle() }
