@@ -5,6 +5,11 @@
 // planted ones the audit must find), and assertions on errors and
 // secrets. The fake external APIs are package fakeapi's.
 //
+// proc*.go runs the real settle and nats-server binaries as OS processes
+// (built once, the cluster configured from package deploy's files), TCP
+// proxies to cut links and a tmpfs to fill: the fault suite's harness.
+// LossyAPI relays the JetStream API and loses chosen answers.
+//
 // It never mocks NATS. Only tests and benchmarks import it: the settle
 // binary never links it, nor package testing.
 //
