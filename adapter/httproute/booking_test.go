@@ -224,7 +224,7 @@ func TestBookingFailsWithPartialEffects(t *testing.T) {
 	}
 }
 
-// TestStatusIsScopedByAccount (issue 25 defect 7): request ids are the
+// TestStatusIsScopedByAccount: request ids are the
 // callers', and two accounts may use one. Account A's change is applied
 // under request id "shared"; account B's intent with the same request id
 // never reached the service. B's status lookup must not find A's change:
