@@ -14,12 +14,27 @@
 // time.Time's UnmarshalJSON does not do (golang/go#47353).
 //
 // A Route names one configured external operation: its adapter and its
-// policy (DefaultPolicy); ValidateRoute refuses a policy that could retry
-// without a dedup proof.
+// policy (DefaultPolicy: one retry after an attempt that may have
+// executed, five resends after proven rejections); ValidateRoute refuses a
+// policy that could retry without a dedup proof, naming the field — a
+// route whose key is its only proof and whose retention cannot cover one
+// attempt (retention ≤ margin + attempt deadline + 2 × skew).
 //
-// Routes are declared in YAML and compiled by adapter/httproute; an
-// adapter written in Go (examples/goadapter) implements Adapter the same
-// way, with a compile-time check.
+// Routes declared in YAML are built by adapter/httproute; code that must
+// talk to an API no route file describes implements these interfaces in
+// Go (examples/goadapter is one small adapter), with a compile-time check.
+//
+// Do sends every request of every adapter: one call is one attempt. The
+// client never retries and net/http may not either: its Transport resends
+// a request a reused connection lost after writing it when the request is
+// replayable (a body it can get again, and an Idempotency-Key header), so
+// Do clears GetBody and moves a bodyless request's key headers to
+// lower-case keys, which net/http does not look up (the wire carries the
+// same header). Redirects are not followed. Whether a request was written
+// is observed with httptrace, never guessed. The producer and the
+// reconciler mark each call's context (Calling: route and kind — write,
+// search, readback, status, identity), and Do reports every request to the
+// route's CallObserver (the process's metrics).
 //
 // adapter imports events only, and its HTTP client never retries: attempts
 // are counted in exactly one place, the producer, and are visible on the

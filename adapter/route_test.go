@@ -25,8 +25,8 @@ func (capsOnly) Get(context.Context, string) (adapter.Record, error) { return ad
 func (capsOnly) Probe(context.Context, string) (int, error)          { return 200, nil }
 
 // A route whose key cannot stay valid through one retry's attempt is
-// refused, naming the field (defect 25.9: retention_margin may be 0 and
-// need not cover attempt_deadline).
+// refused, naming the field (retention_margin may be 0 and need not cover
+// attempt_deadline).
 func TestValidateRouteKeyMustCoverAnAttempt(t *testing.T) {
 	keyed := capsOnly{adapter.Capabilities{IdempotencyKey: true, KeyRetention: time.Minute, StatusQuery: true}}
 	pol := adapter.DefaultPolicy() // attempt_deadline 1m, clock_skew 5s

@@ -30,6 +30,28 @@
 // HTTP-semantics tests run over an in-memory service.Intents, without
 // NATS.
 //
+// Submit follows the IETF Idempotency-Key draft: the request id comes from
+// the body or the Idempotency-Key header (sf-string or bare). The first
+// submit answers 201 whatever the write's outcome (its state says it); a
+// replay 200 with Idempotent-Replayed: true; another payload 422; an
+// intent still in flight 409 unless ?wait= (bounded). Errors are RFC 9457
+// problems naming the field, header or query parameter. A body's strings
+// that are not valid Unicode are refused naming the field
+// (internal/jsonstr), a body with a Content-Encoding other than identity
+// is refused (415, internal/contentcoding), headers are bounded (431).
+//
+// Metrics use client_golang's conventions (_total counters,
+// _duration_seconds histograms); README's table lists every one, and a
+// test compares it with the code and a live /metrics. HTTP requests are
+// counted by the endpoint's pattern (never the client's path), /mcp
+// through Instrument; external calls are counted where they are sent
+// (adapter.Do reports them); settle_intents is read from the views at
+// each scrape. The console (/console) is one embedded page, its inline
+// script and style pinned by hash in its CSP, that reads only the public
+// API: the queues, every intent with search, an intent's page (receipt,
+// attempts, candidates and why they matched or not, timeline), and the
+// per-route charts of GET /v1/stats (projector.Flow).
+//
 // Secrets: a token's secret is kept only as its SHA-256 digest and
 // compared in constant time; the Authorization header is never logged,
 // echoed or recorded. Log lines carry errors only through SafeError

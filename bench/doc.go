@@ -19,8 +19,8 @@
 //	go test -run '^$' -bench . -benchmem -benchtime 2s ./bench/
 //
 // Every figure is also written to $SETTLE_BENCH_FIGURES when it is set
-// (make bench sets it), and bench/targets prints issue 27's targets from
-// them, each a ratio of two figures of the run.
+// (make bench sets it), and bench/targets prints the targets from them,
+// each a ratio of two figures of the run.
 // BenchmarkExecuteCluster runs settle nodes against nats-server
 // processes (a single server and a 3-node cluster).
 //

@@ -16,7 +16,7 @@ import (
 	"github.com/settle-dev/settle/events"
 )
 
-// The fake booking API models the change-a-booking service of seed 001: a
+// The fake booking API models a service that changes a booking: a
 // PUT carries a business request id, an Idempotency-Key and the version the
 // change was approved against; the service deduplicates by key for
 // KeyRetention from the key's first receipt (key check and update are one

@@ -89,7 +89,7 @@ func bkTimeoutClient(d time.Duration) *http.Client {
 	return &http.Client{Timeout: d, Transport: &http.Transport{DisableKeepAlives: true}}
 }
 
-// The change of seed 001: B-001 from 14:00-15:00 to 15:00-16:00, approved
+// The change: B-001 from 14:00-15:00 to 15:00-16:00, approved
 // against version 7.
 const (
 	bkChange = `{"request_id":"R-001","expected_version":7,"change":{"start":"15:00","end":"16:00"}}`
@@ -196,7 +196,7 @@ func TestBookingRefusals(t *testing.T) {
 	}
 }
 
-// Seed 001, case 1: the change was applied but the response was lost; the
+// The change was applied but the response was lost; the
 // status query proves it, nothing is applied twice.
 func TestBookingResponseLostStatusCompleted(t *testing.T) {
 	api, _ := bkSeeded(t)
@@ -236,7 +236,7 @@ func TestBookingResponseLostStatusCompleted(t *testing.T) {
 	}
 }
 
-// Seed 001, case 2: the request never arrived. The status query says 404,
+// The request never arrived. The status query says 404,
 // before and after the reflection delay.
 func TestBookingResetBeforeCommitNotFound(t *testing.T) {
 	api, clock := bkSeeded(t, fakeapi.WithBookingReflectionDelay(30*time.Second))
@@ -549,7 +549,7 @@ func TestBookingFailDefinite(t *testing.T) {
 	})
 }
 
-// Seed 001: T-001 is held in the network, T-002 (same R-001, same K-001,
+// T-001 is held in the network, T-002 (same R-001, same K-001,
 // same change) is applied, then T-001 arrives late: still one effect.
 func TestBookingHoldForLateArrival(t *testing.T) {
 	api, _ := bkSeeded(t)

@@ -13,7 +13,7 @@ import (
 )
 
 // The fake payment API follows Stripe's Idempotency-Key semantics and the
-// IETF httpapi Idempotency-Key draft (seed 004): the key is claimed before
+// IETF httpapi Idempotency-Key draft: the key is claimed before
 // any work, a key reused with another body is refused with 422, a duplicate
 // that arrives while the first request is still executing gets 409, a
 // completed key replays the stored status and body byte for byte with

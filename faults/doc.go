@@ -9,6 +9,19 @@
 // or visibly waiting with a reason; `settle audit` passes and the views
 // equal the log.
 //
+// Links go through TCP proxies the tests cut (no root, no iptables); the
+// full disk is a real tmpfs filled to ENOSPC. Scenarios: kill -9 of settle
+// mid-burst; the API stopped then SIGTERM; the stream leader killed; a
+// minority partitioned; a node restarted with its data and with an empty
+// disk; two settles, one cut from NATS longer than its leases; the data
+// disk full while serving; a truncated and a corrupted block file; block
+// files deleted and the loss accepted, every acknowledged key resubmitted;
+// the data directory's lock file deleted and a second serve started;
+// clocks within and beyond the skew; a long run sampling the heap. On a
+// damaged store settle is held to what it can promise there: every
+// acknowledged intent is on the log or named, at start and by the audit.
+// The scenarios run two at a time.
+//
 // `make test` runs one short scenario of each kind; `make faults` runs the
 // whole suite and writes FAULTS.md (-faults.full -faults.report).
 //

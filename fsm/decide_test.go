@@ -286,7 +286,7 @@ func checkStepSafe(t *testing.T, label string, i *Intent, now time.Time, s Step)
 	}
 }
 
-// Specific decisions of the issue "Exactly once, proven".
+// Specific decisions at the edges of exactly once.
 func TestDecisions(t *testing.T) {
 	d := testDecider()
 	search, statusNoKey, statusKey := capProfiles["search"], capProfiles["status-no-key"], capProfiles["status+key"]
@@ -549,7 +549,7 @@ func TestStrictGuards(t *testing.T) {
 // A WriteRejected saying the key was already used (an adapter that
 // classified it Rejected by mistake, or a log written before the rule) is
 // never a proven rejection: the attempt stays risky, no resend follows,
-// and the intent is handed off with the evidence (defect 25.11).
+// and the intent is handed off with the evidence.
 func TestKeyReusedRejectionIsNeverProvenNotExecuted(t *testing.T) {
 	d := testDecider()
 	for _, capName := range []string{"search", "status-no-key", "status+key"} {
@@ -586,9 +586,8 @@ func TestKeyReusedRejectionIsNeverProvenNotExecuted(t *testing.T) {
 
 // A retry's claim needs the key valid for the attempt that follows it, not
 // only for the claim: its lease plus the attempt deadline plus the clock
-// skew allowance ends before the key's validity (defect 25.9: retention
-// bounded the claim, so a retry claimed near the key's end could reach
-// the API after the key expired).
+// skew allowance ends before the key's validity (otherwise a retry
+// claimed near the key's end could reach the API after the key expired).
 func TestRetryClaimCoversTheAttempt(t *testing.T) {
 	d := testDecider()
 	caps := capProfiles["status+short-key"] // 10 minutes, no margin
@@ -625,7 +624,7 @@ func TestRetryClaimCoversTheAttempt(t *testing.T) {
 
 // A candidate whose correlation marker names this intent (by the intent's
 // account) is an effect of ours: never a retry, whatever its payload, its
-// creation time or the pre-existing rule says (defects 25.1 and 25.3). A
+// creation time or the pre-existing rule says. A
 // drifted payload is handed off as written_modified with the candidate,
 // on the search path and on the readback path alike.
 func TestMarkerNamesThisIntent(t *testing.T) {
@@ -714,10 +713,10 @@ func TestMarkerNamesThisIntent(t *testing.T) {
 	}
 }
 
-// A status answer naming another account is not this intent's effect
-// (defect 25.7: a booking status looked up by a bare request id confirmed
-// another account's change): handed off, never confirmed, and the guard
-// refuses a CandidateFound of another account.
+// A status answer naming another account is not this intent's effect (a
+// booking status looked up by a bare request id can answer another
+// account's change): handed off, never confirmed, and the guard refuses a
+// CandidateFound of another account.
 func TestStatusScopedByAccount(t *testing.T) {
 	d := testDecider()
 	caps := capProfiles["status+key"]
@@ -758,10 +757,9 @@ func TestStatusScopedByAccount(t *testing.T) {
 }
 
 // A status answer that cannot be checked — no marker where the route
-// writes one — is a hand-off, never a conclusion the guard refuses (defect
-// 25.8: the decision ignored the marker, the guard refused the result,
-// every step failed and the log grew by two events per check). A marker
-// naming another intent is not ours either.
+// writes one — is a hand-off, never a conclusion the guard refuses (which
+// would fail every step and grow the log by two events per check). A
+// marker naming another intent is not ours either.
 func TestStatusWithoutMarkerIsHandedOff(t *testing.T) {
 	d := testDecider()
 	caps := capProfiles["status+key"]
@@ -789,9 +787,8 @@ func TestStatusWithoutMarkerIsHandedOff(t *testing.T) {
 }
 
 // The window counts as closed only for a listing started after it closed
-// (defect 25.6: a 20 s listing that straddled the window's end was judged
-// by the clock when it returned, and missed a write made inside the
-// window).
+// (a 20 s listing that straddled the window's end, judged by the clock
+// when it returned, would miss a write made inside the window).
 func TestWindowClosedOnlyForListingsStartedAfterIt(t *testing.T) {
 	d := testDecider()
 	caps := capProfiles["search"]
@@ -816,8 +813,7 @@ func TestWindowClosedOnlyForListingsStartedAfterIt(t *testing.T) {
 }
 
 // A listing whose end was not proven can prove our write present, never
-// absent (defect 25.2: a listing cut short counted as "searched, found
-// nothing").
+// absent: a listing cut short is not "searched, found nothing".
 func TestIncompleteListingProvesPresenceOnly(t *testing.T) {
 	d := testDecider()
 	caps := capProfiles["search"]
@@ -853,7 +849,7 @@ func foldAuto(t *testing.T, caps events.Capabilities, name string) *Intent {
 	return i
 }
 
-// Retry-After on the decider's side (25.12, Deliver 3): a rejection's
+// Retry-After on the decider's side: a rejection's
 // wait holds off the resend (and an approved retry), capped at
 // MaxRetryAfter and by the intent's expiry; a failed read's wait holds off
 // the next check; the guard refuses a claim before it.
@@ -923,7 +919,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 	}
 }
 
-// A retry sends the request its first attempt recorded (defect 25.11):
+// A retry sends the request its first attempt recorded:
 // the decider's retry step carries it, and the guard refuses a retry that
 // records another. A history without recorded requests folds as before.
 func TestRetryCarriesTheRecordedRequest(t *testing.T) {

@@ -30,6 +30,16 @@
 //     authenticated by the Authenticator the wiring gives, the API's bearer
 //     tokens in settle serve) and the server a stdio transport runs.
 //
+// Protocol errors are JSON-RPC errors on both transports (jsonrpc.go):
+// what is not one JSON-RPC message (not JSON: -32700; not a message, or a
+// batch: -32600) is answered before the SDK sees it — on stdio line by
+// line, so a malformed line never ends the session — the SDK's plain-text
+// refusal of an unknown method becomes -32601, and bad parameters are the
+// SDK's -32602. A lost response is never "failed"; the guidance of each
+// outcome is quoted in docs/mcp.md (a test keeps them equal). pending
+// lists the caller's tenant's intents from the views and reads each again
+// from the log.
+//
 // Writes, reads and operator actions go through Service, an interface
 // declared here (Submit, Get, FindStep, Pending, Act; *service.Service is
 // one, itself over interfaces of the write path and the views): every

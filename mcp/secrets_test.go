@@ -42,7 +42,7 @@ routes:
 
 // TestToolResultsNeverContainSecrets: an external API that echoes the
 // route's credential into every response field gets it recorded on the
-// log (issue 10 scrubs it there), but no tool result and no byte the MCP
+// log (where it is scrubbed), but no tool result and no byte the MCP
 // client receives holds it, or an 8-byte piece of it, or a token secret.
 func TestToolResultsNeverContainSecrets(t *testing.T) {
 	var writes atomic.Int64

@@ -19,6 +19,64 @@
 // (NewLogger: errors in full, every secret the process knows scrubbed)
 // serve the offline commands (audit, views rebuild) too.
 //
+// # The data directory
+//
+// Open takes an exclusive lock on the data directory (an flock on the
+// directory itself and one on settle.lock, which names the holder's pid),
+// held for the process's life and released by the kernel when it dies: a
+// second serve or mcp, an offline audit --data or views rebuild on a live
+// directory exits naming the holder. The directory is 0700, the views
+// 0600. Views that do not match the stream (another schema version, a
+// recreated stream) are moved aside and rebuilt from the log.
+//
+// # The log at start
+//
+// Before anything reads or writes, the stream's state is compared with
+// what the node knew of it (watermark.go): the high-water mark in the
+// data directory (last sequence, written every second and at shutdown;
+// accepted losses; held intents) and the views (every event they applied,
+// by sequence). A stream gone, shorter than either, or with holes is
+// refused (ledger.ErrLogDamaged), naming every lost sequence and, from the
+// views, the intents and versions lost. Then Run reads the whole stream,
+// headers only (verify.go), while appends are refused
+// (ledger.ErrLogVerifying): a damaged record the server still counts is
+// found there, and on an embedded store the writers are checked
+// (writers.go) — a process that appends again after another had is a
+// second writer, and an event the views applied at a sequence that holds
+// another event is an acknowledged event lost to it. Either blocks appends
+// ("TWO WRITERS" in the log) until an operator restarts with
+// AcceptLogLoss. Accepting a loss records it in the high-water mark and
+// holds every intent the views know lost events: a hold marker on its
+// subject (ledger.MarkHeld) written before the views are rebuilt, and
+// Config.Hold for a subject the marker could not be written to. A held
+// intent is handed to a human as soon as its state allows and never
+// recorded or written again (fsm.LossHeld).
+//
+// # While it runs
+//
+// The ready checks, besides NATS, the stream and the views: the projector
+// (restarted after a failure with a growing pause, at once when its
+// checkpoint stalls for ProjectorStall while the stream holds more;
+// failing while down, stalled, or more than ProjectorMaxLag behind), the
+// appends (the last one failed and none succeeded since), the log
+// (verifying, or damaged: the stream found below its high-water mark on
+// several checks in a row, or a second writer), the embedded server's disk,
+// the clock, and the reconcilers (one whose Run returned, restarted, or one
+// that cannot fetch from a route's consumer). The clock guard compares the
+// process's clock with the stream leader's time and, beyond
+// MaxClockOffset (0: half the smallest clock_skew), refuses every
+// append until the clock is back. When the embedded server reports a full
+// disk, appends are refused at once (ledger.ErrDiskFull) and, once
+// MinFreeMB are free again, the server is restarted in place and the log
+// checked again. API and /mcp requests share one bound on requests in
+// flight. On shutdown the loops stop, the views catch up with the log, and
+// Close closes NATS: a restart resumes from the log.
+//
+// With Config.Listen (serve --nats-listen), downstream readers reach the
+// embedded server as a read-only user: stream and consumer info, their own
+// consumers, subscriptions to settle.intents.>, no publishing on settle's
+// subjects, and no access to settle's own consumers (each denied by name).
+//
 // node sits below cmd/settle and above api, mcp, consumers/reconcile,
 // producer and projector; nothing but cmd imports it.
 // It must never import: cmd/..., testing, testharness, fakeapi, examples/..., bench.

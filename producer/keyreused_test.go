@@ -21,8 +21,8 @@ import (
 
 // A "key already used" answer is evidence that an earlier request with the
 // key reached the API: never a rejection, whatever class the adapter gave
-// it (defect 25.11: Stripe's 400 idempotency_error was recorded rejected
-// while the first attempt had paid).
+// it (Stripe's 400 idempotency_error recorded rejected would hide a first
+// attempt that had paid).
 func TestClassifyKeyReusedIsUnknown(t *testing.T) {
 	i := &fsm.Intent{}
 	for _, class := range []adapter.Class{adapter.Rejected, adapter.NotSent, adapter.Unknown} {

@@ -39,6 +39,16 @@
 // subject, a stable code and the reason, logged at warn level, counted in
 // Stats, and the checkpoint moves past it.
 //
+// The schema is versioned (schema.go); views of another version are moved
+// aside and rebuilt from the log by the node. Besides the lists by state,
+// route, account and time with cursor paging, the counts per state and the
+// manual-action queue with reasons and evidence, the projector answers the
+// console's search by intent id or request id (search.go) and its per-route
+// charts (flow.go: the intents created in a window per state, and each
+// unknown episode's time to settle, folded with fsm.Settled deciding when
+// it ended; at most MaxFlowScan intents folded, the answer says when more
+// were left out).
+//
 // Rebuilding from an empty database gives the same views: Dump renders a
 // canonical snapshot of every table for that comparison (tests, audit).
 //

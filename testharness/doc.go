@@ -10,6 +10,11 @@
 // (lost batch commits and acks; a reader's lagging copy), DyingWriter
 // wraps a store (a writer dying between a call and its outcome).
 //
+// proc*.go runs the real settle and nats-server binaries as OS processes
+// (built once, the cluster configured from package deploy's files), TCP
+// proxies to cut links and a tmpfs to fill: the fault suite's harness.
+// LossyAPI relays the JetStream API and loses chosen answers.
+//
 // It never mocks NATS. Only tests and benchmarks import it: the settle
 // binary never links it, nor package testing.
 //

@@ -11,7 +11,7 @@ import (
 	"github.com/settle-dev/settle/testharness"
 )
 
-// TestExampleRoutesOnTheirFakes (issue 25 defect 13, Deliver 4): every
+// TestExampleRoutesOnTheirFakes: every
 // example route file, loaded as written, driven end to end (a real
 // nats-server, the producer, the reconciler) against its fake with the
 // provider's documented habits switched on, and a lost response or

@@ -11,7 +11,7 @@ import (
 	"github.com/settle-dev/settle/testharness"
 )
 
-// TestInspectSaysWhatToPass (issue 25 Deliver 6): a probe of a route
+// TestInspectSaysWhatToPass: a probe of a route
 // whose search lists one parent's items says to pass --parent, instead of
 // failing with a library error about adapter.ForIntent; with it, the
 // search is made as the intent would make it.
@@ -40,7 +40,7 @@ func TestInspectSaysWhatToPass(t *testing.T) {
 	}
 }
 
-// TestInspectReportsAPageCap (issue 25 Deliver 6): GitHub serves 2
+// TestInspectReportsAPageCap: GitHub serves 2
 // comments a page (capped silently) while the route asks for 100; the
 // probe reports the cap it sees — with next links (a short page with a
 // next one) and with page numbers (a short page, then a page that is not

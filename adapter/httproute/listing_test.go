@@ -13,13 +13,12 @@ import (
 	"github.com/settle-dev/settle/testharness"
 )
 
-// TestShortPageDoesNotEndAListing (issue 25 defect 2): GitHub caps a
-// page at 100 silently (the fake here at 5); a route that asks for pages
-// of 10 by page number gets a short first page. Before, that short page
-// was taken as the last and the comments on page 2 — our own write among
-// them — were never read (a lost response then looked like "not
-// written", and was written again). Now only an empty page, or the
-// declared total, ends the listing.
+// TestShortPageDoesNotEndAListing: GitHub caps a page at 100 silently
+// (the fake here at 5); a route that asks for pages of 10 by page number
+// gets a short first page. Taken as the last, it would leave the comments
+// on page 2 — our own write among them — unread (a lost response would
+// look like "not written", and be written again). Only an empty page, or
+// the declared total, ends the listing.
 func TestShortPageDoesNotEndAListing(t *testing.T) {
 	clock := testharness.NewManualClock(rt0)
 	api := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubToken(secretToken), fakeapi.WithGitHubClock(clock.Now), fakeapi.WithGitHubPageCap(5))

@@ -8,7 +8,7 @@ import (
 	"github.com/settle-dev/settle/adapter/httproute"
 )
 
-// TestLintOffline (issue 28.2): every example route file checks without
+// TestLintOffline: every example route file checks without
 // its secrets (no environment at all), as CI runs it; what is wrong in a
 // file is still found; the names are read.
 func TestLintOffline(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 // PrepareWrite renders exactly what Write sends, without the route's
 // credentials; WritePrepared sends a rendering, adding the credentials and
 // the key's header — a rendering made for the first attempt is sent by a
-// retry byte for byte (adapter.Preparer, defect 25.11).
+// retry byte for byte (adapter.Preparer).
 func TestPrepareWriteSendsWhatWriteSends(t *testing.T) {
 	rec := newRecorder(t, func(*http.Request) (int, string) {
 		return 200, `{"ok":true,"title":"a b/c","data":{"items":[{"id":"x/1"}]}}`

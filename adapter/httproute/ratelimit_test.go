@@ -13,7 +13,7 @@ import (
 	"github.com/settle-dev/settle/testharness"
 )
 
-// TestGitHubRateLimitIsRetryable (issue 25 defect 12): GitHub refuses a
+// TestGitHubRateLimitIsRetryable: GitHub refuses a
 // request over its rate limit with 403, x-ratelimit-remaining 0 and the
 // reset time. The example route's outcomes match status and headers
 // together: the write is a retryable rejection carrying the wait, not a
@@ -56,10 +56,9 @@ func TestGitHubRateLimitIsRetryable(t *testing.T) {
 	}
 }
 
-// TestSlackRetryAfter (issue 25 defect 12): Slack answers 429 with
-// Retry-After. A rate-limited chat.postMessage is a retryable rejection
-// carrying the wait (before: the wait was dropped and settle resent on
-// its own clock). The history method of a non-Marketplace app allows a
+// TestSlackRetryAfter: Slack answers 429 with Retry-After. A
+// rate-limited chat.postMessage is a retryable rejection carrying the
+// wait, so settle does not resend on its own clock. The history method of a non-Marketplace app allows a
 // call a minute and 15 messages a page: with rate_limit.max_wait the
 // listing waits Retry-After between its pages (on the injected sleep) and
 // reads all 20 messages; without it the read fails carrying the wait,

@@ -159,7 +159,7 @@ func TestGitHubRoute(t *testing.T) {
 		t.Fatalf("a comment without a marker: %+v", recs)
 	}
 
-	// A private repository (issue 25 defect 13): its pages answer 404 to
+	// A private repository: its pages answer 404 to
 	// a visitor, so the route declares no url or visibility check and
 	// probes no page; the readback passes every check it declares. Before,
 	// the route probed the page, read "not_public" and every comment of a
@@ -478,7 +478,7 @@ func TestStripeRoute(t *testing.T) {
 	if err != nil || got.ExternalID != res.ExternalID || hashOf(t, got.Payload) != hashOf(t, pl) {
 		t.Fatalf("get %+v %v", got, err)
 	}
-	// The same key with other parameters (issue 25 defect 11): Stripe's
+	// The same key with other parameters: Stripe's
 	// 400 idempotency_error says an earlier request with the key reached
 	// it — unknown with adapter.CodeKeyReused, never a rejection (before:
 	// rejected, while the first attempt had paid).

@@ -9,8 +9,7 @@ import (
 	"github.com/settle-dev/settle/fakeapi"
 )
 
-// TestRoutesThatCannotFindTheirWriteAreRefused (issue 25 defects 4, 5, 2
-// and 13): a route whose reads could never find its own write, or could
+// TestRoutesThatCannotFindTheirWriteAreRefused: a route whose reads could never find its own write, or could
 // take a look-alike for it, is refused at load — by routes check and by
 // serve, which both compile through Parse — naming the route, the field
 // and what to add. Each refused file loaded (with a warning at most)
@@ -24,7 +23,7 @@ func TestRoutesThatCannotFindTheirWriteAreRefused(t *testing.T) {
 		data               []byte
 		want               []string // in the reason
 	}{
-		// 25.4: without the creation time a look-alike made by hand before
+		// Without the creation time a look-alike made by hand before
 		// the intent is confirmed as ours, and our write never happens.
 		{"search without created_at", "social_post", "search.fields.created_at",
 			mutate(t, social, "        created_at: $.created_at\n", ""), []string{"look-alike", "created_at: $.created_at", "correlation marker"}},
@@ -32,7 +31,7 @@ func TestRoutesThatCannotFindTheirWriteAreRefused(t *testing.T) {
 		// would be confirmed as this intent's effect.
 		{"search without created_at, retry never", "social_post", "search.fields.created_at",
 			mutate(t, social, "        created_at: $.created_at\n", "", "retry: auto", "retry: never"), []string{"look-alike", "would confirm it", "correlation marker"}},
-		// 25.5: a body that changes a compared payload field.
+		// A body that changes a compared payload field.
 		{"text around the payload", "social_post", "write.body.body",
 			mutate(t, social, `body: "{{payload.body}}"`, `body: "{{payload.body}} (via settle)"`), []string{"search.fields.payload.body", "declare how to compare"}},
 		{"a filter on the payload", "social_post", "write.body.body",
@@ -41,14 +40,14 @@ func TestRoutesThatCannotFindTheirWriteAreRefused(t *testing.T) {
 			mutate(t, github, `body: "{{payload.body}}{{marker}}"`, `body: "Note: {{payload.body}}{{marker}}"`,
 				"url: \"{{base}}/issues/comments/{{external_id}}\"\n", "url: \"{{base}}/issues/comments/{{external_id}}\"\n      fields: {external_id: $.id, author_id: $.user.id, parent_id: \"{{$.issue_url | last_segment}}\", created_at: $.created_at, payload: {body: \"{{$.body | trim_prefix:'Note: '}}\"}}\n"),
 			[]string{"search.fields.payload.body"}},
-		// 25.2: a short page does not end a listing.
+		// A short page does not end a listing.
 		{"page pagination without an end proof", "social_post", "search.end",
 			mutate(t, social, "cursor={{cursor}}", "page={{page}}&per_page={{page_size}}", "      next_cursor: $.next_cursor\n", "      page_size: 100\n"),
 			[]string{"end: empty_page", "total: $."}},
 		{"offset pagination without an end proof", "social_post", "search.end",
 			mutate(t, social, "cursor={{cursor}}", "offset={{offset}}&limit={{page_size}}", "      next_cursor: $.next_cursor\n", "      page_size: 50\n"),
 			[]string{"end: empty_page"}},
-		// 25.13: a parent in a URL needs a declared shape.
+		// A parent in a URL needs a declared shape.
 		{"parent without a shape", "github_issue_comment", "parent",
 			mutate(t, github, "    parent: {type: integer, minimum: 1}\n", ""), []string{"write.url uses {{parent}}", "parent: {type: integer}"}},
 		{"optional parent in a URL path", "github_issue_comment", "parent.required",
@@ -80,7 +79,7 @@ func TestRoutesThatCannotFindTheirWriteAreRefused(t *testing.T) {
 	}
 }
 
-// TestMalformedParentIsNeverSent (issue 25 defect 13): an empty or
+// TestMalformedParentIsNeverSent: an empty or
 // non-numeric issue number is refused by CheckParent (which the producer
 // asks before recording an intent) and by Write, before anything is sent;
 // the fake counts no request.
@@ -115,12 +114,10 @@ func TestMalformedParentIsNeverSent(t *testing.T) {
 	_ = pc
 }
 
-// TestKeyReusedIsNeverARejection (issue 25 defect 11): an outcome that
-// names the key-reused code must be key_reused (unknown): a route saying
-// "rejected" for it is refused at load. Before, booking.yaml, payment.yaml
-// and stripe_payment_intent.yaml declared exactly that, and a retry after
-// a route edit was recorded as "nothing happened" while the first attempt
-// had paid.
+// TestKeyReusedIsNeverARejection: an outcome that names the key-reused
+// code must be key_reused (unknown): a route saying "rejected" for it is
+// refused at load, since a retry after a route edit would be recorded as
+// "nothing happened" while the first attempt had paid.
 func TestKeyReusedIsNeverARejection(t *testing.T) {
 	payment := readExample(t, "payment.yaml")
 	env := exampleEnv("http://127.0.0.1:9")

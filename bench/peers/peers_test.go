@@ -291,7 +291,7 @@ func table(rs []result, setups []string) string {
 	return sb.String()
 }
 
-// peerTargets are issue 27's: settle's workflows/s at 256 callers over
+// peerTargets are the peer targets: settle's workflows/s at 256 callers over
 // each peer's in the same run.
 var peerTargets = []struct {
 	system string

@@ -1,5 +1,5 @@
 // Command targets prints the targets table of one make bench run: each
-// of issue 27's targets as a ratio of two figures the benchmarks of
+// of the performance targets as a ratio of two figures the benchmarks of
 // ./bench/ reported in the same run (SETTLE_BENCH_FIGURES, JSON lines),
 // marked PASS or MISS, and the cluster's ratios under it. With
 // --require-all it only checks that every target's figures are in the

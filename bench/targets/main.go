@@ -86,7 +86,7 @@ type target struct {
 	bound    float64
 }
 
-// targets are issue 27's, each taken within one make bench run.
+// targets are the performance targets, each taken within one make bench run.
 var targets = []target{
 	{"fsync always, 256 callers: settled intents/s ÷ raw atomic-batch events/s",
 		"BenchmarkExecute/always/c256 intents/s", "BenchmarkAppendRawBatch/always events/s", true, 0.42},

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestRoutesCheckOffline (issue 28.2): settle routes check --offline
+// TestRoutesCheckOffline: settle routes check --offline
 // checks every example route file without its secrets (CI has none):
 // OK for each; without --offline the missing variables are errors.
 func TestRoutesCheckOffline(t *testing.T) {

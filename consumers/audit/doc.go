@@ -14,6 +14,30 @@
 // secrets.go (the credential scan and masking), report.go (the report,
 // timelines and their safe text).
 //
+// Messages are decoded and scanned on several goroutines and applied in
+// stream order on one. A confirmed intent whose history was clean is
+// dropped from memory (its id kept in a Bloom filter); a later message
+// naming it folds it again from the stream first, so memory stays flat in
+// finished intents and the report is the same (not with a projection
+// check, which keeps every intent's view).
+//
+// It names damage (loss.go): a gap in an intent's versions (version_gap),
+// sequences missing from the stream (stream_gap), a stream whose messages
+// end before its state's last sequence, the views' checkpoint or the
+// high-water mark (stream_behind, one range, so each lost sequence counts
+// once), and, from the views, every acknowledged event the log lost
+// (events_lost). Losses an operator accepted are counted apart
+// (accepted_loss). Intents held after an accepted loss are findings
+// (held.go, AuditReport.Held: marked or only gapped, whether what is left
+// folds, handed off or not): what a broken history seems to break is the
+// loss, and the marker excuses it. A held intent recorded anew or written
+// for after its marker, before an operator released it, is a violation
+// (held_written).
+//
+// settle audit runs it on a stopped serve's --data (under its lock, with
+// the views and the high-water mark there) or on --nats-url, and exits
+// non-zero on any violation.
+//
 // audit only reads: it imports events, fsm, ledger (its Reader, which
 // reads the stream to its end), projector (the read-only view it
 // compares) and nats.go.

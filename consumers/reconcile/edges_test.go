@@ -28,7 +28,7 @@ import (
 	"github.com/settle-dev/settle/testharness"
 )
 
-// The decision rules of issue 25 (the edges of exactly once), end to end:
+// The decision rules at the edges of exactly once, end to end:
 // a real embedded nats-server, the producer and a reconciler, the shipped
 // example route files (or a route wrapped to show one API habit), and the
 // providers' fakes over real HTTP, on one manual clock. The fakes count
@@ -176,7 +176,7 @@ func githubEdge(t *testing.T, apiClock func() time.Time) (*edge, *fakeapi.GitHub
 	return newEdge(t, clock, exampleRoute(t, "github_comments.yaml", env, clock.Now)), api
 }
 
-// 25.1: our own comment, edited (a typo fixed) after the write whose
+// Our own comment, edited (a typo fixed) after the write whose
 // response was lost and before the first search, keeps its marker: it is
 // an effect of this intent, never written again; the drift is handed to a
 // human (written_modified) with the comment as evidence.
@@ -202,7 +202,7 @@ func TestEdgeOwnWriteEditedIsNeverWrittenAgain(t *testing.T) {
 	}
 }
 
-// 25.3: the API's clock is 10 s behind settle's (beyond the 5 s skew
+// The API's clock is 10 s behind settle's (beyond the 5 s skew
 // allowance): our marked comment looks created before our WriteStarted.
 // The marker names the intent, so the pre-existing rule does not apply:
 // confirmed by its own comment, never written again.
@@ -301,9 +301,9 @@ func (w *edge) stepUntilQuiet(intentID string, n int) (size, failed int) {
 	return len(w.history(intentID)), failed
 }
 
-// 25.8: a status answer without the marker the route writes cannot be
-// checked: the intent is handed off once, every later step appends
-// nothing (it grew by two events a check: ReconcileStarted, then a refused
+// A status answer without the marker the route writes cannot be
+// checked: the intent is handed off once, and every later step appends
+// nothing (never two events a check: ReconcileStarted, then a refused
 // conclusion, a lease expiry, ...).
 func TestEdgeStatusWithoutMarkerHandsOffAndTheLogStopsGrowing(t *testing.T) {
 	w, bk := bookingEdge(t, &habit{caps: func(c *adapter.Capabilities) { c.Correlation = true }})
@@ -324,7 +324,7 @@ func TestEdgeStatusWithoutMarkerHandsOffAndTheLogStopsGrowing(t *testing.T) {
 	}
 }
 
-// 25.7: a status answer the API says belongs to another account (a
+// A status answer the API says belongs to another account (a
 // request id reused by another account) is never this intent's: handed
 // off, not confirmed, and the log stops growing.
 func TestEdgeStatusOfAnotherAccountIsNotOurs(t *testing.T) {
@@ -353,7 +353,7 @@ func socialEdge(t *testing.T, h *habit, opts ...fakeapi.SocialOption) (*edge, *f
 	return newEdge(t, clock, adapter.Route{Name: "social_post", Adapter: h, Policy: pol}), api
 }
 
-// 25.6: a listing that takes 20 s starts 15 s before the window's end and
+// A listing that takes 20 s starts 15 s before the window's end and
 // returns 5 s after it; the post, written inside the window, showed only
 // 6 s before the end — after the listing had read its page. The window is
 // not closed for that listing: the next one, started after the end, finds
@@ -409,7 +409,7 @@ func TestSearchCacheSharedListingKeepsItsStart(t *testing.T) {
 	}
 }
 
-// 25.2: a listing whose end was not proven (max_pages reached, a short
+// A listing whose end was not proven (max_pages reached, a short
 // page without an end proof) is a failed read, never "0 candidates": the
 // window closes, nothing is written again, and reads that keep failing
 // are handed off read_failing. What such a listing did read still proves
@@ -466,9 +466,9 @@ func rateLimited(wait time.Duration) func(err error) error {
 	}
 }
 
-// 25.12 (Deliver 3, the decider's side): a write answered 429 with
+// The decider's side of Retry-After: a write answered 429 with
 // Retry-After: 2 minutes is recorded with it, and settle does not resend
-// before it (it resent after its own backoff, about a second).
+// before it (its own backoff would resend after about a second).
 func TestEdgeRetryAfterOnAWriteIsHonoured(t *testing.T) {
 	limit := rateLimited(2 * time.Minute)
 	w, api := socialEdge(t, &habit{write: func(ctx context.Context, req adapter.WriteRequest, inner func() (adapter.WriteResult, error)) (adapter.WriteResult, error) {
@@ -552,7 +552,7 @@ func (w *wire) sent(key string) []string {
 	return slices.Clone(w.bodies[key])
 }
 
-// 25.11: the route is edited (a metadata field added to the body) while
+// The route is edited (a metadata field added to the body) while
 // an intent is unknown. The retry sends the request its first attempt
 // recorded, byte for byte — Stripe sees the same parameters under the
 // key and replays the first result — never one rendered from the edited

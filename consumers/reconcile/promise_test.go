@@ -1,10 +1,9 @@
 package reconcile
 
 // Tests of the promise — at most one external effect per intent, and
-// confirmed only by an effect it made — on the paths where a review and a
-// real third-party server found it broken (issue "Exactly once, proven").
-// Each reproduces one defect end to end: real embedded NATS, real HTTP fakes
-// that count effects, the log and the fold asserted.
+// confirmed only by an effect it made — on the paths where it is easiest
+// to break: each test drives one such path end to end, with real embedded
+// NATS, real HTTP fakes that count effects, the log and the fold asserted.
 
 import (
 	"context"

@@ -9,6 +9,16 @@
 // least once, and a receiver deduplicates by the event id
 // (examples/webhook-receiver).
 //
+// The body is settle.webhook/v1 JSON: the event id (<intent_id>:<version>),
+// the type, the intent's names from its first event, and the event as the
+// log holds it — the same bytes on every attempt; only the signature's
+// timestamp changes. The consumer (settle-webhook) is shared by every
+// serve; max ack pending bounds what is taken and not delivered; a new
+// consumer starts after the log's last event, or from the first. The
+// delay after a failure is at least the answer's Retry-After. The secret
+// prints as [redacted] and log lines carry the endpoint without its query
+// (docs/webhooks.md).
+//
 // Deliverer is the sender (settle serve --webhook runs one); Sign and
 // Verify are the signature scheme, for receivers written in Go.
 //
