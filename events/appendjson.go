@@ -571,6 +571,10 @@ func (d *IntentStartedData) appendJSON(b []byte) ([]byte, bool) {
 	if b, ok = d.Started.appendJSON(b); !ok {
 		return b, false
 	}
+	if d.Traceparent != "" {
+		b = append(b, `,"traceparent":`...)
+		b = appendJSONString(b, d.Traceparent)
+	}
 	return append(b, '}'), true
 }
 
@@ -578,7 +582,7 @@ func (d *IntentStartedData) jsonSizeHint() int {
 	if d == nil {
 		return 4
 	}
-	return 32 + d.Recorded.jsonSizeHint() + d.Started.jsonSizeHint()
+	return 32 + d.Recorded.jsonSizeHint() + d.Started.jsonSizeHint() + 18 + len(d.Traceparent)
 }
 
 func (d *WriteStartedData) appendJSON(b []byte) ([]byte, bool) {
