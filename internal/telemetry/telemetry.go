@@ -75,6 +75,11 @@ func StartClient(ctx context.Context, name string) (context.Context, Span) {
 	return start(ctx, name, trace.SpanKindClient)
 }
 
+// StartServer starts a server span (a request settle serves).
+func StartServer(ctx context.Context, name string) (context.Context, Span) {
+	return start(ctx, name, trace.SpanKindServer)
+}
+
 func start(ctx context.Context, name string, kind trace.SpanKind) (context.Context, Span) {
 	t := current.Load()
 	if t == nil {
