@@ -18,6 +18,7 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/internal/telemetry"
 )
 
 // Class is the classification of one attempt that did not succeed.
@@ -115,10 +116,35 @@ const MaxResponseBody = 4 << 20
 // net/http cannot replay it either (noReplay). Whether the request was written is observed with httptrace, not guessed.
 // A request on a context marked with Calling is reported to its route's
 // observer (kind, outcome, duration, rate limit).
+//
+// While tracing is on, the request is a client span (telemetry.StartHTTP:
+// the HTTP client conventions, the route and kind of ctx's call, the
+// intent and attempt), whose status and error type Do records.
 func Do(ctx context.Context, client *http.Client, req *http.Request) (resp *Response, err error) {
 	start := time.Now()
+	if telemetry.Enabled() {
+		ci, _ := ctx.Value(callKey{}).(callInfo)
+		span := telemetry.StartHTTP(ctx, req, ci.route, string(ci.kind))
+		defer func() { endCall(span, resp, err) }()
+	}
 	defer func() { observe(ctx, start, resp, err) }()
 	return do(ctx, client, req)
+}
+
+// endCall ends an external call's span: its answer's status, or the
+// classification of a call that got none (its code, never its text).
+func endCall(span telemetry.Span, resp *Response, err error) {
+	var ce *CallError
+	switch {
+	case resp != nil:
+		span.HTTPStatus(resp.StatusCode)
+	case errors.As(err, &ce):
+		span.Str(telemetry.AttrOutcome, string(ce.Class))
+		span.Fail(err, ce.Code)
+	default:
+		span.Fail(err, "unclassified")
+	}
+	span.End(nil)
 }
 
 func do(ctx context.Context, client *http.Client, req *http.Request) (*Response, error) {

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/settle-dev/settle/internal/telemetry"
 )
 
 // CallKind is what an external call is for.
@@ -67,10 +69,11 @@ type callInfo struct {
 // every request Do sends on it is reported to route.Observer. The callers
 // of an adapter (the producer's write, the reconciler's reads) mark their
 // contexts; Do, which every adapter sends its requests with, reports —
-// so every adapter is measured, and none measures itself. Without an
-// Observer ctx is returned as is.
+// so every adapter is measured, and none measures itself. While tracing
+// is on, the call's span is named after the route and kind. Without an
+// Observer and with tracing off ctx is returned as is.
 func Calling(ctx context.Context, route Route, kind CallKind) context.Context {
-	if route.Observer == nil {
+	if route.Observer == nil && !telemetry.Enabled() {
 		return ctx
 	}
 	return context.WithValue(ctx, callKey{}, callInfo{route: route.Name, kind: kind, obs: route.Observer})
@@ -79,7 +82,7 @@ func Calling(ctx context.Context, route Route, kind CallKind) context.Context {
 // observe reports one request of ctx's call (Calling), if any.
 func observe(ctx context.Context, start time.Time, resp *Response, err error) {
 	ci, ok := ctx.Value(callKey{}).(callInfo)
-	if !ok {
+	if !ok || ci.obs == nil {
 		return
 	}
 	o := CallObservation{Route: ci.route, Kind: ci.kind, Duration: time.Since(start)}

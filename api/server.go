@@ -14,6 +14,7 @@ import (
 
 	"github.com/cockroachdb/redact"
 
+	"github.com/settle-dev/settle/internal/telemetry"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/service"
 )
@@ -219,6 +220,18 @@ func writeInternal(w http.ResponseWriter) {
 // error mapping.
 func (s *Server) endpoint(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tp := r.Header.Get(telemetry.Header); tp != "" || telemetry.Enabled() {
+			// The caller's trace (W3C traceparent) is the parent of what
+			// the request does, and the intent records it.
+			ctx, span := telemetry.StartServer(telemetry.WithTraceparent(r.Context(), tp), r.Method+" "+handlerOf(r))
+			r = r.WithContext(ctx)
+			defer func() {
+				if sw, ok := w.(*statusWriter); ok {
+					span.Int("http.response.status_code", sw.code)
+				}
+				span.End(nil)
+			}()
+		}
 		var c *service.Caller
 		if rt.scope != "" {
 			if !s.busy.acquire() {

@@ -584,7 +584,7 @@ func (r *bodyReader) intentRecorded(d *IntentRecordedData) {
 	}
 }
 
-var intentStartedKeys = []string{"recorded", "started"}
+var intentStartedKeys = []string{"recorded", "started", "traceparent"}
 
 func (r *bodyReader) intentStarted(d *IntentStartedData) {
 	r.open()
@@ -594,6 +594,8 @@ func (r *bodyReader) intentStarted(d *IntentStartedData) {
 			r.intentRecorded(&d.Recorded)
 		case 1:
 			r.writeStarted(&d.Started)
+		case 2:
+			d.Traceparent = r.str()
 		}
 	}
 }

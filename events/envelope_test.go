@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -311,6 +312,40 @@ func TestScopedIntentIDNamesTenantRouteAccountAndRequest(t *testing.T) {
 	} {
 		if other == base {
 			t.Errorf("changing the %s keeps the id", name)
+		}
+	}
+}
+
+// An IntentStarted keeps the traceparent it was submitted under through
+// encoding (settle's encoder and encoding/json agree), and refuses one
+// that is not a W3C traceparent, naming the field.
+func TestIntentStartedTraceparent(t *testing.T) {
+	e := sampleStarted()
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	e.Data.(*IntentStartedData).Traceparent = tp
+	b, err := Encode(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	std, err := json.Marshal(e.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, std) {
+		t.Fatalf("the encoded event does not hold the body as encoding/json writes it:\n%s\n%s", b, std)
+	}
+	back, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Data.(*IntentStartedData).Traceparent; got != tp {
+		t.Fatalf("decoded traceparent %q, want %q", got, tp)
+	}
+	for _, bad := range []string{"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+		"00-00000000000000000000000000000000-00f067aa0ba902b7-01", "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "x"} {
+		e.Data.(*IntentStartedData).Traceparent = bad
+		if err := e.Validate(); err == nil || !strings.Contains(err.Error(), "data.traceparent") {
+			t.Errorf("%q: %v, want a data.traceparent error", bad, err)
 		}
 	}
 }

@@ -415,9 +415,15 @@ func (d *IntentRecordedData) Validate() error {
 // WriteStarted would. An intent that is not started at once (approval
 // needed, expired) is recorded by IntentRecorded alone, and its first
 // WriteStarted comes later.
+//
+// Traceparent, optional, is the W3C traceparent of the request that
+// submitted the intent (its caller's, or settle's own submit span): the
+// reconciliation of the intent, minutes later on any node, continues
+// that trace.
 type IntentStartedData struct {
-	Recorded IntentRecordedData `json:"recorded"`
-	Started  WriteStartedData   `json:"started"`
+	Recorded    IntentRecordedData `json:"recorded"`
+	Started     WriteStartedData   `json:"started"`
+	Traceparent string             `json:"traceparent,omitempty"`
 }
 
 func (*IntentStartedData) EventType() Type { return IntentStarted }
@@ -437,7 +443,34 @@ func (d *IntentStartedData) Validate() error {
 	if d.Started.IdempotencyKey != d.Recorded.IdempotencyKey {
 		return &FieldError{Field: "data.started.idempotency_key", Reason: "must be the intent's idempotency key"}
 	}
+	if d.Traceparent != "" && !ValidTraceparent(d.Traceparent) {
+		return &FieldError{Field: "data.traceparent", Reason: "must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>, lower case)"}
+	}
 	return nil
+}
+
+// ValidTraceparent reports whether tp has the form of a W3C traceparent of
+// version 00: "00-" 32 lower-case hex digits "-" 16 "-" 2, its trace and
+// span ids not all zero.
+func ValidTraceparent(tp string) bool {
+	if len(tp) != 55 || tp[:3] != "00-" || tp[35] != '-' || tp[52] != '-' {
+		return false
+	}
+	zeroTrace, zeroSpan := true, true
+	for i := 3; i < 55; i++ {
+		c := tp[i]
+		switch {
+		case i == 35 || i == 52:
+			continue
+		case (c < '0' || c > '9') && (c < 'a' || c > 'f'):
+			return false
+		case c != '0' && i < 35:
+			zeroTrace = false
+		case c != '0' && i < 52:
+			zeroSpan = false
+		}
+	}
+	return !zeroTrace && !zeroSpan
 }
 
 // nestField moves a body's "data." field name under prefix.

@@ -104,6 +104,7 @@ func (s *Server) For(c service.Caller) *sdk.Server {
 	}
 	srv := sdk.NewServer(&sdk.Implementation{Name: "settle", Title: "settle: at-most-once writes", Version: s.cfg.Version},
 		&sdk.ServerOptions{Instructions: instructions, Logger: s.log, Capabilities: &sdk.ServerCapabilities{}})
+	srv.AddReceivingMiddleware(traceCalls)
 	h := &handlers{s: s, c: c}
 	if c.Has(service.ScopeSubmit) {
 		for _, rt := range s.routes {

@@ -8,6 +8,7 @@ import (
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/internal/errkind"
+	"github.com/settle-dev/settle/internal/telemetry"
 	"github.com/settle-dev/settle/ledger"
 )
 
@@ -70,7 +71,15 @@ func (p *Producer) ResolveReleased(ctx context.Context, h *ledger.History, i *fs
 	return p.appendOperator(ctx, h, i, &events.OperatorReleasedData{Operator: operator, Reason: reason})
 }
 
-func (p *Producer) appendOperator(ctx context.Context, h *ledger.History, i *fsm.Intent, d events.Data) error {
+// appendOperator appends an operator's decision, as the span
+// settle.operator (its action the event's type).
+func (p *Producer) appendOperator(ctx context.Context, h *ledger.History, i *fsm.Intent, d events.Data) (err error) {
+	ctx, span := telemetry.Start(ctx, "settle.operator")
+	if span.On() {
+		span.Intent(i.ID, h.Route)
+		span.Str(telemetry.AttrAction, string(d.EventType()))
+		defer func() { span.State(string(i.State)); span.End(err) }()
+	}
 	if err := d.Validate(); err != nil {
 		return errkind.Wrap(ErrInvalidRequest, err)
 	}

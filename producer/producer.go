@@ -15,6 +15,7 @@ import (
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/internal/errkind"
+	"github.com/settle-dev/settle/internal/telemetry"
 	"github.com/settle-dev/settle/ledger"
 )
 
@@ -343,6 +344,29 @@ func sameRequest(stored events.IntentRecordedData, rec events.IntentRecordedData
 // outcomes, readback, resends after a proven rejection once their backoff
 // has passed) is the reconciler's.
 func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
+	if telemetry.Enabled() {
+		return p.tracedExecute(ctx, req)
+	}
+	return p.execute(ctx, req)
+}
+
+// tracedExecute is Execute as the span settle.submit: a child of the
+// caller's span (or of the traceparent the caller sent), with the
+// intent's id, route and state as Execute leaves it.
+func (p *Producer) tracedExecute(ctx context.Context, req Request) (*Result, error) {
+	ctx, span := telemetry.Start(ctx, "settle.submit")
+	res, err := p.execute(ctx, req)
+	if res != nil {
+		span.Intent(res.IntentID, res.Route)
+		span.State(string(res.State))
+	} else {
+		span.Str(telemetry.AttrRoute, req.Route)
+	}
+	span.End(err)
+	return res, err
+}
+
+func (p *Producer) execute(ctx context.Context, req Request) (*Result, error) {
 	pr, err := p.prepare(req)
 	if err != nil {
 		return nil, err
@@ -488,7 +512,16 @@ func (p *Producer) recordAndStart(ctx context.Context, pr *prepared) (*Result, e
 			}
 		}
 	}
-	seqs, err := p.store.AppendEvents(ctx, pr.rec.Route, evs, 0)
+	if len(evs) == 1 {
+		if d, ok := evs[0].Data.(*events.IntentStartedData); ok {
+			d.Traceparent = telemetry.Traceparent(ctx) // the caller's trace, for reconciliation
+		}
+	}
+	rctx, span := telemetry.Start(ctx, "settle.record")
+	span.Intent(pr.intentID, pr.rec.Route)
+	span.Str(telemetry.AttrEvent, string(evs[0].Type))
+	seqs, err := p.store.AppendEvents(rctx, pr.rec.Route, evs, 0)
+	span.End(err)
 	if len(seqs) == 0 && len(pair) == 2 && len(evs) == 1 && errors.Is(err, events.ErrTooLarge) {
 		// Together over the limit: the record and the start as two
 		// messages, as an intent that is not started at once.

@@ -11,6 +11,7 @@ import (
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/internal/errkind"
+	"github.com/settle-dev/settle/internal/telemetry"
 	"github.com/settle-dev/settle/ledger"
 )
 
@@ -151,7 +152,14 @@ func render(route adapter.Route, intent *fsm.Intent, step fsm.Step) error {
 // A step whose WriteStarted records its request sends that request
 // (adapter.Preparer); prepErr, the error of rendering it, is the outcome
 // without a call.
-func (w *Writer) call(ctx context.Context, route adapter.Route, h *ledger.History, intent *fsm.Intent, step fsm.Step, prepErr error, realStart time.Time) error {
+func (w *Writer) call(ctx context.Context, route adapter.Route, h *ledger.History, intent *fsm.Intent, step fsm.Step, prepErr error, realStart time.Time) (err error) {
+	ctx, span := telemetry.Start(ctx, "settle.attempt")
+	if span.On() {
+		ctx = telemetry.WithIntent(ctx, intent.ID, step.AttemptID)
+		span.Intent(intent.ID, route.Name)
+		span.Str(telemetry.AttrAttemptID, step.AttemptID)
+		defer func() { span.State(string(intent.State)); span.End(err) }()
+	}
 	// WriteStarted is acknowledged: only now may the request leave.
 	callCtx, cancel := context.WithDeadline(adapter.Calling(ctx, route, adapter.KindWrite), realStart.Add(intent.Recorded.Policy.AttemptDeadline.D()))
 	req := writeRequest(intent, step.AttemptID)
@@ -167,13 +175,14 @@ func (w *Writer) call(ctx context.Context, route adapter.Route, h *ledger.Histor
 	}
 	cancel()
 	outcome := Classify(intent, step.AttemptID, res, callErr)
+	span.Str(telemetry.AttrOutcome, string(outcome.EventType()))
 	if w.cfg.OnCall != nil {
 		w.cfg.OnCall(route.Name, outcome.EventType())
 	}
 	// Record the outcome even if the caller gave up: the call happened.
 	octx, ocancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.OutcomeTimeout)
 	defer ocancel()
-	if err := w.appendTo(octx, h, intent, step.AttemptID, outcome); err != nil {
+	if err := w.appendOutcome(octx, h, intent, step.AttemptID, outcome); err != nil {
 		log := w.cfg.Logger
 		if log == nil {
 			log = slog.Default()
@@ -188,4 +197,14 @@ func (w *Writer) call(ctx context.Context, route adapter.Route, h *ledger.Histor
 // appendTo appends the next event to h and folds it into intent.
 func (w *Writer) appendTo(ctx context.Context, h *ledger.History, intent *fsm.Intent, attemptID string, d events.Data) error {
 	return w.log.AppendNext(ctx, h, intent, w.cfg.Actor, w.cfg.Now(), attemptID, d)
+}
+
+// appendOutcome appends an attempt's outcome, as the span settle.record.
+func (w *Writer) appendOutcome(ctx context.Context, h *ledger.History, intent *fsm.Intent, attemptID string, d events.Data) error {
+	ctx, span := telemetry.Start(ctx, "settle.record")
+	span.Intent(intent.ID, h.Route)
+	span.Str(telemetry.AttrEvent, string(d.EventType()))
+	err := w.appendTo(ctx, h, intent, attemptID, d)
+	span.End(err)
+	return err
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/internal/telemetry"
 )
 
 var (
@@ -298,6 +299,18 @@ type Adapter struct {
 	// scrub removes the route's credentials (and parts of them) from
 	// every response-derived value the adapter returns.
 	scrub *adapter.Scrubber
+	// propagate: the API's calls carry their span's traceparent
+	// (propagate_trace).
+	propagate bool
+}
+
+// do sends one API call (never Probe's page fetch) with adapter.Do,
+// carrying the call's traceparent when the route propagates it.
+func (a *Adapter) do(ctx context.Context, hreq *http.Request) (*adapter.Response, error) {
+	if a.propagate {
+		ctx = telemetry.Propagate(ctx)
+	}
+	return adapter.Do(ctx, a.client, hreq)
 }
 
 // String names the route only: an Adapter never formats its headers.
@@ -388,7 +401,7 @@ func (a *Adapter) send(ctx context.Context, r readReq) (*adapter.Response, error
 	if r.body != nil {
 		hreq.Header.Set("Content-Type", "application/json")
 	}
-	return adapter.Do(ctx, a.client, hreq)
+	return a.do(ctx, hreq)
 }
 
 func renderText(t *template, s *scope) string {
@@ -648,7 +661,7 @@ func (a *Adapter) sendWrite(ctx context.Context, req adapter.WriteRequest, s *sc
 	if w.attemptHeader != "" && req.AttemptID != "" {
 		hreq.Header.Set(w.attemptHeader, req.AttemptID)
 	}
-	resp, err := adapter.Do(ctx, a.client, hreq)
+	resp, err := a.do(ctx, hreq)
 	if err != nil {
 		return adapter.WriteResult{}, err
 	}

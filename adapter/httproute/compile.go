@@ -255,7 +255,7 @@ func compileAll(cfg RouteConfig, label string, failed map[string]bool) (*Adapter
 }
 
 func compileWith(c *compiler, cfg RouteConfig) (*Adapter, *compiler) {
-	a := &Adapter{name: cfg.Name, now: cfg.Now, sleeper: cfg.Sleep}
+	a := &Adapter{name: cfg.Name, now: cfg.Now, sleeper: cfg.Sleep, propagate: cfg.PropagateTrace}
 	if a.now == nil {
 		a.now = time.Now
 	}

@@ -53,6 +53,10 @@ type RouteConfig struct {
 	Headers []Header
 	// Timeout bounds each HTTP call (default 10s).
 	Timeout time.Duration
+	// PropagateTrace sends the W3C traceparent of each call's span to the
+	// API (propagate_trace; default off: an API need not learn settle's
+	// trace ids). It has no effect while tracing is off.
+	PropagateTrace bool
 
 	Write       *WriteConfig
 	Payload     *PayloadConfig

@@ -529,6 +529,7 @@ func (d *decoder) routeBody(o *obj, cfg *RouteConfig) {
 		}
 	}
 	o.duration("timeout", &cfg.Timeout)
+	o.boolean("propagate_trace", &cfg.PropagateTrace)
 	if v, ok := o.take("write"); ok {
 		cfg.Write = d.write(v)
 	}

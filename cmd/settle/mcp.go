@@ -108,6 +108,11 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 	if err != nil {
 		return errors.Errorf("mcp: %w", err)
 	}
+	stopTracing, err := startTracing(ctx, cfg.Logger, node.RouteSecrets(f.node.routes))
+	if err != nil {
+		return errors.Errorf("mcp: %w", err)
+	}
+	defer stopTracing()
 	// Stdout is the protocol. Anything else that would print to the
 	// process's stdout is sent to stderr while the session runs.
 	out := m.Stdout

@@ -72,6 +72,8 @@ type serveSetup struct {
 	cfg    node.Config
 	tokens []api.Token
 	logger *slog.Logger
+	// secrets are every secret the process knows (scrubbed from logs and spans).
+	secrets []string
 }
 
 // setup checks every flag (all problems at once), the routes and the
@@ -110,7 +112,7 @@ func (m *Main) serveSetup(f *serveFlags) (*serveSetup, error) {
 	if pw, ok := os.LookupEnv(f.natsPasswordEnv); ok {
 		secrets = append(secrets, pw)
 	}
-	su.logger = f.node.logger(m.Stderr, secrets...)
+	su.logger, su.secrets = f.node.logger(m.Stderr, secrets...), secrets
 	if su.cfg.Now, err = node.ProcessClock(su.logger); err != nil {
 		return nil, err
 	}
@@ -140,6 +142,11 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return errors.Errorf("serve: %w", err)
 	}
+	stopTracing, err := startTracing(ctx, su.logger, su.secrets)
+	if err != nil {
+		return errors.Errorf("serve: %w", err)
+	}
+	defer stopTracing()
 	n, err := node.Open(ctx, su.cfg)
 	if err != nil {
 		return errors.Errorf("serve: %w", err)

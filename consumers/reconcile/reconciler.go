@@ -16,6 +16,7 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/internal/telemetry"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/producer"
 )
@@ -306,23 +307,66 @@ const maxDecisions = 16
 // given up while a unit is in the group commit, and read the intent as
 // just read from the log (nil: the step reads it).
 func (r *Reconciler) step(ctx context.Context, route, intentID string, sc *searchCache, t *ticket, read *stepUnit) (StepResult, error) {
+	if telemetry.Enabled() {
+		return r.tracedStep(ctx, route, intentID, sc, t, read)
+	}
+	return r.steps(ctx, route, intentID, sc, t, read)
+}
+
+// tracedStep is step as the span settle.reconcile: a child of the trace
+// the intent recorded when it was submitted (IntentStarted's
+// traceparent), so that its reconciliation, on whichever node and however
+// much later, continues the caller's trace.
+func (r *Reconciler) tracedStep(ctx context.Context, route, intentID string, sc *searchCache, t *ticket, read *stepUnit) (StepResult, error) {
+	if read == nil {
+		u, done, err := r.load(ctx, route, intentID)
+		if err != nil || done {
+			return StepResult{Done: done}, err
+		}
+		read = u
+	}
+	if len(read.h.Events) > 0 {
+		if d, ok := read.h.Events[0].Data.(*events.IntentStartedData); ok {
+			ctx = telemetry.WithTraceparent(ctx, d.Traceparent)
+		}
+	}
+	ctx, span := telemetry.Start(ctx, "settle.reconcile")
+	span.Intent(intentID, route)
+	ctx = telemetry.WithIntent(ctx, intentID, "")
+	res, err := r.steps(ctx, route, intentID, sc, t, read)
+	span.State(string(res.State))
+	span.End(err)
+	return res, err
+}
+
+// load reads and folds an intent for a step; done: it is held and nothing
+// can be folded (an operator's, hold.go).
+func (r *Reconciler) load(ctx context.Context, route, intentID string) (u *stepUnit, done bool, err error) {
+	h, err := r.cache.load(ctx, r.store, route, intentID)
+	if err != nil {
+		return nil, false, errors.Errorf("step %s: %w", intentID, err)
+	}
+	intent, err := h.Fold()
+	if errors.Is(err, ledger.ErrHistoryLost) {
+		return nil, true, nil
+	}
+	if err != nil {
+		return nil, false, errors.Errorf("step %s: %w", intentID, err)
+	}
+	return &stepUnit{h: h, i: intent}, false, nil
+}
+
+func (r *Reconciler) steps(ctx context.Context, route, intentID string, sc *searchCache, t *ticket, read *stepUnit) (StepResult, error) {
 	var res StepResult
 	u := read // nil: (re)load the intent
 	for n := 0; n < maxDecisions; n++ {
 		if u == nil {
-			h, err := r.cache.load(ctx, r.store, route, intentID)
-			if err != nil {
-				return res, errors.Errorf("step %s: %w", intentID, err)
+			var done bool
+			var err error
+			if u, done, err = r.load(ctx, route, intentID); err != nil || done {
+				res.Done = done
+				return res, err
 			}
-			intent, err := h.Fold()
-			if errors.Is(err, ledger.ErrHistoryLost) {
-				res.Done = true // held, and nothing can be folded: an operator's (hold.go)
-				return res, nil
-			}
-			if err != nil {
-				return res, errors.Errorf("step %s: %w", intentID, err)
-			}
-			u = &stepUnit{h: h, i: intent}
 		}
 		res.State = u.i.State
 		moved, wait, err := r.advance(ctx, u, sc, t, &res)
@@ -403,7 +447,13 @@ func (r *Reconciler) commit(ctx context.Context, u *stepUnit, res *StepResult) e
 	if len(u.evs) == 0 {
 		return nil
 	}
+	ctx, span := telemetry.Start(ctx, "settle.record")
+	span.Intent(u.i.ID, u.h.Route)
+	span.Str(telemetry.AttrEvent, string(u.evs[len(u.evs)-1].Type))
+	span.Int("settle.events", len(u.evs))
 	seqs, err := r.store.AppendEvents(ctx, u.h.Route, u.evs, u.h.LastSeq)
+	span.State(string(u.i.State))
+	span.End(err)
 	for k, seq := range seqs {
 		u.h.Events = append(u.h.Events, u.evs[k])
 		u.h.LastSeq = seq
@@ -425,6 +475,29 @@ func (r *Reconciler) commit(ctx context.Context, u *stepUnit, res *StepResult) e
 // before it appended first, its events appended by the writer), or
 // nothing (the intent must wait `wait`, or is done when wait == 0).
 func (r *Reconciler) advance(ctx context.Context, u *stepUnit, sc *searchCache, t *ticket, res *StepResult) (bool, time.Duration, error) {
+	if !telemetry.Enabled() {
+		return r.decide(ctx, u, sc, t, res)
+	}
+	ctx, span := telemetry.Start(ctx, "settle.reconcile.decision")
+	n, before := len(u.evs), u.i.Version
+	moved, wait, err := r.decide(ctx, u, sc, t, res)
+	switch {
+	case len(u.evs) > n:
+		span.Str(telemetry.AttrEvent, string(u.evs[len(u.evs)-1].Type))
+	case u.i.Version > before:
+		span.Str(telemetry.AttrEvent, string(events.WriteStarted))
+	case wait > 0:
+		span.Str(telemetry.AttrStep, fsm.StepWait.String())
+	default:
+		span.Str(telemetry.AttrStep, fsm.StepDone.String())
+	}
+	span.State(string(u.i.State))
+	span.End(err)
+	return moved, wait, err
+}
+
+// decide is advance's decision, taken.
+func (r *Reconciler) decide(ctx context.Context, u *stepUnit, sc *searchCache, t *ticket, res *StepResult) (bool, time.Duration, error) {
 	i := u.i
 	route, ok := r.route(i.Route())
 	if !ok {

@@ -14,6 +14,7 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/internal/telemetry"
 )
 
 // This file carries out the reads a decision needs (search, status query,
@@ -84,7 +85,10 @@ func (r *Reconciler) reconcile(ctx context.Context, i *fsm.Intent, route adapter
 		}
 		return r.decider().ConcludeStatus(i, caps, r.cfg.Now(), st), nil
 	case fsm.StrategySearch:
-		recs, listedAt, err := r.candidates(ctx, i, route, sc)
+		sctx, span := telemetry.Start(ctx, "settle.reconcile.search")
+		recs, listedAt, err := r.candidates(sctx, i, route, sc)
+		span.Int(telemetry.AttrCount, len(recs))
+		span.End(err)
 		incomplete := errors.Is(err, adapter.ErrListingIncomplete)
 		if err != nil && !incomplete {
 			return r.readFailure(i, caps, "search", err), nil
@@ -128,7 +132,11 @@ func (r *Reconciler) logRead(i *fsm.Intent, what string, err error) {
 
 // status asks the external system for its own record of the write
 // (Found false: it has none).
-func (r *Reconciler) status(ctx context.Context, i *fsm.Intent, route adapter.Route) (fsm.StatusObservation, error) {
+func (r *Reconciler) status(ctx context.Context, i *fsm.Intent, route adapter.Route) (obs fsm.StatusObservation, err error) {
+	ctx, span := telemetry.Start(ctx, "settle.reconcile.status")
+	if span.On() {
+		defer func() { span.End(err) }()
+	}
 	sq, ok := reader(route, i).(adapter.StatusQuerier)
 	if !ok {
 		return fsm.StatusObservation{}, errors.Errorf("route %s: %w: its adapter has no status query", route.Name, ErrRouteMissing)
@@ -141,7 +149,7 @@ func (r *Reconciler) status(ctx context.Context, i *fsm.Intent, route adapter.Ro
 	if err != nil {
 		return fsm.StatusObservation{}, err
 	}
-	obs := fsm.StatusObservation{Found: true, State: st.State, ExternalID: st.ExternalID, LiveURL: st.LiveURL,
+	obs = fsm.StatusObservation{Found: true, State: st.State, ExternalID: st.ExternalID, LiveURL: st.LiveURL,
 		Code: st.Code, PartialEffects: st.PartialEffects, Version: st.Version, AppliedVersion: st.AppliedVersion, CorrelationID: st.CorrelationID, Account: st.Account}
 	if len(st.Payload) > 0 {
 		if sum, err := events.PayloadSHA256(st.Payload); err == nil {
@@ -216,6 +224,8 @@ func (r *Reconciler) verify(ctx context.Context, i *fsm.Intent, route adapter.Ro
 		}
 		return r.decider().ConcludeStatusReadback(i, caps, r.cfg.Now(), st), nil
 	}
+	ctx, span := telemetry.Start(ctx, "settle.reconcile.readback")
+	defer span.End(nil)
 	ad := reader(route, i)
 	ctx = adapter.Calling(ctx, route, adapter.KindReadback)
 	r.readCalls.add(1)

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/internal/telemetry"
 )
 
 // Deliverer sends the settlements on the log to one endpoint. Make one
@@ -301,7 +302,7 @@ func (d *Deliverer) handle(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	d.inFlight.Add(1)
-	status, retryAfter, err := d.post(ctx, e.EventID, body, n)
+	status, retryAfter, err := d.tracedPost(ctx, route, e, body, n)
 	d.inFlight.Add(-1)
 	if err == nil && status >= 200 && status < 300 {
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -327,6 +328,25 @@ func (d *Deliverer) handle(ctx context.Context, m jetstream.Msg) {
 	_ = m.NakWithDelay(delay)
 }
 
+// tracedPost is post as the span settle.webhook.deliver (the intent, its
+// route, the settlement's event type, the delivery's attempt) when
+// tracing is on.
+func (d *Deliverer) tracedPost(ctx context.Context, route string, e events.Event, body []byte, attempt uint64) (int, time.Duration, error) {
+	ctx, span := telemetry.Start(ctx, "settle.webhook.deliver")
+	if !span.On() {
+		return d.post(ctx, e.EventID, body, attempt)
+	}
+	span.Intent(e.IntentID, route)
+	span.Str(telemetry.AttrEvent, string(e.Type))
+	span.Int("settle.delivery_attempt", int(attempt))
+	status, retryAfter, err := d.post(telemetry.WithIntent(ctx, e.IntentID, ""), e.EventID, body, attempt)
+	if err == nil && (status < 200 || status > 299) {
+		span.Str("error.type", strconv.Itoa(status))
+	}
+	span.End(err)
+	return status, retryAfter, err
+}
+
 // post makes one attempt; the error is the attempt's, never holding the
 // URL's query, the body or the secret.
 func (d *Deliverer) post(ctx context.Context, eventID string, body []byte, attempt uint64) (status int, retryAfter time.Duration, err error) {
@@ -341,6 +361,13 @@ func (d *Deliverer) post(ctx context.Context, eventID string, body []byte, attem
 	req.Header.Set(EventIDHeader, eventID)
 	req.Header.Set("Settle-Attempt", strconv.FormatUint(attempt, 10))
 	req.Header.Set(SignatureHeader, Sign(d.cfg.Secret, d.cfg.Now(), body))
+	span := telemetry.StartHTTP(ctx, req, "", "webhook")
+	defer func() {
+		if status > 0 {
+			span.HTTPStatus(status)
+		}
+		span.End(err)
+	}()
 	resp, err := d.cfg.Client.Do(req)
 	if err != nil {
 		return 0, 0, attemptError(err)

@@ -1,0 +1,235 @@
+package telemetry
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Instrumentation is the name settle's tracer is registered under (the
+// instrumentation scope of every span it starts).
+const Instrumentation = "github.com/settle-dev/settle"
+
+// Attribute names settle sets on its spans, besides the HTTP client
+// semantic conventions of an external call.
+const (
+	AttrIntentID  = "settle.intent_id"
+	AttrRoute     = "settle.route"
+	AttrState     = "settle.state"
+	AttrAttemptID = "settle.attempt_id"
+	AttrCallKind  = "settle.call_kind"
+	AttrEvent     = "settle.event"
+	AttrOutcome   = "settle.outcome"
+	AttrAction    = "settle.action"
+	AttrStep      = "settle.step"
+	AttrCount     = "settle.candidates"
+)
+
+// tracing is the process's tracer while tracing is on.
+type tracing struct {
+	tracer trace.Tracer
+	scrub  func(string) string
+}
+
+var current atomic.Pointer[tracing]
+
+// Enabled reports whether tracing is on: the one check of the off path.
+func Enabled() bool { return current.Load() != nil }
+
+// Use makes tp the tracer provider of settle's spans, with scrub applied
+// to every string attribute and error message (nil: none), and returns
+// what restores the previous one. A nil tp turns tracing off. Setup calls
+// it; a test calls it with an in-memory provider.
+func Use(tp trace.TracerProvider, scrub func(string) string) (restore func()) {
+	var next *tracing
+	if tp != nil {
+		if scrub == nil {
+			scrub = func(s string) string { return s }
+		}
+		next = &tracing{tracer: tp.Tracer(Instrumentation), scrub: scrub}
+	}
+	prev := current.Swap(next)
+	return func() { current.Store(prev) }
+}
+
+// Span is one of settle's spans, or nothing when tracing is off: every
+// method of the zero Span does nothing.
+type Span struct {
+	s     trace.Span
+	scrub func(string) string
+}
+
+// Start starts a span named name as a child of ctx's span (or of the
+// remote caller's span ctx carries). When tracing is off it returns ctx
+// itself and the zero Span.
+func Start(ctx context.Context, name string) (context.Context, Span) {
+	return start(ctx, name, trace.SpanKindInternal)
+}
+
+// StartClient starts a client span (an outgoing request).
+func StartClient(ctx context.Context, name string) (context.Context, Span) {
+	return start(ctx, name, trace.SpanKindClient)
+}
+
+// StartServer starts a server span (a request settle serves).
+func StartServer(ctx context.Context, name string) (context.Context, Span) {
+	return start(ctx, name, trace.SpanKindServer)
+}
+
+func start(ctx context.Context, name string, kind trace.SpanKind) (context.Context, Span) {
+	t := current.Load()
+	if t == nil {
+		return ctx, Span{}
+	}
+	ctx, s := t.tracer.Start(ctx, name, trace.WithSpanKind(kind))
+	return ctx, Span{s: s, scrub: t.scrub}
+}
+
+// On reports whether the span records (tracing is on).
+func (s Span) On() bool { return s.s != nil }
+
+// Intent sets the intent's id and route.
+func (s Span) Intent(id, route string) {
+	if s.s == nil {
+		return
+	}
+	s.s.SetAttributes(attribute.String(AttrIntentID, s.scrub(id)), attribute.String(AttrRoute, s.scrub(route)))
+}
+
+// State sets the intent's state as the span leaves it.
+func (s Span) State(state string) { s.Str(AttrState, state) }
+
+// Str sets a string attribute, scrubbed.
+func (s Span) Str(key, v string) {
+	if s.s == nil || v == "" {
+		return
+	}
+	s.s.SetAttributes(attribute.String(key, s.scrub(v)))
+}
+
+// Int sets an integer attribute.
+func (s Span) Int(key string, v int) {
+	if s.s == nil {
+		return
+	}
+	s.s.SetAttributes(attribute.Int(key, v))
+}
+
+// Event adds a span event with one scrubbed string attribute.
+func (s Span) Event(name, key, v string) {
+	if s.s == nil {
+		return
+	}
+	s.s.AddEvent(name, trace.WithAttributes(attribute.String(key, s.scrub(v))))
+}
+
+// Fail marks the span failed with err's message (scrubbed), and with
+// errType as its error.type when given.
+func (s Span) Fail(err error, errType string) {
+	if s.s == nil || err == nil {
+		return
+	}
+	if errType != "" {
+		s.s.SetAttributes(attribute.String("error.type", errType))
+	}
+	s.s.SetStatus(codes.Error, s.scrub(err.Error()))
+}
+
+// End ends the span; a non-nil err marks it failed first (Fail).
+func (s Span) End(err error) {
+	if s.s == nil {
+		return
+	}
+	if err != nil {
+		s.Fail(err, "")
+	}
+	s.s.End()
+}
+
+// Traceparent is the W3C traceparent of the span: its trace and its own
+// span id, "" when it does not record.
+func (s Span) Traceparent() string {
+	if s.s == nil {
+		return ""
+	}
+	return format(s.s.SpanContext())
+}
+
+// Traceparent is the W3C traceparent of ctx's span (a caller's remote one
+// included), "" when ctx carries none.
+func Traceparent(ctx context.Context) string {
+	return format(trace.SpanContextFromContext(ctx))
+}
+
+// WithTraceparent returns ctx carrying tp, a W3C traceparent a caller sent
+// or an intent recorded, as the remote parent of the spans started on it;
+// ctx itself when tp is empty or malformed (a caller's bad header is
+// ignored, as the W3C recommendation has it).
+func WithTraceparent(ctx context.Context, tp string) context.Context {
+	sc, ok := Parse(tp)
+	if !ok {
+		return ctx
+	}
+	return trace.ContextWithRemoteSpanContext(ctx, sc)
+}
+
+func format(sc trace.SpanContext) string {
+	if !sc.IsValid() {
+		return ""
+	}
+	tid, sid := sc.TraceID(), sc.SpanID()
+	b := make([]byte, 0, 55)
+	b = append(b, "00-"...)
+	b = appendHex(b, tid[:])
+	b = append(b, '-')
+	b = appendHex(b, sid[:])
+	b = append(b, '-')
+	b = appendHex(b, []byte{byte(sc.TraceFlags())})
+	return string(b)
+}
+
+const hexdigits = "0123456789abcdef"
+
+func appendHex(b, src []byte) []byte {
+	for _, c := range src {
+		b = append(b, hexdigits[c>>4], hexdigits[c&15])
+	}
+	return b
+}
+
+// Parse reads a W3C traceparent (version 00, or a later version's first
+// four fields): ok is false for anything else, an all-zero trace or span
+// id included.
+func Parse(tp string) (trace.SpanContext, bool) {
+	if len(tp) < 55 || (len(tp) > 55 && (tp[:2] == "00" || tp[55] != '-')) ||
+		tp[2] != '-' || tp[35] != '-' || tp[52] != '-' || tp[:2] == "ff" {
+		return trace.SpanContext{}, false
+	}
+	var tid trace.TraceID
+	var sid trace.SpanID
+	var flags [1]byte
+	if !lowerHex(tp[:2], nil) || !lowerHex(tp[3:35], tid[:]) || !lowerHex(tp[36:52], sid[:]) || !lowerHex(tp[53:55], flags[:]) {
+		return trace.SpanContext{}, false
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(flags[0]) & trace.FlagsSampled, Remote: true})
+	return sc, sc.IsValid()
+}
+
+// lowerHex decodes s (lower-case hex) into dst, when dst is not nil.
+func lowerHex(s string, dst []byte) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+		if dst != nil && i%2 == 1 {
+			v, _ := strconv.ParseUint(s[i-1:i+1], 16, 8)
+			dst[i/2] = byte(v)
+		}
+	}
+	return true
+}
