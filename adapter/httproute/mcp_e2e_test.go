@@ -1,0 +1,114 @@
+package httproute_test
+
+import (
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/settle-dev/settle/adapter/httproute"
+	"github.com/settle-dev/settle/events"
+	"github.com/settle-dev/settle/fakeapi"
+	"github.com/settle-dev/settle/fsm"
+	"github.com/settle-dev/settle/testharness"
+)
+
+var (
+	githubMCPOnce sync.Once
+	githubMCPBin  string
+	githubMCPErr  error
+)
+
+// githubMCPServer builds the in-repo GitHub-shaped MCP server once per
+// test binary.
+func githubMCPServer(t *testing.T) string {
+	t.Helper()
+	githubMCPOnce.Do(func() {
+		dir, err := filepath.Abs(filepath.Join("..", "..", ".cache", "test-bin"))
+		if err != nil {
+			githubMCPErr = err
+			return
+		}
+		githubMCPBin = filepath.Join(dir, "githubmcp")
+		out, err := exec.Command("go", "build", "-o", githubMCPBin, "github.com/settle-dev/settle/fakeapi/cmd/githubmcp").CombinedOutput()
+		if err != nil {
+			githubMCPErr = err
+			t.Log(string(out))
+		}
+	})
+	if githubMCPErr != nil {
+		t.Fatalf("build the GitHub-shaped MCP server: %v", githubMCPErr)
+	}
+	return githubMCPBin
+}
+
+// newMCPE2E is the e2e harness over examples/routes/github_mcp.yaml: the
+// route starts the in-repo GitHub-shaped MCP server (a child process over
+// stdio) in front of the GitHub fake; faults go to the returned dir.
+func newMCPE2E(t *testing.T) (*e2e, *fakeapi.GitHubAPI, string) {
+	t.Helper()
+	clock := testharness.NewManualClock(rt0)
+	api := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubToken(secretToken), fakeapi.WithGitHubClock(clock.Now))
+	faults := t.TempDir()
+	data := mutate(t, readExample(t, "github_mcp.yaml"), "timeout: 10s", "timeout: 2s",
+		"        GITHUB_API_URL: ${env:GITHUB_API_URL}\n", "        GITHUB_API_URL: ${env:GITHUB_API_URL}\n        GITHUB_MCP_FAULTS: ${env:GITHUB_MCP_FAULTS}\n")
+	env := map[string]string{"GITHUB_MCP_SERVER": githubMCPServer(t), "GITHUB_API_URL": api.URL(), "GITHUB_TOKEN": secretToken, "GITHUB_MCP_FAULTS": faults}
+	w := newE2EData(t, data, env, clock)
+	t.Cleanup(func() { _ = w.route.Adapter.(*httproute.Adapter).Close() })
+	return w, api, faults
+}
+
+// TestMCPLostReplySettlesThroughTheReadTool: a write through settle to
+// the upstream MCP server runs the tool (the comment is posted) and its
+// reply never comes. The attempt is unknown, never retried blind: the
+// reconciler lists the issue's comments through the upstream's read tool,
+// finds the comment by its marker, and confirms it; the GitHub fake
+// behind the server shows exactly one effect.
+func TestMCPLostReplySettlesThroughTheReadTool(t *testing.T) {
+	w, api, faults := newMCPE2E(t)
+	if err := fakeapi.InjectMCPFault(faults, "add_issue_comment", fakeapi.MCPDropReply); err != nil {
+		t.Fatal(err)
+	}
+	res := w.execute("deploy-1", api.UserID(), "7", `{"body":"Build #42 passed"}`)
+	i := w.intent(res.IntentID)
+	ts := w.types(i)
+	if i.State == fsm.Confirmed || countTypes(ts, events.OutcomeUnknown) != 1 {
+		t.Fatalf("after the lost reply: state %s, history %v; want one unknown write", i.State, ts)
+	}
+	i = w.settle(res.IntentID)
+	ts = w.types(i)
+	if api.Effects() != 1 || api.Writes() != 1 || countTypes(ts, events.WriteStarted) != 1 || countTypes(ts, events.CandidateFound) != 1 {
+		t.Fatalf("%d effects, %d writes; history %v", api.Effects(), api.Writes(), ts)
+	}
+	w.confirmedAs(i, itoa(int(api.Comments()[0].ID)))
+}
+
+// TestMCPCrashMidCallRestartsTheUpstream: the upstream process posts the
+// comment and dies before answering. The write is unknown; the next read
+// starts the server again, finds the comment, and confirms it: one
+// effect.
+func TestMCPCrashMidCallRestartsTheUpstream(t *testing.T) {
+	w, api, faults := newMCPE2E(t)
+	if err := fakeapi.InjectMCPFault(faults, "add_issue_comment", fakeapi.MCPCrash); err != nil {
+		t.Fatal(err)
+	}
+	res := w.execute("deploy-2", api.UserID(), "7", `{"body":"Build #43 passed"}`)
+	i := w.settle(res.IntentID)
+	ts := w.types(i)
+	if api.Effects() != 1 || countTypes(ts, events.OutcomeUnknown) != 1 {
+		t.Fatalf("%d effects; history %v", api.Effects(), ts)
+	}
+	w.confirmedAs(i, itoa(int(api.Comments()[0].ID)))
+}
+
+// TestMCPToolErrorByRuleIsARejection: the API refuses the comment (the
+// issue does not exist): the server answers an error result whose text a
+// rule of the route classifies as rejected; nothing was posted.
+func TestMCPToolErrorByRuleIsARejection(t *testing.T) {
+	w, api, _ := newMCPE2E(t)
+	res := w.execute("deploy-3", api.UserID(), "1000", `{"body":"no such issue"}`)
+	i := w.intent(res.IntentID)
+	if i.State != fsm.Rejected || api.Effects() != 0 {
+		t.Fatalf("state %s, %d effects; history %v", i.State, api.Effects(), w.types(i))
+	}
+}
