@@ -14,33 +14,33 @@ import (
 )
 
 var (
-	githubMCPOnce sync.Once
-	githubMCPBin  string
-	githubMCPErr  error
+	toolsMu  sync.Mutex
+	toolBins = map[string]string{}
 )
 
-// githubMCPServer builds the in-repo GitHub-shaped MCP server once per
-// test binary.
-func githubMCPServer(t *testing.T) string {
+// buildTool builds fakeapi/cmd/<name> once per test binary into the
+// repository's .cache/test-bin.
+func buildTool(t *testing.T, name string) string {
 	t.Helper()
-	githubMCPOnce.Do(func() {
-		dir, err := filepath.Abs(filepath.Join("..", "..", ".cache", "test-bin"))
-		if err != nil {
-			githubMCPErr = err
-			return
-		}
-		githubMCPBin = filepath.Join(dir, "githubmcp")
-		out, err := exec.Command("go", "build", "-o", githubMCPBin, "github.com/settle-dev/settle/fakeapi/cmd/githubmcp").CombinedOutput()
-		if err != nil {
-			githubMCPErr = err
-			t.Log(string(out))
-		}
-	})
-	if githubMCPErr != nil {
-		t.Fatalf("build the GitHub-shaped MCP server: %v", githubMCPErr)
+	toolsMu.Lock()
+	defer toolsMu.Unlock()
+	if bin, ok := toolBins[name]; ok {
+		return bin
 	}
-	return githubMCPBin
+	dir, err := filepath.Abs(filepath.Join("..", "..", ".cache", "test-bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, name)
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/settle-dev/settle/fakeapi/cmd/"+name).CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v: %s", name, err, out)
+	}
+	toolBins[name] = bin
+	return bin
 }
+
+// githubMCPServer is the in-repo GitHub-shaped MCP server's binary.
+func githubMCPServer(t *testing.T) string { return buildTool(t, "githubmcp") }
 
 // newMCPE2E is the e2e harness over examples/routes/github_mcp.yaml: the
 // route starts the in-repo GitHub-shaped MCP server (a child process over

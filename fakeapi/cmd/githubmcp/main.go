@@ -1,8 +1,3 @@
-// Command githubmcp serves the GitHub-shaped MCP server of package
-// fakeapi over stdio (stdio) or streamable HTTP (http ADDR), in front of
-// the GitHub API at $GITHUB_API_URL with $GITHUB_PERSONAL_ACCESS_TOKEN.
-// $GITHUB_MCP_FAULTS is the directory of pending faults
-// (fakeapi.InjectMCPFault).
 package main
 
 import (
