@@ -448,13 +448,13 @@ func (c *compiler) target(step, u, tool string, args any, ctx tctx) *urlTemplate
 	if u != "" {
 		c.report(step+".url", "applies to HTTP routes: a step of a route with an mcp section calls a tool (tool and arguments)")
 	}
+	// A tool that is absent or malformed is reported, and its arguments
+	// still compiled, so that no rule on what they use reports again.
 	switch {
 	case tool == "":
 		c.report(step+".tool", "is required: the name of the upstream's tool this step calls")
-		return nil
 	case !toolNameRE.MatchString(tool):
 		c.report(step+".tool", fmt.Sprintf("%q is not a tool name (letters, digits, _ . - /, up to 128)", clip(tool)))
-		return nil
 	}
 	t := &urlTemplate{src: tool, path: &template{}, tool: tool}
 	if args != nil {
