@@ -1,10 +1,14 @@
 package httproute_test
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/settle-dev/settle/adapter/httproute"
 	"github.com/settle-dev/settle/events"
@@ -111,4 +115,40 @@ func TestMCPToolErrorByRuleIsARejection(t *testing.T) {
 	if i.State != fsm.Rejected || api.Effects() != 0 {
 		t.Fatalf("state %s, %d effects; history %v", i.State, api.Effects(), w.types(i))
 	}
+}
+
+// TestMCPStreamableHTTPLostReply: the same lost reply with the upstream
+// served over streamable HTTP (mcp.url, its token in mcp.headers from the
+// environment): unknown, then confirmed through the read tool, one
+// effect.
+func TestMCPStreamableHTTPLostReply(t *testing.T) {
+	clock := testharness.NewManualClock(rt0)
+	api := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubToken(secretToken), fakeapi.WithGitHubClock(clock.Now))
+	faults := t.TempDir()
+	const upstreamToken = "upstream-token-7f3e9a1c5b2d"
+	srv := fakeapi.NewGitHubMCPServer(fakeapi.GitHubMCPConfig{APIURL: api.URL(), Token: secretToken, FaultDir: faults})
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+upstreamToken {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	data := mutate(t, readExample(t, "github_mcp.yaml"), "timeout: 10s", "timeout: 2s",
+		"      command: ${env:GITHUB_MCP_SERVER}\n      args: [stdio]\n      env:\n        GITHUB_PERSONAL_ACCESS_TOKEN: ${env:GITHUB_TOKEN}\n        GITHUB_API_URL: ${env:GITHUB_API_URL}\n",
+		"      url: ${env:GITHUB_MCP_URL}\n      headers:\n        Authorization: Bearer ${env:GITHUB_MCP_TOKEN}\n")
+	w := newE2EData(t, data, map[string]string{"GITHUB_MCP_URL": hs.URL, "GITHUB_MCP_TOKEN": upstreamToken}, clock)
+	t.Cleanup(func() { _ = w.route.Adapter.(*httproute.Adapter).Close() })
+	if err := fakeapi.InjectMCPFault(faults, "add_issue_comment", fakeapi.MCPDropReply); err != nil {
+		t.Fatal(err)
+	}
+	res := w.execute("deploy-4", api.UserID(), "7", `{"body":"Build #44 passed"}`)
+	i := w.settle(res.IntentID)
+	ts := w.types(i)
+	if api.Effects() != 1 || countTypes(ts, events.OutcomeUnknown) != 1 || countTypes(ts, events.WriteStarted) != 1 {
+		t.Fatalf("%d effects; history %v", api.Effects(), ts)
+	}
+	w.confirmedAs(i, itoa(int(api.Comments()[0].ID)))
 }
