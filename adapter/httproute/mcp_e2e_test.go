@@ -1,10 +1,12 @@
 package httproute_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -151,4 +153,30 @@ func TestMCPStreamableHTTPLostReply(t *testing.T) {
 		t.Fatalf("%d effects; history %v", api.Effects(), ts)
 	}
 	w.confirmedAs(i, itoa(int(api.Comments()[0].ID)))
+}
+
+// TestMCPProbe: a probe of an MCP route lists the upstream's tools, shows
+// the input schema of each tool the route names, and reads one page of
+// the search with the read tool; nothing is written.
+func TestMCPProbe(t *testing.T) {
+	w, api, _ := newMCPE2E(t)
+	api.Inject(fakeapi.GitHubComment{Issue: 7, Body: "by hand"})
+	a := w.route.Adapter.(*httproute.Adapter)
+	in, err := a.Inspect(context.Background(), httproute.InspectOptions{Account: api.UserID(), Parent: "7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	in.WriteText(&b, a)
+	tools := in.Tools
+	if tools == nil || tools.Err != "" || tools.Listed != 3 || len(tools.Named) != 3 || !tools.Named[0].Found || tools.Named[0].ReadOnly ||
+		!tools.Named[1].ReadOnly || !strings.Contains(tools.Named[0].InputSchema, "issue_number") {
+		t.Fatalf("tools %+v\n%s", tools, b.String())
+	}
+	if in.Search == nil || in.Search.Err != "" || len(in.Search.Records) != 1 || api.Effects() != 0 {
+		t.Fatalf("search %+v, %d effects\n%s", in.Search, api.Effects(), b.String())
+	}
+	if strings.Contains(b.String(), secretToken) {
+		t.Fatalf("the probe shows the token:\n%s", b.String())
+	}
 }
