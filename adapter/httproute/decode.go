@@ -517,16 +517,7 @@ func decodeFile(data []byte) ([]RouteConfig, []map[string]bool, []*RouteError) {
 func (d *decoder) routeBody(o *obj, cfg *RouteConfig) {
 	o.str("base_url", &cfg.BaseURL)
 	if v, ok := o.take("headers"); ok {
-		if m := d.object(v, "headers"); m != nil {
-			for i, k := range m.m.keys {
-				s, isStr := m.m.vals[i].(string)
-				if !isStr {
-					d.fail(fieldPath("headers", k), "must be a string, not "+typeName(m.m.vals[i]))
-					continue
-				}
-				cfg.Headers = append(cfg.Headers, Header{Name: k, Value: s})
-			}
-		}
+		cfg.Headers = d.headers(v, "headers")
 	}
 	o.duration("timeout", &cfg.Timeout)
 	if v, ok := o.take("mcp"); ok {
@@ -870,18 +861,27 @@ func (d *decoder) mcp(v any) *MCPConfig {
 	o.strMap("env", &m.Env)
 	o.str("url", &m.URL)
 	if hv, ok := o.take("headers"); ok {
-		if h := d.object(hv, "mcp.headers"); h != nil {
-			for i, k := range h.m.keys {
-				s, isStr := h.m.vals[i].(string)
-				if !isStr {
-					d.fail(fieldPath("mcp.headers", k), "must be a string, not "+typeName(h.m.vals[i]))
-					continue
-				}
-				m.Headers = append(m.Headers, Header{Name: k, Value: s})
-			}
-		}
+		m.Headers = d.headers(hv, "mcp.headers")
 	}
 	o.integer("max_result", &m.MaxResult)
 	o.end()
 	return m
+}
+
+// headers decodes a mapping of header names to string values.
+func (d *decoder) headers(v any, field string) []Header {
+	m := d.object(v, field)
+	if m == nil {
+		return nil
+	}
+	var out []Header
+	for i, k := range m.m.keys {
+		s, isStr := m.m.vals[i].(string)
+		if !isStr {
+			d.fail(fieldPath(field, k), "must be a string, not "+typeName(m.m.vals[i]))
+			continue
+		}
+		out = append(out, Header{Name: k, Value: s})
+	}
+	return out
 }
