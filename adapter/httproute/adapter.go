@@ -86,10 +86,14 @@ type outcomeRule struct {
 	retryable bool
 	code      string
 	message   string
+	text      string // an MCP tool's error result holds it
 }
 
 func (r *outcomeRule) matches(code int, s *scope) bool {
 	if len(r.status) > 0 && !slices.Contains(r.status, code) {
+		return false
+	}
+	if r.text != "" && !strings.Contains(s.text, r.text) {
 		return false
 	}
 	for _, m := range r.match {
@@ -291,8 +295,11 @@ type Adapter struct {
 	corr        *corrSpec
 	parent      *parentSpec
 	rateLimit   *rateLimitSpec
-	now         func() time.Time
-	sleeper     func(ctx context.Context, d time.Duration) error
+	// up is the upstream MCP server of a route with an mcp section
+	// (shared by the intent-scoped copies); nil on an HTTP route.
+	up      *upstream
+	now     func() time.Time
+	sleeper func(ctx context.Context, d time.Duration) error
 	// scope is the intent of an intent-scoped copy (ForIntent); nil on
 	// the route's own adapter.
 	scope *adapter.ReadScope
@@ -385,11 +392,15 @@ type readReq struct {
 	method string
 	url    string
 	body   []byte
+	tool   string // an MCP route's read: the tool called with body
 }
 
 // send sends one authenticated read request to the API and returns the
 // response of any status.
 func (a *Adapter) send(ctx context.Context, r readReq) (*adapter.Response, error) {
+	if r.tool != "" {
+		return a.up.read(ctx, r.tool, r.body)
+	}
 	if !a.sameOrigin(r.url) {
 		return nil, adapter.InvalidRequest("invalid_request", "the URL leaves base_url's origin")
 	}
@@ -518,7 +529,10 @@ func (a *Adapter) PrepareWrite(req adapter.WriteRequest) (events.SentRequest, er
 	for _, h := range sent.Headers {
 		texts = append(texts, h.Value)
 	}
-	bases := []string{a.base, url.QueryEscape(a.base), url.PathEscape(a.base)}
+	var bases []string
+	if a.base != "" {
+		bases = []string{a.base, url.QueryEscape(a.base), url.PathEscape(a.base)}
+	}
 	for k, t := range texts {
 		if a.scrub.Contains(t) {
 			return events.SentRequest{}, adapter.ErrNotRecordable
@@ -583,6 +597,9 @@ func (a *Adapter) writeScope(req adapter.WriteRequest) (*scope, json.RawMessage,
 // renderWrite renders write.url, write.body and write.headers in s.
 func (a *Adapter) renderWrite(s *scope) (events.SentRequest, error) {
 	w := a.write
+	if a.up != nil {
+		return a.renderToolWrite(s)
+	}
 	u, ok, err := w.url.render(s, true)
 	switch {
 	case err != nil:
@@ -632,6 +649,9 @@ func (a *Adapter) sendWrite(ctx context.Context, req adapter.WriteRequest, s *sc
 	w := a.write
 	if err := a.checkWriter(ctx, req.Account); err != nil {
 		return adapter.WriteResult{}, err
+	}
+	if a.up != nil {
+		return a.sendToolWrite(ctx, s, canon, sent)
 	}
 	u := a.base + sent.Path
 	if !a.sameOrigin(u) {
@@ -701,6 +721,12 @@ func (a *Adapter) writeOutcome(resp *adapter.Response, s *scope, sent json.RawMe
 	if !s.hasDoc && len(bytes.TrimSpace(resp.Body)) > 0 {
 		return adapter.WriteResult{}, adapter.Unparseable(code, "the write")
 	}
+	return a.writeSuccess(code, s, sent)
+}
+
+// writeSuccess maps a write's successful answer (write.response).
+func (a *Adapter) writeSuccess(code int, s *scope, sent json.RawMessage) (adapter.WriteResult, error) {
+	w := a.write
 	ext := renderText(w.externalID, s)
 	if ext == "" {
 		return adapter.WriteResult{}, adapter.Unparseable(code, "the write")
@@ -874,14 +900,15 @@ func (a *Adapter) searchPages(ctx context.Context, q adapter.SearchQuery, limit 
 		// The next offset is what was received, not page_size: an API
 		// that caps pages silently would otherwise skip items.
 		s.vars[varOffset] = strconv.Itoa(read)
-		u := next
-		if u == "" {
+		r := readReq{method: http.MethodGet, url: next}
+		if next == "" {
 			var ok bool
-			if u, ok, err = ss.url.render(s, false); err != nil || !ok {
+			if r, ok, err = a.request(ss.url, s, false); err != nil || !ok {
 				return nil, false, a.errorf("search page %d: the search URL cannot be built", page)
 			}
 		}
-		resp, err := a.getWaiting(ctx, readReq{method: http.MethodGet, url: u}, &waited)
+		u := r.url + r.tool
+		resp, err := a.getWaiting(ctx, r, &waited)
 		if err != nil {
 			return nil, false, a.errorf("search page %d: %w", page, err)
 		}
@@ -1118,11 +1145,11 @@ func (a *Adapter) Get(ctx context.Context, externalID string) (scrubbed adapter.
 	if err != nil {
 		return adapter.Record{}, err
 	}
-	u, ok, err := rs.url.render(base, false)
+	r, ok, err := a.request(rs.url, base, false)
 	if err != nil || !ok {
 		return adapter.Record{}, a.errorf("get: the readback URL cannot be built")
 	}
-	doc, code, err := a.readIn(ctx, u, rs.item, rs.expect, rs.require, base, "get")
+	doc, code, err := a.readReqIn(ctx, r, rs.item, rs.expect, rs.require, base, "get")
 	if err != nil {
 		return adapter.Record{}, err
 	}
@@ -1167,14 +1194,14 @@ func (a *Adapter) Status(ctx context.Context, q adapter.StatusQuery) (scrubbed a
 	if err != nil {
 		return adapter.StatusResult{}, err
 	}
-	u, ok, err := ss.url.render(base, true)
+	r, ok, err := a.request(ss.url, base, true)
 	if err != nil {
 		return adapter.StatusResult{}, a.errorf("status: %s", err.Error())
 	}
 	if !ok {
 		return adapter.StatusResult{}, a.errorf("status: the status URL cannot be built")
 	}
-	doc, code, err := a.readIn(ctx, u, ss.item, ss.expect, ss.require, base, "status")
+	doc, code, err := a.readReqIn(ctx, r, ss.item, ss.expect, ss.require, base, "status")
 	if err != nil {
 		return adapter.StatusResult{}, err
 	}

@@ -43,6 +43,7 @@ type compiler struct {
 	origin   string // base_url's origin, once resolved
 	baseURL  string // base_url, once resolved
 	offline  bool   // ${env:NAME} resolves to placeholders (LintOffline)
+	mcp      bool   // the route calls an upstream MCP server's tools
 }
 
 // Placeholders of an offline check: what ${env:NAME} stands for.
@@ -272,7 +273,15 @@ func compileWith(c *compiler, cfg RouteConfig) (*Adapter, *compiler) {
 	}
 
 	// base_url
-	if cfg.BaseURL == "" {
+	c.mcp = cfg.MCP != nil
+	if c.mcp {
+		if cfg.BaseURL != "" {
+			c.report("base_url", "applies to HTTP routes: a route with an mcp section calls its upstream's tools")
+		}
+		if len(cfg.Headers) > 0 {
+			c.report("headers", "apply to HTTP routes: an MCP route's upstream takes its headers in mcp.headers, or its credentials in mcp.env")
+		}
+	} else if cfg.BaseURL == "" {
 		c.report("base_url", "is required")
 	} else if strings.Contains(cfg.BaseURL, "{{") {
 		c.report("base_url", "takes no {{...}} template (only ${env:NAME})")
@@ -338,6 +347,9 @@ func compileWith(c *compiler, cfg RouteConfig) (*Adapter, *compiler) {
 	a.client = cfg.Client
 	if a.client == nil {
 		a.client = adapter.NewHTTPClient(timeout)
+	}
+	if c.mcp {
+		c.compileMCP(a, cfg.MCP, env, timeout)
 	}
 
 	// payload
@@ -416,7 +428,10 @@ func compileWith(c *compiler, cfg RouteConfig) (*Adapter, *compiler) {
 	case !caps.IdempotencyKey && caps.KeyRetention > 0:
 		c.report("capabilities.key_retention", "only applies when idempotency_key is true")
 	}
-	if caps.IdempotencyKey && cfg.Write != nil && cfg.Write.IdempotencyHeader == "" && !c.skip("capabilities.idempotency_key") {
+	if caps.IdempotencyKey && c.mcp && a.write != nil && a.write.url != nil && !a.write.url.uses(varIdempotencyKey) && !c.skip("capabilities.idempotency_key") {
+		c.report("write.arguments", "must send {{idempotency_key}} in an argument when capabilities.idempotency_key is true (the key must reach the upstream)")
+	}
+	if caps.IdempotencyKey && !c.mcp && cfg.Write != nil && cfg.Write.IdempotencyHeader == "" && !c.skip("capabilities.idempotency_key") {
 		c.report("write.idempotency_header", "is required when capabilities.idempotency_key is true (the key must reach the API)")
 	}
 	if caps.StatusQuery != nil && *caps.StatusQuery != (cfg.Status != nil) && !c.skip("status") {
@@ -687,6 +702,8 @@ func (c *compiler) compileWrite(a *Adapter, w *WriteConfig, declared map[string]
 	respCtx := withDoc(ctx, "the write's response")
 
 	switch {
+	case c.mcp:
+		c.mcpWrite(ws, w, ctx)
 	case w.Method == "":
 		c.report("write.method", "is required (POST, PUT, PATCH or DELETE)")
 	case !slices.Contains(writeMethods, w.Method):
@@ -694,7 +711,9 @@ func (c *compiler) compileWrite(a *Adapter, w *WriteConfig, declared map[string]
 	default:
 		ws.method = w.Method
 	}
-	ws.url = c.urlTmpl(w.URL, "write.url", ctx, true)
+	if !c.mcp {
+		ws.url = c.target("write", w.URL, w.Tool, w.Arguments, ctx)
+	}
 
 	for _, h := range []struct {
 		field string
@@ -816,8 +835,9 @@ func (c *compiler) compileWrite(a *Adapter, w *WriteConfig, declared map[string]
 				c.report(field+".status["+strconv.Itoa(j)+"]", "is not an HTTP status")
 			}
 		}
-		if len(o.Status) == 0 && len(o.Match) == 0 && len(o.Unless) == 0 && len(o.NonEmpty) == 0 && len(o.Headers) == 0 && len(o.HasHeaders) == 0 {
-			c.report(field, "needs a condition (status, match, unless, non_empty, headers or has_headers)")
+		c.mcpRule(field, o)
+		if len(o.Status) == 0 && len(o.Match) == 0 && len(o.Unless) == 0 && len(o.NonEmpty) == 0 && len(o.Headers) == 0 && len(o.HasHeaders) == 0 && o.Text == "" {
+			c.report(field, "needs a condition (status, match, unless, non_empty, headers or has_headers; text on an MCP route)")
 		}
 		hnames := make([]string, 0, len(o.Headers))
 		for k := range o.Headers {
@@ -844,7 +864,7 @@ func (c *compiler) compileWrite(a *Adapter, w *WriteConfig, declared map[string]
 		rule.match = c.expectations(o.Match, field+".match", respCtx)
 		rule.unless = c.expectations(o.Unless, field+".unless", respCtx)
 		rule.nonEmpty = c.paths(o.NonEmpty, field+".non_empty")
-		rule.code, rule.message = o.Code, o.Message
+		rule.code, rule.message, rule.text = o.Code, o.Message, o.Text
 		if rule.message == "" {
 			rule.message = "the API answered " + strings.ReplaceAll(o.Code, "_", " ")
 		}
@@ -947,7 +967,10 @@ func strconvQuote(s string) string { return strconv.Quote(clip(s)) }
 func (c *compiler) compileSearch(a *Adapter, s *SearchConfig) {
 	ss := &searchSpec{omitsBody: s.OmitsBody, maxPages: s.MaxPages, urlUsed: map[string]bool{}, fieldsUsed: map[string]bool{}}
 	urlCtx := readCtx(c.declared, ss.urlUsed, "", varFrom, varTo, varCursor, varPage, varPageSize, varOffset)
-	ss.url = c.urlTmpl(s.URL, "search.url", urlCtx, true)
+	ss.url = c.target("search", s.URL, s.Tool, s.Arguments, urlCtx)
+	if c.mcp && s.NextLink {
+		c.report("search.next_link", "applies to HTTP routes (a Link header): a tool's listing pages by next_cursor with {{cursor}}, or {{page}}/{{offset}}")
+	}
 	if s.Items == "" {
 		c.report("search.items", "is required: the JSON path of the page's array ($.items, or $ for a top-level array)")
 	} else if p := c.path(s.Items, "search.items"); p != nil {
@@ -1066,7 +1089,7 @@ func (c *compiler) compileSearch(a *Adapter, s *SearchConfig) {
 func (c *compiler) compileReadback(a *Adapter, r *ReadbackConfig, search *SearchConfig) {
 	rs := &readSpec{used: map[string]bool{}}
 	urlCtx := readCtx(c.declared, rs.used, "", varExternalID)
-	rs.url = c.urlTmpl(r.URL, "readback.url", urlCtx, true)
+	rs.url = c.target("readback", r.URL, r.Tool, r.Arguments, urlCtx)
 	if rs.url != nil && !rs.url.uses(varExternalID) {
 		c.report("readback.url", "must use {{external_id}}")
 	}
@@ -1119,7 +1142,7 @@ var allChecks = []string{adapter.CheckURL, adapter.CheckAuthor, adapter.CheckPay
 
 func (c *compiler) compileStatus(a *Adapter, s *StatusConfig) {
 	ss := &statusSpec{used: map[string]bool{}}
-	ss.url = c.urlTmpl(s.URL, "status.url", readCtx(c.declared, ss.used, ""), true)
+	ss.url = c.target("status", s.URL, s.Tool, s.Arguments, readCtx(c.declared, ss.used, ""))
 	if ss.url != nil && !ss.url.uses(varRequestID) && !ss.url.uses(varIdempotencyKey) && !ss.url.uses(varIntentID) {
 		c.report("status.url", "must use {{request_id}}, {{idempotency_key}} or {{intent_id}} to name the write")
 	}
@@ -1182,7 +1205,14 @@ func (c *compiler) compileStatus(a *Adapter, s *StatusConfig) {
 
 func (c *compiler) compileIdentity(a *Adapter, id *IdentityConfig) {
 	is := &identitySpec{refresh: id.Refresh}
-	is.url = c.urlTmpl(id.URL, "identity.url", tctx{vars: []string{varBase}}, true)
+	is.url = c.target("identity", id.URL, id.Tool, id.Arguments, tctx{vars: []string{varBase}})
+	switch id.Method {
+	case "":
+	case http.MethodGet, http.MethodPost:
+		if c.mcp {
+			c.report("identity.method", "applies to HTTP routes: an MCP route's identity is a tool call")
+		}
+	}
 	switch id.Method {
 	case "", http.MethodGet:
 		if id.Body != nil {

@@ -51,12 +51,17 @@ type RouteConfig struct {
 	// Headers are sent with every API call (never with Probe). A value is
 	// text with ${env:NAME} references; credentials must come from them.
 	Headers []Header
-	// Timeout bounds each HTTP call (default 10s).
+	// Timeout bounds each HTTP call, or each tool call of an MCP route
+	// (default 10s).
 	Timeout time.Duration
 	// PropagateTrace sends the W3C traceparent of each call's span to the
 	// API (propagate_trace; default off: an API need not learn settle's
 	// trace ids). It has no effect while tracing is off.
 	PropagateTrace bool
+	// MCP declares the upstream MCP server of a route whose steps call
+	// tools (tool and arguments) instead of URLs; such a route has no
+	// base_url and no headers (mcp.headers instead).
+	MCP *MCPConfig
 
 	Write       *WriteConfig
 	Payload     *PayloadConfig
@@ -90,6 +95,23 @@ type RouteConfig struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 }
 
+// MCPConfig is the upstream MCP server a route calls: a command settle
+// starts and talks to over stdio (Command, Args, Env), or a streamable
+// HTTP endpoint (URL, Headers). Command, Args, Env's values, URL and
+// Headers' values may use ${env:NAME}; credentials must come from it.
+type MCPConfig struct {
+	Command string
+	Args    []string
+	// Env is the whole environment of the command besides PATH, HOME,
+	// TMPDIR and LANG: settle's own environment is not passed on.
+	Env     map[string]string
+	URL     string
+	Headers []Header
+	// MaxResult bounds the bytes of one tool result (default 4 MiB); a
+	// larger one is a read failure, or unknown for a write.
+	MaxResult int
+}
+
 // RateLimitConfig declares how an API says it is rate-limiting. A
 // response that asks to wait — Retry-After (seconds or an HTTP date), or
 // Remaining at "0" with a Reset (Unix seconds) or ResetAfter (seconds) —
@@ -117,6 +139,10 @@ type Header struct {
 // WriteConfig is the external write (one request per attempt, never
 // retried).
 type WriteConfig struct {
+	// Tool and Arguments are the write of an MCP route: the tool called
+	// and its arguments, a value tree templated like Body.
+	Tool      string
+	Arguments any
 	// Method is POST, PUT, PATCH or DELETE.
 	Method string
 	// URL is a URL template starting with {{base}}/.
@@ -177,6 +203,9 @@ type OutcomeRule struct {
 	// must be present (retry-after).
 	Headers    map[string]string
 	HasHeaders []string
+	// Text is a text the result of an MCP tool that answered isError
+	// holds (rules of an MCP route classify such results only).
+	Text string
 	// Outcome is rejected (proven not executed), retryable (rejected and
 	// inviting a retry), unknown, or key_reused: the API says the
 	// idempotency key was already used with another request — evidence
@@ -252,6 +281,10 @@ type RecordFields struct {
 
 // SearchConfig lists an account's objects in a time window.
 type SearchConfig struct {
+	// Tool and Arguments replace URL on an MCP route: the listing tool
+	// and its arguments, templated as URL is (cursor, page, from, to).
+	Tool      string
+	Arguments any
 	// URL may use {{account}}, {{from}}, {{to}}, the pagination variables
 	// ({{cursor}}, {{page}}, {{offset}}, {{page_size}}) and the intent's
 	// values (see the route manual).
@@ -294,6 +327,9 @@ type SearchConfig struct {
 
 // IdentityConfig reads the identity the route's credential acts as.
 type IdentityConfig struct {
+	// Tool and Arguments (constant) replace URL on an MCP route.
+	Tool      string
+	Arguments any
 	// URL is a GET with the route's headers, starting with {{base}}.
 	URL string
 	// Method is GET (default) or POST; a POST sends Body (a constant
@@ -332,7 +368,10 @@ type CorrelationConfig struct {
 
 // ReadbackConfig reads one object back by external id.
 type ReadbackConfig struct {
-	URL string
+	// Tool and Arguments replace URL on an MCP route.
+	Tool      string
+	Arguments any
+	URL       string
 	// Item is the JSON path of the object in the response (default $).
 	Item string
 	// Fields default to the search's.
@@ -347,9 +386,12 @@ type ReadbackConfig struct {
 
 // StatusConfig looks a write up by request id or idempotency key.
 type StatusConfig struct {
-	URL   string
-	Item  string
-	State string
+	// Tool and Arguments replace URL on an MCP route.
+	Tool      string
+	Arguments any
+	URL       string
+	Item      string
+	State     string
 	// Map maps the API's states to completed, processing or failed (none:
 	// those three words as they are).
 	Map            map[string]string

@@ -517,19 +517,13 @@ func decodeFile(data []byte) ([]RouteConfig, []map[string]bool, []*RouteError) {
 func (d *decoder) routeBody(o *obj, cfg *RouteConfig) {
 	o.str("base_url", &cfg.BaseURL)
 	if v, ok := o.take("headers"); ok {
-		if m := d.object(v, "headers"); m != nil {
-			for i, k := range m.m.keys {
-				s, isStr := m.m.vals[i].(string)
-				if !isStr {
-					d.fail(fieldPath("headers", k), "must be a string, not "+typeName(m.m.vals[i]))
-					continue
-				}
-				cfg.Headers = append(cfg.Headers, Header{Name: k, Value: s})
-			}
-		}
+		cfg.Headers = d.headers(v, "headers")
 	}
 	o.duration("timeout", &cfg.Timeout)
 	o.boolean("propagate_trace", &cfg.PropagateTrace)
+	if v, ok := o.take("mcp"); ok {
+		cfg.MCP = d.mcp(v)
+	}
 	if v, ok := o.take("write"); ok {
 		cfg.Write = d.write(v)
 	}
@@ -549,6 +543,8 @@ func (d *decoder) routeBody(o *obj, cfg *RouteConfig) {
 		if m := d.object(v, "identity"); m != nil {
 			cfg.Identity = &IdentityConfig{}
 			m.str("url", &cfg.Identity.URL)
+			m.str("tool", &cfg.Identity.Tool)
+			m.tree("arguments", &cfg.Identity.Arguments)
 			m.str("method", &cfg.Identity.Method)
 			m.tree("body", &cfg.Identity.Body)
 			m.str("id", &cfg.Identity.ID)
@@ -630,6 +626,8 @@ func (d *decoder) write(v any) *WriteConfig {
 		return nil
 	}
 	w := &WriteConfig{}
+	o.str("tool", &w.Tool)
+	o.tree("arguments", &w.Arguments)
 	o.str("method", &w.Method)
 	o.str("url", &w.URL)
 	o.str("idempotency_header", &w.IdempotencyHeader)
@@ -666,6 +664,7 @@ func (d *decoder) write(v any) *WriteConfig {
 			r.strList("non_empty", &rule.NonEmpty)
 			r.strMap("headers", &rule.Headers)
 			r.strList("has_headers", &rule.HasHeaders)
+			r.str("text", &rule.Text)
 			r.str("outcome", &rule.Outcome)
 			r.str("code", &rule.Code)
 			r.str("message", &rule.Message)
@@ -783,6 +782,8 @@ func (d *decoder) search(v any) *SearchConfig {
 	}
 	s := &SearchConfig{}
 	o.str("url", &s.URL)
+	o.str("tool", &s.Tool)
+	o.tree("arguments", &s.Arguments)
 	o.str("items", &s.Items)
 	o.str("next_cursor", &s.NextCursor)
 	o.boolean("next_link", &s.NextLink)
@@ -809,6 +810,8 @@ func (d *decoder) readback(v any) *ReadbackConfig {
 	}
 	r := &ReadbackConfig{}
 	o.str("url", &r.URL)
+	o.str("tool", &r.Tool)
+	o.tree("arguments", &r.Arguments)
 	o.str("item", &r.Item)
 	if fv, ok := o.take("fields"); ok {
 		r.Fields = d.recordFields(fv, "readback.fields")
@@ -827,6 +830,8 @@ func (d *decoder) status(v any) *StatusConfig {
 	}
 	s := &StatusConfig{}
 	o.str("url", &s.URL)
+	o.str("tool", &s.Tool)
+	o.tree("arguments", &s.Arguments)
 	o.str("item", &s.Item)
 	o.str("state", &s.State)
 	o.strMap("map", &s.Map)
@@ -844,4 +849,40 @@ func (d *decoder) status(v any) *StatusConfig {
 	o.boolean("credential_scoped", &s.CredentialScoped)
 	o.end()
 	return s
+}
+
+func (d *decoder) mcp(v any) *MCPConfig {
+	o := d.object(v, "mcp")
+	if o == nil {
+		return nil
+	}
+	m := &MCPConfig{}
+	o.str("command", &m.Command)
+	o.strList("args", &m.Args)
+	o.strMap("env", &m.Env)
+	o.str("url", &m.URL)
+	if hv, ok := o.take("headers"); ok {
+		m.Headers = d.headers(hv, "mcp.headers")
+	}
+	o.integer("max_result", &m.MaxResult)
+	o.end()
+	return m
+}
+
+// headers decodes a mapping of header names to string values.
+func (d *decoder) headers(v any, field string) []Header {
+	m := d.object(v, field)
+	if m == nil {
+		return nil
+	}
+	var out []Header
+	for i, k := range m.m.keys {
+		s, isStr := m.m.vals[i].(string)
+		if !isStr {
+			d.fail(fieldPath(field, k), "must be a string, not "+typeName(m.m.vals[i]))
+			continue
+		}
+		out = append(out, Header{Name: k, Value: s})
+	}
+	return out
 }

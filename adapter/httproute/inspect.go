@@ -37,6 +37,9 @@ type Inspection struct {
 	Identity *InspectedIdentity
 	Search   *InspectedSearch
 	Readback *InspectedReadback
+	// Tools, on an MCP route: the upstream's tools/list and the tools the
+	// route names.
+	Tools *InspectedTools
 }
 
 // InspectedIdentity is the identity read.
@@ -129,6 +132,9 @@ func (a *Adapter) Inspect(ctx context.Context, opts InspectOptions) (*Inspection
 		opts.Items = 5
 	}
 	out := &Inspection{Route: a.name}
+	if a.up != nil {
+		out.Tools = a.inspectTools(ctx)
+	}
 	account := opts.Account
 	if a.identity != nil {
 		id, err := a.Identity(ctx)
@@ -248,6 +254,9 @@ func (a *Adapter) masked(r adapter.Record) adapter.Record {
 
 // relative shows a URL of the API relative to base_url.
 func (a *Adapter) relative(u string) string {
+	if a.up != nil {
+		return "tool " + u
+	}
 	if rest, ok := strings.CutPrefix(u, a.base); ok {
 		return "{{base}}" + rest
 	}

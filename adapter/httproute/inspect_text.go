@@ -29,6 +29,22 @@ func (in *Inspection) WriteText(out io.Writer, a *Adapter) {
 	fmt.Fprintf(out, "route %s (read-only probe; nothing is written)\n", in.Route)
 	fmt.Fprintf(out, "  capabilities: %s\n", strings.Join(caps, ", "))
 	fmt.Fprintf(out, "  readback checks: %s\n", strings.Join(a.ReadbackChecks(), ", "))
+	if t := in.Tools; t != nil {
+		if t.Err != "" {
+			fmt.Fprintf(out, "tools: FAILED: %s\n", t.Err)
+		} else {
+			fmt.Fprintf(out, "tools: the upstream lists %d\n", t.Listed)
+		}
+		for _, x := range t.Named {
+			switch {
+			case t.Err != "":
+			case !x.Found:
+				fmt.Fprintf(out, "  %s (%s): NOT LISTED by the upstream\n", x.Name, x.Role)
+			default:
+				fmt.Fprintf(out, "  %s (%s, read_only_hint %t): input schema %s\n", x.Name, x.Role, x.ReadOnly, x.InputSchema)
+			}
+		}
+	}
 	if in.Identity != nil {
 		if in.Identity.Err != "" {
 			fmt.Fprintf(out, "identity: FAILED: %s\n", in.Identity.Err)

@@ -1,6 +1,7 @@
 package httproute
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"regexp"
@@ -156,15 +157,14 @@ func (a *Adapter) Identity(ctx context.Context) (string, error) {
 func (a *Adapter) readIdentity(ctx context.Context) (string, error) {
 	is := a.identity
 	s := &scope{vars: map[string]string{varBase: a.base}}
-	u, ok, err := is.url.render(s, false)
+	r, ok, err := a.request(is.url, s, false)
 	if err != nil || !ok {
 		return "", a.errorf("identity: the identity URL cannot be built")
 	}
-	method := is.method
-	if method == "" {
-		method = http.MethodGet
+	if r.tool == "" {
+		r.method, r.body = cmp.Or(is.method, http.MethodGet), is.body
 	}
-	doc, code, err := a.read(ctx, readReq{method: method, url: u, body: is.body}, nil, is.expect, is.require, s.vars, "identity")
+	doc, code, err := a.read(ctx, r, nil, is.expect, is.require, s.vars, "identity")
 	if errors.Is(err, adapter.ErrNotFound) {
 		return "", a.errorf("identity: %w", &adapter.CallError{Class: adapter.Rejected, Code: "identity_not_found", StatusCode: code,
 			Message: "the identity read answered not found"})

@@ -237,9 +237,10 @@ const (
 	fUnix        = "unix"
 	fUnixMS      = "unix_ms"
 	fSlackPlain  = "slack_plain"
+	fNumber      = "number"
 )
 
-const knownFilters = "omitempty, before:<text>, last_segment, trim_prefix:<text>, regex:<RE with one group>, lower, slack_plain, rfc3339, unix, unix_ms"
+const knownFilters = "omitempty, before:<text>, last_segment, trim_prefix:<text>, regex:<RE with one group>, lower, slack_plain, number, rfc3339, unix, unix_ms"
 
 // slackLinkRE is a link as Slack stores it: <target> or <target|label>.
 var slackLinkRE = regexp.MustCompile(`<([^<>|]*)(?:\|([^<>]*))?>`)
@@ -293,9 +294,16 @@ func (f textFilter) apply(s string) (string, bool) {
 			return "", false
 		}
 		s = m[1]
+	case fNumber:
+		if !numberRE.MatchString(s) {
+			return "", false
+		}
 	}
 	return s, true
 }
+
+// numberRE is a JSON number (the number filter's text).
+var numberRE = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
 
 type expr struct {
 	src       string
@@ -522,6 +530,8 @@ func parseExpr(inner string, c tctx) (*expr, error) {
 			continue
 		}
 		switch f {
+		case fNumber:
+			e.filters = append(e.filters, textFilter{kind: fNumber})
 		case fOmitEmpty:
 			if !c.omitEmpty {
 				return nil, errors.Errorf("{{%s}}: the omitempty filter only applies to write.body values", e.src)
@@ -556,6 +566,7 @@ type scope struct {
 	doc     any
 	hasDoc  bool
 	header  http.Header // the response's headers, where outcomes read them
+	text    string      // an MCP tool result's text, where outcomes read it
 }
 
 // formatTime renders a window bound. Formats coarser than the time are
@@ -625,6 +636,9 @@ func (s *scope) value(e *expr) (any, bool) {
 			}
 		}
 		v = str
+		if e.filters[len(e.filters)-1].kind == fNumber {
+			v = json.Number(str) // a JSON number, where a tool's argument is one
+		}
 	}
 	return v, ok
 }
@@ -670,10 +684,15 @@ type queryPiece struct {
 // urlTemplate is a URL template: values are path-escaped before the first
 // "?" and query-escaped after it; a query parameter whose value is one
 // template rendering empty is left out.
+//
+// On an MCP route it is a tool call instead: tool, and args rendered as
+// the call's arguments; its path is empty.
 type urlTemplate struct {
 	src   string
 	path  *template
 	query []queryPiece
+	tool  string
+	args  *vnode
 }
 
 // splitOutside splits s at sep outside {{...}}.
@@ -749,7 +768,7 @@ func parseURLTemplate(s string, c tctx, needBase bool) (*urlTemplate, error) {
 }
 
 func (u *urlTemplate) uses(name string) bool {
-	if u.path.uses(name) {
+	if u.path.uses(name) || u.args.uses(name) {
 		return true
 	}
 	for _, q := range u.query {

@@ -76,6 +76,7 @@ func (m *Main) routesProbe(ctx context.Context, args []string) error {
 	if err != nil {
 		return errors.Errorf("routes probe: %w", err)
 	}
+	defer func() { _ = a.Close() }() // an MCP route's upstream process
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	opts := httproute.InspectOptions{Window: *window, Account: *account, Parent: *parent, RequestID: *requestID, ExternalID: *extID, Items: *items}
@@ -87,7 +88,7 @@ func (m *Main) routesProbe(ctx context.Context, args []string) error {
 		return errors.Errorf("routes probe: %w", err)
 	}
 	in.WriteText(m.Stdout, a)
-	if in.Identity != nil && in.Identity.Err != "" || in.Search != nil && in.Search.Err != "" || in.Readback != nil && in.Readback.Err != "" {
+	if in.Tools != nil && in.Tools.Err != "" || in.Identity != nil && in.Identity.Err != "" || in.Search != nil && in.Search.Err != "" || in.Readback != nil && in.Readback.Err != "" {
 		return errors.Errorf("routes probe: a read of route %s failed (see above)", in.Route)
 	}
 	return nil

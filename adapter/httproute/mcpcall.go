@@ -1,0 +1,612 @@
+package httproute
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/errors"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/settle-dev/settle/adapter"
+	"github.com/settle-dev/settle/events"
+)
+
+// Routes over MCP: a route with an mcp section calls the tools of an
+// upstream MCP server instead of URLs. Each step's tool and arguments are
+// a urlTemplate whose tool is set (the arguments a value tree templated
+// like write.body), so the compiler's rules, the scopes and the record
+// mapping are those of HTTP routes; only the call and the reading of its
+// answer differ. A result is read from structuredContent, or from a text
+// content block that is JSON.
+
+// DefaultMaxResult bounds one tool result of a route without
+// mcp.max_result.
+const DefaultMaxResult = adapter.MaxResponseBody
+
+// methodToolCall is the Method of a SentRequest or readReq of an MCP
+// route; Path (url) is the tool's name, Body its arguments.
+const methodToolCall = "tools/call"
+
+// Outcome codes of tool calls.
+const (
+	// CodeToolError: the tool answered isError and no outcome rule of the
+	// route classifies the answer.
+	CodeToolError = "tool_error"
+	// CodeNoAnswer: the call was written to the upstream and no answer
+	// came (timeout, session lost, the process died, the stream cut).
+	CodeNoAnswer = "mcp_no_answer"
+	// CodeUpstreamDown: the upstream could not be reached; nothing was
+	// sent.
+	CodeUpstreamDown = "mcp_upstream_down"
+	// CodeResultTooLarge: the result is over mcp.max_result.
+	CodeResultTooLarge = "result_too_large"
+)
+
+var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.\-/]{1,128}$`)
+
+// passedEnv are the variables of settle's environment a command gets
+// besides its declared env.
+var passedEnv = []string{"PATH", "HOME", "TMPDIR", "LANG"}
+
+// upstream is one MCP server: a command settle starts and supervises
+// (stdio), or a streamable HTTP endpoint. It connects on the first call
+// (a check never starts anything), and after a session is lost it
+// connects again on the next call: at once the first time, then after a
+// backoff that doubles up to maxBackoff while connecting keeps failing.
+type upstream struct {
+	route     string
+	command   string
+	args      []string
+	env       []string // resolved NAME=value, secret
+	url       string
+	headers   []resolvedHeader
+	timeout   time.Duration
+	maxResult int
+
+	mu       sync.Mutex
+	session  *sdk.ClientSession
+	failures int       // consecutive failed connects
+	retryAt  time.Time // no connect before
+	closed   bool
+	starts   int // sessions opened (restarts + 1)
+}
+
+const (
+	firstBackoff = 100 * time.Millisecond
+	maxBackoff   = 30 * time.Second
+)
+
+// String never shows the environment or the headers.
+func (u *upstream) String() string { return "httproute.upstream(" + u.route + ")" }
+
+// Format is String whatever the verb.
+func (u *upstream) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(u.String())) }
+
+func (u *upstream) transport() sdk.Transport {
+	if u.command != "" {
+		cmd := exec.Command(u.command, u.args...)
+		cmd.Env = slices.Clone(u.env)
+		for _, k := range passedEnv {
+			if v, ok := os.LookupEnv(k); ok && !slices.ContainsFunc(u.env, func(e string) bool { return strings.HasPrefix(e, k+"=") }) {
+				cmd.Env = append(cmd.Env, k+"="+v)
+			}
+		}
+		return &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+	}
+	hc := &http.Client{Transport: headerRT{headers: u.headers, base: http.DefaultTransport}}
+	return &sdk.StreamableClientTransport{Endpoint: u.url, HTTPClient: hc, MaxRetries: -1, DisableStandaloneSSE: true}
+}
+
+// headerRT adds the upstream's headers to every request.
+type headerRT struct {
+	headers []resolvedHeader
+	base    http.RoundTripper
+}
+
+func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for _, x := range h.headers {
+		r.Header.Set(x.name, string(x.value))
+	}
+	return h.base.RoundTrip(r)
+}
+
+// connected returns the live session, connecting when there is none.
+func (u *upstream) connected(ctx context.Context) (*sdk.ClientSession, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed {
+		return nil, &adapter.CallError{Class: adapter.NotSent, Code: CodeUpstreamDown, Retryable: true, Message: "the route's MCP upstream is closed"}
+	}
+	if u.session != nil {
+		return u.session, nil
+	}
+	if wait := time.Until(u.retryAt); wait > 0 {
+		return nil, &adapter.CallError{Class: adapter.NotSent, Code: CodeUpstreamDown, Retryable: true, RetryAfter: wait,
+			Message: "the route's MCP upstream is restarting"}
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), u.timeout)
+	defer cancel()
+	c := sdk.NewClient(&sdk.Implementation{Name: "settle", Version: "1"}, nil)
+	cs, err := c.Connect(cctx, u.transport(), nil)
+	if err != nil {
+		u.failures++
+		u.retryAt = time.Now().Add(min(maxBackoff, firstBackoff<<min(u.failures-1, 20)))
+		return nil, &adapter.CallError{Class: adapter.NotSent, Code: CodeUpstreamDown, Retryable: true,
+			Message: "the route's MCP upstream cannot be reached"}
+	}
+	u.session, u.failures, u.retryAt = cs, 0, time.Time{}
+	u.starts++
+	return cs, nil
+}
+
+// drop forgets a session that failed (and stops its process); the next
+// call connects again.
+func (u *upstream) drop(cs *sdk.ClientSession) {
+	u.mu.Lock()
+	if u.session == cs {
+		u.session = nil
+	}
+	u.mu.Unlock()
+	go func() { _ = cs.Close() }()
+}
+
+// Close ends the session and stops the command.
+func (u *upstream) Close() error {
+	u.mu.Lock()
+	cs := u.session
+	u.session, u.closed = nil, true
+	u.mu.Unlock()
+	if cs != nil {
+		return cs.Close()
+	}
+	return nil
+}
+
+// Ready reports whether the upstream is usable: connected, or not in a
+// backoff after failed connects.
+func (u *upstream) Ready() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return !u.closed && (u.session != nil || u.failures == 0)
+}
+
+// call calls tool once with args (a JSON object). Its errors are
+// *adapter.CallError: NotSent when nothing reached the upstream;
+// Rejected for a JSON-RPC error the upstream answers before running a
+// tool (parse error, invalid request, method not found, invalid params);
+// Unknown for every other error after the request was written (no
+// answer within the timeout, the session or the process lost, another
+// JSON-RPC error) and for a result over max_result.
+func (u *upstream) call(ctx context.Context, tool string, args []byte) (*sdk.CallToolResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, &adapter.CallError{Class: adapter.NotSent, Code: "cancelled_before_send", Retryable: true, Message: "the call was cancelled before it was sent"}
+	}
+	cs, err := u.connected(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, u.timeout)
+	defer cancel()
+	res, err := cs.CallTool(cctx, &sdk.CallToolParams{Name: tool, Arguments: json.RawMessage(args)})
+	if err != nil {
+		var we *jsonrpc.Error
+		if errors.As(err, &we) {
+			switch we.Code {
+			case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams:
+				return nil, &adapter.CallError{Class: adapter.Rejected, Code: "mcp_refused",
+					Message: fmt.Sprintf("the upstream refused the call before running the tool (JSON-RPC error %d)", we.Code)}
+			}
+			return nil, &adapter.CallError{Class: adapter.Unknown, Code: "mcp_error",
+				Message: fmt.Sprintf("the upstream answered JSON-RPC error %d, which does not prove whether the tool ran", we.Code)}
+		}
+		u.drop(cs)
+		return nil, &adapter.CallError{Class: adapter.Unknown, Code: CodeNoAnswer,
+			Message: "the call was sent to the MCP upstream and no answer came (timeout, session or process lost)"}
+	}
+	if res == nil {
+		return nil, &adapter.CallError{Class: adapter.Unknown, Code: "response_unparseable", Message: "the upstream answered no result"}
+	}
+	if b, err := json.Marshal(res); err != nil || len(b) > u.maxResult {
+		return nil, &adapter.CallError{Class: adapter.Unknown, Code: CodeResultTooLarge,
+			Message: fmt.Sprintf("the tool result is over %d bytes (mcp.max_result)", u.maxResult)}
+	}
+	return res, nil
+}
+
+// read calls a read tool and answers its document as a 200 response; a
+// result with isError, or without a JSON document, is a failed read.
+func (u *upstream) read(ctx context.Context, tool string, args []byte) (*adapter.Response, error) {
+	res, err := u.call(ctx, tool, args)
+	if err != nil {
+		var ce *adapter.CallError
+		if errors.As(err, &ce) && ce.Class == adapter.Rejected {
+			ce.Class = adapter.Unknown // a read refused proves nothing about the write
+		}
+		return nil, err
+	}
+	if res.IsError {
+		return nil, &adapter.CallError{Class: adapter.Unknown, Code: CodeToolError, Message: "the upstream's read tool answered an error"}
+	}
+	doc, _, ok := resultDoc(res)
+	if !ok {
+		return nil, adapter.Unparseable(http.StatusOK, "a tool result")
+	}
+	body, err := json.Marshal(doc)
+	if err != nil {
+		return nil, adapter.Unparseable(http.StatusOK, "a tool result")
+	}
+	return &adapter.Response{StatusCode: http.StatusOK, Body: body}, nil
+}
+
+// resultDoc is a result's JSON document: its structuredContent, or else
+// its text content when that is JSON. text is the text content, joined.
+func resultDoc(res *sdk.CallToolResult) (doc any, text string, ok bool) {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, isText := c.(*sdk.TextContent); isText {
+			b.WriteString(tc.Text)
+		}
+	}
+	text = b.String()
+	if res.StructuredContent != nil {
+		raw, err := json.Marshal(res.StructuredContent)
+		if err == nil {
+			if d, err := decodeJSON(raw); err == nil {
+				return d, text, true
+			}
+		}
+	}
+	if t := bytes.TrimSpace([]byte(text)); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+		if d, err := decodeJSON(t); err == nil {
+			return d, text, true
+		}
+	}
+	return nil, text, false
+}
+
+// Ready reports whether the route's MCP upstream is usable (true for an
+// HTTP route): false while it is restarting after failed starts.
+func (a *Adapter) Ready() bool { return a.up == nil || a.up.Ready() }
+
+// Close stops the route's MCP upstream (its process); a no-op for an
+// HTTP route.
+func (a *Adapter) Close() error {
+	if a.up == nil {
+		return nil
+	}
+	return a.up.Close()
+}
+
+// ListTools lists the upstream's tools (every page), for a probe and the
+// gateway. An HTTP route has none.
+func (a *Adapter) ListTools(ctx context.Context) ([]*sdk.Tool, error) {
+	if a.up == nil {
+		return nil, nil
+	}
+	cs, err := a.up.connected(ctx)
+	if err != nil {
+		return nil, a.scrub.Error(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, a.up.timeout)
+	defer cancel()
+	var out []*sdk.Tool
+	for t, err := range cs.Tools(cctx, nil) {
+		if err != nil {
+			return nil, a.errorf("tools/list: %w", &adapter.CallError{Class: adapter.Unknown, Code: CodeNoAnswer, Message: "the upstream did not list its tools"})
+		}
+		out = append(out, t)
+		if len(out) > 10000 {
+			return nil, a.errorf("tools/list: the upstream lists more than 10000 tools")
+		}
+	}
+	return out, nil
+}
+
+// Tools are the tools the route calls: its write's first, then its
+// reads', each once.
+func (a *Adapter) Tools() (write string, reads []string) {
+	if a.write != nil && a.write.url != nil {
+		write = a.write.url.tool
+	}
+	for _, u := range []*urlTemplate{a.searchURL(), a.readbackURL(), a.statusURL(), a.identityURL()} {
+		if u != nil && u.tool != "" && !slices.Contains(reads, u.tool) {
+			reads = append(reads, u.tool)
+		}
+	}
+	return write, reads
+}
+
+func (a *Adapter) searchURL() *urlTemplate {
+	if a.search == nil {
+		return nil
+	}
+	return a.search.url
+}
+
+func (a *Adapter) readbackURL() *urlTemplate {
+	if a.readback == nil {
+		return nil
+	}
+	return a.readback.url
+}
+
+func (a *Adapter) statusURL() *urlTemplate {
+	if a.status == nil {
+		return nil
+	}
+	return a.status.url
+}
+
+func (a *Adapter) identityURL() *urlTemplate {
+	if a.identity == nil {
+		return nil
+	}
+	return a.identity.url
+}
+
+// request renders a read's request: a GET of its URL, or a call of its
+// tool with its arguments.
+func (a *Adapter) request(u *urlTemplate, s *scope, strict bool) (readReq, bool, error) {
+	if u.tool == "" {
+		str, ok, err := u.render(s, strict)
+		return readReq{method: http.MethodGet, url: str}, ok, err
+	}
+	body, err := toolArgs(u.args, s, strict)
+	if err != nil {
+		return readReq{}, false, err
+	}
+	return readReq{method: methodToolCall, tool: u.tool, body: body}, true, nil
+}
+
+// toolArgs renders a tool's arguments: a JSON object ({} when none).
+func toolArgs(n *vnode, s *scope, strict bool) ([]byte, error) {
+	if n == nil {
+		return []byte("{}"), nil
+	}
+	v, _, err := n.eval(s, strict)
+	if err != nil {
+		return nil, err
+	}
+	if _, isObj := v.(map[string]any); !isObj {
+		return nil, errors.New("the arguments are not an object")
+	}
+	return json.Marshal(v)
+}
+
+// renderToolWrite renders an MCP route's write: the tool's name as Path,
+// its arguments as Body.
+func (a *Adapter) renderToolWrite(s *scope) (events.SentRequest, error) {
+	body, err := toolArgs(a.write.url.args, s, true)
+	if err != nil {
+		return events.SentRequest{}, adapter.InvalidRequest("invalid_request", err.Error())
+	}
+	return events.SentRequest{Method: methodToolCall, Path: a.write.url.tool, ContentType: "application/json", Body: string(body)}, nil
+}
+
+// sendToolWrite calls the write's tool once with the recorded arguments
+// and classifies the result: isError by write.outcomes (first match;
+// none: unknown, tool_error), a success by write.response.
+func (a *Adapter) sendToolWrite(ctx context.Context, s *scope, canon json.RawMessage, sent events.SentRequest) (adapter.WriteResult, error) {
+	if sent.Method != methodToolCall || sent.Path != a.write.url.tool || !json.Valid([]byte(sent.Body)) {
+		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "the recorded request is not a call of the route's write tool")
+	}
+	res, err := a.up.call(ctx, sent.Path, []byte(sent.Body))
+	if err != nil {
+		return adapter.WriteResult{}, err
+	}
+	doc, txt, ok := resultDoc(res)
+	s.text = txt
+	if ok {
+		if m := s.vars[varMarker]; m != "" {
+			doc = stripText(doc, m)
+		}
+		s.doc, s.hasDoc = doc, true
+	}
+	if res.IsError {
+		for i := range a.write.outcomes {
+			r := &a.write.outcomes[i]
+			if r.matches(0, s) {
+				return adapter.WriteResult{}, &adapter.CallError{Class: r.class, Code: r.code, Retryable: r.retryable, Message: r.message}
+			}
+		}
+		return adapter.WriteResult{}, &adapter.CallError{Class: adapter.Unknown, Code: CodeToolError,
+			Message: "the tool answered an error that no outcome rule of the route classifies: settle cannot tell whether it wrote"}
+	}
+	if !ok {
+		return adapter.WriteResult{}, adapter.Unparseable(0, "the write")
+	}
+	return a.writeSuccess(0, s, canon)
+}
+
+// --- compiling ---
+
+// target compiles a step's URL, or on an MCP route its tool and
+// arguments.
+func (c *compiler) target(step, u, tool string, args any, ctx tctx) *urlTemplate {
+	if !c.mcp {
+		if tool != "" {
+			c.report(step+".tool", "applies to a route with an mcp section (an HTTP route's "+step+" has a url)")
+		}
+		if args != nil {
+			c.report(step+".arguments", "applies to a route with an mcp section (an HTTP route's "+step+" has a url)")
+		}
+		return c.urlTmpl(u, step+".url", ctx, true)
+	}
+	if u != "" {
+		c.report(step+".url", "applies to HTTP routes: a step of a route with an mcp section calls a tool (tool and arguments)")
+	}
+	// A tool that is absent or malformed is reported, and its arguments
+	// still compiled, so that no rule on what they use reports again.
+	switch {
+	case tool == "":
+		c.report(step+".tool", "is required: the name of the upstream's tool this step calls")
+	case !toolNameRE.MatchString(tool):
+		c.report(step+".tool", fmt.Sprintf("%q is not a tool name (letters, digits, _ . - /, up to 128)", clip(tool)))
+	}
+	t := &urlTemplate{src: tool, path: &template{}, tool: tool}
+	if args != nil {
+		if _, isMap := args.(map[string]any); !isMap {
+			c.report(step+".arguments", "must be a mapping of argument names to values")
+			return nil
+		}
+		if strings.Contains(fmt.Sprint(args), "${") {
+			c.report(step+".arguments", "${env:NAME} is only allowed in the mcp section")
+			return nil
+		}
+		actx := ctx
+		actx.omitEmpty = true
+		if t.args = compileTree(args, step+".arguments", actx, c.report); t.args == nil {
+			return nil
+		}
+	}
+	return t
+}
+
+// mcpWrite compiles the write of an MCP route: tool and arguments; the
+// arguments are its body for every rule on what a write sends.
+func (c *compiler) mcpWrite(ws *writeSpec, w *WriteConfig, ctx tctx) {
+	for _, f := range []struct {
+		field string
+		set   bool
+	}{{"write.method", w.Method != ""}, {"write.body", w.Body != nil}, {"write.encoding", w.Encoding != ""},
+		{"write.idempotency_header", w.IdempotencyHeader != ""}, {"write.attempt_header", w.AttemptHeader != ""},
+		{"write.headers", len(w.Headers) > 0}, {"write.status", w.Status != nil}, {"write.error_code", w.ErrorCode != ""},
+		{"write.response.success", len(w.Response.Success) > 0}} {
+		if f.set {
+			c.report(f.field, "applies to HTTP routes: the write of a route with an mcp section is a tool and its arguments ({{idempotency_key}} in an argument sends the key)")
+		}
+	}
+	ws.method = methodToolCall
+	ws.url = c.target("write", w.URL, w.Tool, w.Arguments, ctx)
+	if ws.url != nil {
+		ws.body = ws.url.args
+	}
+}
+
+// mcpRule checks an outcome rule of an MCP route: it classifies a result
+// with isError, by its text or its document, never by HTTP status or
+// headers.
+func (c *compiler) mcpRule(field string, o OutcomeRule) {
+	if !c.mcp {
+		if o.Text != "" {
+			c.report(field+".text", "applies to a route with an mcp section (an HTTP answer is matched by status, match and headers)")
+		}
+		return
+	}
+	if len(o.Status) > 0 || len(o.Headers) > 0 || len(o.HasHeaders) > 0 {
+		c.report(field, "status, headers and has_headers apply to HTTP routes: a tool's error result is matched by text, match, unless or non_empty")
+	}
+}
+
+// compileMCP checks the mcp section and builds the route's upstream; it
+// starts nothing.
+func (c *compiler) compileMCP(a *Adapter, m *MCPConfig, env func(string) (string, bool), timeout time.Duration) {
+	up := &upstream{route: a.name, timeout: timeout, maxResult: m.MaxResult}
+	switch {
+	case m.MaxResult == 0:
+		up.maxResult = DefaultMaxResult
+	case m.MaxResult < 1024 || m.MaxResult > 64<<20:
+		c.report("mcp.max_result", "must be between 1024 and 67108864 bytes")
+	}
+	resolve := func(field, s string) string {
+		if strings.Contains(s, "{{") {
+			c.report(field, "takes no {{...}} template (only ${env:NAME})")
+			return ""
+		}
+		v, _, err := resolveEnv(s, c.envFor(s, env, false))
+		if err != nil {
+			c.report(field, err.Error())
+			return ""
+		}
+		if !printable(v) {
+			c.report(field, "contains control characters")
+			return ""
+		}
+		return v
+	}
+	var secrets []string
+	switch {
+	case m.Command != "" && m.URL != "":
+		c.report("mcp", "declares both command (stdio) and url (streamable HTTP); use one")
+	case m.Command == "" && m.URL == "":
+		c.report("mcp", "needs command (an upstream settle starts, over stdio) or url (a streamable HTTP endpoint)")
+	case m.Command != "":
+		if len(m.Headers) > 0 {
+			c.report("mcp.headers", "applies to url: a command gets its credentials in mcp.env")
+		}
+		up.command = resolve("mcp.command", m.Command)
+		for i, x := range m.Args {
+			up.args = append(up.args, resolve(fmt.Sprintf("mcp.args[%d]", i), x))
+		}
+		names := make([]string, 0, len(m.Env))
+		for k := range m.Env {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		for _, k := range names {
+			if !validEnvName(k) {
+				c.report(fieldPath("mcp.env", k), "is not an environment variable name")
+				continue
+			}
+			up.env = append(up.env, k+"="+resolve(fieldPath("mcp.env", k), m.Env[k]))
+			if sensitiveEnv(k) {
+				secrets = append(secrets, envValues(m.Env[k], env)...)
+			}
+		}
+	default:
+		if len(m.Args) > 0 || len(m.Env) > 0 {
+			c.report("mcp.url", "takes no args or env: they are a command's")
+		}
+		raw := resolve("mcp.url", m.URL)
+		if raw != "" {
+			u, err := adapter.CheckBaseURL(raw, "send them in mcp.headers, from the environment")
+			if err != nil {
+				c.report("mcp.url", err.Error())
+			} else {
+				up.url = u.String()
+			}
+		}
+		for _, h := range m.Headers {
+			field := fieldPath("mcp.headers", h.Name)
+			v := resolve(field, h.Value)
+			switch {
+			case !validHeaderName(h.Name):
+				c.report(field, "is not a valid header name")
+			case sensitiveHeader(h.Name) && !strings.Contains(h.Value, "${env:"):
+				c.report(field, "carries credentials, which must come from the environment (${env:NAME}); a route file holds no secret")
+			default:
+				up.headers = append(up.headers, resolvedHeader{name: h.Name, value: secret(v)})
+				if sensitiveHeader(h.Name) {
+					secrets = append(secrets, envValues(h.Value, env)...)
+				}
+			}
+		}
+	}
+	a.scrub = a.scrub.Merge(adapter.NewScrubber(secrets...))
+	a.up = up
+}
+
+// sensitiveEnv: an environment variable whose name says it holds a
+// credential (its value is scrubbed from what the adapter returns).
+func sensitiveEnv(name string) bool {
+	n := strings.ToUpper(name)
+	for _, w := range []string{"TOKEN", "SECRET", "KEY", "PASSWORD", "PASS", "CREDENTIAL", "AUTH"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
