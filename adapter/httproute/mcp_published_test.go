@@ -41,7 +41,7 @@ func memoryServer(t *testing.T) string {
 		if err != nil {
 			unavailable("npm is not installed")
 		}
-		if out, err := exec.Command(npm, "install", "--prefix", dir, "--no-audit", "--no-fund", "@modelcontextprotocol/server-memory").CombinedOutput(); err != nil {
+		if out, err := exec.Command(npm, "install", "--prefix", dir, "--no-audit", "--no-fund", "@modelcontextprotocol/server-memory@2026.8.31").CombinedOutput(); err != nil {
 			unavailable("npm install: %v: %s", err, out)
 		}
 	}
