@@ -28,7 +28,7 @@ import (
 func finishedEvents(k int) []events.Event {
 	p, sum := benchPayload()
 	reqID := fmt.Sprintf("heap:%09d", k)
-	id := events.ScopedIntentID("default", route, "acct_1", reqID)
+	id := events.ScopedIntentID("default", route, account, reqID)
 	at := t0.Add(time.Duration(k) * time.Millisecond)
 	key := events.IdempotencyKey(id)
 	pol := adapter.DefaultPolicy()
