@@ -309,7 +309,7 @@ func targetsTable(rs []result) string {
 		}
 	}
 	var sb strings.Builder
-	sb.WriteString("\ntargets (issue 27), each taken within this run:\n\n| target | figures | value | bound | |\n|---|---|---:|---:|---|\n")
+	sb.WriteString("\ntargets, each taken within this run:\n\n| target | figures | value | bound | |\n|---|---|---:|---:|---|\n")
 	for _, tg := range peerTargets {
 		what := fmt.Sprintf("%d callers: settle ÷ %s (workflows/s)", conc, tg.system)
 		s, p := rate["settle"], rate[tg.system]

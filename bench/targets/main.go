@@ -137,7 +137,7 @@ func targetsTable(figs map[string]float64) string {
 		}
 		return num / den, fmt.Sprintf("%.4g ÷ %.4g", num, den), true
 	}
-	sb.WriteString("\ntargets (issue 27), each taken within this run:\n\n")
+	sb.WriteString("\ntargets, each taken within this run:\n\n")
 	sb.WriteString("| target | figures | value | bound | |\n|---|---|---:|---:|---|\n")
 	for _, tg := range targets {
 		op := "≤"
