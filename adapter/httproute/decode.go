@@ -540,84 +540,124 @@ func (d *decoder) routeBody(o *obj, cfg *RouteConfig) {
 		cfg.Status = d.status(v)
 	}
 	if v, ok := o.take("identity"); ok {
-		if m := d.object(v, "identity"); m != nil {
-			cfg.Identity = &IdentityConfig{}
-			m.str("url", &cfg.Identity.URL)
-			m.str("tool", &cfg.Identity.Tool)
-			m.tree("arguments", &cfg.Identity.Arguments)
-			m.str("method", &cfg.Identity.Method)
-			m.tree("body", &cfg.Identity.Body)
-			m.str("id", &cfg.Identity.ID)
-			m.strMap("expect", &cfg.Identity.Expect)
-			m.strList("require", &cfg.Identity.Require)
-			m.duration("refresh", &cfg.Identity.Refresh)
-			m.end()
-		}
+		cfg.Identity = d.identity(v)
 	}
 	if v, ok := o.take("correlation"); ok {
-		if m := d.object(v, "correlation"); m != nil {
-			cfg.Correlation = &CorrelationConfig{}
-			m.str("marker", &cfg.Correlation.Marker)
-			m.str("read", &cfg.Correlation.Read)
-			m.end()
-		}
+		cfg.Correlation = d.correlation(v)
 	}
 	if v, ok := o.take("parent"); ok {
-		if m := d.object(v, "parent"); m != nil {
-			cfg.Parent = &ParentConfig{}
-			m.str("type", &cfg.Parent.Type)
-			m.str("pattern", &cfg.Parent.Pattern)
-			if f := m.optFloat("minimum"); f != nil {
-				if *f != math.Trunc(*f) || *f < 0 || *f > 1e15 {
-					d.fail("parent.minimum", "must be a whole number between 0 and 10^15")
-				} else {
-					n := int64(*f)
-					cfg.Parent.Minimum = &n
-				}
-			}
-			cfg.Parent.MaxLength = m.optInt("max_length")
-			cfg.Parent.Required = m.optBool("required")
-			m.end()
-		}
+		cfg.Parent = d.parent(v)
 	}
 	if v, ok := o.take("rate_limit"); ok {
-		if m := d.object(v, "rate_limit"); m != nil {
-			cfg.RateLimit = &RateLimitConfig{}
-			m.str("remaining", &cfg.RateLimit.Remaining)
-			m.str("reset", &cfg.RateLimit.Reset)
-			m.str("reset_after", &cfg.RateLimit.ResetAfter)
-			m.duration("max_wait", &cfg.RateLimit.MaxWait)
-			m.end()
-		}
+		cfg.RateLimit = d.rateLimit(v)
 	}
 	if v, ok := o.take("capabilities"); ok {
-		if c := d.object(v, "capabilities"); c != nil {
-			c.boolean("idempotency_key", &cfg.Capabilities.IdempotencyKey)
-			c.duration("key_retention", &cfg.Capabilities.KeyRetention)
-			c.duration("reflection_delay", &cfg.Capabilities.ReflectionDelay)
-			cfg.Capabilities.StatusQuery = c.optBool("status_query")
-			cfg.Capabilities.Search = c.optBool("search")
-			c.end()
-		}
+		d.capabilities(v, &cfg.Capabilities)
 	}
 	cfg.Policy = adapter.DefaultPolicy()
 	if v, ok := o.take("policy"); ok {
-		if p := d.object(v, "policy"); p != nil {
-			p.str("first_write", &cfg.Policy.FirstWrite)
-			p.str("retry", &cfg.Policy.Retry)
-			p.integer("retry_budget", &cfg.Policy.RetryBudget)
-			p.eventsDuration("attempt_deadline", &cfg.Policy.AttemptDeadline)
-			p.eventsDuration("search_before", &cfg.Policy.SearchBefore)
-			p.eventsDuration("search_after", &cfg.Policy.SearchAfter)
-			p.eventsDuration("key_retention", &cfg.Policy.KeyRetention)
-			p.eventsDuration("retention_margin", &cfg.Policy.RetentionMargin)
-			p.boolean("trust_response", &cfg.Policy.TrustResponse)
-			p.eventsDuration("clock_skew", &cfg.Policy.ClockSkew)
-			p.integer("resend_budget", &cfg.Policy.ResendBudget)
-			p.eventsDuration("read_failing_after", &cfg.Policy.ReadFailingAfter)
-			p.end()
+		d.policy(v, &cfg.Policy)
+	}
+}
+
+func (d *decoder) identity(v any) *IdentityConfig {
+	m := d.object(v, "identity")
+	if m == nil {
+		return nil
+	}
+	id := &IdentityConfig{}
+	m.str("url", &id.URL)
+	m.str("tool", &id.Tool)
+	m.tree("arguments", &id.Arguments)
+	m.str("method", &id.Method)
+	m.tree("body", &id.Body)
+	m.str("id", &id.ID)
+	m.strMap("expect", &id.Expect)
+	m.strList("require", &id.Require)
+	m.duration("refresh", &id.Refresh)
+	m.end()
+	return id
+}
+
+func (d *decoder) correlation(v any) *CorrelationConfig {
+	m := d.object(v, "correlation")
+	if m == nil {
+		return nil
+	}
+	c := &CorrelationConfig{}
+	m.str("marker", &c.Marker)
+	m.str("read", &c.Read)
+	m.end()
+	return c
+}
+
+func (d *decoder) parent(v any) *ParentConfig {
+	m := d.object(v, "parent")
+	if m == nil {
+		return nil
+	}
+	p := &ParentConfig{}
+	m.str("type", &p.Type)
+	m.str("pattern", &p.Pattern)
+	if f := m.optFloat("minimum"); f != nil {
+		if *f != math.Trunc(*f) || *f < 0 || *f > 1e15 {
+			d.fail("parent.minimum", "must be a whole number between 0 and 10^15")
+		} else {
+			n := int64(*f)
+			p.Minimum = &n
 		}
 	}
+	p.MaxLength = m.optInt("max_length")
+	p.Required = m.optBool("required")
+	m.end()
+	return p
+}
+
+func (d *decoder) rateLimit(v any) *RateLimitConfig {
+	m := d.object(v, "rate_limit")
+	if m == nil {
+		return nil
+	}
+	r := &RateLimitConfig{}
+	m.str("remaining", &r.Remaining)
+	m.str("reset", &r.Reset)
+	m.str("reset_after", &r.ResetAfter)
+	m.duration("max_wait", &r.MaxWait)
+	m.end()
+	return r
+}
+
+func (d *decoder) capabilities(v any, caps *CapabilitiesConfig) {
+	c := d.object(v, "capabilities")
+	if c == nil {
+		return
+	}
+	c.boolean("idempotency_key", &caps.IdempotencyKey)
+	c.duration("key_retention", &caps.KeyRetention)
+	c.duration("reflection_delay", &caps.ReflectionDelay)
+	caps.StatusQuery = c.optBool("status_query")
+	caps.Search = c.optBool("search")
+	c.end()
+}
+
+func (d *decoder) policy(v any, pol *events.Policy) {
+	p := d.object(v, "policy")
+	if p == nil {
+		return
+	}
+	p.str("first_write", &pol.FirstWrite)
+	p.str("retry", &pol.Retry)
+	p.integer("retry_budget", &pol.RetryBudget)
+	p.eventsDuration("attempt_deadline", &pol.AttemptDeadline)
+	p.eventsDuration("search_before", &pol.SearchBefore)
+	p.eventsDuration("search_after", &pol.SearchAfter)
+	p.eventsDuration("key_retention", &pol.KeyRetention)
+	p.eventsDuration("retention_margin", &pol.RetentionMargin)
+	p.boolean("trust_response", &pol.TrustResponse)
+	p.eventsDuration("clock_skew", &pol.ClockSkew)
+	p.integer("resend_budget", &pol.ResendBudget)
+	p.eventsDuration("read_failing_after", &pol.ReadFailingAfter)
+	p.end()
 }
 
 func (d *decoder) write(v any) *WriteConfig {

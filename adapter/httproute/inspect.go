@@ -146,95 +146,113 @@ func (a *Adapter) Inspect(ctx context.Context, opts InspectOptions) (*Inspection
 			account = id
 		}
 	}
-	r := a
-	if opts.Parent != "" || opts.RequestID != "" || len(opts.Payload) > 0 || account != "" {
-		reqID := opts.RequestID
-		if reqID == "" {
-			reqID = "settle-probe"
-		}
-		intentID := events.ScopedIntentID("default", a.name, account, reqID)
-		var pl []byte
-		if len(opts.Payload) > 0 {
-			n, err := a.NormalizePayload(opts.Payload)
-			if err != nil {
-				return nil, err
-			}
-			pl = n
-		}
-		r = a.ForIntent(adapter.ReadScope{IntentID: intentID, RequestID: reqID, IdempotencyKey: events.IdempotencyKey(intentID),
-			Account: account, ParentExternalID: opts.Parent, Payload: pl}).(*Adapter)
+	r, err := a.inspectScope(opts, account)
+	if err != nil {
+		return nil, err
 	}
-
 	if a.search != nil {
-		now := a.now()
-		s := &InspectedSearch{Account: account, From: now.Add(-opts.Window), To: now, PageSize: a.search.pageSize}
-		out.Search = s
-		s.Missing = missing(a.search.needs, opts, account)
-		switch {
-		case account == "":
-			s.Err = "no account: the route has no identity section; pass --account ACCOUNT"
-		case len(s.Missing) > 0:
-			s.Err = missingErr("search", s.Missing)
-		default:
-			// Page and offset pagination read a second page: a short first
-			// page proves nothing, and a second one that is not empty shows
-			// a silent cap.
-			limit := 1
-			if a.search.mode == pageNumber || a.search.mode == pageOffset {
-				limit = 2
-			}
-			var pages []pageSeen
-			recs, more, err := r.searchPages(ctx, adapter.SearchQuery{Account: account, From: s.From, To: s.To}, limit, func(p pageSeen) {
-				pages = append(pages, p)
-				if s.URL == "" {
-					s.URL, s.Status, s.Items = a.relative(p.url), p.status, p.items
-				}
-			})
-			s.More = more || len(pages) > 1 && pages[1].items > 0
-			if len(pages) > 0 && s.PageSize > 0 && pages[0].items < s.PageSize && s.More {
-				s.PageCap = pages[0].items
-			}
-			if err != nil {
-				s.Err = a.safe(err)
-			}
-			if len(recs) > opts.Items {
-				recs = recs[:opts.Items]
-			}
-			for _, rec := range recs {
-				s.Records = append(s.Records, a.masked(rec))
-			}
-		}
+		out.Search = a.inspectSearch(ctx, r, opts, account)
 	}
-
 	extID := opts.ExternalID
 	if extID == "" && out.Search != nil && len(out.Search.Records) > 0 {
 		extID = out.Search.Records[0].ExternalID
 	}
 	if a.readback != nil && extID != "" {
-		rb := &InspectedReadback{ExternalID: extID, Missing: missing(a.readback.needs, opts, account)}
-		out.Readback = rb
-		if len(rb.Missing) > 0 {
-			rb.Err = missingErr("readback", rb.Missing)
-			return out, nil
-		}
-		rec, err := r.Get(ctx, extID)
-		switch {
-		case err != nil:
-			rb.Err = a.safe(err)
-		default:
-			rec = a.masked(rec)
-			rb.Record = &rec
-			if rec.LiveURL != "" {
-				rb.ProbeURL = rec.LiveURL
-				code, err := r.Probe(ctx, rec.LiveURL)
-				rb.ProbeCode = code
-				if err != nil {
-					rb.Err = "probe: " + a.safe(err)
-				}
-			}
-		}
+		out.Readback = a.inspectReadback(ctx, r, opts, account, extID)
 	}
 	return out, nil
+}
+
+// inspectScope is the adapter of the reads of the intent the options
+// name (a), or a itself when they name none.
+func (a *Adapter) inspectScope(opts InspectOptions, account string) (*Adapter, error) {
+	if opts.Parent == "" && opts.RequestID == "" && len(opts.Payload) == 0 && account == "" {
+		return a, nil
+	}
+	reqID := opts.RequestID
+	if reqID == "" {
+		reqID = "settle-probe"
+	}
+	intentID := events.ScopedIntentID("default", a.name, account, reqID)
+	var pl []byte
+	if len(opts.Payload) > 0 {
+		n, err := a.NormalizePayload(opts.Payload)
+		if err != nil {
+			return nil, err
+		}
+		pl = n
+	}
+	return a.ForIntent(adapter.ReadScope{IntentID: intentID, RequestID: reqID, IdempotencyKey: events.IdempotencyKey(intentID),
+		Account: account, ParentExternalID: opts.Parent, Payload: pl}).(*Adapter), nil
+}
+
+// inspectSearch reads the first page of the search (two with page or
+// offset pagination) over the last opts.Window, with r.
+func (a *Adapter) inspectSearch(ctx context.Context, r *Adapter, opts InspectOptions, account string) *InspectedSearch {
+	now := a.now()
+	s := &InspectedSearch{Account: account, From: now.Add(-opts.Window), To: now, PageSize: a.search.pageSize}
+	s.Missing = missing(a.search.needs, opts, account)
+	switch {
+	case account == "":
+		s.Err = "no account: the route has no identity section; pass --account ACCOUNT"
+		return s
+	case len(s.Missing) > 0:
+		s.Err = missingErr("search", s.Missing)
+		return s
+	}
+	// Page and offset pagination read a second page: a short first
+	// page proves nothing, and a second one that is not empty shows
+	// a silent cap.
+	limit := 1
+	if a.search.mode == pageNumber || a.search.mode == pageOffset {
+		limit = 2
+	}
+	var pages []pageSeen
+	recs, more, err := r.searchPages(ctx, adapter.SearchQuery{Account: account, From: s.From, To: s.To}, limit, func(p pageSeen) {
+		pages = append(pages, p)
+		if s.URL == "" {
+			s.URL, s.Status, s.Items = a.relative(p.url), p.status, p.items
+		}
+	})
+	s.More = more || len(pages) > 1 && pages[1].items > 0
+	if len(pages) > 0 && s.PageSize > 0 && pages[0].items < s.PageSize && s.More {
+		s.PageCap = pages[0].items
+	}
+	if err != nil {
+		s.Err = a.safe(err)
+	}
+	if len(recs) > opts.Items {
+		recs = recs[:opts.Items]
+	}
+	for _, rec := range recs {
+		s.Records = append(s.Records, a.masked(rec))
+	}
+	return s
+}
+
+// inspectReadback reads extID back with r and probes its live URL.
+func (a *Adapter) inspectReadback(ctx context.Context, r *Adapter, opts InspectOptions, account, extID string) *InspectedReadback {
+	rb := &InspectedReadback{ExternalID: extID, Missing: missing(a.readback.needs, opts, account)}
+	if len(rb.Missing) > 0 {
+		rb.Err = missingErr("readback", rb.Missing)
+		return rb
+	}
+	rec, err := r.Get(ctx, extID)
+	if err != nil {
+		rb.Err = a.safe(err)
+		return rb
+	}
+	rec = a.masked(rec)
+	rb.Record = &rec
+	if rec.LiveURL != "" {
+		rb.ProbeURL = rec.LiveURL
+		code, err := r.Probe(ctx, rec.LiveURL)
+		rb.ProbeCode = code
+		if err != nil {
+			rb.Err = "probe: " + a.safe(err)
+		}
+	}
+	return rb
 }
 
 // masked replaces every route header value a record's text fields hold

@@ -62,29 +62,7 @@ func fieldSchema(f *fieldSpec) map[string]any {
 		s["pattern"] = "^[0-9a-f]{64}$"
 		notes = append(notes, "sha256: 64 lowercase hex characters")
 	case typeString:
-		s["type"] = "string"
-		if f.pattern != nil {
-			s["pattern"] = f.pattern.String()
-		}
-		if f.nonEmpty {
-			if f.pattern == nil {
-				s["pattern"] = `\S`
-			} else {
-				s["allOf"] = []any{map[string]any{"pattern": `\S`}}
-			}
-			notes = append(notes, "not blank")
-		}
-		if f.minLen > 0 {
-			s["minLength"] = (f.minLen + 3) / 4
-			notes = append(notes, "at least "+itoa(f.minLen)+" bytes")
-		}
-		if f.maxLen >= 0 {
-			s["maxLength"] = f.maxLen
-			notes = append(notes, "at most "+itoa(f.maxLen)+" bytes")
-		}
-		if len(f.enum) > 0 {
-			s["enum"] = f.enum
-		}
+		notes = stringSchema(f, s, notes)
 	case typeInteger, typeNumber:
 		s["type"] = f.typ
 		if f.min != nil {
@@ -133,6 +111,35 @@ func fieldSchema(f *fieldSpec) map[string]any {
 		s["description"] = strings.Join(notes, "; ")
 	}
 	return s
+}
+
+// stringSchema fills s with a string field's constraints and returns
+// notes with what JSON Schema cannot say of them.
+func stringSchema(f *fieldSpec, s map[string]any, notes []string) []string {
+	s["type"] = "string"
+	if f.pattern != nil {
+		s["pattern"] = f.pattern.String()
+	}
+	if f.nonEmpty {
+		if f.pattern == nil {
+			s["pattern"] = `\S`
+		} else {
+			s["allOf"] = []any{map[string]any{"pattern": `\S`}}
+		}
+		notes = append(notes, "not blank")
+	}
+	if f.minLen > 0 {
+		s["minLength"] = (f.minLen + 3) / 4
+		notes = append(notes, "at least "+itoa(f.minLen)+" bytes")
+	}
+	if f.maxLen >= 0 {
+		s["maxLength"] = f.maxLen
+		notes = append(notes, "at most "+itoa(f.maxLen)+" bytes")
+	}
+	if len(f.enum) > 0 {
+		s["enum"] = f.enum
+	}
+	return notes
 }
 
 func itoa(n int) string {

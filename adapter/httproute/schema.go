@@ -67,6 +67,33 @@ func compileField(fc FieldConfig, field string, report func(field, reason string
 		bad(".type", fmt.Sprintf("%q is not a type (one of %s)", f.typ, strings.Join(fieldTypes, ", ")))
 		return nil
 	}
+	f.constrain(fc, bad)
+	if fc.Items != nil {
+		if f.typ != typeArray {
+			bad(".items", "only applies to array fields")
+		} else if f.items = compileField(*fc.Items, field+".items", report); f.items == nil {
+			ok = false
+		}
+	}
+	if len(fc.Fields) > 0 {
+		if f.typ != typeObject {
+			bad(".fields", "only applies to object fields")
+		} else if f.fields = compileFields(fc.Fields, field+".fields", report); f.fields == nil {
+			ok = false
+		}
+	}
+	if !ok {
+		return nil
+	}
+	if fc.Default != nil && !f.compileDefault(fc, field, report) {
+		return nil
+	}
+	return f
+}
+
+// constrain sets the field's pattern, lengths, bounds and enum from fc;
+// a constraint its type does not take goes to bad.
+func (f *fieldSpec) constrain(fc FieldConfig, bad func(sub, reason string)) {
 	stringy := f.typ == typeString || f.typ == typeSHA256
 	if fc.Pattern != "" {
 		re, err := regexp.Compile(fc.Pattern)
@@ -114,43 +141,29 @@ func compileField(fc FieldConfig, field string, report func(field, reason string
 	if fc.NonEmpty && f.typ != typeString && f.typ != typeArray && f.typ != typeObject {
 		bad(".non_empty", "only applies to string, array and object fields")
 	}
-	if fc.Items != nil {
-		if f.typ != typeArray {
-			bad(".items", "only applies to array fields")
-		} else if f.items = compileField(*fc.Items, field+".items", report); f.items == nil {
-			ok = false
-		}
+}
+
+// compileDefault sets the field's default from fc, which it must satisfy;
+// false: a problem went to report.
+func (f *fieldSpec) compileDefault(fc FieldConfig, field string, report func(field, reason string)) bool {
+	if fc.Required {
+		report(field+".default", "a required field has no default")
+		return false
 	}
-	if len(fc.Fields) > 0 {
-		if f.typ != typeObject {
-			bad(".fields", "only applies to object fields")
-		} else if f.fields = compileFields(fc.Fields, field+".fields", report); f.fields == nil {
-			ok = false
-		}
+	raw, err := json.Marshal(fc.Default)
+	if err == nil {
+		raw, err = events.Canonicalize(raw)
 	}
-	if !ok {
-		return nil
+	if err != nil {
+		report(field+".default", "is not a JSON value")
+		return false
 	}
-	if fc.Default != nil {
-		if fc.Required {
-			report(field+".default", "a required field has no default")
-			return nil
-		}
-		raw, err := json.Marshal(fc.Default)
-		if err == nil {
-			raw, err = events.Canonicalize(raw)
-		}
-		if err != nil {
-			report(field+".default", "is not a JSON value")
-			return nil
-		}
-		if _, _, err := f.validate(raw, "default"); err != nil {
-			report(field+".default", "does not satisfy the field: "+strings.TrimPrefix(err.Error(), "default: "))
-			return nil
-		}
-		f.def = raw
+	if _, _, err := f.validate(raw, "default"); err != nil {
+		report(field+".default", "does not satisfy the field: "+strings.TrimPrefix(err.Error(), "default: "))
+		return false
 	}
-	return f
+	f.def = raw
+	return true
 }
 
 func compileFields(fcs []FieldConfig, field string, report func(field, reason string)) []*fieldSpec {
@@ -276,106 +289,129 @@ func (f *fieldSpec) validate(raw json.RawMessage, field string) (json.RawMessage
 	if f.omitEmpty && rawEmpty(raw) && (f.typ == typeAny || string(raw) != "null") {
 		return nil, false, nil
 	}
+	var err error
 	switch f.typ {
-	case typeAny:
-		return raw, true, nil
 	case typeString, typeSHA256:
-		var s string
-		if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-			return nil, false, adapter.PayloadError(field, "must be a string")
-		}
-		if f.typ == typeSHA256 && !adapter.IsSHA256Hex(s) {
-			return nil, false, adapter.PayloadError(field, "must be a sha256: 64 lowercase hex characters")
-		}
-		if f.nonEmpty && strings.TrimSpace(s) == "" {
-			return nil, false, adapter.PayloadError(field, "must not be empty")
-		}
-		if f.minLen >= 0 && len(s) < f.minLen {
-			return nil, false, adapter.PayloadError(field, fmt.Sprintf("must be at least %d bytes", f.minLen))
-		}
-		if f.maxLen >= 0 && len(s) > f.maxLen {
-			return nil, false, adapter.PayloadError(field, fmt.Sprintf("must be at most %d bytes", f.maxLen))
-		}
-		if f.pattern != nil && !f.pattern.MatchString(s) {
-			return nil, false, adapter.PayloadError(field, "must match "+f.pattern.String())
-		}
-		if len(f.enum) > 0 && !slices.Contains(f.enum, s) {
-			return nil, false, adapter.PayloadError(field, "must be one of "+strings.Join(f.enum, ", "))
-		}
+		err = f.checkString(raw, field)
 	case typeInteger, typeNumber:
-		if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) {
-			return nil, false, adapter.PayloadError(field, "must be "+article(f.typ))
-		}
-		var n float64
-		if f.typ == typeInteger {
-			i, err := strconv.ParseInt(string(raw), 10, 64)
-			if err != nil {
-				return nil, false, adapter.PayloadError(field, "must be an integer")
-			}
-			n = float64(i)
-		} else {
-			x, err := strconv.ParseFloat(string(raw), 64)
-			if err != nil || math.IsInf(x, 0) {
-				return nil, false, adapter.PayloadError(field, "must be a number")
-			}
-			n = x
-		}
-		if f.min != nil && n < *f.min {
-			return nil, false, adapter.PayloadError(field, "must be >= "+strconv.FormatFloat(*f.min, 'g', -1, 64))
-		}
-		if f.max != nil && n > *f.max {
-			return nil, false, adapter.PayloadError(field, "must be <= "+strconv.FormatFloat(*f.max, 'g', -1, 64))
-		}
+		err = f.checkNumber(raw, field)
 	case typeBoolean:
 		if string(raw) != "true" && string(raw) != "false" {
-			return nil, false, adapter.PayloadError(field, "must be true or false")
+			err = adapter.PayloadError(field, "must be true or false")
 		}
 	case typeArray:
-		var items []json.RawMessage
-		if len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
-			return nil, false, adapter.PayloadError(field, "must be an array")
-		}
-		if f.nonEmpty && len(items) == 0 {
-			return nil, false, adapter.PayloadError(field, "must not be empty")
-		}
-		if f.minLen >= 0 && len(items) < f.minLen {
-			return nil, false, adapter.PayloadError(field, fmt.Sprintf("must have at least %d elements", f.minLen))
-		}
-		if f.maxLen >= 0 && len(items) > f.maxLen {
-			return nil, false, adapter.PayloadError(field, fmt.Sprintf("must have at most %d elements", f.maxLen))
-		}
-		if f.items != nil {
-			out := make([]json.RawMessage, 0, len(items))
-			for i, it := range items {
-				v, keep, err := f.items.validate(it, field+"["+strconv.Itoa(i)+"]")
-				if err != nil {
-					return nil, false, err
-				}
-				if !keep {
-					v = json.RawMessage("null")
-				}
-				out = append(out, v)
-			}
-			b, err := json.Marshal(out)
-			if err != nil {
-				return nil, false, adapter.PayloadError(field, "must be an array")
-			}
-			return b, true, nil
-		}
+		return f.checkArray(raw, field)
 	case typeObject:
-		if len(raw) == 0 || raw[0] != '{' {
-			return nil, false, adapter.PayloadError(field, "must be a JSON object")
+		return f.checkObject(raw, field)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return raw, true, nil
+}
+
+func (f *fieldSpec) checkString(raw json.RawMessage, field string) error {
+	var s string
+	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return adapter.PayloadError(field, "must be a string")
+	}
+	if f.typ == typeSHA256 && !adapter.IsSHA256Hex(s) {
+		return adapter.PayloadError(field, "must be a sha256: 64 lowercase hex characters")
+	}
+	if f.nonEmpty && strings.TrimSpace(s) == "" {
+		return adapter.PayloadError(field, "must not be empty")
+	}
+	if f.minLen >= 0 && len(s) < f.minLen {
+		return adapter.PayloadError(field, fmt.Sprintf("must be at least %d bytes", f.minLen))
+	}
+	if f.maxLen >= 0 && len(s) > f.maxLen {
+		return adapter.PayloadError(field, fmt.Sprintf("must be at most %d bytes", f.maxLen))
+	}
+	if f.pattern != nil && !f.pattern.MatchString(s) {
+		return adapter.PayloadError(field, "must match "+f.pattern.String())
+	}
+	if len(f.enum) > 0 && !slices.Contains(f.enum, s) {
+		return adapter.PayloadError(field, "must be one of "+strings.Join(f.enum, ", "))
+	}
+	return nil
+}
+
+func (f *fieldSpec) checkNumber(raw json.RawMessage, field string) error {
+	if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) {
+		return adapter.PayloadError(field, "must be "+article(f.typ))
+	}
+	var n float64
+	if f.typ == typeInteger {
+		i, err := strconv.ParseInt(string(raw), 10, 64)
+		if err != nil {
+			return adapter.PayloadError(field, "must be an integer")
 		}
-		if f.nonEmpty && string(raw) == "{}" {
-			return nil, false, adapter.PayloadError(field, "must have at least one field")
+		n = float64(i)
+	} else {
+		x, err := strconv.ParseFloat(string(raw), 64)
+		if err != nil || math.IsInf(x, 0) {
+			return adapter.PayloadError(field, "must be a number")
 		}
-		if f.fields != nil {
-			out, err := validateObject(f.fields, raw, field)
+		n = x
+	}
+	if f.min != nil && n < *f.min {
+		return adapter.PayloadError(field, "must be >= "+strconv.FormatFloat(*f.min, 'g', -1, 64))
+	}
+	if f.max != nil && n > *f.max {
+		return adapter.PayloadError(field, "must be <= "+strconv.FormatFloat(*f.max, 'g', -1, 64))
+	}
+	return nil
+}
+
+// checkArray checks an array and its items, each normalized.
+func (f *fieldSpec) checkArray(raw json.RawMessage, field string) (json.RawMessage, bool, error) {
+	var items []json.RawMessage
+	if len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
+		return nil, false, adapter.PayloadError(field, "must be an array")
+	}
+	if f.nonEmpty && len(items) == 0 {
+		return nil, false, adapter.PayloadError(field, "must not be empty")
+	}
+	if f.minLen >= 0 && len(items) < f.minLen {
+		return nil, false, adapter.PayloadError(field, fmt.Sprintf("must have at least %d elements", f.minLen))
+	}
+	if f.maxLen >= 0 && len(items) > f.maxLen {
+		return nil, false, adapter.PayloadError(field, fmt.Sprintf("must have at most %d elements", f.maxLen))
+	}
+	if f.items != nil {
+		out := make([]json.RawMessage, 0, len(items))
+		for i, it := range items {
+			v, keep, err := f.items.validate(it, field+"["+strconv.Itoa(i)+"]")
 			if err != nil {
 				return nil, false, err
 			}
-			return out, true, nil
+			if !keep {
+				v = json.RawMessage("null")
+			}
+			out = append(out, v)
 		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			return nil, false, adapter.PayloadError(field, "must be an array")
+		}
+		return b, true, nil
+	}
+	return raw, true, nil
+}
+
+func (f *fieldSpec) checkObject(raw json.RawMessage, field string) (json.RawMessage, bool, error) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, false, adapter.PayloadError(field, "must be a JSON object")
+	}
+	if f.nonEmpty && string(raw) == "{}" {
+		return nil, false, adapter.PayloadError(field, "must have at least one field")
+	}
+	if f.fields != nil {
+		out, err := validateObject(f.fields, raw, field)
+		if err != nil {
+			return nil, false, err
+		}
+		return out, true, nil
 	}
 	return raw, true, nil
 }

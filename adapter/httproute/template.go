@@ -467,94 +467,110 @@ func parseExpr(inner string, c tctx) (*expr, error) {
 	}
 	name := strings.TrimSpace(fields[0])
 	e := &expr{src: strings.TrimSpace(inner)}
-	switch {
-	case name == "":
-		return nil, errors.New("empty {{}}")
-	case name == varDoc || strings.HasPrefix(name, "$.") || strings.HasPrefix(name, "$["):
-		if c.doc == "" {
-			return nil, errors.Errorf("{{%s}}: a JSON path reads a response, and there is none here (known here: %s)", name, c.known())
-		}
-		p, err := parsePath(name)
-		if err != nil {
-			return nil, err
-		}
-		e.name, e.path = varDoc, p
-	case name == varPayload || strings.HasPrefix(name, "payload.") || strings.HasPrefix(name, "payload["):
-		if !c.payload {
-			return nil, errors.Errorf("unknown variable {{%s}} here (known here: %s)", name, c.known())
-		}
-		p, err := parsePath("$" + strings.TrimPrefix(name, varPayload))
-		if err != nil {
-			return nil, errors.Errorf("{{%s}}: %w", name, err)
-		}
-		if c.payloadFields != nil && len(p.segs) > 0 && (p.segs[0].isIndex || !c.payloadFields[p.segs[0].key]) {
-			return nil, errors.Errorf("{{%s}}: not a field of payload.fields", name)
-		}
-		e.name, e.path = varPayload, p
-	default:
-		if !slices.Contains(c.vars, name) {
-			return nil, errors.Errorf("unknown variable {{%s}} (known here: %s)", name, c.known())
-		}
-		e.name = name
+	if err := e.parseName(name, c); err != nil {
+		return nil, err
 	}
 	if c.used != nil {
 		c.used[e.name] = true
 	}
 	for _, f := range fields[1:] {
-		f = strings.TrimSpace(f)
-		if arg, ok := filterArg(f, fBefore); ok {
-			if arg == "" {
-				return nil, errors.Errorf("{{%s}}: before: needs a separator (before:@)", e.src)
-			}
-			e.filters = append(e.filters, textFilter{kind: fBefore, arg: arg})
-			continue
-		}
-		if arg, ok := filterArg(f, fTrimPrefix); ok {
-			if arg == "" {
-				return nil, errors.Errorf("{{%s}}: trim_prefix: needs a prefix (trim_prefix:'https://')", e.src)
-			}
-			e.filters = append(e.filters, textFilter{kind: fTrimPrefix, arg: arg})
-			continue
-		}
-		if arg, ok := filterArg(f, fRegex); ok {
-			re, err := regexp.Compile(arg)
-			switch {
-			case arg == "":
-				return nil, errors.Errorf("{{%s}}: regex: needs an expression with one group (regex:'#([0-9]+)$')", e.src)
-			case err != nil:
-				return nil, errors.Errorf("{{%s}}: regex: is not a valid regular expression (RE2 syntax)", e.src)
-			case re.NumSubexp() != 1:
-				return nil, errors.Errorf("{{%s}}: regex: must have exactly one capturing group, the value taken; it has %d", e.src, re.NumSubexp())
-			}
-			e.filters = append(e.filters, textFilter{kind: fRegex, arg: arg, re: re})
-			continue
-		}
-		switch f {
-		case fNumber:
-			e.filters = append(e.filters, textFilter{kind: fNumber})
-		case fOmitEmpty:
-			if !c.omitEmpty {
-				return nil, errors.Errorf("{{%s}}: the omitempty filter only applies to write.body values", e.src)
-			}
-			e.omitEmpty = true
-		case fRFC3339, fUnix, fUnixMS:
-			if !isTimeVar(e.name) {
-				return nil, errors.Errorf("{{%s}}: the %s filter formats a time, and only from and to are times", e.src, f)
-			}
-			if e.timeFmt != "" {
-				return nil, errors.Errorf("{{%s}}: one time format only", e.src)
-			}
-			e.timeFmt = f
-		case fLastSegment, fLower, fSlackPlain:
-			e.filters = append(e.filters, textFilter{kind: f})
-		default:
-			return nil, errors.Errorf("{{%s}}: unknown filter %q (known: %s)", e.src, f, knownFilters)
+		if err := e.parseFilter(strings.TrimSpace(f), c); err != nil {
+			return nil, err
 		}
 	}
 	if isTimeVar(e.name) && e.timeFmt != "" && len(e.filters) > 0 {
 		return nil, errors.Errorf("{{%s}}: a time format is the last filter of from and to", e.src)
 	}
 	return e, nil
+}
+
+// parseName sets what the expression reads: a JSON path of the document,
+// the payload, or a variable known in c.
+func (e *expr) parseName(name string, c tctx) error {
+	switch {
+	case name == "":
+		return errors.New("empty {{}}")
+	case name == varDoc || strings.HasPrefix(name, "$.") || strings.HasPrefix(name, "$["):
+		if c.doc == "" {
+			return errors.Errorf("{{%s}}: a JSON path reads a response, and there is none here (known here: %s)", name, c.known())
+		}
+		p, err := parsePath(name)
+		if err != nil {
+			return err
+		}
+		e.name, e.path = varDoc, p
+	case name == varPayload || strings.HasPrefix(name, "payload.") || strings.HasPrefix(name, "payload["):
+		if !c.payload {
+			return errors.Errorf("unknown variable {{%s}} here (known here: %s)", name, c.known())
+		}
+		p, err := parsePath("$" + strings.TrimPrefix(name, varPayload))
+		if err != nil {
+			return errors.Errorf("{{%s}}: %w", name, err)
+		}
+		if c.payloadFields != nil && len(p.segs) > 0 && (p.segs[0].isIndex || !c.payloadFields[p.segs[0].key]) {
+			return errors.Errorf("{{%s}}: not a field of payload.fields", name)
+		}
+		e.name, e.path = varPayload, p
+	default:
+		if !slices.Contains(c.vars, name) {
+			return errors.Errorf("unknown variable {{%s}} (known here: %s)", name, c.known())
+		}
+		e.name = name
+	}
+	return nil
+}
+
+// parseFilter adds one filter of the expression.
+func (e *expr) parseFilter(f string, c tctx) error {
+	if arg, ok := filterArg(f, fBefore); ok {
+		if arg == "" {
+			return errors.Errorf("{{%s}}: before: needs a separator (before:@)", e.src)
+		}
+		e.filters = append(e.filters, textFilter{kind: fBefore, arg: arg})
+		return nil
+	}
+	if arg, ok := filterArg(f, fTrimPrefix); ok {
+		if arg == "" {
+			return errors.Errorf("{{%s}}: trim_prefix: needs a prefix (trim_prefix:'https://')", e.src)
+		}
+		e.filters = append(e.filters, textFilter{kind: fTrimPrefix, arg: arg})
+		return nil
+	}
+	if arg, ok := filterArg(f, fRegex); ok {
+		re, err := regexp.Compile(arg)
+		switch {
+		case arg == "":
+			return errors.Errorf("{{%s}}: regex: needs an expression with one group (regex:'#([0-9]+)$')", e.src)
+		case err != nil:
+			return errors.Errorf("{{%s}}: regex: is not a valid regular expression (RE2 syntax)", e.src)
+		case re.NumSubexp() != 1:
+			return errors.Errorf("{{%s}}: regex: must have exactly one capturing group, the value taken; it has %d", e.src, re.NumSubexp())
+		}
+		e.filters = append(e.filters, textFilter{kind: fRegex, arg: arg, re: re})
+		return nil
+	}
+	switch f {
+	case fNumber:
+		e.filters = append(e.filters, textFilter{kind: fNumber})
+	case fOmitEmpty:
+		if !c.omitEmpty {
+			return errors.Errorf("{{%s}}: the omitempty filter only applies to write.body values", e.src)
+		}
+		e.omitEmpty = true
+	case fRFC3339, fUnix, fUnixMS:
+		if !isTimeVar(e.name) {
+			return errors.Errorf("{{%s}}: the %s filter formats a time, and only from and to are times", e.src, f)
+		}
+		if e.timeFmt != "" {
+			return errors.Errorf("{{%s}}: one time format only", e.src)
+		}
+		e.timeFmt = f
+	case fLastSegment, fLower, fSlackPlain:
+		e.filters = append(e.filters, textFilter{kind: f})
+	default:
+		return errors.Errorf("{{%s}}: unknown filter %q (known: %s)", e.src, f, knownFilters)
+	}
+	return nil
 }
 
 // scope holds the values of one call.
