@@ -295,34 +295,15 @@ func (a *auditor) event(seq uint64, subject string, hdr nats.Header, data []byte
 
 // apply audits one prepared message, in log order.
 func (a *auditor) apply(m *preparedMsg) {
-	seq, subject, hdr, data := m.seq, m.subject, m.hdr, m.data
-	route, subjID, subjErr := m.route, m.subjID, m.subjErr
-	e, decErr, hits := m.e, m.decErr, m.hits
+	seq, subject, subjID, subjErr := m.seq, m.subject, m.subjID, m.subjErr
 	a.noteSeq(seq)
 	a.rep.Events++
 	if m.hold != nil && subjErr == nil {
 		a.held(m)
 		return
 	}
-	if len(hits) > 0 {
-		var version uint64
-		typ := events.Type("unreadable")
-		if decErr == nil {
-			version, typ = e.Version, e.Type
-		}
-		var what []string
-		for _, h := range hits {
-			switch h.offset {
-			case hitInHeader:
-				what = append(what, h.name+" in header "+h.header)
-			case hitUnescaped:
-				what = append(what, h.name+" in an escaped string")
-			default:
-				what = append(what, fmt.Sprintf("%s at byte %d", h.name, h.offset))
-			}
-		}
-		a.violate(Violation{IntentID: subjID, Kind: ViolationSecret, Version: version, Seq: seq,
-			Detail: fmt.Sprintf("%s event holds what looks like %s (value not shown)", typ, strings.Join(slices.Compact(what), ", "))})
+	if len(m.hits) > 0 {
+		a.secretHits(m)
 	}
 	if subjErr != nil {
 		a.violate(Violation{Kind: ViolationSubjectMismatch, Seq: seq,
@@ -331,61 +312,26 @@ func (a *auditor) apply(m *preparedMsg) {
 	}
 	t := a.restored(subjID, seq)
 	if t == nil {
-		t = a.intent(subjID, route)
+		t = a.intent(subjID, m.route)
 	}
 	var tl *TimelineEntry
 	if a.cfg.Intent == subjID {
 		a.rep.Timeline = append(a.rep.Timeline, TimelineEntry{Seq: seq})
 		tl = &a.rep.Timeline[len(a.rep.Timeline)-1]
 	}
-	if decErr != nil {
-		code, reason := classifyUnreadable(data, decErr)
-		a.rep.Unreadable = append(a.rep.Unreadable, UnreadableEvent{Seq: seq, Subject: subject, IntentID: subjID, Code: code, Reason: reason})
-		switch code {
-		case events.CodeUnknownSchema:
-			a.rep.UnknownSchema++
-		case events.CodeUnknownType:
-			a.rep.UnknownType++
-		default:
-			a.rep.Malformed++
-			a.violate(Violation{IntentID: subjID, Kind: ViolationMalformedEvent, Seq: seq, Detail: reason})
-		}
-		if !t.blocked {
-			t.blocked = true
-			a.rep.Incomplete++
-		}
-		if tl != nil {
-			tl.Refused = code + ": " + reason
-		}
+	if m.decErr != nil {
+		a.unreadable(m, t, tl)
 		return
 	}
+	e := m.e
 	if tl != nil {
 		tl.Version, tl.Type, tl.At, tl.Actor, tl.AttemptID = e.Version, e.Type, e.At, e.Actor, e.AttemptID
 		tl.Detail = summarize(e)
 	}
-	if id := hdr.Get(jetstream.MsgIDHeader); id != "" && id != e.EventID {
-		a.violate(Violation{IntentID: subjID, Kind: ViolationMsgIDMismatch, Version: e.Version, Seq: seq,
-			Detail: fmt.Sprintf("Nats-Msg-Id %q, event id %q", clipText(id), e.EventID)})
-	}
-	refuse := func(why string) {
+	if refused := a.misplaced(m, t); refused != "" {
 		if tl != nil {
-			tl.Refused = why
+			tl.Refused = refused
 		}
-	}
-	if e.IntentID != subjID {
-		a.violate(Violation{IntentID: subjID, Kind: ViolationSubjectMismatch, Version: e.Version, Seq: seq,
-			Detail: fmt.Sprintf("%s of intent %s on the subject of %s", e.Type, e.IntentID, subjID)})
-		refuse("subject_mismatch")
-		return
-	}
-	recRoute := t.fold.Recorded.Route
-	if d := events.Recorded(e); d != nil { // IntentRecorded or IntentStarted
-		recRoute = d.Route
-	}
-	if recRoute != "" && recRoute != route {
-		a.violate(Violation{IntentID: subjID, Kind: ViolationSubjectMismatch, Version: e.Version, Seq: seq,
-			Detail: fmt.Sprintf("%s on a %q subject; the intent is recorded on route %q", e.Type, route, recRoute)})
-		refuse("route_mismatch")
 		return
 	}
 	a.checkVersion(t, e.Version, seq)
@@ -404,7 +350,9 @@ func (a *auditor) apply(m *preparedMsg) {
 				t.moreRefused++
 			}
 		}
-		refuse(fsm.FoldCode(err) + ": " + err.Error())
+		if tl != nil {
+			tl.Refused = fsm.FoldCode(err) + ": " + err.Error()
+		}
 		return
 	}
 	t.fold.Recorded.Payload = nil // not needed to fold on; events keep it
@@ -414,15 +362,89 @@ func (a *auditor) apply(m *preparedMsg) {
 	}
 	a.maybeEvict(t)
 	if a.cfg.Projection != nil {
-		t.hist = append(t.hist, e)
-		t.seqs = append(t.seqs, seq)
-		if t.fold.State.Terminal() && seq <= a.cpStart {
-			// Nothing folds after a terminal state and the projection is
-			// past it: keep the view, drop the history.
-			if v, err := projector.FoldView(t.hist); err == nil {
-				v.LastSeq = seq
-				t.final, t.hist, t.seqs = v, nil, nil
-			}
+		a.keepHistory(t, e, seq)
+	}
+}
+
+// secretHits reports what looks like a secret in the message.
+func (a *auditor) secretHits(m *preparedMsg) {
+	var version uint64
+	typ := events.Type("unreadable")
+	if m.decErr == nil {
+		version, typ = m.e.Version, m.e.Type
+	}
+	var what []string
+	for _, h := range m.hits {
+		switch h.offset {
+		case hitInHeader:
+			what = append(what, h.name+" in header "+h.header)
+		case hitUnescaped:
+			what = append(what, h.name+" in an escaped string")
+		default:
+			what = append(what, fmt.Sprintf("%s at byte %d", h.name, h.offset))
+		}
+	}
+	a.violate(Violation{IntentID: m.subjID, Kind: ViolationSecret, Version: version, Seq: m.seq,
+		Detail: fmt.Sprintf("%s event holds what looks like %s (value not shown)", typ, strings.Join(slices.Compact(what), ", "))})
+}
+
+// unreadable counts an event that does not decode and blocks its intent.
+func (a *auditor) unreadable(m *preparedMsg, t *auditIntent, tl *TimelineEntry) {
+	code, reason := classifyUnreadable(m.data, m.decErr)
+	a.rep.Unreadable = append(a.rep.Unreadable, UnreadableEvent{Seq: m.seq, Subject: m.subject, IntentID: m.subjID, Code: code, Reason: reason})
+	switch code {
+	case events.CodeUnknownSchema:
+		a.rep.UnknownSchema++
+	case events.CodeUnknownType:
+		a.rep.UnknownType++
+	default:
+		a.rep.Malformed++
+		a.violate(Violation{IntentID: m.subjID, Kind: ViolationMalformedEvent, Seq: m.seq, Detail: reason})
+	}
+	if !t.blocked {
+		t.blocked = true
+		a.rep.Incomplete++
+	}
+	if tl != nil {
+		tl.Refused = code + ": " + reason
+	}
+}
+
+// misplaced checks the event against its message id, subject and route;
+// it returns why the event is not folded ("" when it is in its place).
+func (a *auditor) misplaced(m *preparedMsg, t *auditIntent) string {
+	e, seq, subjID := m.e, m.seq, m.subjID
+	if id := m.hdr.Get(jetstream.MsgIDHeader); id != "" && id != e.EventID {
+		a.violate(Violation{IntentID: subjID, Kind: ViolationMsgIDMismatch, Version: e.Version, Seq: seq,
+			Detail: fmt.Sprintf("Nats-Msg-Id %q, event id %q", clipText(id), e.EventID)})
+	}
+	if e.IntentID != subjID {
+		a.violate(Violation{IntentID: subjID, Kind: ViolationSubjectMismatch, Version: e.Version, Seq: seq,
+			Detail: fmt.Sprintf("%s of intent %s on the subject of %s", e.Type, e.IntentID, subjID)})
+		return "subject_mismatch"
+	}
+	recRoute := t.fold.Recorded.Route
+	if d := events.Recorded(e); d != nil { // IntentRecorded or IntentStarted
+		recRoute = d.Route
+	}
+	if recRoute != "" && recRoute != m.route {
+		a.violate(Violation{IntentID: subjID, Kind: ViolationSubjectMismatch, Version: e.Version, Seq: seq,
+			Detail: fmt.Sprintf("%s on a %q subject; the intent is recorded on route %q", e.Type, m.route, recRoute)})
+		return "route_mismatch"
+	}
+	return ""
+}
+
+// keepHistory keeps the intent's folded events for the projection check.
+func (a *auditor) keepHistory(t *auditIntent, e events.Event, seq uint64) {
+	t.hist = append(t.hist, e)
+	t.seqs = append(t.seqs, seq)
+	if t.fold.State.Terminal() && seq <= a.cpStart {
+		// Nothing folds after a terminal state and the projection is
+		// past it: keep the view, drop the history.
+		if v, err := projector.FoldView(t.hist); err == nil {
+			v.LastSeq = seq
+			t.final, t.hist, t.seqs = v, nil, nil
 		}
 	}
 }

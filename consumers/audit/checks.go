@@ -101,8 +101,6 @@ func (a *auditor) finish(ctx context.Context) error {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	now := a.rep.At
-	grace, stuckAfter := a.cfg.Grace, a.cfg.StuckAfter
 	if a.evict.count > 0 {
 		a.rep.States[fsm.Confirmed] += a.evict.count
 	}
@@ -118,37 +116,8 @@ func (a *auditor) finish(ctx context.Context) error {
 				a.rep.HeldUnfoldable++
 			}
 		}
-		if t.blocked {
-			continue
-		}
-		stuck := func(detail string) {
-			a.violate(Violation{IntentID: id, Kind: ViolationStuck, Version: t.fold.Version, Seq: t.lastApplied, Detail: detail})
-		}
-		i := t.fold
-		switch i.State {
-		case fsm.WriteStarted:
-			if at := i.LastAttempt(); at != nil && now.After(at.Deadline.Add(grace)) {
-				stuck(fmt.Sprintf("write_started: attempt %s deadline %s passed %s ago (grace %s)",
-					at.ID, fmtT(at.Deadline), now.Sub(at.Deadline).Round(time.Second), grace))
-			}
-		case fsm.RetryClaimed:
-			if i.Claim != nil && now.After(i.Claim.LeaseUntil.Add(grace)) {
-				stuck(fmt.Sprintf("retry_claimed: %q's lease ended %s, %s ago (grace %s)",
-					i.Claim.Owner, fmtT(i.Claim.LeaseUntil), now.Sub(i.Claim.LeaseUntil).Round(time.Second), grace))
-			}
-		case fsm.Reconciling:
-			if now.After(i.LeaseUntil.Add(grace)) {
-				stuck(fmt.Sprintf("reconciling: %q's lease ended %s, %s ago (grace %s)",
-					i.LeaseOwner, fmtT(i.LeaseUntil), now.Sub(i.LeaseUntil).Round(time.Second), grace))
-			}
-		case fsm.Unknown, fsm.InProgress:
-			due, what := i.NextCheckAt, "next check"
-			if due.IsZero() {
-				due, what = i.UpdatedAt, "last event (no next check)"
-			}
-			if now.Sub(due) > stuckAfter {
-				stuck(fmt.Sprintf("%s: %s at %s is %s old (limit %s)", i.State, what, fmtT(due), now.Sub(due).Round(time.Second), stuckAfter))
-			}
+		if !t.blocked {
+			a.checkStuck(id, t)
 		}
 	}
 	if len(a.excused) > 0 {
@@ -183,6 +152,42 @@ func (a *auditor) finish(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// checkStuck reports an intent that has stayed in its state past its
+// deadline, lease or next check (with the configured grace).
+func (a *auditor) checkStuck(id string, t *auditIntent) {
+	now := a.rep.At
+	grace, stuckAfter := a.cfg.Grace, a.cfg.StuckAfter
+	stuck := func(detail string) {
+		a.violate(Violation{IntentID: id, Kind: ViolationStuck, Version: t.fold.Version, Seq: t.lastApplied, Detail: detail})
+	}
+	i := t.fold
+	switch i.State {
+	case fsm.WriteStarted:
+		if at := i.LastAttempt(); at != nil && now.After(at.Deadline.Add(grace)) {
+			stuck(fmt.Sprintf("write_started: attempt %s deadline %s passed %s ago (grace %s)",
+				at.ID, fmtT(at.Deadline), now.Sub(at.Deadline).Round(time.Second), grace))
+		}
+	case fsm.RetryClaimed:
+		if i.Claim != nil && now.After(i.Claim.LeaseUntil.Add(grace)) {
+			stuck(fmt.Sprintf("retry_claimed: %q's lease ended %s, %s ago (grace %s)",
+				i.Claim.Owner, fmtT(i.Claim.LeaseUntil), now.Sub(i.Claim.LeaseUntil).Round(time.Second), grace))
+		}
+	case fsm.Reconciling:
+		if now.After(i.LeaseUntil.Add(grace)) {
+			stuck(fmt.Sprintf("reconciling: %q's lease ended %s, %s ago (grace %s)",
+				i.LeaseOwner, fmtT(i.LeaseUntil), now.Sub(i.LeaseUntil).Round(time.Second), grace))
+		}
+	case fsm.Unknown, fsm.InProgress:
+		due, what := i.NextCheckAt, "next check"
+		if due.IsZero() {
+			due, what = i.UpdatedAt, "last event (no next check)"
+		}
+		if now.Sub(due) > stuckAfter {
+			stuck(fmt.Sprintf("%s: %s at %s is %s old (limit %s)", i.State, what, fmtT(due), now.Sub(due).Round(time.Second), stuckAfter))
+		}
+	}
 }
 
 // checkProjection compares each intent's projected view with the fold of

@@ -3,10 +3,12 @@ package audit
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/cockroachdb/errors"
+
 	"github.com/settle-dev/settle/projector"
 )
 
@@ -131,7 +133,6 @@ func SubtractRanges(rs, cut [][2]uint64) [][2]uint64 {
 // it knows is named by intent and version. Each lost sequence is counted
 // once, whichever of these says it is gone.
 func (a *auditor) checkLoss(ctx context.Context) error {
-	ranges := append([][2]uint64(nil), a.loss.gaps...)
 	end := a.rep.LastSeq             // where the stream's state says it ends
 	last := min(a.loss.prevSeq, end) // where its messages end
 	var cp uint64
@@ -142,77 +143,90 @@ func (a *auditor) checkLoss(ctx context.Context) error {
 		}
 	}
 	var open [][2]uint64
-	for _, r := range ranges {
+	for _, r := range a.loss.gaps {
 		a.rep.AcceptedLoss += a.accepted(r[0], r[1])
 		open = append(open, a.subtractAccepted(r)...)
 	}
 	if want := max(cp, a.cfg.HighWater, end); want > last {
-		behind := [2]uint64{last + 1, want}
-		a.rep.AcceptedLoss += a.accepted(behind[0], behind[1])
-		if rest := a.subtractAccepted(behind); len(rest) > 0 {
-			var by []string
-			if end > last {
-				by = append(by, fmt.Sprintf("its state says %d", end))
-			}
-			if cp > last {
-				by = append(by, fmt.Sprintf("the views' checkpoint is %d", cp))
-			}
-			if a.cfg.HighWater > last {
-				by = append(by, fmt.Sprintf("the high-water mark is %d", a.cfg.HighWater))
-			}
-			n := uint64(0)
-			for _, r := range rest {
-				n += r[1] - r[0] + 1
-			}
-			a.violate(Violation{Kind: ViolationStreamBehind, Seq: last,
-				Detail: fmt.Sprintf("the stream's messages end at sequence %d but %s: %d acknowledged event(s) are gone", last, strings.Join(by, " and "), n)})
-			open = append(open, rest...)
-		}
+		open = append(open, a.streamBehind(last, end, cp, want)...)
 	}
 	for _, r := range open {
-		type lost struct {
-			versions []uint64
-			types    []string
-			first    uint64
+		if err := a.lostRange(ctx, r, last); err != nil {
+			return err
 		}
-		byIntent := map[string]*lost{}
-		if a.cfg.Known != nil {
-			err := a.cfg.Known.EventsBetween(ctx, r[0], r[1], func(e projector.KnownEvent) error {
-				l := byIntent[e.IntentID]
-				if l == nil {
-					l = &lost{first: e.Seq}
-					byIntent[e.IntentID] = l
-				}
-				l.versions = append(l.versions, e.Version)
-				l.types = append(l.types, e.Type)
-				return nil
-			})
-			if err != nil {
-				return errors.Errorf("audit: views: %w", err)
+	}
+	return nil
+}
+
+// streamBehind reports the acknowledged events past the stream's last
+// message (last) that no operator accepted as lost, and returns their
+// ranges.
+func (a *auditor) streamBehind(last, end, cp, want uint64) [][2]uint64 {
+	behind := [2]uint64{last + 1, want}
+	a.rep.AcceptedLoss += a.accepted(behind[0], behind[1])
+	rest := a.subtractAccepted(behind)
+	if len(rest) == 0 {
+		return nil
+	}
+	var by []string
+	if end > last {
+		by = append(by, fmt.Sprintf("its state says %d", end))
+	}
+	if cp > last {
+		by = append(by, fmt.Sprintf("the views' checkpoint is %d", cp))
+	}
+	if a.cfg.HighWater > last {
+		by = append(by, fmt.Sprintf("the high-water mark is %d", a.cfg.HighWater))
+	}
+	n := uint64(0)
+	for _, r := range rest {
+		n += r[1] - r[0] + 1
+	}
+	a.violate(Violation{Kind: ViolationStreamBehind, Seq: last,
+		Detail: fmt.Sprintf("the stream's messages end at sequence %d but %s: %d acknowledged event(s) are gone", last, strings.Join(by, " and "), n)})
+	return rest
+}
+
+// lostRange names the events the views applied in the lost range r, by
+// intent, or reports the range as a gap when nothing says what it held.
+func (a *auditor) lostRange(ctx context.Context, r [2]uint64, last uint64) error {
+	type lost struct {
+		versions []uint64
+		types    []string
+		first    uint64
+	}
+	byIntent := map[string]*lost{}
+	if a.cfg.Known != nil {
+		err := a.cfg.Known.EventsBetween(ctx, r[0], r[1], func(e projector.KnownEvent) error {
+			l := byIntent[e.IntentID]
+			if l == nil {
+				l = &lost{first: e.Seq}
+				byIntent[e.IntentID] = l
 			}
+			l.versions = append(l.versions, e.Version)
+			l.types = append(l.types, e.Type)
+			return nil
+		})
+		if err != nil {
+			return errors.Errorf("audit: views: %w", err)
 		}
-		if len(byIntent) == 0 {
-			if r[1] > last {
-				continue // reported as stream_behind; nothing more is known
-			}
-			a.violate(Violation{Kind: ViolationStreamGap, Seq: r[0],
-				Detail: fmt.Sprintf("sequences %d..%d are missing from the stream (it never deletes); nothing settle recorded says what they held", r[0], r[1])})
-			continue
+	}
+	if len(byIntent) == 0 {
+		if r[1] > last {
+			return nil // reported as stream_behind; nothing more is known
 		}
-		ids := make([]string, 0, len(byIntent))
-		for id := range byIntent {
-			ids = append(ids, id)
+		a.violate(Violation{Kind: ViolationStreamGap, Seq: r[0],
+			Detail: fmt.Sprintf("sequences %d..%d are missing from the stream (it never deletes); nothing settle recorded says what they held", r[0], r[1])})
+		return nil
+	}
+	for _, id := range slices.Sorted(maps.Keys(byIntent)) {
+		l := byIntent[id]
+		var vs []string
+		for i, v := range l.versions {
+			vs = append(vs, fmt.Sprintf("v%d %s", v, l.types[i]))
 		}
-		sort.Strings(ids)
-		for _, id := range ids {
-			l := byIntent[id]
-			var vs []string
-			for i, v := range l.versions {
-				vs = append(vs, fmt.Sprintf("v%d %s", v, l.types[i]))
-			}
-			a.violate(Violation{IntentID: id, Kind: ViolationEventsLost, Version: l.versions[0], Seq: l.first,
-				Detail: fmt.Sprintf("%s, applied by the views at sequences from %d, gone from the log", strings.Join(vs, ", "), l.first)})
-		}
+		a.violate(Violation{IntentID: id, Kind: ViolationEventsLost, Version: l.versions[0], Seq: l.first,
+			Detail: fmt.Sprintf("%s, applied by the views at sequences from %d, gone from the log", strings.Join(vs, ", "), l.first)})
 	}
 	return nil
 }

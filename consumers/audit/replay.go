@@ -105,40 +105,7 @@ func (a *auditor) replay(ctx context.Context, js jetstream.JetStream, target uin
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		defer close(work)
-		defer close(order)
-		defer rd.Close()
-		read := 0
-		for {
-			c := &auditChunk{done: make(chan struct{}), msgs: make([]preparedMsg, 0, auditChunkSize)}
-			last := false
-			for len(c.msgs) < auditChunkSize && !last {
-				m, err := rd.Next(rctx)
-				if errors.Is(err, io.EOF) {
-					last = true
-					break
-				}
-				if err != nil {
-					c.err = errors.Errorf("audit: read after %d events: %w", read, err)
-					break
-				}
-				c.msgs = append(c.msgs, preparedMsg{seq: m.Seq, subject: m.Subject, hdr: m.Header, data: m.Data})
-				read++
-			}
-			select {
-			case work <- c:
-			case <-rctx.Done():
-				return
-			}
-			select {
-			case order <- c:
-			case <-rctx.Done():
-				return
-			}
-			if last || c.err != nil {
-				return
-			}
-		}
+		readChunks(rctx, rd, work, order)
 	}()
 	for c := range order {
 		select {
@@ -164,6 +131,46 @@ func (a *auditor) replay(ctx context.Context, js jetstream.JetStream, target uin
 		return errors.Errorf("audit: %w", err)
 	}
 	return nil
+}
+
+// readChunks reads rd to its end in chunks of consecutive messages, each
+// sent to work (to be prepared) and, in order, to order (to be applied);
+// it closes both and rd.
+func readChunks(ctx context.Context, rd *ledger.Reader, work, order chan<- *auditChunk) {
+	defer close(work)
+	defer close(order)
+	defer rd.Close()
+	read := 0
+	for {
+		c := &auditChunk{done: make(chan struct{}), msgs: make([]preparedMsg, 0, auditChunkSize)}
+		last := false
+		for len(c.msgs) < auditChunkSize && !last {
+			m, err := rd.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				last = true
+				break
+			}
+			if err != nil {
+				c.err = errors.Errorf("audit: read after %d events: %w", read, err)
+				break
+			}
+			c.msgs = append(c.msgs, preparedMsg{seq: m.Seq, subject: m.Subject, hdr: m.Header, data: m.Data})
+			read++
+		}
+		select {
+		case work <- c:
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case order <- c:
+		case <-ctx.Done():
+			return
+		}
+		if last || c.err != nil {
+			return
+		}
+	}
 }
 
 // Memory flat in finished intents: a confirmed intent (terminal: nothing

@@ -16,82 +16,100 @@ import (
 func (rep *AuditReport) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "settle audit — stream %s, %d events (last seq %d), %d intents, at %s\n\n",
 		rep.Stream, rep.Events, rep.LastSeq, rep.Intents, rep.At.Format(time.RFC3339))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  STATE\tINTENTS")
-	states := make([]string, 0, len(rep.States))
-	for s := range rep.States {
-		states = append(states, string(s))
-	}
-	sort.Strings(states)
-	for _, s := range states {
-		fmt.Fprintf(tw, "  %s\t%d\n", s, rep.States[fsm.State(s)])
-	}
-	tw.Flush()
+	rep.writeStates(w)
 	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "  unknown schema\t%d event(s)\n", rep.UnknownSchema)
-	fmt.Fprintf(tw, "  unknown type\t%d event(s)\n", rep.UnknownType)
-	fmt.Fprintf(tw, "  malformed\t%d event(s)\n", rep.Malformed)
-	if rep.AcceptedLoss > 0 {
-		fmt.Fprintf(tw, "  accepted loss\t%d event(s) an operator accepted as lost (--accept-log-loss)\n", rep.AcceptedLoss)
-	}
-	if len(rep.Held) > 0 {
-		fmt.Fprintf(tw, "  held\t%d intent(s) held after an accepted loss, to check by hand (listed below); %d cannot be folded\n", len(rep.Held), rep.HeldUnfoldable)
-	}
-	if rep.Incomplete > 0 {
-		fmt.Fprintf(tw, "  incomplete\t%d intent(s) not fully checked\n", rep.Incomplete)
-	}
-	if p := rep.Projection; p != nil {
-		fmt.Fprintf(tw, "  projection\t%d intent(s) compared at checkpoint %d", p.Compared, p.Checkpoint)
-		if p.Skipped > 0 {
-			fmt.Fprintf(tw, ", %d projected past the audited log", p.Skipped)
-		}
-		fmt.Fprintln(tw)
-	}
-	tw.Flush()
+	rep.writeCounts(w)
 	if len(rep.Unreadable) > 0 {
-		fmt.Fprintf(w, "\nunreadable events (skipped):\n")
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  SEQ\tSUBJECT\tCODE\tREASON")
-		for _, u := range rep.Unreadable {
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", u.Seq, u.Subject, u.Code, u.Reason)
-		}
-		tw.Flush()
+		table(w, "\nunreadable events (skipped):\n", "SEQ\tSUBJECT\tCODE\tREASON", func(tw io.Writer) {
+			for _, u := range rep.Unreadable {
+				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", u.Seq, u.Subject, u.Code, u.Reason)
+			}
+		})
 	}
 	if len(rep.Violations) > 0 {
-		fmt.Fprintf(w, "\nviolations: %d\n", len(rep.Violations))
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  KIND\tINTENT\tVERSION\tSEQ\tDETAIL")
-		for _, v := range rep.Violations {
-			id := v.IntentID
-			if id == "" {
-				id = "-"
+		table(w, fmt.Sprintf("\nviolations: %d\n", len(rep.Violations)), "KIND\tINTENT\tVERSION\tSEQ\tDETAIL", func(tw io.Writer) {
+			for _, v := range rep.Violations {
+				id := v.IntentID
+				if id == "" {
+					id = "-"
+				}
+				fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%s\n", v.Kind, id, v.Version, v.Seq, v.Detail)
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%s\n", v.Kind, id, v.Version, v.Seq, v.Detail)
-		}
-		tw.Flush()
+		})
 	}
 	if len(rep.Held) > 0 {
-		fmt.Fprintf(w, "\nheld after an accepted log loss (check each by hand): %d\n", len(rep.Held))
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  INTENT\tFOLDS\tSTATE\tHANDED OFF\tLOST")
-		for _, h := range rep.Held {
-			state := string(h.State)
-			if !h.Folds {
-				state = "- (" + h.Why + ")"
+		table(w, fmt.Sprintf("\nheld after an accepted log loss (check each by hand): %d\n", len(rep.Held)), "INTENT\tFOLDS\tSTATE\tHANDED OFF\tLOST", func(tw io.Writer) {
+			for _, h := range rep.Held {
+				state := string(h.State)
+				if !h.Folds {
+					state = "- (" + h.Why + ")"
+				}
+				fmt.Fprintf(tw, "  %s\t%t\t%s\t%t\t%s\n", h.IntentID, h.Folds, state, h.HandedOff, h.Lost)
 			}
-			fmt.Fprintf(tw, "  %s\t%t\t%s\t%t\t%s\n", h.IntentID, h.Folds, state, h.HandedOff, h.Lost)
-		}
-		tw.Flush()
+		})
 	}
 	if rep.Intent != "" {
-		fmt.Fprintf(w, "\ntimeline of %s:\n", rep.Intent)
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		if len(rep.Timeline) == 0 {
-			fmt.Fprintln(tw, "  (no event on the log)")
-		} else {
-			fmt.Fprintln(tw, "  SEQ\tV\tAT\tTYPE\tACTOR\tSTATE\tDETAIL")
+		rep.writeTimeline(w)
+	}
+	fmt.Fprintln(w)
+	rep.writeVerdict(w)
+}
+
+// table writes title, then a table of header (tab-separated) and the rows
+// rows writes, each starting with two spaces.
+func table(w io.Writer, title, header string, rows func(tw io.Writer)) {
+	fmt.Fprint(w, title)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if header != "" {
+		fmt.Fprintln(tw, "  "+header)
+	}
+	rows(tw)
+	tw.Flush()
+}
+
+func (rep *AuditReport) writeStates(w io.Writer) {
+	table(w, "", "STATE\tINTENTS", func(tw io.Writer) {
+		states := make([]string, 0, len(rep.States))
+		for s := range rep.States {
+			states = append(states, string(s))
 		}
+		sort.Strings(states)
+		for _, s := range states {
+			fmt.Fprintf(tw, "  %s\t%d\n", s, rep.States[fsm.State(s)])
+		}
+	})
+}
+
+func (rep *AuditReport) writeCounts(w io.Writer) {
+	table(w, "", "", func(tw io.Writer) {
+		fmt.Fprintf(tw, "  unknown schema\t%d event(s)\n", rep.UnknownSchema)
+		fmt.Fprintf(tw, "  unknown type\t%d event(s)\n", rep.UnknownType)
+		fmt.Fprintf(tw, "  malformed\t%d event(s)\n", rep.Malformed)
+		if rep.AcceptedLoss > 0 {
+			fmt.Fprintf(tw, "  accepted loss\t%d event(s) an operator accepted as lost (--accept-log-loss)\n", rep.AcceptedLoss)
+		}
+		if len(rep.Held) > 0 {
+			fmt.Fprintf(tw, "  held\t%d intent(s) held after an accepted loss, to check by hand (listed below); %d cannot be folded\n", len(rep.Held), rep.HeldUnfoldable)
+		}
+		if rep.Incomplete > 0 {
+			fmt.Fprintf(tw, "  incomplete\t%d intent(s) not fully checked\n", rep.Incomplete)
+		}
+		if p := rep.Projection; p != nil {
+			fmt.Fprintf(tw, "  projection\t%d intent(s) compared at checkpoint %d", p.Compared, p.Checkpoint)
+			if p.Skipped > 0 {
+				fmt.Fprintf(tw, ", %d projected past the audited log", p.Skipped)
+			}
+			fmt.Fprintln(tw)
+		}
+	})
+}
+
+func (rep *AuditReport) writeTimeline(w io.Writer) {
+	header := "SEQ\tV\tAT\tTYPE\tACTOR\tSTATE\tDETAIL"
+	if len(rep.Timeline) == 0 {
+		header = "(no event on the log)"
+	}
+	table(w, fmt.Sprintf("\ntimeline of %s:\n", rep.Intent), header, func(tw io.Writer) {
 		for _, e := range rep.Timeline {
 			state, detail := string(e.State), e.Detail
 			if e.Refused != "" {
@@ -104,9 +122,10 @@ func (rep *AuditReport) WriteText(w io.Writer) {
 			}
 			fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Version, at, e.Type, e.Actor, state, detail)
 		}
-		tw.Flush()
-	}
-	fmt.Fprintln(w)
+	})
+}
+
+func (rep *AuditReport) writeVerdict(w io.Writer) {
 	if rep.OK() {
 		fmt.Fprintln(w, "result: OK — no violation")
 		return
