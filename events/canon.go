@@ -325,31 +325,8 @@ func (p *canonParser) object(dst []byte) ([]byte, error) {
 			}
 			key := canonNormalize(decoded)
 			p.path = append(p.path, canonSeg{key: key, isKey: true})
-			prev, dup := "", false
-			if seen != nil {
-				prev, dup = seen[key]
-			} else {
-				for i := range members {
-					if members[i].key == key {
-						prev, dup = members[i].decoded, true
-						break
-					}
-				}
-			}
-			if dup {
-				if prev == decoded {
-					return nil, p.fail(fmt.Sprintf("duplicate object key %q", key))
-				}
-				return nil, p.fail(fmt.Sprintf("duplicate object key %q: it collides with an earlier key after newline/NFC normalisation", key))
-			}
-			if seen == nil && len(members) >= 8 {
-				seen = make(map[string]string, 2*len(members))
-				for i := range members {
-					seen[members[i].key] = members[i].decoded
-				}
-			}
-			if seen != nil {
-				seen[key] = decoded
+			if seen, err = p.checkKey(members, seen, key, decoded); err != nil {
+				return nil, err
 			}
 			p.skipWS()
 			if p.pos >= len(p.data) || p.data[p.pos] != ':' {
@@ -383,7 +360,13 @@ func (p *canonParser) object(dst []byte) ([]byte, error) {
 		}
 	}
 	p.depth--
-	// RFC 8785 §3.2.3: sort by the UTF-16 code units of the (normalised) keys.
+	return canonAppendObject(dst, members, values), nil
+}
+
+// canonAppendObject appends the object of members, whose values are in
+// values, sorted by the UTF-16 code units of the (normalised) keys (RFC
+// 8785 §3.2.3).
+func canonAppendObject(dst []byte, members []canonMember, values []byte) []byte {
 	slices.SortFunc(members, func(a, b canonMember) int { return canonCompareKeys(&a, &b) })
 	need := len(values) + 2
 	for i := range members {
@@ -399,7 +382,40 @@ func (p *canonParser) object(dst []byte) ([]byte, error) {
 		dst = append(dst, ':')
 		dst = append(dst, values[m.start:m.end]...)
 	}
-	return append(dst, '}'), nil
+	return append(dst, '}')
+}
+
+// checkKey refuses a key that an earlier member has (after
+// normalisation). Past 8 members the keys are looked up in seen, which
+// it creates and returns.
+func (p *canonParser) checkKey(members []canonMember, seen map[string]string, key, decoded string) (map[string]string, error) {
+	prev, dup := "", false
+	if seen != nil {
+		prev, dup = seen[key]
+	} else {
+		for i := range members {
+			if members[i].key == key {
+				prev, dup = members[i].decoded, true
+				break
+			}
+		}
+	}
+	if dup {
+		if prev == decoded {
+			return nil, p.fail(fmt.Sprintf("duplicate object key %q", key))
+		}
+		return nil, p.fail(fmt.Sprintf("duplicate object key %q: it collides with an earlier key after newline/NFC normalisation", key))
+	}
+	if seen == nil && len(members) >= 8 {
+		seen = make(map[string]string, 2*len(members))
+		for i := range members {
+			seen[members[i].key] = members[i].decoded
+		}
+	}
+	if seen != nil {
+		seen[key] = decoded
+	}
+	return seen, nil
 }
 
 // str parses a JSON string at p.pos and returns it decoded (escapes resolved,
@@ -448,55 +464,65 @@ func (p *canonParser) str() (string, error) {
 			return "", p.fail(fmt.Sprintf("invalid JSON: unescaped control character 0x%02x in string at offset %d", c, p.pos))
 		}
 		// Escape.
-		escAt := p.pos
-		p.pos++
-		if p.pos >= len(p.data) {
-			return "", p.fail(fmt.Sprintf("invalid JSON: unterminated string starting at offset %d", start))
-		}
-		e := p.data[p.pos]
-		p.pos++
-		switch e {
-		case '"', '\\', '/':
-			buf = append(buf, e)
-		case 'b':
-			buf = append(buf, '\b')
-		case 'f':
-			buf = append(buf, '\f')
-		case 'n':
-			buf = append(buf, '\n')
-		case 'r':
-			buf = append(buf, '\r')
-		case 't':
-			buf = append(buf, '\t')
-		case 'u':
-			r, ok := p.hex4()
-			if !ok {
-				return "", p.fail(fmt.Sprintf("invalid JSON: bad \\u escape at offset %d", escAt))
-			}
-			if utf16.IsSurrogate(r) {
-				if r >= 0xdc00 {
-					return "", p.fail(fmt.Sprintf("lone low surrogate \\u%04x at offset %d is not valid Unicode", r, escAt))
-				}
-				lo := rune(-1)
-				if p.pos+1 < len(p.data) && p.data[p.pos] == '\\' && p.data[p.pos+1] == 'u' {
-					save := p.pos
-					p.pos += 2
-					if l, ok := p.hex4(); ok && l >= 0xdc00 && l <= 0xdfff {
-						lo = l
-					} else {
-						p.pos = save
-					}
-				}
-				if lo < 0 {
-					return "", p.fail(fmt.Sprintf("lone high surrogate \\u%04x at offset %d is not valid Unicode", r, escAt))
-				}
-				r = utf16.DecodeRune(r, lo)
-			}
-			buf = utf8.AppendRune(buf, r)
-		default:
-			return "", p.fail(fmt.Sprintf("invalid JSON: bad escape %s at offset %d", canonQuoteByte(e), escAt))
+		var err error
+		if buf, err = p.escape(buf, start); err != nil {
+			return "", err
 		}
 	}
+}
+
+// escape appends what the escape at p.pos (a backslash) stands for to
+// buf; start is where the string began.
+func (p *canonParser) escape(buf []byte, start int) ([]byte, error) {
+	escAt := p.pos
+	p.pos++
+	if p.pos >= len(p.data) {
+		return nil, p.fail(fmt.Sprintf("invalid JSON: unterminated string starting at offset %d", start))
+	}
+	e := p.data[p.pos]
+	p.pos++
+	switch e {
+	case '"', '\\', '/':
+		buf = append(buf, e)
+	case 'b':
+		buf = append(buf, '\b')
+	case 'f':
+		buf = append(buf, '\f')
+	case 'n':
+		buf = append(buf, '\n')
+	case 'r':
+		buf = append(buf, '\r')
+	case 't':
+		buf = append(buf, '\t')
+	case 'u':
+		r, ok := p.hex4()
+		if !ok {
+			return nil, p.fail(fmt.Sprintf("invalid JSON: bad \\u escape at offset %d", escAt))
+		}
+		if utf16.IsSurrogate(r) {
+			if r >= 0xdc00 {
+				return nil, p.fail(fmt.Sprintf("lone low surrogate \\u%04x at offset %d is not valid Unicode", r, escAt))
+			}
+			lo := rune(-1)
+			if p.pos+1 < len(p.data) && p.data[p.pos] == '\\' && p.data[p.pos+1] == 'u' {
+				save := p.pos
+				p.pos += 2
+				if l, ok := p.hex4(); ok && l >= 0xdc00 && l <= 0xdfff {
+					lo = l
+				} else {
+					p.pos = save
+				}
+			}
+			if lo < 0 {
+				return nil, p.fail(fmt.Sprintf("lone high surrogate \\u%04x at offset %d is not valid Unicode", r, escAt))
+			}
+			r = utf16.DecodeRune(r, lo)
+		}
+		buf = utf8.AppendRune(buf, r)
+	default:
+		return nil, p.fail(fmt.Sprintf("invalid JSON: bad escape %s at offset %d", canonQuoteByte(e), escAt))
+	}
+	return buf, nil
 }
 
 func (p *canonParser) hex4() (rune, bool) {

@@ -34,34 +34,18 @@ func decodeCanonical(b []byte) (Event, bool) {
 		return Event{}, false
 	}
 	e.Schema = SchemaV1
-	var s string
-	if s, rest, ok = canonString(rest); !ok {
+	if e.EventID, rest, ok = canonString(rest); !ok {
 		return Event{}, false
 	}
-	e.EventID = s
-	if rest, ok = bytes.CutPrefix(rest, canonIntentID); !ok {
+	if e.IntentID, rest, ok = canonField(rest, canonIntentID); !ok {
 		return Event{}, false
 	}
-	if s, rest, ok = canonString(rest); !ok {
-		return Event{}, false
-	}
-	e.IntentID = s
 	if rest, ok = bytes.CutPrefix(rest, canonVersion); !ok {
 		return Event{}, false
 	}
-	// A JSON number as a uint64 takes: digits, no leading zero.
-	n := 0
-	for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
-		n++
-	}
-	if n == 0 || (n > 1 && rest[0] == '0') {
+	if e.Version, rest, ok = canonUint(rest); !ok {
 		return Event{}, false
 	}
-	v, err := strconv.ParseUint(string(rest[:n]), 10, 64)
-	if err != nil {
-		return Event{}, false
-	}
-	e.Version, rest = v, rest[n:]
 	if rest, ok = bytes.CutPrefix(rest, canonType); !ok {
 		return Event{}, false
 	}
@@ -81,44 +65,71 @@ func decodeCanonical(b []byte) (Event, bool) {
 	if !ok || e.At.UnmarshalJSON(at) != nil {
 		return Event{}, false
 	}
-	if rest, ok = bytes.CutPrefix(rest, canonActor); !ok {
+	if e.Actor, rest, ok = canonField(rest, canonActor); !ok {
 		return Event{}, false
 	}
-	if s, rest, ok = canonString(rest); !ok {
-		return Event{}, false
-	}
-	e.Actor = s
 	if r, found := bytes.CutPrefix(rest, canonAttempt); found {
-		if s, rest, ok = canonString(r); !ok {
+		if e.AttemptID, rest, ok = canonString(r); !ok {
 			return Event{}, false
 		}
-		e.AttemptID = s
 	}
 	if rest, ok = bytes.CutPrefix(rest, canonData); !ok {
 		return Event{}, false
 	}
+	if e.Data, ok = canonBody(e.Type, rest); !ok || e.Validate() != nil {
+		return Event{}, false
+	}
+	return e, true
+}
+
+// canonField reads the member that starts b with prefix (its name), a
+// string as canonString reads it.
+func canonField(b, prefix []byte) (string, []byte, bool) {
+	rest, ok := bytes.CutPrefix(b, prefix)
+	if !ok {
+		return "", nil, false
+	}
+	return canonString(rest)
+}
+
+// canonUint reads the JSON number at the start of b as a uint64: digits,
+// no leading zero.
+func canonUint(b []byte) (uint64, []byte, bool) {
+	n := 0
+	for n < len(b) && b[n] >= '0' && b[n] <= '9' {
+		n++
+	}
+	if n == 0 || (n > 1 && b[0] == '0') {
+		return 0, nil, false
+	}
+	v, err := strconv.ParseUint(string(b[:n]), 10, 64)
+	if err != nil {
+		return 0, nil, false
+	}
+	return v, b[n:], true
+}
+
+// canonBody reads the body of an event of type t: rest is the body and
+// the envelope's closing brace.
+func canonBody(t Type, rest []byte) (Data, bool) {
 	// The body is the rest but the envelope's closing brace: an object, as
 	// settle writes it. Were it not one JSON value, strictUnmarshal refuses.
 	if len(rest) < 3 || rest[0] != '{' || rest[len(rest)-1] != '}' {
-		return Event{}, false
+		return nil, false
 	}
 	body := rest[:len(rest)-1]
-	data := NewData(e.Type)
+	data := NewData(t)
 	if data == nil {
-		return Event{}, false
+		return nil, false
 	}
 	if !readBody(body, data) {
 		// Not a body as settle writes it: strict encoding/json decides,
 		// into a fresh body (readBody may have filled part of this one).
-		if data = NewData(e.Type); strictUnmarshal(body, data) != nil {
-			return Event{}, false
+		if data = NewData(t); strictUnmarshal(body, data) != nil {
+			return nil, false
 		}
 	}
-	e.Data = data
-	if e.Validate() != nil {
-		return Event{}, false
-	}
-	return e, true
+	return data, true
 }
 
 // canonQuoted returns the JSON string at the start of b, quotes included,

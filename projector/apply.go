@@ -386,17 +386,9 @@ func (p *Projector) applyBatchTx(ctx context.Context, msgs []rawMsg, careful boo
 			_ = tx.Rollback()
 		}
 	}()
-	var cp uint64
-	if err := tx.QueryRowContext(ctx, `SELECT seq FROM checkpoint WHERE id = 1`).Scan(&cp); err != nil {
-		return &applyError{errors.Errorf("read checkpoint: %w", err)}
-	}
-	if cp != p.checkpoint {
-		// Someone else wrote this database: what we hold may be stale.
-		p.log.Warn("projector: checkpoint moved under us, dropping the cache", "db", p.cfg.DBPath, "ours", p.checkpoint, "sql", cp)
-		p.cache.purge()
-		p.checkpoint = cp
-		p.cp.Store(cp)
-		p.cachedN.Store(0)
+	start, err := p.txCheckpoint(ctx, tx)
+	if err != nil {
+		return err
 	}
 	b := &batchTx{
 		ctx:              sctx,
@@ -408,23 +400,65 @@ func (p *Projector) applyBatchTx(ctx context.Context, msgs []rawMsg, careful boo
 		pending:          make(map[string]*pendingIntent, len(msgs)/2),
 		assumedNew:       make(map[string]bool), careful: careful,
 	}
+	cp, qs, err := p.applyMsgs(ctx, b, msgs, start)
+	if err != nil {
+		return err
+	}
+	if cp == start {
+		p.skipped.Add(b.skipped)
+		return nil
+	}
+	if err := b.writeBatch(tx, cp); err != nil {
+		return err
+	}
+	if p.beforeCommit != nil {
+		p.beforeCommit(cp)
+	}
+	if err := tx.Commit(); err != nil {
+		return &applyError{errors.Errorf("commit checkpoint %d: %w", cp, err)}
+	}
+	committed = true
+	p.committed(b, cp, qs)
+	return nil
+}
+
+// txCheckpoint reads the checkpoint in tx; when another writer moved it,
+// the cache is dropped.
+func (p *Projector) txCheckpoint(ctx context.Context, tx *sql.Tx) (uint64, error) {
+	var cp uint64
+	if err := tx.QueryRowContext(ctx, `SELECT seq FROM checkpoint WHERE id = 1`).Scan(&cp); err != nil {
+		return 0, &applyError{errors.Errorf("read checkpoint: %w", err)}
+	}
+	if cp != p.checkpoint {
+		// Someone else wrote this database: what we hold may be stale.
+		p.log.Warn("projector: checkpoint moved under us, dropping the cache", "db", p.cfg.DBPath, "ours", p.checkpoint, "sql", cp)
+		p.cache.purge()
+		p.checkpoint = cp
+		p.cp.Store(cp)
+		p.cachedN.Store(0)
+	}
+	return cp, nil
+}
+
+// applyMsgs folds the messages past cp into the batch, quarantining what
+// cannot be folded; it returns the last sequence applied.
+func (p *Projector) applyMsgs(ctx context.Context, b *batchTx, msgs []rawMsg, cp uint64) (uint64, []quarantined, error) {
 	var qs []quarantined
-	start := cp
 	for _, m := range msgs {
 		if m.seq <= cp {
 			b.skipped++
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return &applyError{errors.Errorf("apply seq %d: %w", m.seq, err)}
+			return 0, nil, &applyError{errors.Errorf("apply seq %d: %w", m.seq, err)}
 		}
 		q, err := p.applyOne(b, m)
 		if err != nil {
-			return &applyError{errors.Errorf("apply seq %d (%s): %w", m.seq, m.subject, err)}
+			return 0, nil, &applyError{errors.Errorf("apply seq %d (%s): %w", m.seq, m.subject, err)}
 		}
 		if q != nil {
-			if _, err := b.insertQuarantine.ExecContext(sctx, q.seq, q.subject, q.intentID, q.code, q.reason, m.data); err != nil {
-				return &applyError{errors.Errorf("quarantine seq %d: %w", m.seq, err)}
+			if _, err := b.insertQuarantine.ExecContext(b.ctx, q.seq, q.subject, q.intentID, q.code, q.reason, m.data); err != nil {
+				return 0, nil, &applyError{errors.Errorf("quarantine seq %d: %w", m.seq, err)}
 			}
 			qs = append(qs, *q)
 			b.quarantined++
@@ -433,11 +467,13 @@ func (p *Projector) applyBatchTx(ctx context.Context, msgs []rawMsg, careful boo
 		}
 		cp = m.seq
 	}
-	if cp == start {
-		p.skipped.Add(b.skipped)
-		return nil
-	}
-	if err := b.events.flush(sctx); err != nil {
+	return cp, qs, nil
+}
+
+// writeBatch writes the batch's events and views and the checkpoint cp
+// in tx. errNotNew is returned as it is.
+func (b *batchTx) writeBatch(tx *sql.Tx, cp uint64) error {
+	if err := b.events.flush(b.ctx); err != nil {
 		return &applyError{errors.Errorf("insert events: %w", err)}
 	}
 	for _, id := range b.order {
@@ -448,22 +484,21 @@ func (p *Projector) applyBatchTx(ctx context.Context, msgs []rawMsg, careful boo
 		}
 	}
 	for _, w := range []*rowWriter{b.upsertIntents, b.newIntents} {
-		if err := w.flush(sctx); errors.Is(err, errNotNew) {
+		if err := w.flush(b.ctx); errors.Is(err, errNotNew) {
 			return err
 		} else if err != nil {
 			return &applyError{errors.Errorf("write views: %w", err)}
 		}
 	}
-	if _, err := tx.ExecContext(sctx, `UPDATE checkpoint SET seq = ? WHERE id = 1`, cp); err != nil {
+	if _, err := tx.ExecContext(b.ctx, `UPDATE checkpoint SET seq = ? WHERE id = 1`, cp); err != nil {
 		return &applyError{errors.Errorf("write checkpoint: %w", err)}
 	}
-	if p.beforeCommit != nil {
-		p.beforeCommit(cp)
-	}
-	if err := tx.Commit(); err != nil {
-		return &applyError{errors.Errorf("commit checkpoint %d: %w", cp, err)}
-	}
-	committed = true
+	return nil
+}
+
+// committed updates the cache and the counters after the batch up to cp
+// committed, and logs what it quarantined.
+func (p *Projector) committed(b *batchTx, cp uint64, qs []quarantined) {
 	p.checkpoint = cp
 	for _, id := range b.order {
 		pi := b.pending[id]
@@ -490,7 +525,6 @@ func (p *Projector) applyBatchTx(ctx context.Context, msgs []rawMsg, careful boo
 		p.afterCommit(cp)
 	}
 	p.notify()
-	return nil
 }
 
 // applyOne folds one message into the batch, or says why it is
