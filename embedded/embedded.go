@@ -157,6 +157,33 @@ func Start(cfg Config) (*Server, error) {
 	// its errors, so that a failed start says why.
 	srvLog := &serverLog{l: cfg.Logger, watch: cfg.Watch}
 	ownLog := cfg.Logs && cfg.Logger == nil && cfg.Watch == nil
+	opts, err := cfg.serverOptions()
+	if err != nil {
+		return nil, err
+	}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, errors.Errorf("embedded: new server: %w", err)
+	}
+	if ownLog {
+		s.ConfigureLogger()
+	} else {
+		s.SetLoggerV2(srvLog, false, false, false)
+	}
+	s.Start()
+	if err := waitReady(s, srvLog); err != nil {
+		return nil, err
+	}
+	if !s.JetStreamEnabled() {
+		s.Shutdown()
+		s.WaitForShutdown()
+		return nil, errors.Errorf("embedded: JetStream did not start on %s: %s", cfg.Dir, orUnknown(srvLog.last()))
+	}
+	return &Server{Server: s, cfg: cfg}, nil
+}
+
+// serverOptions are the nats-server options of cfg.
+func (cfg Config) serverOptions() (*server.Options, error) {
 	opts := &server.Options{
 		ServerName:             cfg.Name,
 		Host:                   cfg.Host,
@@ -202,19 +229,14 @@ func Start(cfg Config) (*Server, error) {
 			opts.Routes = append(opts.Routes, u)
 		}
 	}
-	s, err := server.NewServer(opts)
-	if err != nil {
-		return nil, errors.Errorf("embedded: new server: %w", err)
-	}
-	if ownLog {
-		s.ConfigureLogger()
-	} else {
-		s.SetLoggerV2(srvLog, false, false, false)
-	}
-	s.Start()
-	// Ready, or given up on: a listener that cannot be opened (its port
-	// taken meanwhile) is a fatal error in the server's log and no
-	// readiness ever, so it is seen at once rather than after the wait.
+	return opts, nil
+}
+
+// waitReady waits until s accepts connections, or gives up: a listener
+// that cannot be opened (its port taken meanwhile) is a fatal error in
+// the server's log and no readiness ever, so it is seen at once rather
+// than after the wait.
+func waitReady(s *server.Server, srvLog *serverLog) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for !s.ReadyForConnections(100 * time.Millisecond) {
 		if f := srvLog.fatalMsg(); f != "" {
@@ -224,22 +246,17 @@ func Start(cfg Config) (*Server, error) {
 			if strings.Contains(f, "Error listening on") {
 				err = errors.Mark(err, ErrListen)
 			}
-			return nil, err
+			return err
 		}
 		if time.Now().After(deadline) {
 			s.Shutdown()
 			if last := srvLog.last(); last != "" {
-				return nil, errors.Errorf("embedded: server not ready for connections after 30s: %s", last)
+				return errors.Errorf("embedded: server not ready for connections after 30s: %s", last)
 			}
-			return nil, errors.New("embedded: server not ready for connections after 30s")
+			return errors.New("embedded: server not ready for connections after 30s")
 		}
 	}
-	if !s.JetStreamEnabled() {
-		s.Shutdown()
-		s.WaitForShutdown()
-		return nil, errors.Errorf("embedded: JetStream did not start on %s: %s", cfg.Dir, orUnknown(srvLog.last()))
-	}
-	return &Server{Server: s, cfg: cfg}, nil
+	return nil
 }
 
 func orUnknown(s string) string {
