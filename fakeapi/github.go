@@ -545,67 +545,30 @@ func (s *GitHubAPI) handleGet(w http.ResponseWriter, idText string) {
 // handleList serves one page of a repository's (issue 0) or an issue's
 // comments, with the Link header.
 func (s *GitHubAPI) handleList(w http.ResponseWriter, r *http.Request, issue int) {
-	q := r.URL.Query()
-	perPage, page, asked := min(30, s.cfg.PageCap), 1, 0
-	if v := q.Get("per_page"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			ghError(w, http.StatusUnprocessableEntity, "Validation Failed")
-			return
-		}
-		perPage, asked = min(n, s.cfg.PageCap), n
-	}
-	if v := q.Get("page"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			ghError(w, http.StatusUnprocessableEntity, "Validation Failed")
-			return
-		}
-		page = n
-	}
-	// offset (not GitHub's: other servers page by item offset) starts
-	// the page at that item instead of a page number.
-	offset := -1
-	if v := q.Get("offset"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			ghError(w, http.StatusUnprocessableEntity, "Validation Failed")
-			return
-		}
-		offset = n
-	}
-	var since time.Time
-	if v := q.Get("since"); v != "" {
-		t, err := time.Parse(time.RFC3339, v)
-		if err != nil {
-			ghError(w, http.StatusUnprocessableEntity, "Validation Failed: since is not an ISO 8601 timestamp")
-			return
-		}
-		since = t
-	}
-	sortBy, desc := q.Get("sort"), q.Get("direction") == "desc"
-	if sortBy != "" && sortBy != "created" && sortBy != "updated" {
-		ghError(w, http.StatusUnprocessableEntity, "Validation Failed")
+	lq, ok := parseGHList(r.URL.Query(), s.cfg.PageCap)
+	if !ok {
+		ghError(w, http.StatusUnprocessableEntity, lq.refusal)
 		return
 	}
+	perPage, page := lq.perPage, lq.page
 
 	s.mu.Lock()
 	s.listCalls++
 	var sel []*GitHubComment
 	for _, c := range s.comments {
-		if (issue == 0 || c.Issue == issue) && (since.IsZero() || !c.UpdatedAt.Before(since)) {
+		if (issue == 0 || c.Issue == issue) && (lq.since.IsZero() || !c.UpdatedAt.Before(lq.since)) {
 			sel = append(sel, c)
 		}
 	}
 	slices.SortStableFunc(sel, func(a, b *GitHubComment) int {
 		k := cmp.Compare(a.ID, b.ID)
-		switch sortBy {
+		switch lq.sortBy {
 		case "created":
 			k = cmp.Or(a.CreatedAt.Compare(b.CreatedAt), k)
 		case "updated":
 			k = cmp.Or(a.UpdatedAt.Compare(b.UpdatedAt), k)
 		}
-		if desc {
+		if lq.desc {
 			k = -k
 		}
 		return k
@@ -613,17 +576,83 @@ func (s *GitHubAPI) handleList(w http.ResponseWriter, r *http.Request, issue int
 	last := max(1, (len(sel)+perPage-1)/perPage)
 	out := []any{}
 	from, to := (page-1)*perPage, page*perPage
-	if offset >= 0 {
-		from, to, last = offset, offset+perPage, page
+	if lq.offset >= 0 {
+		from, to, last = lq.offset, lq.offset+perPage, page
 	}
 	for i := from; i < len(sel) && i < to; i++ {
 		out = append(out, s.json(sel[i]))
 	}
-	if asked > perPage && len(out) == perPage {
+	if lq.asked > perPage && len(out) == perPage {
 		s.cappedPages++
 	}
 	s.mu.Unlock()
+	setPageLinks(w, r, page, last)
+	writeJSON(w, http.StatusOK, out)
+}
 
+// ghList is a listing's query: the page asked for and how to order it.
+type ghList struct {
+	perPage, page, asked int
+	// offset (not GitHub's: other servers page by item offset) starts
+	// the page at that item instead of a page number; -1 when not asked.
+	offset  int
+	since   time.Time
+	sortBy  string
+	desc    bool
+	refusal string // why the query is refused
+}
+
+// parseGHList reads a listing's query as GitHub does; a page is at most
+// pageCap items.
+func parseGHList(q url.Values, pageCap int) (ghList, bool) {
+	lq := ghList{perPage: min(30, pageCap), page: 1, offset: -1, refusal: "Validation Failed"}
+	if n, set, ok := intParam(q, "per_page", 1); !ok {
+		return lq, false
+	} else if set {
+		lq.perPage, lq.asked = min(n, pageCap), n
+	}
+	if n, set, ok := intParam(q, "page", 1); !ok {
+		return lq, false
+	} else if set {
+		lq.page = n
+	}
+	if n, set, ok := intParam(q, "offset", 0); !ok {
+		return lq, false
+	} else if set {
+		lq.offset = n
+	}
+	if v := q.Get("since"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			lq.refusal = "Validation Failed: since is not an ISO 8601 timestamp"
+			return lq, false
+		}
+		lq.since = t
+	}
+	lq.sortBy, lq.desc = q.Get("sort"), q.Get("direction") == "desc"
+	if lq.sortBy != "" && lq.sortBy != "created" && lq.sortBy != "updated" {
+		return lq, false
+	}
+	return lq, true
+}
+
+// intParam reads the integer query parameter name, at least least: set
+// when it is given, ok false when it is given and not such an integer.
+func intParam(q url.Values, name string, least int) (n int, set, ok bool) {
+	v := q.Get(name)
+	if v == "" {
+		return 0, false, true
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < least {
+		return 0, true, false
+	}
+	return n, true, true
+}
+
+// setPageLinks sets the Link header of page of a listing whose last page
+// is last, as GitHub does.
+func setPageLinks(w http.ResponseWriter, r *http.Request, page, last int) {
 	link := func(p int) string {
 		u := url.URL{Scheme: "http", Host: r.Host, Path: r.URL.Path}
 		v := r.URL.Query()
@@ -641,7 +670,6 @@ func (s *GitHubAPI) handleList(w http.ResponseWriter, r *http.Request, issue int
 	if len(links) > 0 {
 		w.Header().Set("Link", strings.Join(links, ", "))
 	}
-	writeJSON(w, http.StatusOK, out)
 }
 
 // handlePage serves an issue's HTML page to anyone (no credentials are

@@ -240,6 +240,56 @@ func isLowerISO4217(s string) bool {
 	return true
 }
 
+// claim claims the idempotency key and makes the charge, in one step; a
+// key already known is answered on w as the API does (ok false).
+func (p *PaymentAPI) claim(w http.ResponseWriter, r *http.Request, key, fp string, charge Charge) (*payKey, Charge, bool) {
+	p.mu.Lock()
+	now := p.cfg.Now()
+	if k := p.keys[key]; k != nil && !now.Before(k.firstSeen.Add(p.cfg.KeyRetention)) {
+		delete(p.keys, key)
+	}
+	if k := p.keys[key]; k != nil {
+		var status int
+		var body []byte
+		switch {
+		case k.fingerprint != fp:
+			status = http.StatusUnprocessableEntity
+		case k.inFlight:
+			status = http.StatusConflict
+		default:
+			status, body = k.status, k.body
+		}
+		p.mu.Unlock()
+		switch status {
+		case http.StatusUnprocessableEntity:
+			paymentError(w, status, "idempotency_error", "idempotency_key_reused",
+				"this Idempotency-Key was used with a different request body")
+		case http.StatusConflict:
+			paymentError(w, status, "idempotency_error", "idempotency_key_in_use",
+				"a request with this Idempotency-Key is still being processed; retry later")
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Idempotent-Replayed", "true")
+			w.WriteHeader(status)
+			_, _ = w.Write(body)
+		}
+		return nil, charge, false
+	}
+	k := &payKey{fingerprint: fp, firstSeen: now, inFlight: true}
+	p.keys[key] = k
+	p.seq++
+	charge.ID = "ch_" + strconv.Itoa(p.seq)
+	charge.Created = now.Unix()
+	charge.IdempotencyKey = key
+	charge.AttemptID = r.Header.Get("X-Settle-Attempt")
+	stored := charge
+	p.charges = append(p.charges, &stored)
+	p.byID[stored.ID] = &stored
+	p.effectsKey[key]++
+	p.mu.Unlock()
+	return k, charge, true
+}
+
 func paymentError(w http.ResponseWriter, code int, typ, errCode, msg string) {
 	writeJSON(w, code, map[string]any{"error": map[string]string{"type": typ, "code": errCode, "message": msg}})
 }
@@ -288,51 +338,10 @@ func (p *PaymentAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	// Claim the key and charge in one step.
-	p.mu.Lock()
-	now := p.cfg.Now()
-	if k := p.keys[key]; k != nil && !now.Before(k.firstSeen.Add(p.cfg.KeyRetention)) {
-		delete(p.keys, key)
-	}
-	if k := p.keys[key]; k != nil {
-		var status int
-		var body []byte
-		switch {
-		case k.fingerprint != fp:
-			status = http.StatusUnprocessableEntity
-		case k.inFlight:
-			status = http.StatusConflict
-		default:
-			status, body = k.status, k.body
-		}
-		p.mu.Unlock()
-		switch status {
-		case http.StatusUnprocessableEntity:
-			paymentError(w, status, "idempotency_error", "idempotency_key_reused",
-				"this Idempotency-Key was used with a different request body")
-		case http.StatusConflict:
-			paymentError(w, status, "idempotency_error", "idempotency_key_in_use",
-				"a request with this Idempotency-Key is still being processed; retry later")
-		default:
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Idempotent-Replayed", "true")
-			w.WriteHeader(status)
-			_, _ = w.Write(body)
-		}
+	k, charge, ok := p.claim(w, r, key, fp, charge)
+	if !ok {
 		return
 	}
-	k := &payKey{fingerprint: fp, firstSeen: now, inFlight: true}
-	p.keys[key] = k
-	p.seq++
-	charge.ID = "ch_" + strconv.Itoa(p.seq)
-	charge.Created = now.Unix()
-	charge.IdempotencyKey = key
-	charge.AttemptID = r.Header.Get("X-Settle-Attempt")
-	stored := charge
-	p.charges = append(p.charges, &stored)
-	p.byID[stored.ID] = &stored
-	p.effectsKey[key]++
-	p.mu.Unlock()
 
 	body, err := json.Marshal(charge)
 	if err != nil {

@@ -350,19 +350,10 @@ func (s *SlackAPI) handlePost(w http.ResponseWriter, r *http.Request) {
 		slackFail(w, "invalid_form_data")
 		return
 	}
-	var req slackPost
-	form := url.Values{}
-	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
-		if json.Unmarshal(raw, &req) != nil {
-			slackFail(w, "invalid_json")
-			return
-		}
-	} else {
-		form, _ = url.ParseQuery(string(raw))
-		req.Channel, req.Text = form.Get("channel"), form.Get("text")
-		if m := form.Get("metadata"); m != "" {
-			req.Metadata = json.RawMessage(m)
-		}
+	req, form, ok := decodeSlackPost(r, raw)
+	if !ok {
+		slackFail(w, "invalid_json")
+		return
 	}
 	if e := s.auth(r, form); e != "" {
 		slackFail(w, e)
@@ -392,15 +383,9 @@ func (s *SlackAPI) handlePost(w http.ResponseWriter, r *http.Request) {
 		slackFail(w, "no_text")
 		return
 	}
-	if req.Metadata != nil {
-		var md struct {
-			EventType    string          `json:"event_type"`
-			EventPayload json.RawMessage `json:"event_payload"`
-		}
-		if json.Unmarshal(req.Metadata, &md) != nil || md.EventType == "" || len(md.EventPayload) == 0 || md.EventPayload[0] != '{' {
-			slackFail(w, "invalid_metadata_format")
-			return
-		}
+	if req.Metadata != nil && !validSlackMetadata(req.Metadata) {
+		slackFail(w, "invalid_metadata_format")
+		return
 	}
 	s.mu.Lock()
 	text := req.Text
@@ -423,60 +408,46 @@ func (s *SlackAPI) handlePost(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// decodeSlackPost reads a chat.postMessage request, JSON or a form; ok is
+// false for JSON that does not decode.
+func decodeSlackPost(r *http.Request, raw []byte) (slackPost, url.Values, bool) {
+	var req slackPost
+	form := url.Values{}
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+		if json.Unmarshal(raw, &req) != nil {
+			return req, form, false
+		}
+		return req, form, true
+	}
+	form, _ = url.ParseQuery(string(raw))
+	req.Channel, req.Text = form.Get("channel"), form.Get("text")
+	if m := form.Get("metadata"); m != "" {
+		req.Metadata = json.RawMessage(m)
+	}
+	return req, form, true
+}
+
+// validSlackMetadata: md is message metadata as Slack takes it, an event
+// type and an object payload.
+func validSlackMetadata(md json.RawMessage) bool {
+	var m struct {
+		EventType    string          `json:"event_type"`
+		EventPayload json.RawMessage `json:"event_payload"`
+	}
+	return json.Unmarshal(md, &m) == nil && m.EventType != "" && len(m.EventPayload) > 0 && m.EventPayload[0] == '{'
+}
+
 func (s *SlackAPI) handleHistory(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if e := s.auth(r, q); e != "" {
 		slackFail(w, e)
 		return
 	}
-	channel := q.Get("channel")
-	if !slices.Contains(s.cfg.Channels, channel) {
-		slackFail(w, "channel_not_found")
+	hq, refusal := s.parseHistory(q)
+	if refusal != "" {
+		slackFail(w, refusal)
 		return
 	}
-	oldest, latest := int64(0), int64(1)<<62
-	if v := q.Get("oldest"); v != "" {
-		us, ok := parseTS(v)
-		if !ok {
-			slackFail(w, "invalid_ts_oldest")
-			return
-		}
-		oldest = us
-	}
-	if v := q.Get("latest"); v != "" {
-		us, ok := parseTS(v)
-		if !ok {
-			slackFail(w, "invalid_ts_latest")
-			return
-		}
-		latest = us
-	}
-	inclusive := q.Get("inclusive") == "true" || q.Get("inclusive") == "1"
-	limit := 100
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			slackFail(w, "invalid_limit")
-			return
-		}
-		limit = min(n, 999)
-	}
-	if s.cfg.HistoryLimit > 0 {
-		limit = min(limit, s.cfg.HistoryLimit) // silently
-	}
-	// The cursor is the ts to continue below (exclusive), opaque to clients.
-	before := int64(1) << 62
-	if c := q.Get("cursor"); c != "" {
-		b, err := base64.StdEncoding.DecodeString(c)
-		rest, ok := strings.CutPrefix(string(b), "next_ts:")
-		us, perr := strconv.ParseInt(rest, 10, 64)
-		if err != nil || !ok || perr != nil {
-			slackFail(w, "invalid_cursor")
-			return
-		}
-		before = us
-	}
-	withMeta := q.Get("include_all_metadata") == "true" || q.Get("include_all_metadata") == "1"
 
 	s.mu.Lock()
 	if now := s.cfg.Now(); s.cfg.HistoryEvery > 0 && !s.lastList.IsZero() && now.Sub(s.lastList) < s.cfg.HistoryEvery {
@@ -491,12 +462,7 @@ func (s *SlackAPI) handleHistory(w http.ResponseWriter, r *http.Request) {
 	s.listCalls++
 	var sel []*SlackMessage
 	for _, m := range s.messages {
-		us, _ := parseTS(m.TS)
-		in := us > oldest && us < latest
-		if inclusive {
-			in = us >= oldest && us <= latest
-		}
-		if m.Channel == channel && in && us < before {
+		if m.Channel == hq.channel && hq.selects(m) {
 			sel = append(sel, m)
 		}
 	}
@@ -505,10 +471,11 @@ func (s *SlackAPI) handleHistory(w http.ResponseWriter, r *http.Request) {
 		y, _ := parseTS(b.TS)
 		return cmp.Compare(y, x)
 	})
+	limit := hq.limit
 	out := map[string]any{"ok": true, "has_more": len(sel) > limit, "pin_count": 0}
 	msgs := []any{}
 	for i := 0; i < len(sel) && i < limit; i++ {
-		msgs = append(msgs, s.message(sel[i], withMeta))
+		msgs = append(msgs, s.message(sel[i], hq.withMeta))
 	}
 	out["messages"] = msgs
 	next := ""
@@ -519,6 +486,72 @@ func (s *SlackAPI) handleHistory(w http.ResponseWriter, r *http.Request) {
 	out["response_metadata"] = map[string]any{"next_cursor": next}
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, out)
+}
+
+// slackHistory is a conversations.history query.
+type slackHistory struct {
+	channel        string
+	oldest, latest int64 // the window, in microseconds
+	inclusive      bool
+	limit          int
+	before         int64 // the cursor: the ts to continue below (exclusive)
+	withMeta       bool
+}
+
+// selects: m is in the query's window, below its cursor.
+func (hq *slackHistory) selects(m *SlackMessage) bool {
+	us, _ := parseTS(m.TS)
+	in := us > hq.oldest && us < hq.latest
+	if hq.inclusive {
+		in = us >= hq.oldest && us <= hq.latest
+	}
+	return in && us < hq.before
+}
+
+// parseHistory reads a conversations.history query as Slack does, or
+// returns the error Slack answers.
+func (s *SlackAPI) parseHistory(q url.Values) (*slackHistory, string) {
+	hq := &slackHistory{channel: q.Get("channel"), oldest: 0, latest: int64(1) << 62, limit: 100, before: int64(1) << 62}
+	if !slices.Contains(s.cfg.Channels, hq.channel) {
+		return nil, "channel_not_found"
+	}
+	if v := q.Get("oldest"); v != "" {
+		us, ok := parseTS(v)
+		if !ok {
+			return nil, "invalid_ts_oldest"
+		}
+		hq.oldest = us
+	}
+	if v := q.Get("latest"); v != "" {
+		us, ok := parseTS(v)
+		if !ok {
+			return nil, "invalid_ts_latest"
+		}
+		hq.latest = us
+	}
+	hq.inclusive = q.Get("inclusive") == "true" || q.Get("inclusive") == "1"
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, "invalid_limit"
+		}
+		hq.limit = min(n, 999)
+	}
+	if s.cfg.HistoryLimit > 0 {
+		hq.limit = min(hq.limit, s.cfg.HistoryLimit) // silently
+	}
+	// The cursor is opaque to clients.
+	if c := q.Get("cursor"); c != "" {
+		b, err := base64.StdEncoding.DecodeString(c)
+		rest, ok := strings.CutPrefix(string(b), "next_ts:")
+		us, perr := strconv.ParseInt(rest, 10, 64)
+		if err != nil || !ok || perr != nil {
+			return nil, "invalid_cursor"
+		}
+		hq.before = us
+	}
+	hq.withMeta = q.Get("include_all_metadata") == "true" || q.Get("include_all_metadata") == "1"
+	return hq, ""
 }
 
 // slackLink finds what Slack turns into a link in a posted text: a URL

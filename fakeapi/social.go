@@ -7,6 +7,7 @@ import (
 	"html"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -761,30 +762,10 @@ func (s *SocialAPI) handleList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	account := r.PathValue("account")
-	q := r.URL.Query()
-	var since, until time.Time
-	var err error
-	if v := q.Get("since"); v != "" {
-		if since, err = time.Parse(time.RFC3339Nano, v); err != nil {
-			writeError(w, http.StatusBadRequest, "invalid_request", "since is not an RFC 3339 time")
-			return
-		}
-	}
-	if v := q.Get("until"); v != "" {
-		if until, err = time.Parse(time.RFC3339Nano, v); err != nil {
-			writeError(w, http.StatusBadRequest, "invalid_request", "until is not an RFC 3339 time")
-			return
-		}
-	}
-	var curNS, curSeq int64
-	hasCursor := false
-	if v := q.Get("cursor"); v != "" {
-		var ok bool
-		if curNS, curSeq, ok = parseCursor(v); !ok {
-			writeError(w, http.StatusBadRequest, "invalid_request", "cursor is invalid")
-			return
-		}
-		hasCursor = true
+	lq, refusal := parseSocialList(r.URL.Query())
+	if refusal != "" {
+		writeError(w, http.StatusBadRequest, "invalid_request", refusal)
+		return
 	}
 
 	s.mu.Lock()
@@ -794,10 +775,10 @@ func (s *SocialAPI) handleList(w http.ResponseWriter, r *http.Request) {
 		if (p.AuthorID != account && !s.cfg.ListAllAuthors) || !p.visible(now) {
 			continue
 		}
-		if !since.IsZero() && p.CreatedAt.Before(since) {
+		if !lq.since.IsZero() && p.CreatedAt.Before(lq.since) {
 			continue
 		}
-		if !until.IsZero() && p.CreatedAt.After(until) {
+		if !lq.until.IsZero() && p.CreatedAt.After(lq.until) {
 			continue
 		}
 		match = append(match, p.clone())
@@ -806,6 +787,48 @@ func (s *SocialAPI) handleList(w http.ResponseWriter, r *http.Request) {
 	omit := s.cfg.OmitBodyInList
 	s.mu.Unlock()
 
+	resp := lq.page(match, pageSize, omit)
+	if s.cfg.ListHook != nil {
+		s.cfg.ListHook(r)
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// socialList is a listing's query: its window and where it resumes.
+type socialList struct {
+	since, until  time.Time
+	curNS, curSeq int64
+	hasCursor     bool
+}
+
+// parseSocialList reads a listing's query, or says why it is refused.
+func parseSocialList(q url.Values) (socialList, string) {
+	var lq socialList
+	var err error
+	if v := q.Get("since"); v != "" {
+		if lq.since, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			return lq, "since is not an RFC 3339 time"
+		}
+	}
+	if v := q.Get("until"); v != "" {
+		if lq.until, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			return lq, "until is not an RFC 3339 time"
+		}
+	}
+	if v := q.Get("cursor"); v != "" {
+		var ok bool
+		if lq.curNS, lq.curSeq, ok = parseCursor(v); !ok {
+			return lq, "cursor is invalid"
+		}
+		lq.hasCursor = true
+	}
+	return lq, ""
+}
+
+// page is the page of match (the posts in the window) the query asks for:
+// newest first, from the cursor, at most pageSize posts, bodies left out
+// when omit.
+func (lq socialList) page(match []Post, pageSize int, omit bool) listResponse {
 	// Newest first; equal created_at by creation order, newest first.
 	slices.SortFunc(match, func(a, b Post) int {
 		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
@@ -813,11 +836,11 @@ func (s *SocialAPI) handleList(w http.ResponseWriter, r *http.Request) {
 		}
 		return cmp.Compare(b.seq, a.seq)
 	})
-	if hasCursor {
+	if lq.hasCursor {
 		i := 0
 		for i < len(match) {
 			ns := match[i].CreatedAt.UnixNano()
-			if ns < curNS || (ns == curNS && match[i].seq < curSeq) {
+			if ns < lq.curNS || (ns == lq.curNS && match[i].seq < lq.curSeq) {
 				break
 			}
 			i++
@@ -837,10 +860,7 @@ func (s *SocialAPI) handleList(w http.ResponseWriter, r *http.Request) {
 			resp.Items = append(resp.Items, p)
 		}
 	}
-	if s.cfg.ListHook != nil {
-		s.cfg.ListHook(r)
-	}
-	writeJSON(w, http.StatusOK, resp)
+	return resp
 }
 
 func (s *SocialAPI) handlePage(w http.ResponseWriter, r *http.Request) {

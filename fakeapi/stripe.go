@@ -370,65 +370,13 @@ func (s *StripeAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 	sum := sha256.Sum256([]byte(canonicalForm(form)))
 	params := hex.EncodeToString(sum[:])
 	now := s.cfg.Now()
-	s.mu.Lock()
-	if k, ok := s.keys[key]; key != "" && ok && now.Sub(k.at) >= s.cfg.KeyRetention {
-		delete(s.keys, key) // pruned: the key is new again
-	}
-	if k, ok := s.keys[key]; key != "" && ok {
-		s.mu.Unlock()
-		switch {
-		case k.params != params:
-			stripeError(w, http.StatusBadRequest, "idempotency_error", "", "",
-				"Keys for idempotent requests can only be used with the same parameters they were first used with.")
-		case k.running:
-			stripeError(w, http.StatusConflict, "idempotency_error", "", "",
-				"There is currently another in-progress request using this Idempotent Key.")
-		default:
-			s.mu.Lock()
-			s.replays++
-			s.mu.Unlock()
-			w.Header().Set("Idempotent-Replayed", "true")
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(k.status)
-			_, _ = w.Write(k.body)
-		}
+	if s.replayed(w, key, params, now) {
 		return
 	}
-	s.mu.Unlock()
-
 	// Validation failures are not saved under the key.
-	amount, aerr := strconv.ParseInt(form.Get("amount"), 10, 64)
-	currency := form.Get("currency")
-	switch {
-	case form.Get("amount") == "":
-		stripeError(w, http.StatusBadRequest, "invalid_request_error", "parameter_missing", "amount", "Missing required param: amount.")
+	p, ok := s.parseCreate(w, r, form)
+	if !ok {
 		return
-	case aerr != nil || amount < 1:
-		stripeError(w, http.StatusBadRequest, "invalid_request_error", "parameter_invalid_integer", "amount", "Invalid positive integer")
-		return
-	case len(currency) != 3 || strings.ToLower(currency) != currency:
-		stripeError(w, http.StatusBadRequest, "invalid_request_error", "parameter_invalid_string", "currency", "Invalid currency")
-		return
-	case form.Get("off_session") == "true" && form.Get("confirm") != "true":
-		stripeError(w, http.StatusBadRequest, "invalid_request_error", "", "off_session", "You may only specify `off_session` when `confirm` is true.")
-		return
-	case form.Get("confirm") == "true" && s.needsReturnURL(r, form):
-		stripeError(w, http.StatusBadRequest, "invalid_request_error", "", "return_url",
-			"A `return_url` must be specified because this Payment Intent is configured to automatically accept the payment methods enabled in the Dashboard, "+
-				"some of which may require a full page redirect to succeed. If you do not want to accept redirect-based payment methods, "+
-				"set `automatic_payment_methods[enabled]` to `true` and `automatic_payment_methods[allow_redirects]` to `never` when creating Setup Intents and Payment Intents.")
-		return
-	}
-	md := map[string]string{}
-	for k, v := range form {
-		if strings.HasPrefix(k, "metadata") {
-			m := metadataKey.FindStringSubmatch(k)
-			if m == nil || len(v[0]) > 500 {
-				stripeError(w, http.StatusBadRequest, "invalid_request_error", "parameter_unknown", k, "Invalid metadata")
-				return
-			}
-			md[m[1]] = v[0]
-		}
 	}
 
 	s.mu.Lock()
@@ -436,15 +384,7 @@ func (s *StripeAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 		s.keys[key] = &stripeKey{params: params, at: now, running: true}
 	}
 	s.seq++
-	p := &PaymentIntent{ID: "pi_" + strconv.Itoa(s.seq) + "Fake", Amount: amount, Currency: currency, Customer: form.Get("customer"),
-		Description: form.Get("description"), PaymentMethod: form.Get("payment_method"), Status: "requires_payment_method",
-		Created: now.UTC(), Metadata: md, IdempotencyKey: key}
-	if p.PaymentMethod != "" {
-		p.Status = "requires_confirmation"
-		if form.Get("confirm") == "true" {
-			p.Status = "succeeded"
-		}
-	}
+	p.ID, p.Created, p.IdempotencyKey = "pi_"+strconv.Itoa(s.seq)+"Fake", now.UTC(), key
 	s.intents = append(s.intents, p)
 	s.effects++
 	s.effectsKey[key]++
@@ -471,6 +411,90 @@ func (s *StripeAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
+}
+
+// replayed answers a request whose idempotency key is known (inside its
+// retention) as Stripe does: the saved answer, or an idempotency error.
+func (s *StripeAPI) replayed(w http.ResponseWriter, key, params string, now time.Time) bool {
+	if key == "" {
+		return false
+	}
+	s.mu.Lock()
+	if k, ok := s.keys[key]; ok && now.Sub(k.at) >= s.cfg.KeyRetention {
+		delete(s.keys, key) // pruned: the key is new again
+	}
+	k, ok := s.keys[key]
+	if !ok {
+		s.mu.Unlock()
+		return false
+	}
+	switch {
+	case k.params != params:
+		s.mu.Unlock()
+		stripeError(w, http.StatusBadRequest, "idempotency_error", "", "",
+			"Keys for idempotent requests can only be used with the same parameters they were first used with.")
+	case k.running:
+		s.mu.Unlock()
+		stripeError(w, http.StatusConflict, "idempotency_error", "", "",
+			"There is currently another in-progress request using this Idempotent Key.")
+	default:
+		s.replays++
+		status, body := k.status, k.body
+		s.mu.Unlock()
+		w.Header().Set("Idempotent-Replayed", "true")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write(body)
+	}
+	return true
+}
+
+// parseCreate checks a create's form as Stripe does and returns the
+// payment intent it asks for (no id yet); a refusal is answered on w.
+func (s *StripeAPI) parseCreate(w http.ResponseWriter, r *http.Request, form url.Values) (*PaymentIntent, bool) {
+	amount, aerr := strconv.ParseInt(form.Get("amount"), 10, 64)
+	currency := form.Get("currency")
+	switch {
+	case form.Get("amount") == "":
+		stripeError(w, http.StatusBadRequest, "invalid_request_error", "parameter_missing", "amount", "Missing required param: amount.")
+		return nil, false
+	case aerr != nil || amount < 1:
+		stripeError(w, http.StatusBadRequest, "invalid_request_error", "parameter_invalid_integer", "amount", "Invalid positive integer")
+		return nil, false
+	case len(currency) != 3 || strings.ToLower(currency) != currency:
+		stripeError(w, http.StatusBadRequest, "invalid_request_error", "parameter_invalid_string", "currency", "Invalid currency")
+		return nil, false
+	case form.Get("off_session") == "true" && form.Get("confirm") != "true":
+		stripeError(w, http.StatusBadRequest, "invalid_request_error", "", "off_session", "You may only specify `off_session` when `confirm` is true.")
+		return nil, false
+	case form.Get("confirm") == "true" && s.needsReturnURL(r, form):
+		stripeError(w, http.StatusBadRequest, "invalid_request_error", "", "return_url",
+			"A `return_url` must be specified because this Payment Intent is configured to automatically accept the payment methods enabled in the Dashboard, "+
+				"some of which may require a full page redirect to succeed. If you do not want to accept redirect-based payment methods, "+
+				"set `automatic_payment_methods[enabled]` to `true` and `automatic_payment_methods[allow_redirects]` to `never` when creating Setup Intents and Payment Intents.")
+		return nil, false
+	}
+	md := map[string]string{}
+	for k, v := range form {
+		if strings.HasPrefix(k, "metadata") {
+			m := metadataKey.FindStringSubmatch(k)
+			if m == nil || len(v[0]) > 500 {
+				stripeError(w, http.StatusBadRequest, "invalid_request_error", "parameter_unknown", k, "Invalid metadata")
+				return nil, false
+			}
+			md[m[1]] = v[0]
+		}
+	}
+	p := &PaymentIntent{Amount: amount, Currency: currency, Customer: form.Get("customer"),
+		Description: form.Get("description"), PaymentMethod: form.Get("payment_method"), Status: "requires_payment_method",
+		Metadata: md}
+	if p.PaymentMethod != "" {
+		p.Status = "requires_confirmation"
+		if form.Get("confirm") == "true" {
+			p.Status = "succeeded"
+		}
+	}
+	return p, true
 }
 
 // needsReturnURL: confirming this PaymentIntent needs a return_url — on
