@@ -280,6 +280,10 @@ func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
 // Config returns the config the server runs with.
 func (s *Server) Config() Config { return s.cfg }
 
+// Port is the client port the server listens on (0 when it listens on
+// none).
+func (s *Server) Port() int { return portOf(s.ClientURL()) }
+
 // Stop shuts the server down and waits for it.
 func (s *Server) Stop() {
 	s.Shutdown()
@@ -416,7 +420,7 @@ func (c *Cluster) URLs() string {
 func (c *Cluster) Restart(i int) error {
 	c.Servers[i].Stop()
 	cfg := c.cfgs[i]
-	cfg.Port = portOf(c.Servers[i].ClientURL())
+	cfg.Port = c.Servers[i].Port()
 	s, err := Start(cfg)
 	if err != nil {
 		return err

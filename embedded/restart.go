@@ -27,7 +27,7 @@ func StartRestartable(cfg Config) (*Restartable, error) {
 	}
 	cfg = s.Config()
 	if cfg.Port == 0 {
-		cfg.Port = portOf(s.ClientURL()) // keep the port across restarts
+		cfg.Port = s.Port() // keep the port across restarts
 	}
 	return &Restartable{cur: s, cfg: cfg}, nil
 }

@@ -447,18 +447,10 @@ func (b *BookingAPI) EffectsForRequest(requestID string) int {
 }
 
 // Writes is the number of PUT requests received, whatever happened to them.
-func (b *BookingAPI) Writes() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.writes
-}
+func (b *BookingAPI) Writes() int { return locked(&b.mu, &b.writes) }
 
 // Reads is the number of GET requests received (bookings and status).
-func (b *BookingAPI) Reads() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.reads
-}
+func (b *BookingAPI) Reads() int { return locked(&b.mu, &b.reads) }
 
 // Held is the number of PUTs held by HoldForLateArrival and not released.
 func (b *BookingAPI) Held() int {

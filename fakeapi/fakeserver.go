@@ -351,3 +351,10 @@ func resetConn(w http.ResponseWriter) {
 	}
 	_ = conn.Close()
 }
+
+// locked reads *v under mu: a fake's counters are kept under its mutex.
+func locked[T any](mu *sync.Mutex, v *T) T {
+	mu.Lock()
+	defer mu.Unlock()
+	return *v
+}

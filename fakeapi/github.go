@@ -275,11 +275,7 @@ func (s *GitHubAPI) Comments() []GitHubComment {
 }
 
 // Effects is the number of comments created through POST.
-func (s *GitHubAPI) Effects() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.effects
-}
+func (s *GitHubAPI) Effects() int { return locked(&s.mu, &s.effects) }
 
 // EffectsContaining is the number of comments created through POST whose
 // body contains sub (an intent's marker, say).
@@ -306,32 +302,16 @@ func (s *GitHubAPI) FailPages(f ...ReadFault) {
 // CappedPages is the number of list pages served full at the page cap
 // while the request asked for more (a silent cap a listing must see
 // through).
-func (s *GitHubAPI) CappedPages() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cappedPages
-}
+func (s *GitHubAPI) CappedPages() int { return locked(&s.mu, &s.cappedPages) }
 
 // Writes is the number of POST requests received, whatever happened.
-func (s *GitHubAPI) Writes() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.writes
-}
+func (s *GitHubAPI) Writes() int { return locked(&s.mu, &s.writes) }
 
 // ListCalls is the number of list requests (pages) served.
-func (s *GitHubAPI) ListCalls() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.listCalls
-}
+func (s *GitHubAPI) ListCalls() int { return locked(&s.mu, &s.listCalls) }
 
 // PageCalls is the number of HTML page requests served.
-func (s *GitHubAPI) PageCalls() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.pageCalls
-}
+func (s *GitHubAPI) PageCalls() int { return locked(&s.mu, &s.pageCalls) }
 
 // --- HTTP ---
 

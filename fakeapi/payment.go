@@ -173,18 +173,10 @@ func (p *PaymentAPI) ChargeList() []Charge {
 
 // Writes is the number of POST /v1/charges requests received, whatever
 // happened to them.
-func (p *PaymentAPI) Writes() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.writes
-}
+func (p *PaymentAPI) Writes() int { return locked(&p.mu, &p.writes) }
 
 // Reads is the number of GET requests received.
-func (p *PaymentAPI) Reads() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.reads
-}
+func (p *PaymentAPI) Reads() int { return locked(&p.mu, &p.reads) }
 
 // --- HTTP ---
 

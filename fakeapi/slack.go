@@ -208,11 +208,7 @@ func (s *SlackAPI) Messages() []SlackMessage {
 }
 
 // Effects is the number of messages posted through chat.postMessage.
-func (s *SlackAPI) Effects() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.effects
-}
+func (s *SlackAPI) Effects() int { return locked(&s.mu, &s.effects) }
 
 // EffectsWithMetadata is the number of posted messages whose metadata
 // contains sub (an intent id, say).
@@ -229,19 +225,11 @@ func (s *SlackAPI) EffectsWithMetadata(sub string) int {
 }
 
 // Writes is the number of chat.postMessage requests received.
-func (s *SlackAPI) Writes() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.writes
-}
+func (s *SlackAPI) Writes() int { return locked(&s.mu, &s.writes) }
 
 // RateLimitedCalls is the number of conversations.history calls refused
 // with 429 for the rate tier.
-func (s *SlackAPI) RateLimitedCalls() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.limited
-}
+func (s *SlackAPI) RateLimitedCalls() int { return locked(&s.mu, &s.limited) }
 
 // ratelimited answers Slack's rate-limit refusal: HTTP 429 with
 // Retry-After in whole seconds (rounded up).
@@ -252,11 +240,7 @@ func ratelimited(w http.ResponseWriter, d time.Duration) {
 }
 
 // ListCalls is the number of conversations.history pages served.
-func (s *SlackAPI) ListCalls() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.listCalls
-}
+func (s *SlackAPI) ListCalls() int { return locked(&s.mu, &s.listCalls) }
 
 // nextTS is a new ts in channel: the clock in microseconds, strictly
 // after the channel's last. Call with s.mu held.

@@ -446,11 +446,7 @@ func (s *SocialAPI) Inject(p Post) Post {
 
 // Effects is the number of posts created through POST (duplicates count
 // twice; injected posts not at all).
-func (s *SocialAPI) Effects() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.effects
-}
+func (s *SocialAPI) Effects() int { return locked(&s.mu, &s.effects) }
 
 // EffectsForKey is the number of posts created by POSTs that carried
 // Idempotency-Key key.
@@ -462,25 +458,13 @@ func (s *SocialAPI) EffectsForKey(key string) int {
 
 // Writes is the number of POST /v1/posts requests received, whatever
 // happened to them.
-func (s *SocialAPI) Writes() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.writes
-}
+func (s *SocialAPI) Writes() int { return locked(&s.mu, &s.writes) }
 
 // Reads is the number of list and get requests received.
-func (s *SocialAPI) Reads() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.reads
-}
+func (s *SocialAPI) Reads() int { return locked(&s.mu, &s.reads) }
 
 // ListCalls is the number of list requests received.
-func (s *SocialAPI) ListCalls() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.listCalls
-}
+func (s *SocialAPI) ListCalls() int { return locked(&s.mu, &s.listCalls) }
 
 // Posts returns a copy of every stored post, in creation order.
 func (s *SocialAPI) Posts() []Post {

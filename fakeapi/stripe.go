@@ -244,11 +244,7 @@ func (s *StripeAPI) PaymentIntents() []PaymentIntent {
 }
 
 // Effects is the number of PaymentIntents created through POST.
-func (s *StripeAPI) Effects() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.effects
-}
+func (s *StripeAPI) Effects() int { return locked(&s.mu, &s.effects) }
 
 // EffectsForKey is the number of PaymentIntents created by requests with
 // Idempotency-Key key.
@@ -260,25 +256,13 @@ func (s *StripeAPI) EffectsForKey(key string) int {
 
 // Writes is the number of POST requests received; Replays how many of
 // them were answered from a saved idempotent result.
-func (s *StripeAPI) Writes() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.writes
-}
+func (s *StripeAPI) Writes() int { return locked(&s.mu, &s.writes) }
 
 // Replays is the number of POSTs answered from a saved result.
-func (s *StripeAPI) Replays() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.replays
-}
+func (s *StripeAPI) Replays() int { return locked(&s.mu, &s.replays) }
 
 // SearchCalls is the number of search requests served.
-func (s *StripeAPI) SearchCalls() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.searchCalls
-}
+func (s *StripeAPI) SearchCalls() int { return locked(&s.mu, &s.searchCalls) }
 
 // --- HTTP ---
 

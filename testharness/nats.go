@@ -43,7 +43,7 @@ func (n *Node) start() {
 		n.t.Fatalf("start nats-server: %v", err)
 	}
 	n.Srv = srv
-	n.cfg.Port = portOf(srv.ClientURL())
+	n.cfg.Port = srv.Port()
 	nc, js := n.Connect()
 	n.NC, n.JS = nc, js
 }

@@ -2,9 +2,11 @@ package testharness
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/errors"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/adapter"
@@ -52,4 +54,27 @@ func CheckOlderStreamUnchanged(t testing.TB, js jetstream.JetStream) {
 	if cfg, n := st.CachedInfo().Config, st.CachedInfo().State.Msgs; cfg.Metadata[events.FormatMetadata] != "" || n != 1 {
 		t.Fatalf("the refused stream changed: metadata %v, %d messages", cfg.Metadata, n)
 	}
+}
+
+// RefusesOlderFormat starts a node whose intents stream is of an older
+// log format (OlderStream) and fails t unless open, a reader of the log
+// opening on it, refuses it with events.ErrLogFormat and
+// OlderFormatMessage, having made no consumer and left the stream as it
+// was.
+func RefusesOlderFormat(t testing.TB, open func(js jetstream.JetStream) error) {
+	t.Helper()
+	n := StartNode(t)
+	OlderStream(t, n.JS)
+	err := open(n.JS)
+	if !errors.Is(err, events.ErrLogFormat) || !strings.Contains(err.Error(), OlderFormatMessage) {
+		t.Fatalf("opened on an older log format: %v, want %q", err, OlderFormatMessage)
+	}
+	st, err := n.JS.Stream(context.Background(), "SETTLE_INTENTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := st.CachedInfo().State.Consumers; c != 0 {
+		t.Fatalf("%d consumers on a refused stream", c)
+	}
+	CheckOlderStreamUnchanged(t, n.JS)
 }
