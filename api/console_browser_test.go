@@ -168,7 +168,7 @@ func TestConsoleResolvesManualActionInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reason != events.ReasonDuplicateExactMatches || state.Value != string(fsm.ManualAction) {
+	if reason != string(events.ReasonDuplicateExactMatches) || state.Value != string(fsm.ManualAction) {
 		t.Fatalf("listed with reason %q state %q", reason, state.Value)
 	}
 	count := func(sel string) int {

@@ -152,7 +152,7 @@ func TestConsoleViewsInBrowser(t *testing.T) {
 	}
 	// The card's top: the reason's name, and under it the error.
 	rf := e.intent("social_post", f.readFailing)
-	if r := text(t, ctx, "#reason-"+f.readFailing); r != events.ReasonReadFailing {
+	if r := text(t, ctx, "#reason-"+f.readFailing); r != string(events.ReasonReadFailing) {
 		t.Fatalf("read-failing card's reason %q", r)
 	}
 	errText := text(t, ctx, "#error-"+f.readFailing)
@@ -163,7 +163,7 @@ func TestConsoleViewsInBrowser(t *testing.T) {
 	if !eval[bool](t, ctx, `!!document.querySelector("#problem-`+f.readFailing+` .reason + .error")`) {
 		t.Fatal("the error is not under the reason")
 	}
-	if r, msg := text(t, ctx, "#reason-"+f.manual), text(t, ctx, "#error-"+f.manual); r != events.ReasonDuplicateExactMatches || msg == "" {
+	if r, msg := text(t, ctx, "#reason-"+f.manual), text(t, ctx, "#error-"+f.manual); r != string(events.ReasonDuplicateExactMatches) || msg == "" {
 		t.Fatalf("duplicates card: reason %q error %q", r, msg)
 	}
 	unk := lastOf(e.history("social_post", f.unknown), events.OutcomeUnknown).Data.(*events.OutcomeUnknownData)
@@ -227,7 +227,7 @@ func TestConsoleViewsInBrowser(t *testing.T) {
 			t.Fatalf("all intents shows %s as %q, want %s", id, all[id], st)
 		}
 	}
-	if !strings.Contains(text(t, ctx, `#intents-body tr[data-intent-id="`+f.readFailing+`"]`), events.ReasonReadFailing) {
+	if !strings.Contains(text(t, ctx, `#intents-body tr[data-intent-id="`+f.readFailing+`"]`), string(events.ReasonReadFailing)) {
 		t.Fatal("the list does not show the read-failing intent's reason")
 	}
 	saveScreenshot(t, ctx, "intents.png")
@@ -342,7 +342,7 @@ func TestConsoleViewsInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitView(t, ctx, "intent", f.manual)
-	if r := text(t, ctx, "#reason-page"); r != events.ReasonDuplicateExactMatches {
+	if r := text(t, ctx, "#reason-page"); r != string(events.ReasonDuplicateExactMatches) {
 		t.Fatalf("manual page reason %q", r)
 	}
 	if n := count(t, ctx, `#page-candidates li[data-match="true"]`); n != 2 {

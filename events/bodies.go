@@ -959,7 +959,7 @@ func (r *bodyReader) manualActionRequired(d *ManualActionRequiredData) {
 	for k := r.member(manualActionRequiredKeys, -1); k >= 0; k = r.member(manualActionRequiredKeys, k) {
 		switch k {
 		case 0:
-			d.Reason = r.str()
+			d.Reason = ManualReason(r.str())
 		case 1:
 			d.Message = r.str()
 		case 2:

@@ -63,7 +63,7 @@ func (h Hold) Validate() error {
 	switch {
 	case h.Schema != HoldSchema:
 		return &FieldError{Field: "schema", Reason: fmt.Sprintf("%q (this version reads %s)", clip(h.Schema), HoldSchema)}
-	case h.Reason != ReasonLogEventsLost:
+	case h.Reason != string(ReasonLogEventsLost):
 		return &FieldError{Field: "reason", Reason: fmt.Sprintf("%q is not %s", clip(h.Reason), ReasonLogEventsLost)}
 	case h.At.IsZero():
 		return &FieldError{Field: "at", Reason: "is required"}
@@ -88,7 +88,7 @@ func (h Hold) Validate() error {
 // NewHold returns the hold of intentID for a loss of versions (at seqs)
 // inside the accepted ranges, cut to what a hold may list.
 func NewHold(intentID string, versions, seqs []uint64, accepted [][2]uint64, at time.Time, by, message string) Hold {
-	return Hold{Schema: HoldSchema, IntentID: intentID, Reason: ReasonLogEventsLost,
+	return Hold{Schema: HoldSchema, IntentID: intentID, Reason: string(ReasonLogEventsLost),
 		Versions: versions[:min(len(versions), maxHoldListed)], Seqs: seqs[:min(len(seqs), maxHoldListed)],
 		Accepted: accepted[:min(len(accepted), maxHoldListed)], At: at.UTC(), By: by, Message: message}
 }

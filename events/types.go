@@ -908,60 +908,64 @@ type ClaimExpiredData struct {
 func (*ClaimExpiredData) EventType() Type   { return ClaimExpired }
 func (d *ClaimExpiredData) Validate() error { return required("data.owner", d.Owner) }
 
-// Manual action reasons (stable codes).
+// ManualReason says why an intent was handed to a human: the stable code
+// of a ManualActionRequired (and of a hold).
+type ManualReason string
+
+// The reasons of a ManualActionRequired.
 const (
-	ReasonDuplicateExactMatches = "duplicate_exact_matches"
-	ReasonReadbackFailed        = "readback_failed"
-	ReasonKeyRetentionExpired   = "key_retention_expired"
-	ReasonNoQueryNoDedup        = "no_query_no_dedup"
-	ReasonRetryBudgetSpent      = "retry_budget_spent"
-	ReasonRetryNever            = "retry_policy_never"
-	ReasonPartialEffects        = "partial_effects"
-	ReasonProcessingDeadline    = "processing_deadline"
-	ReasonIntentExpired         = "intent_expired"
-	ReasonVersionConflict       = "version_conflict"
+	ReasonDuplicateExactMatches ManualReason = "duplicate_exact_matches"
+	ReasonReadbackFailed        ManualReason = "readback_failed"
+	ReasonKeyRetentionExpired   ManualReason = "key_retention_expired"
+	ReasonNoQueryNoDedup        ManualReason = "no_query_no_dedup"
+	ReasonRetryBudgetSpent      ManualReason = "retry_budget_spent"
+	ReasonRetryNever            ManualReason = "retry_policy_never"
+	ReasonPartialEffects        ManualReason = "partial_effects"
+	ReasonProcessingDeadline    ManualReason = "processing_deadline"
+	ReasonIntentExpired         ManualReason = "intent_expired"
+	ReasonVersionConflict       ManualReason = "version_conflict"
 	// ReasonNearMatch: no exact match, but a candidate differs from the
 	// intent in one identity field only (author, parent, or a payload the
 	// route calls a damaged copy): a retry could duplicate it.
-	ReasonNearMatch = "near_match"
+	ReasonNearMatch ManualReason = "near_match"
 	// ReasonNoDedupProof: proven not found, but nothing proves a retry
 	// cannot duplicate the write (no key inside its retention, no
 	// authoritative search): "not found" alone never licenses a resend.
-	ReasonNoDedupProof = "no_dedup_proof"
+	ReasonNoDedupProof ManualReason = "no_dedup_proof"
 	// ReasonWrittenUnverified: an attempt was proven written (a success
 	// response, or an exact match found), but the object could not be read
 	// back before the window closed (deleted, moderated, slow). Never retried.
-	ReasonWrittenUnverified = "written_unverified"
+	ReasonWrittenUnverified ManualReason = "written_unverified"
 	// ReasonNoExternalID: the API says the write completed (or a candidate
 	// matched) but gives no external id to read it back by.
-	ReasonNoExternalID = "no_external_id"
+	ReasonNoExternalID ManualReason = "no_external_id"
 	// ReasonReadFailing: external reads kept failing for longer than the
 	// policy's ReadFailingAfter.
-	ReasonReadFailing = "read_failing"
+	ReasonReadFailing ManualReason = "read_failing"
 	// ReasonLogEventsLost: the log lost some of the intent's events (a
 	// damaged store, accepted by an operator): what it shows may be older
 	// than what happened, so nothing more is written without a human.
-	ReasonLogEventsLost = "log_events_lost"
+	ReasonLogEventsLost ManualReason = "log_events_lost"
 	// ReasonKeyReused: the API answered that the intent's idempotency key
 	// was already used (with other parameters): an earlier request with
 	// the key reached it and may have executed. Never a proven rejection.
-	ReasonKeyReused = "key_reused"
+	ReasonKeyReused ManualReason = "key_reused"
 	// ReasonWrittenModified: an object whose correlation marker names the
 	// intent (and whose author is its account) is this intent's effect,
 	// but it differs from the intent (edited after the write, or its text
 	// rewritten by the API). It is never written again; a receipt needs
 	// every check passing, so a human decides (OperatorConfirmed records
 	// it as the intent's effect).
-	ReasonWrittenModified = "written_modified"
+	ReasonWrittenModified ManualReason = "written_modified"
 	// ReasonStatusNotOurs: the status query answered with a write that is
 	// not this intent's (another account's under the same request id, or
 	// a marker naming another intent): nothing about ours can be told
 	// from it.
-	ReasonStatusNotOurs = "status_not_ours"
+	ReasonStatusNotOurs ManualReason = "status_not_ours"
 	// ReasonStatusUnverifiable: the status query's answer cannot be
 	// checked to be this intent's (no correlation marker where the route
 	// writes one).
-	ReasonStatusUnverifiable = "status_unverifiable"
+	ReasonStatusUnverifiable ManualReason = "status_unverifiable"
 )
 
 // CodeKeyReused is the outcome code of an answer saying the idempotency key
@@ -972,14 +976,14 @@ const CodeKeyReused = "idempotency_key_reused"
 
 // ManualActionRequiredData hands the intent to a human.
 type ManualActionRequiredData struct {
-	Reason   string   `json:"reason"`
-	Message  string   `json:"message,omitempty"`
-	Owner    string   `json:"owner,omitempty"`
-	Evidence Evidence `json:"evidence"`
+	Reason   ManualReason `json:"reason"`
+	Message  string       `json:"message,omitempty"`
+	Owner    string       `json:"owner,omitempty"`
+	Evidence Evidence     `json:"evidence"`
 }
 
 func (*ManualActionRequiredData) EventType() Type   { return ManualActionRequired }
-func (d *ManualActionRequiredData) Validate() error { return required("data.reason", d.Reason) }
+func (d *ManualActionRequiredData) Validate() error { return required("data.reason", string(d.Reason)) }
 
 // OperatorConfirmedData: a human proved the effect and names it.
 type OperatorConfirmedData struct {

@@ -231,7 +231,7 @@ func TestBlockDeletedLossAcceptedKeysResubmitted(t *testing.T) {
 		case an.res.Code == 200 && an.res.State == "manual_action":
 			code, body := a.Get("/v1/intents/" + an.id)
 			var v struct {
-				Reason string `json:"manual_reason"`
+				Reason events.ManualReason `json:"manual_reason"`
 			}
 			if code != 200 || json.Unmarshal(body, &v) != nil || v.Reason != events.ReasonLogEventsLost {
 				t.Errorf("held intent %s handed off for %q (GET %d)", an.id, v.Reason, code)

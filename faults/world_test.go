@@ -467,7 +467,7 @@ func (w *world) finish(settleTimeout time.Duration) result {
 			w.t.Errorf("ORPHAN: %d effect(s) of intent %q, which has no WriteStarted on the log", n, id)
 		}
 	}
-	reasons := map[string]int{}
+	reasons := map[events.ManualReason]int{}
 	for _, li := range lv.intents {
 		r.states[li.fold.State]++
 		if li.fold.State == fsm.ManualAction {

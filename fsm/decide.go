@@ -333,7 +333,7 @@ func (d Decider) write(i *Intent, now time.Time, owner string) Step {
 }
 
 func (d Decider) abandonExpired(i *Intent) Step {
-	s := appendStep(&events.AbandonedData{By: d.Actor, Reason: events.ReasonIntentExpired + ": expires_at passed before a write could start",
+	s := appendStep(&events.AbandonedData{By: d.Actor, Reason: string(events.ReasonIntentExpired) + ": expires_at passed before a write could start",
 		EffectPossible: i.AnyEffectPossible()}, "expired")
 	s.WritePath = true
 	return s
@@ -343,9 +343,9 @@ func (d Decider) abandonExpired(i *Intent) Step {
 // whether one more attempt is safe. The claim is then won or lost by CAS.
 func (d Decider) retry(i *Intent, caps events.Capabilities, now time.Time) Step {
 	p := i.Recorded.Policy
-	manual := func(reason, msg string) Step {
+	manual := func(reason events.ManualReason, msg string) Step {
 		return appendStep(&events.ManualActionRequiredData{Reason: reason, Message: msg, Owner: "operators",
-			Evidence: events.Evidence{Attempts: AttemptRefs(i), Queried: queried(caps)}}, reason)
+			Evidence: events.Evidence{Attempts: AttemptRefs(i), Queried: queried(caps)}}, string(reason))
 	}
 	if i.Expired(now) {
 		return d.abandonExpired(i)
@@ -495,7 +495,7 @@ func queried(c events.Capabilities) []string {
 // handoff builds the manual action for a result that cannot be proven:
 // every attempt, what was queried and what is not verified. No automatic
 // write follows a hand-off.
-func (d Decider) handoff(i *Intent, reason, msg string, caps events.Capabilities) *events.ManualActionRequiredData {
+func (d Decider) handoff(i *Intent, reason events.ManualReason, msg string, caps events.Capabilities) *events.ManualActionRequiredData {
 	var unverified []string
 	if a := i.LastAttempt(); a != nil {
 		unverified = []string{"whether attempt " + a.ID + " executed"}
@@ -798,7 +798,8 @@ func (d Decider) ConcludeStatus(i *Intent, caps events.Capabilities, now time.Ti
 // be taken again and again.
 func (d Decider) statusNotOurs(i *Intent, caps events.Capabilities, st StatusObservation) *events.ManualActionRequiredData {
 	ref := events.CandidateRef{ExternalID: st.ExternalID, LiveURL: st.LiveURL}
-	var reason, msg string
+	var reason events.ManualReason
+	var msg string
 	switch {
 	case st.Account != "" && st.Account != i.Recorded.Account:
 		ref.Mismatch = []string{"account"}

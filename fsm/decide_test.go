@@ -299,7 +299,7 @@ func TestDecisions(t *testing.T) {
 		after  time.Duration
 		kind   StepKind
 		event  events.Type
-		reason string
+		reason events.ManualReason
 	}{
 		{"retry after a proven write: never", search, auto, "unknown(proven)", 48 * time.Hour, StepAppend, events.ManualActionRequired, events.ReasonWrittenUnverified},
 		{"proven write inside its window: read back", search, auto, "unknown(proven)", time.Minute, StepAppend, events.ReconcileStarted, ""},
@@ -369,7 +369,7 @@ func TestConcludeSearch(t *testing.T) {
 		caps   events.Capabilities
 		cands  []Candidate
 		want   events.Type
-		reason string
+		reason events.ManualReason
 	}{
 		{"one exact", open, caps, []Candidate{cand(i, nil)}, events.CandidateFound, ""},
 		{"two exact", open, caps, []Candidate{cand(i, nil), cand(i, func(c *Candidate) { c.ExternalID = "p_8" })}, events.ManualActionRequired, events.ReasonDuplicateExactMatches},
@@ -642,7 +642,7 @@ func TestMarkerNamesThisIntent(t *testing.T) {
 		now    time.Time
 		cands  []Candidate
 		want   events.Type
-		reason string
+		reason events.ManualReason
 	}{
 		{"edited, window open", open, []Candidate{cand(i, edited)}, events.ManualActionRequired, events.ReasonWrittenModified},
 		{"edited, window closed", closed, []Candidate{cand(i, edited)}, events.ManualActionRequired, events.ReasonWrittenModified},
@@ -770,7 +770,7 @@ func TestStatusWithoutMarkerIsHandedOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := i.UpdatedAt.Add(time.Minute)
-	for marker, reason := range map[string]string{"": events.ReasonStatusUnverifiable, "in_other": events.ReasonStatusNotOurs} {
+	for marker, reason := range map[string]events.ManualReason{"": events.ReasonStatusUnverifiable, "in_other": events.ReasonStatusNotOurs} {
 		ev := d.ConcludeStatus(i, caps, now, StatusObservation{Found: true, State: StatusCompleted, ExternalID: "B-1@v9", CorrelationID: marker})
 		m, ok := ev.(*events.ManualActionRequiredData)
 		if !ok || m.Reason != reason {

@@ -24,7 +24,7 @@ func LossHeld(marked bool, history []events.Event) bool {
 
 // HandedOffFor reports whether history holds a hand-off
 // (ManualActionRequired) for reason.
-func HandedOffFor(history []events.Event, reason string) bool {
+func HandedOffFor(history []events.Event, reason events.ManualReason) bool {
 	for _, e := range history {
 		if d, ok := e.Data.(*events.ManualActionRequiredData); ok && d.Reason == reason {
 			return true

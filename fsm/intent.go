@@ -109,7 +109,7 @@ type Intent struct {
 	ApprovedBy         string
 	Released           bool // OperatorReleased since the last attempt
 	LastRejection      *events.WriteRejectedData
-	ManualReason       string
+	ManualReason       events.ManualReason
 	ManualOwner        string
 	Evidence           *events.Evidence
 	PartialEffects     []string

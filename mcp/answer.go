@@ -141,7 +141,7 @@ func answerOf(i *fsm.Intent, replayed bool) *Answer {
 			a.Guidance = guideApprovalRetry
 		}
 	case fsm.ManualAction:
-		a.Outcome, a.Guidance, a.Reason = OutcomeNeedsHuman, guideNeedsHuman, i.ManualReason
+		a.Outcome, a.Guidance, a.Reason = OutcomeNeedsHuman, guideNeedsHuman, string(i.ManualReason)
 	case fsm.Failed:
 		a.Outcome, a.Guidance, a.Reason = OutcomeFailed, guideFailed, i.Failure
 	case fsm.Abandoned:

@@ -343,7 +343,7 @@ func (h *handlers) pending(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 	out := Pending{Items: []PendingItem{}}
 	for _, i := range intents {
 		item := PendingItem{IntentID: i.ID, Route: i.Route(), Account: i.Account(), State: i.State, Outcome: answerOf(i, false).Outcome,
-			Reason: i.ManualReason, ApprovalFor: i.ApprovalFor, Attempts: len(i.Attempts), CreatedAt: i.CreatedAt.UTC(), Actions: []string{}}
+			Reason: string(i.ManualReason), ApprovalFor: i.ApprovalFor, Attempts: len(i.Attempts), CreatedAt: i.CreatedAt.UTC(), Actions: []string{}}
 		if h.c.Has(service.ScopeOperate) {
 			item.Actions = service.Actions(i)
 		}

@@ -680,7 +680,7 @@ func (b *batchTx) writeViews(id string, f *pendingIntent) error {
 	}
 	return w.add(b.ctx, v.IntentID, v.Tenant, v.Route, v.Account, v.RequestID, v.IdempotencyKey,
 		string(v.State), v.Attempts, v.ExternalID, v.LiveURL, string(v.LastEventType), fmtTimeNN(v.LastEventAt),
-		int64(v.Version), int64(v.LastSeq), fmtTime(v.NextCheckAt), v.ManualReason, v.ManualOwner, evidence, v.Failure,
+		int64(v.Version), int64(v.LastSeq), fmtTime(v.NextCheckAt), string(v.ManualReason), v.ManualOwner, evidence, v.Failure,
 		fmtTime(v.UnknownSince), fmtTimeNN(v.CreatedAt), fmtTimeNN(v.UpdatedAt), v.PayloadSHA256, fmtTimeNN(v.PlannedAt),
 		string(append(f.seqs, ']')),
 		rSrc, rExt, rURL, rSHA, rAt, rChecks, rReq, rKey, rAttempt)

@@ -204,8 +204,9 @@ func (g *generator) body(k int, i *fsm.Intent, typ events.Type, at time.Time) (e
 		}
 		return &events.ClaimExpiredData{Owner: i.Claim.Owner, LeaseUntil: i.Claim.LeaseUntil}, "", at
 	case events.ManualActionRequired:
-		reason := g.pick([]string{events.ReasonDuplicateExactMatches, events.ReasonKeyRetentionExpired, events.ReasonNoQueryNoDedup,
-			events.ReasonRetryBudgetSpent, events.ReasonPartialEffects})
+		reasons := []events.ManualReason{events.ReasonDuplicateExactMatches, events.ReasonKeyRetentionExpired, events.ReasonNoQueryNoDedup,
+			events.ReasonRetryBudgetSpent, events.ReasonPartialEffects}
+		reason := reasons[g.r.Intn(len(reasons))]
 		owner := ""
 		if g.r.Intn(2) == 0 {
 			owner = "team-payments"

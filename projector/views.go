@@ -32,12 +32,12 @@ type IntentView struct {
 	LastEventAt   time.Time   `json:"last_event_at"`
 	// Version is the intent's last applied event version; LastSeq its
 	// stream sequence.
-	Version      uint64           `json:"version"`
-	LastSeq      uint64           `json:"last_seq"`
-	NextCheckAt  time.Time        `json:"next_check_at,omitzero"`
-	ManualReason string           `json:"manual_reason,omitempty"`
-	ManualOwner  string           `json:"manual_owner,omitempty"`
-	Evidence     *events.Evidence `json:"evidence,omitempty"`
+	Version      uint64              `json:"version"`
+	LastSeq      uint64              `json:"last_seq"`
+	NextCheckAt  time.Time           `json:"next_check_at,omitzero"`
+	ManualReason events.ManualReason `json:"manual_reason,omitempty"`
+	ManualOwner  string              `json:"manual_owner,omitempty"`
+	Evidence     *events.Evidence    `json:"evidence,omitempty"`
 	// Failure is the code of a definite TargetFailed.
 	Failure string `json:"failure,omitempty"`
 	// UnknownSince is when the intent's outcome became unknown, kept while

@@ -67,7 +67,7 @@ const simSkew = 5 * time.Second
 // actions, the reason ("" = any).
 type outcome struct {
 	state  fsm.State
-	reason string
+	reason events.ManualReason
 }
 
 func confirmedOnly() []outcome { return []outcome{{fsm.Confirmed, ""}} }
@@ -766,7 +766,7 @@ func runSimulation(t *testing.T, seed uint64, n int, tot *simTotals) {
 		byBehaviour[in.b.name]++
 		key := string(i.State)
 		if i.State == fsm.ManualAction {
-			key += ":" + i.ManualReason
+			key += ":" + string(i.ManualReason)
 		}
 		byState[key]++
 		n, created := effectsOf(in)
