@@ -272,3 +272,47 @@ func TestAcceptingALossMarksTheHeldIntentsOnTheLog(t *testing.T) {
 		t.Fatalf("the intent that lost nothing: %+v, %v", h, err)
 	}
 }
+
+// unreadable is a JetStream whose stream cannot be read through a
+// consumer (its state still answers): the whole-log scan fails.
+type unreadable struct{ jetstream.JetStream }
+
+func (unreadable) OrderedConsumer(context.Context, string, jetstream.OrderedConsumerConfig) (jetstream.Consumer, error) {
+	return nil, errors.New("no consumer today")
+}
+
+// Accepting a loss reads the whole log first; when that read fails, the
+// start is refused and nothing is accepted: what would be accepted is not
+// known.
+func TestGuardLogRefusesToAcceptALossItCannotRead(t *testing.T) {
+	node := testharness.StartNode(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	dd, err := LockDataDir(dir, "test", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dd.Unlock()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if _, err := ledger.OpenStore(ctx, node.JS, ledger.DefaultStoreConfig()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.JS.Publish(ctx, "settle.intents.r.in_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	hw := HighWater{Stream: "SETTLE_INTENTS", LastSeq: 5, Msgs: 5}
+	if err := writeHighWater(filepath.Join(dir, HighWaterFile), hw); err != nil {
+		t.Fatal(err)
+	}
+	_, err = guardLog(ctx, logGuard{js: unreadable{node.JS}, stream: "SETTLE_INTENTS", dd: dd, accept: true, single: true, logger: logger})
+	if err == nil || !strings.Contains(err.Error(), "accept log loss: read the whole log") || !strings.Contains(err.Error(), "no consumer today") {
+		t.Fatalf("accepting a loss over an unreadable log: %v, want the failed read", err)
+	}
+	got, err := ReadHighWater(filepath.Join(dir, HighWaterFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, hw) {
+		t.Fatalf("the mark changed: %+v, want %+v", got, hw)
+	}
+}
