@@ -703,9 +703,7 @@ func (b *BookingAPI) writeReply(w http.ResponseWriter, r bkReply) {
 }
 
 func (b *BookingAPI) handlePut(w http.ResponseWriter, r *http.Request) {
-	b.mu.Lock()
-	b.writes++
-	b.mu.Unlock()
+	bump(&b.mu, &b.writes)
 	if !b.authorized(r) {
 		bookingError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid bearer token")
 		return
@@ -781,9 +779,7 @@ func (b *BookingAPI) handlePut(w http.ResponseWriter, r *http.Request) {
 // acceptRead counts a read and checks its bearer token, answering 401
 // when it is missing or wrong.
 func (b *BookingAPI) acceptRead(w http.ResponseWriter, r *http.Request) bool {
-	b.mu.Lock()
-	b.reads++
-	b.mu.Unlock()
+	bump(&b.mu, &b.reads)
 	if !b.authorized(r) {
 		bookingError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid bearer token")
 		return false

@@ -358,3 +358,10 @@ func locked[T any](mu *sync.Mutex, v *T) T {
 	defer mu.Unlock()
 	return *v
 }
+
+// bump counts one more in *n under mu.
+func bump(mu *sync.Mutex, n *int) {
+	mu.Lock()
+	*n++
+	mu.Unlock()
+}

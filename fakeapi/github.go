@@ -416,9 +416,7 @@ func (s *GitHubAPI) handleRepos(w http.ResponseWriter, r *http.Request) {
 	}
 	if !s.authorized(r) {
 		if r.Method == http.MethodPost {
-			s.mu.Lock()
-			s.writes++
-			s.mu.Unlock()
+			bump(&s.mu, &s.writes)
 		}
 		ghError(w, http.StatusUnauthorized, "Requires authentication")
 		return
@@ -439,9 +437,7 @@ func (s *GitHubAPI) handleRepos(w http.ResponseWriter, r *http.Request) {
 		n, err := strconv.Atoi(rest[0])
 		if err != nil || n < 1 || n > s.cfg.Issues {
 			if r.Method == http.MethodPost {
-				s.mu.Lock()
-				s.writes++
-				s.mu.Unlock()
+				bump(&s.mu, &s.writes)
 			}
 			ghError(w, http.StatusNotFound, "Not Found")
 			return
@@ -460,9 +456,7 @@ func (s *GitHubAPI) handleRepos(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *GitHubAPI) handleCreate(w http.ResponseWriter, r *http.Request, issue int) {
-	s.mu.Lock()
-	s.writes++
-	s.mu.Unlock()
+	bump(&s.mu, &s.writes)
 	raw, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
 	f := s.popFault()
 	switch f.Kind {

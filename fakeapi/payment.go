@@ -287,9 +287,7 @@ func paymentError(w http.ResponseWriter, code int, typ, errCode, msg string) {
 }
 
 func (p *PaymentAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
-	p.mu.Lock()
-	p.writes++
-	p.mu.Unlock()
+	bump(&p.mu, &p.writes)
 	if !p.authorized(r) {
 		paymentError(w, http.StatusUnauthorized, "authentication_error", "unauthorized", "missing or invalid bearer token")
 		return
@@ -362,9 +360,7 @@ func (p *PaymentAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 // answers the latest charge created with key K, or 404. Charges remember
 // their key, so the lookup outlives the key's retention.
 func (p *PaymentAPI) handleLookup(w http.ResponseWriter, r *http.Request) {
-	p.mu.Lock()
-	p.reads++
-	p.mu.Unlock()
+	bump(&p.mu, &p.reads)
 	if !p.authorized(r) {
 		paymentError(w, http.StatusUnauthorized, "authentication_error", "unauthorized", "missing or invalid bearer token")
 		return
@@ -395,9 +391,7 @@ func (p *PaymentAPI) handleLookup(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *PaymentAPI) handleGet(w http.ResponseWriter, r *http.Request) {
-	p.mu.Lock()
-	p.reads++
-	p.mu.Unlock()
+	bump(&p.mu, &p.reads)
 	if !p.authorized(r) {
 		paymentError(w, http.StatusUnauthorized, "authentication_error", "unauthorized", "missing or invalid bearer token")
 		return

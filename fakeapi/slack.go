@@ -326,9 +326,7 @@ type slackPost struct {
 }
 
 func (s *SlackAPI) handlePost(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	s.writes++
-	s.mu.Unlock()
+	bump(&s.mu, &s.writes)
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
 	if err != nil {
 		slackFail(w, "invalid_form_data")

@@ -690,9 +690,7 @@ func (s *SocialAPI) commit(req createRequest, rec *WriteRecord, f Fault) (Post, 
 func (p *Post) visible(now time.Time) bool { return !p.Removed && !now.Before(p.VisibleAt) }
 
 func (s *SocialAPI) handleGet(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	s.reads++
-	s.mu.Unlock()
+	bump(&s.mu, &s.reads)
 	if !s.authorized(r) {
 		writeError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid bearer token")
 		return

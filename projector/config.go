@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"cmp"
 	"log/slog"
 	"strings"
 
@@ -84,21 +85,11 @@ func (c Config) Validate() error {
 // withDefaults fills zero fields from DefaultConfig.
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
-	if c.Stream == "" {
-		c.Stream = d.Stream
-	}
-	if c.Durable == "" {
-		c.Durable = d.Durable
-	}
-	if c.Batch == 0 {
-		c.Batch = d.Batch
-	}
-	if c.CacheSize == 0 {
-		c.CacheSize = d.CacheSize
-	}
-	if c.UnsyncedBacklog == 0 {
-		c.UnsyncedBacklog = d.UnsyncedBacklog
-	}
+	c.Stream = cmp.Or(c.Stream, d.Stream)
+	c.Durable = cmp.Or(c.Durable, d.Durable)
+	c.Batch = cmp.Or(c.Batch, d.Batch)
+	c.CacheSize = cmp.Or(c.CacheSize, d.CacheSize)
+	c.UnsyncedBacklog = cmp.Or(c.UnsyncedBacklog, d.UnsyncedBacklog)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

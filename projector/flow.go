@@ -145,20 +145,32 @@ func (p *Projector) Flow(ctx context.Context, f FlowFilter) (*Flow, error) {
 
 // scope is the tenant and account condition of f.
 func (f FlowFilter) scope() (string, []any) {
-	var (
-		conds []string
-		args  []any
-	)
-	if f.Tenant != "" {
-		conds, args = append(conds, "i.tenant = ?"), append(args, f.Tenant)
-	}
-	if f.Account != "" {
-		conds, args = append(conds, "i.account = ?"), append(args, f.Account)
-	}
-	if len(conds) == 0 {
+	var w sqlConds
+	w.eq("i.tenant", f.Tenant)
+	w.eq("i.account", f.Account)
+	if len(w.conds) == 0 {
 		return "", nil
 	}
-	return " AND " + strings.Join(conds, " AND "), args
+	return " AND " + strings.Join(w.conds, " AND "), w.args
+}
+
+// sqlConds is a WHERE clause in the making: its conditions, joined by
+// AND, and their arguments.
+type sqlConds struct {
+	conds []string
+	args  []any
+}
+
+// add adds cond with its arguments.
+func (w *sqlConds) add(cond string, args ...any) {
+	w.conds, w.args = append(w.conds, cond), append(w.args, args...)
+}
+
+// eq adds "col = v" unless v is empty.
+func (w *sqlConds) eq(col, v string) {
+	if v != "" {
+		w.add(col+" = ?", v)
+	}
 }
 
 // countCreated counts the intents created in the window by route, state

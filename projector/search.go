@@ -3,16 +3,13 @@ package projector
 // The list's search filters: a request id, and a search term that matches
 // an intent id or a request id exactly (the console's search box).
 
-// searchConds appends the SQL conditions (and their arguments) of f's
-// request id and search term to conds and args.
-func (f Filter) searchConds(conds []string, args []any) ([]string, []any) {
-	if f.RequestID != "" {
-		conds, args = append(conds, "i.request_id = ?"), append(args, f.RequestID)
-	}
+// searchConds adds the SQL conditions of f's request id and search term
+// to w.
+func (f Filter) searchConds(w *sqlConds) {
+	w.eq("i.request_id", f.RequestID)
 	if f.Search != "" {
-		conds, args = append(conds, "(i.intent_id = ? OR i.request_id = ?)"), append(args, f.Search, f.Search)
+		w.add("(i.intent_id = ? OR i.request_id = ?)", f.Search, f.Search)
 	}
-	return conds, args
 }
 
 // Matches reports whether v passes f's filters, the cursor and the limit

@@ -321,42 +321,30 @@ func (p *Projector) List(ctx context.Context, f Filter) (Page, error) {
 	if limit == 0 {
 		limit = 100
 	}
-	var (
-		conds []string
-		args  []any
-	)
-	if f.Tenant != "" {
-		conds, args = append(conds, "i.tenant = ?"), append(args, f.Tenant)
-	}
-	if f.State != "" {
-		conds, args = append(conds, "i.state = ?"), append(args, string(f.State))
-	}
-	if f.Route != "" {
-		conds, args = append(conds, "i.route = ?"), append(args, f.Route)
-	}
-	if f.Account != "" {
-		conds, args = append(conds, "i.account = ?"), append(args, f.Account)
-	}
-	conds, args = f.searchConds(conds, args)
+	var w sqlConds
+	w.eq("i.tenant", f.Tenant)
+	w.eq("i.state", string(f.State))
+	w.eq("i.route", f.Route)
+	w.eq("i.account", f.Account)
+	f.searchConds(&w)
 	if !f.From.IsZero() {
-		conds, args = append(conds, "i.created_at >= ?"), append(args, fmtTimeNN(f.From))
+		w.add("i.created_at >= ?", fmtTimeNN(f.From))
 	}
 	if !f.To.IsZero() {
-		conds, args = append(conds, "i.created_at < ?"), append(args, fmtTimeNN(f.To))
+		w.add("i.created_at < ?", fmtTimeNN(f.To))
 	}
 	if f.After != "" {
 		c, err := decodeCursor(f.After)
 		if err != nil {
 			return Page{}, err
 		}
-		conds = append(conds, "(i.created_at < ? OR (i.created_at = ? AND i.intent_id < ?))")
-		args = append(args, c.CreatedAt, c.CreatedAt, c.IntentID)
+		w.add("(i.created_at < ? OR (i.created_at = ? AND i.intent_id < ?))", c.CreatedAt, c.CreatedAt, c.IntentID)
 	}
 	where := ""
-	if len(conds) > 0 {
-		where = "WHERE " + strings.Join(conds, " AND ")
+	if len(w.conds) > 0 {
+		where = "WHERE " + strings.Join(w.conds, " AND ")
 	}
-	args = append(args, limit+1)
+	args := append(w.args, limit+1)
 	vs, err := p.queryIntents(ctx, where+` ORDER BY i.created_at DESC, i.intent_id DESC LIMIT ?`, args...)
 	if err != nil {
 		return Page{}, errors.Errorf("list: %w", err)

@@ -127,16 +127,7 @@ func RemoveFile(t testing.TB, path string) {
 // JetStream context.
 func ConnectJS(t testing.TB, url string, opts ...nats.Option) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(url, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
+	return JetStreamOf(t)(nats.Connect(url, opts...))
 }
 
 // OpenStoreWhenReady opens the store with cfg on js, trying again while

@@ -178,12 +178,31 @@ func envValues(s string, env func(string) (string, bool)) []string {
 }
 
 func validEnvName(s string) bool {
-	if s == "" || len(s) > 128 || (s[0] >= '0' && s[0] <= '9') {
+	return word(s, 128, func(i int, c byte) bool { return identByte(c) && (i > 0 || c < '0' || c > '9') })
+}
+
+// word: s has 1 to maxLen bytes, each one ok (at its index).
+func word(s string, maxLen int, ok func(i int, c byte) bool) bool {
+	if s == "" || len(s) > maxLen {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '_' && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+		if !ok(i, s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// identByte: c is a letter, a digit or '_'.
+func identByte(c byte) bool {
+	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+}
+
+// controlFree: v holds no control character but those in allowed.
+func controlFree(v, allowed string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < 0x20 && strings.IndexByte(allowed, c) < 0) || c == 0x7f {
 			return false
 		}
 	}
@@ -192,29 +211,12 @@ func validEnvName(s string) bool {
 
 // printable refuses control characters (CR, LF, NUL, ...), which would
 // break a header.
-func printable(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; (c < 0x20 && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
+func printable(v string) bool { return controlFree(v, "\t") }
 
 // --- headers ---
 
 func validHeaderName(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
-			continue
-		}
-		return false
-	}
-	return true
+	return word(s, 128, func(_ int, c byte) bool { return identByte(c) || strings.IndexByte("!#$%&'*+-.^`|~", c) >= 0 })
 }
 
 var reservedHeaders = []string{"host", "content-length", "transfer-encoding", "connection", "upgrade", "te", "trailer"}

@@ -405,14 +405,7 @@ func (c *compiler) compileCorrelation(a *Adapter, cc *CorrelationConfig) {
 }
 
 // printableText allows new lines and tabs but no other control character.
-func printableText(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; (c < 0x20 && c != '\t' && c != '\n') || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
+func printableText(v string) bool { return controlFree(v, "\t\n") }
 
 // readsItem: the expression reads the listed item (a $ path), so its
 // value is the API's, not settle's own.

@@ -16,15 +16,7 @@ import (
 const outcomeKeyReused = "key_reused"
 
 func isCode(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c != '_' && (c < 'a' || c > 'z') && (i == 0 || c < '0' || c > '9') {
-			return false
-		}
-	}
-	return true
+	return word(s, 64, func(i int, c byte) bool { return c == '_' || (c >= 'a' && c <= 'z') || (i > 0 && c >= '0' && c <= '9') })
 }
 
 func (c *compiler) compileWrite(a *Adapter, w *WriteConfig, declared map[string]bool, marker bool) {

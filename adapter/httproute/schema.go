@@ -197,16 +197,7 @@ func compileFields(fcs []FieldConfig, field string, report func(field, reason st
 }
 
 func validFieldName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '_' && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
-			return false
-		}
-	}
-	return true
+	return word(s, 64, func(_ int, c byte) bool { return identByte(c) })
 }
 
 func (s *schema) declared() map[string]bool {

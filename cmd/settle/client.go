@@ -50,14 +50,7 @@ func (m *Main) intents(ctx context.Context, args []string) error {
 		limit = fs.Int("limit", 50, "page size")
 		after = fs.String("after", "", "page `cursor` from a previous list")
 	}
-	id, err := m.positional(fs, sub, &rest)
-	if err != nil {
-		return err
-	}
-	if err := m.parse(fs, rest); err != nil {
-		return err
-	}
-	c, err := apiclient.New(*apiURL, *tokenEnv)
+	id, c, err := m.clientArgs(fs, sub, rest, apiURL, tokenEnv)
 	if err != nil {
 		return err
 	}
@@ -94,6 +87,25 @@ func (m *Main) intents(ctx context.Context, args []string) error {
 		}
 		return intenttext.RejectionCode(d)
 	})
+}
+
+// clientArgs parses the arguments of a command over the API (its ID
+// first, positional) and returns the ID and the client of --api and
+// --token-env.
+func (m *Main) clientArgs(fs *flag.FlagSet, sub string, args []string, apiURL, tokenEnv *string) (string, *apiclient.Client, error) {
+	rest := args
+	id, err := m.positional(fs, sub, &rest)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := m.parse(fs, rest); err != nil {
+		return "", nil, err
+	}
+	c, err := apiclient.New(*apiURL, *tokenEnv)
+	if err != nil {
+		return "", nil, err
+	}
+	return id, c, nil
 }
 
 // positional takes the ID that command sub needs first ("intents show
@@ -133,15 +145,7 @@ func (m *Main) operate(ctx context.Context, verb string, args []string) error {
 		liveURL = fs.String("live-url", "", "its live `URL` (resolution confirmed)")
 	}
 	asJSON := fs.Bool("json", false, "print the API's JSON")
-	rest := args
-	id, err := m.positional(fs, verb, &rest)
-	if err != nil {
-		return err
-	}
-	if err := m.parse(fs, rest); err != nil {
-		return err
-	}
-	c, err := apiclient.New(*apiURL, *tokenEnv)
+	id, c, err := m.clientArgs(fs, verb, args, apiURL, tokenEnv)
 	if err != nil {
 		return err
 	}

@@ -1,19 +1,16 @@
-// Command settle is the thin main of settle: flags, signals and wiring.
-// main only turns signals into a cancelled context and errors into an exit
-// code; Main.Run does the work, so end-to-end tests call it directly.
+// Command settle is the thin main of settle: flags and signals. main only
+// turns signals into a cancelled context and errors into an exit code;
+// Main.Run parses a command's flags into its checked configuration, so
+// end-to-end tests call it directly. What runs is assembled by package
+// cmd/settle/internal/app (serve, mcp, demo) or by node (audit and views
+// rebuild on a stopped serve's --data, under the data directory's lock).
 //
-// Subcommands: demo (the whole story on an embedded server against a fake
-// API), serve (the service; it owns its --data directory through an
+// Subcommands: demo, serve (it owns its --data directory through an
 // exclusive lock for its whole life, and checks flags, routes and tokens
-// before anything starts), audit and views rebuild (on a stopped serve's
-// --data, under the same lock), intents/approve/resolve/abandon (the CLI
-// over the API), routes check and probe, mcp (one MCP session on stdio
-// over the same node as serve) and completion. serve, mcp and demo share
-// the node's flags and mount a transport on a node.Node. cmd wires every
-// settle package; nothing imports cmd. The demo's fake API is package
-// fakeapi, so the binary links no test code.
-// The demo compiles examples/routes/social.yaml, embedded by package
-// examples/routes.
+// before anything starts), audit, views rebuild,
+// intents/approve/resolve/abandon (the CLI over the API), routes check
+// and probe, mcp and completion. serve and mcp share the node's flags
+// (nodeFlags). cmd wires every settle package; nothing imports cmd.
 // It must never import: testing, testharness, internal/layering, examples/downstream, examples/socialapi, examples/webhook-receiver, examples/goadapter,
 // bench.
 package main

@@ -4,66 +4,15 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/http"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/cockroachdb/errors"
 
-	"github.com/settle-dev/settle/adapter"
-	"github.com/settle-dev/settle/api"
-	"github.com/settle-dev/settle/internal/buildinfo"
-	"github.com/settle-dev/settle/mcp"
+	"github.com/settle-dev/settle/cmd/settle/internal/app"
 	"github.com/settle-dev/settle/node"
 	"github.com/settle-dev/settle/service"
 )
-
-// mcpSecrets are the secrets a tool result is scrubbed of: the routes'
-// credentials and the API token secrets (at least 4 bytes each).
-func mcpSecrets(routesPath string, tokens []api.Token, logger *slog.Logger) []string {
-	out := node.RouteSecrets(routesPath)
-	for _, t := range tokens {
-		out = append(out, t.Secret)
-	}
-	kept := out[:0]
-	for _, s := range out {
-		if len(s) < 4 {
-			logger.Warn("mcp: a route credential shorter than 4 bytes cannot be scrubbed from tool results")
-			continue
-		}
-		kept = append(kept, s)
-	}
-	return kept
-}
-
-// newService is the service both transports of a process share (one
-// single-flight): the node's producer writes, its projector's views read.
-func newService(n *node.Node) (*service.Service, error) {
-	sc := service.DefaultConfig()
-	sc.Intents, sc.Views, sc.Now = n.Producer(), n.Projector(), n.Now()
-	return service.New(sc)
-}
-
-// mountMCP serves the API and, at /mcp, the MCP endpoint over the same
-// service, behind the same bearer tokens: api.Server.Authenticate gives
-// the token's caller (name, tenant, scopes, limits) to every tool call.
-func mountMCP(apiSrv *api.Server, svc *service.Service, routes []adapter.Route,
-	routesPath string, tokens []api.Token, logger *slog.Logger) (http.Handler, error) {
-	cfg := mcp.DefaultConfig()
-	cfg.Service, cfg.Routes, cfg.Logger, cfg.Version = svc, routes, logger, buildinfo.Read().Version
-	cfg.Secrets = mcpSecrets(routesPath, tokens, logger)
-	srv, err := mcp.New(cfg)
-	if err != nil {
-		return nil, err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", apiSrv.Instrument("/mcp", srv.Handler(apiSrv.Authenticate)))
-	mux.Handle("/", apiSrv)
-	return mux, nil
-}
 
 // mcpFlags are mcp's own options (nodeFlags are shared with serve).
 type mcpFlags struct {
@@ -84,9 +33,7 @@ func (f *mcpFlags) register(fs *flag.FlagSet) {
 }
 
 // mcpStdio runs settle as an MCP server on stdin/stdout for a desktop agent
-// host: a settle node exactly as serve runs it (node.Open: the embedded
-// nats-server in --data or --nats-url, the start-up check and sweep, the
-// producer, reconcilers and the projector, each supervised), and one MCP
+// host (app.MCPStdio): a settle node exactly as serve runs it and one MCP
 // session on stdio. Stdout carries protocol messages only; every log line
 // goes to stderr.
 func (m *Main) mcpStdio(ctx context.Context, args []string) error {
@@ -108,29 +55,12 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 	if err != nil {
 		return errors.Errorf("mcp: %w", err)
 	}
-	stopTracing, err := startTracing(ctx, cfg.Logger, node.RouteSecrets(f.node.routes))
-	if err != nil {
+	s := &app.MCPStdio{Node: cfg, RoutesPath: f.node.routes, Caller: caller,
+		KeyIncludesPayload: f.keyPayload, MaxWait: f.maxWait, Stdin: m.Stdin, Stdout: m.Stdout}
+	if err := s.Run(ctx); err != nil {
 		return errors.Errorf("mcp: %w", err)
 	}
-	defer stopTracing()
-	// Stdout is the protocol. Anything else that would print to the
-	// process's stdout is sent to stderr while the session runs.
-	out := m.Stdout
-	if f, ok := out.(*os.File); ok && f == os.Stdout {
-		saved := os.Stdout
-		os.Stdout = os.Stderr
-		defer func() { os.Stdout = saved }()
-	}
-	n, err := node.Open(ctx, cfg)
-	if err != nil {
-		return errors.Errorf("mcp: %w", err)
-	}
-	defer n.Close()
-	wctx, stopNode := context.WithCancel(context.WithoutCancel(ctx))
-	ran := make(chan error, 1)
-	go func() { ran <- n.Run(wctx) }()
-	defer func() { stopNode(); <-ran }()
-	return m.runStdio(ctx, n, &f, caller)
+	return nil
 }
 
 // mcpConfig is mcp's node.Config: the flags it shares with serve, the
@@ -146,34 +76,6 @@ func (m *Main) mcpConfig(f *mcpFlags) (node.Config, error) {
 	cfg.Logger = f.node.logger(m.Stderr, node.RouteSecrets(f.node.routes)...)
 	cfg.Now, err = node.ProcessClock(cfg.Logger)
 	return cfg, err
-}
-
-// runStdio serves one MCP session on stdio over the node.
-func (m *Main) runStdio(ctx context.Context, n *node.Node, f *mcpFlags, caller service.Caller) error {
-	logger := n.Logger()
-	svc, err := newService(n)
-	if err != nil {
-		return errors.Errorf("mcp: %w", err)
-	}
-	cfg := mcp.DefaultConfig()
-	cfg.Service, cfg.Routes, cfg.Logger, cfg.Version = svc, n.Routes(), logger, buildinfo.Read().Version
-	cfg.KeyIncludesPayload, cfg.MaxWait = f.keyPayload, f.maxWait
-	cfg.Secrets = mcpSecrets(f.node.routes, nil, logger)
-	srv, err := mcp.New(cfg)
-	if err != nil {
-		return errors.Errorf("mcp: %w", err)
-	}
-	in := m.Stdin
-	if in == nil {
-		in = os.Stdin
-	}
-	logger.Info("settle mcp: serving on stdio", "routes", len(n.Routes()), "where", n.Where(), "workers", f.node.cfg.Workers, "caller", caller.Name, "tenant", caller.Tenant, "scopes", caller.Scopes)
-	err = srv.RunStdio(ctx, caller, in, m.Stdout)
-	logger.Info("settle mcp: session ended")
-	if err != nil && !errors.Is(err, io.EOF) && ctx.Err() == nil {
-		return errors.Errorf("mcp: %w", err)
-	}
-	return nil
 }
 
 func splitList(s string) []string {

@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -14,10 +12,8 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/settle-dev/settle/api"
-	"github.com/settle-dev/settle/events"
-	"github.com/settle-dev/settle/ledger"
+	"github.com/settle-dev/settle/cmd/settle/internal/app"
 	"github.com/settle-dev/settle/node"
-	"github.com/settle-dev/settle/service"
 )
 
 // serveFlags are serve's own options (nodeFlags are shared with mcp).
@@ -120,13 +116,9 @@ func (m *Main) serveSetup(f *serveFlags) (*serveSetup, error) {
 	return su, nil
 }
 
-// serve runs, in one process, a settle node (node.Open: the embedded
-// nats-server or --nats-url, the producer, reconcilers, the projector,
-// each supervised) behind the HTTP API and /mcp. Everything that can be
-// checked is checked before anything starts. SIGTERM: the HTTP server
-// stops taking requests and lets the in-flight ones finish (each write
-// ends with its outcome on the log, or stays write_started and becomes
-// unknown at its deadline), then the node's loops stop, then NATS.
+// serve checks everything that can be checked before anything starts,
+// then runs the node behind the HTTP API and /mcp (app.Serve) until
+// SIGTERM.
 func (m *Main) serve(ctx context.Context, args []string) error {
 	fs := m.flagSet("serve", "--routes FILE [--dev] [--addr HOST:PORT] [--data DIR] [flags]")
 	var f serveFlags
@@ -142,80 +134,13 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return errors.Errorf("serve: %w", err)
 	}
-	stopTracing, err := startTracing(ctx, su.logger, su.secrets)
-	if err != nil {
+	s := &app.Serve{Node: su.cfg, RoutesPath: f.node.routes, Tokens: su.tokens, Secrets: su.secrets,
+		Addr: f.addr, Dev: f.dev, AccessLog: f.accessLog, MaxInFlight: f.maxInFlight,
+		ReadTimeout: f.readTimeout, IdleTimeout: f.idleTimeout, Stdout: m.Stdout}
+	if err := s.Run(ctx); err != nil {
 		return errors.Errorf("serve: %w", err)
 	}
-	defer stopTracing()
-	n, err := node.Open(ctx, su.cfg)
-	if err != nil {
-		return errors.Errorf("serve: %w", err)
-	}
-	defer n.Close()
-	svc, err := newService(n)
-	if err != nil {
-		return errors.Errorf("serve: %w", err)
-	}
-	handler, err := mountAPI(n, svc, su.tokens, &f, su.logger)
-	if err != nil {
-		return errors.Errorf("serve: %w", err)
-	}
-	withMCP, err := mountMCP(handler, svc, n.Routes(), f.node.routes, su.tokens, su.logger)
-	if err != nil {
-		return errors.Errorf("serve: %w", err)
-	}
-	ln, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		return errors.Errorf("serve: listen: %w", err)
-	}
-	// The node's loops live on their own context: they stop after the
-	// HTTP server has let its in-flight writes finish.
-	wctx, stopNode := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopNode()
-	ran := make(chan error, 1)
-	go func() { ran <- n.Run(wctx) }()
-	hs := handler.HTTPServer()
-	hs.Handler = withMCP
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	m.announce(n, ln.Addr().String(), su.cfg, f.dev)
-
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case serveErr = <-errc:
-	}
-	su.logger.Info("shutting down: finishing in-flight requests")
-	sctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	_ = hs.Shutdown(sctx)
-	stopNode()
-	<-ran
-	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
-		return errors.Errorf("serve: %w", serveErr)
-	}
-	su.logger.Info("stopped")
 	return nil
-}
-
-// announce prints where serve listens.
-func (m *Main) announce(n *node.Node, addr string, cfg node.Config, dev bool) {
-	fmt.Fprintf(m.Stdout, "settle serving http://%s (%s; %d route(s), %d worker(s)%s; pid %d)\n", addr, n.Where(), len(cfg.Routes), cfg.Workers,
-		map[bool]string{true: ", dev mode", false: ""}[dev], os.Getpid())
-	if cfg.Listen != nil {
-		fmt.Fprintf(m.Stdout, "settle NATS for downstream readers: %s (user %s, %s; read-only: stream %s, subjects %s; settle's own consumers are settle's)\n",
-			n.ReaderURL(), node.ReaderUser, cfg.Listen.AuthNote(), ledger.DefaultStoreConfig().Stream, events.AllSubjects)
-	}
-}
-
-// mountAPI is the HTTP API over the service and the node's log.
-func mountAPI(n *node.Node, svc *service.Service, tokens []api.Token, f *serveFlags, logger *slog.Logger) (*api.Server, error) {
-	acfg := api.DefaultConfig()
-	acfg.Service, acfg.Log, acfg.Tokens, acfg.Dev, acfg.Addr = svc, n.Store(), tokens, f.dev, f.addr
-	acfg.Logger, acfg.Metrics, acfg.AccessLog = logger, n.Metrics(), f.accessLog
-	acfg.ReadTimeout, acfg.IdleTimeout = f.readTimeout, f.idleTimeout
-	acfg.Now, acfg.MaxInFlight, acfg.ReadyChecks = n.Now(), f.maxInFlight, n.ReadyChecks()
-	return api.New(acfg)
 }
 
 func routeNames(cfg node.Config) []string {

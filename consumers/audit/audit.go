@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -76,24 +77,14 @@ func DefaultAuditConfig() AuditConfig {
 
 func (c AuditConfig) withDefaults() AuditConfig {
 	d := DefaultAuditConfig()
-	if c.Stream == "" {
-		c.Stream = d.Stream
-	}
+	c.Stream = cmp.Or(c.Stream, d.Stream)
 	if c.Now == nil {
 		c.Now = d.Now
 	}
-	if c.Grace == 0 {
-		c.Grace = d.Grace
-	}
-	if c.StuckAfter == 0 {
-		c.StuckAfter = d.StuckAfter
-	}
-	if c.ProgressEvery == 0 {
-		c.ProgressEvery = d.ProgressEvery
-	}
-	if c.Batch == 0 {
-		c.Batch = d.Batch
-	}
+	c.Grace = cmp.Or(c.Grace, d.Grace)
+	c.StuckAfter = cmp.Or(c.StuckAfter, d.StuckAfter)
+	c.ProgressEvery = cmp.Or(c.ProgressEvery, d.ProgressEvery)
+	c.Batch = cmp.Or(c.Batch, d.Batch)
 	return c
 }
 

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -13,10 +13,10 @@ import (
 	"github.com/settle-dev/settle/internal/telemetry"
 )
 
-// startTracing turns OpenTelemetry tracing on when the OTEL_* environment
+// StartTracing turns OpenTelemetry tracing on when the OTEL_* environment
 // asks for it (telemetry.Setup), every secret the process knows scrubbed
 // from the spans. stop flushes the spans still buffered (5 s at most).
-func startTracing(ctx context.Context, logger *slog.Logger, secrets []string) (stop func(), err error) {
+func StartTracing(ctx context.Context, logger *slog.Logger, secrets []string) (stop func(), err error) {
 	scrub := adapter.NewScrubber(secrets...)
 	shutdown, on, err := telemetry.Setup(ctx, telemetry.Config{Getenv: os.Getenv, Scrub: scrub.Scrub, Version: buildinfo.Read().Version})
 	if err != nil {
