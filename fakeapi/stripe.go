@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -498,11 +499,7 @@ func (s *StripeAPI) needsReturnURL(r *http.Request, form url.Values) bool {
 // canonicalForm renders form values sorted by key, for comparing the
 // parameters of two requests under one key.
 func canonicalForm(v url.Values) string {
-	keys := make([]string, 0, len(v))
-	for k := range v {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(v))
 	var b strings.Builder
 	for _, k := range keys {
 		for _, x := range v[k] {

@@ -169,18 +169,21 @@ func (p *Proc) Kill9() {
 // Pause sends SIGSTOP: the process keeps its sockets and does nothing.
 func (p *Proc) Pause() {
 	p.t.Helper()
-	p.signal(syscall.SIGSTOP)
-	p.mu.Lock()
-	p.paused = true
-	p.mu.Unlock()
+	p.pause(syscall.SIGSTOP, true)
 }
 
 // Resume sends SIGCONT.
 func (p *Proc) Resume() {
 	p.t.Helper()
-	p.signal(syscall.SIGCONT)
+	p.pause(syscall.SIGCONT, false)
+}
+
+// pause sends sig and records whether the process is now paused.
+func (p *Proc) pause(sig syscall.Signal, paused bool) {
+	p.t.Helper()
+	p.signal(sig)
 	p.mu.Lock()
-	p.paused = false
+	p.paused = paused
 	p.mu.Unlock()
 }
 

@@ -309,24 +309,32 @@ func (c *NATSCluster) WaitIsolated(i int, timeout time.Duration) {
 // WaitMeshed waits until every listed node sees every other listed node.
 func (c *NATSCluster) WaitMeshed(timeout time.Duration, nodes ...int) {
 	c.t.Helper()
+	c.waitAll(timeout, 100*time.Millisecond, nodes, func(i, n int) bool { return c.Routes(i) >= n-1 }, func(nodes []int) string {
+		return fmt.Sprintf("nats cluster: nodes %v not meshed in %s", nodes, timeout)
+	})
+}
+
+// waitAll waits until ok holds for every listed node (all when none is;
+// n is how many), polling every poll, and fails the test with why's
+// message after timeout.
+func (c *NATSCluster) waitAll(timeout, poll time.Duration, nodes []int, ok func(i, n int) bool, why func(nodes []int) string) {
+	c.t.Helper()
 	if len(nodes) == 0 {
 		nodes = c.all()
 	}
 	deadline := time.Now().Add(timeout)
 	for {
-		ok := true
+		all := true
 		for _, i := range nodes {
-			if c.Routes(i) < len(nodes)-1 {
-				ok = false
-			}
+			all = all && ok(i, len(nodes))
 		}
-		if ok {
+		if all {
 			return
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("nats cluster: nodes %v not meshed in %s", nodes, timeout)
+			c.t.Fatalf("%s", why(nodes))
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(poll)
 	}
 }
 
@@ -344,29 +352,13 @@ func (c *NATSCluster) Healthy(i int) bool {
 // WaitHealthy waits until every listed node is healthy.
 func (c *NATSCluster) WaitHealthy(timeout time.Duration, nodes ...int) {
 	c.t.Helper()
-	if len(nodes) == 0 {
-		nodes = c.all()
-	}
-	deadline := time.Now().Add(timeout)
-	for {
-		ok := true
+	c.waitAll(timeout, 200*time.Millisecond, nodes, func(i, _ int) bool { return c.Healthy(i) }, func(nodes []int) string {
+		var b strings.Builder
 		for _, i := range nodes {
-			if !c.Healthy(i) {
-				ok = false
-			}
+			fmt.Fprintf(&b, "%s healthy=%v\n%s\n", c.Nodes[i].Name, c.Healthy(i), c.Nodes[i].Proc.Tail(3000))
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			var b strings.Builder
-			for _, i := range nodes {
-				fmt.Fprintf(&b, "%s healthy=%v\n%s\n", c.Nodes[i].Name, c.Healthy(i), c.Nodes[i].Proc.Tail(3000))
-			}
-			c.t.Fatalf("nats cluster not healthy in %s\n%s", timeout, b.String())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Sprintf("nats cluster not healthy in %s\n%s", timeout, b.String())
+	})
 }
 
 // StreamLeader is the index of the node leading stream (by its /jsz), or

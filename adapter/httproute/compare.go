@@ -1,6 +1,7 @@
 package httproute
 
 import (
+	"maps"
 	"slices"
 	"strings"
 )
@@ -140,11 +141,7 @@ func (c *compiler) checkCompare(a *Adapter, cfg RouteConfig) {
 		if !ok || c.skipUnder(r.field) {
 			continue
 		}
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
+		keys := slices.Sorted(maps.Keys(m))
 		for _, f := range keys {
 			p, bare := itemPath(m[f])
 			if !bare {

@@ -1,6 +1,7 @@
 package httproute
 
 import (
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -577,11 +578,7 @@ func (c *compiler) liveURL(s, field string, ctx tctx) *liveURL {
 }
 
 func (c *compiler) expectations(m map[string]string, field string, ctx tctx) []expectation {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(m))
 	var out []expectation
 	for _, k := range keys {
 		sub := fieldPath(field, k)

@@ -3,6 +3,7 @@ package httproute
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -259,11 +260,7 @@ func (c *compiler) compileStatus(a *Adapter, s *StatusConfig) {
 	} else {
 		ss.state = c.tmpl(s.State, "status.state", ctx)
 	}
-	keys := make([]string, 0, len(s.Map))
-	for k := range s.Map {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(s.Map))
 	for _, k := range keys {
 		switch s.Map[k] {
 		case adapter.StatusCompleted, adapter.StatusProcessing, adapter.StatusFailed:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -853,11 +854,7 @@ func compileTree(v any, field string, c tctx, report func(field, reason string))
 	switch x := v.(type) {
 	case map[string]any:
 		n := &vnode{kind: vObj}
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
+		keys := slices.Sorted(maps.Keys(x))
 		bad := false
 		for _, k := range keys {
 			child := compileTree(x[k], fieldPath(field, k), c, report)

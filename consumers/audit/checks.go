@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -96,11 +97,7 @@ func (a *auditor) checkInvariants(t *auditIntent, e events.Event, seq uint64) {
 }
 
 func (a *auditor) finish(ctx context.Context) error {
-	ids := make([]string, 0, len(a.intents))
-	for id := range a.intents {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
+	ids := slices.Sorted(maps.Keys(a.intents))
 	if a.evict.count > 0 {
 		a.rep.States[fsm.Confirmed] += a.evict.count
 	}

@@ -3,8 +3,9 @@ package audit
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -183,11 +184,7 @@ func scanHeaders(hdr nats.Header) []secretHit {
 	if !any {
 		return nil
 	}
-	keys := make([]string, 0, len(hdr))
-	for k := range hdr {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(hdr))
 	var hits []secretHit
 	for _, k := range keys {
 		for _, v := range hdr[k] {
