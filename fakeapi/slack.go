@@ -174,7 +174,6 @@ func NewSlackAPIServer(cfg SlackConfig) *SlackAPI {
 
 // Next queues write faults; each chat.postMessage with a valid token
 // consumes one. RateLimited(d) answers 429 with Retry-After.
-
 func (s *SlackAPI) Next(f ...Fault) { s.queueFaults(f...) }
 
 // UserID is the token's bot user id (what a route's account is).

@@ -608,18 +608,7 @@ func parseCreate(raw []byte) (createRequest, string) {
 	return req, ""
 }
 
-func isSHA256Hex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
+func isSHA256Hex(s string) bool { return len(s) == 64 && strings.Trim(s, "0123456789abcdef") == "" }
 
 // commit stores the post(s) a POST creates (or finds the replayed one) and
 // returns the response body and status.
