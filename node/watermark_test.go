@@ -56,21 +56,8 @@ func TestLostRanges(t *testing.T) {
 // while the mark remembers it is refused too, instead of being created
 // empty by the store.
 func TestGuardLogRefusesAShortLog(t *testing.T) {
-	node := testharness.StartNode(t)
+	node, dir, dd, logger := oneEventLog(t)
 	ctx := context.Background()
-	dir := t.TempDir()
-	dd, err := LockDataDir(dir, "test", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dd.Unlock()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if _, err := ledger.OpenStore(ctx, node.JS, ledger.DefaultStoreConfig()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := node.JS.Publish(ctx, "settle.intents.r.in_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", []byte("{}")); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := guardLog(ctx, logGuard{js: node.JS, stream: "SETTLE_INTENTS", dd: dd, single: true, logger: logger}); err != nil {
 		t.Fatalf("a whole log: %v", err)
 	}
@@ -78,7 +65,7 @@ func TestGuardLogRefusesAShortLog(t *testing.T) {
 	if err := writeHighWater(filepath.Join(dir, HighWaterFile), hw); err != nil {
 		t.Fatal(err)
 	}
-	_, err = guardLog(ctx, logGuard{js: node.JS, stream: "SETTLE_INTENTS", dd: dd, single: true, logger: logger})
+	_, err := guardLog(ctx, logGuard{js: node.JS, stream: "SETTLE_INTENTS", dd: dd, single: true, logger: logger})
 	if !errors.Is(err, ledger.ErrLogDamaged) || !strings.Contains(err.Error(), "lost sequences 2..5") {
 		t.Fatalf("a log behind its mark: %v", err)
 	}
@@ -285,26 +272,13 @@ func (unreadable) OrderedConsumer(context.Context, string, jetstream.OrderedCons
 // start is refused and nothing is accepted: what would be accepted is not
 // known.
 func TestGuardLogRefusesToAcceptALossItCannotRead(t *testing.T) {
-	node := testharness.StartNode(t)
+	node, dir, dd, logger := oneEventLog(t)
 	ctx := context.Background()
-	dir := t.TempDir()
-	dd, err := LockDataDir(dir, "test", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dd.Unlock()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if _, err := ledger.OpenStore(ctx, node.JS, ledger.DefaultStoreConfig()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := node.JS.Publish(ctx, "settle.intents.r.in_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", []byte("{}")); err != nil {
-		t.Fatal(err)
-	}
 	hw := HighWater{Stream: "SETTLE_INTENTS", LastSeq: 5, Msgs: 5}
 	if err := writeHighWater(filepath.Join(dir, HighWaterFile), hw); err != nil {
 		t.Fatal(err)
 	}
-	_, err = guardLog(ctx, logGuard{js: unreadable{node.JS}, stream: "SETTLE_INTENTS", dd: dd, accept: true, single: true, logger: logger})
+	_, err := guardLog(ctx, logGuard{js: unreadable{node.JS}, stream: "SETTLE_INTENTS", dd: dd, accept: true, single: true, logger: logger})
 	if err == nil || !strings.Contains(err.Error(), "accept log loss: read the whole log") || !strings.Contains(err.Error(), "no consumer today") {
 		t.Fatalf("accepting a loss over an unreadable log: %v, want the failed read", err)
 	}
@@ -315,4 +289,25 @@ func TestGuardLogRefusesToAcceptALossItCannotRead(t *testing.T) {
 	if !reflect.DeepEqual(got, hw) {
 		t.Fatalf("the mark changed: %+v, want %+v", got, hw)
 	}
+}
+
+// oneEventLog is a node whose intents stream holds one message, and a
+// data directory locked for the test.
+func oneEventLog(t *testing.T) (*testharness.Node, string, *DataDir, *slog.Logger) {
+	t.Helper()
+	node := testharness.StartNode(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	dd, err := LockDataDir(dir, "test", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dd.Unlock)
+	if _, err := ledger.OpenStore(ctx, node.JS, ledger.DefaultStoreConfig()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.JS.Publish(ctx, "settle.intents.r.in_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	return node, dir, dd, slog.New(slog.NewTextHandler(io.Discard, nil))
 }
