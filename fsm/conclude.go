@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,44 +24,9 @@ func (d Decider) ConcludeSearch(i *Intent, caps events.Capabilities, now, listed
 	if listedAt.IsZero() || listedAt.After(now) {
 		listedAt = now
 	}
-	refs := make([]events.CandidateRef, len(cands))
-	var exact, ours []int
-	for k, c := range cands {
-		refs[k] = Match(i, caps, c)
-		if refs[k].Match {
-			exact = append(exact, k)
-		}
-		if MarkedOurs(i, caps, c) {
-			ours = append(ours, k) // every exact match on a marker route
-		}
-	}
-	shown, omitted := boundRefs(refs, d.MaxCandidates)
-	evidence := func() events.Evidence {
-		return events.Evidence{Candidates: shown, CandidatesOmitted: omitted, Attempts: AttemptRefs(i), Queried: []string{"search by account and window"}}
-	}
-	switch {
-	case len(ours) > 1 && len(exact) <= 1:
-		return &events.ManualActionRequiredData{Reason: events.ReasonDuplicateExactMatches, Owner: "operators",
-			Message:  fmt.Sprintf("%d objects of this account carry this intent's marker: the write executed more than once; nothing was picked or deleted", len(ours)),
-			Evidence: evidence()}
-	case len(exact) == 1:
-		c := cands[exact[0]]
-		if c.ExternalID == "" {
-			return &events.ManualActionRequiredData{Reason: events.ReasonNoExternalID, Owner: "operators",
-				Message: "one exact match, but the API gives no external id to read it back by", Evidence: evidence()}
-		}
-		return &events.CandidateFoundData{ExternalID: c.ExternalID, LiveURL: c.LiveURL, Source: events.SourceSearch,
-			Candidates: shown, CandidatesOmitted: omitted, CreatedAt: c.CreatedAt, CorrelationID: c.CorrelationID, Account: c.AuthorID}
-	case len(exact) > 1:
-		return &events.ManualActionRequiredData{Reason: events.ReasonDuplicateExactMatches, Owner: "operators",
-			Message:  fmt.Sprintf("%d exact matches: the write executed more than once; nothing was picked or deleted", len(exact)),
-			Evidence: evidence()}
-	case len(ours) == 1:
-		ev := evidence()
-		ev.Unverified = []string{"whether object " + cands[ours[0]].ExternalID + " as it stands (" + strings.Join(refs[ours[0]].Mismatch, ", ") + " differ) is the intended effect"}
-		return &events.ManualActionRequiredData{Reason: events.ReasonWrittenModified, Owner: "operators",
-			Message:  "an object carrying this intent's marker differs from the intent (edited after the write, or rewritten by the API): it is this intent's effect and is never written again",
-			Evidence: ev}
+	s := d.sortCandidates(i, caps, cands)
+	if ev := d.searchFound(i, s); ev != nil {
+		return ev
 	}
 	from, to := Window(i)
 	if listedAt.Before(to) {
@@ -73,20 +39,113 @@ func (d Decider) ConcludeSearch(i *Intent, caps events.Capabilities, now, listed
 				next = now
 			}
 		}
-		return &events.CheckDeferredData{Reason: events.DeferEventualConsistency, NextCheckAt: next, Candidates: shown, CandidatesOmitted: omitted}
+		return &events.CheckDeferredData{Reason: events.DeferEventualConsistency, NextCheckAt: next, Candidates: s.shown, CandidatesOmitted: s.omitted}
 	}
 	for k, c := range cands {
-		if near(c, refs[k]) {
+		if near(c, s.refs[k]) {
 			return &events.ManualActionRequiredData{Reason: events.ReasonNearMatch, Owner: "operators",
-				Message:  "no exact match, but a candidate differs from the intent in one identity field only; a retry could duplicate it",
-				Evidence: evidence()}
+				Message:  "no exact match, but a candidate differs from the intent in one identity field only (" + strings.Join(s.refs[k].Why, "; ") + "); a retry could duplicate it",
+				Evidence: s.evidence(i)}
 		}
 	}
 	if i.WriteProven {
 		return &events.ManualActionRequiredData{Reason: events.ReasonWrittenUnverified, Owner: "operators",
-			Message: "an attempt was proven written but no search found it before the window closed", Evidence: evidence()}
+			Message: "an attempt was proven written but no search found it before the window closed", Evidence: s.evidence(i)}
 	}
-	return &events.SearchWindowElapsedData{WindowFrom: from, WindowTo: to, Searches: i.Checks, Candidates: shown, CandidatesOmitted: omitted}
+	return &events.SearchWindowElapsedData{WindowFrom: from, WindowTo: to, Searches: i.Checks, Candidates: s.shown, CandidatesOmitted: s.omitted}
+}
+
+// sorted is one listing's candidates compared with the intent: exact
+// matches, those our marker names, and (on a route without a marker)
+// those that would be exact but were created inside the clock-skew
+// allowance before the first attempt.
+type sorted struct {
+	cands                   []Candidate
+	refs                    []events.CandidateRef
+	exact, ours, insideSkew []int
+	shown                   []events.CandidateRef
+	omitted                 int
+}
+
+func (d Decider) sortCandidates(i *Intent, caps events.Capabilities, cands []Candidate) sorted {
+	s := sorted{cands: cands, refs: make([]events.CandidateRef, len(cands))}
+	for k, c := range cands {
+		s.refs[k] = Match(i, caps, c)
+		switch {
+		case s.refs[k].Match:
+			s.exact = append(s.exact, k)
+		case slices.Equal(s.refs[k].Mismatch, []string{mismatchInsideSkew}):
+			s.insideSkew = append(s.insideSkew, k)
+		}
+		if MarkedOurs(i, caps, c) {
+			s.ours = append(s.ours, k) // every exact match on a marker route
+		}
+	}
+	s.shown, s.omitted = boundRefs(s.refs, d.MaxCandidates)
+	return s
+}
+
+func (s sorted) evidence(i *Intent) events.Evidence {
+	return events.Evidence{Candidates: s.shown, CandidatesOmitted: s.omitted, Attempts: AttemptRefs(i), Queried: []string{"search by account and window"}}
+}
+
+// searchFound concludes from what a listing shows present, whatever the
+// window: one exact match, several, one our marker names that differs,
+// or a look-alike nothing tells from the write. Nil when none of these.
+func (d Decider) searchFound(i *Intent, s sorted) events.Data {
+	mayBeOurs := len(s.exact) + len(s.insideSkew)
+	switch {
+	case len(s.ours) > 1 && len(s.exact) <= 1:
+		return duplicates(i, fmt.Sprintf("%d objects of this account carry this intent's marker", len(s.ours)), s.evidence(i))
+	case mayBeOurs > 1:
+		what := fmt.Sprintf("%d objects match the intent exactly", len(s.exact))
+		if len(s.insideSkew) > 0 {
+			what = fmt.Sprintf("%d objects match the intent (%d of them created inside clock_skew before the first attempt)", mayBeOurs, len(s.insideSkew))
+		}
+		return duplicates(i, what, s.evidence(i))
+	case len(s.exact) == 1:
+		c := s.cands[s.exact[0]]
+		if c.ExternalID == "" {
+			return &events.ManualActionRequiredData{Reason: events.ReasonNoExternalID, Owner: "operators",
+				Message: "one exact match, but the API gives no external id to read it back by", Evidence: s.evidence(i)}
+		}
+		return &events.CandidateFoundData{ExternalID: c.ExternalID, LiveURL: c.LiveURL, Source: events.SourceSearch,
+			Candidates: s.shown, CandidatesOmitted: s.omitted, CreatedAt: c.CreatedAt, CorrelationID: c.CorrelationID, Account: c.AuthorID}
+	case len(s.insideSkew) == 1:
+		ref := s.refs[s.insideSkew[0]]
+		ev := s.evidence(i)
+		ev.Unverified = []string{"whether object " + ref.ExternalID + " is this intent's write or a look-alike made just before it"}
+		return &events.ManualActionRequiredData{Reason: events.ReasonAmbiguousMatch, Owner: "operators",
+			Message:  "one object matches the intent, but it was " + ref.Why[0] + "; nothing was written again",
+			Evidence: ev}
+	case len(s.ours) == 1:
+		k := s.ours[0]
+		return writtenModified(s.refs[k], s.cands[k].ExternalID, s.evidence(i))
+	}
+	return nil
+}
+
+// duplicates hands off several objects that may each be the write. It
+// says the write executed more than once only when settle made more than
+// one attempt that could have written.
+func duplicates(i *Intent, what string, ev events.Evidence) *events.ManualActionRequiredData {
+	msg := what
+	if n := i.WritingAttempts(); n > 1 {
+		msg += fmt.Sprintf(", and settle made %d attempts that could have written: the write may have executed more than once", n)
+	} else {
+		msg += ", but settle made one attempt that could have written: at most one of them is its write (the others were made by someone else, or by the API)"
+	}
+	return &events.ManualActionRequiredData{Reason: events.ReasonDuplicateExactMatches, Owner: "operators",
+		Message: msg + "; nothing was picked or deleted", Evidence: ev}
+}
+
+// writtenModified hands off an object our marker names that differs from
+// the intent, saying what differs as read.
+func writtenModified(ref events.CandidateRef, extID string, ev events.Evidence) *events.ManualActionRequiredData {
+	ev.Unverified = []string{"whether object " + extID + " as it stands (" + strings.Join(ref.Mismatch, ", ") + " differ) is the intended effect"}
+	return &events.ManualActionRequiredData{Reason: events.ReasonWrittenModified, Owner: "operators",
+		Message:  "the object carrying this intent's marker differs from the intent as read (" + strings.Join(ref.Why, "; ") + "): it is this intent's effect and is never written again",
+		Evidence: ev}
 }
 
 // ConcludeIncompleteSearch concludes from a listing whose end was not
@@ -244,6 +303,3 @@ func (d Decider) ConcludeReadFailure(i *Intent, caps events.Capabilities, now ti
 	return &events.CheckDeferredData{Reason: events.DeferReadFailed, Error: e, RetryAfter: events.Duration(retryAfter),
 		NextCheckAt: now.Add(max(d.backoff(len(i.ReadErrors)+1), retryAfter))}
 }
-
-// Readback is a successful read of the object an intent points at: Found
-// false when the API says it does not exist (yet); ProbeStatus is the HTTP

@@ -12,14 +12,39 @@ import (
 
 // Next decides the intent's next step at now. caps are i.Caps().
 func (d Decider) Next(i *Intent, caps events.Capabilities, now time.Time) Step {
-	p := i.Recorded.Policy
-	skew := p.ClockSkew.D()
+	switch i.State {
+	case Recorded, AwaitingApproval, ApprovedState:
+		return d.nextBeforeWrite(i, caps, now)
+	case WriteStarted:
+		return nextWriteStarted(i, now)
+	case Verifying:
+		return Step{Kind: StepVerify, Why: "read the object back"}
+	case Rejected:
+		return d.nextRejected(i, caps, now)
+	case Unknown, InProgress:
+		return d.nextUnknown(i, caps, now)
+	case Reconciling:
+		return d.nextReconciling(i, caps, now)
+	case NotFound:
+		return d.retry(i, caps, now)
+	case RetryClaimed:
+		return d.nextClaimed(i, now)
+	case Failed:
+		return nextFailed(i)
+	}
+	// confirmed, abandoned, manual_action: nothing for settle to do.
+	return done(string(i.State))
+}
+
+// nextBeforeWrite decides a recorded, awaiting or approved intent: the
+// first write, an approval, a retry after approval, or abandonment.
+func (d Decider) nextBeforeWrite(i *Intent, caps events.Capabilities, now time.Time) Step {
+	if i.Expired(now) {
+		return d.abandonExpired(i)
+	}
 	switch i.State {
 	case Recorded:
-		if i.Expired(now) {
-			return d.abandonExpired(i)
-		}
-		if len(i.Attempts) == 0 && p.FirstWrite == events.PolicyApproval {
+		if len(i.Attempts) == 0 && i.Recorded.Policy.FirstWrite == events.PolicyApproval {
 			s := appendStep(&events.ApprovalRequiredData{For: "first_write", Reason: "route policy requires approval before the first write"}, "approval before the first write")
 			s.WritePath = true
 			return s
@@ -28,123 +53,124 @@ func (d Decider) Next(i *Intent, caps events.Capabilities, now time.Time) Step {
 			return wait(i.UpdatedAt.Add(d.RecordedGrace), "the writer may still start it")
 		}
 		return d.write(i, now, "")
-
 	case AwaitingApproval:
-		if i.Expired(now) {
-			return d.abandonExpired(i)
-		}
 		if !i.Recorded.ExpiresAt.IsZero() {
 			return wait(i.Recorded.ExpiresAt, "awaiting approval until the intent expires")
 		}
 		return done("awaiting approval")
-
-	case ApprovedState:
-		if i.Expired(now) {
-			return d.abandonExpired(i)
-		}
-		if len(i.Attempts) == 0 {
-			return d.write(i, now, "")
-		}
-		return d.retry(i, caps, now)
-
-	case WriteStarted:
-		a := i.LastAttempt()
-		if now.After(a.Deadline.Add(skew)) {
-			s := appendStep(&events.OutcomeUnknownData{Code: "attempt_deadline_passed",
-				Message: "no outcome was recorded before the attempt's deadline; the writer may have died after sending"}, "attempt deadline passed")
-			s.AttemptID = a.ID
-			return s
-		}
-		return wait(a.Deadline.Add(skew).Add(time.Millisecond), "the attempt may still be running")
-
-	case Verifying:
-		return Step{Kind: StepVerify, Why: "read the object back"}
-
-	case Rejected:
-		r := i.LastRejection
-		switch {
-		case r != nil && r.Code == events.CodeKeyReused:
-			// Not a rejection: evidence that an earlier request with the
-			// key reached the API (recorded so by a mistaken adapter).
-			// Nothing proves it did not execute.
-			return appendStep(d.handoff(i, events.ReasonKeyReused,
-				"the API answered that the idempotency key was already used: an earlier request with it reached the API and may have executed; it is never resent", caps), "key already used")
-		case r == nil || !r.Retryable:
-			return done("the rejection is definite")
-		case p.Retry == events.PolicyNever:
-			return done("the route never retries")
-		case i.ResendsLeft() <= 0:
-			return done("resend budget spent")
-		case i.Expired(now):
-			return d.abandonExpired(i)
-		}
-		due := i.UpdatedAt.Add(d.resendWait(i))
-		why := "resend backoff"
-		if i.RetryNotBefore.After(due) {
-			due, why = i.RetryNotBefore, "the API asked to wait (Retry-After)"
-		}
-		if exp := i.Recorded.ExpiresAt; !exp.IsZero() && exp.Before(due) {
-			due = exp // then abandoned, never written
-		}
-		if now.Before(due) {
-			return wait(due, why)
-		}
-		return d.retry(i, caps, now)
-
-	case Unknown, InProgress:
-		if now.Before(i.NextCheckAt) {
-			return wait(i.NextCheckAt, "next check")
-		}
-		strategy := StrategyOf(caps)
-		if i.WriteProven {
-			if _, to := Window(i); !now.Before(to) {
-				return appendStep(d.handoff(i, events.ReasonWrittenUnverified,
-					"an attempt was proven written but the object could not be read back before the window closed (deleted, moderated or slow); it is never written again", caps), "proven write not verifiable")
-			}
-			strategy = StrategyReadback
-		}
-		if strategy == StrategyNone {
-			return appendStep(d.handoff(i, events.ReasonNoQueryNoDedup,
-				"the route offers no status query and no search: the result cannot be proven; a human must check", caps), "no way to settle")
-		}
-		return appendStep(&events.ReconcileStartedData{Worker: d.Actor, LeaseUntil: now.Add(d.Lease), Strategy: strategy, Check: i.Checks + 1}, "take the intent for one check")
-
-	case Reconciling:
-		if i.LeaseOwner != d.Actor && now.Before(i.LeaseUntil) {
-			return wait(i.LeaseUntil, "another worker holds the lease")
-		}
-		if i.LeaseOwner != d.Actor || !now.Before(i.LeaseUntil) {
-			// The worker that took this step died (or we restarted).
-			return appendStep(&events.CheckDeferredData{Reason: events.DeferLeaseExpired, NextCheckAt: now}, "lease expired")
-		}
-		if i.WriteProven {
-			return appendStep(&events.CandidateFoundData{ExternalID: i.ExternalID, LiveURL: i.LiveURL, Source: events.SourceResponse}, "read back the proven write")
-		}
-		return Step{Kind: StepReconcile, Strategy: StrategyOf(caps), Why: "query the external system"}
-
-	case NotFound:
-		return d.retry(i, caps, now)
-
-	case RetryClaimed:
-		c := i.Claim
-		if !now.Before(c.LeaseUntil) {
-			return appendStep(&events.ClaimExpiredData{Owner: c.Owner, LeaseUntil: c.LeaseUntil}, "claim lease expired")
-		}
-		if c.Owner != d.Actor {
-			return wait(c.LeaseUntil, "another worker holds the claim")
-		}
-		return d.write(i, now, d.Actor)
-
-	case Failed:
-		if len(i.PartialEffects) > 0 {
-			return appendStep(&events.ManualActionRequiredData{Reason: events.ReasonPartialEffects,
-				Message: "the target failed but left partial effects; a human must decide", Owner: "operators",
-				Evidence: events.Evidence{Unverified: i.PartialEffects, Attempts: AttemptRefs(i)}}, "partial effects")
-		}
-		return done("failed without effects")
 	}
-	// confirmed, abandoned, manual_action: nothing for settle to do.
-	return done(string(i.State))
+	if len(i.Attempts) == 0 {
+		return d.write(i, now, "")
+	}
+	return d.retry(i, caps, now)
+}
+
+// nextWriteStarted waits for the open attempt, or calls it unknown once
+// its deadline (plus the skew) passed.
+func nextWriteStarted(i *Intent, now time.Time) Step {
+	a := i.LastAttempt()
+	skew := i.Recorded.Policy.ClockSkew.D()
+	if now.After(a.Deadline.Add(skew)) {
+		s := appendStep(&events.OutcomeUnknownData{Code: "attempt_deadline_passed",
+			Message: "no outcome was recorded before the attempt's deadline; the writer may have died after sending"}, "attempt deadline passed")
+		s.AttemptID = a.ID
+		return s
+	}
+	return wait(a.Deadline.Add(skew).Add(time.Millisecond), "the attempt may still be running")
+}
+
+// nextRejected decides after a rejection: a key-reuse hand-off, a final
+// rejection, or a resend after its backoff.
+func (d Decider) nextRejected(i *Intent, caps events.Capabilities, now time.Time) Step {
+	r := i.LastRejection
+	switch {
+	case r != nil && r.Code == events.CodeKeyReused:
+		// Not a rejection: evidence that an earlier request with the
+		// key reached the API (recorded so by a mistaken adapter).
+		// Nothing proves it did not execute.
+		return appendStep(d.handoff(i, events.ReasonKeyReused,
+			"the API answered that the idempotency key was already used: an earlier request with it reached the API and may have executed; it is never resent", caps), "key already used")
+	case r == nil || !r.Retryable:
+		return done("the rejection is definite")
+	case i.Recorded.Policy.Retry == events.PolicyNever:
+		return done("the route never retries")
+	case i.ResendsLeft() <= 0:
+		return done("resend budget spent")
+	case i.Expired(now):
+		return d.abandonExpired(i)
+	}
+	due := i.UpdatedAt.Add(d.resendWait(i))
+	why := "resend backoff"
+	if i.RetryNotBefore.After(due) {
+		due, why = i.RetryNotBefore, "the API asked to wait (Retry-After)"
+	}
+	if exp := i.Recorded.ExpiresAt; !exp.IsZero() && exp.Before(due) {
+		due = exp // then abandoned, never written
+	}
+	if now.Before(due) {
+		return wait(due, why)
+	}
+	return d.retry(i, caps, now)
+}
+
+// nextUnknown takes an unknown (or in-progress) intent for one check,
+// or hands it off when nothing can settle it.
+func (d Decider) nextUnknown(i *Intent, caps events.Capabilities, now time.Time) Step {
+	if now.Before(i.NextCheckAt) {
+		return wait(i.NextCheckAt, "next check")
+	}
+	strategy := StrategyOf(caps)
+	if i.WriteProven {
+		if _, to := Window(i); !now.Before(to) {
+			return appendStep(d.handoff(i, events.ReasonWrittenUnverified,
+				"an attempt was proven written but the object could not be read back before the window closed (deleted, moderated or slow); it is never written again", caps), "proven write not verifiable")
+		}
+		strategy = StrategyReadback
+	}
+	if strategy == StrategyNone {
+		return appendStep(d.handoff(i, events.ReasonNoQueryNoDedup,
+			"the route offers no status query and no search: the result cannot be proven; a human must check", caps), "no way to settle")
+	}
+	return appendStep(&events.ReconcileStartedData{Worker: d.Actor, LeaseUntil: now.Add(d.Lease), Strategy: strategy, Check: i.Checks + 1}, "take the intent for one check")
+}
+
+// nextReconciling runs the check its lease holder took, or frees the
+// intent when the lease expired.
+func (d Decider) nextReconciling(i *Intent, caps events.Capabilities, now time.Time) Step {
+	if i.LeaseOwner != d.Actor && now.Before(i.LeaseUntil) {
+		return wait(i.LeaseUntil, "another worker holds the lease")
+	}
+	if i.LeaseOwner != d.Actor || !now.Before(i.LeaseUntil) {
+		// The worker that took this step died (or we restarted).
+		return appendStep(&events.CheckDeferredData{Reason: events.DeferLeaseExpired, NextCheckAt: now}, "lease expired")
+	}
+	if i.WriteProven {
+		return appendStep(&events.CandidateFoundData{ExternalID: i.ExternalID, LiveURL: i.LiveURL, Source: events.SourceResponse}, "read back the proven write")
+	}
+	return Step{Kind: StepReconcile, Strategy: StrategyOf(caps), Why: "query the external system"}
+}
+
+// nextClaimed writes the claimed attempt (its owner only) or expires the
+// claim.
+func (d Decider) nextClaimed(i *Intent, now time.Time) Step {
+	c := i.Claim
+	if !now.Before(c.LeaseUntil) {
+		return appendStep(&events.ClaimExpiredData{Owner: c.Owner, LeaseUntil: c.LeaseUntil}, "claim lease expired")
+	}
+	if c.Owner != d.Actor {
+		return wait(c.LeaseUntil, "another worker holds the claim")
+	}
+	return d.write(i, now, d.Actor)
+}
+
+// nextFailed hands off a failure that left partial effects.
+func nextFailed(i *Intent) Step {
+	if len(i.PartialEffects) > 0 {
+		return appendStep(&events.ManualActionRequiredData{Reason: events.ReasonPartialEffects,
+			Message: "the target failed but left partial effects; a human must decide", Owner: "operators",
+			Evidence: events.Evidence{Unverified: i.PartialEffects, Attempts: AttemptRefs(i)}}, "partial effects")
+	}
+	return done("failed without effects")
 }
 
 // write is the step of attempt n. A retry carries the request the first

@@ -9,6 +9,8 @@ import (
 	"github.com/settle-dev/settle/events"
 )
 
+// Readback is a successful read of the object an intent points at: Found
+// false when the API says it does not exist (yet); ProbeStatus is the HTTP
 // status of a credential-free GET of its live URL (0: no URL to probe).
 type Readback struct {
 	Found       bool
@@ -38,18 +40,14 @@ func (d Decider) ConcludeReadback(i *Intent, caps events.Capabilities, now time.
 		}
 		checks = append(checks, urlCheck)
 	}
-	checks = append(checks,
-		events.Check{Name: "author", OK: !slices.Contains(ref.Mismatch, "author"), Detail: "author_id " + quoteOrNone(o.AuthorID)},
-		events.Check{Name: "payload", OK: !slices.Contains(ref.Mismatch, "payload"), Detail: "canon/v1 sha256 of body and assets"},
-		events.Check{Name: "parent", OK: !slices.Contains(ref.Mismatch, "parent"), Detail: "parent " + quoteOrNone(o.ParentID)},
-	)
+	checks = append(checks, identityChecks(ref, o)...)
 	if slices.Contains(required, "visibility") {
 		checks = append(checks, events.Check{Name: "visibility", OK: o.Visibility == "public", Detail: "visibility " + quoteOrNone(o.Visibility)})
 	}
 	if caps.Correlation {
 		checks = append(checks, events.Check{Name: "correlation", OK: o.CorrelationID == i.ID, Detail: "marker names " + quoteOrNone(o.CorrelationID)})
 	}
-	if slices.Contains(ref.Mismatch, "pre_existing") {
+	if slices.Contains(ref.Mismatch, mismatchPreExisting) {
 		checks = append(checks, events.Check{Name: "created", Detail: "created " + o.CreatedAt.UTC().Format(time.RFC3339) + ", before the first attempt"})
 	}
 	if c, ok := idCheck(i, o.ExternalID); ok {
@@ -62,14 +60,41 @@ func (d Decider) ConcludeReadback(i *Intent, caps events.Capabilities, now time.
 	if MarkedOurs(i, caps, o) && (slices.Contains(ref.Mismatch, "payload") || slices.Contains(ref.Mismatch, "parent")) {
 		// Our own effect, changed since: the search path's rule.
 		ref.ExternalID = extID
-		ev := d.handoff(i, events.ReasonWrittenModified,
-			"the object carrying this intent's marker differs from the intent (edited after the write, or rewritten by the API): it is this intent's effect and is never written again", caps)
+		ev := d.handoff(i, events.ReasonWrittenModified, "", caps)
 		ev.Evidence.Candidates = []events.CandidateRef{ref}
 		ev.Evidence.Checks = checks
-		ev.Evidence.Unverified = []string{"whether object " + extID + " as it stands (" + strings.Join(ref.Mismatch, ", ") + " differ) is the intended effect"}
-		return ev
+		m := writtenModified(ref, extID, ev.Evidence)
+		return m
 	}
 	return conclude(i, extID, liveURL, checks, now)
+}
+
+// identityChecks are the author, payload and parent checks of a readback,
+// each saying what was read.
+func identityChecks(ref events.CandidateRef, o Candidate) []events.Check {
+	why := func(kind, fallback string) string {
+		for k, m := range ref.Mismatch {
+			if m == kind && k < len(ref.Why) {
+				return ref.Why[k]
+			}
+		}
+		return fallback
+	}
+	payload := "canon/v1 sha256 of body and assets"
+	if len(ref.Normalised) > 0 {
+		payload = "canon/v1 sha256 after the route's normalisations (" + strings.Join(ref.Normalised, ", ") + ")"
+	}
+	parent := "parent " + quoteOrNone(o.ParentID)
+	for _, w := range ref.Why {
+		if strings.HasPrefix(w, "parent read as empty") {
+			parent = w
+		}
+	}
+	return []events.Check{
+		{Name: "author", OK: !slices.Contains(ref.Mismatch, "author"), Detail: "author_id " + quoteOrNone(o.AuthorID)},
+		{Name: "payload", OK: !slices.Contains(ref.Mismatch, "payload"), Detail: why("payload", payload)},
+		{Name: "parent", OK: !slices.Contains(ref.Mismatch, "parent"), Detail: why("parent", parent)},
+	}
 }
 
 // ConcludeStatusReadback verifies, on a status route, that the applied
