@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
-
 )
 
 // A route's declared normalisations are applied to both sides before a
