@@ -58,3 +58,25 @@ func TestListReasonColumn(t *testing.T) {
 		}
 	}
 }
+
+// A hand-off's candidates are shown as they were seen: id, creation time
+// against the first attempt, author, parent as read and from which
+// field, and why each check failed.
+func TestShowPrintsWhatTheHandoffSaw(t *testing.T) {
+	raw := `{"intent_id":"in_1","state":"manual_action","manual_reason":"near_match","evidence":{"candidates":[
+	 {"external_id":"1001","match":false,"created_at":"2026-01-02T03:04:05Z","from_first_attempt":"+1.2s","author":"4242","parent":"","parent_from":"$.issue_url",
+	  "mismatch":["parent"],"why":["parent read as empty from $.issue_url, the intent's is \"7\""]}]}}`
+	var out bytes.Buffer
+	if err := intenttext.Show(&out, []byte(raw)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"candidates:\n",
+		`  1001  not a match  created 2026-01-02T03:04:05Z (+1.2s from the first attempt)  author "4242"  parent "" from $.issue_url` + "\n",
+		`       parent read as empty from $.issue_url, the intent's is "7"` + "\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("show lacks %q:\n%s", want, out.String())
+		}
+	}
+}
