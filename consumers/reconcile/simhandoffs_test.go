@@ -93,7 +93,7 @@ func (s *sim) judge(in *simIntent, i *fsm.Intent, created map[string]bool, t *ha
 	if n := i.WritingAttempts(); n < 2 {
 		for _, m := range s.handoffMessages(in) {
 			if strings.Contains(m, "more than once") {
-				s.t.Errorf("seed %d: %s (%s): settle made %d attempt(s) that could have write, yet the hand-off says %q", s.seed, in.id, in.b.name, n, m)
+				s.t.Errorf("seed %d: %s (%s): settle made %d attempt(s) that could have written, yet the hand-off says %q", s.seed, in.id, in.b.name, n, m)
 			}
 		}
 	}
