@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -162,4 +163,26 @@ func (t *handoffTally) line() string {
 		n += v
 	}
 	return fmt.Sprintf("handoffs=%d {%s} needless=%d", n, counts(t.byReason), t.needless)
+}
+
+// ambiguousAllowed: on a route without a marker, a behaviour that wants
+// its write confirmed may end ambiguous_match instead — when the one
+// object the search saw was created inside the clock-skew allowance
+// before the first attempt (the world's clocks differ by up to it: the
+// write itself can look older than its attempt, and nothing the API
+// shows tells it from a look-alike made just before).
+func ambiguousAllowed(in *simIntent, i *fsm.Intent) bool {
+	if i.ManualReason != events.ReasonAmbiguousMatch || i.Caps().Correlation || i.Evidence == nil || len(i.Attempts) == 0 {
+		return false
+	}
+	wanted := false
+	for _, o := range in.b.want {
+		wanted = wanted || o.state == fsm.Confirmed
+	}
+	for _, c := range i.Evidence.Candidates {
+		if slices.Contains(c.Mismatch, "inside_skew") && i.InsideSkewBefore(c.CreatedAt) {
+			return wanted
+		}
+	}
+	return false
 }

@@ -794,7 +794,7 @@ func runSimulation(t *testing.T, seed uint64, n int, tot *simTotals) {
 		if i.State == fsm.ManualAction && i.ManualReason == "" {
 			t.Errorf("seed %d: %s: manual action without a reason", seed, in.id)
 		}
-		allowed := false
+		allowed := ambiguousAllowed(in, i)
 		for _, o := range in.b.want {
 			allowed = allowed || (o.state == i.State && (o.reason == "" || o.reason == i.ManualReason))
 		}
