@@ -164,12 +164,20 @@ const intentCols = `i.intent_id, i.tenant, i.route, i.account, i.request_id, i.i
 	(` + heldSQL + `)`
 
 // heldSQL is true of an intent row i held after an accepted log loss: its
-// hold marker is recorded (quarantine code held) and no hand-off for the
-// loss (ManualActionRequired, log_events_lost) is among its applied
-// events — fsm.LossHeld over the views.
-const heldSQL = `i.intent_id IN (SELECT q.intent_id FROM quarantine q WHERE q.code = '` + QuarantineHeld + `')
+// hold marker is recorded (quarantine code held), it is not settled
+// (confirmed), and no hand-off for the loss (ManualActionRequired,
+// log_events_lost) is among its applied events — fsm.LossHeld over the
+// views (HeldView is the same rule over a fold).
+const heldSQL = `i.state != '` + string(fsm.Confirmed) + `' AND i.intent_id IN (SELECT q.intent_id FROM quarantine q WHERE q.code = '` + QuarantineHeld + `')
 	AND NOT EXISTS (SELECT 1 FROM json_each(i.event_seqs) s JOIN events e ON e.seq = s.value
 		WHERE e.type = 'ManualActionRequired' AND json_extract(CAST(e.raw AS TEXT), '$.data.reason') = '` + events.ReasonLogEventsLost + `')`
+
+// HeldView reports whether the view of an intent whose hold marker the
+// log holds (marked) and whose applied events are history is held: the
+// views' rule (IntentView.Held), for a reader that folds (the audit).
+func HeldView(marked bool, state fsm.State, history []events.Event) bool {
+	return state != fsm.Confirmed && fsm.LossHeld(marked, history)
+}
 
 // stateCond is the condition of a list by state: a held intent is listed
 // as manual_action, not as the state its events left it in.
