@@ -41,6 +41,9 @@ func List(w io.Writer, raw []byte, rejectionCode func(id string) string) error {
 	fmt.Fprintln(tw, "INTENT\tSTATE\tROUTE\tACCOUNT\tREQUEST\tEXTERNAL\tREASON")
 	for _, it := range page.Items {
 		reason := Str(it["manual_reason"])
+		if reason == "-" && it["held"] == true {
+			reason = "log_events_lost(held)"
+		}
 		if reason == "-" {
 			reason = Str(it["failure"])
 		}

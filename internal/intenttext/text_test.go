@@ -38,7 +38,8 @@ func TestShowNamesWhyTheIntentWaits(t *testing.T) {
 func TestListReasonColumn(t *testing.T) {
 	raw := `{"items":[{"intent_id":"in_m","state":"manual_action","manual_reason":"read_failing"},
 	{"intent_id":"in_f","state":"failed","failure":"card_declined"},
-	{"intent_id":"in_r","state":"rejected"},{"intent_id":"in_c","state":"confirmed"}]}`
+	{"intent_id":"in_r","state":"rejected"},{"intent_id":"in_c","state":"confirmed"},
+	{"intent_id":"in_h","state":"reconciling","held":true}]}`
 	detail := `{"attempt_history":[{"n":1,"outcome":"WriteRejected","code":"invalid_body"}]}`
 	var out bytes.Buffer
 	err := intenttext.List(&out, []byte(raw), func(id string) string {
@@ -50,7 +51,7 @@ func TestListReasonColumn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"in_m": "read_failing", "in_f": "card_declined", "in_r": "invalid_body", "in_c": "-"}
+	want := map[string]string{"in_m": "read_failing", "in_f": "card_declined", "in_r": "invalid_body", "in_c": "-", "in_h": "log_events_lost(held)"}
 	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n")[1:] {
 		f := strings.Fields(l)
 		if want[f[0]] != f[len(f)-1] {
