@@ -429,7 +429,9 @@ func TestParentReadEmpty(t *testing.T) {
 	base := foldAuto(t, capProfiles["search+marker"], "reconciling(mine)")
 	i := base.Clone()
 	i.Recorded.ParentExternalID = "5"
-	empty := func(c *Candidate) { c.ParentID, c.ParentFrom, c.LiveURL = "", "$.issue_url", "https://example.test/p_9" }
+	empty := func(c *Candidate) {
+		c.ParentID, c.ParentFrom, c.LiveURL = "", "$.issue_url", "https://example.test/p_9"
+	}
 	_, to := Window(i)
 	ev := d.ConcludeSearch(i, capProfiles["search+marker"], i.UpdatedAt, i.UpdatedAt, []Candidate{cand(i, empty)})
 	if ev.EventType() != events.CandidateFound {
