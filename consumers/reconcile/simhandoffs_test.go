@@ -76,6 +76,9 @@ func onPullRequest(s *sim, in *simIntent) {
 type handoffTally struct {
 	byReason map[string]int
 	needless int
+	// ambiguousOwn counts ambiguous_match hand-offs whose object was the
+	// intent's own write (the world's clocks differ within the skew).
+	ambiguousOwn int
 }
 
 // judge counts i's hand-off, if it ended in one, and reports a message
@@ -85,6 +88,14 @@ func (s *sim) judge(in *simIntent, i *fsm.Intent, created map[string]bool, t *ha
 		return
 	}
 	t.byReason[i.ManualReason]++
+	if i.ManualReason == events.ReasonAmbiguousMatch && i.Evidence != nil {
+		for _, c := range i.Evidence.Candidates {
+			if created[c.ExternalID] {
+				t.ambiguousOwn++
+				break
+			}
+		}
+	}
 	if s.answersSufficed(in, i, created) {
 		t.needless++
 		if t.needless <= 5 {
@@ -162,7 +173,7 @@ func (t *handoffTally) line() string {
 	for _, v := range t.byReason {
 		n += v
 	}
-	return fmt.Sprintf("handoffs=%d {%s} needless=%d", n, counts(t.byReason), t.needless)
+	return fmt.Sprintf("handoffs=%d {%s} needless=%d ambiguous_own=%d", n, counts(t.byReason), t.needless, t.ambiguousOwn)
 }
 
 // ambiguousAllowed: on a route without a marker, a behaviour that wants

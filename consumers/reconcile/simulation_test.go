@@ -853,6 +853,7 @@ func runSimulation(t *testing.T, seed uint64, n int, tot *simTotals) {
 		tot.handoffs.byReason[k] += v
 	}
 	tot.handoffs.needless += handoffs.needless
+	tot.handoffs.ambiguousOwn += handoffs.ambiguousOwn
 	if unexpected > 10 {
 		t.Errorf("seed %d: %d intents ended outside their behaviour's allowed outcomes (first 10 above)", seed, unexpected)
 	}
