@@ -168,9 +168,10 @@ func (i *Intent) safetyGuard(e events.Event) error {
 
 // safeCandidate: a found candidate can be this intent's effect. An older
 // one is never ours unless our marker names it; on a route with a marker
-// the marker must name this intent; on a route without one, a candidate
-// created inside the clock-skew allowance before the first attempt is
-// ambiguous (a look-alike made just before would look the same).
+// the marker must name this intent. (That a candidate created inside the
+// clock-skew allowance before the first attempt on a route without a
+// marker is ambiguous is the decider's rule only: logs written before it
+// confirmed such candidates, and must still fold.)
 func (i *Intent) safeCandidate(d *events.CandidateFoundData) error {
 	caps := i.Caps()
 	marked := caps.Correlation && d.CorrelationID == i.ID
@@ -179,9 +180,6 @@ func (i *Intent) safeCandidate(d *events.CandidateFoundData) error {
 	}
 	if caps.Correlation && d.Source != events.SourceResponse && d.CorrelationID != i.ID {
 		return errors.New("the candidate's correlation marker does not name this intent")
-	}
-	if !caps.Correlation && d.Source == events.SourceSearch && i.InsideSkewBefore(d.CreatedAt) {
-		return errors.New("the candidate was created inside the clock-skew allowance before the first attempt on a route without a marker: it may be a look-alike")
 	}
 	return nil
 }
