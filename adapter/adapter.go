@@ -106,6 +106,9 @@ type Record struct {
 	LiveURL    string
 	AuthorID   string
 	ParentID   string
+	// ParentFrom names the fields of the object ParentID was read from
+	// ("" when the adapter does not say).
+	ParentFrom string
 	Visibility string
 	CreatedAt  time.Time
 	Payload    json.RawMessage
@@ -248,6 +251,14 @@ type PayloadNormalizer interface {
 // human instead of retrying, because a retry could duplicate the post.
 type Resembler interface {
 	Resembles(intentPayload, recordPayload json.RawMessage) bool
+}
+
+// PayloadComparer is optional: it tells whether a record's payload, though
+// not equal to the intent's, is equal once both are normalised by the
+// rewritings the API documents (a route's payload.normalize), and names
+// them (nil: not equal, or none declared).
+type PayloadComparer interface {
+	EquivalentPayload(intentPayload, recordPayload json.RawMessage) []string
 }
 
 // ReadScope is the intent a read is made for: the values a route's read

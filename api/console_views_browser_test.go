@@ -348,6 +348,9 @@ func TestConsoleViewsInBrowser(t *testing.T) {
 	if n := count(t, ctx, `#page-candidates li[data-match="true"]`); n != 2 {
 		t.Fatalf("manual page shows %d matching candidates", n)
 	}
+	if c := text(t, ctx, "#page-candidates"); !strings.Contains(c, "from the first attempt") || !strings.Contains(c, "author ") {
+		t.Fatalf("the candidates do not say what was seen: %q", c)
+	}
 	if !strings.Contains(text(t, ctx, "#page-receipt"), "No receipt") || count(t, ctx, "#resolve-page") != 1 {
 		t.Fatal("manual page: a receipt, or no resolve button")
 	}

@@ -481,7 +481,8 @@ func (r *bodyReader) receipt(x *Receipt) {
 	}
 }
 
-var candidateKeys = []string{"external_id", "live_url", "match", "mismatch", "created_at"}
+var candidateKeys = []string{"external_id", "live_url", "match", "mismatch", "created_at", "from_first_attempt",
+	"author", "parent", "parent_from", "normalised", "why"}
 
 func (r *bodyReader) candidate(c *CandidateRef) {
 	r.open()
@@ -497,6 +498,18 @@ func (r *bodyReader) candidate(c *CandidateRef) {
 			c.Mismatch = r.strings()
 		case 4:
 			c.CreatedAt = r.time()
+		case 5:
+			c.FromFirstAttempt = r.str()
+		case 6:
+			c.Author = r.str()
+		case 7:
+			c.Parent = r.str()
+		case 8:
+			c.ParentFrom = r.str()
+		case 9:
+			c.Normalised = r.strings()
+		case 10:
+			c.Why = r.strings()
 		}
 	}
 }

@@ -308,8 +308,22 @@ type CandidateRef struct {
 	// parent, correlation) and "pre_existing" for an object created before
 	// the intent's first attempt (minus the clock-skew allowance).
 	Mismatch []string `json:"mismatch,omitempty"`
-	// CreatedAt is the object's creation time, when the API gives it.
-	CreatedAt time.Time `json:"created_at,omitzero"`
+	// CreatedAt is the object's creation time, when the API gives it;
+	// FromFirstAttempt is how long after (+) or before (-) the intent's
+	// first attempt started it was created ("" when either is unknown).
+	CreatedAt        time.Time `json:"created_at,omitzero"`
+	FromFirstAttempt string    `json:"from_first_attempt,omitempty"`
+	// Author and Parent are as the API showed them; ParentFrom names the
+	// field the route read the parent from ("" when it does not say).
+	Author     string `json:"author,omitempty"`
+	Parent     string `json:"parent,omitempty"`
+	ParentFrom string `json:"parent_from,omitempty"`
+	// Normalised names the route's declared normalisations under which
+	// its payload equals the intent's.
+	Normalised []string `json:"normalised,omitempty"`
+	// Why says, for each check that failed or could not be made, what was
+	// seen ("parent read as empty from $.issue_url").
+	Why []string `json:"why,omitempty"`
 }
 
 // Evidence is what an operator needs to decide a manual action.
@@ -966,6 +980,12 @@ const (
 	// checked to be this intent's (no correlation marker where the route
 	// writes one).
 	ReasonStatusUnverifiable ManualReason = "status_unverifiable"
+	// ReasonAmbiguousMatch: on a route without a correlation marker, the
+	// only object matching the intent was created inside the clock-skew
+	// allowance before the first attempt: it may be the write (the API's
+	// clock behind ours) or a look-alike made just before it, and nothing
+	// the API shows tells them apart.
+	ReasonAmbiguousMatch ManualReason = "ambiguous_match"
 )
 
 // CodeKeyReused is the outcome code of an answer saying the idempotency key

@@ -85,6 +85,11 @@ type GitHubConfig struct {
 	// right after it is stored, as a person fixing a typo would: its body
 	// becomes EditAfterCreate(body) and updated_at moves on.
 	EditAfterCreate func(body string) string
+	// PullRequests are the numbers that are pull requests. A comment on
+	// one is shown as GitHub-compatible servers show it: its html_url is
+	// the pull request's page, pull_request_url names it, and issue_url
+	// is empty (the parent a route reads from issue_url is then empty).
+	PullRequests []int
 	// Now is the server clock (default time.Now).
 	Now func() time.Time
 }
@@ -126,6 +131,12 @@ func WithGitHubEditAfterCreate(edit func(body string) string) GitHubOption {
 	return func(c *GitHubConfig) { c.EditAfterCreate = edit }
 }
 
+// WithGitHubPullRequests makes the numbers pull requests (see
+// GitHubConfig.PullRequests).
+func WithGitHubPullRequests(n ...int) GitHubOption {
+	return func(c *GitHubConfig) { c.PullRequests = append(c.PullRequests, n...) }
+}
+
 // WithGitHubPrivateRepo makes the repository private.
 func WithGitHubPrivateRepo() GitHubOption { return func(c *GitHubConfig) { c.Private = true } }
 
@@ -147,6 +158,21 @@ type GitHubAPI struct {
 	cappedPages int
 	// pageFaults are consumed by page requests, in order (FailPages).
 	pageFaults []ReadFault
+	// pulls are the numbers that are pull requests.
+	pulls map[int]bool
+}
+
+// MarkPullRequests makes the numbers pull requests from now on (see
+// GitHubConfig.PullRequests).
+func (s *GitHubAPI) MarkPullRequests(n ...int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pulls == nil {
+		s.pulls = map[int]bool{}
+	}
+	for _, k := range n {
+		s.pulls[k] = true
+	}
 }
 
 // NewGitHubAPI starts a fake GitHub API for a test, closed with t.Cleanup.
@@ -170,11 +196,13 @@ func NewGitHubAPIServer(cfg GitHubConfig) *GitHubAPI {
 		cfg.PageCap = 100
 	}
 	s := &GitHubAPI{cfg: cfg, nextID: 1000}
+	s.MarkPullRequests(cfg.PullRequests...)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /user", s.handleUser)
 	mux.HandleFunc("POST /graphql", s.handleGraphQL)
 	mux.HandleFunc("/repos/", s.handleRepos)
 	mux.HandleFunc("GET /"+cfg.Owner+"/"+cfg.Repo+"/issues/{number}", s.handlePage)
+	mux.HandleFunc("GET /"+cfg.Owner+"/"+cfg.Repo+"/pulls/{number}", s.handlePage)
 	s.start(cfg.Token, withDate(cfg.Now, mux))
 	return s
 }
@@ -382,13 +410,18 @@ func (s *GitHubAPI) handleGraphQL(w http.ResponseWriter, r *http.Request) {
 func (s *GitHubAPI) json(c *GitHubComment) map[string]any {
 	repo := s.cfg.Owner + "/" + s.cfg.Repo
 	id := strconv.FormatInt(c.ID, 10)
+	page, issueURL, pullURL := "/issues/", s.URL()+"/repos/"+repo+"/issues/"+strconv.Itoa(c.Issue), ""
+	if s.pulls[c.Issue] {
+		page, issueURL, pullURL = "/pulls/", "", s.URL()+"/repos/"+repo+"/pulls/"+strconv.Itoa(c.Issue)
+	}
 	return map[string]any{
-		"id":        c.ID,
-		"node_id":   "IC_" + id,
-		"url":       s.URL() + "/repos/" + repo + "/issues/comments/" + id,
-		"html_url":  s.URL() + "/" + repo + "/issues/" + strconv.Itoa(c.Issue) + "#issuecomment-" + id,
-		"issue_url": s.URL() + "/repos/" + repo + "/issues/" + strconv.Itoa(c.Issue),
-		"body":      c.Body,
+		"id":               c.ID,
+		"node_id":          "IC_" + id,
+		"url":              s.URL() + "/repos/" + repo + "/issues/comments/" + id,
+		"html_url":         s.URL() + "/" + repo + page + strconv.Itoa(c.Issue) + "#issuecomment-" + id,
+		"issue_url":        issueURL,
+		"pull_request_url": pullURL,
+		"body":             c.Body,
 		"user": map[string]any{"login": c.UserLogin, "id": c.UserID, "node_id": "U_" + strconv.FormatInt(c.UserID, 10), "type": s.typeOf(c),
 			"url": s.URL() + "/users/" + c.UserLogin},
 		"created_at":         c.CreatedAt.UTC().Format(time.RFC3339),

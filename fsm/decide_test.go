@@ -381,7 +381,13 @@ func TestConcludeSearch(t *testing.T) {
 		{"unrelated payload", closed, caps, []Candidate{cand(i, func(c *Candidate) { c.PayloadSHA256 = "x" })}, events.SearchWindowElapsed, ""},
 		{"pre-existing look-alike", open, caps, []Candidate{cand(i, func(c *Candidate) { c.CreatedAt = i.Attempts[0].StartedAt.Add(-20 * time.Second) })}, events.CheckDeferred, ""},
 		{"pre-existing look-alike, window closed", closed, caps, []Candidate{cand(i, func(c *Candidate) { c.CreatedAt = i.Attempts[0].StartedAt.Add(-20 * time.Second) })}, events.SearchWindowElapsed, ""},
-		{"inside the skew is not pre-existing", open, caps, []Candidate{cand(i, func(c *Candidate) { c.CreatedAt = i.Attempts[0].StartedAt.Add(-500 * time.Millisecond) })}, events.CandidateFound, ""},
+		{"inside the skew, no marker: ambiguous", open, caps, []Candidate{cand(i, func(c *Candidate) { c.CreatedAt = i.Attempts[0].StartedAt.Add(-500 * time.Millisecond) })}, events.ManualActionRequired, events.ReasonAmbiguousMatch},
+		{"inside the skew, marker names us", open, capProfiles["search+marker"], []Candidate{cand(i, func(c *Candidate) { c.CreatedAt = i.Attempts[0].StartedAt.Add(-500 * time.Millisecond) })}, events.CandidateFound, ""},
+		{"inside the skew beside an exact match, no marker", open, caps, []Candidate{cand(i, nil), cand(i, func(c *Candidate) {
+			c.ExternalID, c.CreatedAt = "p_8", i.Attempts[0].StartedAt.Add(-500*time.Millisecond)
+		})}, events.ManualActionRequired, events.ReasonDuplicateExactMatches},
+		{"payload equal under the route's normalisations", open, caps, []Candidate{cand(i, func(c *Candidate) { c.PayloadSHA256, c.Normalised = "x", []string{"entities"} })}, events.CandidateFound, ""},
+		{"marker names us, payload differs", open, capProfiles["search+marker"], []Candidate{cand(i, func(c *Candidate) { c.PayloadSHA256 = "x" })}, events.ManualActionRequired, events.ReasonWrittenModified},
 		{"exact without external id", open, caps, []Candidate{cand(i, func(c *Candidate) { c.ExternalID = "" })}, events.ManualActionRequired, events.ReasonNoExternalID},
 		{"marker names us", open, capProfiles["search+marker"], []Candidate{cand(i, nil)}, events.CandidateFound, ""},
 		{"marker names another intent", closed, capProfiles["search+marker"], []Candidate{cand(i, func(c *Candidate) { c.CorrelationID = "in_other" })}, events.SearchWindowElapsed, ""},
@@ -410,6 +416,60 @@ func TestConcludeSearch(t *testing.T) {
 	ev := d.ConcludeSearch(i, caps, closed, closed, many).(*events.SearchWindowElapsedData)
 	if len(ev.Candidates) != d.MaxCandidates || ev.CandidatesOmitted != 500-d.MaxCandidates {
 		t.Fatalf("%d candidates, %d omitted", len(ev.Candidates), ev.CandidatesOmitted)
+	}
+}
+
+// A comment on a pull request: the API leaves the field the route reads
+// the parent from empty. With a marker naming the intent, that is no
+// difference (found, and its readback passes, saying what was read);
+// without one, the object cannot be told ours (a near match). Neither is
+// "edited after the write".
+func TestParentReadEmpty(t *testing.T) {
+	d := testDecider()
+	base := foldAuto(t, capProfiles["search+marker"], "reconciling(mine)")
+	i := base.Clone()
+	i.Recorded.ParentExternalID = "5"
+	empty := func(c *Candidate) {
+		c.ParentID, c.ParentFrom, c.LiveURL = "", "$.issue_url", "https://example.test/p_9"
+	}
+	_, to := Window(i)
+	ev := d.ConcludeSearch(i, capProfiles["search+marker"], i.UpdatedAt, i.UpdatedAt, []Candidate{cand(i, empty)})
+	if ev.EventType() != events.CandidateFound {
+		t.Fatalf("marker route: %s %+v, want CandidateFound", ev.EventType(), ev)
+	}
+	rb := d.ConcludeReadback(i, capProfiles["search+marker"], i.UpdatedAt, Readback{Found: true, Object: cand(i, empty), ProbeStatus: 200})
+	passed, ok := rb.(*events.ReadbackPassedData)
+	if !ok {
+		t.Fatalf("readback: %s %+v, want ReadbackPassed", rb.EventType(), rb)
+	}
+	for _, c := range passed.Receipt.Checks {
+		if c.Name == "parent" && !strings.Contains(c.Detail, "parent read as empty from $.issue_url") {
+			t.Fatalf("parent check says %q", c.Detail)
+		}
+	}
+	ev = d.ConcludeSearch(i, capProfiles["search"], to.Add(time.Second), to.Add(time.Second), []Candidate{cand(i, empty)})
+	m, ok := ev.(*events.ManualActionRequiredData)
+	if !ok || m.Reason != events.ReasonNearMatch || !strings.Contains(m.Message, "parent read as empty from $.issue_url") {
+		t.Fatalf("no marker: %+v, want a near match saying the parent was read empty", ev)
+	}
+	if strings.Contains(m.Message, "edited") {
+		t.Fatalf("the hand-off names a cause it did not see: %s", m.Message)
+	}
+}
+
+// Two objects match exactly and settle made one attempt: the hand-off
+// never says the write executed more than once, and names each object
+// with its creation time against the first attempt.
+func TestDuplicatesSayWhatWasSeen(t *testing.T) {
+	d := testDecider()
+	i := foldAuto(t, capProfiles["search"], "reconciling(mine)")
+	two := []Candidate{cand(i, nil), cand(i, func(c *Candidate) { c.ExternalID, c.CreatedAt = "p_8", i.Attempts[0].StartedAt.Add(2*time.Minute) })}
+	m := d.ConcludeSearch(i, capProfiles["search"], i.UpdatedAt, i.UpdatedAt, two).(*events.ManualActionRequiredData)
+	if m.Reason != events.ReasonDuplicateExactMatches || strings.Contains(m.Message, "more than once") || !strings.Contains(m.Message, "one attempt") {
+		t.Fatalf("one attempt, two objects: %s %q", m.Reason, m.Message)
+	}
+	if c := m.Evidence.Candidates[1]; c.FromFirstAttempt != "+2m0s" || c.Author != i.Recorded.Account {
+		t.Fatalf("candidate evidence %+v", c)
 	}
 }
 

@@ -29,6 +29,14 @@
 //
 // # The decision function
 //
+// The decider is split by the question each part answers: decide.go
+// (what a step is, the Decider's settings, the search window), next.go
+// (what happens next: Next and the write, retry and hand-off steps),
+// match.go (is this object ours: Candidate, Match, MarkedOurs),
+// conclude.go (what a search or status query proved) and readback.go
+// (does the object found hold up). The fold is fold.go, the guards
+// guard.go.
+//
 // Decider.Next(intent, caps, now) returns one step: wait until T, done,
 // append this event, write (append the WriteStarted, call once, append
 // the outcome), reconcile (run the route's read-only query) or verify
@@ -73,9 +81,24 @@
 //     one identity field is a near match (near_match), never a retry.
 //   - An object our marker names, by the intent's account, is ours
 //     whatever its payload, parent or time says; if it differs from the
-//     intent (edited, rewritten by the API, moved) it is handed off at once
-//     with the fields that differ (written_modified). A marker quoted by
-//     another author proves nothing.
+//     intent it is handed off at once with what was read where it differs
+//     (written_modified). A parent the API shows empty on such an object
+//     (a pull request's comment has no issue_url) is no difference: the
+//     write's request named the parent. A marker quoted by another author
+//     proves nothing.
+//   - A payload equal to the intent's once both are normalised as the
+//     route declares (Candidate.Normalised: the API's documented
+//     rewritings, payload.normalize) is the intent's payload.
+//   - On a route without a marker, an object that would be an exact
+//     match but was created inside the clock-skew allowance before the
+//     first attempt is ambiguous_match: the write, or a look-alike made
+//     just before it; never confirmed, never written again. With another
+//     exact match beside it, the two are duplicates.
+//   - A hand-off names what was seen (each candidate's creation time
+//     against the first attempt, author, parent as read and from which
+//     field, and why each check failed: events.CandidateRef), never a
+//     cause it did not see: duplicates say the write may have executed
+//     more than once only when more than one attempt could have written.
 //   - A status answer naming another account or another intent is
 //     status_not_ours; a completed answer without the marker the route
 //     writes is status_unverifiable; neither is confirmed.

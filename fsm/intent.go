@@ -220,6 +220,18 @@ func (i *Intent) retriesAndResends() (retries, resends int) {
 	return retries, resends
 }
 
+// WritingAttempts counts the attempts that could have written: every one
+// that did not end in a proven rejection.
+func (i *Intent) WritingAttempts() int {
+	n := 0
+	for _, a := range i.Attempts {
+		if !a.provenNotExecuted() {
+			n++
+		}
+	}
+	return n
+}
+
 // RetriesLeft is how many retries after a possibly executed attempt the
 // policy still allows.
 func (i *Intent) RetriesLeft() int {
@@ -264,6 +276,17 @@ func RequiredChecks(c events.Capabilities) []string {
 		}
 	}
 	return out
+}
+
+// InsideSkewBefore reports whether an object created at t was created
+// before the first attempt started, but inside the clock-skew allowance:
+// it may be the attempt's effect (the API's clock behind ours) or an
+// object made just before it. A zero t proves nothing.
+func (i *Intent) InsideSkewBefore(t time.Time) bool {
+	if t.IsZero() || len(i.Attempts) == 0 {
+		return false
+	}
+	return t.Before(i.Attempts[0].StartedAt) && !i.PreExisting(t)
 }
 
 // PreExisting reports whether an object created at t cannot be this
@@ -392,309 +415,6 @@ type moved struct {
 }
 
 func (m moved) unpack() (State, bool) { return m.to, m.ok }
-
-// guard checks the conditions that the transition table alone cannot. The
-// safety rules live here as well as in the decision function, so that no
-// caller can append around them: see safetyGuard.
-func (i *Intent) guard(e events.Event) error {
-	p := i.Recorded.Policy
-	switch d := e.Data.(type) {
-	case *events.IntentRecordedData:
-		if e.IntentID != events.ScopedIntentID(d.Tenant, d.Route, d.Account, d.RequestID) {
-			return errors.New("intent id is not derived from tenant, route, account and request id")
-		}
-		if d.IdempotencyKey != events.IdempotencyKey(e.IntentID) {
-			return errors.New("idempotency key is not derived from the intent")
-		}
-	case *events.WriteStartedData:
-		n := len(i.Attempts) + 1
-		if d.Attempt != n {
-			return errors.Errorf("attempt %d, expected %d", d.Attempt, n)
-		}
-		if e.AttemptID != events.AttemptID(i.ID, n) {
-			return errors.Errorf("attempt id %q, expected %q", e.AttemptID, events.AttemptID(i.ID, n))
-		}
-		if d.IdempotencyKey != i.Recorded.IdempotencyKey {
-			return errors.New("every attempt must carry the intent's idempotency key")
-		}
-		if first := i.SentRequest(); first != nil && d.Request != nil && !d.Request.Equal(first) {
-			return errors.New("a retry sends the request its first attempt recorded, not another")
-		}
-		switch i.State {
-		case Recorded:
-			if n > 1 && !i.Released {
-				return errors.New("a retry needs a won claim or an operator release")
-			}
-			if n == 1 && p.FirstWrite == events.PolicyApproval {
-				return errors.New("the route requires approval before the first write")
-			}
-		case ApprovedState:
-			if n > 1 {
-				return errors.New("an approved retry still needs a won claim")
-			}
-		case RetryClaimed:
-			if i.Claim == nil || i.Claim.Attempt != n {
-				return errors.New("the claim is for another attempt")
-			}
-			if d.ClaimOwner != i.Claim.Owner {
-				return errors.Errorf("claim belongs to %q", i.Claim.Owner)
-			}
-			if !e.At.Before(i.Claim.LeaseUntil) {
-				return errors.New("the claim's lease expired")
-			}
-		}
-	case *events.WriteSucceededData, *events.WriteConfirmedData, *events.WriteRejectedData, *events.OutcomeUnknownData:
-		if a := i.LastAttempt(); a == nil || e.AttemptID != a.ID {
-			return errors.New("outcome must name the open attempt")
-		}
-	case *events.CandidateFoundData:
-		if d.Account != "" && d.Account != i.Recorded.Account {
-			return errors.New("the candidate belongs to another account: it cannot be this intent's effect")
-		}
-	case *events.RetryClaimedData:
-		n := len(i.Attempts) + 1
-		if d.Attempt != n {
-			return errors.Errorf("claim for attempt %d, expected %d", d.Attempt, n)
-		}
-		if p.Retry == events.PolicyNever {
-			return errors.New("route policy never retries")
-		}
-		if p.Retry == events.PolicyApproval && i.State != ApprovedState {
-			return errors.New("route policy requires approval before a retry")
-		}
-		if i.State == Rejected && (i.LastRejection == nil || !i.LastRejection.Retryable) {
-			return errors.New("the rejection is not retryable")
-		}
-		if !e.At.Before(d.LeaseUntil) {
-			return errors.New("lease ends before it starts")
-		}
-	case *events.ClaimExpiredData:
-		if i.Claim == nil {
-			return errors.New("no claim to expire")
-		}
-		if e.At.Before(i.Claim.LeaseUntil) {
-			return errors.New("the claim's lease has not expired")
-		}
-	case *events.ReadbackPassedData:
-		if d.Receipt.PayloadSHA256 != i.Recorded.PayloadSHA256 {
-			return errors.New("receipt payload digest differs from the intent's")
-		}
-		for _, c := range d.Receipt.Checks {
-			if !c.OK {
-				return errors.Errorf("check %s failed", c.Name)
-			}
-		}
-	}
-	return i.safetyGuard(e)
-}
-
-// safetyGuard holds the safety rules, judged by the capabilities frozen
-// into the intent. Each is also what the decision function decides, so a
-// refusal here means a caller tried to append around it.
-func (i *Intent) safetyGuard(e events.Event) error {
-	switch d := e.Data.(type) {
-	case *events.WriteStartedData:
-		if i.Expired(e.At) {
-			return errors.New("the intent expired: no write may start after expires_at")
-		}
-	case *events.RetryClaimedData:
-		if i.WriteProven {
-			return errors.New("an attempt was proven written: the intent can only be confirmed or handed off, never retried")
-		}
-		if e.At.Before(i.RetryNotBefore) {
-			return errors.Errorf("the API asked for no request before %s (Retry-After)", i.RetryNotBefore.UTC().Format(time.RFC3339))
-		}
-		if i.Expired(e.At) {
-			return errors.New("the intent expired: no retry after expires_at")
-		}
-		if !i.Recorded.ExpiresAt.IsZero() && d.LeaseUntil.After(i.Recorded.ExpiresAt) {
-			return errors.New("the claim's lease outlives expires_at")
-		}
-		last := i.LastAttempt()
-		if last != nil && last.Outcome == events.WriteRejected {
-			if i.ResendsLeft() <= 0 {
-				return errors.New("resend budget spent")
-			}
-		} else if i.RetriesLeft() <= 0 {
-			return errors.New("retry budget spent")
-		}
-		if i.RiskyAttempts() {
-			kv := i.KeyValidUntil()
-			if kv.IsZero() {
-				return errors.New("a retry needs a dedup proof: an attempt may have executed, no authoritative search cleared it and the route has no key with a known retention")
-			}
-			if d.LeaseUntil.After(kv) {
-				return errors.New("a retry needs a dedup proof: the claim's lease outlives the idempotency key's retention")
-			}
-			if d.LeaseUntil.After(ClaimBy(i, kv)) {
-				return errors.New("a retry needs a dedup proof: the claim's lease plus the attempt deadline and the clock-skew allowance outlive the idempotency key's retention (the attempt could reach the API after the key expired)")
-			}
-		}
-	case *events.SearchWindowElapsedData, *events.StatusNotFoundData:
-		if i.WriteProven {
-			return errors.New("an attempt was proven written: it is never not_found")
-		}
-	case *events.CandidateFoundData:
-		marked := i.Caps().Correlation && d.CorrelationID == i.ID
-		if i.PreExisting(d.CreatedAt) && !marked {
-			return errors.New("the candidate was created before the intent's first attempt: it cannot be our effect")
-		}
-		if i.Caps().Correlation && d.Source != events.SourceResponse && d.CorrelationID != i.ID {
-			return errors.New("the candidate's correlation marker does not name this intent")
-		}
-	case *events.ReadbackPassedData:
-		have := map[string]bool{}
-		for _, c := range d.Receipt.Checks {
-			have[c.Name] = c.OK
-		}
-		for _, name := range i.RequiredChecks() {
-			if !have[name] {
-				return errors.Errorf("the receipt lacks the %s check the route's readback requires", name)
-			}
-		}
-		if i.ExternalID != "" && d.Receipt.ExternalID != i.ExternalID {
-			return errors.Errorf("the receipt names %q, the object found was %q", d.Receipt.ExternalID, i.ExternalID)
-		}
-	}
-	return nil
-}
-
-// fold applies e, already checked, moving to state to.
-func (i *Intent) fold(e events.Event, to State) {
-	from := i.State
-	i.Version = e.Version
-	i.State = to
-	i.UpdatedAt = e.At
-	i.LastType = e.Type
-	switch to {
-	case Unknown, Reconciling, InProgress:
-		if i.UnknownSince.IsZero() {
-			i.UnknownSince = e.At
-		}
-	case Verifying:
-	default:
-		i.UnknownSince = time.Time{}
-	}
-	if to != Unknown && to != InProgress {
-		i.NextCheckAt = time.Time{}
-	}
-	if from == Reconciling {
-		i.LeaseOwner, i.LeaseUntil = "", time.Time{}
-	}
-	// A run of failed reads ends with the first read that succeeded;
-	// steps that read nothing (a worker taking the intent, a lease expiry,
-	// handing a known external id to readback) neither end nor extend it.
-	switch d := e.Data.(type) {
-	case *events.ReconcileStartedData:
-	case *events.CandidateFoundData:
-		if d.Source != events.SourceResponse {
-			i.ReadFailingSince, i.ReadErrors = time.Time{}, nil
-		}
-	case *events.CheckDeferredData:
-		if d.Reason == events.DeferLeaseExpired {
-			break
-		}
-		if d.Reason == events.DeferReadFailed {
-			if i.ReadFailingSince.IsZero() {
-				i.ReadFailingSince = e.At
-			}
-			i.ReadErrors = append(i.ReadErrors, d.Error)
-			if len(i.ReadErrors) > maxReadErrors {
-				i.ReadErrors = i.ReadErrors[len(i.ReadErrors)-maxReadErrors:]
-			}
-			break
-		}
-		i.ReadFailingSince, i.ReadErrors = time.Time{}, nil
-	default:
-		i.ReadFailingSince, i.ReadErrors = time.Time{}, nil
-	}
-	switch d := e.Data.(type) {
-	case *events.IntentRecordedData:
-		i.ID = e.IntentID
-		i.Recorded = *d
-		i.CreatedAt = e.At
-	case *events.ApprovalRequiredData:
-		i.ApprovalFor = d.For
-		i.ApprovedBy = ""
-	case *events.ApprovedData:
-		i.ApprovedBy = d.Operator
-	case *events.WriteStartedData:
-		i.Attempts = append(i.Attempts, Attempt{N: d.Attempt, ID: e.AttemptID, StartedAt: e.At, Deadline: d.Deadline, ClaimOwner: d.ClaimOwner, Request: d.Request})
-		i.Claim = nil
-		i.Released = false
-		i.ApprovalFor = ""
-		i.NotFoundBy = ""
-		i.RetryNotBefore = time.Time{}
-	case *events.WriteSucceededData:
-		i.closeAttempt(e.Type, "")
-		i.ExternalID, i.LiveURL = d.ExternalID, d.LiveURL
-		i.WriteProven = true
-	case *events.WriteConfirmedData:
-		i.closeAttempt(e.Type, "")
-		i.confirm(d.Receipt)
-		i.WriteProven = true
-	case *events.WriteRejectedData:
-		i.closeAttempt(e.Type, d.Code)
-		i.LastRejection = d
-		if d.RetryAfter > 0 {
-			i.RetryNotBefore = e.At.Add(min(d.RetryAfter.D(), MaxRetryAfter))
-		}
-	case *events.OutcomeUnknownData:
-		i.closeAttempt(e.Type, d.Code)
-	case *events.ReconcileStartedData:
-		i.Checks++
-		i.LeaseOwner, i.LeaseUntil = d.Worker, d.LeaseUntil
-	case *events.CheckDeferredData:
-		i.NextCheckAt = d.NextCheckAt
-	case *events.CandidateFoundData:
-		i.ExternalID, i.LiveURL = d.ExternalID, d.LiveURL
-		i.WriteProven = true
-	case *events.ReadbackPassedData:
-		i.confirm(d.Receipt)
-	case *events.ReadbackFailedData:
-		i.ManualReason = events.ReasonReadbackFailed
-		i.Evidence = &events.Evidence{Checks: d.Checks, Unverified: d.Failed}
-	case *events.TargetProcessingData:
-		i.Polls++
-		i.NextCheckAt = d.NextCheckAt
-		if i.ProcessingDeadline.IsZero() {
-			i.ProcessingDeadline = d.Deadline
-		}
-	case *events.SearchWindowElapsedData:
-		i.NotFoundBy = e.Type
-		if i.Caps().SearchAuthoritative {
-			// The window covered every attempt so far (Window spans them
-			// all): none of them made an effect.
-			for k := range i.Attempts {
-				i.Attempts[k].Cleared = true
-			}
-		}
-	case *events.StatusNotFoundData:
-		i.NotFoundBy = e.Type
-	case *events.TargetFailedData:
-		i.Failure = d.Code
-		i.PartialEffects = d.PartialEffects
-	case *events.RetryClaimedData:
-		i.Claim = &Claim{Owner: d.Owner, LeaseUntil: d.LeaseUntil, Attempt: d.Attempt}
-	case *events.ClaimExpiredData:
-		i.Claim = nil
-		i.NextCheckAt = e.At
-	case *events.ManualActionRequiredData:
-		i.ManualReason = d.Reason
-		i.ManualOwner = d.Owner
-		ev := d.Evidence
-		i.Evidence = &ev
-		i.Claim = nil
-	case *events.OperatorConfirmedData:
-		i.confirm(d.Receipt)
-	case *events.OperatorReleasedData:
-		i.Released = true
-		i.ManualReason, i.ManualOwner, i.Evidence = "", "", nil
-	case *events.AbandonedData:
-		i.AbandonedFrom = from
-		i.EffectPossible = d.EffectPossible
-	}
-}
 
 func (i *Intent) closeAttempt(t events.Type, code string) {
 	if a := i.LastAttempt(); a != nil {

@@ -51,6 +51,12 @@ type IntentView struct {
 	// Receipt is the proven result (confirmed intents only). Its request id
 	// and idempotency key are the intent's when the event left them empty.
 	Receipt *events.Receipt `json:"receipt,omitempty"`
+	// Held: the intent lost events in a log loss an operator accepted
+	// (its hold marker is on the log) and has not been handed to a human
+	// for it yet (fsm.LossHeld). It is a human's turn whatever its state
+	// says: in the manual-action queue, counted as manual_action, never
+	// as unknown.
+	Held bool `json:"held,omitempty"`
 }
 
 // Quarantine is an event that was not applied.
@@ -154,7 +160,54 @@ const intentCols = `i.intent_id, i.tenant, i.route, i.account, i.request_id, i.i
 	i.next_check_at, i.manual_reason, i.manual_owner, i.evidence, i.failure, i.unknown_since,
 	i.created_at, i.updated_at, i.payload_sha256, i.planned_at,
 	i.receipt_source, i.receipt_external_id, i.receipt_live_url, i.receipt_payload_sha256, i.receipt_source,
-	i.receipt_readback_at, i.receipt_checks, i.receipt_request_id, i.receipt_idempotency_key, i.receipt_attempt_id`
+	i.receipt_readback_at, i.receipt_checks, i.receipt_request_id, i.receipt_idempotency_key, i.receipt_attempt_id,
+	(` + heldSQL + `)`
+
+// heldSQL is true of an intent row i held after an accepted log loss: its
+// hold marker is recorded (quarantine code held), it is not settled
+// (confirmed), and no hand-off for the loss (ManualActionRequired,
+// log_events_lost) is among its applied events — fsm.LossHeld over the
+// views (HeldView is the same rule over a fold).
+const heldSQL = `i.state != '` + string(fsm.Confirmed) + `' AND i.intent_id IN (SELECT q.intent_id FROM quarantine q WHERE q.code = '` + QuarantineHeld + `')
+	AND NOT EXISTS (SELECT 1 FROM json_each(i.event_seqs) s JOIN events e ON e.seq = s.value
+		WHERE e.type = 'ManualActionRequired' AND json_extract(CAST(e.raw AS TEXT), '$.data.reason') = '` + string(events.ReasonLogEventsLost) + `')`
+
+// HeldView reports whether the view of an intent whose hold marker the
+// log holds (marked) and whose applied events are history is held: the
+// views' rule (IntentView.Held), for a reader that folds (the audit).
+func HeldView(marked bool, state fsm.State, history []events.Event) bool {
+	return state != fsm.Confirmed && fsm.LossHeld(marked, history)
+}
+
+// stateCond is the condition of a list by state: a held intent is listed
+// as manual_action, not as the state its events left it in.
+func stateCond(s fsm.State) string {
+	if s == fsm.ManualAction {
+		return "(i.state = ? OR (" + heldSQL + "))"
+	}
+	return "(i.state = ? AND NOT (" + heldSQL + "))"
+}
+
+// heldByState counts the held intents by the state their events left
+// them in (route "" for all routes): the counts move them to
+// manual_action.
+func (p *Projector) heldByState(ctx context.Context) (map[[2]string]int, error) {
+	rows, err := p.r.QueryContext(ctx, `SELECT i.route, i.state, count(*) FROM intents i WHERE `+heldSQL+` GROUP BY i.route, i.state`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[[2]string]int{}
+	for rows.Next() {
+		var route, state string
+		var n int
+		if err := rows.Scan(&route, &state, &n); err != nil {
+			return nil, err
+		}
+		out[[2]string{route, state}] = n
+	}
+	return out, rows.Err()
+}
 
 const intentFrom = ` FROM intents i `
 
@@ -169,16 +222,17 @@ func scanIntent(s scanner) (IntentView, error) {
 		created, updated, planned                 sql.NullString
 		rID, rExt, rURL, rSHA, rSrc, rAt, rChecks sql.NullString
 		rReq, rKey, rAttempt                      sql.NullString
+		held                                      bool
 	)
 	err := s.Scan(&v.IntentID, &v.Tenant, &v.Route, &v.Account, &v.RequestID, &v.IdempotencyKey, &state,
 		&v.Attempts, &v.ExternalID, &v.LiveURL, &lastType, &lastAt, &version, &lastSeq,
 		&nextCheck, &v.ManualReason, &v.ManualOwner, &evidence, &v.Failure, &since,
 		&created, &updated, &v.PayloadSHA256, &planned,
-		&rID, &rExt, &rURL, &rSHA, &rSrc, &rAt, &rChecks, &rReq, &rKey, &rAttempt)
+		&rID, &rExt, &rURL, &rSHA, &rSrc, &rAt, &rChecks, &rReq, &rKey, &rAttempt, &held)
 	if err != nil {
 		return v, err
 	}
-	v.State, v.LastEventType = fsm.State(state), events.Type(lastType)
+	v.State, v.LastEventType, v.Held = fsm.State(state), events.Type(lastType), held
 	v.Version, v.LastSeq = uint64(version), uint64(lastSeq)
 	for _, t := range []struct {
 		dst *time.Time
@@ -323,7 +377,9 @@ func (p *Projector) List(ctx context.Context, f Filter) (Page, error) {
 	}
 	var w sqlConds
 	w.eq("i.tenant", f.Tenant)
-	w.eq("i.state", string(f.State))
+	if f.State != "" {
+		w.add(stateCond(f.State), string(f.State))
+	}
 	w.eq("i.route", f.Route)
 	w.eq("i.account", f.Account)
 	f.searchConds(&w)
@@ -383,7 +439,18 @@ func (p *Projector) CountByState(ctx context.Context) (map[fsm.State]int, error)
 		}
 		out[fsm.State(s)] = n
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, errors.Errorf("count by state: %w", err)
+	}
+	held, err := p.heldByState(ctx)
+	if err != nil {
+		return nil, errors.Errorf("count by state: held: %w", err)
+	}
+	for k, n := range held {
+		out[fsm.State(k[1])] -= n
+		out[fsm.ManualAction] += n
+	}
+	return out, nil
 }
 
 // CountByRouteState counts intents per route and state: a route is
@@ -408,7 +475,20 @@ func (p *Projector) CountByRouteState(ctx context.Context) (map[string]map[fsm.S
 		}
 		out[route][fsm.State(s)] = n
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, errors.Errorf("count by route and state: %w", err)
+	}
+	held, err := p.heldByState(ctx)
+	if err != nil {
+		return nil, errors.Errorf("count by route and state: held: %w", err)
+	}
+	for k, n := range held {
+		if out[k[0]] != nil {
+			out[k[0]][fsm.State(k[1])] -= n
+			out[k[0]][fsm.ManualAction] += n
+		}
+	}
+	return out, nil
 }
 
 // ZeroStates is a count of 0 for every state but none.
@@ -426,7 +506,7 @@ func ZeroStates() map[fsm.State]int {
 // still unsettled; false when no intent is.
 func (p *Projector) OldestUnknownAge(ctx context.Context, now time.Time) (time.Duration, bool, error) {
 	var s sql.NullString
-	if err := p.r.QueryRowContext(ctx, `SELECT min(unknown_since) FROM intents WHERE unknown_since IS NOT NULL`).Scan(&s); err != nil {
+	if err := p.r.QueryRowContext(ctx, `SELECT i.unknown_since FROM intents i WHERE i.unknown_since IS NOT NULL AND NOT (`+heldSQL+`) ORDER BY i.unknown_since LIMIT 1`).Scan(&s); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, false, errors.Errorf("oldest unknown: %w", err)
 	}
 	if !s.Valid {
@@ -446,7 +526,7 @@ func (p *Projector) ManualQueue(ctx context.Context, limit int) ([]IntentView, e
 		limit = 100
 	}
 	limit = min(limit, MaxLimit)
-	vs, err := p.queryIntents(ctx, `WHERE i.state = ? ORDER BY i.last_event_at, i.intent_id LIMIT ?`, string(fsm.ManualAction), limit)
+	vs, err := p.queryIntents(ctx, `WHERE `+stateCond(fsm.ManualAction)+` ORDER BY i.last_event_at, i.intent_id LIMIT ?`, string(fsm.ManualAction), limit)
 	if err != nil {
 		return nil, errors.Errorf("manual queue: %w", err)
 	}

@@ -25,6 +25,7 @@ var (
 	_ adapter.StatusQuerier     = (*Adapter)(nil)
 	_ adapter.PayloadNormalizer = (*Adapter)(nil)
 	_ adapter.Resembler         = (*Adapter)(nil)
+	_ adapter.PayloadComparer   = (*Adapter)(nil)
 )
 
 // Errors of methods a route did not configure. Go cannot drop a method
@@ -186,6 +187,7 @@ type recordSpec struct {
 	liveURL    *liveURL
 	authorID   *template
 	parentID   *template
+	parentFrom string // the item's fields parentID reads ($.issue_url)
 	visibility *template
 	visMap     map[string]string
 	visProbe   bool
@@ -308,6 +310,9 @@ type Adapter struct {
 	// propagate: the API's calls carry their span's traceparent
 	// (propagate_trace).
 	propagate bool
+	// normalize: the route's declared normalisations (payload.normalize),
+	// in the order they apply.
+	normalize []string
 }
 
 // do sends one API call (never Probe's page fetch) with adapter.Do,
@@ -747,7 +752,7 @@ func (a *Adapter) writeSuccess(code int, s *scope, sent json.RawMessage) (adapte
 			return adapter.WriteResult{}, mismatch(code, "the write")
 		}
 		got, _, err := a.schema.shape(m)
-		if err != nil || !bytes.Equal(got, sent) {
+		if err != nil || !a.samePayload(got, sent) {
 			return adapter.WriteResult{}, mismatch(code, "the write")
 		}
 	}
@@ -771,6 +776,7 @@ func (a *Adapter) record(item any, spec *recordSpec, base *scope, listing bool) 
 		LiveURL:       spec.liveURL.render(s),
 		AuthorID:      renderText(spec.authorID, s),
 		ParentID:      renderText(spec.parentID, s),
+		ParentFrom:    spec.parentFrom,
 		Visibility:    renderText(spec.visibility, s),
 		CorrelationID: corrID,
 	}

@@ -79,6 +79,8 @@ func TestRouteFileErrors(t *testing.T) {
 		{"bad field type", mutate(t, social, "{type: string, required: true, non_empty: true}", "{type: text, required: true}"), env, "social_post", "payload.fields.body.type"},
 		{"cursor without next_cursor", mutate(t, social, "      next_cursor: $.next_cursor\n", ""), env, "social_post", "search.next_cursor"},
 		{"outcome without code", mutate(t, bookingFile, "code: accepted_processing", "code: Accepted Processing"), env, "booking_change", "write.outcomes[1].code"},
+		{"unknown normalisation", mutate(t, social, "      near_match: [body]\n", "      near_match: [body]\n      normalize: [entities, html]\n"), env, "social_post", "payload.normalize[1]"},
+		{"normalisation twice", mutate(t, social, "      near_match: [body]\n", "      near_match: [body]\n      normalize: [links, links]\n"), env, "social_post", "payload.normalize[1]"},
 		{"bad state map", mutate(t, bookingFile, "processing: processing,", "processing: pending,"), env, "booking_change", "status.map.processing"},
 	}
 	for _, c := range cases {

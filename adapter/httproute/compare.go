@@ -112,31 +112,11 @@ func (c *compiler) checkCompare(a *Adapter, cfg RouteConfig) {
 	}
 	sent := map[string][]sentField{}
 	sentFields(a.write.body, "", "write.body", sent)
-	reads := []struct {
-		field   string
-		mapping any
-	}{}
-	if cfg.Search != nil {
-		reads = append(reads, struct {
-			field   string
-			mapping any
-		}{"search.fields.payload", cfg.Search.Fields.Payload})
-	}
-	if cfg.Readback != nil && cfg.Readback.Fields != nil {
-		reads = append(reads, struct {
-			field   string
-			mapping any
-		}{"readback.fields.payload", cfg.Readback.Fields.Payload})
-	}
-	reads = append(reads, struct {
-		field   string
-		mapping any
-	}{"write.response.payload", cfg.Write.Response.Payload})
 	corrPath, corrOK := "", false
 	if cfg.Correlation != nil && a.corr != nil && !c.skipUnder("correlation") {
 		corrPath, corrOK = itemPath(cfg.Correlation.Read)
 	}
-	for _, r := range reads {
+	for _, r := range compareReads(cfg) {
 		m, ok := r.mapping.(map[string]any)
 		if !ok || c.skipUnder(r.field) {
 			continue
@@ -148,48 +128,82 @@ func (c *compiler) checkCompare(a *Adapter, cfg RouteConfig) {
 				continue // the read declares how to compare: a template of its own
 			}
 			places := append(slices.Clone(sent[f]), wholePayloadAt(sent[""], f)...)
-			if corrOK && r.field != "write.response.payload" { // a write's answer loses every marker
-				for _, pl := range places {
-					if pl.path == p && pl.marker && corrPath != p {
-						c.report("correlation.read", "reads "+cfg.Correlation.Read+", but "+pl.field+" sends {{marker}} inside payload."+f+", which "+
-							fieldPath(r.field, f)+" reads from "+m[f].(string)+": a read removes the marker only where correlation.read looks, so the "+
-							"compared text would keep it, a read could never match this write, and a lost response would be written again; "+
-							"read the marker where the write puts it (correlation.read: "+m[f].(string)+")")
-						return
-					}
-				}
+			if corrOK && r.field != "write.response.payload" && c.markerInCompared(cfg, r.field, f, m[f].(string), p, corrPath, places) {
+				return // a write's answer loses every marker
 			}
-			var changed *sentField
-			whole := false
-			for i := range places {
-				switch {
-				case places[i].path == p && !places[i].whole:
-					changed = &places[i]
-				case places[i].path == p:
-					whole = true
-				}
+			if changed := changedOnly(places, p); changed != nil {
+				c.report(changed.field, "sends payload."+f+" changed (text around it or a filter), and "+fieldPath(r.field, f)+" reads "+m[f].(string)+
+					" as the API stores it: a read can never match this write, so a lost response would be written again; "+
+					"send \"{{payload."+f+"}}\" as it is (a {{marker}} next to it is fine), or declare how to compare: map it back in "+
+					fieldPath(r.field, f)+" with a template that undoes the change (e.g. \"{{"+m[f].(string)+" | before:' (via settle)'}}\")")
+				return
 			}
-			if changed == nil && !whole {
-				// The write puts it elsewhere than the read looks: refused
-				// only when it is never sent as it is.
-				for i := range places {
-					if places[i].whole {
-						whole = true
-					} else if changed == nil {
-						changed = &places[i]
-					}
-				}
-			}
-			if changed == nil || whole {
-				continue
-			}
-			c.report(changed.field, "sends payload."+f+" changed (text around it or a filter), and "+fieldPath(r.field, f)+" reads "+m[f].(string)+
-				" as the API stores it: a read can never match this write, so a lost response would be written again; "+
-				"send \"{{payload."+f+"}}\" as it is (a {{marker}} next to it is fine), or declare how to compare: map it back in "+
-				fieldPath(r.field, f)+" with a template that undoes the change (e.g. \"{{"+m[f].(string)+" | before:' (via settle)'}}\")")
-			return
 		}
 	}
+}
+
+// compareRead is a read's payload mapping and the field it is under.
+type compareRead struct {
+	field   string
+	mapping any
+}
+
+// compareReads are the payload mappings of the route's reads.
+func compareReads(cfg RouteConfig) []compareRead {
+	var reads []compareRead
+	if cfg.Search != nil {
+		reads = append(reads, compareRead{"search.fields.payload", cfg.Search.Fields.Payload})
+	}
+	if cfg.Readback != nil && cfg.Readback.Fields != nil {
+		reads = append(reads, compareRead{"readback.fields.payload", cfg.Readback.Fields.Payload})
+	}
+	return append(reads, compareRead{"write.response.payload", cfg.Write.Response.Payload})
+}
+
+// markerInCompared reports (and reports true for) a write that sends
+// {{marker}} inside payload field f at path p, which a read compares from
+// p while correlation.read looks elsewhere.
+func (c *compiler) markerInCompared(cfg RouteConfig, read, f, mapping, p, corrPath string, places []sentField) bool {
+	for _, pl := range places {
+		if pl.path == p && pl.marker && corrPath != p {
+			c.report("correlation.read", "reads "+cfg.Correlation.Read+", but "+pl.field+" sends {{marker}} inside payload."+f+", which "+
+				fieldPath(read, f)+" reads from "+mapping+": a read removes the marker only where correlation.read looks, so the "+
+				"compared text would keep it, a read could never match this write, and a lost response would be written again; "+
+				"read the marker where the write puts it (correlation.read: "+mapping+")")
+			return true
+		}
+	}
+	return false
+}
+
+// changedOnly is the place a field is sent changed when a read compares
+// it at path p and it is never sent there as it is (nil otherwise). A
+// field sent elsewhere than the read looks is refused only when it is
+// never sent as it is.
+func changedOnly(places []sentField, p string) *sentField {
+	var changed *sentField
+	whole := false
+	for i := range places {
+		switch {
+		case places[i].path == p && !places[i].whole:
+			changed = &places[i]
+		case places[i].path == p:
+			whole = true
+		}
+	}
+	if changed == nil && !whole {
+		for i := range places {
+			if places[i].whole {
+				whole = true
+			} else if changed == nil {
+				changed = &places[i]
+			}
+		}
+	}
+	if whole {
+		return nil
+	}
+	return changed
 }
 
 // markerLeads: the write body's template at the path correlation.read

@@ -398,6 +398,7 @@ func (c *compiler) compilePayload(a *Adapter, p *PayloadConfig) {
 			}
 		}
 		a.schema.nearMatch = p.NearMatch
+		a.normalize = c.compileNormalize(p.Normalize)
 	}
 	c.declared = a.schema.declared()
 }

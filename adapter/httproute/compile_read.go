@@ -30,6 +30,7 @@ func (c *compiler) recordSpec(r *RecordFields, field string, ctx tctx, urlUsesPa
 		c.report(field+".author_id", "must read the item (a $ path such as $.user.id): a constant or {{account}} would make every item look like ours")
 	}
 	rs.parentID = c.valueExpr(r.ParentID, field+".parent_id", ctx)
+	rs.parentFrom = itemPaths(rs.parentID)
 	if t := rs.parentID; t != nil && !readsItem(t) && !(urlUsesParent && t.whole() != nil && t.whole().name == varParent && len(t.whole().filters) == 0) {
 		c.report(field+".parent_id", "must read the item (a $ path such as $.parent_id), or be exactly {{parent}} when the URL lists one parent's items ({{parent}} in the URL)")
 	}

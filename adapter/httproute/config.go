@@ -232,6 +232,10 @@ type PayloadConfig struct {
 	// NearMatch names fields on which a record that is not an exact match
 	// still resembles the intent (adapter.Resembler), e.g. [body].
 	NearMatch []string
+	// Normalize names the rewritings the API documents for the text it
+	// stores (links, entities, whitespace): applied to both sides before
+	// a read's payload is compared with the intent's.
+	Normalize []string
 }
 
 // FieldConfig is one payload field.

@@ -736,6 +736,7 @@ func (d *decoder) payload(v any) *PayloadConfig {
 		p.Fields = d.fields(fv, "payload.fields")
 	}
 	o.strList("near_match", &p.NearMatch)
+	o.strList("normalize", &p.Normalize)
 	o.end()
 	return p
 }

@@ -73,3 +73,46 @@ func TestInspectReportsAPageCap(t *testing.T) {
 		t.Fatalf("uncapped: %+v %v", in.Search, err)
 	}
 }
+
+// A probe names a mapped field the API returned empty, with the object it
+// saw: a comment on a pull request has no issue_url, which the route
+// reads the parent from.
+func TestInspectReportsAMappedFieldReturnedEmpty(t *testing.T) {
+	clock := testharness.NewManualClock(rt0)
+	api := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubToken(secretToken), fakeapi.WithGitHubClock(clock.Now), fakeapi.WithGitHubPullRequests(9))
+	c := api.Inject(fakeapi.GitHubComment{Issue: 9, Body: "LGTM"})
+	clock.Advance(time.Minute)
+	a := buildFile(t, "github_comments.yaml", githubEnv(api), clock.Now)
+	in, err := a.Inspect(bg, httproute.InspectOptions{})
+	if err != nil || in.Search.Err != "" {
+		t.Fatalf("%v %+v", err, in.Search)
+	}
+	var out strings.Builder
+	in.WriteText(&out, a)
+	want := "  empty: parent_id (read from $.issue_url): the API returned it empty for item 1 (external_id " + itoa(int(c.ID))
+	if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "/pulls/9#issuecomment-") {
+		t.Fatalf("the probe does not name the empty field with the object:\n%s", out.String())
+	}
+	if strings.Contains(out.String(), "marker: the route writes none") {
+		t.Fatalf("a marker suggested on a route that writes one:\n%s", out.String())
+	}
+}
+
+// On a route without a correlation marker whose write sends a text field
+// as it is, the probe suggests a marker there.
+func TestInspectSuggestsAMarker(t *testing.T) {
+	clock := testharness.NewManualClock(rt0)
+	api := fakeapi.NewSocialAPI(t, fakeapi.WithSocialClock(clock.Now))
+	a := buildFile(t, "social.yaml", testharness.FakeEnv(testharness.At{Addr: api.URL(), Secret: api.Token()}), clock.Now)
+	in, err := a.Inspect(bg, httproute.InspectOptions{Account: "acct_1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	in.WriteText(&out, a)
+	for _, want := range []string{"marker: the route writes none", `read: $.body`, `send "{{payload.body}}{{marker}}" in write.body.body`} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("the probe lacks %q:\n%s", want, out.String())
+		}
+	}
+}

@@ -29,6 +29,9 @@ func (in *Inspection) WriteText(out io.Writer, a *Adapter) {
 	fmt.Fprintf(out, "route %s (read-only probe; nothing is written)\n", in.Route)
 	fmt.Fprintf(out, "  capabilities: %s\n", strings.Join(caps, ", "))
 	fmt.Fprintf(out, "  readback checks: %s\n", strings.Join(a.ReadbackChecks(), ", "))
+	if h := a.markerHint(); h != "" {
+		fmt.Fprintf(out, "  %s\n", h)
+	}
 	if t := in.Tools; t != nil {
 		if t.Err != "" {
 			fmt.Fprintf(out, "tools: FAILED: %s\n", t.Err)
@@ -71,12 +74,18 @@ func (in *Inspection) WriteText(out io.Writer, a *Adapter) {
 		for i, r := range s.Records {
 			fmt.Fprintf(out, "  item %d:\n", i+1)
 			printRecord(out, r, in.Identity)
+			if a.search != nil {
+				writeEmptyMapped(out, &a.search.fields, r, fmt.Sprintf("item %d", i+1))
+			}
 		}
 	}
 	if rb := in.Readback; rb != nil {
 		fmt.Fprintf(out, "readback: %s\n", rb.ExternalID)
 		if rb.Record != nil {
 			printRecord(out, *rb.Record, in.Identity)
+			if a.readback != nil {
+				writeEmptyMapped(out, &a.readback.fields, *rb.Record, "the object read back")
+			}
 		}
 		if rb.ProbeURL != "" && rb.ProbeCode != 0 {
 			fmt.Fprintf(out, "    live URL without credentials: HTTP %d\n", rb.ProbeCode)

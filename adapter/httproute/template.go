@@ -243,23 +243,9 @@ const (
 
 const knownFilters = "omitempty, before:<text>, last_segment, trim_prefix:<text>, regex:<RE with one group>, lower, slack_plain, number, rfc3339, unix, unix_ms"
 
-// slackLinkRE is a link as Slack stores it: <target> or <target|label>.
-var slackLinkRE = regexp.MustCompile(`<([^<>|]*)(?:\|([^<>]*))?>`)
-
-var slackEntities = strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&")
-
-// slackPlain undoes Slack's rewriting of a posted text: a link <url> is
-// url again, <url|label> its label, and &lt; &gt; &amp; are < > &.
-func slackPlain(s string) string {
-	s = slackLinkRE.ReplaceAllStringFunc(s, func(m string) string {
-		sm := slackLinkRE.FindStringSubmatch(m)
-		if sm[2] != "" {
-			return sm[2]
-		}
-		return sm[1]
-	})
-	return slackEntities.Replace(s)
-}
+// slackPlain undoes Slack's rewriting of a posted text: the links and
+// entities normalisations on one value.
+func slackPlain(s string) string { return unescapeEntities(unwrapLinks(s)) }
 
 // textFilter transforms the text of a value; a regex that does not match
 // makes the value absent.

@@ -232,5 +232,10 @@ func (m *Main) routesCheck(file string, offline bool) error {
 		how = " (offline: environment values not checked)"
 	}
 	fmt.Fprintf(m.Stdout, "%s: %d route(s) OK%s\n", file, len(httproute.RouteNames(data)), how)
+	for _, r := range httproute.Risks(data) {
+		for _, risk := range r.Risks {
+			fmt.Fprintf(m.Stdout, "%s: route %s: risk: %s\n", file, r.Route, risk)
+		}
+	}
 	return nil
 }

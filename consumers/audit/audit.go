@@ -326,6 +326,9 @@ func (a *auditor) apply(m *preparedMsg) {
 		return
 	}
 	a.checkVersion(t, e.Version, seq)
+	if d, ok := e.Data.(*events.ManualActionRequiredData); ok && d.Reason == events.ReasonLogEventsLost {
+		t.lossHandedOff = true // wherever it stands: the log says a human has it
+	}
 	if t.hold != nil {
 		a.afterHold(t, e, seq) // held.go
 	}

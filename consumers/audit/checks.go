@@ -280,6 +280,7 @@ func (t *auditIntent) view(bound uint64) *projector.IntentView {
 		return nil // cannot happen: every kept event folded
 	}
 	v.LastSeq = t.seqs[n-1]
+	v.Held = projector.HeldView(t.hold != nil && t.holdSeq <= bound, v.State, t.hist[:n])
 	return v
 }
 

@@ -88,3 +88,51 @@ func TestAuditReportsHeldIntentsAsFindings(t *testing.T) {
 		}
 	}
 }
+
+// A held intent that its events left reconciling: the views list it as
+// held (a human's turn) and the audit, folding the log, agrees — no
+// projection mismatch, handed off false. Once the log holds its hand-off
+// for the loss, wherever it stands against the marker, the audit says
+// handed off, as the log does.
+func TestAuditAgreesWithTheViewsOnHeldIntents(t *testing.T) {
+	node := testharness.StartNode(t)
+	ctx := context.Background()
+	l := testharness.NewHandLog(t, node.JS, nil, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	x := l.Record("held-reconciling").Started(1)
+	x.Next(x.Attempt(1), &events.OutcomeUnknownData{Code: "timeout_after_send"}).
+		Next("", &events.ReconcileStartedData{Worker: "w1", LeaseUntil: l.At.Add(time.Minute), Strategy: "search", Check: 1}).
+		MarkHeld(5)
+	before := l.Record("handed-before-marker").Started(1)
+	before.Next(before.Attempt(1), &events.OutcomeUnknownData{Code: "timeout_after_send"}).
+		Next("", &events.ManualActionRequiredData{Reason: events.ReasonLogEventsLost, Message: "lost", Owner: "operators"}).
+		MarkHeld(5)
+	proj, _ := openProjection(t, node.JS)
+	if v, err := proj.Get(ctx, x.ID()); err != nil || !v.Held {
+		t.Fatalf("the view of the held intent: %+v %v", v, err)
+	}
+	now := func() time.Time { return l.At }
+	rep := runAudit(t, node.JS, AuditConfig{Now: now, Projection: proj, Grace: time.Hour, StuckAfter: time.Hour})
+	if n := auditByIntent(rep)[x.ID()]; len(n) != 0 || rep.Projection.Compared != 2 {
+		t.Fatalf("violations %v, projection %+v", n, rep.Projection)
+	}
+	held := map[string]HeldIntent{}
+	for _, h := range rep.Held {
+		held[h.IntentID] = h
+	}
+	if held[x.ID()].HandedOff || !held[before.ID()].HandedOff {
+		t.Fatalf("held %+v", rep.Held)
+	}
+	x.Next("", &events.ManualActionRequiredData{Reason: events.ReasonLogEventsLost, Message: "lost", Owner: "operators"})
+	if err := proj.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep = runAudit(t, node.JS, AuditConfig{Now: now, Projection: proj, Grace: time.Hour, StuckAfter: time.Hour})
+	for _, h := range rep.Held {
+		if !h.HandedOff {
+			t.Fatalf("after the hand-off: %+v", h)
+		}
+	}
+	if n := auditByIntent(rep)[x.ID()]; len(n) != 0 {
+		t.Fatalf("violations after the hand-off: %v", n)
+	}
+}

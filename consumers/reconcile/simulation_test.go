@@ -420,7 +420,7 @@ func (s *sim) pickBehaviour() *behaviour {
 }
 
 // allBehaviours are those of the example routes and of the real APIs' routes.
-var allBehaviours = append(append([]behaviour{}, behaviours...), routeBehaviours...)
+var allBehaviours = append(append(append([]behaviour{}, behaviours...), routeBehaviours...), handoffBehaviours...)
 
 func (s *sim) submit(in *simIntent) {
 	t := s.t
@@ -611,11 +611,13 @@ func (s *sim) history(in *simIntent) string {
 type simTotals struct {
 	intents, kills, races, maxEffects, falseConfirmations, unexpected, violations, unaccounted int
 	byBehaviour, byState, paths, injected                                                      map[string]int
+	handoffs                                                                                   handoffTally
 }
 
 func TestSimulationSeeded(t *testing.T) {
 	seed, total, batch := *simSeed, *simIntents, max(*simBatch, 1)
-	tot := &simTotals{byBehaviour: map[string]int{}, byState: map[string]int{}, paths: map[string]int{}, injected: map[string]int{}}
+	tot := &simTotals{byBehaviour: map[string]int{}, byState: map[string]int{}, paths: map[string]int{}, injected: map[string]int{},
+		handoffs: handoffTally{byReason: map[string]int{}}}
 	for b := 0; b*batch < total && !t.Failed(); b++ {
 		n := min(batch, total-b*batch)
 		t.Run(fmt.Sprintf("seed=%d", seed+uint64(b)), func(t *testing.T) {
@@ -626,9 +628,9 @@ func TestSimulationSeeded(t *testing.T) {
 	if tot.violations > 0 {
 		audit = fmt.Sprintf("%d violations", tot.violations)
 	}
-	fmt.Fprintf(os.Stdout, "simulation: seed=%d intents=%d worlds=%d workers=4 kills=%d races=%d paths={%s} injected={%s} behaviours={%s} final={%s} effects/intent max=%d false confirmations=%d effects of rejected=%d unexpected outcomes=%d audit=%s\n",
+	fmt.Fprintf(os.Stdout, "simulation: seed=%d intents=%d worlds=%d workers=4 kills=%d races=%d paths={%s} injected={%s} behaviours={%s} final={%s} %s effects/intent max=%d false confirmations=%d effects of rejected=%d unexpected outcomes=%d audit=%s\n",
 		seed, tot.intents, (total+batch-1)/batch, tot.kills, tot.races, counts(tot.paths), counts(tot.injected), counts(tot.byBehaviour), counts(tot.byState),
-		tot.maxEffects, tot.falseConfirmations, tot.unaccounted, tot.unexpected, audit)
+		tot.handoffs.line(), tot.maxEffects, tot.falseConfirmations, tot.unaccounted, tot.unexpected, audit)
 }
 
 // runSimulation runs one world of n intents with seed.
@@ -727,6 +729,7 @@ func runSimulation(t *testing.T, seed uint64, n int, tot *simTotals) {
 		maxEffects, falseConfirmations, unexpected, unaccounted int
 		byState                                                 = map[string]int{}
 		byBehaviour                                             = map[string]int{}
+		handoffs                                                = handoffTally{byReason: map[string]int{}}
 	)
 	writeLogs := map[string][]fakeapi.WriteRecord{}
 	for route, api := range map[string]*fakeapi.SocialAPI{"post": s.post, "post_keyed": s.keyed, "reply": s.thread} {
@@ -770,6 +773,7 @@ func runSimulation(t *testing.T, seed uint64, n int, tot *simTotals) {
 		}
 		byState[key]++
 		n, created := effectsOf(in)
+		s.judge(in, i, created, &handoffs)
 		maxEffects = max(maxEffects, n)
 		if n > 1 {
 			t.Errorf("seed %d: %s (%s): %d requests had an effect%s", seed, in.id, in.b.name, n, s.history(in))
@@ -790,7 +794,7 @@ func runSimulation(t *testing.T, seed uint64, n int, tot *simTotals) {
 		if i.State == fsm.ManualAction && i.ManualReason == "" {
 			t.Errorf("seed %d: %s: manual action without a reason", seed, in.id)
 		}
-		allowed := false
+		allowed := ambiguousAllowed(in, i)
 		for _, o := range in.b.want {
 			allowed = allowed || (o.state == i.State && (o.reason == "" || o.reason == i.ManualReason))
 		}
@@ -820,8 +824,8 @@ func runSimulation(t *testing.T, seed uint64, n int, tot *simTotals) {
 	if bs.Batches == 0 || bs.Lost == 0 {
 		t.Errorf("seed %d: the batching store committed %d atomic batches and lost %d: the group commit's paths were not exercised", seed, bs.Batches, bs.Lost)
 	}
-	t.Logf("world seed=%d intents=%d kills=%d races=%d doubles=%d batches=%d (refused %d, commit or ack lost %d, alone %d) final={%s} effects/intent max=%d false confirmations=%d unexpected outcomes=%d audit=%s (rerun: go test ./consumers/reconcile -run Simulation -v -args -sim.seed=%d -sim.intents=%d)",
-		seed, n, s.kills, s.races, s.doubles, bs.Batches, bs.Refused, bs.Lost, bs.Alone, counts(byState), maxEffects, falseConfirmations, unexpected, verdict, seed, n)
+	t.Logf("world seed=%d intents=%d kills=%d races=%d doubles=%d batches=%d (refused %d, commit or ack lost %d, alone %d) final={%s} %s effects/intent max=%d false confirmations=%d unexpected outcomes=%d audit=%s (rerun: go test ./consumers/reconcile -run Simulation -v -args -sim.seed=%d -sim.intents=%d)",
+		seed, n, s.kills, s.races, s.doubles, bs.Batches, bs.Refused, bs.Lost, bs.Alone, counts(byState), handoffs.line(), maxEffects, falseConfirmations, unexpected, verdict, seed, n)
 	s.yamlChecks()
 	injected := s.yamlCounts()
 	t.Logf("world seed=%d paths={%s} injected={%s}", seed, counts(paths), counts(injected))
@@ -845,6 +849,11 @@ func runSimulation(t *testing.T, seed uint64, n int, tot *simTotals) {
 	for k, v := range byState {
 		tot.byState[k] += v
 	}
+	for k, v := range handoffs.byReason {
+		tot.handoffs.byReason[k] += v
+	}
+	tot.handoffs.needless += handoffs.needless
+	tot.handoffs.ambiguousOwn += handoffs.ambiguousOwn
 	if unexpected > 10 {
 		t.Errorf("seed %d: %d intents ended outside their behaviour's allowed outcomes (first 10 above)", seed, unexpected)
 	}

@@ -58,13 +58,16 @@ func reader(route adapter.Route, i *fsm.Intent) adapter.Adapter {
 // candidate reduces an adapter record to what the decision compares
 // (sums: the digests of the fetch's records, or nil).
 func candidate(route adapter.Route, i *fsm.Intent, rec adapter.Record, sums *payloadSums) fsm.Candidate {
-	c := fsm.Candidate{ExternalID: rec.ExternalID, LiveURL: rec.LiveURL, AuthorID: rec.AuthorID, ParentID: rec.ParentID,
+	c := fsm.Candidate{ExternalID: rec.ExternalID, LiveURL: rec.LiveURL, AuthorID: rec.AuthorID, ParentID: rec.ParentID, ParentFrom: rec.ParentFrom,
 		Visibility: rec.Visibility, CreatedAt: rec.CreatedAt, CorrelationID: rec.CorrelationID}
 	if len(rec.Payload) > 0 {
 		c.PayloadSHA256 = sums.sum(rec.Payload)
 	}
 	if c.PayloadSHA256 != i.Recorded.PayloadSHA256 && len(rec.Payload) > 0 {
-		if r, ok := route.Adapter.(adapter.Resembler); ok {
+		if r, ok := route.Adapter.(adapter.PayloadComparer); ok {
+			c.Normalised = r.EquivalentPayload(i.Recorded.Payload, rec.Payload)
+		}
+		if r, ok := route.Adapter.(adapter.Resembler); ok && c.Normalised == nil {
 			c.Resembles = r.Resembles(i.Recorded.Payload, rec.Payload)
 		}
 	}

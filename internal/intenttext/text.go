@@ -41,6 +41,9 @@ func List(w io.Writer, raw []byte, rejectionCode func(id string) string) error {
 	fmt.Fprintln(tw, "INTENT\tSTATE\tROUTE\tACCOUNT\tREQUEST\tEXTERNAL\tREASON")
 	for _, it := range page.Items {
 		reason := Str(it["manual_reason"])
+		if reason == "-" && it["held"] == true {
+			reason = "log_events_lost(held)"
+		}
 		if reason == "-" {
 			reason = Str(it["failure"])
 		}
@@ -98,6 +101,9 @@ func Show(w io.Writer, raw []byte) error {
 	for _, f := range summary(d, hist) {
 		line(f.label, f.v)
 	}
+	if ev, ok := d["evidence"].(map[string]any); ok {
+		writeCandidates(w, ev)
+	}
 	if a, ok := d["actions"].([]any); ok && len(a) > 0 {
 		line("actions", a)
 	}
@@ -123,6 +129,53 @@ func Show(w io.Writer, raw []byte) error {
 		}
 	}
 	return nil
+}
+
+// writeCandidates lists a hand-off's candidates as they were seen: each
+// with its creation time against the first attempt, its author, its
+// parent as read (and from which field), and why each check failed.
+func writeCandidates(w io.Writer, ev map[string]any) {
+	cands, _ := ev["candidates"].([]any)
+	if len(cands) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "candidates:")
+	for _, c := range cands {
+		m, _ := c.(map[string]any)
+		if m == nil {
+			continue
+		}
+		match := "not a match"
+		if m["match"] == true {
+			match = "exact match"
+		}
+		created := Str(m["created_at"])
+		if off := Str(m["from_first_attempt"]); off != "-" {
+			created += " (" + off + " from the first attempt)"
+		}
+		parent := fmt.Sprintf("%q", fmt.Sprint(nonNil(m["parent"])))
+		if from := Str(m["parent_from"]); from != "-" {
+			parent += " from " + from
+		}
+		fmt.Fprintf(w, "  %v  %s  created %s  author %q  parent %s\n", Str(m["external_id"]), match, created, fmt.Sprint(nonNil(m["author"])), parent)
+		if n, ok := m["normalised"].([]any); ok && len(n) > 0 {
+			fmt.Fprintf(w, "       payload equal after the route's normalisations %v\n", n)
+		}
+		whys, _ := m["why"].([]any)
+		for _, y := range whys {
+			fmt.Fprintf(w, "       %v\n", y)
+		}
+	}
+	if n, ok := ev["candidates_omitted"].(float64); ok && n > 0 {
+		fmt.Fprintf(w, "  (%d more not listed)\n", int(n))
+	}
+}
+
+func nonNil(v any) any {
+	if v == nil {
+		return ""
+	}
+	return v
 }
 
 type field struct {

@@ -38,7 +38,8 @@ func TestShowNamesWhyTheIntentWaits(t *testing.T) {
 func TestListReasonColumn(t *testing.T) {
 	raw := `{"items":[{"intent_id":"in_m","state":"manual_action","manual_reason":"read_failing"},
 	{"intent_id":"in_f","state":"failed","failure":"card_declined"},
-	{"intent_id":"in_r","state":"rejected"},{"intent_id":"in_c","state":"confirmed"}]}`
+	{"intent_id":"in_r","state":"rejected"},{"intent_id":"in_c","state":"confirmed"},
+	{"intent_id":"in_h","state":"reconciling","held":true}]}`
 	detail := `{"attempt_history":[{"n":1,"outcome":"WriteRejected","code":"invalid_body"}]}`
 	var out bytes.Buffer
 	err := intenttext.List(&out, []byte(raw), func(id string) string {
@@ -50,11 +51,33 @@ func TestListReasonColumn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"in_m": "read_failing", "in_f": "card_declined", "in_r": "invalid_body", "in_c": "-"}
+	want := map[string]string{"in_m": "read_failing", "in_f": "card_declined", "in_r": "invalid_body", "in_c": "-", "in_h": "log_events_lost(held)"}
 	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n")[1:] {
 		f := strings.Fields(l)
 		if want[f[0]] != f[len(f)-1] {
 			t.Errorf("%s: REASON %q, want %q", f[0], f[len(f)-1], want[f[0]])
+		}
+	}
+}
+
+// A hand-off's candidates are shown as they were seen: id, creation time
+// against the first attempt, author, parent as read and from which
+// field, and why each check failed.
+func TestShowPrintsWhatTheHandoffSaw(t *testing.T) {
+	raw := `{"intent_id":"in_1","state":"manual_action","manual_reason":"near_match","evidence":{"candidates":[
+	 {"external_id":"1001","match":false,"created_at":"2026-01-02T03:04:05Z","from_first_attempt":"+1.2s","author":"4242","parent":"","parent_from":"$.issue_url",
+	  "mismatch":["parent"],"why":["parent read as empty from $.issue_url, the intent's is \"7\""]}]}}`
+	var out bytes.Buffer
+	if err := intenttext.Show(&out, []byte(raw)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"candidates:\n",
+		`  1001  not a match  created 2026-01-02T03:04:05Z (+1.2s from the first attempt)  author "4242"  parent "" from $.issue_url` + "\n",
+		`       parent read as empty from $.issue_url, the intent's is "7"` + "\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("show lacks %q:\n%s", want, out.String())
 		}
 	}
 }
