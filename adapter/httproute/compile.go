@@ -349,7 +349,7 @@ func compileWith(c *compiler, cfg RouteConfig) (*Adapter, *compiler) {
 		a.client = adapter.NewHTTPClient(timeout)
 	}
 	if c.mcp {
-		c.compileMCP(a, cfg.MCP, env, timeout)
+		c.compileMCP(a, cfg.MCP, env, timeout, cfg.MCPTransport)
 	}
 
 	// payload
