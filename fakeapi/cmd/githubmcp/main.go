@@ -13,13 +13,16 @@ import (
 
 func main() {
 	cfg := fakeapi.GitHubMCPConfig{APIURL: os.Getenv("GITHUB_API_URL"), Token: os.Getenv("GITHUB_PERSONAL_ACCESS_TOKEN"), FaultDir: os.Getenv("GITHUB_MCP_FAULTS")}
-	srv := fakeapi.NewGitHubMCPServer(cfg)
 	switch {
 	case len(os.Args) == 2 && os.Args[1] == "stdio":
-		if err := srv.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
+		wire := &fakeapi.MCPWire{}
+		cfg.Wire = wire
+		srv := fakeapi.NewGitHubMCPServer(cfg)
+		if err := srv.Run(context.Background(), &sdk.IOTransport{Reader: os.Stdin, Writer: wire.Wrap(os.Stdout)}); err != nil {
 			os.Exit(1)
 		}
 	case len(os.Args) == 3 && os.Args[1] == "http":
+		srv := fakeapi.NewGitHubMCPServer(cfg)
 		h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
 		if err := http.ListenAndServe(os.Args[2], h); err != nil {
 			fmt.Fprintln(os.Stderr, err)
