@@ -5,13 +5,29 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/settle-dev/settle/fakeapi"
 )
 
+// StartRefused is the file of the faults directory whose presence makes
+// a start fail (the process exits 1 at once).
+const StartRefused = "refuse_start"
+
 func main() {
+	if dir := os.Getenv("GITHUB_MCP_FAULTS"); dir != "" {
+		// A test refuses starts, and counts them.
+		if _, err := os.Stat(filepath.Join(dir, StartRefused)); err == nil {
+			fmt.Fprintln(os.Stderr, "githubmcp: start refused")
+			os.Exit(1)
+		}
+		if f, err := os.OpenFile(filepath.Join(dir, "pids"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+			fmt.Fprintln(f, os.Getpid())
+			_ = f.Close()
+		}
+	}
 	cfg := fakeapi.GitHubMCPConfig{APIURL: os.Getenv("GITHUB_API_URL"), Token: os.Getenv("GITHUB_PERSONAL_ACCESS_TOKEN"), FaultDir: os.Getenv("GITHUB_MCP_FAULTS")}
 	switch {
 	case len(os.Args) == 2 && os.Args[1] == "stdio":
