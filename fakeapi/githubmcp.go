@@ -405,7 +405,13 @@ type wireWriter struct {
 	out io.Writer
 }
 
-func (ww *wireWriter) Close() error { return nil }
+// Close closes the output when it is an io.Closer.
+func (ww *wireWriter) Close() error {
+	if c, ok := ww.out.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
 
 func (ww *wireWriter) Write(p []byte) (int, error) {
 	w := ww.w

@@ -85,12 +85,16 @@ func (u *upstream) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(u.String(
 type connState struct {
 	tooLarge atomic.Bool
 	garbage  atomic.Bool
+	ended    atomic.Bool // reading from the upstream failed
 	exited   chan struct{} // closed when the process exited (stdio)
 	exitErr  error         // set before exited is closed
 }
 
-// lost reports whether the process exited.
+// lost reports whether the connection ended or the process exited.
 func (c *connState) lost() bool {
+	if c.ended.Load() {
+		return true
+	}
 	if c.exited == nil {
 		return false
 	}
@@ -293,6 +297,9 @@ type watchedConn struct {
 
 func (c *watchedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	m, err := c.Connection.Read(ctx)
+	if err != nil && ctx.Err() == nil {
+		c.cs.ended.Store(true)
+	}
 	if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, errTooLarge) && !errors.Is(err, sdk.ErrConnectionClosed) &&
 		!errors.Is(err, os.ErrClosed) && !strings.Contains(err.Error(), "closed") {
 		c.cs.garbage.Store(true)
