@@ -85,7 +85,7 @@ func (u *upstream) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(u.String(
 type connState struct {
 	tooLarge atomic.Bool
 	garbage  atomic.Bool
-	ended    atomic.Bool // reading from the upstream failed
+	ended    atomic.Bool   // reading from the upstream failed
 	exited   chan struct{} // closed when the process exited (stdio)
 	exitErr  error         // set before exited is closed
 }

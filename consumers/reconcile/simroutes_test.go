@@ -45,6 +45,7 @@ import (
 //	gh_offset_nomarker     github_comments.yaml         offset       -       -    -       page cap 4, clock +3s
 //	slack_message          slack_message.yaml           cursor       yes     -    -       link and entity rewriting, clock +2s, edits, 429 Retry-After
 //	stripe_payment_intent  stripe_payment_intent.yaml   cursor       yes     yes  yes     clock -10s (beyond the skew), search lag, idempotency_error
+//	github_mcp_comment     github_mcp.yaml (over MCP)   page number  yes     -    -       github_issue_comment's fake behind an MCP upstream (simmcp_test.go)
 //
 // (The gh_ variants are github_comments.yaml with its pagination, page
 // size and marker changed; their pages ask for 10 items, and only an
