@@ -163,14 +163,14 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 // TestMCPUpstreamThatExitsIsRestarted: the upstream process is killed.
-// While it cannot be started again, Ready says that the upstream is down
-// and why; once it can, it is restarted (with backoff) without a call
+// While it cannot be started again, Ready is false and UpstreamReady
+// says that the upstream is down and why; once it can, it is restarted (with backoff) without a call
 // asking for it, Ready is nil again, and writes go through.
 func TestMCPUpstreamThatExitsIsRestarted(t *testing.T) {
 	w, api, faults := newMCPE2E(t)
 	a := w.route.Adapter.(*httproute.Adapter)
 	ctx := context.Background()
-	if err := a.Ready(ctx); err != nil {
+	if err := a.UpstreamReady(ctx); err != nil {
 		t.Fatalf("ready: %v", err)
 	}
 	first := pids(t, faults)
@@ -185,7 +185,11 @@ func TestMCPUpstreamThatExitsIsRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	var down error
-	eventually(t, "Ready reports the upstream down", func() bool { down = a.Ready(ctx); return down != nil })
+	eventually(t, "Ready reports the upstream down", func() bool { return !a.Ready() })
+	down = a.UpstreamReady(ctx)
+	if down == nil {
+		t.Fatal("UpstreamReady is nil while Ready is false")
+	}
 	for _, want := range []string{"github_mcp_comment", "is down", "exited", "next start in"} {
 		if !strings.Contains(down.Error(), want) {
 			t.Fatalf("ready: %q, want it to say %q", down, want)
@@ -194,8 +198,8 @@ func TestMCPUpstreamThatExitsIsRestarted(t *testing.T) {
 	if err := os.Remove(refuse); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the upstream restarted", func() bool { return len(pids(t, faults)) == 2 })
-	if err := a.Ready(ctx); err != nil {
+	eventually(t, "the upstream restarted", func() bool { return len(pids(t, faults)) == 2 && a.Ready() })
+	if err := a.UpstreamReady(ctx); err != nil {
 		t.Fatalf("ready after the restart: %v", err)
 	}
 	res := w.execute("after-restart", api.UserID(), "7", `{"body":"Build #47 passed"}`)
@@ -226,7 +230,7 @@ func TestMCPRoutesOfAFileShareTheirUpstream(t *testing.T) {
 	ctx := context.Background()
 	a, b := routes[0].Adapter.(*httproute.Adapter), routes[1].Adapter.(*httproute.Adapter)
 	for _, r := range []*httproute.Adapter{a, b} {
-		if err := r.Ready(ctx); err != nil {
+		if err := r.UpstreamReady(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -237,7 +241,7 @@ func TestMCPRoutesOfAFileShareTheirUpstream(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Ready(ctx); err != nil || syscall.Kill(ps[0], 0) != nil {
+	if err := b.UpstreamReady(ctx); err != nil || syscall.Kill(ps[0], 0) != nil {
 		t.Fatalf("after one route closed: ready %v, the process is gone", err)
 	}
 	if err := b.Close(); err != nil {

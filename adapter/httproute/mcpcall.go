@@ -189,11 +189,16 @@ func resultDoc(res *sdk.CallToolResult) (doc any, text string, ok bool) {
 	return nil, text, false
 }
 
-// Ready is nil when the route's MCP upstream is running (it is started
-// when it has not been yet), or says why it is not: down since its
-// process exited, restarting after failed starts. nil for an HTTP route.
-// It fits api.ReadyCheck.
-func (a *Adapter) Ready(ctx context.Context) error {
+// Ready reports whether the route's MCP upstream is usable (true for an
+// HTTP route): false while it is down, from the end of its session (its
+// process exited) until it runs again. It starts nothing.
+func (a *Adapter) Ready() bool { return a.up == nil || a.up.up() }
+
+// UpstreamReady is nil when the route's MCP upstream is running (it is
+// started when it has not been yet), or says why it is not: down since
+// its process exited, restarting after failed starts. nil for an HTTP
+// route. It fits api.ReadyCheck's Check.
+func (a *Adapter) UpstreamReady(ctx context.Context) error {
 	if a.up == nil {
 		return nil
 	}

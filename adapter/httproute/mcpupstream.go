@@ -428,6 +428,13 @@ func (u *upstream) release() error {
 	return nil
 }
 
+// up reports whether the upstream is running, or not started yet.
+func (u *upstream) up() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return !u.closed && (u.session != nil || u.cause == "")
+}
+
 // ready is nil when the upstream is running (it is started when it has
 // not been), or says why it is not.
 func (u *upstream) ready(ctx context.Context) error {
