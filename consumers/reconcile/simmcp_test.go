@@ -34,7 +34,7 @@ const mcpRouteName = "github_mcp_comment"
 
 // mcpRouteTimeout bounds each tool call of the route: a lost reply costs
 // this much real time.
-const mcpRouteTimeout = "250ms"
+const mcpRouteTimeout = "150ms"
 
 // mcpRouteWorld is the upstream of the MCP route and its pending faults.
 type mcpRouteWorld struct {
