@@ -91,6 +91,7 @@ func (u *upstream) call(ctx context.Context, tool string, args []byte, lim mcpLi
 	if res == nil {
 		return nil, &adapter.CallError{Class: adapter.Unknown, Code: CodeBadAnswer, Message: "the upstream answered no result"}
 	}
+	st.answered.Store(true)
 	if b, err := json.Marshal(res); err != nil || len(b) > lim.maxResult {
 		return nil, tooLarge(lim)
 	}

@@ -64,9 +64,9 @@ const (
 	maxBackoff   = 30 * time.Second
 	// frameSlack is what a message may hold besides its result.
 	frameSlack = 64 << 10
-	// quickExit: a session that ends sooner after its start counts as a
-	// failed start (a process that crashes at once is not restarted in a
-	// tight loop).
+	// quickExit: a session that ends sooner after its start, having
+	// answered no call, counts as a failed start (a process that crashes
+	// at once is not restarted in a tight loop).
 	quickExit = time.Second
 )
 
@@ -86,6 +86,7 @@ type connState struct {
 	tooLarge atomic.Bool
 	garbage  atomic.Bool
 	ended    atomic.Bool   // reading from the upstream failed
+	answered atomic.Bool   // a call was answered with a tool result
 	exited   chan struct{} // closed when the process exited (stdio)
 	exitErr  error         // set before exited is closed
 }
@@ -360,7 +361,7 @@ func (u *upstream) startLocked(ctx context.Context) error {
 
 // watch waits for the session to end; unless settle ended it, the
 // upstream is started again: at once, or after a backoff when sessions
-// keep ending within quickExit of their start.
+// keep ending within quickExit of their start without answering a call.
 func (u *upstream) watch(cs *sdk.ClientSession, st *connState) {
 	_ = cs.Wait()
 	u.mu.Lock()
@@ -374,7 +375,7 @@ func (u *upstream) watch(cs *sdk.ClientSession, st *connState) {
 		u.cause = t
 	}
 	var wait time.Duration
-	if time.Since(u.since) < quickExit {
+	if time.Since(u.since) < quickExit && !st.answered.Load() {
 		u.quick++
 		if u.quick > 1 {
 			wait = backoff(u.quick - 1)
@@ -396,13 +397,17 @@ func (u *upstream) restart() {
 	_ = u.startLocked(context.Background())
 }
 
-// drop forgets a session that failed (and stops its process); the next
-// use starts the upstream again.
+// drop forgets a session that failed (and stops its process), and
+// starts the upstream again.
 func (u *upstream) drop(cs *sdk.ClientSession) {
 	u.mu.Lock()
-	if u.session == cs {
+	if u.session == cs && !u.closed {
 		u.session, u.conn = nil, nil
 		u.cause = "its session was lost"
+		if u.timer != nil {
+			u.timer.Stop()
+		}
+		u.timer = time.AfterFunc(0, u.restart)
 	}
 	u.mu.Unlock()
 	go func() { _ = cs.Close() }()

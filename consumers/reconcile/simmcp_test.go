@@ -12,6 +12,7 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/httproute"
 	"github.com/settle-dev/settle/fakeapi"
+	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/testharness"
 )
 
@@ -34,13 +35,14 @@ const mcpRouteName = "github_mcp_comment"
 
 // mcpRouteTimeout bounds each tool call of the route: a lost reply costs
 // this much real time.
-const mcpRouteTimeout = "150ms"
+const mcpRouteTimeout = "250ms"
 
 // mcpRouteWorld is the upstream of the MCP route and its pending faults.
 type mcpRouteWorld struct {
 	srv  *sdk.Server
 	wire *fakeapi.MCPWire
 	y    *yamlWorld
+	ad   *httproute.Adapter
 
 	mu     sync.Mutex
 	faults map[string][]string // tool → faults, the next first
@@ -82,6 +84,30 @@ func (m *mcpRouteWorld) stop() {
 	}
 }
 
+// restart ends the upstream's session between two calls and waits until
+// settle started it again (a restart takes no simulated time).
+func (m *mcpRouteWorld) restart() {
+	m.stop()
+	m.waitFor(func() bool {
+		n := 0
+		for range m.srv.Sessions() {
+			n++
+		}
+		return n > 0 && m.ad.Ready()
+	})
+}
+
+// waitUp waits until the upstream runs: the simulated clock stands still
+// while settle restarts it (in real time, which the clock does not
+// follow).
+func (m *mcpRouteWorld) waitUp() { m.waitFor(m.ad.Ready) }
+
+func (m *mcpRouteWorld) waitFor(cond func() bool) {
+	for end := time.Now().Add(5 * time.Second); !cond() && time.Now().Before(end); {
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 // Connect starts the upstream: a new server session over a pipe.
 func (m *mcpRouteWorld) Connect(ctx context.Context) (sdk.Connection, error) {
 	client, server := net.Pipe()
@@ -108,7 +134,8 @@ func (s *sim) newMCPRoute(client *http.Client) adapter.Route {
 		c.Name, c.Now, c.Client = mcpRouteName, s.clock.Now, client
 		c.MCPTransport = func() sdk.Transport { return m }
 	})
-	s.t.Cleanup(func() { _ = r.Adapter.(*httproute.Adapter).Close() })
+	m.ad = r.Adapter.(*httproute.Adapter)
+	s.t.Cleanup(func() { _ = m.ad.Close() })
 	return r
 }
 
@@ -126,15 +153,16 @@ func mcpRouteBehaviours() []behaviour {
 		}
 	}
 	b := func(name string, weight int, a func(s *sim, in *simIntent)) behaviour {
-		return behaviour{name: "m_" + name, route: mcpRouteName, weight: weight, want: confirmedOnly(), arm: a}
+		return behaviour{name: "m_" + name, route: mcpRouteName, weight: weight, want: confirmedOnly(), arm: a,
+			after: func(s *sim, _ *simIntent, _ *producer.Result) { s.y.mcpr.waitUp() }}
 	}
 	return []behaviour{
 		b("ok", 2, nil),
 		b("reply_lost", 2, arm(add, fakeapi.MCPDropReply)),
 		b("upstream_crash_mid_call", 2, arm(add, fakeapi.MCPCrash)),
 		// The upstream restarts between two calls: its session ends, and
-		// the write races the restart.
-		b("upstream_restarted", 2, func(s *sim, in *simIntent) { s.y.mcpr.stop(); s.y.count("mcp_route:restart", 1) }),
+		// settle starts it again before the write.
+		b("upstream_restarted", 2, func(s *sim, in *simIntent) { s.y.mcpr.restart(); s.y.count("mcp_route:restart", 1) }),
 		b("slow_listing_reply_lost", 2, arm(add, fakeapi.MCPDropReply, list, fakeapi.MCPSlow)),
 		b("garbage_reply", 1, arm(add, fakeapi.MCPGarbage)),
 		b("wrong_shape_reply", 1, arm(add, fakeapi.MCPWrongShape)),
