@@ -10,6 +10,10 @@
 // tokens, private repositories, silent page caps, edits after creation,
 // Slack's link and entity rewriting and history rate tier, Stripe's API
 // versions, and an API clock that is off (its Date header included).
+// NewGitHubMCPServer is an MCP server on the official go-sdk in front of
+// a GitHub API, with the tools, arguments and answers of GitHub's own MCP
+// server and faults of its own (lost replies, crashes, slow calls,
+// garbage and wrong-shaped answers).
 //
 // Tests start them with NewXAPI(t, ...), which closes the server when the
 // test ends; `settle demo` and examples/socialapi start one with

@@ -299,6 +299,7 @@ type Adapter struct {
 	// up is the upstream MCP server of a route with an mcp section
 	// (shared by the intent-scoped copies); nil on an HTTP route.
 	up      *upstream
+	mcpLim  mcpLimits
 	now     func() time.Time
 	sleeper func(ctx context.Context, d time.Duration) error
 	// scope is the intent of an intent-scoped copy (ForIntent); nil on
@@ -403,7 +404,7 @@ type readReq struct {
 // response of any status.
 func (a *Adapter) send(ctx context.Context, r readReq) (*adapter.Response, error) {
 	if r.tool != "" {
-		return a.up.read(ctx, r.tool, r.body)
+		return a.up.read(ctx, r.tool, r.body, a.mcpLim)
 	}
 	if !a.sameOrigin(r.url) {
 		return nil, adapter.InvalidRequest("invalid_request", "the URL leaves base_url's origin")

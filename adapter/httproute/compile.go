@@ -276,7 +276,7 @@ func compileWith(c *compiler, cfg RouteConfig) (*Adapter, *compiler) {
 	c.compileHeaders(a, cfg.Headers, env)
 	timeout := c.compileTimeout(a, cfg)
 	if c.mcp {
-		c.compileMCP(a, cfg.MCP, env, timeout)
+		c.compileMCP(a, cfg.MCP, env, timeout, cfg.MCPTransport)
 	}
 	c.compilePayload(a, cfg.Payload)
 	c.compileSections(a, cfg)

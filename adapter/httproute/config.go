@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/settle-dev/settle/events"
 )
 
@@ -93,6 +95,15 @@ type RouteConfig struct {
 	// Sleep waits d inside one listing (rate_limit.max_wait); nil means a
 	// timer that ends with ctx. Go only.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// MCPTransport, on a route with an mcp section, replaces its command
+	// or url: each start of the upstream connects a new transport from it
+	// (an upstream in this process). Such an upstream is never shared.
+	// Go only.
+	MCPTransport func() sdk.Transport
+
+	// upstreams are the MCP upstreams of the route's file (Parse):
+	// routes that declare the same one share it.
+	upstreams *upstreamPool
 }
 
 // MCPConfig is the upstream MCP server a route calls: a command settle

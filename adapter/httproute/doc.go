@@ -55,6 +55,13 @@
 // environment value, URL or response body ever appears in an error, a
 // record or a formatted Adapter.
 //
+// A route with an mcp section calls an upstream MCP server's tools
+// (mcpcall.go): the upstream is started on first use and supervised
+// (restarted with backoff when its session ends; Ready and UpstreamReady
+// say whether and why it is down), shared by the routes of one file that
+// declare the same one, and read with each message bounded (max_result
+// plus 64 KiB).
+//
 // httproute imports adapter and events; nothing in settle imports it but
 // wiring (cmd/settle).
 // It must never import: ledger, producer, fsm, consumers/..., projector, api, mcp, cmd/..., testharness, fakeapi.

@@ -86,8 +86,9 @@ func parseWith(data []byte, env func(string) (string, bool), offline bool) ([]Ro
 	}
 	cfgs, failed, errs := decodeFile(data)
 	var warnings []*RouteError
+	pool := &upstreamPool{}
 	for i := range cfgs {
-		cfgs[i].Env = env
+		cfgs[i].Env, cfgs[i].upstreams = env, pool
 		label := cfgs[i].Name
 		if events.ValidateToken("name", label) != nil {
 			label = fmt.Sprintf("routes[%d]", i)
@@ -143,6 +144,9 @@ func New(cfg RouteConfig) (*Adapter, error) {
 	a, errs := compile(cfg, label, nil)
 	if len(errs) > 0 {
 		return nil, joinErrors(errs)
+	}
+	if a.up != nil {
+		a.up = cfg.upstreams.share(a.up)
 	}
 	return a, nil
 }

@@ -38,19 +38,19 @@ func TestUnsafeMCPRoutesAreRefused(t *testing.T) {
 			mutate(t, gh, "      end: empty_page\n", ""), []string{"does not prove the end"}},
 		{"a page size asked for without pagination", "search.url",
 			mutate(t, gh, "        page: \"{{page | number}}\"\n", "", "      end: empty_page\n", ""), []string{"no way to read the next page"}},
-		{"a URL on an MCP step", "readback.url",
-			mutate(t, gh, "      tool: get_issue_comment\n", "      tool: get_issue_comment\n      url: \"{{base}}/x/{{external_id}}\"\n"), []string{"applies to HTTP routes"}},
+		{"a URL on an MCP step", "search.url",
+			mutate(t, gh, "      tool: issue_read\n", "      tool: issue_read\n      url: \"{{base}}/x\"\n"), []string{"applies to HTTP routes"}},
 		{"a write without its tool", "write.tool",
 			mutate(t, gh, "      tool: add_issue_comment\n", ""), []string{"is required"}},
 		{"an HTTP status in an MCP rule", "write.outcomes[0]",
-			mutate(t, gh, `{text: "422 Unprocessable Entity",`, `{status: [422],`), []string{"apply to HTTP routes"}},
+			mutate(t, gh, `{text: "Validation Failed",`, `{status: [422],`), []string{"apply to HTTP routes"}},
 		{"both command and url", "mcp",
 			mutate(t, gh, "      args: [stdio]\n", "      args: [stdio]\n      url: http://127.0.0.1:9/mcp\n"), []string{"both"}},
 		{"a credential in a header not from the environment", `mcp.headers.Authorization`,
 			mutate(t, gh, "      command: ${env:GITHUB_MCP_SERVER}\n      args: [stdio]\n      env:\n        GITHUB_PERSONAL_ACCESS_TOKEN: ${env:GITHUB_TOKEN}\n        GITHUB_API_URL: ${env:GITHUB_API_URL}\n",
 				"      url: http://127.0.0.1:9/mcp\n      headers:\n        Authorization: Bearer abc\n"), []string{"must come from the environment"}},
 		{"a tool name that is not one", "search.tool",
-			mutate(t, gh, "      tool: get_issue_comments\n", "      tool: \"get issue comments\"\n"), []string{"is not a tool name"}},
+			mutate(t, gh, "      tool: issue_read\n", "      tool: \"issue read\"\n"), []string{"is not a tool name"}},
 	} {
 		t.Run(c.name, func(t *testing.T) { oneError(t, c.data, mcpEnv(), route, c.field, c.want...) })
 	}

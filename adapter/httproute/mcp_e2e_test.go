@@ -52,11 +52,16 @@ func githubMCPServer(t *testing.T) string { return buildTool(t, "githubmcp") }
 // route starts the in-repo GitHub-shaped MCP server (a child process over
 // stdio) in front of the GitHub fake; faults go to the returned dir.
 func newMCPE2E(t *testing.T) (*e2e, *fakeapi.GitHubAPI, string) {
+	return newMCPE2EData(t, func(b []byte) []byte { return b })
+}
+
+// newMCPE2EData is newMCPE2E over the file as edit changes it.
+func newMCPE2EData(t *testing.T, edit func([]byte) []byte) (*e2e, *fakeapi.GitHubAPI, string) {
 	t.Helper()
 	clock := testharness.NewManualClock(rt0)
 	api := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubToken(secretToken), fakeapi.WithGitHubClock(clock.Now))
 	faults := t.TempDir()
-	data := mutate(t, readExample(t, "github_mcp.yaml"), "timeout: 10s", "timeout: 2s",
+	data := mutate(t, edit(readExample(t, "github_mcp.yaml")), "timeout: 10s", "timeout: 2s",
 		"        GITHUB_API_URL: ${env:GITHUB_API_URL}\n", "        GITHUB_API_URL: ${env:GITHUB_API_URL}\n        GITHUB_MCP_FAULTS: ${env:GITHUB_MCP_FAULTS}\n")
 	env := map[string]string{"GITHUB_MCP_SERVER": githubMCPServer(t), "GITHUB_API_URL": api.URL(), "GITHUB_TOKEN": secretToken, "GITHUB_MCP_FAULTS": faults}
 	w := newE2EData(t, data, env, clock)

@@ -6,12 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -52,6 +49,9 @@ const (
 	CodeUpstreamDown = "mcp_upstream_down"
 	// CodeResultTooLarge: the result is over mcp.max_result.
 	CodeResultTooLarge = "result_too_large"
+	// CodeBadAnswer: the upstream answered something that is not
+	// JSON-RPC, or not a tool result.
+	CodeBadAnswer = "mcp_bad_answer"
 )
 
 var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.\-/]{1,128}$`)
@@ -60,127 +60,10 @@ var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.\-/]{1,128}$`)
 // besides its declared env.
 var passedEnv = []string{"PATH", "HOME", "TMPDIR", "LANG"}
 
-// upstream is one MCP server: a command settle starts and supervises
-// (stdio), or a streamable HTTP endpoint. It connects on the first call
-// (a check never starts anything), and after a session is lost it
-// connects again on the next call: at once the first time, then after a
-// backoff that doubles up to maxBackoff while connecting keeps failing.
-type upstream struct {
-	route     string
-	command   string
-	args      []string
-	env       []string // resolved NAME=value, secret
-	url       string
-	headers   []resolvedHeader
+// mcpLimits are one route's bounds on its calls of a (shared) upstream.
+type mcpLimits struct {
 	timeout   time.Duration
 	maxResult int
-
-	mu       sync.Mutex
-	session  *sdk.ClientSession
-	failures int       // consecutive failed connects
-	retryAt  time.Time // no connect before
-	closed   bool
-	starts   int // sessions opened (restarts + 1)
-}
-
-const (
-	firstBackoff = 100 * time.Millisecond
-	maxBackoff   = 30 * time.Second
-)
-
-// String never shows the environment or the headers.
-func (u *upstream) String() string { return "httproute.upstream(" + u.route + ")" }
-
-// Format is String whatever the verb.
-func (u *upstream) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(u.String())) }
-
-func (u *upstream) transport() sdk.Transport {
-	if u.command != "" {
-		cmd := exec.Command(u.command, u.args...)
-		cmd.Env = slices.Clone(u.env)
-		for _, k := range passedEnv {
-			if v, ok := os.LookupEnv(k); ok && !slices.ContainsFunc(u.env, func(e string) bool { return strings.HasPrefix(e, k+"=") }) {
-				cmd.Env = append(cmd.Env, k+"="+v)
-			}
-		}
-		return &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
-	}
-	hc := &http.Client{Transport: headerRT{headers: u.headers, base: http.DefaultTransport}}
-	return &sdk.StreamableClientTransport{Endpoint: u.url, HTTPClient: hc, MaxRetries: -1, DisableStandaloneSSE: true}
-}
-
-// headerRT adds the upstream's headers to every request.
-type headerRT struct {
-	headers []resolvedHeader
-	base    http.RoundTripper
-}
-
-func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	for _, x := range h.headers {
-		r.Header.Set(x.name, string(x.value))
-	}
-	return h.base.RoundTrip(r)
-}
-
-// connected returns the live session, connecting when there is none.
-func (u *upstream) connected(ctx context.Context) (*sdk.ClientSession, error) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.closed {
-		return nil, &adapter.CallError{Class: adapter.NotSent, Code: CodeUpstreamDown, Retryable: true, Message: "the route's MCP upstream is closed"}
-	}
-	if u.session != nil {
-		return u.session, nil
-	}
-	if wait := time.Until(u.retryAt); wait > 0 {
-		return nil, &adapter.CallError{Class: adapter.NotSent, Code: CodeUpstreamDown, Retryable: true, RetryAfter: wait,
-			Message: "the route's MCP upstream is restarting"}
-	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), u.timeout)
-	defer cancel()
-	c := sdk.NewClient(&sdk.Implementation{Name: "settle", Version: "1"}, nil)
-	cs, err := c.Connect(cctx, u.transport(), nil)
-	if err != nil {
-		u.failures++
-		u.retryAt = time.Now().Add(min(maxBackoff, firstBackoff<<min(u.failures-1, 20)))
-		return nil, &adapter.CallError{Class: adapter.NotSent, Code: CodeUpstreamDown, Retryable: true,
-			Message: "the route's MCP upstream cannot be reached"}
-	}
-	u.session, u.failures, u.retryAt = cs, 0, time.Time{}
-	u.starts++
-	return cs, nil
-}
-
-// drop forgets a session that failed (and stops its process); the next
-// call connects again.
-func (u *upstream) drop(cs *sdk.ClientSession) {
-	u.mu.Lock()
-	if u.session == cs {
-		u.session = nil
-	}
-	u.mu.Unlock()
-	go func() { _ = cs.Close() }()
-}
-
-// Close ends the session and stops the command.
-func (u *upstream) Close() error {
-	u.mu.Lock()
-	cs := u.session
-	u.session, u.closed = nil, true
-	u.mu.Unlock()
-	if cs != nil {
-		return cs.Close()
-	}
-	return nil
-}
-
-// Ready reports whether the upstream is usable: connected, or not in a
-// backoff after failed connects.
-func (u *upstream) Ready() bool {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return !u.closed && (u.session != nil || u.failures == 0)
 }
 
 // call calls tool once with args (a JSON object). Its errors are
@@ -188,48 +71,78 @@ func (u *upstream) Ready() bool {
 // Rejected for a JSON-RPC error the upstream answers before running a
 // tool (parse error, invalid request, method not found, invalid params);
 // Unknown for every other error after the request was written (no
-// answer within the timeout, the session or the process lost, another
-// JSON-RPC error) and for a result over max_result.
-func (u *upstream) call(ctx context.Context, tool string, args []byte) (*sdk.CallToolResult, error) {
+// answer within the timeout, the session or the process lost, an answer
+// that is not JSON-RPC or not a tool result, another JSON-RPC error) and
+// for a result over max_result.
+func (u *upstream) call(ctx context.Context, tool string, args []byte, lim mcpLimits) (*sdk.CallToolResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, &adapter.CallError{Class: adapter.NotSent, Code: "cancelled_before_send", Retryable: true, Message: "the call was cancelled before it was sent"}
 	}
-	cs, err := u.connected(ctx)
+	cs, st, err := u.connected(ctx)
 	if err != nil {
 		return nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, u.timeout)
+	cctx, cancel := context.WithTimeout(ctx, lim.timeout)
 	defer cancel()
 	res, err := cs.CallTool(cctx, &sdk.CallToolParams{Name: tool, Arguments: json.RawMessage(args)})
 	if err != nil {
-		var we *jsonrpc.Error
-		if errors.As(err, &we) {
-			switch we.Code {
-			case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams:
-				return nil, &adapter.CallError{Class: adapter.Rejected, Code: "mcp_refused",
-					Message: fmt.Sprintf("the upstream refused the call before running the tool (JSON-RPC error %d)", we.Code)}
-			}
-			return nil, &adapter.CallError{Class: adapter.Unknown, Code: "mcp_error",
-				Message: fmt.Sprintf("the upstream answered JSON-RPC error %d, which does not prove whether the tool ran", we.Code)}
-		}
-		u.drop(cs)
-		return nil, &adapter.CallError{Class: adapter.Unknown, Code: CodeNoAnswer,
-			Message: "the call was sent to the MCP upstream and no answer came (timeout, session or process lost)"}
+		return nil, u.callError(cs, st, cctx, err, lim)
 	}
 	if res == nil {
-		return nil, &adapter.CallError{Class: adapter.Unknown, Code: "response_unparseable", Message: "the upstream answered no result"}
+		return nil, &adapter.CallError{Class: adapter.Unknown, Code: CodeBadAnswer, Message: "the upstream answered no result"}
 	}
-	if b, err := json.Marshal(res); err != nil || len(b) > u.maxResult {
-		return nil, &adapter.CallError{Class: adapter.Unknown, Code: CodeResultTooLarge,
-			Message: fmt.Sprintf("the tool result is over %d bytes (mcp.max_result)", u.maxResult)}
+	st.answered.Store(true)
+	if b, err := json.Marshal(res); err != nil || len(b) > lim.maxResult {
+		return nil, tooLarge(lim)
 	}
 	return res, nil
 }
 
+func tooLarge(lim mcpLimits) error {
+	return &adapter.CallError{Class: adapter.Unknown, Code: CodeResultTooLarge,
+		Message: fmt.Sprintf("the tool result is over %d bytes (mcp.max_result)", lim.maxResult)}
+}
+
+// callError classifies a failed call (see call); a session that may be
+// broken is dropped, and the upstream started again.
+func (u *upstream) callError(cs *sdk.ClientSession, st *connState, cctx context.Context, err error, lim mcpLimits) error {
+	var we *jsonrpc.Error
+	if errors.As(err, &we) {
+		switch we.Code {
+		case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams:
+			return &adapter.CallError{Class: adapter.Rejected, Code: "mcp_refused",
+				Message: fmt.Sprintf("the upstream refused the call before running the tool (JSON-RPC error %d)", we.Code)}
+		}
+		return &adapter.CallError{Class: adapter.Unknown, Code: "mcp_error",
+			Message: fmt.Sprintf("the upstream answered JSON-RPC error %d, which does not prove whether the tool ran", we.Code)}
+	}
+	switch {
+	case st.tooLarge.Load():
+		u.drop(cs)
+		return tooLarge(lim)
+	case st.garbage.Load():
+		u.drop(cs)
+		return &adapter.CallError{Class: adapter.Unknown, Code: CodeBadAnswer,
+			Message: "the upstream answered something that is not JSON-RPC (its session is restarted)"}
+	case cctx.Err() == nil && !errors.Is(err, sdk.ErrConnectionClosed) && !st.lost():
+		// An answer came and is not a tool result.
+		return &adapter.CallError{Class: adapter.Unknown, Code: CodeBadAnswer,
+			Message: "the upstream's answer is not a tool result"}
+	}
+	u.drop(cs)
+	msg := "the call was sent to the MCP upstream and no answer came within " + lim.timeout.String()
+	if t := st.exitText(); t != "" {
+		msg = "the call was sent to the MCP upstream and " + t + " before answering"
+	} else if cctx.Err() == nil {
+		msg = "the call was sent to the MCP upstream and its session was lost before an answer came"
+	}
+	return &adapter.CallError{Class: adapter.Unknown, Code: CodeNoAnswer, Message: msg}
+}
+
 // read calls a read tool and answers its document as a 200 response; a
 // result with isError, or without a JSON document, is a failed read.
-func (u *upstream) read(ctx context.Context, tool string, args []byte) (*adapter.Response, error) {
-	res, err := u.call(ctx, tool, args)
+func (u *upstream) read(ctx context.Context, tool string, args []byte, lim mcpLimits) (*adapter.Response, error) {
+	res, err := u.call(ctx, tool, args, lim)
 	if err != nil {
 		var ce *adapter.CallError
 		if errors.As(err, &ce) && ce.Class == adapter.Rejected {
@@ -242,7 +155,7 @@ func (u *upstream) read(ctx context.Context, tool string, args []byte) (*adapter
 	}
 	doc, _, ok := resultDoc(res)
 	if !ok {
-		return nil, adapter.Unparseable(http.StatusOK, "a tool result")
+		return nil, adapter.Unparseable(http.StatusOK, "a tool result (neither structuredContent nor a text block holds a JSON document)")
 	}
 	body, err := json.Marshal(doc)
 	if err != nil {
@@ -278,16 +191,31 @@ func resultDoc(res *sdk.CallToolResult) (doc any, text string, ok bool) {
 }
 
 // Ready reports whether the route's MCP upstream is usable (true for an
-// HTTP route): false while it is restarting after failed starts.
-func (a *Adapter) Ready() bool { return a.up == nil || a.up.Ready() }
+// HTTP route): false while it is down, from the end of its session (its
+// process exited) until it runs again. It starts nothing.
+func (a *Adapter) Ready() bool { return a.up == nil || a.up.up() }
 
-// Close stops the route's MCP upstream (its process); a no-op for an
-// HTTP route.
+// UpstreamReady is nil when the route's MCP upstream is running (it is
+// started when it has not been yet), or says why it is not: down since
+// its process exited, restarting after failed starts. nil for an HTTP
+// route. It fits api.ReadyCheck's Check.
+func (a *Adapter) UpstreamReady(ctx context.Context) error {
+	if a.up == nil {
+		return nil
+	}
+	if err := a.up.ready(ctx); err != nil {
+		return errors.New(a.scrub.Scrub(err.Error()))
+	}
+	return nil
+}
+
+// Close ends the route's use of its MCP upstream: the last route of the
+// file that shares it stops its process. A no-op for an HTTP route.
 func (a *Adapter) Close() error {
 	if a.up == nil {
 		return nil
 	}
-	return a.up.Close()
+	return a.up.release()
 }
 
 // ListTools lists the upstream's tools (every page), for a probe and the
@@ -296,11 +224,11 @@ func (a *Adapter) ListTools(ctx context.Context) ([]*sdk.Tool, error) {
 	if a.up == nil {
 		return nil, nil
 	}
-	cs, err := a.up.connected(ctx)
+	cs, _, err := a.up.connected(ctx)
 	if err != nil {
 		return nil, a.scrub.Error(err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, a.up.timeout)
+	cctx, cancel := context.WithTimeout(ctx, a.mcpLim.timeout)
 	defer cancel()
 	var out []*sdk.Tool
 	for t, err := range cs.Tools(cctx, nil) {
@@ -403,7 +331,7 @@ func (a *Adapter) sendToolWrite(ctx context.Context, s *scope, canon json.RawMes
 	if sent.Method != methodToolCall || sent.Path != a.write.url.tool || !json.Valid([]byte(sent.Body)) {
 		return adapter.WriteResult{}, adapter.InvalidRequest("invalid_request", "the recorded request is not a call of the route's write tool")
 	}
-	res, err := a.up.call(ctx, sent.Path, []byte(sent.Body))
+	res, err := a.up.call(ctx, sent.Path, []byte(sent.Body), a.mcpLim)
 	if err != nil {
 		return adapter.WriteResult{}, err
 	}
@@ -512,31 +440,17 @@ func (c *compiler) mcpRule(field string, o OutcomeRule) {
 }
 
 // compileMCP checks the mcp section and builds the route's upstream; it
-// starts nothing.
-func (c *compiler) compileMCP(a *Adapter, m *MCPConfig, env func(string) (string, bool), timeout time.Duration) {
-	up := &upstream{route: a.name, timeout: timeout, maxResult: m.MaxResult}
+// starts nothing. dial (Go only) replaces the command or URL.
+func (c *compiler) compileMCP(a *Adapter, m *MCPConfig, env func(string) (string, bool), timeout time.Duration, dial func() sdk.Transport) {
+	a.mcpLim = mcpLimits{timeout: timeout, maxResult: m.MaxResult}
 	switch {
 	case m.MaxResult == 0:
-		up.maxResult = DefaultMaxResult
+		a.mcpLim.maxResult = DefaultMaxResult
 	case m.MaxResult < 1024 || m.MaxResult > 64<<20:
 		c.report("mcp.max_result", "must be between 1024 and 67108864 bytes")
 	}
-	resolve := func(field, s string) string {
-		if strings.Contains(s, "{{") {
-			c.report(field, "takes no {{...}} template (only ${env:NAME})")
-			return ""
-		}
-		v, _, err := resolveEnv(s, c.envFor(s, env, false))
-		if err != nil {
-			c.report(field, err.Error())
-			return ""
-		}
-		if !printable(v) {
-			c.report(field, "contains control characters")
-			return ""
-		}
-		return v
-	}
+	up := &upstream{route: a.name, connectTimeout: timeout, frameLimit: a.mcpLim.maxResult + frameSlack, dial: dial}
+	r := mcpResolver{c: c, env: env}
 	var secrets []string
 	switch {
 	case m.Command != "" && m.URL != "":
@@ -544,59 +458,111 @@ func (c *compiler) compileMCP(a *Adapter, m *MCPConfig, env func(string) (string
 	case m.Command == "" && m.URL == "":
 		c.report("mcp", "needs command (an upstream settle starts, over stdio) or url (a streamable HTTP endpoint)")
 	case m.Command != "":
-		if len(m.Headers) > 0 {
-			c.report("mcp.headers", "applies to url: a command gets its credentials in mcp.env")
-		}
-		up.command = resolve("mcp.command", m.Command)
-		for i, x := range m.Args {
-			up.args = append(up.args, resolve(fmt.Sprintf("mcp.args[%d]", i), x))
-		}
-		names := make([]string, 0, len(m.Env))
-		for k := range m.Env {
-			names = append(names, k)
-		}
-		slices.Sort(names)
-		for _, k := range names {
-			if !validEnvName(k) {
-				c.report(fieldPath("mcp.env", k), "is not an environment variable name")
-				continue
-			}
-			up.env = append(up.env, k+"="+resolve(fieldPath("mcp.env", k), m.Env[k]))
-			if sensitiveEnv(k) {
-				secrets = append(secrets, envValues(m.Env[k], env)...)
-			}
-		}
+		secrets = c.mcpCommand(up, m, r)
 	default:
-		if len(m.Args) > 0 || len(m.Env) > 0 {
-			c.report("mcp.url", "takes no args or env: they are a command's")
-		}
-		raw := resolve("mcp.url", m.URL)
-		if raw != "" {
-			u, err := adapter.CheckBaseURL(raw, "send them in mcp.headers, from the environment")
-			if err != nil {
-				c.report("mcp.url", err.Error())
-			} else {
-				up.url = u.String()
-			}
-		}
-		for _, h := range m.Headers {
-			field := fieldPath("mcp.headers", h.Name)
-			v := resolve(field, h.Value)
-			switch {
-			case !validHeaderName(h.Name):
-				c.report(field, "is not a valid header name")
-			case sensitiveHeader(h.Name) && !strings.Contains(h.Value, "${env:"):
-				c.report(field, "carries credentials, which must come from the environment (${env:NAME}); a route file holds no secret")
-			default:
-				up.headers = append(up.headers, resolvedHeader{name: h.Name, value: secret(v)})
-				if sensitiveHeader(h.Name) {
-					secrets = append(secrets, envValues(h.Value, env)...)
-				}
-			}
-		}
+		secrets = c.mcpURL(up, m, r)
+	}
+	if dial == nil {
+		up.key = upstreamKey(up)
 	}
 	a.scrub = a.scrub.Merge(adapter.NewScrubber(secrets...))
 	a.up = up
+}
+
+// upstreamKey is what makes two declarations the same upstream: the
+// command, its arguments and environment, or the URL and headers.
+func upstreamKey(up *upstream) string {
+	parts := append([]string{up.command, up.url}, up.args...)
+	parts = append(parts, "\x00env")
+	parts = append(parts, up.env...)
+	for _, h := range up.headers {
+		parts = append(parts, h.name+": "+string(h.value))
+	}
+	b, _ := json.Marshal(parts)
+	return string(b)
+}
+
+// mcpResolver resolves the ${env:NAME} of the mcp section's values.
+type mcpResolver struct {
+	c   *compiler
+	env func(string) (string, bool)
+}
+
+func (r mcpResolver) resolve(field, s string) string {
+	if strings.Contains(s, "{{") {
+		r.c.report(field, "takes no {{...}} template (only ${env:NAME})")
+		return ""
+	}
+	v, _, err := resolveEnv(s, r.c.envFor(s, r.env, false))
+	if err != nil {
+		r.c.report(field, err.Error())
+		return ""
+	}
+	if !printable(v) {
+		r.c.report(field, "contains control characters")
+		return ""
+	}
+	return v
+}
+
+// mcpCommand compiles a stdio upstream: command, args and env; it
+// returns the credentials among env's values.
+func (c *compiler) mcpCommand(up *upstream, m *MCPConfig, r mcpResolver) (secrets []string) {
+	if len(m.Headers) > 0 {
+		c.report("mcp.headers", "applies to url: a command gets its credentials in mcp.env")
+	}
+	up.command = r.resolve("mcp.command", m.Command)
+	for i, x := range m.Args {
+		up.args = append(up.args, r.resolve(fmt.Sprintf("mcp.args[%d]", i), x))
+	}
+	names := make([]string, 0, len(m.Env))
+	for k := range m.Env {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		if !validEnvName(k) {
+			c.report(fieldPath("mcp.env", k), "is not an environment variable name")
+			continue
+		}
+		up.env = append(up.env, k+"="+r.resolve(fieldPath("mcp.env", k), m.Env[k]))
+		if sensitiveEnv(k) {
+			secrets = append(secrets, envValues(m.Env[k], r.env)...)
+		}
+	}
+	return secrets
+}
+
+// mcpURL compiles a streamable HTTP upstream: url and headers; it
+// returns the credentials among the headers' values.
+func (c *compiler) mcpURL(up *upstream, m *MCPConfig, r mcpResolver) (secrets []string) {
+	if len(m.Args) > 0 || len(m.Env) > 0 {
+		c.report("mcp.url", "takes no args or env: they are a command's")
+	}
+	if raw := r.resolve("mcp.url", m.URL); raw != "" {
+		u, err := adapter.CheckBaseURL(raw, "send them in mcp.headers, from the environment")
+		if err != nil {
+			c.report("mcp.url", err.Error())
+		} else {
+			up.url = u.String()
+		}
+	}
+	for _, h := range m.Headers {
+		field := fieldPath("mcp.headers", h.Name)
+		v := r.resolve(field, h.Value)
+		switch {
+		case !validHeaderName(h.Name):
+			c.report(field, "is not a valid header name")
+		case sensitiveHeader(h.Name) && !strings.Contains(h.Value, "${env:"):
+			c.report(field, "carries credentials, which must come from the environment (${env:NAME}); a route file holds no secret")
+		default:
+			up.headers = append(up.headers, resolvedHeader{name: h.Name, value: secret(v)})
+			if sensitiveHeader(h.Name) {
+				secrets = append(secrets, envValues(h.Value, r.env)...)
+			}
+		}
+	}
+	return secrets
 }
 
 // sensitiveEnv: an environment variable whose name says it holds a

@@ -45,6 +45,7 @@ import (
 //	gh_offset_nomarker     github_comments.yaml         offset       -       -    -       page cap 4, clock +3s
 //	slack_message          slack_message.yaml           cursor       yes     -    -       link and entity rewriting, clock +2s, edits, 429 Retry-After
 //	stripe_payment_intent  stripe_payment_intent.yaml   cursor       yes     yes  yes     clock -10s (beyond the skew), search lag, idempotency_error
+//	github_mcp_comment     github_mcp.yaml (over MCP)   page number  yes     -    -       github_issue_comment's fake behind an MCP upstream (simmcp_test.go)
 //
 // (The gh_ variants are github_comments.yaml with its pagination, page
 // size and marker changed; their pages ask for 10 items, and only an
@@ -84,6 +85,8 @@ type yamlWorld struct {
 
 	mcp     *mcp.Server
 	session *sdk.ClientSession
+	// mcpr is the upstream of the route over MCP (simmcp_test.go).
+	mcpr *mcpRouteWorld
 
 	mu       sync.Mutex
 	injected map[string]int
@@ -125,6 +128,16 @@ type yamlRoute struct {
 	// offsets: the fake's clock offset within or beyond the skew.
 	offset time.Duration
 	mcp    bool
+	// mcpRoute: the route calls an upstream MCP server's tools.
+	mcpRoute bool
+}
+
+// path is how the world's line counts the route's intents.
+func (yr yamlRoute) path() string {
+	if yr.mcpRoute {
+		return "mcp-route"
+	}
+	return "yaml"
 }
 
 // ghVariant is a route generated from github_comments.yaml.
@@ -218,6 +231,9 @@ var baseRoutes = map[string]yamlRoute{
 	"slack_message": {account: func(s *sim) string { return s.y.slack.UserID() }, payload: textPayload,
 		offset: 2 * time.Second, mcp: true},
 	"stripe_payment_intent": {account: func(s *sim) string { return s.y.stripe.AccountID() }, payload: stripePayload, offset: -10 * time.Second},
+	// github_mcp.yaml over the upstream in front of github_issue_comment's fake.
+	mcpRouteName: {account: func(s *sim) string { return s.y.github.UserID() }, payload: bodyPayload,
+		parent: issueOf, offset: -3 * time.Second, mcpRoute: true},
 }
 
 func issueOf(k int) string { return strconv.Itoa(1 + k%20) }
@@ -386,7 +402,7 @@ var routeBehaviours = append([]behaviour{
 			s.y.stripe.Next(fakeapi.KeyReused())
 			s.y.count("key_reuse_error", 1)
 		}},
-}, variantBehaviours()...)
+}, append(variantBehaviours(), mcpRouteBehaviours()...)...)
 
 // exampleFile reads an example route file and applies edits (pairs of
 // old, new; each must apply).
@@ -485,6 +501,8 @@ func (s *sim) newYAMLWorld(client *http.Client) []adapter.Route {
 	for _, v := range ghVariants {
 		routes = append(routes, s.compile(v.name, s.exampleFile("github_comments.yaml", v.edits()...), gh(y.ghv[v.name]), client))
 	}
+	routes = append(routes, s.newMCPRoute(client))
+	y.globalFaults[mcpRouteName] = y.mcpr
 	return routes
 }
 
@@ -650,7 +668,7 @@ func (s *sim) yamlEffects(in *simIntent) (int, map[string]bool, bool) {
 	y := s.y
 	key := events.IdempotencyKey(in.id)
 	gh := y.ghv[in.route]
-	if in.route == "github_issue_comment" {
+	if in.route == "github_issue_comment" || in.route == mcpRouteName {
 		gh = y.github
 	}
 	switch {

@@ -648,7 +648,7 @@ func runSimulation(t *testing.T, seed uint64, n int, tot *simTotals) {
 		if yr, ok := yamlRoutes[b.route]; ok {
 			agent := yr.mcp && !b.noWrite && s.rng.IntN(3) == 0
 			s.prepareYAML(in, agent)
-			path = "yaml"
+			path = yr.path()
 			if agent {
 				path = "yaml+mcp"
 			}
