@@ -298,6 +298,7 @@ type Adapter struct {
 	// up is the upstream MCP server of a route with an mcp section
 	// (shared by the intent-scoped copies); nil on an HTTP route.
 	up      *upstream
+	gateway gatewaySpec
 	now     func() time.Time
 	sleeper func(ctx context.Context, d time.Duration) error
 	// scope is the intent of an intent-scoped copy (ForIntent); nil on

@@ -373,6 +373,9 @@ func compileWith(c *compiler, cfg RouteConfig) (*Adapter, *compiler) {
 		c.compileCorrelation(a, cfg.Correlation)
 	}
 	c.compileWrite(a, cfg.Write, declared, cfg.Correlation != nil)
+	if c.mcp {
+		c.compileGateway(a, cfg.MCP)
+	}
 	if a.corr != nil && a.write != nil {
 		a.corr.first = markerLeads(a.write.body, cfg.Correlation.Read)
 	}
