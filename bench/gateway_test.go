@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -112,11 +111,7 @@ func BenchmarkGatewayWrite(b *testing.B) {
 			gateway = append(gateway, w.write(b, true))
 		}
 		b.StopTimer()
-		p50 := func(d []time.Duration) float64 {
-			slices.Sort(d)
-			return float64(d[len(d)/2]) / float64(time.Millisecond)
-		}
-		dp, gp := p50(direct), p50(gateway)
+		dp, gp := medianMs(direct), medianMs(gateway)
 		report(b, dp, "direct_p50_ms")
 		report(b, gp, "gateway_p50_ms")
 		report(b, gp/dp, "gateway_over_direct_p50")

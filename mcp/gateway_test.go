@@ -24,9 +24,8 @@ import (
 )
 
 const (
-	ghSecret      = "ghp_gateway_4c9e2a7b1d5f8e3a6c0b"
-	upstreamToken = "upstream-token-3e8a1c7f5b9d2e4a"
-	ghRoute       = "github_mcp_comment"
+	ghSecret = "ghp_gateway_4c9e2a7b1d5f8e3a6c0b"
+	ghRoute  = "github_mcp_comment"
 )
 
 // gwEnv is settle's MCP server with the gateway over examples/routes/
@@ -72,19 +71,12 @@ func newGatewayEnv(t *testing.T) *gwEnv {
 			t.Error("update_issue_comment reached the upstream")
 			return &sdk.CallToolResult{}, nil, nil
 		})
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return up }, nil)
-	us := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer "+upstreamToken {
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
-		h.ServeHTTP(w, r)
-	}))
+	us := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return up }, nil))
 	t.Cleanup(us.Close)
 	data := testharness.RouteFile(t, "github_mcp.yaml", "timeout: 10s", "timeout: 2s",
 		"      command: ${env:GITHUB_MCP_SERVER}\n      args: [stdio]\n      env:\n        GITHUB_PERSONAL_ACCESS_TOKEN: ${env:GITHUB_TOKEN}\n        GITHUB_API_URL: ${env:GITHUB_API_URL}\n",
-		"      url: ${env:GITHUB_MCP_URL}\n      headers:\n        Authorization: Bearer ${env:GITHUB_MCP_TOKEN}\n      reads: [search_issues]\n      unprotected: [add_labels]\n")
-	route := testharness.CompileRoute(t, data, map[string]string{"GITHUB_MCP_URL": us.URL, "GITHUB_MCP_TOKEN": upstreamToken})
+		"      url: ${env:GITHUB_MCP_URL}\n      reads: [search_issues]\n      unprotected: [add_labels]\n")
+	route := testharness.CompileRoute(t, data, map[string]string{"GITHUB_MCP_URL": us.URL})
 	t.Cleanup(func() { _ = route.Adapter.(*httproute.Adapter).Close() })
 	g.Env = servicetest.New(t, servicetest.Options{Routes: func(testing.TB, *fakeapi.SocialAPI) []adapter.Route { return []adapter.Route{route} }})
 	clock = g.Clock
@@ -99,7 +91,7 @@ func newGatewayEnv(t *testing.T) *gwEnv {
 func (g *gwEnv) newServer() *mcp.Server {
 	cfg := mcp.DefaultConfig()
 	cfg.Service, cfg.Routes, cfg.Logger, cfg.MaxWait = g.Svc, g.Routes, g.Logger, time.Minute
-	cfg.Secrets = []string{ghSecret, upstreamToken}
+	cfg.Secrets = []string{ghSecret}
 	srv, err := mcp.New(cfg)
 	if err != nil {
 		g.t.Fatal(err)

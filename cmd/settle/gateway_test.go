@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -68,7 +69,7 @@ func TestMCPGatewayStdio(t *testing.T) {
 		t.Fatalf("status: %+v; %d effects", res, api.Effects())
 	}
 	res, _ = callTool(t, cs, "get_issue_comments", map[string]any{"owner": "octo-org", "repo": "hello-world", "issue_number": 7})
-	if res.IsError || !strings.Contains(sdkText(res), "Deployed v2") {
+	if b, _ := json.Marshal(res); res.IsError || !strings.Contains(string(b), "Deployed v2") {
 		t.Fatalf("read: %+v", res)
 	}
 	stop()
@@ -126,14 +127,4 @@ func startMCPStdio(t *testing.T, routes, dataDir, account string) (*sdk.ClientSe
 	}
 	t.Cleanup(stop)
 	return cs, stop
-}
-
-func sdkText(res *sdk.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*sdk.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String()
 }
