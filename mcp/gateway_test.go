@@ -28,6 +28,9 @@ const (
 	ghRoute  = "github_mcp_comment"
 )
 
+// An MCP route's adapter is what the gateway offers the tools of.
+var _ mcp.Upstream = (*httproute.Adapter)(nil)
+
 // gwEnv is settle's MCP server with the gateway over examples/routes/
 // github_mcp.yaml, its upstream the in-repo GitHub-shaped MCP server
 // (fakeapi) served over streamable HTTP in front of the GitHub fake, with

@@ -9,6 +9,11 @@ import (
 	"github.com/settle-dev/settle/testharness"
 )
 
+var (
+	_ Readier = (*httproute.Adapter)(nil)
+	_ Closer  = (*httproute.Adapter)(nil)
+)
+
 // TestUpstreamDownIsNotReady: a route whose upstream MCP server cannot be
 // started is named by /readyz's checks while it is down, and Close stops
 // it (a closed upstream is not ready either); an HTTP route adds no
