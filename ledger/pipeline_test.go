@@ -77,10 +77,18 @@ func (c *unitsCall) finished() bool {
 	}
 }
 
-// pipelinedStore opens a store whose batches hold at most 8 messages
-// (so a batch of 4 goes while another is in flight) over held.
-func pipelinedStore(t *testing.T, held *heldCommit) *ledger.Store {
-	return testharness.OpenStore(t, held, testharness.BatchMin(2), func(c *ledger.StoreConfig) { c.BatchMax = 8 })
+// holdFirstBatch opens a store whose batches hold at most 8 messages (so
+// a batch of 4 goes while another is in flight), appends 4 new intents
+// named after prefix as its first batch and returns once that batch's
+// commit is held.
+func holdFirstBatch(t *testing.T, loseAck bool, prefix string) (*ledger.Store, *heldCommit, [][]events.Event, *unitsCall) {
+	n := testharness.StartNode(t)
+	held := newHeldCommit(n.JS, loseAck)
+	s := testharness.OpenStore(t, held, testharness.BatchMin(2), func(c *ledger.StoreConfig) { c.BatchMax = 8 })
+	first := singles(t, prefix, 4)
+	one := appendUnitsAsync(s, first)
+	<-held.entered
+	return s, held, first, one
 }
 
 // While one batch waits for its commit, a second large enough one goes
@@ -89,13 +97,7 @@ func pipelinedStore(t *testing.T, held *heldCommit) *ledger.Store {
 // The competitor then goes after the first batch landed and is told
 // ErrConflict; the log holds each intent's one event, the first batch's.
 func TestGroupCommitPipelinesALargeSecondBatch(t *testing.T) {
-	n := testharness.StartNode(t)
-	held := newHeldCommit(n.JS, false)
-	s := pipelinedStore(t, held)
-
-	first := singles(t, "first", 4)
-	one := appendUnitsAsync(s, first)
-	<-held.entered
+	s, held, first, one := holdFirstBatch(t, false, "first")
 	rival := recordedEvent(t, "first-0")
 	rival.Actor = "rival" // same version of the same intent, other bytes
 	competitor := appendUnitsAsync(s, [][]events.Event{{rival}})
@@ -156,13 +158,7 @@ func TestGroupCommitPipelinesALargeSecondBatch(t *testing.T) {
 // touched, and each append of the first is resolved alone by reading the
 // log (its event landed once, under its append id).
 func TestGroupCommitLostAckWhileAnotherBatchIsInFlight(t *testing.T) {
-	n := testharness.StartNode(t)
-	held := newHeldCommit(n.JS, true)
-	s := pipelinedStore(t, held)
-
-	first := singles(t, "lost", 4)
-	one := appendUnitsAsync(s, first)
-	<-held.entered
+	s, held, first, one := holdFirstBatch(t, true, "lost")
 	second := singles(t, "beside", 4)
 	two := appendUnitsAsync(s, second)
 	<-two.done
