@@ -54,8 +54,9 @@ import (
 // wait for the next one, so batches grow with load. Up to BatchFlushers
 // batches are in flight at once (pipelining): a batch goes while another
 // is in flight only when enough is queued to make a full-sized one
-// (pipelineMin), so that a second flusher never splits the load into
-// small batches, each paying the server's fixed cost. A unit whose subject
+// (pipelineMin: a full one on a single replica), so that a second
+// flusher never splits the load into small batches, each paying the
+// server's fixed cost. A unit whose subject
 // is in a batch in flight waits for that batch to end (take): its CAS
 // names the sequence before the other's, so the two can never both land,
 // and a refusal would cost the whole later batch a split. When no flusher
@@ -354,14 +355,16 @@ func (b *batcher) take() []*unit {
 
 // pipelineMin is the fewest messages that go as a batch while another is
 // in flight: on a replicated stream one (a batch waits on a RAFT round
-// trip, which the next one overlaps), else half of BatchMax (a single
-// server commits batches one at a time, each paying a fixed cost: the
-// next goes early only when it is a large one anyway).
+// trip, which the next one overlaps), else BatchMax: a single server
+// commits batches one at a time, each paying a fixed cost, so a second
+// batch goes early only when a full one is waiting, never making batches
+// smaller than one at a time would (a second batch at half of BatchMax
+// made them 15 % smaller at 256 callers, and no faster; BENCHMARKS.md).
 func (b *batcher) pipelineMin() int {
 	if b.s.cfg.Replicas > 1 {
 		return 1
 	}
-	return max(2, b.s.cfg.BatchMax/2)
+	return b.s.cfg.BatchMax
 }
 
 // next waits until a batch can go and takes it; ok is false when the

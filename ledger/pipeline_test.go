@@ -78,7 +78,7 @@ func (c *unitsCall) finished() bool {
 }
 
 // holdFirstBatch opens a store whose batches hold at most 8 messages (so
-// a batch of 4 goes while another is in flight), appends 4 new intents
+// a full batch of 8 goes while another is in flight), appends 4 new intents
 // named after prefix as its first batch and returns once that batch's
 // commit is held.
 func holdFirstBatch(t *testing.T, loseAck bool, prefix string) (*ledger.Store, *heldCommit, [][]events.Event, *unitsCall) {
@@ -91,8 +91,8 @@ func holdFirstBatch(t *testing.T, loseAck bool, prefix string) (*ledger.Store, *
 	return s, held, first, one
 }
 
-// While one batch waits for its commit, a second large enough one goes
-// and commits; a small one, and a unit on a subject of the batch in
+// While one batch waits for its commit, a second full one goes and
+// commits; a smaller one, and a unit on a subject of the batch in
 // flight (a competitor's version 1 of an intent being recorded), wait.
 // The competitor then goes after the first batch landed and is told
 // ErrConflict; the log holds each intent's one event, the first batch's.
@@ -102,13 +102,13 @@ func TestGroupCommitPipelinesALargeSecondBatch(t *testing.T) {
 	rival.Actor = "rival" // same version of the same intent, other bytes
 	competitor := appendUnitsAsync(s, [][]events.Event{{rival}})
 	waitFor(t, func() bool { return s.QueuedUnits() == 1 })
-	// Too small to pipeline (1 message of the 4 a second batch needs).
+	// Too small to pipeline (1 message of the 8 a second batch needs).
 	time.Sleep(50 * time.Millisecond)
 	if s.QueuedUnits() != 1 || competitor.finished() {
 		t.Fatalf("a small flush went while a batch was in flight (%d queued)", s.QueuedUnits())
 	}
 
-	second := singles(t, "second", 4)
+	second := singles(t, "second", 8)
 	two := appendUnitsAsync(s, second)
 	select {
 	case <-two.done:
@@ -146,11 +146,11 @@ func TestGroupCommitPipelinesALargeSecondBatch(t *testing.T) {
 		t.Fatalf("the first batch's event is not the one on the log: %v %v", h, err)
 	}
 	// Staged first, committed second: the log orders batches by commit.
-	if one.seqs[0][0] < two.seqs[3][0] {
-		t.Fatalf("the first batch, committed after the second, holds seq %d before the second's %d", one.seqs[0][0], two.seqs[3][0])
+	if one.seqs[0][0] < two.seqs[7][0] {
+		t.Fatalf("the first batch, committed after the second, holds seq %d before the second's %d", one.seqs[0][0], two.seqs[7][0])
 	}
-	if st := s.BatchStats(); st.Batches != 2 || st.Messages != 8 {
-		t.Fatalf("stats %+v, want two batches of 4", st)
+	if st := s.BatchStats(); st.Batches != 2 || st.Messages != 12 {
+		t.Fatalf("stats %+v, want batches of 4 and 8", st)
 	}
 }
 
@@ -159,7 +159,7 @@ func TestGroupCommitPipelinesALargeSecondBatch(t *testing.T) {
 // log (its event landed once, under its append id).
 func TestGroupCommitLostAckWhileAnotherBatchIsInFlight(t *testing.T) {
 	s, held, first, one := holdFirstBatch(t, true, "lost")
-	second := singles(t, "beside", 4)
+	second := singles(t, "beside", 8)
 	two := appendUnitsAsync(s, second)
 	<-two.done
 	close(held.released)

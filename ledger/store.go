@@ -78,14 +78,14 @@ type StoreConfig struct {
 	// (see batch.go).
 	BatchMin int
 	// BatchFlushers is how many batches may be in flight at once (0: the
-	// default, two). A second batch goes while one is in flight only when
-	// it is a large one (batch.go, pipelineMin): a single server commits
-	// batches one at a time on one goroutine, each costing it a fixed
-	// few milliseconds, so small batches in parallel would only add
-	// batches (measured with any second batch let go: 10–30 % fewer
-	// intents/s at 64 and 256 callers; BENCHMARKS.md). A replicated
-	// stream's batches wait on a RAFT round trip, which a second batch of
-	// any size overlaps.
+	// default, two). On a single replica a second batch goes while one is
+	// in flight only when a full one (BatchMax) is waiting (batch.go,
+	// pipelineMin): the server commits batches one at a time on one
+	// goroutine, each costing it a fixed few milliseconds, so smaller
+	// batches in parallel only add batches (measured with any second
+	// batch let go: 10–30 % fewer intents/s at 64 and 256 callers;
+	// BENCHMARKS.md). A replicated stream's batches wait on a RAFT round
+	// trip, which a second batch of any size overlaps.
 	BatchFlushers int
 	// BatchBytes bounds the encoded size of one batch (default 4 MiB; a
 	// single larger append still goes, alone in its batch).
