@@ -47,7 +47,8 @@ demo:
 # (BenchmarkApplyStore) and Execute on a 3-node cluster (bench-cluster).
 # Every figure of ./bench/ is also written to $(FIGURES); the targets
 # table (go run ./bench/targets) is printed at the end, each
-# target a ratio of two figures of this run, PASS or MISS.
+# target a figure or a ratio of two figures of this run, PASS, MISS or
+# "not measured".
 # SETTLE_BENCH_SKIP_AUDIT=1 with -bench Replay -cpuprofile profiles the
 # projection alone.
 FIGURES ?= $(or $(TMPDIR),/tmp)/settle-bench-figures.jsonl

@@ -50,9 +50,17 @@ import (
 //     the lone publish is refused as a duplicate or by its CAS if the batch
 //     had landed, and the log is read to tell, message by message.
 //
-// The flusher publishes one batch at a time; units that arrive meanwhile
-// wait for the next one, so batches grow with load. When the flusher is
-// idle a unit is taken at once; a flush smaller than BatchMin messages is
+// A flusher publishes one batch at a time; units that arrive meanwhile
+// wait for the next one, so batches grow with load. Up to BatchFlushers
+// batches are in flight at once (pipelining): a batch goes while another
+// is in flight only when enough is queued to make a full-sized one
+// (pipelineMin: a full one on a single replica), so that a second
+// flusher never splits the load into small batches, each paying the
+// server's fixed cost. A unit whose subject
+// is in a batch in flight waits for that batch to end (take): its CAS
+// names the sequence before the other's, so the two can never both land,
+// and a refusal would cost the whole later batch a split. When no flusher
+// is at work a unit is taken at once; a flush smaller than BatchMin messages is
 // not worth an atomic batch (on a single-replica file store every batch
 // costs the server a staging store of its own, milliseconds, against about
 // a quarter of a millisecond for a lone synced publish; see BENCHMARKS.md)
@@ -103,11 +111,27 @@ type batcher struct {
 
 	mu      sync.Mutex
 	queue   []*unit
+	queued  int // messages in queue
 	running int // flushers at work
+	// flying holds the subjects of the units of batches in flight (taken,
+	// not yet answered, their hand-backs not yet published); inFlight
+	// counts those batches.
+	flying   map[string]struct{}
+	inFlight int
+	// wake is signalled when a batch ends or units are queued: a flusher
+	// waiting for a batch in flight, or for a pipelined batch's size,
+	// looks again.
+	wake *sync.Cond
 
 	// guarded by mu
 	stats BatchStats
 	cost  costModel
+}
+
+func newBatcher(s *Store) *batcher {
+	b := &batcher{s: s, cost: newCostModel(), flying: map[string]struct{}{}}
+	b.wake = sync.NewCond(&b.mu)
+	return b
 }
 
 // costModel learns what a flush costs, to decide whether its units go as
@@ -268,10 +292,13 @@ func (b *batcher) submit(units ...*unit) {
 	for _, u := range units {
 		u.res = make(chan unitResult, 1)
 		b.queue = append(b.queue, u)
+		b.queued += len(u.evs)
 	}
 	if b.running < b.s.cfg.flushers() {
 		b.running++
 		go b.loop()
+	} else if b.inFlight > 0 {
+		b.wake.Broadcast()
 	}
 	b.mu.Unlock()
 }
@@ -284,6 +311,7 @@ func (b *batcher) withdraw(u *unit) bool {
 		return false
 	}
 	u.state = unitWithdrawn
+	b.queued -= len(u.evs)
 	for i, q := range b.queue {
 		if q == u {
 			b.queue = append(b.queue[:i], b.queue[i+1:]...)
@@ -295,11 +323,12 @@ func (b *batcher) withdraw(u *unit) bool {
 
 // take removes the next batch from the queue: units in order, at most
 // BatchMax messages and BatchBytes bytes (at least one unit), never two
-// units on one subject (the later one waits for the next batch).
+// units on one subject, nor a unit on a subject of a batch in flight (the
+// later one waits for a next batch). The subjects taken are in flight
+// until done gives them back. mu is held.
 func (b *batcher) take() []*unit {
 	var out []*unit
 	msgs, bytes := 0, 0
-	var subjects map[string]struct{}
 	rest := b.queue[:0]
 	for i, u := range b.queue {
 		n, sz := len(u.evs), u.size()
@@ -308,14 +337,11 @@ func (b *batcher) take() []*unit {
 			rest = append(rest, b.queue[i:]...)
 			break
 		}
-		if _, dup := subjects[u.subject]; dup {
+		if _, busy := b.flying[u.subject]; busy {
 			rest = append(rest, u)
 			continue
 		}
-		if subjects == nil {
-			subjects = make(map[string]struct{}, 8)
-		}
-		subjects[u.subject] = struct{}{}
+		b.flying[u.subject] = struct{}{}
 		u.state = unitTaken
 		out = append(out, u)
 		msgs += n
@@ -323,21 +349,53 @@ func (b *batcher) take() []*unit {
 	}
 	clear(b.queue[len(rest):])
 	b.queue = rest
+	b.queued -= msgs
 	return out
+}
+
+// pipelineMin is the fewest messages that go as a batch while another is
+// in flight: on a replicated stream one (a batch waits on a RAFT round
+// trip, which the next one overlaps), else BatchMax: a single server
+// commits batches one at a time, each paying a fixed cost, so a second
+// batch goes early only when a full one is waiting, never making batches
+// smaller than one at a time would (a second batch at half of BatchMax
+// made them 15 % smaller at 256 callers, and no faster; BENCHMARKS.md).
+func (b *batcher) pipelineMin() int {
+	if b.s.cfg.Replicas > 1 {
+		return 1
+	}
+	return b.s.cfg.BatchMax
+}
+
+// next waits until a batch can go and takes it; ok is false when the
+// queue is empty (the flusher ends). mu is held.
+func (b *batcher) next() (units []*unit, ok bool) {
+	for len(b.queue) > 0 {
+		if b.inFlight == 0 || b.queued >= b.pipelineMin() {
+			if units = b.take(); len(units) > 0 {
+				return units, true
+			}
+		}
+		// Another batch is in flight: wait for it to end, or for the
+		// queue to make a batch worth pipelining.
+		b.wake.Wait()
+	}
+	return nil, false
 }
 
 // loop flushes until the queue is empty, then ends.
 func (b *batcher) loop() {
+	b.mu.Lock()
 	for {
-		b.mu.Lock()
-		if len(b.queue) == 0 {
+		units, ok := b.next()
+		if !ok {
 			b.running--
 			b.mu.Unlock()
 			return
 		}
-		units := b.take()
 		n := msgCount(units)
 		batch := b.worth(n)
+		b.inFlight++
 		b.mu.Unlock()
 		var alone sync.WaitGroup
 		start := time.Now()
@@ -348,14 +406,25 @@ func (b *batcher) loop() {
 			b.handBack(units, &alone)
 		}
 		// Units handed back are published by their callers; wait for them
-		// so that what arrives meanwhile makes the next batch.
+		// so that what arrives meanwhile makes the next batch, and so that
+		// their subjects stay in flight until they are on the log.
 		alone.Wait()
+		took := time.Since(start)
+		b.mu.Lock()
+		b.done(units)
 		if clean { // a failed batch measures nothing
-			b.mu.Lock()
-			b.cost.observe(batch, n, time.Since(start))
-			b.mu.Unlock()
+			b.cost.observe(batch, n, took)
 		}
 	}
+}
+
+// done ends a batch: its subjects are no longer in flight. mu is held.
+func (b *batcher) done(units []*unit) {
+	for _, u := range units {
+		delete(b.flying, u.subject)
+	}
+	b.inFlight--
+	b.wake.Broadcast()
 }
 
 func msgCount(units []*unit) int {
@@ -489,47 +558,15 @@ var errBatchUnresolved = errors.New("atomic batch unresolved")
 // refusal (a jetstream.JetStreamError), or another error when the answer
 // was lost.
 func (s *Store) publishAtomic(units []*unit) ([][]uint64, error) {
-	nc := s.js.Conn()
 	id := nuid.Next()
 	total := msgCount(units)
-	k := 0
-	var commit *nats.Msg
-	for _, u := range units {
-		for i, e := range u.evs {
-			k++
-			// The header as nats.Header.Set builds it (one value per key),
-			// its values in one allocation.
-			vals := make([]string, 7)
-			vals[0], vals[1], vals[2], vals[3], vals[4] = e.EventID, u.appendID, s.cfg.Stream, id, strconv.Itoa(k)
-			m := &nats.Msg{Subject: u.subject, Data: u.data[i], Header: make(nats.Header, 7)}
-			m.Header[jetstream.MsgIDHeader] = vals[0:1:1]
-			m.Header[AppendIDHeader] = vals[1:2:2]
-			if k == 1 {
-				// The batch's first message names the stream: every
-				// message of an atomic batch lands in the stream its
-				// first does, or the batch has a gap and is refused.
-				m.Header[jetstream.ExpectedStreamHeader] = vals[2:3:3]
-			}
-			m.Header[batchIDHeader] = vals[3:4:4]
-			m.Header[batchSeqHeader] = vals[4:5:5]
-			if i == 0 {
-				vals[5] = strconv.FormatUint(u.expected, 10)
-				m.Header[jetstream.ExpectedLastSubjSeqHeader] = vals[5:6:6]
-			}
-			if k == total {
-				vals[6] = "1"
-				m.Header[batchCommitHeader] = vals[6:7:7]
-				commit = m
-				continue
-			}
-			if err := nc.PublishMsg(m); err != nil {
-				return nil, errkind.Wrap(errBatchUnresolved, err)
-			}
-		}
+	commit, err := s.publishBatch(units, id, total)
+	if err != nil {
+		return nil, errkind.Wrap(errBatchUnresolved, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.AppendTimeout)
 	defer cancel()
-	var rt committer = nc
+	var rt committer = s.js.Conn()
 	if c, ok := s.js.(committer); ok {
 		rt = c
 	}
@@ -548,15 +585,65 @@ func (s *Store) publishAtomic(units []*unit) ([][]uint64, error) {
 		return nil, errors.Errorf("%w: ack for batch %q count %d seq %d, sent %q with %d", errBatchUnresolved, ack.BatchID, ack.Count, ack.Sequence, id, total)
 	}
 	out := make([][]uint64, len(units))
-	seq := ack.Sequence - uint64(total)
+	seqs := make([]uint64, total) // one allocation for every unit's
+	for i := range seqs {
+		seqs[i] = ack.Sequence - uint64(total) + uint64(i) + 1
+	}
 	for j, u := range units {
-		out[j] = make([]uint64, len(u.evs))
-		for i := range u.evs {
-			seq++
-			out[j][i] = seq
-		}
+		out[j], seqs = seqs[:len(u.evs):len(u.evs)], seqs[len(u.evs):]
 	}
 	return out, nil
+}
+
+// publishBatch publishes every message of units but the last, batch id
+// id, and returns the last, the commit, unsent. The messages are written
+// one after the other through one nats.Msg and one header, which the
+// connection copies into its buffer at each publish: the header values
+// are the only allocations per message.
+func (s *Store) publishBatch(units []*unit, id string, total int) (*nats.Msg, error) {
+	nc := s.js.Conn()
+	// The header as nats.Header.Set builds it (one value per key), the
+	// values of the whole batch in one allocation.
+	vals := make([]string, 0, 4*total+3)
+	one := func(v string) []string {
+		vals = append(vals, v)
+		return vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	m := &nats.Msg{Header: make(nats.Header, 7)}
+	m.Header[batchIDHeader] = one(id)
+	// The batch's first message names the stream: every message of an
+	// atomic batch lands in the stream its first does, or the batch has a
+	// gap and is refused.
+	m.Header[jetstream.ExpectedStreamHeader] = one(s.cfg.Stream)
+	k := 0
+	for _, u := range units {
+		appendID := one(u.appendID)
+		for i, e := range u.evs {
+			k++
+			if k == 2 {
+				delete(m.Header, jetstream.ExpectedStreamHeader)
+			}
+			m.Subject, m.Data = u.subject, u.data[i]
+			m.Header[jetstream.MsgIDHeader] = one(e.EventID)
+			m.Header[AppendIDHeader] = appendID
+			m.Header[batchSeqHeader] = one(strconv.Itoa(k))
+			// A unit's first message carries its CAS; the others none
+			// (nothing can come between them inside the batch).
+			if i == 0 {
+				m.Header[jetstream.ExpectedLastSubjSeqHeader] = one(strconv.FormatUint(u.expected, 10))
+			} else {
+				delete(m.Header, jetstream.ExpectedLastSubjSeqHeader)
+			}
+			if k == total {
+				m.Header[batchCommitHeader] = one("1")
+				return m, nil
+			}
+			if err := nc.PublishMsg(m); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return nil, errors.New("atomic batch: no message")
 }
 
 // committer sends an atomic batch's commit and waits for the server's
@@ -615,17 +702,20 @@ func (b *batcher) takeIdle() bool {
 		return false
 	}
 	b.running++
+	b.inFlight++ // as a batch in flight: a second flusher waits behind it
 	b.stats.Alone++
 	return true
 }
 
 // releaseIdle gives back the place takeIdle took, starting a flusher
-// for what was queued meanwhile.
+// for what was queued meanwhile unless one waits for it.
 func (b *batcher) releaseIdle() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.running--
-	if len(b.queue) > 0 && b.running < b.s.cfg.flushers() {
+	b.inFlight--
+	b.wake.Broadcast()
+	if len(b.queue) > 0 && b.running == 0 {
 		b.running++
 		go b.loop()
 	}

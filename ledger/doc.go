@@ -46,8 +46,9 @@
 // handed back, the others published again together (split in halves when
 // no CAS explains the refusal); an append refused alone, or in a batch
 // whose ack was lost, is published again by itself and resolved as above.
-// StoreConfig.BatchFlushers batches are in flight at once (one on a single
-// replica, two on a replicated stream). A one-message append that finds
+// StoreConfig.BatchFlushers batches are in flight at once (two): on a
+// replicated stream a second of any size, on a single replica only a full
+// one; a unit on a subject of a batch in flight waits for that batch. A one-message append that finds
 // the batcher idle is published by its caller; a flush otherwise goes as
 // a batch or as lone publishes by what each has measurably cost (a slow
 // measurement is confirmed before it turns the choice), and a large flush

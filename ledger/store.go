@@ -77,14 +77,15 @@ type StoreConfig struct {
 	// (default): decided by measuring what batches and lone appends cost
 	// (see batch.go).
 	BatchMin int
-	// BatchFlushers is how many batches may be in flight at once. 0
-	// (default): one on a single-replica stream, two on a replicated one.
-	// A single server commits batches one at a time on one goroutine, and
-	// each batch costs it a fixed few milliseconds: with one in flight
-	// the batches are larger and fewer (measured: 10–30 % more intents/s
-	// at 64 and 256 callers, both sync modes; BENCHMARKS.md). A replicated
-	// stream's batches wait on a RAFT round trip, which a second batch in
-	// flight overlaps.
+	// BatchFlushers is how many batches may be in flight at once (0: the
+	// default, two). On a single replica a second batch goes while one is
+	// in flight only when a full one (BatchMax) is waiting (batch.go,
+	// pipelineMin): the server commits batches one at a time on one
+	// goroutine, each costing it a fixed few milliseconds, so smaller
+	// batches in parallel only add batches (measured with any second
+	// batch let go: 10–30 % fewer intents/s at 64 and 256 callers;
+	// BENCHMARKS.md). A replicated stream's batches wait on a RAFT round
+	// trip, which a second batch of any size overlaps.
 	BatchFlushers int
 	// BatchBytes bounds the encoded size of one batch (default 4 MiB; a
 	// single larger append still goes, alone in its batch).
@@ -122,14 +123,10 @@ func (c StoreConfig) ForServerSync(syncsEveryWrite bool) StoreConfig {
 
 // flushers is BatchFlushers with its default applied.
 func (c StoreConfig) flushers() int {
-	switch {
-	case c.BatchFlushers > 0:
+	if c.BatchFlushers > 0 {
 		return c.BatchFlushers
-	case c.Replicas > 1:
-		return 2
-	default:
-		return 1
 	}
+	return 2
 }
 
 // Validate checks the config.
@@ -281,7 +278,7 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 		return nil, errors.WithHint(errors.Wrapf(err, "open store: stream %s", cfg.Stream), openStoreHint(err, cfg.Replicas))
 	}
 	s := &Store{js: js, stream: st, cfg: cfg}
-	s.batch = &batcher{s: s, cost: newCostModel()}
+	s.batch = newBatcher(s)
 	// A server that does not know atomic batches (before 2.12) would
 	// store Nats-Batch-* messages one by one as they come: then every
 	// append goes alone.

@@ -255,10 +255,10 @@ func TestStoreConfigValidate(t *testing.T) {
 	if err := c.Validate(); err == nil {
 		t.Fatal("1s dedup window accepted")
 	}
-	// Batches in flight: one on a single replica, two on three, or as set.
+	// Batches in flight: two (pipelined), or as set.
 	c = ledger.DefaultStoreConfig()
-	if n := ledger.Flushers(c); n != 1 {
-		t.Fatalf("default flushers on one replica: %d, want 1", n)
+	if n := ledger.Flushers(c); n != 2 {
+		t.Fatalf("default flushers on one replica: %d, want 2", n)
 	}
 	c.Replicas = 3
 	if n := ledger.Flushers(c); n != 2 {

@@ -1,6 +1,9 @@
 package testharness
 
 import (
+	"flag"
+	"runtime"
+	"strconv"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -43,6 +46,7 @@ func (n *Node) start() {
 		n.t.Fatalf("start nats-server: %v", err)
 	}
 	n.Srv = srv
+	restoreBlockProfile()
 	n.cfg.Port = srv.Port()
 	nc, js := n.Connect()
 	n.NC, n.JS = nc, js
@@ -123,4 +127,20 @@ func JetStreamOf(t testing.TB) func(*nats.Conn, error) jetstream.JetStream {
 		}
 		return js
 	}
+}
+
+// restoreBlockProfile sets the block profile rate go test's
+// -blockprofile asked for again: a starting nats-server sets it to its
+// own option's (0, off), which would leave the profile empty.
+func restoreBlockProfile() {
+	if f := flag.Lookup("test.blockprofile"); f == nil || f.Value.String() == "" {
+		return
+	}
+	rate := 1
+	if f := flag.Lookup("test.blockprofilerate"); f != nil {
+		if r, err := strconv.Atoi(f.Value.String()); err == nil && r > 0 {
+			rate = r
+		}
+	}
+	runtime.SetBlockProfileRate(rate)
 }
