@@ -373,29 +373,11 @@ func (p *Producer) execute(ctx context.Context, req Request) (*Result, error) {
 	}
 	recordedNow, checked := false, false
 	if !req.DryRun {
-		// A new intent is the common case: record it without reading its
-		// subject first. The CAS "subject empty" of its first message is
-		// the check a read would make; when it fails (the intent exists),
-		// the rounds below read it and answer as for any resubmission.
-		if p.heldUnrecorded(pr.intentID) == nil && p.checkIdentity(ctx, pr) == nil {
-			checked = true
-			res, err := p.recordAndStart(ctx, pr)
-			switch {
-			case errors.Is(err, ErrOutcomeNotRecorded):
-				// The call was made: never driven again (its lost
-				// outcome append may also be a conflict).
-				return res, err
-			case errors.Is(err, ledger.ErrConflict):
-				recordedNow = res != nil
-			case err != nil:
-				return nil, err
-			default:
-				return res, nil
-			}
+		res, done, err := p.recordNew(ctx, pr)
+		if done {
+			return res, err
 		}
-		// Held, or the identity check failed: read the log first, as a
-		// resubmission of an existing intent must not be answered by
-		// either (the rounds below decide, as they always did).
+		recordedNow, checked = res != nil, err == nil || errors.Is(err, ledger.ErrConflict)
 	}
 	for round := 0; round < 5; round++ {
 		h, intent, err := p.loadPrepared(ctx, pr)
@@ -447,6 +429,35 @@ func (p *Producer) execute(ctx context.Context, req Request) (*Result, error) {
 		return res, err
 	}
 	return nil, errors.Errorf("execute %s: %w: too much contention", pr.intentID, ledger.ErrConflict)
+}
+
+// recordNew records a new intent without reading its subject first (a new
+// intent is the common case): the CAS "subject empty" of its first
+// message is the check a read would make. done reports an answer to
+// return; otherwise the intent exists (err is ledger.ErrConflict, res
+// non-nil when its first message was ours), or it is held or failed its
+// identity check (err says which), and execute's rounds read the log and
+// answer as for any resubmission.
+func (p *Producer) recordNew(ctx context.Context, pr *prepared) (res *Result, done bool, err error) {
+	if err := p.heldUnrecorded(pr.intentID); err != nil {
+		return nil, false, err
+	}
+	if err := p.checkIdentity(ctx, pr); err != nil {
+		return nil, false, err
+	}
+	res, err = p.recordAndStart(ctx, pr)
+	switch {
+	case errors.Is(err, ErrOutcomeNotRecorded):
+		// The call was made: never driven again (its lost outcome append
+		// may also be a conflict).
+		return res, true, err
+	case errors.Is(err, ledger.ErrConflict):
+		return res, false, err
+	case err != nil:
+		return nil, true, err
+	default:
+		return res, true, nil
+	}
 }
 
 // checkIdentity asks a route that knows its credential's identity whether
