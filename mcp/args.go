@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -40,64 +39,45 @@ type args struct {
 // object (absent or null counts as {}); a duplicate member or one the tool
 // does not know is refused, naming it.
 func decodeArgs(raw json.RawMessage, known ...string) (*args, error) {
-	a, rest, err := splitArgs(raw, known...)
-	if err != nil {
-		return nil, err
-	}
-	if len(rest) > 0 {
-		name := slices.Sorted(maps.Keys(rest))[0]
-		return nil, argErr(fieldName(name), "is not an argument of this tool (it takes %s)", strings.Join(known, ", "))
-	}
-	return a, nil
-}
-
-// splitArgs reads the arguments object as decodeArgs does, and returns
-// the members named own as args and every other member apart (for the
-// upstream's own arguments of a gateway write).
-func splitArgs(raw json.RawMessage, own ...string) (*args, map[string]json.RawMessage, error) {
-	a, rest := &args{m: map[string]json.RawMessage{}}, map[string]json.RawMessage{}
+	a := &args{m: map[string]json.RawMessage{}}
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return a, rest, nil
+		return a, nil
 	}
 	if len(raw) > maxArgs {
-		return nil, nil, argErr("arguments", "are %d bytes, the limit is %d", len(raw), maxArgs)
+		return nil, argErr("arguments", "are %d bytes, the limit is %d", len(raw), maxArgs)
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	tok, err := dec.Token()
 	if err != nil || tok != json.Delim('{') {
-		return nil, nil, argErr("arguments", "must be a JSON object")
+		return nil, argErr("arguments", "must be a JSON object")
 	}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, nil, argErr("arguments", "are not valid JSON")
+			return nil, argErr("arguments", "are not valid JSON")
 		}
 		name, _ := tok.(string)
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return nil, nil, argErr(fieldName(name), "is not valid JSON")
+			return nil, argErr(fieldName(name), "is not valid JSON")
 		}
-		dst := rest
-		if slices.Contains(own, name) {
-			dst = a.m
+		if !slices.Contains(known, name) {
+			return nil, argErr(fieldName(name), "is not an argument of this tool (it takes %s)", strings.Join(known, ", "))
 		}
 		if _, dup := a.m[name]; dup {
-			return nil, nil, argErr(fieldName(name), "is given twice")
+			return nil, argErr(name, "is given twice")
 		}
-		if _, dup := rest[name]; dup {
-			return nil, nil, argErr(fieldName(name), "is given twice")
-		}
-		dst[name] = v
+		a.m[name] = v
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, nil, argErr("arguments", "are not valid JSON")
+		return nil, argErr("arguments", "are not valid JSON")
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, nil, argErr("arguments", "have data after the object")
+		return nil, argErr("arguments", "have data after the object")
 	}
-	return a, rest, nil
+	return a, nil
 }
 
 // fieldName renders an unknown member's name for an error: printable and

@@ -103,8 +103,7 @@ func (s *Server) Handler(authn Authenticator) http.Handler {
 			_, _ = sw.Write(reply)
 			return
 		}
-		body = liftIdempotencyKey(body)
-		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		rw := &rpcWriter{ResponseWriter: sw}
 		h.ServeHTTP(rw, r)
 		rw.finish(body)
