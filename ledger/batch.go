@@ -359,7 +359,8 @@ func (b *batcher) take() []*unit {
 // commits batches one at a time, each paying a fixed cost, so a second
 // batch goes early only when a full one is waiting, never making batches
 // smaller than one at a time would (a second batch at half of BatchMax
-// made them 15 % smaller at 256 callers, and no faster; BENCHMARKS.md).
+// made them 15 % smaller at 256 callers, and no faster: BENCHMARKS.md,
+// "Group commit: a second batch at half of BatchMax").
 func (b *batcher) pipelineMin() int {
 	if b.s.cfg.Replicas > 1 {
 		return 1
