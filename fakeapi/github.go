@@ -549,7 +549,7 @@ func (s *GitHubAPI) handleGet(w http.ResponseWriter, idText string) {
 	ghError(w, http.StatusNotFound, "Not Found")
 }
 
-// handleList serves one page of a repository's (issue 0) or an issue's
+// handleList serves one page of a repository's (its issue number given as 0) or an issue's
 // comments, with the Link header.
 func (s *GitHubAPI) handleList(w http.ResponseWriter, r *http.Request, issue int) {
 	lq, ok := parseGHList(r.URL.Query(), s.cfg.PageCap)

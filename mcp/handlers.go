@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -93,92 +94,18 @@ var submitArgs = []string{"task_id", "step_id", "account", "parent_external_id",
 func (h *handlers) submit(rt routeTool) sdk.ToolHandler {
 	route := rt.route
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		a, err := decodeArgs(req.Params.Arguments, submitArgs...)
+		sub, wait, err := h.submission(route, req.Params.Arguments)
 		if err != nil {
 			return h.refuseArg(err), nil
 		}
-		task, err := a.id("task_id", true)
-		if err != nil {
-			return h.refuseArg(err), nil
-		}
-		step, err := a.id("step_id", true)
-		if err != nil {
-			return h.refuseArg(err), nil
-		}
-		account, err := a.id("account", false)
-		if err != nil {
-			return h.refuseArg(err), nil
-		}
-		if account == "" {
-			if account = h.c.DefaultAccount(); account == "" {
-				return h.refuseArg(argErr("account", "is required")), nil
-			}
-		}
-		parent, err := a.id("parent_external_id", false)
-		if err != nil {
-			return h.refuseArg(err), nil
-		}
-		payload := a.raw("payload")
-		if payload == nil {
-			return h.refuseArg(argErr("payload", "is required")), nil
-		}
-		wait, err := a.seconds("wait_seconds", int(h.s.cfg.MaxWait.Seconds()))
-		if err != nil {
-			return h.refuseArg(err), nil
-		}
-		// The route's own validation, before anything is recorded: the
-		// refusal names the field (payload.body) and nothing is written.
-		if n, ok := route.Adapter.(adapter.PayloadNormalizer); ok {
-			_, err = n.NormalizePayload(payload)
-		} else {
-			_, err = adapter.CanonicalizePayload(payload)
-		}
-		if err != nil {
-			return h.refuseArg(err), nil
-		}
-
 		// A re-submit that arrives while the step's write is in flight in
 		// this process waits for it and is then answered from the log.
-		out, err := h.s.svc.Submit(ctx, h.c, service.Submission{Route: route.Name, Account: account, Task: task, Step: step,
-			ParentExternalID: parent, Payload: payload, KeyIncludesPayload: h.s.cfg.KeyIncludesPayload,
-			Wait: time.Duration(wait) * time.Second, Queue: queueTimeout})
-		var me *service.MismatchError
-		switch {
-		case err == nil:
-		case errors.Is(err, service.ErrInFlight):
-			if out != nil {
-				return h.answer(answerOf(out.Intent, true)), nil
+		sub.KeyIncludesPayload, sub.Wait, sub.Queue = h.s.cfg.KeyIncludesPayload, time.Duration(wait)*time.Second, queueTimeout
+		out, err := h.s.svc.Submit(ctx, h.c, sub)
+		if err != nil {
+			if res := h.submitFailed(route, out, err); res != nil {
+				return res, nil
 			}
-			return h.refuse(CodeConflict, "", "this step's write is in flight; its outcome is not known yet. Do not retry it "+
-				"under new ids; ask for status (with wait_seconds).", nil), nil
-		case errors.Is(err, service.ErrOutcomeNotRecorded) && out != nil:
-			// The write was made and its outcome is not on the log yet:
-			// unknown, and reconciliation will settle it.
-			h.s.log.Warn("mcp: outcome not recorded", "intent", out.Result.IntentID, "err", h.s.scrub.Scrub(err.Error()))
-		case errors.As(err, &me):
-			var stored *Answer
-			if me.Stored != nil {
-				stored = answerOf(me.Stored, true)
-			}
-			return h.refuse(CodePayloadMismatch, me.Field, "this task_id and step_id were already submitted with a "+
-				"different "+me.Field+"; nothing was written. To make a different write, use a new step_id; to learn "+
-				"the stored result, ask status.", stored), nil
-		case errors.Is(err, service.ErrOutcomeNotRecorded):
-			h.s.log.Warn("mcp: outcome not recorded", "route", route.Name, "err", h.s.scrub.Scrub(err.Error()))
-			return h.refuse(CodeUnavailable, "", "unknown: the write was made but settle could not record its outcome "+
-				"yet; it will settle it. Do not retry, and do not resubmit it under new ids; ask for status "+
-				"(with wait_seconds).", nil), nil
-		case errors.Is(err, service.ErrForbidden):
-			// An account (or route) outside the caller's limits.
-			fe := &events.FieldError{Reason: "this caller may not make this write"}
-			errors.As(err, &fe)
-			return h.refuse(CodeForbidden, fe.Field, fe.Field+": "+fe.Reason+"; nothing was written", nil), nil
-		case errors.Is(err, service.ErrInvalidRequest), errors.Is(err, service.ErrPayloadTooLarge):
-			return h.refuseArg(err), nil
-		case held(err):
-			return h.held(err), nil
-		default:
-			return h.unavailable("submit", err), nil
 		}
 		ans := answerOf(out.Intent, out.Result.Replayed)
 		if out.Result.Replayed && !out.Visible && ans.Receipt != nil {
@@ -186,6 +113,89 @@ func (h *handlers) submit(rt routeTool) sdk.ToolHandler {
 			ans.Guidance += " The receipt is shown to callers with the read scope."
 		}
 		return h.answer(ans), nil
+	}
+}
+
+// submission reads a submit call's arguments and checks the payload by
+// the route's own validation, before anything is recorded: a refusal
+// names the field (payload.body) and nothing is written.
+func (h *handlers) submission(route adapter.Route, args json.RawMessage) (service.Submission, int, error) {
+	a, err := decodeArgs(args, submitArgs...)
+	if err != nil {
+		return service.Submission{}, 0, err
+	}
+	sub := service.Submission{Route: route.Name}
+	if sub.Task, err = a.id("task_id", true); err != nil {
+		return sub, 0, err
+	}
+	if sub.Step, err = a.id("step_id", true); err != nil {
+		return sub, 0, err
+	}
+	if sub.Account, err = a.id("account", false); err != nil {
+		return sub, 0, err
+	}
+	if sub.Account == "" {
+		if sub.Account = h.c.DefaultAccount(); sub.Account == "" {
+			return sub, 0, argErr("account", "is required")
+		}
+	}
+	if sub.ParentExternalID, err = a.id("parent_external_id", false); err != nil {
+		return sub, 0, err
+	}
+	if sub.Payload = a.raw("payload"); sub.Payload == nil {
+		return sub, 0, argErr("payload", "is required")
+	}
+	wait, err := a.seconds("wait_seconds", int(h.s.cfg.MaxWait.Seconds()))
+	if err != nil {
+		return sub, 0, err
+	}
+	if n, ok := route.Adapter.(adapter.PayloadNormalizer); ok {
+		_, err = n.NormalizePayload(sub.Payload)
+	} else {
+		_, err = adapter.CanonicalizePayload(sub.Payload)
+	}
+	return sub, wait, err
+}
+
+// submitFailed maps a failed submit to its tool answer; nil means the
+// write was made and its outcome is not on the log yet (answered as
+// unknown from out: reconciliation will settle it).
+func (h *handlers) submitFailed(route adapter.Route, out *service.Submitted, err error) *sdk.CallToolResult {
+	var me *service.MismatchError
+	switch {
+	case errors.Is(err, service.ErrInFlight):
+		if out != nil {
+			return h.answer(answerOf(out.Intent, true))
+		}
+		return h.refuse(CodeConflict, "", "this step's write is in flight; its outcome is not known yet. Do not retry it "+
+			"under new ids; ask for status (with wait_seconds).", nil)
+	case errors.Is(err, service.ErrOutcomeNotRecorded) && out != nil:
+		h.s.log.Warn("mcp: outcome not recorded", "intent", out.Result.IntentID, "err", h.s.scrub.Scrub(err.Error()))
+		return nil
+	case errors.As(err, &me):
+		var stored *Answer
+		if me.Stored != nil {
+			stored = answerOf(me.Stored, true)
+		}
+		return h.refuse(CodePayloadMismatch, me.Field, "this task_id and step_id were already submitted with a "+
+			"different "+me.Field+"; nothing was written. To make a different write, use a new step_id; to learn "+
+			"the stored result, ask status.", stored)
+	case errors.Is(err, service.ErrOutcomeNotRecorded):
+		h.s.log.Warn("mcp: outcome not recorded", "route", route.Name, "err", h.s.scrub.Scrub(err.Error()))
+		return h.refuse(CodeUnavailable, "", "unknown: the write was made but settle could not record its outcome "+
+			"yet; it will settle it. Do not retry, and do not resubmit it under new ids; ask for status "+
+			"(with wait_seconds).", nil)
+	case errors.Is(err, service.ErrForbidden):
+		// An account (or route) outside the caller's limits.
+		fe := &events.FieldError{Reason: "this caller may not make this write"}
+		errors.As(err, &fe)
+		return h.refuse(CodeForbidden, fe.Field, fe.Field+": "+fe.Reason+"; nothing was written", nil)
+	case errors.Is(err, service.ErrInvalidRequest), errors.Is(err, service.ErrPayloadTooLarge):
+		return h.refuseArg(err)
+	case held(err):
+		return h.held(err)
+	default:
+		return h.unavailable("submit", err)
 	}
 }
 
