@@ -948,7 +948,8 @@ const (
 	ReasonNoDedupProof ManualReason = "no_dedup_proof"
 	// ReasonWrittenUnverified: an attempt was proven written (a success
 	// response, or an exact match found), but the object could not be read
-	// back before the window closed (deleted, moderated, slow). Never retried.
+	// back before the window closed, nor by one readback after it (deleted,
+	// moderated, slow). Never retried.
 	ReasonWrittenUnverified ManualReason = "written_unverified"
 	// ReasonNoExternalID: the API says the write completed (or a candidate
 	// matched) but gives no external id to read it back by.

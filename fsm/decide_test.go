@@ -136,6 +136,12 @@ func histories(caps events.Capabilities, pp policyProfile) map[string][]events.E
 		firstWrite(b)
 		b.add(1, &events.WriteSucceededData{ExternalID: "p_1"}).add(0, &events.CheckDeferredData{Reason: "readback_not_visible", NextCheckAt: b.at})
 	})
+	try("unknown(proven, checked after its window)", func(b *sb) {
+		firstWrite(b)
+		b.add(1, &events.WriteSucceededData{ExternalID: "p_1"})
+		b.at = b.at.Add(48 * time.Hour)
+		b.add(0, &events.CheckDeferredData{Reason: "readback_not_visible", NextCheckAt: b.at.Add(time.Hour)})
+	})
 	try("reconciling(mine)", func(b *sb) { reconciling(b, "me") })
 	try("reconciling(theirs)", func(b *sb) { reconciling(b, "other") })
 	try("in_progress", func(b *sb) {
@@ -301,7 +307,8 @@ func TestDecisions(t *testing.T) {
 		event  events.Type
 		reason events.ManualReason
 	}{
-		{"retry after a proven write: never", search, auto, "unknown(proven)", 48 * time.Hour, StepAppend, events.ManualActionRequired, events.ReasonWrittenUnverified},
+		{"proven write, window closed, not read since: read back once more", search, auto, "unknown(proven)", 48 * time.Hour, StepAppend, events.ReconcileStarted, ""},
+		{"retry after a proven write: never (read back after its window, not verified)", search, auto, "unknown(proven, checked after its window)", time.Second, StepAppend, events.ManualActionRequired, events.ReasonWrittenUnverified},
 		{"proven write inside its window: read back", search, auto, "unknown(proven)", time.Minute, StepAppend, events.ReconcileStarted, ""},
 		{"status not found, no key: no retry", statusNoKey, auto, "not_found(status)", time.Minute, StepAppend, events.ManualActionRequired, events.ReasonNoDedupProof},
 		{"status not found, key in retention: retry", statusKey, auto, "not_found(status)", time.Minute, StepAppend, events.RetryClaimed, ""},

@@ -54,7 +54,7 @@
 //   - No retry after a proven write: after WriteSucceeded, WriteConfirmed
 //     or an exact match, the intent is confirmed by readback, by an
 //     operator, or handed off (written_unverified when it cannot be read
-//     back before its window closes).
+//     back before its window closes, nor by one more readback after it).
 //   - A retry needs a dedup proof that covers its attempt: the idempotency
 //     key valid (retention from the first attempt, minus margin and skew)
 //     until the claim's lease end plus attempt_deadline plus the skew, or

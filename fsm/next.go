@@ -116,15 +116,21 @@ func (d Decider) nextRejected(i *Intent, caps events.Capabilities, now time.Time
 // nextUnknown takes an unknown (or in-progress) intent for one check,
 // or hands it off when nothing can settle it.
 func (d Decider) nextUnknown(i *Intent, caps events.Capabilities, now time.Time) Step {
+	if i.WriteProven {
+		// A proven write is read back until its window closes and once
+		// after (its checks may have been late: workers down, a slow
+		// read); only a check made after the window that did not verify
+		// it hands it off.
+		if _, to := Window(i); !now.Before(to) && !i.UpdatedAt.Before(to) {
+			return appendStep(d.handoff(i, events.ReasonWrittenUnverified,
+				"an attempt was proven written but the object could not be read back before the window closed, nor once after it (deleted, moderated or slow); it is never written again", caps), "proven write not verifiable")
+		}
+	}
 	if now.Before(i.NextCheckAt) {
 		return wait(i.NextCheckAt, "next check")
 	}
 	strategy := StrategyOf(caps)
 	if i.WriteProven {
-		if _, to := Window(i); !now.Before(to) {
-			return appendStep(d.handoff(i, events.ReasonWrittenUnverified,
-				"an attempt was proven written but the object could not be read back before the window closed (deleted, moderated or slow); it is never written again", caps), "proven write not verifiable")
-		}
 		strategy = StrategyReadback
 	}
 	if strategy == StrategyNone {

@@ -106,6 +106,36 @@ func TestProvenWriteThatVanishesIsNeverWrittenAgain(t *testing.T) {
 	}
 }
 
+// A proven write not read back before its window closed (every worker was
+// down) is read back once after it: visible and intact, it is confirmed,
+// not handed to a human.
+func TestProvenWriteReadBackAfterItsWindowIsConfirmed(t *testing.T) {
+	w := newWorld(t, nil)
+	res := w.execute("task:late", "hello")
+	if res.State != fsm.Verifying || w.api.Effects() != 1 {
+		t.Fatalf("after the write: %s, %d effects", res.State, w.api.Effects())
+	}
+	// The first readback fails (the page answers 500); then no worker
+	// runs for six hours.
+	w.api.FailPages(fakeapi.ReadError500)
+	r := w.reconciler("w1", nil)
+	if _, err := r.Step(context.Background(), "social_post", res.IntentID); err != nil {
+		t.Fatal(err)
+	}
+	if h := w.history(res.IntentID); h[len(h)-1].Type != events.CheckDeferred {
+		t.Fatalf("after a failed readback: %v", typesOf(h))
+	}
+	w.clock.Advance(6 * time.Hour)
+	i, err := w.settleUpTo(r, "social_post", res.IntentID, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := w.history(res.IntentID)
+	if i.State != fsm.Confirmed || w.api.Writes() != 1 || count(h, events.WriteStarted) != 1 || count(h, events.ReadbackPassed) != 1 {
+		t.Fatalf("state %s %q, writes %d, history %v", i.State, i.ManualReason, w.api.Writes(), typesOf(h))
+	}
+}
+
 // 2 and 3. Routes that could retry without a dedup proof are refused at
 // load, naming the route and the field.
 func TestRouteThatMayRetryNeedsADedupProof(t *testing.T) {

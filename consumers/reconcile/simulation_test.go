@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -245,6 +246,17 @@ type simIntent struct {
 	submitAt time.Time
 	dueAt    time.Time
 	done     bool
+	// steps: what each step of the intent ended with, as the world saw it
+	// (printed when the intent ends outside its allowed outcomes).
+	steps []string
+}
+
+// note records how one step of the intent ended.
+func (in *simIntent) note(at time.Time, who, what string) {
+	if len(in.steps) >= 64 {
+		in.steps = append(in.steps[:32], in.steps[len(in.steps)-31:]...)
+	}
+	in.steps = append(in.steps, fmt.Sprintf("%s %s: %s", at.Format("15:04:05.000"), who, what))
 }
 
 func (in *simIntent) payload() json.RawMessage {
@@ -554,6 +566,14 @@ func (s *sim) step(in *simIntent) {
 	res, err := w.r.Step(ctx, in.route, in.id)
 	wg.Wait()
 	switch {
+	case err != nil:
+		in.note(s.clock.Now(), w.name, "error: "+err.Error())
+	case res.Done:
+		in.note(s.clock.Now(), w.name, "done")
+	default:
+		in.note(s.clock.Now(), w.name, fmt.Sprintf("wait %s, appended %v", res.Wait, res.Appended))
+	}
+	switch {
 	case dieAt >= 0 && err != nil && strings.Contains(err.Error(), "simulated crash"):
 		s.kills++
 		s.workers[wi] = s.newWorker()
@@ -682,11 +702,22 @@ func runSimulation(t *testing.T, seed uint64, n int, tot *simTotals) {
 			in.dueAt = now
 			next++
 		}
-		order := s.rng.Perm(next)
-		for _, k := range order {
-			in := intents[k]
-			if !in.done && !in.dueAt.After(now) {
-				s.step(in)
+		// Due intents in the order they fell due (ties in random order).
+		// A step whose call took simulated time (a slow listing, a wait
+		// for a rate limit) moves the world's clock: the loop then starts
+		// over, so that what fell due meanwhile runs next rather than
+		// after every other due step has added its own delay.
+		var due []*simIntent
+		for _, k := range s.rng.Perm(next) {
+			if in := intents[k]; !in.done && !in.dueAt.After(now) {
+				due = append(due, in)
+			}
+		}
+		slices.SortStableFunc(due, func(a, b *simIntent) int { return a.dueAt.Compare(b.dueAt) })
+		for _, in := range due {
+			s.step(in)
+			if s.clock.Now().After(now) {
+				break
 			}
 		}
 		// Jump to the earliest due time.
@@ -801,7 +832,7 @@ func runSimulation(t *testing.T, seed uint64, n int, tot *simTotals) {
 		if !allowed {
 			unexpected++
 			if unexpected <= 10 {
-				t.Errorf("seed %d: %s (%s): ended %s %q, allowed %v%s", seed, in.id, in.b.name, i.State, i.ManualReason, in.b.want, s.history(in))
+				t.Errorf("seed %d: %s (%s): ended %s %q, allowed %v%s\n  steps:\n    %s", seed, in.id, in.b.name, i.State, i.ManualReason, in.b.want, s.history(in), strings.Join(in.steps, "\n    "))
 			}
 		}
 	}
