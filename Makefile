@@ -13,11 +13,12 @@ build:
 
 # The test command of README and .ci/run: vet, then every test with the race
 # detector against real embedded nats-servers and real HTTP fakes, then the
-# seeded simulation (2,000 intents; without -race, which would only slow
-# the embedded server down) printing its summary line.
+# seeded simulation (two worlds of 2,000 intents, seeds SEED and SEED+1,
+# run at once; without -race, which would only slow the embedded server
+# down) printing a line per world and the summary line.
 test: lint
 	$(GO) test -race -count=1 -timeout 9m -skip '$(SIM)' $(PKGS)
-	$(GO) test -count=1 -timeout 9m -run '$(SIM)' -v ./consumers/reconcile/ -args -sim.seed=$(SEED) -sim.intents=2000
+	$(GO) test -count=1 -timeout 9m -run '$(SIM)' -v ./consumers/reconcile/ -args -sim.seed=$(SEED) -sim.intents=4000 -sim.batch=2000 -sim.parallel=2
 	@$(MAKE) --no-print-directory bench-smoke
 
 # Every benchmark of make bench once, on small logs and the cluster's at 2

@@ -31,6 +31,7 @@ var (
 	simIntents = flag.Int("sim.intents", 2000, "intents in the seeded simulation")
 	simBound   = flag.Duration("sim.bound", 4*time.Minute, "liveness bound of a multi-worker run (not a speed assertion)")
 	simBatch   = flag.Int("sim.batch", 2000, "intents per simulated world; a longer run is a series of worlds with seeds seed, seed+1, ...")
+	simWorlds  = flag.Int("sim.parallel", 1, "simulated worlds run at once")
 )
 
 // The seeded simulation hunts double writes and false confirmations. Every
@@ -629,6 +630,7 @@ func (s *sim) history(in *simIntent) string {
 
 // simTotals adds up the worlds of one run.
 type simTotals struct {
+	mu                                                                                         sync.Mutex
 	intents, kills, races, maxEffects, falseConfirmations, unexpected, violations, unaccounted int
 	byBehaviour, byState, paths, injected                                                      map[string]int
 	handoffs                                                                                   handoffTally
@@ -638,12 +640,19 @@ func TestSimulationSeeded(t *testing.T) {
 	seed, total, batch := *simSeed, *simIntents, max(*simBatch, 1)
 	tot := &simTotals{byBehaviour: map[string]int{}, byState: map[string]int{}, paths: map[string]int{}, injected: map[string]int{},
 		handoffs: handoffTally{byReason: map[string]int{}}}
+	running := make(chan struct{}, max(*simWorlds, 1))
+	var worlds sync.WaitGroup
 	for b := 0; b*batch < total && !t.Failed(); b++ {
 		n := min(batch, total-b*batch)
-		t.Run(fmt.Sprintf("seed=%d", seed+uint64(b)), func(t *testing.T) {
-			runSimulation(t, seed+uint64(b), n, tot)
+		running <- struct{}{}
+		worlds.Go(func() {
+			defer func() { <-running }()
+			t.Run(fmt.Sprintf("seed=%d", seed+uint64(b)), func(t *testing.T) {
+				runSimulation(t, seed+uint64(b), n, tot)
+			})
 		})
 	}
+	worlds.Wait()
 	audit := "ok"
 	if tot.violations > 0 {
 		audit = fmt.Sprintf("%d violations", tot.violations)
@@ -860,6 +869,8 @@ func runSimulation(t *testing.T, seed uint64, n int, tot *simTotals) {
 	s.yamlChecks()
 	injected := s.yamlCounts()
 	t.Logf("world seed=%d paths={%s} injected={%s}", seed, counts(paths), counts(injected))
+	tot.mu.Lock()
+	defer tot.mu.Unlock()
 	for k, v := range paths {
 		tot.paths[k] += v
 	}
