@@ -3,10 +3,15 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -166,12 +171,13 @@ func countType(evs []events.Event, t events.Type) int {
 }
 
 // TestGatewayLostReplySettlesThroughTheReadTool: an agent calls the
-// upstream's own write tool through settle; the upstream runs it and its
-// reply is lost. The answer is unknown (settling, do not retry), the
-// reconciler finds the comment through the upstream's read tool and
-// confirms it with a receipt, the GitHub fake holds exactly one comment,
-// and the same task and step — after the agent reconnects, and after
-// settle restarts — are the same intent, answered from the log.
+// upstream's own write tool through settle; the upstream runs it (the
+// comment is made) and its reply is lost. The answer is unknown
+// (settling, do not retry), the reconciler finds the comment through the
+// upstream's read tool and confirms it with a receipt — no retry, the
+// GitHub fake holds exactly one comment — and the same task and step,
+// after the agent reconnects and after settle restarts, are the same
+// intent, answered from the log.
 func TestGatewayLostReplySettlesThroughTheReadTool(t *testing.T) {
 	g := newGatewayEnv(t)
 	cs := g.client(g.http)
@@ -183,17 +189,35 @@ func TestGatewayLostReplySettlesThroughTheReadTool(t *testing.T) {
 	if res.IsError || a.Outcome != mcp.OutcomeUnknown || a.Settled || !strings.Contains(a.Guidance, "Do not retry") {
 		t.Fatalf("first answer: %s", text(res))
 	}
+	// The upstream ran the tool (the fault was taken by this call) and
+	// the fake made the comment before the reply was dropped.
+	if _, err := os.Stat(filepath.Join(g.faults, "add_issue_comment")); !errors.Is(err, fs.ErrNotExist) || g.api.Effects() != 1 {
+		t.Fatalf("the first call did not run the tool: fault pending %v, %d effects", err == nil, g.api.Effects())
+	}
 	want := events.ScopedIntentID(service.DefaultTenant, ghRoute, g.account, events.ToolKey("deploy-1", "comment", ""))
 	if a.IntentID != want {
 		t.Fatalf("intent %s, want %s", a.IntentID, want)
 	}
 	i := g.Settle(ghRoute, a.IntentID)
 	evs := g.History(ghRoute, a.IntentID)
-	if i.Receipt == nil || string(i.State) != "confirmed" || countType(evs, events.IntentStarted) != 1 || countType(evs, events.OutcomeUnknown) != 1 {
-		t.Fatalf("state %s, receipt %v, history %v", i.State, i.Receipt, typesOf(evs))
+	var unknown *events.OutcomeUnknownData
+	for _, e := range evs {
+		if d, ok := e.Data.(*events.OutcomeUnknownData); ok {
+			unknown = d
+		}
 	}
-	if g.api.Effects() != 1 || g.api.EffectsContaining("Build #42 passed") != 1 {
+	if countType(evs, events.IntentStarted) != 1 || countType(evs, events.OutcomeUnknown) != 1 || unknown.Code != httproute.CodeNoAnswer ||
+		countType(evs, events.RetryClaimed) != 0 || countType(evs, events.WriteStarted) != 0 ||
+		countType(evs, events.CandidateFound) != 1 || evs[len(evs)-1].Type != events.ReadbackPassed {
+		t.Fatalf("history %v (unknown: %+v)", typesOf(evs), unknown)
+	}
+	comments := g.api.Comments()
+	if g.api.Effects() != 1 || g.api.EffectsContaining("Build #42 passed") != 1 || len(comments) != 1 {
 		t.Fatalf("%d effects", g.api.Effects())
+	}
+	if string(i.State) != "confirmed" || i.Receipt == nil || i.Receipt.ExternalID != strconv.FormatInt(comments[0].ID, 10) ||
+		i.Receipt.AttemptID != a.IntentID+".a1" {
+		t.Fatalf("state %s, receipt %+v", i.State, i.Receipt)
 	}
 	// The agent restarts and makes the same step again; then settle
 	// restarts: the same intent, confirmed, nothing written.
@@ -227,7 +251,7 @@ func TestGatewayTools(t *testing.T) {
 	for _, tl := range lr.Tools {
 		tools[tl.Name] = tl
 	}
-	for _, n := range []string{"add_issue_comment", "get_issue_comments", "get_issue_comment", "search_issues", "add_labels", "status", "submit_" + ghRoute} {
+	for _, n := range []string{"add_issue_comment", "issue_read", "get_issue_comment", "search_issues", "add_labels", "status", "submit_" + ghRoute} {
 		if tools[n] == nil {
 			t.Fatalf("%s is not offered (%d tools)", n, len(tools))
 		}
@@ -244,7 +268,7 @@ func TestGatewayTools(t *testing.T) {
 		t.Fatal("update_issue_comment answered")
 	}
 	g.api.Inject(fakeapi.GitHubComment{Issue: 7, Body: "by hand"})
-	res := call(t, cs, "get_issue_comments", map[string]any{"owner": "octo-org", "repo": "hello-world", "issue_number": 7}, nil)
+	res := call(t, cs, "issue_read", map[string]any{"method": "get_comments", "owner": "octo-org", "repo": "hello-world", "issue_number": 7}, nil)
 	if res.IsError || !strings.Contains(text(res), "by hand") || strings.Contains(text(res), "UNPROTECTED") {
 		t.Fatalf("read: %s", text(res))
 	}

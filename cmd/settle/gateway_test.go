@@ -55,7 +55,7 @@ func TestMCPGatewayStdio(t *testing.T) {
 	want := events.ScopedIntentID(service.DefaultTenant, "github_mcp_comment", api.UserID(), events.ToolKey("ship-9", "announce", ""))
 
 	cs, stop := startMCPStdio(t, routes, dataDir, api.UserID())
-	if got := toolSet(t, cs); strings.Join(got, " ") != "add_issue_comment get_issue_comment get_issue_comments pending status submit_github_mcp_comment" {
+	if got := toolSet(t, cs); strings.Join(got, " ") != "add_issue_comment get_issue_comment issue_read pending status submit_github_mcp_comment" {
 		t.Fatalf("tools %v", got)
 	}
 	res, a := callTool(t, cs, "add_issue_comment", args)
@@ -68,7 +68,7 @@ func TestMCPGatewayStdio(t *testing.T) {
 	if res.IsError || a.Outcome != mcp.OutcomeConfirmed || a.Receipt == nil || api.Effects() != 1 {
 		t.Fatalf("status: %+v; %d effects", res, api.Effects())
 	}
-	res, _ = callTool(t, cs, "get_issue_comments", map[string]any{"owner": "octo-org", "repo": "hello-world", "issue_number": 7})
+	res, _ = callTool(t, cs, "issue_read", map[string]any{"method": "get_comments", "owner": "octo-org", "repo": "hello-world", "issue_number": 7})
 	if b, _ := json.Marshal(res); res.IsError || !strings.Contains(string(b), "Deployed v2") {
 		t.Fatalf("read: %+v", res)
 	}
