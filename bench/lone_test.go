@@ -20,6 +20,12 @@ import (
 	"github.com/settle-dev/settle/testharness"
 )
 
+// medianMs is the median of d in milliseconds (d is sorted).
+func medianMs(d []time.Duration) float64 {
+	slices.Sort(d)
+	return float64(d[len(d)/2]) / float64(time.Millisecond)
+}
+
 // BenchmarkLoneParts: where a lone intent's time goes, without
 // instrumenting settle. Each op is one Execute (fsync always, one caller)
 // and then the same work by hand, interleaved so that both meet the same
@@ -94,10 +100,7 @@ func BenchmarkLoneParts(b *testing.B) {
 	if api.Effects() != 2*b.N {
 		b.Fatalf("effects %d, want %d", api.Effects(), 2*b.N)
 	}
-	med := func(d []time.Duration) float64 {
-		slices.Sort(d)
-		return float64(d[len(d)/2]) / float64(time.Millisecond)
-	}
+	med := medianMs
 	e, h := med(exec), med(hand)
 	report(b, e, "execute_p50_ms")
 	report(b, h, "hand_p50_ms")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -39,45 +40,64 @@ type args struct {
 // object (absent or null counts as {}); a duplicate member or one the tool
 // does not know is refused, naming it.
 func decodeArgs(raw json.RawMessage, known ...string) (*args, error) {
-	a := &args{m: map[string]json.RawMessage{}}
+	a, rest, err := splitArgs(raw, known...)
+	if err != nil {
+		return nil, err
+	}
+	if len(rest) > 0 {
+		name := slices.Sorted(maps.Keys(rest))[0]
+		return nil, argErr(fieldName(name), "is not an argument of this tool (it takes %s)", strings.Join(known, ", "))
+	}
+	return a, nil
+}
+
+// splitArgs reads the arguments object as decodeArgs does, and returns
+// the members named own as args and every other member apart (for the
+// upstream's own arguments of a gateway write).
+func splitArgs(raw json.RawMessage, own ...string) (*args, map[string]json.RawMessage, error) {
+	a, rest := &args{m: map[string]json.RawMessage{}}, map[string]json.RawMessage{}
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return a, nil
+		return a, rest, nil
 	}
 	if len(raw) > maxArgs {
-		return nil, argErr("arguments", "are %d bytes, the limit is %d", len(raw), maxArgs)
+		return nil, nil, argErr("arguments", "are %d bytes, the limit is %d", len(raw), maxArgs)
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	tok, err := dec.Token()
 	if err != nil || tok != json.Delim('{') {
-		return nil, argErr("arguments", "must be a JSON object")
+		return nil, nil, argErr("arguments", "must be a JSON object")
 	}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, argErr("arguments", "are not valid JSON")
+			return nil, nil, argErr("arguments", "are not valid JSON")
 		}
 		name, _ := tok.(string)
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return nil, argErr(fieldName(name), "is not valid JSON")
+			return nil, nil, argErr(fieldName(name), "is not valid JSON")
 		}
-		if !slices.Contains(known, name) {
-			return nil, argErr(fieldName(name), "is not an argument of this tool (it takes %s)", strings.Join(known, ", "))
+		dst := rest
+		if slices.Contains(own, name) {
+			dst = a.m
 		}
 		if _, dup := a.m[name]; dup {
-			return nil, argErr(name, "is given twice")
+			return nil, nil, argErr(fieldName(name), "is given twice")
 		}
-		a.m[name] = v
+		if _, dup := rest[name]; dup {
+			return nil, nil, argErr(fieldName(name), "is given twice")
+		}
+		dst[name] = v
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, argErr("arguments", "are not valid JSON")
+		return nil, nil, argErr("arguments", "are not valid JSON")
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, argErr("arguments", "have data after the object")
+		return nil, nil, argErr("arguments", "have data after the object")
 	}
-	return a, nil
+	return a, rest, nil
 }
 
 // fieldName renders an unknown member's name for an error: printable and

@@ -91,82 +91,111 @@ func (h *handlers) answer(a *Answer) *sdk.CallToolResult {
 
 var submitArgs = []string{"task_id", "step_id", "account", "parent_external_id", "payload", "wait_seconds"}
 
+// writeCall is one write an agent asks for, through submit_<route> or a
+// gateway write tool.
+type writeCall struct {
+	route adapter.Route
+	// task and step derive the key; key, the idempotencyKey beside the
+	// call's arguments, is the key itself when given.
+	task, step, key string
+	account, parent string
+	payload         json.RawMessage
+	wait            int
+}
+
 func (h *handlers) submit(rt routeTool) sdk.ToolHandler {
-	route := rt.route
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		sub, wait, err := h.submission(route, req.Params.Arguments)
+		a, err := decodeArgs(req.Params.Arguments, submitArgs...)
 		if err != nil {
 			return h.refuseArg(err), nil
 		}
-		// A re-submit that arrives while the step's write is in flight in
-		// this process waits for it and is then answered from the log.
-		sub.KeyIncludesPayload, sub.Wait, sub.Queue = h.s.cfg.KeyIncludesPayload, time.Duration(wait)*time.Second, queueTimeout
-		out, err := h.s.svc.Submit(ctx, h.c, sub)
-		if err != nil {
-			if res := h.submitFailed(route, out, err); res != nil {
-				return res, nil
-			}
+		w := writeCall{route: rt.route}
+		if err := h.writeIDs(a, req, &w); err != nil {
+			return h.refuseArg(err), nil
 		}
-		ans := answerOf(out.Intent, out.Result.Replayed)
-		if out.Result.Replayed && !out.Visible && ans.Receipt != nil {
-			ans.Receipt = nil
-			ans.Guidance += " The receipt is shown to callers with the read scope."
+		if w.parent, err = a.id("parent_external_id", false); err != nil {
+			return h.refuseArg(err), nil
 		}
-		return h.answer(ans), nil
+		if w.payload = a.raw("payload"); w.payload == nil {
+			return h.refuseArg(argErr("payload", "is required")), nil
+		}
+		return h.write(ctx, w), nil
 	}
 }
 
-// submission reads a submit call's arguments and checks the payload by
-// the route's own validation, before anything is recorded: a refusal
-// names the field (payload.body) and nothing is written.
-func (h *handlers) submission(route adapter.Route, args json.RawMessage) (service.Submission, int, error) {
-	a, err := decodeArgs(args, submitArgs...)
-	if err != nil {
-		return service.Submission{}, 0, err
+// writeIDs reads what names a write and bounds its answer: task_id and
+// step_id (optional when the call carries an idempotencyKey), account and
+// wait_seconds.
+func (h *handlers) writeIDs(a *args, req *sdk.CallToolRequest, w *writeCall) error {
+	var err error
+	if w.key, err = idempotencyKey(req); err != nil {
+		return err
 	}
-	sub := service.Submission{Route: route.Name}
-	if sub.Task, err = a.id("task_id", true); err != nil {
-		return sub, 0, err
+	if w.task, err = a.id("task_id", w.key == ""); err != nil {
+		return err
 	}
-	if sub.Step, err = a.id("step_id", true); err != nil {
-		return sub, 0, err
+	if w.step, err = a.id("step_id", w.key == ""); err != nil {
+		return err
 	}
-	if sub.Account, err = a.id("account", false); err != nil {
-		return sub, 0, err
+	if w.account, err = a.id("account", false); err != nil {
+		return err
 	}
-	if sub.Account == "" {
-		if sub.Account = h.c.DefaultAccount(); sub.Account == "" {
-			return sub, 0, argErr("account", "is required")
+	w.wait, err = a.seconds("wait_seconds", int(h.s.cfg.MaxWait.Seconds()))
+	return err
+}
+
+// write checks the payload by the route's own rules, records the intent
+// and makes its write (service.Submit), and answers with its outcome.
+func (h *handlers) write(ctx context.Context, w writeCall) *sdk.CallToolResult {
+	if w.account == "" {
+		if w.account = h.c.DefaultAccount(); w.account == "" {
+			return h.refuseArg(argErr("account", "is required"))
 		}
 	}
-	if sub.ParentExternalID, err = a.id("parent_external_id", false); err != nil {
-		return sub, 0, err
-	}
-	if sub.Payload = a.raw("payload"); sub.Payload == nil {
-		return sub, 0, argErr("payload", "is required")
-	}
-	wait, err := a.seconds("wait_seconds", int(h.s.cfg.MaxWait.Seconds()))
-	if err != nil {
-		return sub, 0, err
-	}
-	if n, ok := route.Adapter.(adapter.PayloadNormalizer); ok {
-		_, err = n.NormalizePayload(sub.Payload)
+	// The route's own validation, before anything is recorded: the
+	// refusal names the field (payload.body) and nothing is written.
+	var err error
+	if n, ok := w.route.Adapter.(adapter.PayloadNormalizer); ok {
+		_, err = n.NormalizePayload(w.payload)
 	} else {
-		_, err = adapter.CanonicalizePayload(sub.Payload)
+		_, err = adapter.CanonicalizePayload(w.payload)
 	}
-	return sub, wait, err
+	if err != nil {
+		return h.refuseArg(err)
+	}
+	sub := service.Submission{Route: w.route.Name, Account: w.account, Task: w.task, Step: w.step,
+		ParentExternalID: w.parent, Payload: w.payload, KeyIncludesPayload: h.s.cfg.KeyIncludesPayload,
+		Wait: time.Duration(w.wait) * time.Second, Queue: queueTimeout}
+	if w.key != "" {
+		sub.Task, sub.Step, sub.RequestID, sub.KeyIncludesPayload = "", "", w.key, false
+	}
+	// A re-submit that arrives while the step's write is in flight in
+	// this process waits for it and is then answered from the log.
+	out, err := h.s.svc.Submit(ctx, h.c, sub)
+	if err != nil {
+		if res := h.submitFailed(w.route.Name, out, err); res != nil {
+			return res
+		}
+	}
+	ans := answerOf(out.Intent, out.Result.Replayed)
+	if out.Result.Replayed && !out.Visible && ans.Receipt != nil {
+		ans.Receipt = nil
+		ans.Guidance += " The receipt is shown to callers with the read scope."
+	}
+	markTask(ctx, ans)
+	return h.answer(ans)
 }
 
-// submitFailed maps a failed submit to its tool answer; nil means the
-// write was made and its outcome is not on the log yet (answered as
-// unknown from out: reconciliation will settle it).
-func (h *handlers) submitFailed(route adapter.Route, out *service.Submitted, err error) *sdk.CallToolResult {
+// submitFailed answers a submit that returned an error; nil when the
+// write was made and only its outcome is not recorded yet (out is then
+// answered: unknown, and reconciliation settles it) or is in flight in
+// this process (out is then the intent as the log holds it).
+func (h *handlers) submitFailed(route string, out *service.Submitted, err error) *sdk.CallToolResult {
 	var me *service.MismatchError
 	switch {
+	case errors.Is(err, service.ErrInFlight) && out != nil:
+		return nil // answered as the log holds it
 	case errors.Is(err, service.ErrInFlight):
-		if out != nil {
-			return h.answer(answerOf(out.Intent, true))
-		}
 		return h.refuse(CodeConflict, "", "this step's write is in flight; its outcome is not known yet. Do not retry it "+
 			"under new ids; ask for status (with wait_seconds).", nil)
 	case errors.Is(err, service.ErrOutcomeNotRecorded) && out != nil:
@@ -181,7 +210,7 @@ func (h *handlers) submitFailed(route adapter.Route, out *service.Submitted, err
 			"different "+me.Field+"; nothing was written. To make a different write, use a new step_id; to learn "+
 			"the stored result, ask status.", stored)
 	case errors.Is(err, service.ErrOutcomeNotRecorded):
-		h.s.log.Warn("mcp: outcome not recorded", "route", route.Name, "err", h.s.scrub.Scrub(err.Error()))
+		h.s.log.Warn("mcp: outcome not recorded", "route", route, "err", h.s.scrub.Scrub(err.Error()))
 		return h.refuse(CodeUnavailable, "", "unknown: the write was made but settle could not record its outcome "+
 			"yet; it will settle it. Do not retry, and do not resubmit it under new ids; ask for status "+
 			"(with wait_seconds).", nil)

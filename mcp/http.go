@@ -103,7 +103,8 @@ func (s *Server) Handler(authn Authenticator) http.Handler {
 			_, _ = sw.Write(reply)
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		body = liftIdempotencyKey(body)
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 		rw := &rpcWriter{ResponseWriter: sw}
 		h.ServeHTTP(rw, r)
 		rw.finish(body)

@@ -106,7 +106,7 @@ func filterLines(ctx context.Context, in io.Reader, sdk *io.PipeWriter, out io.W
 		default:
 			if reply := checkMessage(line); reply != nil {
 				_, _ = out.Write(append(reply, '\n'))
-			} else if _, werr := sdk.Write(append(bytes.TrimSpace(line), '\n')); werr != nil {
+			} else if _, werr := sdk.Write(append(liftIdempotencyKey(bytes.TrimSpace(line)), '\n')); werr != nil {
 				return
 			}
 		}

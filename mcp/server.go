@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -40,8 +41,17 @@ type Server struct {
 	scrub  *adapter.Scrubber
 	routes []routeTool
 
+	gw *gateway
+
 	mu      sync.Mutex
-	servers map[string]*sdk.Server
+	servers map[string]*callerServer
+}
+
+// callerServer is the MCP server of one caller.
+type callerServer struct {
+	srv *sdk.Server
+	h   *handlers
+	gw  bool // the gateway's tools are added
 }
 
 // routeTool is a route's submit tool, prepared once.
@@ -57,7 +67,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg.Routes = slices.Clone(cfg.Routes)
-	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, scrub: adapter.NewScrubber(cfg.Secrets...), servers: map[string]*sdk.Server{}}
+	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, scrub: adapter.NewScrubber(cfg.Secrets...), servers: map[string]*callerServer{}}
 	for _, r := range cfg.Routes {
 		rt := routeTool{route: r, payload: json.RawMessage(`{}`), destructive: true}
 		if ps, ok := r.Adapter.(PayloadSchemer); ok {
@@ -73,6 +83,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.routes = append(s.routes, rt)
 	}
+	s.gw = newGateway(s)
 	return s, nil
 }
 
@@ -94,18 +105,44 @@ func callerKey(c service.Caller) string {
 // For returns the MCP server of caller: its tools are those the caller's
 // scopes and route limits allow, and every call acts as the caller (its
 // tenant, scopes and limits, through the service). Servers are cached per
-// caller.
+// caller. The tools of the routes' upstream MCP servers (the gateway) are
+// added once they could be listed.
 func (s *Server) For(c service.Caller) *sdk.Server {
+	gw := s.gw.ready(context.Background())
 	k := callerKey(c)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if srv, ok := s.servers[k]; ok {
-		return srv
+	cs, ok := s.servers[k]
+	if !ok {
+		cs = &callerServer{srv: s.newServer(c), h: &handlers{s: s, c: c}}
+		cs.h.addTools(cs.srv)
+		s.servers[k] = cs
 	}
+	if gw && !cs.gw {
+		s.gw.addTools(cs.srv, cs.h)
+		cs.gw = true
+	}
+	return cs.srv
+}
+
+// newServer is an MCP server without tools: settle's instructions, the
+// Tasks extension (its methods, and the middleware that answers a write
+// still settling with a task) and tracing.
+func (s *Server) newServer(c service.Caller) *sdk.Server {
+	caps := &sdk.ServerCapabilities{}
+	caps.AddExtension(TasksExtension, map[string]any{})
 	srv := sdk.NewServer(&sdk.Implementation{Name: "settle", Title: "settle: at-most-once writes", Version: s.cfg.Version},
-		&sdk.ServerOptions{Instructions: instructions, Logger: s.log, Capabilities: &sdk.ServerCapabilities{}})
-	srv.AddReceivingMiddleware(traceCalls)
-	h := &handlers{s: s, c: c}
+		&sdk.ServerOptions{Instructions: instructions, Logger: s.log, Capabilities: caps})
+	srv.AddReceivingMiddleware(traceCalls, tasksMiddleware)
+	if err := (&handlers{s: s, c: c}).addTaskMethods(srv); err != nil {
+		s.log.Error("mcp: the Tasks extension's methods could not be added", "err", err.Error())
+	}
+	return srv
+}
+
+// addTools adds settle's own tools the caller may use.
+func (h *handlers) addTools(srv *sdk.Server) {
+	s, c := h.s, h.c
 	if c.Has(service.ScopeSubmit) {
 		for _, rt := range s.routes {
 			if c.RouteAllowed(rt.route.Name) {
@@ -121,8 +158,6 @@ func (s *Server) For(c service.Caller) *sdk.Server {
 		srv.AddTool(approveTool(), h.approve)
 		srv.AddTool(resolveTool(), h.resolve)
 	}
-	s.servers[k] = srv
-	return srv
 }
 
 // RunStdio serves caller on one stdio session (newline-delimited JSON-RPC
@@ -139,9 +174,29 @@ func (s *Server) RunStdio(ctx context.Context, c service.Caller, in io.Reader, o
 	w := &lockedWriter{w: out}
 	pr, pw := io.Pipe()
 	go filterLines(ctx, in, pw, w)
+	if !s.gw.ready(ctx) {
+		go s.awaitGateway(ctx, c)
+	}
 	err := s.For(c).Run(ctx, &sdk.IOTransport{Reader: pr, Writer: w})
 	pr.Close()
 	return err
+}
+
+// awaitGateway lists the upstreams' tools until they are listed or ctx
+// ends, and adds them to the caller's server (its session is told the
+// list changed).
+func (s *Server) awaitGateway(ctx context.Context, c service.Caller) {
+	for !s.gw.ready(ctx) {
+		if !s.gw.pending {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(gatewayRetry):
+		}
+	}
+	s.For(c)
 }
 
 // result builds a tool result: v as structured content, and the text

@@ -3,6 +3,7 @@ package mcp
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -35,10 +36,17 @@ func idSchema(desc string) map[string]any {
 
 const intentIDDesc = "the intent id a submit returned (in_ + 32 characters)"
 
-func (s *Server) waitSchema(what string) map[string]any {
-	return map[string]any{"type": "integer", "minimum": 0, "maximum": int(s.cfg.MaxWait.Seconds()),
+func (s *Server) waitSchema(what string) map[string]any { return waitSchema(s.cfg.MaxWait, what) }
+
+func waitSchema(max time.Duration, what string) map[string]any {
+	return map[string]any{"type": "integer", "minimum": 0, "maximum": int(max.Seconds()),
 		"description": "wait up to this many seconds for " + what + " (default 0: answer at once)"}
 }
+
+const (
+	taskIDDesc = "your task's id: the same on every retry and every restart of this task"
+	stepIDDesc = "this write's step within the task: the same step always means the same write"
+)
 
 func (s *Server) submitTool(rt routeTool, c service.Caller) *sdk.Tool {
 	name := rt.route.Name
@@ -55,8 +63,8 @@ func (s *Server) submitTool(rt routeTool, c service.Caller) *sdk.Tool {
 	}
 	var payload any = rt.payload
 	props := map[string]any{
-		"task_id": idSchema("your task's id: the same on every retry and every restart of this task"),
-		"step_id": idSchema("this write's step within the task: the same step always means the same write"),
+		"task_id": idSchema(taskIDDesc),
+		"step_id": idSchema(stepIDDesc),
 		"account": account,
 		"parent_external_id": map[string]any{"type": "string", "minLength": 1, "maxLength": 256,
 			"description": "the external id of the object this write answers or belongs to (optional)"},

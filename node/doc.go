@@ -8,7 +8,9 @@
 // keeps each of them supervised while it runs: the high-water mark, the
 // clock guard, the disk watch of the embedded server, a projector that
 // fails or stalls restarted, a reconciler that stops restarted, and every
-// one of them reported by ReadyChecks (/readyz) while it is down.
+// one of them reported by ReadyChecks (/readyz) while it is down — and so
+// is each route's upstream MCP server (an adapter that is a Readier);
+// Close stops the routes' upstreams (Closer).
 //
 // Config, DefaultConfig and Validate (every problem, naming the field),
 // then Open (checks and opens everything, starts nothing), Run (the

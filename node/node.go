@@ -263,10 +263,12 @@ func (n *Node) Run(ctx context.Context) error {
 	return nil
 }
 
-// Close closes what Open opened: the views, the NATS connection, the
+// Close closes what Open opened: the routes' adapters (the processes of
+// their upstream MCP servers), the views, the NATS connection, the
 // embedded server, the data directory's lock (and a temporary data
 // directory). Call it after Run returned.
 func (n *Node) Close() {
+	closeAdapters(n.cfg.Routes)
 	if n.proj != nil {
 		_ = n.proj.Close()
 	}
@@ -299,7 +301,9 @@ func (n *Node) Routes() []adapter.Route { return n.cfg.Routes }
 
 // ReadyChecks are the node's parts' health, each under its name
 // (/readyz).
-func (n *Node) ReadyChecks() []api.ReadyCheck { return n.sup.readyChecks() }
+func (n *Node) ReadyChecks() []api.ReadyCheck {
+	return append(n.sup.readyChecks(), upstreamChecks(n.cfg.Routes)...)
+}
 
 // Ready runs every ReadyCheck and returns the first failure, named.
 func (n *Node) Ready(ctx context.Context) error {

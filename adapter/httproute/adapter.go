@@ -300,6 +300,7 @@ type Adapter struct {
 	// (shared by the intent-scoped copies); nil on an HTTP route.
 	up      *upstream
 	mcpLim  mcpLimits
+	gateway gatewaySpec
 	now     func() time.Time
 	sleeper func(ctx context.Context, d time.Duration) error
 	// scope is the intent of an intent-scoped copy (ForIntent); nil on

@@ -409,6 +409,9 @@ func (c *compiler) compileSections(a *Adapter, cfg RouteConfig) {
 		c.compileCorrelation(a, cfg.Correlation)
 	}
 	c.compileWrite(a, cfg.Write, c.declared, cfg.Correlation != nil)
+	if c.mcp {
+		c.compileGateway(a, cfg.MCP)
+	}
 	if a.corr != nil && a.write != nil {
 		a.corr.first = markerLeads(a.write.body, cfg.Correlation.Read)
 	}

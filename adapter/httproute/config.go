@@ -121,6 +121,14 @@ type MCPConfig struct {
 	// MaxResult bounds the bytes of one tool result (default 4 MiB); a
 	// larger one is a read failure, or unknown for a write.
 	MaxResult int
+	// Reads are upstream tools settle's MCP gateway passes through
+	// unchanged, beside those the upstream annotates readOnlyHint: true
+	// (mcp.reads). Tools the route's steps read with need not be listed.
+	Reads []string
+	// Unprotected are upstream tools the gateway passes through without
+	// recording or settling them; every answer says so (mcp.unprotected).
+	// Any other tool of the upstream is not offered.
+	Unprotected []string
 }
 
 // RateLimitConfig declares how an API says it is rate-limiting. A

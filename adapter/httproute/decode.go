@@ -906,6 +906,8 @@ func (d *decoder) mcp(v any) *MCPConfig {
 		m.Headers = d.headers(hv, "mcp.headers")
 	}
 	o.integer("max_result", &m.MaxResult)
+	o.strList("reads", &m.Reads)
+	o.strList("unprotected", &m.Unprotected)
 	o.end()
 	return m
 }

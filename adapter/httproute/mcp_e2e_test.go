@@ -1,7 +1,9 @@
 package httproute_test
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -127,7 +129,8 @@ func TestMCPToolErrorByRuleIsARejection(t *testing.T) {
 // TestMCPStreamableHTTPLostReply: the same lost reply with the upstream
 // served over streamable HTTP (mcp.url, its token in mcp.headers from the
 // environment): unknown, then confirmed through the read tool, one
-// effect.
+// effect; every tool call names the protocol version the session
+// negotiated (MCP-Protocol-Version).
 func TestMCPStreamableHTTPLostReply(t *testing.T) {
 	clock := testharness.NewManualClock(rt0)
 	api := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubToken(secretToken), fakeapi.WithGitHubClock(clock.Now))
@@ -135,10 +138,19 @@ func TestMCPStreamableHTTPLostReply(t *testing.T) {
 	const upstreamToken = "upstream-token-7f3e9a1c5b2d"
 	srv := fakeapi.NewGitHubMCPServer(fakeapi.GitHubMCPConfig{APIURL: api.URL(), Token: secretToken, FaultDir: faults})
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	var mu sync.Mutex
+	versions := map[string]int{}
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+upstreamToken {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		if bytes.Contains(b, []byte(`"method":"tools/call"`)) {
+			mu.Lock()
+			versions[r.Header.Get("Mcp-Protocol-Version")]++
+			mu.Unlock()
 		}
 		h.ServeHTTP(w, r)
 	}))
@@ -158,6 +170,11 @@ func TestMCPStreamableHTTPLostReply(t *testing.T) {
 		t.Fatalf("%d effects; history %v", api.Effects(), ts)
 	}
 	w.confirmedAs(i, itoa(int(api.Comments()[0].ID)))
+	mu.Lock()
+	defer mu.Unlock()
+	if len(versions) != 1 || versions[""] != 0 {
+		t.Fatalf("MCP-Protocol-Version of the tool calls: %v", versions)
+	}
 }
 
 // TestMCPProbe: a probe of an MCP route lists the upstream's tools, shows

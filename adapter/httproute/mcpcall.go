@@ -78,11 +78,11 @@ func (u *upstream) call(ctx context.Context, tool string, args []byte, lim mcpLi
 	if err := ctx.Err(); err != nil {
 		return nil, &adapter.CallError{Class: adapter.NotSent, Code: "cancelled_before_send", Retryable: true, Message: "the call was cancelled before it was sent"}
 	}
-	cs, st, err := u.connected(ctx)
+	cs, st, err := u.connected()
 	if err != nil {
 		return nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, lim.timeout)
+	cctx, cancel := detached(ctx, lim.timeout)
 	defer cancel()
 	res, err := cs.CallTool(cctx, &sdk.CallToolParams{Name: tool, Arguments: json.RawMessage(args)})
 	if err != nil {
@@ -96,6 +96,29 @@ func (u *upstream) call(ctx context.Context, tool string, args []byte, lim mcpLi
 		return nil, tooLarge(lim)
 	}
 	return res, nil
+}
+
+// detached is ctx's cancellation and deadline, bounded by timeout,
+// without ctx's values: a call of the upstream carries nothing of its
+// caller's transport. The go-sdk's streamable server keeps the agent's
+// MCP-Protocol-Version in a request's context, and its streamable client
+// sends a version found in the context as the upstream session's; a
+// gateway call made inside an agent's request would announce the
+// agent's version, which the upstream may refuse before running the
+// tool.
+func detached(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	d, cancel := context.WithCancelCause(context.Background())
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	dl, ok := ctx.Deadline()
+	if at := time.Now().Add(timeout); !ok || at.Before(dl) {
+		dl = at
+	}
+	dctx, dcancel := context.WithDeadline(d, dl)
+	return dctx, func() {
+		stop()
+		dcancel()
+		cancel(nil)
+	}
 }
 
 func tooLarge(lim mcpLimits) error {
@@ -203,7 +226,7 @@ func (a *Adapter) UpstreamReady(ctx context.Context) error {
 	if a.up == nil {
 		return nil
 	}
-	if err := a.up.ready(ctx); err != nil {
+	if err := a.up.ready(); err != nil {
 		return errors.New(a.scrub.Scrub(err.Error()))
 	}
 	return nil
@@ -224,11 +247,11 @@ func (a *Adapter) ListTools(ctx context.Context) ([]*sdk.Tool, error) {
 	if a.up == nil {
 		return nil, nil
 	}
-	cs, _, err := a.up.connected(ctx)
+	cs, _, err := a.up.connected()
 	if err != nil {
 		return nil, a.scrub.Error(err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, a.mcpLim.timeout)
+	cctx, cancel := detached(ctx, a.mcpLim.timeout)
 	defer cancel()
 	var out []*sdk.Tool
 	for t, err := range cs.Tools(cctx, nil) {

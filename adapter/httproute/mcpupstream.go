@@ -85,10 +85,14 @@ func (u *upstream) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(u.String(
 type connState struct {
 	tooLarge atomic.Bool
 	garbage  atomic.Bool
-	ended    atomic.Bool   // reading from the upstream failed
-	answered atomic.Bool   // a call was answered with a tool result
-	exited   chan struct{} // closed when the process exited (stdio)
-	exitErr  error         // set before exited is closed
+	ended    atomic.Bool // reading from the upstream failed
+	answered atomic.Bool // a call was answered with a tool result
+	// version is the protocol version the session negotiated, sent as
+	// MCP-Protocol-Version on each request over HTTP: the go-sdk's client
+	// learns it through its own connection, which watchedConn hides.
+	version atomic.Pointer[string]
+	exited  chan struct{} // closed when the process exited (stdio)
+	exitErr error         // set before exited is closed
 }
 
 // lost reports whether the connection ended or the process exited.
@@ -143,8 +147,12 @@ func (u *upstream) transport(cs *connState) sdk.Transport {
 	return watchedTransport{base: &sdk.StreamableClientTransport{Endpoint: u.url, HTTPClient: hc, MaxRetries: -1, DisableStandaloneSSE: true}, cs: cs}
 }
 
-// headerRT adds the upstream's headers to every request and bounds every
-// response body.
+// protocolVersionHeader names the session's protocol version on each
+// request of the streamable HTTP transport.
+const protocolVersionHeader = "Mcp-Protocol-Version"
+
+// headerRT adds the upstream's headers and the negotiated protocol
+// version to every request and bounds every response body.
 type headerRT struct {
 	headers []resolvedHeader
 	base    http.RoundTripper
@@ -156,6 +164,9 @@ func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	for _, x := range h.headers {
 		r.Header.Set(x.name, string(x.value))
+	}
+	if v := h.cs.version.Load(); v != nil && r.Header.Get(protocolVersionHeader) == "" {
+		r.Header.Set(protocolVersionHeader, *v)
 	}
 	resp, err := h.base.RoundTrip(r)
 	if err == nil && resp.Body != nil && h.limit > 0 {
@@ -310,7 +321,7 @@ func (c *watchedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 
 // connected returns the live session and its state, starting the
 // upstream when there is none and no backoff is running.
-func (u *upstream) connected(ctx context.Context) (*sdk.ClientSession, *connState, error) {
+func (u *upstream) connected() (*sdk.ClientSession, *connState, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.closed {
@@ -323,7 +334,7 @@ func (u *upstream) connected(ctx context.Context) (*sdk.ClientSession, *connStat
 		return nil, nil, &adapter.CallError{Class: adapter.NotSent, Code: CodeUpstreamDown, Retryable: true, RetryAfter: wait,
 			Message: "the route's MCP upstream is restarting: " + u.cause}
 	}
-	if err := u.startLocked(ctx); err != nil {
+	if err := u.startLocked(); err != nil {
 		return nil, nil, err
 	}
 	return u.session, u.conn, nil
@@ -331,12 +342,12 @@ func (u *upstream) connected(ctx context.Context) (*sdk.ClientSession, *connStat
 
 // startLocked starts the upstream (u.mu held); after a failure it
 // schedules the next start after the backoff.
-func (u *upstream) startLocked(ctx context.Context) error {
+func (u *upstream) startLocked() error {
 	if u.timer != nil {
 		u.timer.Stop()
 		u.timer = nil
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), u.connectTimeout)
+	cctx, cancel := context.WithTimeout(context.Background(), u.connectTimeout)
 	defer cancel()
 	st := &connState{}
 	c := sdk.NewClient(&sdk.Implementation{Name: "settle", Version: "1"}, nil)
@@ -352,6 +363,9 @@ func (u *upstream) startLocked(ctx context.Context) error {
 		u.timer = time.AfterFunc(wait, u.restart)
 		return &adapter.CallError{Class: adapter.NotSent, Code: CodeUpstreamDown, Retryable: true, RetryAfter: wait,
 			Message: "the route's MCP upstream cannot be reached: " + u.cause}
+	}
+	if r := cs.InitializeResult(); r != nil {
+		st.version.Store(&r.ProtocolVersion)
 	}
 	u.session, u.conn, u.failures, u.retryAt, u.cause, u.since = cs, st, 0, time.Time{}, "", time.Now()
 	u.starts++
@@ -394,7 +408,7 @@ func (u *upstream) restart() {
 	if u.closed || u.session != nil {
 		return
 	}
-	_ = u.startLocked(context.Background())
+	_ = u.startLocked()
 }
 
 // drop forgets a session that failed (and stops its process), and
@@ -442,8 +456,8 @@ func (u *upstream) up() bool {
 
 // ready is nil when the upstream is running (it is started when it has
 // not been), or says why it is not.
-func (u *upstream) ready(ctx context.Context) error {
-	_, _, err := u.connected(ctx)
+func (u *upstream) ready() error {
+	_, _, err := u.connected()
 	if err == nil {
 		return nil
 	}
