@@ -11,6 +11,7 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/httproute"
@@ -33,6 +34,7 @@ type gatewayWorld struct {
 	account          string
 	seq              atomic.Int64
 	directN, settleN atomic.Int64
+	js               jetstream.JetStream // the gateway's node, for raw appends
 }
 
 func newGatewayWorld(b *testing.B) *gatewayWorld {
@@ -53,6 +55,8 @@ func newGatewayWorld(b *testing.B) *gatewayWorld {
 	if err != nil {
 		b.Fatal(err)
 	}
+	w.js = env.Node.JS
+	testharness.CreateStream(b, w.js, jetstream.StreamConfig{Name: "BENCH_GW_RAW", Subjects: []string{"bench.gwraw"}, Storage: jetstream.FileStorage})
 	w.account = w.api.UserID()
 	caller := &service.Caller{Name: "bench", Tenant: service.DefaultTenant, Scopes: []string{service.ScopeSubmit, service.ScopeRead}, Accounts: []string{w.account}}
 	gs := httptest.NewServer(srv.Handler(func(*http.Request) (*service.Caller, error) { return caller, nil }))
@@ -95,26 +99,42 @@ func (w *gatewayWorld) write(b *testing.B, viaSettle bool) time.Duration {
 	return d
 }
 
+// rawAppend is one synced JetStream publish of an event-sized message on
+// the gateway's node: the unit the gateway's cost is stated in.
+func (w *gatewayWorld) rawAppend(b *testing.B, payload []byte) time.Duration {
+	t0 := time.Now()
+	if _, err := w.js.Publish(context.Background(), "bench.gwraw", payload); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(t0)
+}
+
 // BenchmarkGatewayWrite: a write through settle's MCP gateway (an intent
 // recorded and its write started in one synced append, the upstream's
 // tool called, its outcome appended) against the same add_issue_comment
 // made straight to the upstream MCP server. lone: one caller, the two
 // interleaved, each op one of each (direct_p50_ms, gateway_p50_ms,
-// gateway_over_direct_p50). callers64: 64 callers, b.N calls each way
+// gateway_over_direct_p50), beside a raw synced append on the same node
+// (raw_append_p50_ms; added_over_two_appends: the gateway's p50 less the
+// direct call's, in units of two raw appends). callers64: 64 callers, b.N calls each way
 // (direct_calls/s, gateway_calls/s, direct_over_gateway_rate).
 func BenchmarkGatewayWrite(b *testing.B) {
 	w := newGatewayWorld(b)
 	b.Run("lone", func(b *testing.B) {
-		var direct, gateway []time.Duration
+		var direct, gateway, raw []time.Duration
+		payload := make([]byte, 1024)
 		for k := 0; k < b.N; k++ {
 			direct = append(direct, w.write(b, false))
 			gateway = append(gateway, w.write(b, true))
+			raw = append(raw, w.rawAppend(b, payload))
 		}
 		b.StopTimer()
-		dp, gp := medianMs(direct), medianMs(gateway)
+		dp, gp, rp := medianMs(direct), medianMs(gateway), medianMs(raw)
 		report(b, dp, "direct_p50_ms")
 		report(b, gp, "gateway_p50_ms")
 		report(b, gp/dp, "gateway_over_direct_p50")
+		report(b, rp, "raw_append_p50_ms")
+		report(b, (gp-dp)/(2*rp), "added_over_two_appends")
 	})
 	b.Run("callers64", func(b *testing.B) {
 		rate := func(viaSettle bool) float64 {
