@@ -36,13 +36,31 @@ func CheckBaseURL(raw, credentials string) (*url.URL, error) {
 	return u, nil
 }
 
-// NewHTTPClient is an adapter's default HTTP client: timeout, and
-// redirects not followed. A redirect is an answer, not something to follow:
-// a 3xx to a write is ambiguous, and a live URL redirecting to a login page
-// is not a public page. It never retries.
+// NewHTTPClient is an adapter's default HTTP client: timeout, redirects
+// not followed, and a transport of its own (NewTransport). A redirect is
+// an answer, not something to follow: a 3xx to a write is ambiguous, and a
+// live URL redirecting to a login page is not a public page. It never
+// retries.
 func NewHTTPClient(timeout time.Duration) *http.Client {
 	return &http.Client{
+		Transport:     NewTransport(),
 		Timeout:       timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+}
+
+// MaxIdleConnsPerHost is how many idle connections an adapter's transport
+// keeps to one host: a connection per concurrent call up to it.
+// http.DefaultTransport keeps 2, so under concurrent writes every call
+// past the second would dial (and over TLS shake hands) again.
+const MaxIdleConnsPerHost = 256
+
+// NewTransport is an adapter's HTTP transport: http.DefaultTransport's
+// settings (proxy from the environment, dial and TLS timeouts) keeping
+// MaxIdleConnsPerHost idle connections to each host.
+func NewTransport() *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 4 * MaxIdleConnsPerHost
+	tr.MaxIdleConnsPerHost = MaxIdleConnsPerHost
+	return tr
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -401,24 +400,11 @@ func BenchmarkAppendCAS(b *testing.B) {
 
 // --- 3. Execute ---------------------------------------------------------------
 
-// newClient is the HTTP client of the adapter: no redirects, a pool large
-// enough that 64 concurrent writers reuse their connections.
-func newClient() *http.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = 256
-	tr.MaxIdleConnsPerHost = 256
-	return &http.Client{
-		Transport:     tr,
-		Timeout:       5 * time.Second,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-}
-
 // newAdapter is the route examples/routes/social.yaml compiled against
-// api, on a client that keeps a connection per concurrent call.
+// api, on the route's own client (adapter.NewHTTPClient), as settle serve runs it.
 func newAdapter(b *testing.B, api *fakeapi.SocialAPI) *httproute.Adapter {
 	b.Helper()
-	return testharness.ExampleRoute(b, "social.yaml", api, func(c *httproute.RouteConfig) { c.Client = newClient() }).Adapter.(*httproute.Adapter)
+	return testharness.ExampleRoute(b, "social.yaml", api).Adapter.(*httproute.Adapter)
 }
 
 // newProducer is the Execute benchmarks' producer: one route on ad, the

@@ -2,9 +2,11 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,7 +17,9 @@ import (
 
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/httproute"
+	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
+	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/mcp"
 	"github.com/settle-dev/settle/service"
 	"github.com/settle-dev/settle/service/servicetest"
@@ -34,8 +38,12 @@ type gatewayWorld struct {
 	account          string
 	seq              atomic.Int64
 	directN, settleN atomic.Int64
-	js               jetstream.JetStream // the gateway's node, for raw appends
+	js               jetstream.JetStream // the gateway's node
+	store            *ledger.Store       // the gateway's log
 }
+
+// gatewayRoute is the route of examples/routes/github_mcp.yaml.
+const gatewayRoute = "github_mcp_comment"
 
 func newGatewayWorld(b *testing.B) *gatewayWorld {
 	const token = "ghp_bench_gateway_5e1a9c3b7d2f"
@@ -55,8 +63,7 @@ func newGatewayWorld(b *testing.B) *gatewayWorld {
 	if err != nil {
 		b.Fatal(err)
 	}
-	w.js = env.Node.JS
-	testharness.CreateStream(b, w.js, jetstream.StreamConfig{Name: "BENCH_GW_RAW", Subjects: []string{"bench.gwraw"}, Storage: jetstream.FileStorage})
+	w.js, w.store = env.Node.JS, env.Store
 	w.account = w.api.UserID()
 	caller := &service.Caller{Name: "bench", Tenant: service.DefaultTenant, Scopes: []string{service.ScopeSubmit, service.ScopeRead}, Accounts: []string{w.account}}
 	gs := httptest.NewServer(srv.Handler(func(*http.Request) (*service.Caller, error) { return caller, nil }))
@@ -78,6 +85,13 @@ func newGatewayWorld(b *testing.B) *gatewayWorld {
 // write makes one comment straight to the upstream, or through settle
 // (a new task each time: every call is a new write).
 func (w *gatewayWorld) write(b *testing.B, viaSettle bool) time.Duration {
+	d, _ := w.writeID(b, viaSettle)
+	return d
+}
+
+// writeID is write, also answering the comment's id (direct) or the
+// intent's id (through settle).
+func (w *gatewayWorld) writeID(b *testing.B, viaSettle bool) (time.Duration, string) {
 	k := w.seq.Add(1)
 	args := map[string]any{"owner": "octo-org", "repo": "hello-world", "issue_number": 7, "body": fmt.Sprintf("comment %d", k)}
 	cs := w.direct
@@ -96,14 +110,63 @@ func (w *gatewayWorld) write(b *testing.B, viaSettle bool) time.Duration {
 	} else {
 		w.directN.Add(1)
 	}
+	if viaSettle {
+		m, _ := res.StructuredContent.(map[string]any)
+		id, _ := m["intent_id"].(string)
+		return d, id
+	}
+	var v struct {
+		ID string `json:"id"`
+	}
+	if len(res.Content) > 0 {
+		if tc, ok := res.Content[0].(*sdk.TextContent); ok {
+			_ = json.Unmarshal([]byte(tc.Text), &v)
+		}
+	}
+	return d, v.ID
+}
+
+// read gets one comment (get_issue_comment, read-only: the gateway passes
+// it through) straight from the upstream or through settle: the cost of
+// the gateway's MCP hop alone.
+func (w *gatewayWorld) read(b *testing.B, viaSettle bool, id string) time.Duration {
+	cs := w.direct
+	if viaSettle {
+		cs = w.gateway
+	}
+	n, _ := strconv.ParseInt(id, 10, 64)
+	args := map[string]any{"owner": "octo-org", "repo": "hello-world", "comment_id": n}
+	t0 := time.Now()
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "get_issue_comment", Arguments: args})
+	d := time.Since(t0)
+	if err != nil || res.IsError {
+		b.Fatalf("get_issue_comment (through settle: %v): %v %+v", viaSettle, err, res)
+	}
 	return d
 }
 
-// rawAppend is one synced JetStream publish of an event-sized message on
-// the gateway's node: the unit the gateway's cost is stated in.
-func (w *gatewayWorld) rawAppend(b *testing.B, payload []byte) time.Duration {
+// byHand is the gateway's work without settle: the bytes of intent's
+// two events (its record with the write started, and its outcome, read
+// back from the log) published on a new subject of the same stream, synced,
+// with the same write made straight to the upstream between them.
+func (w *gatewayWorld) byHand(b *testing.B, k int, intent string) time.Duration {
+	ctx := context.Background()
+	last, err := w.store.Stream().GetLastMsgForSubject(ctx, events.Subject(gatewayRoute, intent))
+	if err != nil {
+		b.Fatal(err)
+	}
+	first, err := w.store.Stream().GetMsg(ctx, last.Sequence-1)
+	if err != nil || first.Subject != last.Subject {
+		b.Fatalf("the intent's first event is not just before its outcome: %v", err)
+	}
+	subject := events.SubjectPrefix + "." + gatewayRoute + ".hand" + strconv.Itoa(k)
 	t0 := time.Now()
-	if _, err := w.js.Publish(context.Background(), "bench.gwraw", payload); err != nil {
+	ack, err := w.js.PublishMsg(ctx, handMsg(subject, first, fmt.Sprintf("gwhand%d:1", k), 0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	w.write(b, false)
+	if _, err := w.js.PublishMsg(ctx, handMsg(subject, last, fmt.Sprintf("gwhand%d:2", k), ack.Sequence)); err != nil {
 		b.Fatal(err)
 	}
 	return time.Since(t0)
@@ -115,26 +178,37 @@ func (w *gatewayWorld) rawAppend(b *testing.B, payload []byte) time.Duration {
 // made straight to the upstream MCP server. lone: one caller, the two
 // interleaved, each op one of each (direct_p50_ms, gateway_p50_ms,
 // gateway_over_direct_p50), beside a raw synced append on the same node
-// (raw_append_p50_ms; added_over_two_appends: the gateway's p50 less the
-// direct call's, in units of two raw appends). callers64: 64 callers, b.N calls each way
+// (hand_p50_ms: the same write straight to the upstream between
+// publishes of the intent's two events, byHand; hop_p50_ms: a read tool
+// through the gateway less the same read made straight, the agent's MCP
+// hop to settle; settle_over_hand_ms: the gateway's p50 less the hop and
+// the hand's, settle's own bookkeeping). callers64: 64 callers, b.N calls each way
 // (direct_calls/s, gateway_calls/s, direct_over_gateway_rate).
 func BenchmarkGatewayWrite(b *testing.B) {
 	w := newGatewayWorld(b)
 	b.Run("lone", func(b *testing.B) {
-		var direct, gateway, raw []time.Duration
-		payload := make([]byte, 1024)
+		var direct, gateway, hand, readD, readG []time.Duration
+		_, comment := w.writeID(b, false)
+		if comment == "" {
+			b.Fatal("add_issue_comment answered no id")
+		}
 		for k := 0; k < b.N; k++ {
 			direct = append(direct, w.write(b, false))
-			gateway = append(gateway, w.write(b, true))
-			raw = append(raw, w.rawAppend(b, payload))
+			d, intent := w.writeID(b, true)
+			gateway = append(gateway, d)
+			hand = append(hand, w.byHand(b, int(w.seq.Add(1)), intent))
+			readD = append(readD, w.read(b, false, comment))
+			readG = append(readG, w.read(b, true, comment))
 		}
 		b.StopTimer()
-		dp, gp, rp := medianMs(direct), medianMs(gateway), medianMs(raw)
+		dp, gp, hp := medianMs(direct), medianMs(gateway), medianMs(hand)
+		hop := medianMs(readG) - medianMs(readD)
 		report(b, dp, "direct_p50_ms")
 		report(b, gp, "gateway_p50_ms")
 		report(b, gp/dp, "gateway_over_direct_p50")
-		report(b, rp, "raw_append_p50_ms")
-		report(b, (gp-dp)/(2*rp), "added_over_two_appends")
+		report(b, hp, "hand_p50_ms")
+		report(b, hop, "hop_p50_ms")
+		report(b, gp-hop-hp, "settle_over_hand_ms")
 	})
 	b.Run("callers64", func(b *testing.B) {
 		rate := func(viaSettle bool) float64 {

@@ -26,6 +26,20 @@ func medianMs(d []time.Duration) float64 {
 	return float64(d[len(d)/2]) / float64(time.Millisecond)
 }
 
+// handMsg is a message of the log published again by hand on subject:
+// its bytes and settle's headers, a Msg-Id of its own and the expected
+// last sequence of subject.
+func handMsg(subject string, of *jetstream.RawStreamMsg, msgID string, expected uint64) *nats.Msg {
+	m := nats.NewMsg(subject)
+	m.Data = of.Data
+	for _, key := range []string{ledger.AppendIDHeader, jetstream.ExpectedStreamHeader} {
+		m.Header.Set(key, of.Header.Get(key))
+	}
+	m.Header.Set(jetstream.MsgIDHeader, msgID)
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expected, 10))
+	return m
+}
+
 // BenchmarkLoneParts: where a lone intent's time goes, without
 // instrumenting settle. Each op is one Execute (fsync always, one caller)
 // and then the same work by hand, interleaved so that both meet the same
@@ -66,17 +80,7 @@ func BenchmarkLoneParts(b *testing.B) {
 		}
 		startB, outcomeB = len(first.Data), len(last.Data)
 		subject := events.SubjectPrefix + "." + route + ".hand" + strconv.Itoa(k)
-		msg := func(data []byte, h nats.Header, version int, expected uint64) *nats.Msg {
-			m := nats.NewMsg(subject)
-			m.Data = data
-			for _, key := range []string{ledger.AppendIDHeader, jetstream.ExpectedStreamHeader} {
-				m.Header.Set(key, h.Get(key))
-			}
-			m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("hand%d:%d", k, version))
-			m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expected, 10))
-			return m
-		}
-		m1 := msg(first.Data, first.Header, 1, 0)
+		m1 := handMsg(subject, first, fmt.Sprintf("hand%d:1", k), 0)
 		wreq := adapter.WriteRequest{Account: account, Payload: res.Intent.Recorded.Payload,
 			IdempotencyKey: "hand-" + strconv.Itoa(k), AttemptID: "hand-" + strconv.Itoa(k) + ".a1"}
 		b.StartTimer()
@@ -90,7 +94,7 @@ func BenchmarkLoneParts(b *testing.B) {
 			b.Fatal(err)
 		}
 		t3 := time.Now()
-		if _, err := n.JS.PublishMsg(ctx, msg(last.Data, last.Header, 2, ack.Sequence)); err != nil {
+		if _, err := n.JS.PublishMsg(ctx, handMsg(subject, last, fmt.Sprintf("hand%d:2", k), ack.Sequence)); err != nil {
 			b.Fatal(err)
 		}
 		t4 := time.Now()

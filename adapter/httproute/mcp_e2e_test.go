@@ -3,13 +3,16 @@ package httproute_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -174,6 +177,81 @@ func TestMCPStreamableHTTPLostReply(t *testing.T) {
 	defer mu.Unlock()
 	if len(versions) != 1 || versions[""] != 0 {
 		t.Fatalf("MCP-Protocol-Version of the tool calls: %v", versions)
+	}
+}
+
+// TestMCPStreamableHTTPKeepsAConnectionPerConcurrentCall: two waves of 8
+// concurrent writes to a streamable-HTTP upstream (each tool call held
+// until all 8 are in flight) dial no connection in the second wave: the
+// upstream's transport keeps one per concurrent call, where
+// http.DefaultTransport would keep 2 and dial 6 again.
+func TestMCPStreamableHTTPKeepsAConnectionPerConcurrentCall(t *testing.T) {
+	const n = 8
+	clock := testharness.NewManualClock(rt0)
+	api := fakeapi.NewGitHubAPI(t, fakeapi.WithGitHubToken(secretToken), fakeapi.WithGitHubClock(clock.Now))
+	srv := fakeapi.NewGitHubMCPServer(fakeapi.GitHubMCPConfig{APIURL: api.URL(), Token: secretToken})
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	var dials, calls atomic.Int64
+	var wave atomic.Pointer[chan struct{}]
+	done := make(chan struct{})
+	defer close(done)
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		if bytes.Contains(b, []byte(`"method":"tools/call"`)) {
+			ch := *wave.Load()
+			if calls.Add(1)%n == 0 {
+				close(ch)
+			}
+			select {
+			case <-ch:
+			case <-done:
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
+	hs.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			dials.Add(1)
+		}
+	}
+	hs.Start()
+	t.Cleanup(hs.Close)
+	data := mutate(t, readExample(t, "github_mcp.yaml"),
+		"      command: ${env:GITHUB_MCP_SERVER}\n      args: [stdio]\n      env:\n        GITHUB_PERSONAL_ACCESS_TOKEN: ${env:GITHUB_TOKEN}\n        GITHUB_API_URL: ${env:GITHUB_API_URL}\n",
+		"      url: ${env:GITHUB_MCP_URL}\n")
+	w := newE2EData(t, data, map[string]string{"GITHUB_MCP_URL": hs.URL}, clock)
+	t.Cleanup(func() { _ = w.route.Adapter.(*httproute.Adapter).Close() })
+	var after []int64
+	for k := range 2 {
+		ch := make(chan struct{})
+		wave.Store(&ch)
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for j := range n {
+			wg.Go(func() {
+				req := producerRequest(w, fmt.Sprintf("wave-%d-%d", k, j), api.UserID(), "7", fmt.Sprintf(`{"body":"comment %d.%d"}`, k, j))
+				res, err := w.prod.Execute(context.Background(), req)
+				if err == nil && res.State != fsm.Verifying {
+					err = fmt.Errorf("%s: state %s", req.RequestID, res.State)
+				}
+				if err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		after = append(after, dials.Load())
+	}
+	if api.Effects() != 2*n {
+		t.Fatalf("%d effects, want %d", api.Effects(), 2*n)
+	}
+	if after[1] != after[0] || after[0] > n+1 {
+		t.Fatalf("connections dialed after each wave of %d concurrent calls: %v, want the first wave's (at most %d) kept for the second", n, after, n+1)
 	}
 }
 

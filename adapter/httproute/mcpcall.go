@@ -233,8 +233,12 @@ func (a *Adapter) UpstreamReady(ctx context.Context) error {
 }
 
 // Close ends the route's use of its MCP upstream: the last route of the
-// file that shares it stops its process. A no-op for an HTTP route.
+// file that shares it stops its process. An HTTP route's idle connections
+// are closed (a call after Close dials again).
 func (a *Adapter) Close() error {
+	if a.client != nil {
+		a.client.CloseIdleConnections()
+	}
 	if a.up == nil {
 		return nil
 	}

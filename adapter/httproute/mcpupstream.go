@@ -40,6 +40,8 @@ type upstream struct {
 	headers []resolvedHeader
 	// dial replaces command and url: an upstream in this process.
 	dial func() sdk.Transport
+	// rt carries the streamable-HTTP requests of every start.
+	rt *http.Transport
 	// connectTimeout bounds one start (the route's timeout);
 	// frameLimit bounds one message from the upstream.
 	connectTimeout time.Duration
@@ -143,7 +145,10 @@ func (u *upstream) transport(cs *connState) sdk.Transport {
 		}
 		return watchedTransport{base: &procTransport{cmd: cmd, limit: u.frameLimit, cs: cs}, cs: cs}
 	}
-	hc := &http.Client{Transport: headerRT{headers: u.headers, base: http.DefaultTransport, limit: int64(u.frameLimit), cs: cs}}
+	if u.rt == nil {
+		u.rt = adapter.NewTransport()
+	}
+	hc := &http.Client{Transport: headerRT{headers: u.headers, base: u.rt, limit: int64(u.frameLimit), cs: cs}}
 	return watchedTransport{base: &sdk.StreamableClientTransport{Endpoint: u.url, HTTPClient: hc, MaxRetries: -1, DisableStandaloneSSE: true}, cs: cs}
 }
 
@@ -435,16 +440,20 @@ func (u *upstream) release() error {
 		u.mu.Unlock()
 		return nil
 	}
-	cs := u.session
+	cs, rt := u.session, u.rt
 	u.session, u.closed = nil, true
 	if u.timer != nil {
 		u.timer.Stop()
 	}
 	u.mu.Unlock()
+	var err error
 	if cs != nil {
-		return cs.Close()
+		err = cs.Close()
 	}
-	return nil
+	if rt != nil {
+		rt.CloseIdleConnections()
+	}
+	return err
 }
 
 // up reports whether the upstream is running, or not started yet.

@@ -85,8 +85,11 @@ func TestSecretNeverLeaks(t *testing.T) {
 	}
 	noSecret(t, "record", rec)
 
-	// A closed server: not sent.
+	// A server gone: not sent. (Its pooled connections go with it: net/http
+	// drops a connection once it reads the server's close; Close drops
+	// them now, so the write does not race that read.)
 	good.Close()
+	_ = g.Close()
 	_, err = g.Write(bg, writeReq(5, "acct", "", pl))
 	if ce := callError(t, err); ce.Class != adapter.NotSent {
 		t.Fatalf("closed server: %+v", *ce)

@@ -57,13 +57,6 @@ type result struct {
 	effects  int
 }
 
-func newClient() *http.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 512, 512
-	return &http.Client{Transport: tr, Timeout: 10 * time.Second,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-}
-
 func payload(id string) json.RawMessage {
 	p, _ := json.Marshal(map[string]string{"body": postBody + " " + id})
 	return p
@@ -244,7 +237,7 @@ func BenchmarkPeers(b *testing.B) {
 		}
 	}
 	api := fakeapi.NewSocialAPI(b)
-	ad := testharness.ExampleRoute(b, "social.yaml", api, func(c *httproute.RouteConfig) { c.Client = newClient() }).Adapter.(*httproute.Adapter)
+	ad := testharness.ExampleRoute(b, "social.yaml", api).Adapter.(*httproute.Adapter)
 	var results []result
 	var setups []string
 	for _, mk := range []func() system{
