@@ -99,18 +99,20 @@ soak:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60s ./events/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFastPathAgrees$$' -fuzztime 60s ./events/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeHold$$' -fuzztime 30s ./events/
 	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalize$$' -fuzztime 60s ./events/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeArgs$$' -fuzztime 60s ./mcp/
 	$(GO) test -run '^$$' -fuzz '^FuzzHintMask$$' -fuzztime 30s ./consumers/audit/
-	$(GO) test -run '^$$' -fuzz '^FuzzParseCanonicalAgrees$$' -fuzztime 30s ./adapter/social/
-	$(GO) test -run '^$$' -fuzz '^FuzzCreatedPostAgrees$$' -fuzztime 30s ./adapter/social/
-	$(GO) test -run '^$$' -fuzz '^FuzzNormalizeAgrees$$' -fuzztime 30s ./adapter/social/
-	$(GO) test -run '^$$' -fuzz '^FuzzCreateBodyAgrees$$' -fuzztime 30s ./adapter/social/
+	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime 30s ./consumers/webhook/
+	$(GO) test -run '^$$' -fuzz '^FuzzVerifyAgrees$$' -fuzztime 30s ./examples/webhook-receiver/
 	$(GO) test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime 60s ./adapter/httproute/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 30s ./adapter/httproute/
+	$(GO) test -run '^$$' -fuzz '^FuzzTemplate$$' -fuzztime 30s ./adapter/httproute/
+	$(GO) test -run '^$$' -fuzz '^FuzzNormalizeIsIdempotent$$' -fuzztime 30s ./adapter/httproute/
+	$(GO) test -run '^$$' -fuzz '^FuzzRetryAfter$$' -fuzztime 30s ./adapter/
+	$(GO) test -run '^$$' -fuzz '^FuzzScrub$$' -fuzztime 30s ./adapter/
 	$(GO) test -run '^$$' -fuzz '^FuzzSubmitBody$$' -fuzztime 30s ./api/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseTokens$$' -fuzztime 30s ./node/
-	$(GO) test -run '^$$' -fuzz '^FuzzRetryAfter$$' -fuzztime 30s ./adapter/
 
 clean:
 	rm -rf bin

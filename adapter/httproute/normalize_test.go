@@ -1,38 +1,39 @@
 package httproute_test
 
 import (
+	"bytes"
 	"encoding/json"
-	"slices"
 	"testing"
 )
 
-// A route's declared normalisations are applied to both sides before a
-// read's payload is compared: Slack's link wrapping and entity escaping
-// make the same text; anything else still differs; a route that declares
-// none compares as stored.
-func TestNormalisationsApplyToBothSides(t *testing.T) {
-	slack := loadExample(t, "slack_message.yaml", "http://127.0.0.1:9")
-	cases := []struct {
-		name           string
-		intent, record string
-		want           []string
-	}{
-		{"link and entity", `{"text":"see https://example.com/a?x=1&y=2 & www.example.org."}`,
-			`{"text":"see <https://example.com/a?x=1&amp;y=2> &amp; <http://www.example.org|www.example.org>."}`, []string{"links", "entities"}},
-		{"escaped on both sides", `{"text":"a &amp; b"}`, `{"text":"a &amp;amp; b"}`, nil},
-		{"the intent wrote the entity", `{"text":"1 &lt; 2"}`, `{"text":"1 &lt; 2"}`, []string{"links", "entities"}},
-		{"another text", `{"text":"hello"}`, `{"text":"hello [edit: a person fixed a typo]"}`, nil},
+// FuzzNormalizeIsIdempotent: a payload the booking route normalized is
+// normalized to itself, and normalizing a payload again (its result then
+// remembered) gives what the first call gave, or the same error: the
+// remembered payloads change no answer.
+func FuzzNormalizeIsIdempotent(f *testing.F) {
+	for _, s := range []string{
+		`{"booking_id":"bk-1","expected_version":2,"change":{"nights":3}}`,
+		`{"change": {"guest": "Ana\u0301", "notes": [], "room": "<b>&</b>"}, "expected_version": 2.0, "booking_id": "bk-1"}`,
+		`{"booking_id":"..","expected_version":-1,"change":{}}`,
+		`{"booking_id":"bk-1","expected_version":0,"change":{"a":1},"extra":true}`,
+		`[1,2]`,
+		`not json`,
+	} {
+		f.Add(s)
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got := slack.EquivalentPayload(json.RawMessage(c.intent), json.RawMessage(c.record))
-			if !slices.Equal(got, c.want) {
-				t.Fatalf("EquivalentPayload = %v, want %v", got, c.want)
-			}
-		})
-	}
-	social := loadExample(t, "social.yaml", "http://127.0.0.1:9")
-	if got := social.EquivalentPayload(json.RawMessage(`{"body":"a & b"}`), json.RawMessage(`{"body":"a &amp; b"}`)); got != nil {
-		t.Fatalf("a route without normalisations compared %v", got)
-	}
+	a := loadExample(f, "booking.yaml", "http://127.0.0.1:1")
+	f.Fuzz(func(t *testing.T, in string) {
+		out1, err1 := a.NormalizePayload(json.RawMessage(in))
+		out2, err2 := a.NormalizePayload(json.RawMessage(in))
+		if (err1 == nil) != (err2 == nil) || !bytes.Equal(out1, out2) || (err1 != nil && err1.Error() != err2.Error()) {
+			t.Fatalf("%q: first %s %v, again %s %v", in, out1, err1, out2, err2)
+		}
+		if err1 != nil {
+			return
+		}
+		again, err := a.NormalizePayload(out1)
+		if err != nil || !bytes.Equal(again, out1) {
+			t.Fatalf("%q normalized to %s, which normalizes to %s (%v)", in, out1, again, err)
+		}
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/events"
@@ -49,6 +50,55 @@ type fieldSpec struct {
 type schema struct {
 	fields    []*fieldSpec
 	nearMatch []string
+	recent    recentPayloads
+}
+
+// recentPayloads maps payloads normalize was given or returned lately to
+// what it returned: a write's payload is normalized when its intent is
+// recorded, and again when its request is rendered and when it is sent;
+// those come from here (normalize is idempotent). At most recentKeep
+// payloads of at most recentMaxBytes each are kept.
+type recentPayloads struct {
+	mu   sync.Mutex
+	m    map[string]json.RawMessage
+	ring [recentKeep]string
+	next int
+}
+
+const (
+	recentKeep     = 1024
+	recentMaxBytes = 2 << 10
+)
+
+func (r *recentPayloads) get(b []byte) (json.RawMessage, bool) {
+	if len(b) > recentMaxBytes {
+		return nil, false
+	}
+	r.mu.Lock()
+	v, ok := r.m[string(b)]
+	r.mu.Unlock()
+	return v, ok
+}
+
+func (r *recentPayloads) add(in, out []byte) {
+	if len(in) > recentMaxBytes || len(out) > recentMaxBytes {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = make(map[string]json.RawMessage, 2*recentKeep)
+	}
+	o := json.RawMessage(out)
+	for _, k := range []string{string(in), string(out)} {
+		if _, ok := r.m[k]; ok {
+			continue
+		}
+		delete(r.m, r.ring[r.next])
+		r.ring[r.next] = k
+		r.m[k] = o
+		r.next = (r.next + 1) % recentKeep
+	}
 }
 
 // compileField compiles one FieldConfig; problems go to report.
@@ -215,6 +265,11 @@ func (s *schema) declared() map[string]bool {
 // Errors are *events.FieldError naming the field (payload.body,
 // payload.assets[2], ...); they never quote a value.
 func (s *schema) normalize(raw json.RawMessage) (json.RawMessage, error) {
+	if s != nil {
+		if out, ok := s.recent.get(raw); ok {
+			return out, nil
+		}
+	}
 	canon, err := adapter.CanonicalizePayload(raw)
 	if err != nil {
 		return nil, err
@@ -230,6 +285,7 @@ func (s *schema) normalize(raw json.RawMessage) (json.RawMessage, error) {
 	if err != nil {
 		return nil, adapter.PayloadError("payload", "is not canonicalizable")
 	}
+	s.recent.add(raw, c)
 	return c, nil
 }
 
