@@ -56,7 +56,7 @@ func heapMiB() float64 {
 // fresh SQLite database, each as events/s and as a ratio to the raw read;
 // and the Go heap in use (after a GC) before and after each, to show
 // whether memory grows with finished intents. SETTLE_BENCH_EVENTS sets the log size (default 60000;
-// BENCHMARKS.md records a 1M-event run).
+// BenchmarkHeapFinished reads a 3M-event log).
 func BenchmarkReplay(b *testing.B) {
 	n := 60000
 	if v, err := strconv.Atoi(os.Getenv("SETTLE_BENCH_EVENTS")); err == nil && v > 0 {

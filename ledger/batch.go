@@ -63,7 +63,7 @@ import (
 // is at work a unit is taken at once; a flush smaller than BatchMin messages is
 // not worth an atomic batch (on a single-replica file store every batch
 // costs the server a staging store of its own, milliseconds, against about
-// a quarter of a millisecond for a lone synced publish; see BENCHMARKS.md)
+// a quarter of a millisecond for a lone synced publish, on a 2-core VM)
 // and its units are handed back to their callers to be published alone,
 // concurrently.
 
@@ -153,7 +153,7 @@ func newBatcher(s *Store) *batcher {
 // measured again, up to 1,024 flushes later, and a lone intent would pay
 // the batch's staging store all that while (measured with fsync always
 // on one disk: a lone IntentRecorded and WriteStarted took 0.6–1.2 ms
-// published alone, 3.2–10 ms as an atomic batch; BENCHMARKS.md). So a first measurement
+// published alone, 3.2–10 ms as an atomic batch, on a 2-core VM). So a first measurement
 // is the figure itself (not a quarter of it, as an EWMA from zero would
 // make it), the way not chosen is measured every 32 flushes until it has
 // four measurements, a measurement that turns the choice is confirmed by
@@ -191,7 +191,7 @@ const costBuckets = 10 // n in [2^k, 2^(k+1)), k = 0 … 9
 // ForServerSync turns it off), about ten times the batch — and measuring
 // it cost every such flush taken alone that much (measured at 256
 // callers, fsync always: 13 % of the units went alone, 3,463 intents/s
-// against 3,786 with every flush of 2 or more batched; BENCHMARKS.md).
+// against 3,786 with every flush of 2 or more batched, on a 2-core VM).
 const costBatchAlways = 6
 
 // ewma weight of a new observation.

@@ -37,7 +37,7 @@ func settled(t *testing.T, w world, n int) *costModel {
 
 // A lone caller's flush (IntentRecorded and WriteStarted, 2 messages) on
 // fsync always: alone about 0.8 ms, an atomic batch about 4 ms (the
-// server's staging store), as measured in BENCHMARKS.md.
+// server's staging store), as measured on a 2-core VM.
 var lone = world{alone: 800 * time.Microsecond, batch: 4 * time.Millisecond}
 
 // A crowd's flush of 40 messages: a batch in 6 ms, against 40 lone
@@ -102,8 +102,8 @@ func TestCostModelRecoversFromAColdFirstMeasurement(t *testing.T) {
 }
 
 // One slow measurement of the way chosen (a GC pause, a slow sync) must
-// be confirmed before the model leaves that way: BENCHMARKS.md's fifth
-// run saw the lone intent at 3.6 ms p50 for a whole benchmark, every
+// be confirmed before the model leaves that way: one benchmark run
+// saw the lone intent at 3.6 ms p50 for a whole benchmark, every
 // IntentRecorded and WriteStarted going through an atomic batch.
 func TestCostModelConfirmsAnOutlierBeforeTurning(t *testing.T) {
 	for _, c := range []struct {

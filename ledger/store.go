@@ -84,7 +84,7 @@ type StoreConfig struct {
 	// goroutine, each costing it a fixed few milliseconds, so smaller
 	// batches in parallel only add batches (measured with any second
 	// batch let go: 10–30 % fewer intents/s at 64 and 256 callers;
-	// BENCHMARKS.md). A replicated stream's batches wait on a RAFT round
+	// on a 2-core VM). A replicated stream's batches wait on a RAFT round
 	// trip, which a second batch of any size overlaps.
 	BatchFlushers int
 	// BatchBytes bounds the encoded size of one batch (default 4 MiB; a
@@ -112,7 +112,7 @@ func DefaultStoreConfig() StoreConfig {
 // milliseconds on every atomic batch of a single-replica stream (its staging
 // store), so every append is published by itself (BatchMax 1), concurrently:
 // measured at the default sync, 6,848–8,111 intents/s at 64 and 256 callers
-// against 4,171–6,139 through the group commit (BENCHMARKS.md). The choice
+// against 4,171–6,139 through the group commit (on a 2-core VM). The choice
 // changes speed only, never what an append means.
 func (c StoreConfig) ForServerSync(syncsEveryWrite bool) StoreConfig {
 	if !syncsEveryWrite {

@@ -18,8 +18,8 @@ import (
 // In WAL mode with synchronous=NORMAL every WAL checkpoint syncs the WAL
 // and then the database file; catching up a log of millions of events
 // checkpoints after almost every batch, and the applier waits for those
-// syncs (in BENCHMARKS.md: 36k events/s with them, 52k without, on a
-// 900k-event log). synchronous=OFF drops them. SQLite keeps a database in
+// syncs (measured on a 2-core VM: 36k events/s with them, 52k without,
+// on a 900k-event log). synchronous=OFF drops them. SQLite keeps a database in
 // WAL mode with synchronous=OFF consistent through a crash of the process
 // (every write has reached the operating system); only a crash of the
 // operating system or a power loss can leave it torn.
@@ -46,7 +46,7 @@ import (
 // times Config.Batch. A batch's commit writes every index page its
 // intents touched; catching up a million intents, a batch of 32,768
 // events rather than 8,192 touches many of the same pages and made 11 %
-// more events/s (BENCHMARKS.md). Synced, the bigger WAL this leaves is
+// more events/s (on a 2-core VM). Synced, the bigger WAL this leaves is
 // not worth it.
 const unsyncedBatchFactor = 4
 

@@ -54,7 +54,7 @@ type Config struct {
 	// subject), and stepping several at once lets their appends share the
 	// group commit's syncs and their reads overlap: measured with fsync
 	// always, 322 intents/s one by one, 445 at 8, 683 at 32; 64 (a whole
-	// fetch) made 1.6–3 × the intents/s of 16 (BENCHMARKS.md). It bounds
+	// fetch) made 1.6–3 × the intents/s of 16 (on a 2-core VM). It bounds
 	// this worker's concurrent calls to a route's external API as well.
 	Steps int
 	// PollBase and ProcessingDeadline govern status polling of in-progress
