@@ -30,7 +30,10 @@
 // replayable (a body it can get again, and an Idempotency-Key header), so
 // Do clears GetBody and moves a bodyless request's key headers to
 // lower-case keys, which net/http does not look up (the wire carries the
-// same header). Redirects are not followed. Whether a request was written
+// same header). Redirects are not followed. An adapter's transport
+// (NewTransport, under NewHTTPClient and a route's MCP upstream over HTTP)
+// keeps a connection per concurrent call, up to MaxIdleConnsPerHost per
+// host, where http.DefaultTransport keeps 2. Whether a request was written
 // is observed with httptrace, never guessed. The producer and the
 // reconciler mark each call's context (Calling: route and kind — write,
 // search, readback, status, identity), and Do reports every request to the
