@@ -54,7 +54,13 @@ func TestMCPBadAnswersToAWriteAreUnknown(t *testing.T) {
 		{fakeapi.MCPHuge, httproute.CodeResultTooLarge},
 	} {
 		t.Run(c.fault, func(t *testing.T) {
-			w, api, faults := newMCPE2E(t)
+			edit := func(b []byte) []byte { return b }
+			if c.fault == fakeapi.MCPHuge {
+				// Writing and reading 8 MiB under -race on a busy machine can
+				// take longer than 2 s: a timeout then ends the call first.
+				edit = func(b []byte) []byte { return mutate(t, b, "timeout: 2s", "timeout: 30s") }
+			}
+			w, api, faults := newMCPE2EData(t, edit)
 			if err := fakeapi.InjectMCPFault(faults, "add_issue_comment", c.fault); err != nil {
 				t.Fatal(err)
 			}

@@ -132,7 +132,11 @@ func (u *upstream) callError(cs *sdk.ClientSession, st *connState, cctx context.
 	var we *jsonrpc.Error
 	if errors.As(err, &we) {
 		switch we.Code {
-		case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams:
+		case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams,
+			// Refused at the transport, before dispatch (the 2026-07-28
+			// specification: headers that do not match the body, client
+			// capabilities missing, a protocol version not served).
+			sdk.CodeHeaderMismatch, sdk.CodeMissingRequiredClientCapabilities, sdk.CodeUnsupportedProtocolVersion:
 			return &adapter.CallError{Class: adapter.Rejected, Code: "mcp_refused",
 				Message: fmt.Sprintf("the upstream refused the call before running the tool (JSON-RPC error %d)", we.Code)}
 		}
