@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -52,6 +53,10 @@ import (
 //	             JSON-RPC (a server whose output goes through a Wire)
 //	wrong_shape  the tool runs and its answer is a JSON-RPC result that
 //	             is not a tool result (through a Wire)
+//	refused      the tool does not run: the call is refused with JSON-RPC
+//	             error -32022 (unsupported protocol version), as the
+//	             2026-07-28 specification's servers refuse a request
+//	             before dispatching it
 
 // Fault words of the GitHub-shaped MCP server.
 const (
@@ -62,6 +67,7 @@ const (
 	MCPHuge       = "huge"
 	MCPGarbage    = "garbage"
 	MCPWrongShape = "wrong_shape"
+	MCPRefused    = "refused"
 )
 
 // HugeResult is the size of a huge fault's answer.
@@ -75,8 +81,9 @@ type GitHubMCPConfig struct {
 	// FaultDir holds the pending faults (see above); "" for none.
 	FaultDir string
 	// Faults, when set, gives each call's fault ("" for none) instead of
-	// FaultDir.
-	Faults func(tool string) string
+	// FaultDir; body is the comment's body for add_issue_comment, "" for
+	// a read.
+	Faults func(tool, body string) string
 	// Slow is a slow call's wait; nil waits 2 s or until the call is
 	// cancelled.
 	Slow func(ctx context.Context) error
@@ -158,7 +165,7 @@ func (g *ghMCP) addComment(ctx context.Context, _ *sdk.CallToolRequest, a addCom
 	if err != nil {
 		return errResult(err.Error()), nil, nil
 	}
-	res, err := g.fault(ctx, "add_issue_comment", func() (*sdk.CallToolResult, error) {
+	res, err := g.fault(ctx, "add_issue_comment", a.Body, func() (*sdk.CallToolResult, error) {
 		b, status, err := g.api(ctx, http.MethodPost, p+"/issues/"+strconv.Itoa(a.IssueNumber)+"/comments", map[string]string{"body": a.Body})
 		if err != nil || status >= 300 {
 			return apiError("failed to create comment", http.MethodPost, g.cfg.APIURL+p, status, b, err), nil
@@ -185,7 +192,7 @@ func (g *ghMCP) issueRead(ctx context.Context, _ *sdk.CallToolRequest, a issueRe
 	if per <= 0 {
 		per = 30
 	}
-	res, err := g.fault(ctx, "issue_read", func() (*sdk.CallToolResult, error) {
+	res, err := g.fault(ctx, "issue_read", "", func() (*sdk.CallToolResult, error) {
 		path := p + "/issues/" + strconv.Itoa(a.IssueNumber) + "/comments?page=" + strconv.Itoa(page) + "&per_page=" + strconv.Itoa(per)
 		b, status, err := g.api(ctx, http.MethodGet, path, nil)
 		if err != nil || status >= 300 {
@@ -201,7 +208,7 @@ func (g *ghMCP) getComment(ctx context.Context, _ *sdk.CallToolRequest, a getCom
 	if err != nil {
 		return errResult(err.Error()), nil, nil
 	}
-	res, err := g.fault(ctx, "get_issue_comment", func() (*sdk.CallToolResult, error) {
+	res, err := g.fault(ctx, "get_issue_comment", "", func() (*sdk.CallToolResult, error) {
 		path := p + "/issues/comments/" + strconv.FormatInt(a.CommentID, 10)
 		b, status, err := g.api(ctx, http.MethodGet, path, nil)
 		if err != nil || status >= 300 {
@@ -313,15 +320,20 @@ func apiError(msg, method, url string, status int, body []byte, err error) *sdk.
 }
 
 // fault runs a tool's call under the fault taken for it.
-func (g *ghMCP) fault(ctx context.Context, tool string, run func() (*sdk.CallToolResult, error)) (*sdk.CallToolResult, error) {
-	f := takeMCPFault(g.cfg.FaultDir, tool)
+func (g *ghMCP) fault(ctx context.Context, tool, body string, run func() (*sdk.CallToolResult, error)) (*sdk.CallToolResult, error) {
+	var f string
 	if g.cfg.Faults != nil {
-		f = g.cfg.Faults(tool)
+		f = g.cfg.Faults(tool, body)
+	} else {
+		f = takeMCPFault(g.cfg.FaultDir, tool)
 	}
 	if f == MCPSlow {
 		if err := g.slow(ctx); err != nil {
 			return nil, err
 		}
+	}
+	if f == MCPRefused {
+		return nil, &jsonrpc.Error{Code: sdk.CodeUnsupportedProtocolVersion, Message: "this server does not serve the request's protocol version"}
 	}
 	res, err := run()
 	switch f {
@@ -388,7 +400,6 @@ func abandon(ctx context.Context) error {
 type MCPWire struct {
 	mu    sync.Mutex
 	armed string
-	line  []byte
 }
 
 func (w *MCPWire) arm(fault string) {
@@ -403,6 +414,9 @@ func (w *MCPWire) Wrap(out io.Writer) io.WriteCloser { return &wireWriter{w: w, 
 type wireWriter struct {
 	w   *MCPWire
 	out io.Writer
+	// line is this writer's unfinished line: each session's own, so that
+	// a line a closed session could not write never reaches another.
+	line []byte
 }
 
 // Close closes the output when it is an io.Closer.
@@ -417,20 +431,20 @@ func (ww *wireWriter) Write(p []byte) (int, error) {
 	w := ww.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.line = append(w.line, p...)
+	ww.line = append(ww.line, p...)
 	for {
-		k := bytes.IndexByte(w.line, '\n')
+		k := bytes.IndexByte(ww.line, '\n')
 		if k < 0 {
 			return len(p), nil
 		}
-		line := w.line[:k+1]
+		line := ww.line[:k+1]
 		if w.armed != "" && bytes.Contains(line, []byte(`"result"`)) {
 			line = w.replace(line)
 		}
+		ww.line = ww.line[k+1:]
 		if _, err := ww.out.Write(line); err != nil {
 			return 0, err
 		}
-		w.line = w.line[k+1:]
 	}
 }
 

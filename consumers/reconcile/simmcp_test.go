@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/adapter/httproute"
 	"github.com/settle-dev/settle/fakeapi"
+	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/producer"
 	"github.com/settle-dev/settle/testharness"
 )
@@ -26,7 +28,8 @@ import (
 //
 //	route               file             faults of the upstream
 //	github_mcp_comment  github_mcp.yaml  reply lost, crash mid-call, restart between calls,
-//	                                     slow listing, garbage, a result of the wrong shape
+//	                                     slow listing, garbage, a result of the wrong shape,
+//	                                     a call refused before dispatch (-32022)
 //
 // Its intents are counted as their own path (mcp-route) on the world's
 // line.
@@ -46,6 +49,20 @@ type mcpRouteWorld struct {
 
 	mu     sync.Mutex
 	faults map[string][]string // tool → faults, the next first
+	// byBody: faults of the write of one intent, by its body (the
+	// upstream sees it with the marker behind it).
+	byBody map[string]string
+}
+
+// nextFor queues fault for the write of the intent whose body is body,
+// whichever call comes first (another intent's retry does not take it).
+func (m *mcpRouteWorld) nextFor(body, fault string) {
+	m.mu.Lock()
+	if m.byBody == nil {
+		m.byBody = map[string]string{}
+	}
+	m.byBody[body] = fault
+	m.mu.Unlock()
 }
 
 // next queues a fault for the next call of tool.
@@ -56,9 +73,16 @@ func (m *mcpRouteWorld) next(tool, fault string) {
 }
 
 // take is the fault of a call of tool ("" for none).
-func (m *mcpRouteWorld) take(tool string) string {
+func (m *mcpRouteWorld) take(tool, body string) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for b, f := range m.byBody {
+		if body != "" && strings.HasPrefix(body, b) {
+			delete(m.byBody, b)
+			m.y.count("mcp_route:"+f, 1)
+			return f
+		}
+	}
 	q := m.faults[tool]
 	if len(q) == 0 {
 		return ""
@@ -140,9 +164,10 @@ func (s *sim) newMCPRoute(client *http.Client) adapter.Route {
 }
 
 // mcpRouteBehaviours are the faults of the MCP route's upstream. Every
-// one ends confirmed: the comment was written once, and the reconciler
-// finds it through the upstream's read tool, or writes it once after
-// proving it absent.
+// one but a refusal ends confirmed: the comment was written once, and
+// the reconciler finds it through the upstream's read tool, or writes it
+// once after proving it absent; a call refused before dispatch is
+// rejected, nothing written.
 func mcpRouteBehaviours() []behaviour {
 	const add, list = "add_issue_comment", "issue_read"
 	arm := func(faults ...string) func(s *sim, in *simIntent) {
@@ -156,6 +181,8 @@ func mcpRouteBehaviours() []behaviour {
 		return behaviour{name: "m_" + name, route: mcpRouteName, weight: weight, want: confirmedOnly(), arm: a,
 			after: func(s *sim, _ *simIntent, _ *producer.Result) { s.y.mcpr.waitUp() }}
 	}
+	refused := b("refused_before_dispatch", 1, func(s *sim, in *simIntent) { s.y.mcpr.nextFor(in.body, fakeapi.MCPRefused) })
+	refused.want = []outcome{{fsm.Rejected, ""}}
 	return []behaviour{
 		b("ok", 2, nil),
 		b("reply_lost", 2, arm(add, fakeapi.MCPDropReply)),
@@ -167,6 +194,9 @@ func mcpRouteBehaviours() []behaviour {
 		b("garbage_reply", 1, arm(add, fakeapi.MCPGarbage)),
 		b("wrong_shape_reply", 1, arm(add, fakeapi.MCPWrongShape)),
 		b("listing_lost_reply_lost", 1, arm(add, fakeapi.MCPDropReply, list, fakeapi.MCPDropReply)),
+		// Refused before dispatch (a protocol version the upstream does
+		// not serve): nothing was written, a definite rejection.
+		refused,
 		b("lookalike_by_hand_reply_lost", 1, func(s *sim, in *simIntent) {
 			s.y.github.Inject(fakeapi.GitHubComment{Issue: 1 + in.k%20, Body: in.body, CreatedAt: s.clock.Now().Add(-20 * time.Second)})
 			s.y.mcpr.next(add, fakeapi.MCPDropReply)
