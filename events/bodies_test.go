@@ -27,65 +27,32 @@ func jsonNames(t reflect.Type) []string {
 	return out
 }
 
-// Every key list of bodies.go is its struct's json names, in field order:
-// a renamed or added field cannot be read under its old name or missed.
+// Every body type has a plan, and every plan's keys are its struct's json
+// names, in field order: a renamed or added field cannot be read under its
+// old name or missed.
 func TestReadBodyKeysMatchStructs(t *testing.T) {
-	lists := map[reflect.Type][]string{
-		reflect.TypeFor[Policy]():                   policyKeys,
-		reflect.TypeFor[Capabilities]():             capabilitiesKeys,
-		reflect.TypeFor[Check]():                    checkKeys,
-		reflect.TypeFor[Receipt]():                  receiptKeys,
-		reflect.TypeFor[CandidateRef]():             candidateKeys,
-		reflect.TypeFor[Evidence]():                 evidenceKeys,
-		reflect.TypeFor[AttemptRef]():               attemptRefKeys,
-		reflect.TypeFor[SentRequest]():              sentRequestKeys,
-		reflect.TypeFor[HeaderField]():              headerFieldKeys,
-		reflect.TypeFor[IntentRecordedData]():       intentRecordedKeys,
-		reflect.TypeFor[IntentStartedData]():        intentStartedKeys,
-		reflect.TypeFor[ApprovalRequiredData]():     approvalRequiredKeys,
-		reflect.TypeFor[ApprovedData]():             approvedKeys,
-		reflect.TypeFor[WriteStartedData]():         writeStartedKeys,
-		reflect.TypeFor[WriteSucceededData]():       writeSucceededKeys,
-		reflect.TypeFor[WriteConfirmedData]():       writeConfirmedKeys,
-		reflect.TypeFor[WriteRejectedData]():        writeRejectedKeys,
-		reflect.TypeFor[OutcomeUnknownData]():       outcomeUnknownKeys,
-		reflect.TypeFor[ReconcileStartedData]():     reconcileStartedKeys,
-		reflect.TypeFor[CheckDeferredData]():        checkDeferredKeys,
-		reflect.TypeFor[CandidateFoundData]():       candidateFoundKeys,
-		reflect.TypeFor[ReadbackPassedData]():       readbackPassedKeys,
-		reflect.TypeFor[ReadbackFailedData]():       readbackFailedKeys,
-		reflect.TypeFor[TargetProcessingData]():     targetProcessingKeys,
-		reflect.TypeFor[SearchWindowElapsedData]():  searchWindowElapsedKeys,
-		reflect.TypeFor[StatusNotFoundData]():       statusNotFoundKeys,
-		reflect.TypeFor[TargetFailedData]():         targetFailedKeys,
-		reflect.TypeFor[RetryClaimedData]():         retryClaimedKeys,
-		reflect.TypeFor[ClaimExpiredData]():         claimExpiredKeys,
-		reflect.TypeFor[ManualActionRequiredData](): manualActionRequiredKeys,
-		reflect.TypeFor[OperatorConfirmedData]():    operatorConfirmedKeys,
-		reflect.TypeFor[OperatorReleasedData]():     operatorReleasedKeys,
-		reflect.TypeFor[AbandonedData]():            abandonedKeys,
-	}
 	for _, typ := range AllTypes() {
-		if _, ok := lists[reflect.TypeOf(NewData(typ)).Elem()]; !ok {
-			t.Errorf("%s: no key list", typ)
+		if _, ok := bodyPlans[reflect.TypeOf(NewData(typ))]; !ok {
+			t.Errorf("%s: no plan", typ)
 		}
 	}
-	for rt, keys := range lists {
-		if want := jsonNames(rt); !reflect.DeepEqual(keys, want) {
-			t.Errorf("%s: keys %q, struct has %q", rt, keys, want)
+	var check func(rt reflect.Type, p *plan)
+	check = func(rt reflect.Type, p *plan) {
+		if want := jsonNames(rt); !reflect.DeepEqual(p.keys, want) {
+			t.Errorf("%s: keys %q, struct has %q", rt, p.keys, want)
 		}
-		// Every struct a body holds has its list too.
-		for i := range rt.NumField() {
-			ft := rt.Field(i).Type
+		for _, pf := range p.fields {
+			ft := pf.typ
 			for ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Slice {
 				ft = ft.Elem()
 			}
 			if ft.Kind() == reflect.Struct && ft != reflect.TypeFor[time.Time]() {
-				if _, ok := lists[ft]; !ok {
-					t.Errorf("%s.%s: %s has no key list", rt, rt.Field(i).Name, ft)
-				}
+				check(ft, planOf(ft))
 			}
 		}
+	}
+	for pt, p := range bodyPlans {
+		check(pt.Elem(), p)
 	}
 }
 
