@@ -45,11 +45,9 @@ type stmts struct {
 }
 
 // Rows per multi-row statement (each under SQLite's 32766 variables). The
-// driver keeps a list of the C buffers of a statement's text and blob
-// arguments, grown one at a time: under 256 it doubles, past that it grows
-// by a quarter, so 8 intent rows (216 such arguments) allocate less per
-// row than 32, and cost less CPU once database/sql is out of the way
-// (BenchmarkApplyStore: −6 %).
+// driver grows its list of a statement's text and blob buffers by a
+// quarter past 256, so 8 intent rows (216 such arguments) allocate less
+// per row than 32.
 const (
 	eventRows  = 64
 	intentRows = 8
@@ -101,18 +99,11 @@ const insertIntentTail = ` ON CONFLICT (intent_id) DO NOTHING`
 const loadEventsSQL = `SELECT seq, raw FROM events WHERE seq IN
 	(SELECT value FROM json_each((SELECT event_seqs FROM intents WHERE intent_id = ?))) ORDER BY seq`
 
-func (s *stmts) prepare(ctx context.Context, db *sql.DB) error {
-	var err error
-	prep := func(q string) *sql.Stmt {
-		if err != nil {
-			return nil
-		}
-		var st *sql.Stmt
-		st, err = db.PrepareContext(ctx, q)
-		return st
+func (s *stmts) prepare(ctx context.Context, db *sql.DB) (err error) {
+	s.insertQuarantine, err = db.PrepareContext(ctx, `INSERT INTO quarantine (seq, subject, intent_id, code, reason, raw) VALUES (?, ?, ?, ?, ?, ?)`)
+	if err == nil {
+		s.loadEvents, err = db.PrepareContext(ctx, loadEventsSQL)
 	}
-	s.insertQuarantine = prep(`INSERT INTO quarantine (seq, subject, intent_id, code, reason, raw) VALUES (?, ?, ?, ?, ?, ?)`)
-	s.loadEvents = prep(loadEventsSQL)
 	if err != nil {
 		s.close()
 		return errors.Errorf("prepare: %w", err)
@@ -150,9 +141,8 @@ var rowSQL = [nRowSQL]string{
 
 // rowStmts are the row writers' statements, prepared on the writer's
 // driver connection and run there directly (sql.Conn.Raw): database/sql
-// copies and converts every argument of every Exec (1,088 for 32 intent
-// rows), which was about a tenth of what catching up allocated. They are
-// used only under applyMu, inside Raw; a driver connection other than
+// would copy and convert every argument of every Exec. They are used
+// only under applyMu, inside Raw; a driver connection other than
 // the one they were prepared on (database/sql replaced a broken one)
 // gets its own.
 type rowStmts struct {
@@ -342,9 +332,8 @@ var errNotNew = errors.New("projector: an intent taken for new has a row")
 // SQL are skipped. On any error nothing of the batch is kept.
 //
 // An event of version 1 that is neither in the batch nor in the cache
-// normally starts a new intent, so it is not looked up in SQL (a query per
-// new intent was a tenth of catching up): its row is inserted without
-// upsert, and only if a row was there after all (a version 1 repeated on
+// normally starts a new intent, so it is not looked up in SQL: its row is
+// inserted without upsert, and only if a row was there after all (a version 1 repeated on
 // a damaged log) is the batch applied again with every lookup made. The
 // outcome is the same either way.
 func (p *Projector) applyBatch(ctx context.Context, msgs []rawMsg) error {
@@ -365,7 +354,7 @@ func (p *Projector) applyBatch(ctx context.Context, msgs []rawMsg) error {
 func (p *Projector) applyBatchTx(ctx context.Context, msgs []rawMsg, careful bool) error {
 	// The statements run with a context that is never done: modernc's
 	// driver starts a watcher goroutine for every statement whose context
-	// can end (≈ 18 % of an insert's cost in the profile). Each statement
+	// can end. Each statement
 	// is short; ctx is checked between messages, and the transaction is
 	// rolled back when ctx ends. Nor can the transaction's context end:
 	// database/sql would roll it back on its own, under the row writers,
@@ -624,14 +613,7 @@ func refold(ctx context.Context, load *sql.Stmt, id string) (*folded, error) {
 	defer rows.Close()
 	var f *folded
 	for rows.Next() {
-		var (
-			seq int64
-			raw string
-		)
-		if err := rows.Scan(&seq, &raw); err != nil {
-			return nil, errors.Errorf("load history: %w", err)
-		}
-		e, err := events.Decode([]byte(raw))
+		seq, e, err := scanEvent(rows)
 		if err != nil {
 			return nil, errors.Errorf("stored history of %s: %w", id, err)
 		}
@@ -641,7 +623,7 @@ func refold(ctx context.Context, load *sql.Stmt, id string) (*folded, error) {
 		if err := f.intent.Apply(e); err != nil {
 			return nil, errors.Errorf("stored history of %s: %w", id, err)
 		}
-		f.lastSeq = uint64(seq)
+		f.lastSeq = seq
 	}
 	if err := rows.Err(); err != nil {
 		return nil, errors.Errorf("load history: %w", err)

@@ -21,10 +21,8 @@
 // Applying an event folds it onto the intent's history with
 // (*fsm.Intent).Apply; ViewOf maps a folded intent to its view, for any
 // reader that folded it already. Quarantine codes are events' decode codes
-// and fsm's fold codes, plus the projector's own subject checks. The history is the events table (each event's raw
-// bytes, once per stream sequence, appended in stream order with no other
-// index); each intent row lists its events' sequences (event_seqs). A
-// bounded LRU of folded intents saves re-reading the history, but SQL
+// and fsm's fold codes, plus the projector's own subject checks. The
+// history is the events table (schema.go). A bounded LRU of folded intents saves re-reading the history, but SQL
 // stays authoritative: a cache miss re-folds from the table, and the cache
 // is dropped whenever the checkpoint in SQL is not the one this process
 // wrote. Terminal intents are never kept in memory. A first event (version

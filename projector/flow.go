@@ -103,13 +103,8 @@ func (p *Projector) Flow(ctx context.Context, f FlowFilter) (*Flow, error) {
 		if len(f.Routes) > 0 && !slices.Contains(f.Routes, route) {
 			return nil
 		}
-		r := &RouteFlow{Route: route, ByState: map[fsm.State]int{}, Buckets: make([]StateBucket, f.Buckets),
+		r := &RouteFlow{Route: route, ByState: ZeroStates(), Buckets: make([]StateBucket, f.Buckets),
 			Settles: []SettleTime{}, Unsettled: []SettleTime{}}
-		for _, s := range fsm.AllStates() {
-			if s != fsm.None {
-				r.ByState[s] = 0
-			}
-		}
 		for k := range r.Buckets {
 			r.Buckets[k] = StateBucket{From: f.From.Add(time.Duration(k) * width), Counts: map[fsm.State]int{}}
 		}
@@ -214,24 +209,14 @@ func (p *Projector) settleTimes(ctx context.Context, f FlowFilter, scope string,
 	get func(string) *RouteFlow) error {
 	args := append([]any{fmtTimeNN(f.From)}, scopeArgs...)
 	args = append(args, MaxFlowScan+1)
-	rows, err := p.r.QueryContext(ctx, `SELECT i.intent_id, i.route FROM intents i
+	type pick struct{ id, route string }
+	picks, err := queryAll(ctx, p.r, func(s scanner) (pk pick, err error) {
+		err = s.Scan(&pk.id, &pk.route)
+		return
+	}, `SELECT i.intent_id, i.route FROM intents i
 		WHERE ((i.last_event_at >= ? AND i.attempts > 0) OR i.unknown_since IS NOT NULL)`+scope+`
 		ORDER BY i.last_event_at DESC, i.intent_id LIMIT ?`, args...)
 	if err != nil {
-		return err
-	}
-	type pick struct{ id, route string }
-	var picks []pick
-	for rows.Next() {
-		var pk pick
-		if err := rows.Scan(&pk.id, &pk.route); err != nil {
-			rows.Close()
-			return err
-		}
-		picks = append(picks, pk)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return err
 	}
 	truncated := len(picks) > MaxFlowScan
@@ -267,27 +252,24 @@ func (p *Projector) settleTimes(ctx context.Context, f FlowFilter, scope string,
 
 // history reads an intent's applied events in version order.
 func (p *Projector) history(ctx context.Context, intentID string) ([]events.Event, error) {
-	rows, err := p.r.QueryContext(ctx, loadEventsSQL, intentID)
+	return queryAll(ctx, p.r, func(s scanner) (events.Event, error) {
+		_, e, err := scanEvent(s)
+		return e, err
+	}, loadEventsSQL, intentID)
+}
+
+// scanEvent reads a row (seq, raw) of the events table.
+func scanEvent(s scanner) (uint64, events.Event, error) {
+	var seq uint64
+	var raw []byte
+	if err := s.Scan(&seq, &raw); err != nil {
+		return 0, events.Event{}, err
+	}
+	e, err := events.Decode(raw)
 	if err != nil {
-		return nil, err
+		return 0, e, errors.Errorf("seq %d: %w", seq, err)
 	}
-	defer rows.Close()
-	var out []events.Event
-	for rows.Next() {
-		var (
-			seq int64
-			raw []byte
-		)
-		if err := rows.Scan(&seq, &raw); err != nil {
-			return nil, err
-		}
-		e, err := events.Decode(raw)
-		if err != nil {
-			return nil, errors.Errorf("intent %s seq %d: %w", intentID, seq, err)
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return seq, e, nil
 }
 
 // unknownEpisodes folds h and returns each time the intent became unknown

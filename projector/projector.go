@@ -387,7 +387,7 @@ func (p *Projector) consumeOnce(ctx context.Context, untilCaughtUp bool, target 
 	defer func() {
 		cancel()
 		wait()
-		// An idle projector keeps no batch slice (9 MB in a catch-up).
+		// An idle projector keeps no batch slice.
 		select {
 		case <-p.spare:
 		default:

@@ -35,9 +35,8 @@ type nexter interface {
 
 // readerNext is a ledger.Reader as a nexter. A wait is bounded by a
 // deadline context made again only when less than half of wait is left
-// on it, so a wait for the rest of a batch lasts between wait/2 and wait:
-// a context and a timer per message were about a tenth of the read-ahead
-// goroutine's CPU in a profile of a catch-up.
+// on it (not one per message), so a wait for the rest of a batch lasts
+// between wait/2 and wait.
 type readerNext struct {
 	rd       *ledger.Reader
 	wctx     context.Context
@@ -120,8 +119,7 @@ func (p *Projector) readAheadFrom(ctx context.Context, it nexter) (<-chan readBa
 				// The rest of a batch is what the server says is pending;
 				// a damaged store can count messages it never delivers, so
 				// the batch is handed on when the next one is slow to come
-				// (it then starts the next batch) instead of waiting for
-				// it (the views once stayed 1,800 events behind).
+				// (it then starts the next batch).
 				if m, err = next(batchWait); err != nil {
 					if errors.Is(err, errSlow) {
 						err = nil
@@ -149,9 +147,8 @@ func (p *Projector) readAheadFrom(ctx context.Context, it nexter) (<-chan readBa
 }
 
 // batchSlice returns an empty slice for a batch of up to n messages: one
-// the applier is done with (recycle), or a new one. A batch of 32,768
-// messages is 9 MB, made again for every batch otherwise. A spare far
-// larger than n is let go: a projector that caught up and follows the
+// the applier is done with (recycle), or a new one. A spare far larger
+// than n is let go: a projector that caught up and follows the
 // stream in small batches does not keep a catch-up's.
 func (p *Projector) batchSlice(n int) []rawMsg {
 	select {

@@ -12,18 +12,6 @@ import (
 
 // SchemaVersion names the layout of the views. A database written by
 // another version is refused: rebuild it from the log.
-//
-// v2: request ids are scoped per account (events.ScopedIntentID), so one
-// tenant, route and request id may name several intents.
-// v3: the events table is keyed by stream sequence alone, without an
-// index on (intent_id, version) and without the columns its raw event
-// already holds (at, actor, attempt_id); each intent row lists the
-// sequences of its events (event_seqs), which is how an intent's history
-// is found. A random index insert per event was most of catching up.
-// v4: an intent's receipt is in its row (receipt_* columns, NULL when it
-// has none) and receipts is a view of them: a table of its own cost
-// every confirmed intent a row and a random insert into its intent_id
-// index (without them a million-intent catch-up made 23 % more events/s).
 const SchemaVersion = "settle.projector/v4"
 
 // Times are stored as fixed-width UTC text, so that they sort and compare
@@ -86,9 +74,8 @@ var schema = []string{
 	`CREATE INDEX IF NOT EXISTS intents_by_created ON intents (created_at, intent_id)`,
 	`CREATE INDEX IF NOT EXISTS intents_by_state ON intents (state, created_at, intent_id)`,
 	`CREATE INDEX IF NOT EXISTS intents_by_unknown ON intents (unknown_since) WHERE unknown_since IS NOT NULL`,
-	// The receipts of confirmed intents, as they were a table of their own
-	// (v3). No query reads receipts by external id (ByExternalID reads
-	// intents_by_external).
+	// The receipts of confirmed intents (ByExternalID reads
+	// intents_by_external, not this view).
 	`CREATE VIEW IF NOT EXISTS receipts AS SELECT intent_id, receipt_external_id AS external_id,
 		receipt_live_url AS live_url, receipt_payload_sha256 AS payload_sha256, receipt_source AS source,
 		receipt_readback_at AS readback_at, receipt_checks AS checks, receipt_request_id AS request_id,

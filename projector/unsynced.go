@@ -18,11 +18,10 @@ import (
 // In WAL mode with synchronous=NORMAL every WAL checkpoint syncs the WAL
 // and then the database file; catching up a log of millions of events
 // checkpoints after almost every batch, and the applier waits for those
-// syncs (measured on a 2-core VM: 36k events/s with them, 52k without,
-// on a 900k-event log). synchronous=OFF drops them. SQLite keeps a database in
-// WAL mode with synchronous=OFF consistent through a crash of the process
-// (every write has reached the operating system); only a crash of the
-// operating system or a power loss can leave it torn.
+// syncs; synchronous=OFF drops them. SQLite keeps a database in WAL mode
+// with synchronous=OFF consistent through a crash of the process (every
+// write has reached the operating system); only a crash of the operating
+// system or a power loss can leave it torn.
 //
 // So a catch-up of a backlog of at least Config.UnsyncedBacklog events,
 // and at least the checkpoint it starts from, runs unsynced:
@@ -43,11 +42,9 @@ import (
 // was unsynced.
 
 // unsyncedBatchFactor: an unsynced catch-up applies batches this many
-// times Config.Batch. A batch's commit writes every index page its
-// intents touched; catching up a million intents, a batch of 32,768
-// events rather than 8,192 touches many of the same pages and made 11 %
-// more events/s (on a 2-core VM). Synced, the bigger WAL this leaves is
-// not worth it.
+// times Config.Batch: a batch's commit writes every index page its
+// intents touched, and a bigger batch touches many of the same pages.
+// Synced, the bigger WAL this leaves is not worth it.
 const unsyncedBatchFactor = 4
 
 // batchLimit is the most events the next batch holds.

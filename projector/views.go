@@ -188,23 +188,36 @@ func stateCond(s fsm.State) string {
 	return "(i.state = ? AND NOT (" + heldSQL + "))"
 }
 
-// heldByState counts the held intents by the state their events left
-// them in (route "" for all routes): the counts move them to
-// manual_action.
-func (p *Projector) heldByState(ctx context.Context) (map[[2]string]int, error) {
-	rows, err := p.r.QueryContext(ctx, `SELECT i.route, i.state, count(*) FROM intents i WHERE `+heldSQL+` GROUP BY i.route, i.state`)
+// routeStateCount is the count of one route and state.
+type routeStateCount struct {
+	route string
+	state fsm.State
+	n     int
+}
+
+// countRouteStates counts the intents per route and state, of those
+// where selects ("" for all).
+func (p *Projector) countRouteStates(ctx context.Context, where string) ([]routeStateCount, error) {
+	return queryAll(ctx, p.r, func(s scanner) (c routeStateCount, err error) {
+		err = s.Scan(&c.route, &c.state, &c.n)
+		return
+	}, `SELECT i.route, i.state, count(*) FROM intents i `+where+` GROUP BY i.route, i.state`)
+}
+
+// queryAll runs q on db and scans every row it returns.
+func queryAll[T any](ctx context.Context, db *sql.DB, scan func(scanner) (T, error), q string, args ...any) ([]T, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[[2]string]int{}
+	var out []T
 	for rows.Next() {
-		var route, state string
-		var n int
-		if err := rows.Scan(&route, &state, &n); err != nil {
+		v, err := scan(rows)
+		if err != nil {
 			return nil, err
 		}
-		out[[2]string{route, state}] = n
+		out = append(out, v)
 	}
 	return out, rows.Err()
 }
@@ -268,20 +281,7 @@ func scanIntent(s scanner) (IntentView, error) {
 }
 
 func (p *Projector) queryIntents(ctx context.Context, where string, args ...any) ([]IntentView, error) {
-	rows, err := p.r.QueryContext(ctx, `SELECT `+intentCols+intentFrom+where, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []IntentView
-	for rows.Next() {
-		v, err := scanIntent(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, p.r, scanIntent, `SELECT `+intentCols+intentFrom+where, args...)
 }
 
 func (p *Projector) one(ctx context.Context, what, where string, args ...any) (*IntentView, error) {
@@ -418,74 +418,42 @@ func (p *Projector) List(ctx context.Context, f Filter) (Page, error) {
 
 // CountByState counts intents per state; every state but none is present.
 func (p *Projector) CountByState(ctx context.Context) (map[fsm.State]int, error) {
-	out := make(map[fsm.State]int)
-	for _, s := range fsm.AllStates() {
-		if s != fsm.None {
-			out[s] = 0
-		}
-	}
-	rows, err := p.r.QueryContext(ctx, `SELECT state, count(*) FROM intents GROUP BY state`)
+	byRoute, err := p.CountByRouteState(ctx)
 	if err != nil {
-		return nil, errors.Errorf("count by state: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			s string
-			n int
-		)
-		if err := rows.Scan(&s, &n); err != nil {
-			return nil, errors.Errorf("count by state: %w", err)
+	out := ZeroStates()
+	for _, states := range byRoute {
+		for s, n := range states {
+			out[s] += n
 		}
-		out[fsm.State(s)] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, errors.Errorf("count by state: %w", err)
-	}
-	held, err := p.heldByState(ctx)
-	if err != nil {
-		return nil, errors.Errorf("count by state: held: %w", err)
-	}
-	for k, n := range held {
-		out[fsm.State(k[1])] -= n
-		out[fsm.ManualAction] += n
 	}
 	return out, nil
 }
 
 // CountByRouteState counts intents per route and state: a route is
-// present when it has intents, with every state but none.
+// present when it has intents, with every state but none. A held intent
+// is counted as manual_action.
 func (p *Projector) CountByRouteState(ctx context.Context) (map[string]map[fsm.State]int, error) {
-	rows, err := p.r.QueryContext(ctx, `SELECT route, state, count(*) FROM intents GROUP BY route, state`)
+	all, err := p.countRouteStates(ctx, "")
 	if err != nil {
 		return nil, errors.Errorf("count by route and state: %w", err)
 	}
-	defer rows.Close()
-	out := make(map[string]map[fsm.State]int)
-	for rows.Next() {
-		var (
-			route, s string
-			n        int
-		)
-		if err := rows.Scan(&route, &s, &n); err != nil {
-			return nil, errors.Errorf("count by route and state: %w", err)
-		}
-		if out[route] == nil {
-			out[route] = ZeroStates()
-		}
-		out[route][fsm.State(s)] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, errors.Errorf("count by route and state: %w", err)
-	}
-	held, err := p.heldByState(ctx)
+	held, err := p.countRouteStates(ctx, "WHERE "+heldSQL)
 	if err != nil {
 		return nil, errors.Errorf("count by route and state: held: %w", err)
 	}
-	for k, n := range held {
-		if out[k[0]] != nil {
-			out[k[0]][fsm.State(k[1])] -= n
-			out[k[0]][fsm.ManualAction] += n
+	out := make(map[string]map[fsm.State]int)
+	for _, c := range all {
+		if out[c.route] == nil {
+			out[c.route] = ZeroStates()
+		}
+		out[c.route][c.state] = c.n
+	}
+	for _, c := range held {
+		if out[c.route] != nil {
+			out[c.route][c.state] -= c.n
+			out[c.route][fsm.ManualAction] += c.n
 		}
 	}
 	return out, nil
@@ -538,27 +506,8 @@ func (p *Projector) ManualQueue(ctx context.Context, limit int) ([]IntentView, e
 
 // Timeline returns an intent's applied events in version order.
 func (p *Projector) Timeline(ctx context.Context, intentID string) ([]events.Event, error) {
-	rows, err := p.r.QueryContext(ctx, loadEventsSQL, intentID)
+	out, err := p.history(ctx, intentID)
 	if err != nil {
-		return nil, errors.Errorf("timeline %s: %w", intentID, err)
-	}
-	defer rows.Close()
-	var out []events.Event
-	for rows.Next() {
-		var (
-			seq int64
-			raw string
-		)
-		if err := rows.Scan(&seq, &raw); err != nil {
-			return nil, errors.Errorf("timeline %s: %w", intentID, err)
-		}
-		e, err := events.Decode([]byte(raw))
-		if err != nil {
-			return nil, errors.Errorf("timeline %s seq %d: %w", intentID, seq, err)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, errors.Errorf("timeline %s: %w", intentID, err)
 	}
 	if len(out) == 0 {
@@ -578,24 +527,17 @@ func (p *Projector) Checkpoint(ctx context.Context) (uint64, error) {
 
 // Quarantined lists every quarantined event in stream order.
 func (p *Projector) Quarantined(ctx context.Context) ([]Quarantine, error) {
-	rows, err := p.r.QueryContext(ctx, `SELECT seq, subject, intent_id, code, reason, raw FROM quarantine ORDER BY seq`)
+	qs, err := queryAll(ctx, p.r, func(s scanner) (q Quarantine, err error) {
+		err = s.Scan(&q.Seq, &q.Subject, &q.IntentID, &q.Code, &q.Reason, &q.Raw)
+		return
+	}, `SELECT seq, subject, intent_id, code, reason, raw FROM quarantine ORDER BY seq`)
 	if err != nil {
 		return nil, errors.Errorf("quarantined: %w", err)
 	}
-	defer rows.Close()
-	out := []Quarantine{}
-	for rows.Next() {
-		var (
-			q   Quarantine
-			seq int64
-		)
-		if err := rows.Scan(&seq, &q.Subject, &q.IntentID, &q.Code, &q.Reason, &q.Raw); err != nil {
-			return nil, errors.Errorf("quarantined: %w", err)
-		}
-		q.Seq = uint64(seq)
-		out = append(out, q)
+	if qs == nil {
+		qs = []Quarantine{}
 	}
-	return out, rows.Err()
+	return qs, nil
 }
 
 // Dump renders every view (checkpoint, intents, receipts, events,

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/events"
@@ -110,33 +109,13 @@ func (c AuditConfig) Validate() error {
 	return nil
 }
 
-// Audit replays the whole stream, as it stands when Audit is called, with
-// an ordered consumer, folds every intent with the fsm and checks what the
-// log can prove:
-//
-//   - every event is a legal transition (fsm table and guards);
-//   - at most one distinct external id is reported written or confirmed per
-//     intent (WriteSucceeded, WriteConfirmed, a CandidateFound that passed
-//     readback, ReadbackPassed, OperatorConfirmed);
-//   - every attempt after the first follows a won claim (a RetryClaimed
-//     whose owner is the attempt's claim_owner, inside its lease) or an
-//     OperatorReleased;
-//   - every write outcome follows the WriteStarted of its attempt;
-//   - no intent is stuck: write_started past the attempt deadline + Grace,
-//     retry_claimed or reconciling past the lease + Grace, unknown or
-//     in_progress whose next check (or, without one, its last event) is
-//     older than StuckAfter;
-//   - no event (body or headers) holds something that looks like a
-//     credential; settle's own idempotency keys (sk_ + 32 base32) are not;
-//   - every event is on its intent's subject and carries its id as
-//     Nats-Msg-Id;
-//   - with a Projection, its view of every intent equals
-//     projector.FoldView of the intent's history up to the projection's
-//     checkpoint.
-//
-// The invariants are checked on the events as logged, independently of the
-// fsm, so a history the fsm refuses is still checked for them. Events of
-// an unknown schema or type are counted and listed, never a crash; an
+// Audit replays the whole stream, as it stands when Audit is called, folds
+// every intent with the fsm and checks the invariants the package doc
+// lists: on the events as logged, independently of the fsm, so a history
+// the fsm refuses is still checked (two external ids count the ids
+// reported written or confirmed, a CandidateFound only once read back;
+// settle's own idempotency keys, sk_ + 32 base32, are no secret). Events
+// of an unknown schema or type are counted and listed, never a crash; an
 // intent's later events are then not checked (the unreadable one may be
 // what made them legal). Violations are sorted by intent, version, kind.
 // An error means the audit itself could not run (stream, consumer,
@@ -150,7 +129,7 @@ func Audit(ctx context.Context, js jetstream.JetStream, cfg AuditConfig) (*Audit
 }
 
 // audit runs the audit; evict lets it drop confirmed intents from memory
-// (audit_fast.go).
+// (replay.go).
 func audit(ctx context.Context, js jetstream.JetStream, cfg AuditConfig, evict bool) (*auditor, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -276,12 +255,6 @@ func (a *auditor) intent(id, route string) *auditIntent {
 		a.intents[id] = t
 	}
 	return t
-}
-
-// event audits one stream message.
-func (a *auditor) event(seq uint64, subject string, hdr nats.Header, data []byte) {
-	m := prepareMsg(seq, subject, hdr, data)
-	a.apply(&m)
 }
 
 // apply audits one prepared message, in log order.

@@ -1,6 +1,7 @@
 package receipts
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -83,30 +84,16 @@ type SubscribeConfig struct {
 }
 
 func (c SubscribeConfig) withDefaults() SubscribeConfig {
-	if c.Stream == "" {
-		c.Stream = "SETTLE_INTENTS"
-	}
+	c.Stream = cmp.Or(c.Stream, "SETTLE_INTENTS")
 	if len(c.Types) == 0 {
 		c.Types = DefaultReceiptTypes
 	}
-	if c.AckWait == 0 {
-		c.AckWait = 30 * time.Second
-	}
-	if c.MaxDeliver == 0 {
-		c.MaxDeliver = -1
-	}
-	if c.RetryDelay == 0 {
-		c.RetryDelay = time.Second
-	}
-	if c.MaxRetryDelay == 0 {
-		c.MaxRetryDelay = time.Minute
-	}
-	if c.Batch == 0 {
-		c.Batch = 16
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.AckWait = cmp.Or(c.AckWait, 30*time.Second)
+	c.MaxDeliver = cmp.Or(c.MaxDeliver, -1)
+	c.RetryDelay = cmp.Or(c.RetryDelay, time.Second)
+	c.MaxRetryDelay = cmp.Or(c.MaxRetryDelay, time.Minute)
+	c.Batch = cmp.Or(c.Batch, 16)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
 
@@ -186,10 +173,9 @@ func (d Delivery) Receipt() *events.Receipt {
 //     delay (RetryDelay doubling per delivery, up to MaxRetryDelay);
 //   - events of other types, and hold markers (events.HoldHeader: an
 //     intent held after an accepted log loss), are acked and skipped; an
-//     event of an unknown
-//     schema (a newer writer) is Nak'ed with MaxRetryDelay so that an
-//     upgraded subscriber gets it; a malformed event is terminated (it can
-//     never decode) and logged.
+//     event of an unknown schema (a newer writer) is Nak'ed with
+//     MaxRetryDelay so that an upgraded subscriber gets it; a malformed
+//     event is terminated (it can never decode) and logged.
 //
 // The handler's context is ctx. stop stops fetching, waits for the
 // handler in progress and its ack, and returns; cancelling ctx does the
