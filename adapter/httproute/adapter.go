@@ -267,16 +267,8 @@ type statusSpec struct {
 	needs          []string
 }
 
-// Adapter is the generic HTTP adapter of one declared route. It implements
-// adapter.Adapter, adapter.StatusQuerier (Status answers ErrNoStatusQuery
-// unless the route has a status section), adapter.PayloadNormalizer (from
-// payload.fields) and adapter.Resembler (from payload.near_match; false
-// when none is declared).
-//
-// Every call is one adapter.Do: never retried, classified with httptrace.
-// Route headers (credentials) are sent to base_url's origin only, never
-// with Probe, and never appear in an error, a record or a formatted
-// Adapter.
+// Adapter is the generic adapter of one declared route (see the package
+// doc for the interfaces it implements and the port's rules it keeps).
 type Adapter struct {
 	name        string
 	base        string
@@ -384,12 +376,6 @@ func (a *Adapter) setRouteHeaders(r *http.Request) {
 	for _, h := range a.headers {
 		r.Header.Set(h.name, string(h.value))
 	}
-}
-
-// get sends one authenticated GET to the API and returns the response of
-// any status.
-func (a *Adapter) get(ctx context.Context, u string) (*adapter.Response, error) {
-	return a.send(ctx, readReq{method: http.MethodGet, url: u})
 }
 
 // readReq is one read request: a GET, or a POST with a JSON body that

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -194,45 +195,6 @@ func typeName(v any) string {
 	return "null"
 }
 
-func (o *obj) str(key string, dst *string) {
-	v, ok := o.take(key)
-	if !ok {
-		return
-	}
-	s, isStr := v.(string)
-	if !isStr {
-		o.d.fail(o.sub(key), "must be a string, not "+typeName(v))
-		return
-	}
-	*dst = s
-}
-
-func (o *obj) boolean(key string, dst *bool) {
-	v, ok := o.take(key)
-	if !ok {
-		return
-	}
-	b, isBool := v.(bool)
-	if !isBool {
-		o.d.fail(o.sub(key), "must be true or false, not "+typeName(v))
-		return
-	}
-	*dst = b
-}
-
-func (o *obj) optBool(key string) *bool {
-	v, ok := o.take(key)
-	if !ok {
-		return nil
-	}
-	b, isBool := v.(bool)
-	if !isBool {
-		o.d.fail(o.sub(key), "must be true or false, not "+typeName(v))
-		return nil
-	}
-	return &b
-}
-
 func toInt(v any) (int, bool) {
 	switch x := v.(type) {
 	case int64:
@@ -247,37 +209,8 @@ func toInt(v any) (int, bool) {
 	return 0, false
 }
 
-func (o *obj) integer(key string, dst *int) {
-	v, ok := o.take(key)
-	if !ok {
-		return
-	}
-	n, isInt := toInt(v)
-	if !isInt {
-		o.d.fail(o.sub(key), "must be an integer")
-		return
-	}
-	*dst = n
-}
-
-func (o *obj) optInt(key string) *int {
-	v, ok := o.take(key)
-	if !ok {
-		return nil
-	}
-	n, isInt := toInt(v)
-	if !isInt {
-		o.d.fail(o.sub(key), "must be an integer")
-		return nil
-	}
-	return &n
-}
-
-func (o *obj) optFloat(key string) *float64 {
-	v, ok := o.take(key)
-	if !ok {
-		return nil
-	}
+// toFloat returns v as a finite number, or the reason it is not one.
+func toFloat(v any) (float64, string) {
 	var f float64
 	switch x := v.(type) {
 	case int64:
@@ -287,14 +220,12 @@ func (o *obj) optFloat(key string) *float64 {
 	case float64:
 		f = x
 	default:
-		o.d.fail(o.sub(key), "must be a number")
-		return nil
+		return 0, "must be a number"
 	}
 	if math.IsInf(f, 0) || math.IsNaN(f) {
-		o.d.fail(o.sub(key), "must be a finite number")
-		return nil
+		return 0, "must be a finite number"
 	}
-	return &f
+	return f, ""
 }
 
 // parseDuration accepts Go durations ("30s", "24h", "1h30m"), >= 0.
@@ -313,101 +244,61 @@ func parseDuration(v any) (time.Duration, string) {
 	return d, ""
 }
 
-func (o *obj) duration(key string, dst *time.Duration) {
-	v, ok := o.take(key)
-	if !ok {
-		return
-	}
-	d, reason := parseDuration(v)
-	if reason != "" {
-		o.d.fail(o.sub(key), reason)
-		return
-	}
-	*dst = d
-}
-
-func (o *obj) eventsDuration(key string, dst *events.Duration) {
-	var d time.Duration = dst.D()
-	o.duration(key, &d)
-	*dst = events.Duration(d)
-}
-
-func (o *obj) strList(key string, dst *[]string) {
-	v, ok := o.take(key)
-	if !ok {
-		return
-	}
-	if s, isStr := v.(string); isStr { // a single value is a list of one
-		*dst = []string{s}
-		return
+// list decodes a list whose items each is decodes, a single item
+// standing for a list of one; it reports the first bad item.
+func list[T any](d *decoder, v any, field, listReason string, each func(any) (T, string)) ([]T, bool) {
+	if x, reason := each(v); reason == "" {
+		return []T{x}, true
 	}
 	l, isList := v.([]any)
 	if !isList {
-		o.d.fail(o.sub(key), "must be a list of strings")
-		return
+		d.fail(field, listReason)
+		return nil, false
 	}
-	out := make([]string, 0, len(l))
+	out := make([]T, 0, len(l))
 	for i, it := range l {
-		s, isStr := it.(string)
-		if !isStr {
-			o.d.fail(o.sub(key)+"["+strconv.Itoa(i)+"]", "must be a string, not "+typeName(it))
-			return
+		x, reason := each(it)
+		if reason != "" {
+			d.fail(field+"["+strconv.Itoa(i)+"]", reason)
+			return nil, false
 		}
-		out = append(out, s)
+		out = append(out, x)
 	}
-	*dst = out
+	return out, true
 }
 
-func (o *obj) intList(key string, dst *[]int) {
-	v, ok := o.take(key)
-	if !ok {
-		return
+func asString(v any) (string, string) {
+	if s, ok := v.(string); ok {
+		return s, ""
 	}
-	if n, isInt := toInt(v); isInt {
-		*dst = []int{n}
-		return
-	}
-	l, isList := v.([]any)
-	if !isList {
-		o.d.fail(o.sub(key), "must be a list of integers")
-		return
-	}
-	out := make([]int, 0, len(l))
-	for i, it := range l {
-		n, isInt := toInt(it)
-		if !isInt {
-			o.d.fail(o.sub(key)+"["+strconv.Itoa(i)+"]", "must be an integer")
-			return
-		}
-		out = append(out, n)
-	}
-	*dst = out
+	return "", "must be a string, not " + typeName(v)
 }
 
-func (o *obj) strMap(key string, dst *map[string]string) {
-	v, ok := o.take(key)
-	if !ok {
-		return
+func asInt(v any) (int, string) {
+	if n, ok := toInt(v); ok {
+		return n, ""
 	}
-	m, isMap := v.(ymap)
-	if !isMap {
-		o.d.fail(o.sub(key), "must be a mapping")
-		return
+	return 0, "must be an integer"
+}
+
+// strPairs decodes a mapping of names to strings, reporting every value
+// that is not one; ok is false when one was not.
+func (d *decoder) strPairs(v any, field string) (names, vals []string, ok bool) {
+	m := d.object(v, field)
+	if m == nil {
+		return nil, nil, false
 	}
-	out := make(map[string]string, len(m.keys))
-	bad := false
-	for i, k := range m.keys {
-		s, isStr := m.vals[i].(string)
-		if !isStr {
-			o.d.fail(fieldPath(o.sub(key), k), "must be a string, not "+typeName(m.vals[i]))
-			bad = true
+	ok = true
+	for i, k := range m.m.keys {
+		s, reason := asString(m.m.vals[i])
+		if reason != "" {
+			d.fail(fieldPath(field, k), reason)
+			ok = false
 			continue
 		}
-		out[k] = s
+		names, vals = append(names, k), append(vals, s)
 	}
-	if !bad {
-		*dst = out
-	}
+	return names, vals, ok
 }
 
 // toTree turns a ymap tree into map[string]any/[]any/scalars.
@@ -427,12 +318,6 @@ func toTree(v any) any {
 		return out
 	}
 	return v
-}
-
-func (o *obj) tree(key string, dst *any) {
-	if v, ok := o.take(key); ok {
-		*dst = toTree(v)
-	}
 }
 
 // --- the file ---
@@ -497,7 +382,7 @@ func decodeFile(data []byte) ([]RouteConfig, []map[string]bool, []*RouteError) {
 			continue
 		}
 		var cfg RouteConfig
-		o.str("name", &cfg.Name)
+		d.value(o, "name", reflect.ValueOf(&cfg.Name).Elem())
 		if events.ValidateToken("name", cfg.Name) == nil {
 			d.route = cfg.Name
 			if first, dup := names[cfg.Name]; dup {
@@ -506,239 +391,163 @@ func decodeFile(data []byte) ([]RouteConfig, []map[string]bool, []*RouteError) {
 				names[cfg.Name] = i
 			}
 		}
-		d.routeBody(o, &cfg)
-		o.end()
+		cfg.Policy = adapter.DefaultPolicy()
+		d.into(o, reflect.ValueOf(&cfg).Elem())
 		cfgs = append(cfgs, cfg)
 		failed = append(failed, d.failed)
 	}
 	return cfgs, failed, d.errs
 }
 
-func (d *decoder) routeBody(o *obj, cfg *RouteConfig) {
-	o.str("base_url", &cfg.BaseURL)
-	if v, ok := o.take("headers"); ok {
-		cfg.Headers = d.headers(v, "headers")
-	}
-	o.duration("timeout", &cfg.Timeout)
-	o.boolean("propagate_trace", &cfg.PropagateTrace)
-	if v, ok := o.take("mcp"); ok {
-		cfg.MCP = d.mcp(v)
-	}
-	if v, ok := o.take("write"); ok {
-		cfg.Write = d.write(v)
-	}
-	if v, ok := o.take("payload"); ok {
-		cfg.Payload = d.payload(v)
-	}
-	if v, ok := o.take("search"); ok {
-		cfg.Search = d.search(v)
-	}
-	if v, ok := o.take("readback"); ok {
-		cfg.Readback = d.readback(v)
-	}
-	if v, ok := o.take("status"); ok {
-		cfg.Status = d.status(v)
-	}
-	if v, ok := o.take("identity"); ok {
-		cfg.Identity = d.identity(v)
-	}
-	if v, ok := o.take("correlation"); ok {
-		cfg.Correlation = d.correlation(v)
-	}
-	if v, ok := o.take("parent"); ok {
-		cfg.Parent = d.parent(v)
-	}
-	if v, ok := o.take("rate_limit"); ok {
-		cfg.RateLimit = d.rateLimit(v)
-	}
-	if v, ok := o.take("capabilities"); ok {
-		d.capabilities(v, &cfg.Capabilities)
-	}
-	cfg.Policy = adapter.DefaultPolicy()
-	if v, ok := o.take("policy"); ok {
-		d.policy(v, &cfg.Policy)
-	}
-}
-
-func (d *decoder) identity(v any) *IdentityConfig {
-	m := d.object(v, "identity")
-	if m == nil {
-		return nil
-	}
-	id := &IdentityConfig{}
-	m.str("url", &id.URL)
-	m.str("tool", &id.Tool)
-	m.tree("arguments", &id.Arguments)
-	m.str("method", &id.Method)
-	m.tree("body", &id.Body)
-	m.str("id", &id.ID)
-	m.strMap("expect", &id.Expect)
-	m.strList("require", &id.Require)
-	m.duration("refresh", &id.Refresh)
-	m.end()
-	return id
-}
-
-func (d *decoder) correlation(v any) *CorrelationConfig {
-	m := d.object(v, "correlation")
-	if m == nil {
-		return nil
-	}
-	c := &CorrelationConfig{}
-	m.str("marker", &c.Marker)
-	m.str("read", &c.Read)
-	m.end()
-	return c
-}
-
-func (d *decoder) parent(v any) *ParentConfig {
-	m := d.object(v, "parent")
-	if m == nil {
-		return nil
-	}
-	p := &ParentConfig{}
-	m.str("type", &p.Type)
-	m.str("pattern", &p.Pattern)
-	if f := m.optFloat("minimum"); f != nil {
-		if *f != math.Trunc(*f) || *f < 0 || *f > 1e15 {
-			d.fail("parent.minimum", "must be a whole number between 0 and 10^15")
-		} else {
-			n := int64(*f)
-			p.Minimum = &n
+// into decodes the keys of o into the fields of the struct v, each named
+// by its yaml tag (events.Policy's by their json tag), in field order, then
+// reports every unknown key. A key already taken is skipped.
+func (d *decoder) into(o *obj, v reflect.Value) {
+	t := v.Type()
+	for i := range t.NumField() {
+		key := t.Field(i).Tag.Get("yaml")
+		if key == "" {
+			key, _, _ = strings.Cut(t.Field(i).Tag.Get("json"), ",")
 		}
+		if key == "" || slices.Contains(o.asked, key) {
+			continue
+		}
+		if key == "visibility" { // a RecordFields' text, or {from, map, probe}
+			d.visibility(o, v.Addr().Interface().(*RecordFields))
+			continue
+		}
+		d.value(o, key, v.Field(i))
 	}
-	p.MaxLength = m.optInt("max_length")
-	p.Required = m.optBool("required")
-	m.end()
-	return p
+	o.end()
 }
 
-func (d *decoder) rateLimit(v any) *RateLimitConfig {
-	m := d.object(v, "rate_limit")
-	if m == nil {
-		return nil
-	}
-	r := &RateLimitConfig{}
-	m.str("remaining", &r.Remaining)
-	m.str("reset", &r.Reset)
-	m.str("reset_after", &r.ResetAfter)
-	m.duration("max_wait", &r.MaxWait)
-	m.end()
-	return r
-}
+var (
+	durationType       = reflect.TypeFor[time.Duration]()
+	eventsDurationType = reflect.TypeFor[events.Duration]()
+)
 
-func (d *decoder) capabilities(v any, caps *CapabilitiesConfig) {
-	c := d.object(v, "capabilities")
-	if c == nil {
+// value decodes the value of key into f by f's type; a pointer is left
+// nil when key is absent. A value that does not fit is reported and f is
+// left as it was.
+func (d *decoder) value(o *obj, key string, f reflect.Value) {
+	v, ok := o.take(key)
+	if !ok {
 		return
 	}
-	c.boolean("idempotency_key", &caps.IdempotencyKey)
-	c.duration("key_retention", &caps.KeyRetention)
-	c.duration("reflection_delay", &caps.ReflectionDelay)
-	caps.StatusQuery = c.optBool("status_query")
-	caps.Search = c.optBool("search")
-	c.end()
-}
-
-func (d *decoder) policy(v any, pol *events.Policy) {
-	p := d.object(v, "policy")
-	if p == nil {
+	field := o.sub(key)
+	t := f.Type()
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var x any
+	reason := ""
+	switch p := f.Addr().Interface().(type) {
+	case *[]string:
+		x, ok = list(d, v, field, "must be a list of strings", asString)
+	case *[]int:
+		x, ok = list(d, v, field, "must be a list of integers", asInt)
+	case *map[string]string:
+		names, vals, all := d.strPairs(v, field)
+		m := make(map[string]string, len(names))
+		for i, n := range names {
+			m[n] = vals[i]
+		}
+		x, ok = m, all
+	case *[]Header:
+		names, vals, _ := d.strPairs(v, field)
+		for i, n := range names {
+			*p = append(*p, Header{Name: n, Value: vals[i]})
+		}
 		return
-	}
-	p.str("first_write", &pol.FirstWrite)
-	p.str("retry", &pol.Retry)
-	p.integer("retry_budget", &pol.RetryBudget)
-	p.eventsDuration("attempt_deadline", &pol.AttemptDeadline)
-	p.eventsDuration("search_before", &pol.SearchBefore)
-	p.eventsDuration("search_after", &pol.SearchAfter)
-	p.eventsDuration("key_retention", &pol.KeyRetention)
-	p.eventsDuration("retention_margin", &pol.RetentionMargin)
-	p.boolean("trust_response", &pol.TrustResponse)
-	p.eventsDuration("clock_skew", &pol.ClockSkew)
-	p.integer("resend_budget", &pol.ResendBudget)
-	p.eventsDuration("read_failing_after", &pol.ReadFailingAfter)
-	p.end()
-}
-
-func (d *decoder) write(v any) *WriteConfig {
-	o := d.object(v, "write")
-	if o == nil {
-		return nil
-	}
-	w := &WriteConfig{}
-	o.str("tool", &w.Tool)
-	o.tree("arguments", &w.Arguments)
-	o.str("method", &w.Method)
-	o.str("url", &w.URL)
-	o.str("idempotency_header", &w.IdempotencyHeader)
-	o.str("attempt_header", &w.AttemptHeader)
-	o.strMap("headers", &w.Headers)
-	o.tree("body", &w.Body)
-	o.str("encoding", &w.Encoding)
-	if rv, ok := o.take("response"); ok {
-		if r := d.object(rv, "write.response"); r != nil {
-			r.intList("success", &w.Response.Success)
-			r.str("external_id", &w.Response.ExternalID)
-			r.str("live_url", &w.Response.LiveURL)
-			r.strMap("expect", &w.Response.Expect)
-			r.strList("require", &w.Response.Require)
-			r.tree("payload", &w.Response.Payload)
-			r.end()
+	case *[]FieldConfig:
+		*p = d.fields(v, field)
+		return
+	case *[]OutcomeRule:
+		d.outcomes(v, field, p)
+		return
+	case **FieldConfig:
+		fc := d.field(v, field)
+		*p = &fc
+		return
+	case **int64: // parent.minimum
+		var n float64
+		if n, reason = toFloat(v); reason == "" && (n != math.Trunc(n) || n < 0 || n > 1e15) {
+			reason = "must be a whole number between 0 and 10^15"
 		}
-	}
-	if ov, ok := o.take("outcomes"); ok {
-		list, isList := ov.([]any)
-		if !isList {
-			d.fail("write.outcomes", "must be a list of rules")
-		}
-		for i, it := range list {
-			r := d.object(it, "write.outcomes["+strconv.Itoa(i)+"]")
-			if r == nil {
-				w.Outcomes = append(w.Outcomes, OutcomeRule{})
-				continue
+		x = int64(n)
+	case *any:
+		*p = toTree(v)
+		return
+	default:
+		switch {
+		case t == durationType || t == eventsDurationType:
+			x, reason = parseDuration(v)
+		case t.Kind() == reflect.String:
+			x, reason = asString(v)
+		case t.Kind() == reflect.Int:
+			x, reason = asInt(v)
+		case t.Kind() == reflect.Float64:
+			x, reason = toFloat(v)
+		case t.Kind() == reflect.Bool:
+			if x, ok = v.(bool); !ok {
+				reason = "must be true or false, not " + typeName(v)
 			}
-			var rule OutcomeRule
-			r.intList("status", &rule.Status)
-			r.strMap("match", &rule.Match)
-			r.strMap("unless", &rule.Unless)
-			r.strList("non_empty", &rule.NonEmpty)
-			r.strMap("headers", &rule.Headers)
-			r.strList("has_headers", &rule.HasHeaders)
-			r.str("text", &rule.Text)
-			r.str("outcome", &rule.Outcome)
-			r.str("code", &rule.Code)
-			r.str("message", &rule.Message)
-			r.end()
-			w.Outcomes = append(w.Outcomes, rule)
+		default: // a section
+			sub := d.object(v, field)
+			if sub == nil {
+				return
+			}
+			if f.Kind() == reflect.Pointer {
+				f.Set(reflect.New(t))
+				f = f.Elem()
+			}
+			d.into(sub, f)
+			return
 		}
 	}
-	o.str("error_code", &w.ErrorCode)
-	if sv, ok := o.take("status"); ok {
-		if s := d.object(sv, "write.status"); s != nil {
-			w.Status = &StatusPolicyConfig{}
-			s.intList("definite_4xx", &w.Status.Definite4xx)
-			s.intList("retryable_4xx", &w.Status.Retryable4xx)
-			s.intList("unknown", &w.Status.Unknown)
-			s.end()
-		}
+	if reason != "" {
+		d.fail(field, reason)
+		return
 	}
-	o.end()
-	return w
+	if !ok {
+		return
+	}
+	rv := reflect.ValueOf(x).Convert(t)
+	if f.Kind() == reflect.Pointer {
+		ptr := reflect.New(t)
+		ptr.Elem().Set(rv)
+		rv = ptr
+	}
+	f.Set(rv)
 }
 
-func (d *decoder) payload(v any) *PayloadConfig {
-	o := d.object(v, "payload")
-	if o == nil {
-		return nil
+func (d *decoder) outcomes(v any, field string, dst *[]OutcomeRule) {
+	l, isList := v.([]any)
+	if !isList {
+		d.fail(field, "must be a list of rules")
 	}
-	p := &PayloadConfig{}
-	if fv, ok := o.take("fields"); ok {
-		p.Fields = d.fields(fv, "payload.fields")
+	for i, it := range l {
+		var rule OutcomeRule
+		if r := d.object(it, field+"["+strconv.Itoa(i)+"]"); r != nil {
+			d.into(r, reflect.ValueOf(&rule).Elem())
+		}
+		*dst = append(*dst, rule)
 	}
-	o.strList("near_match", &p.NearMatch)
-	o.strList("normalize", &p.Normalize)
-	o.end()
-	return p
+}
+
+func (d *decoder) visibility(o *obj, r *RecordFields) {
+	v, ok := o.take("visibility")
+	if !ok {
+		return
+	}
+	if str, isStr := v.(string); isStr {
+		r.Visibility = str
+	} else if m := d.object(v, o.sub("visibility")); m != nil {
+		d.value(m, "from", reflect.ValueOf(&r.Visibility).Elem())
+		d.value(m, "map", reflect.ValueOf(&r.VisibilityMap).Elem())
+		d.value(m, "probe", reflect.ValueOf(&r.VisibilityProbe).Elem())
+		m.end()
+	}
 }
 
 func (d *decoder) fields(v any, field string) []FieldConfig {
@@ -768,164 +577,6 @@ func (d *decoder) field(v any, field string) FieldConfig {
 		fc.Type = "?" // reported; compile skips it
 		return fc
 	}
-	o.str("type", &fc.Type)
-	o.boolean("required", &fc.Required)
-	o.boolean("non_empty", &fc.NonEmpty)
-	o.boolean("omit_empty", &fc.OmitEmpty)
-	o.str("pattern", &fc.Pattern)
-	fc.MinLength = o.optInt("min_length")
-	fc.MaxLength = o.optInt("max_length")
-	fc.Minimum = o.optFloat("minimum")
-	fc.Maximum = o.optFloat("maximum")
-	o.strList("enum", &fc.Enum)
-	o.tree("default", &fc.Default)
-	if iv, ok := o.take("items"); ok {
-		it := d.field(iv, field+".items")
-		fc.Items = &it
-	}
-	if fv, ok := o.take("fields"); ok {
-		fc.Fields = d.fields(fv, field+".fields")
-	}
-	o.end()
+	d.into(o, reflect.ValueOf(&fc).Elem())
 	return fc
-}
-
-func (d *decoder) recordFields(v any, field string) *RecordFields {
-	o := d.object(v, field)
-	if o == nil {
-		return nil
-	}
-	r := &RecordFields{}
-	o.str("external_id", &r.ExternalID)
-	o.str("live_url", &r.LiveURL)
-	o.str("author_id", &r.AuthorID)
-	o.str("parent_id", &r.ParentID)
-	if v, ok := o.take("visibility"); ok {
-		if str, isStr := v.(string); isStr {
-			r.Visibility = str
-		} else if m := d.object(v, field+".visibility"); m != nil {
-			m.str("from", &r.Visibility)
-			m.strMap("map", &r.VisibilityMap)
-			m.boolean("probe", &r.VisibilityProbe)
-			m.end()
-		}
-	}
-	o.str("created_at", &r.CreatedAt)
-	o.tree("payload", &r.Payload)
-	o.end()
-	return r
-}
-
-func (d *decoder) search(v any) *SearchConfig {
-	o := d.object(v, "search")
-	if o == nil {
-		return nil
-	}
-	s := &SearchConfig{}
-	o.str("url", &s.URL)
-	o.str("tool", &s.Tool)
-	o.tree("arguments", &s.Arguments)
-	o.str("items", &s.Items)
-	o.str("next_cursor", &s.NextCursor)
-	o.boolean("next_link", &s.NextLink)
-	o.integer("page_size", &s.PageSize)
-	s.FirstPage = o.optInt("first_page")
-	o.str("total", &s.Total)
-	o.str("end", &s.End)
-	o.integer("max_pages", &s.MaxPages)
-	o.str("window_filter", &s.WindowFilter)
-	if fv, ok := o.take("fields"); ok {
-		if r := d.recordFields(fv, "search.fields"); r != nil {
-			s.Fields = *r
-		}
-	}
-	o.boolean("omits_body", &s.OmitsBody)
-	o.end()
-	return s
-}
-
-func (d *decoder) readback(v any) *ReadbackConfig {
-	o := d.object(v, "readback")
-	if o == nil {
-		return nil
-	}
-	r := &ReadbackConfig{}
-	o.str("url", &r.URL)
-	o.str("tool", &r.Tool)
-	o.tree("arguments", &r.Arguments)
-	o.str("item", &r.Item)
-	if fv, ok := o.take("fields"); ok {
-		r.Fields = d.recordFields(fv, "readback.fields")
-	}
-	o.strMap("expect", &r.Expect)
-	o.strList("require", &r.Require)
-	o.strList("checks", &r.Checks)
-	o.end()
-	return r
-}
-
-func (d *decoder) status(v any) *StatusConfig {
-	o := d.object(v, "status")
-	if o == nil {
-		return nil
-	}
-	s := &StatusConfig{}
-	o.str("url", &s.URL)
-	o.str("tool", &s.Tool)
-	o.tree("arguments", &s.Arguments)
-	o.str("item", &s.Item)
-	o.str("state", &s.State)
-	o.strMap("map", &s.Map)
-	o.str("external_id", &s.ExternalID)
-	o.str("live_url", &s.LiveURL)
-	o.str("version", &s.Version)
-	o.str("applied_version", &s.AppliedVersion)
-	o.str("code", &s.Code)
-	o.str("partial_effects", &s.PartialEffects)
-	o.str("received_at", &s.ReceivedAt)
-	o.tree("payload", &s.Payload)
-	o.strMap("expect", &s.Expect)
-	o.strList("require", &s.Require)
-	o.str("account", &s.Account)
-	o.boolean("credential_scoped", &s.CredentialScoped)
-	o.end()
-	return s
-}
-
-func (d *decoder) mcp(v any) *MCPConfig {
-	o := d.object(v, "mcp")
-	if o == nil {
-		return nil
-	}
-	m := &MCPConfig{}
-	o.str("command", &m.Command)
-	o.strList("args", &m.Args)
-	o.strMap("env", &m.Env)
-	o.str("url", &m.URL)
-	if hv, ok := o.take("headers"); ok {
-		m.Headers = d.headers(hv, "mcp.headers")
-	}
-	o.integer("max_result", &m.MaxResult)
-	o.strList("reads", &m.Reads)
-	o.strList("unprotected", &m.Unprotected)
-	o.end()
-	return m
-}
-
-// headers decodes a mapping of header names to string values.
-func (d *decoder) headers(v any, field string) []Header {
-	m := d.object(v, field)
-	if m == nil {
-		return nil
-	}
-	var out []Header
-	for i, k := range m.m.keys {
-		s, isStr := m.m.vals[i].(string)
-		if !isStr {
-			d.fail(fieldPath(field, k), "must be a string, not "+typeName(m.m.vals[i]))
-			continue
-		}
-		out = append(out, Header{Name: k, Value: s})
-	}
-	return out
 }

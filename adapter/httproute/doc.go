@@ -11,22 +11,8 @@
 // proof a retry needs, errors and warnings, and the example files for
 // GitHub, Slack and Stripe — is examples/routes/README.md.
 //
-// # API
-//
-//	Load(path, env) ([]adapter.Route, error)    read, check, build
-//	Parse(data, env) ([]RouteConfig, error)     decode and check
-//	Check(data, env) []error                    every problem, each a *RouteError
-//	Lint(data, env) (errs, warnings []error)    Check, and what works but sees less
-//	LintOffline(data) (errs, warnings []error)  Lint with placeholders for ${env:NAME} (CI)
-//	RouteNames(data) []string                   the routes of a file, unchecked
-//	Build(cfg) (adapter.Route, error)           one route (also for configs written in Go)
-//	New(cfg) (*Adapter, error)                  Build without the Route
-//	(*Adapter).Inspect(ctx, opts)               the reads once, read-only (settle routes probe)
-//
-// env resolves ${env:NAME} (nil: os.LookupEnv). A *RouteError names the
-// route and the field as a dotted path (write.url,
-// search.fields.author_id, write.outcomes[1].code) and renders as
-// "route <name>: <field>: <reason>".
+// env resolves ${env:NAME} (nil: os.LookupEnv). Every problem is a
+// *RouteError naming route and field.
 //
 // A route that could not find its own write is refused at load: a search
 // without created_at when it may retry, a write that sends a compared
@@ -37,16 +23,12 @@
 // request id, a key-reused answer declared a rejection.
 //
 // *Adapter implements adapter.Adapter, adapter.StatusQuerier,
-// adapter.PayloadNormalizer, adapter.Resembler, adapter.IdentityChecker
-// (a no-op without an identity section), adapter.ParentChecker (from the
-// parent section), adapter.IntentScoped (ForIntent gives the adapter of
-// one intent's reads) and adapter.CheckDeclarer. Every failure classified
-// from a response carries the wait the API asked for
-// (adapter.CallError.RetryAfter: Retry-After, or rate_limit's headers). Go
-// cannot drop a method, so Status exists on every route: without a status
-// section it returns ErrNoStatusQuery and Capabilities().StatusQuery is
-// false; Get without readback returns ErrNoReadback; Search without search
-// returns nil, nil.
+// adapter.PayloadNormalizer, adapter.Resembler, adapter.IdentityChecker,
+// adapter.ParentChecker, adapter.IntentScoped and adapter.CheckDeclarer.
+// Without a status section Status returns ErrNoStatusQuery; Get without
+// readback returns ErrNoReadback; Search without search returns nil, nil.
+// A failure classified from a response carries the wait the API asked for
+// (adapter.CallError.RetryAfter).
 //
 // The generic adapter keeps the port's rules (package adapter): every call
 // is one adapter.Do (never retried, GetBody cleared, classified with

@@ -280,40 +280,24 @@ func (a *Adapter) Tools() (write string, reads []string) {
 	if a.write != nil && a.write.url != nil {
 		write = a.write.url.tool
 	}
-	for _, u := range []*urlTemplate{a.searchURL(), a.readbackURL(), a.statusURL(), a.identityURL()} {
+	add := func(u *urlTemplate) {
 		if u != nil && u.tool != "" && !slices.Contains(reads, u.tool) {
 			reads = append(reads, u.tool)
 		}
 	}
+	if a.search != nil {
+		add(a.search.url)
+	}
+	if a.readback != nil {
+		add(a.readback.url)
+	}
+	if a.status != nil {
+		add(a.status.url)
+	}
+	if a.identity != nil {
+		add(a.identity.url)
+	}
 	return write, reads
-}
-
-func (a *Adapter) searchURL() *urlTemplate {
-	if a.search == nil {
-		return nil
-	}
-	return a.search.url
-}
-
-func (a *Adapter) readbackURL() *urlTemplate {
-	if a.readback == nil {
-		return nil
-	}
-	return a.readback.url
-}
-
-func (a *Adapter) statusURL() *urlTemplate {
-	if a.status == nil {
-		return nil
-	}
-	return a.status.url
-}
-
-func (a *Adapter) identityURL() *urlTemplate {
-	if a.identity == nil {
-		return nil
-	}
-	return a.identity.url
 }
 
 // request renders a read's request: a GET of its URL, or a call of its

@@ -44,10 +44,6 @@ func (a *Adapter) read(ctx context.Context, r readReq, item *jpath, expect []exp
 	return a.readReqIn(ctx, r, item, expect, require, &scope{vars: vars}, what)
 }
 
-func (a *Adapter) readIn(ctx context.Context, u string, item *jpath, expect []expectation, require []jpath, base *scope, what string) (any, int, error) {
-	return a.readReqIn(ctx, readReq{method: http.MethodGet, url: u}, item, expect, require, base, what)
-}
-
 func (a *Adapter) readReqIn(ctx context.Context, r readReq, item *jpath, expect []expectation, require []jpath, base *scope, what string) (any, int, error) {
 	var waited time.Duration
 	resp, err := a.getWaiting(ctx, r, &waited)
