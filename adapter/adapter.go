@@ -15,13 +15,9 @@ import (
 var ErrNotFound = errors.New("adapter: not found")
 
 // ErrListingIncomplete is returned (wrapped) by Search when it could not
-// prove that it reached the listing's end: max_pages reached, a page
-// shorter than asked without an end proof (an empty page, a Link header
-// without next, an empty cursor, a declared total reached), a cursor that
-// repeats. Search then returns the records it did read with it: they can
-// prove a write present, never absent — the reconciler concludes an exact
-// match from them and treats anything else as a failed read, never as
-// "0 candidates".
+// prove that it reached the listing's end (max_pages reached, a short page
+// without an end proof, a repeated cursor), with the records it did read:
+// they can prove a write present, never absent.
 var ErrListingIncomplete = errors.New("adapter: listing incomplete: its end was not proven")
 
 // ErrAccountMismatch is returned (wrapped) by IdentityChecker.CheckAccount
@@ -151,11 +147,9 @@ type StatusResult struct {
 	// CorrelationID is the intent id the object's correlation marker names
 	// ("" when it carries none); read only on routes with Correlation.
 	CorrelationID string
-	// Account is the account the external system records the write under
-	// (as the intent's account: the account's immutable id), "" when the
-	// API does not say. A lookup by a bare request id can find another
-	// account's write; the decision refuses a result naming another
-	// account, so an adapter whose API tells the owner should fill it.
+	// Account is the account (immutable id) the external system records
+	// the write under, "" when the API does not say. The decision refuses
+	// a result naming another account, so fill it when the API tells.
 	Account string
 }
 
@@ -174,23 +168,17 @@ type Writer interface {
 }
 
 // Preparer is optional: a Writer that can render a write without sending
-// it, and send a rendering made before. The producer renders the first
-// attempt with PrepareWrite and records the rendering in its WriteStarted
-// (events.SentRequest); every attempt, the first and each retry, is sent
-// with WritePrepared from that record — so a retry sends the bytes the
-// first attempt sent, never a request rendered again from a route edited
-// since (an API that compares a reused key's parameters, as Stripe does,
-// would refuse it; one that does not would apply the edited request).
+// it, and send a rendering made before. The producer records the first
+// attempt's rendering in its WriteStarted and sends every attempt from
+// that record, so a retry sends the first attempt's bytes, never a request
+// rendered again from a route edited since.
 //
-// PrepareWrite does no I/O. The rendering must hold no credential (no
-// route header, no secret part of the base URL): path is relative to the
-// route's base URL, and the route's credential headers, the idempotency
-// key's and the attempt id's headers are added by WritePrepared. A write
-// that cannot be rendered fails as Write would (a *CallError, NotSent);
-// a rendering that cannot be recorded without a credential is
-// ErrNotRecordable (the producer then sends with Write). WritePrepared
-// classifies its answer exactly as Write does; req is the attempt's
-// request (its attempt id, key and payload), p what to send.
+// PrepareWrite does no I/O, and its rendering holds no credential: the
+// path is relative to the route's base URL, and WritePrepared adds the
+// credential, idempotency key and attempt id headers. A write that cannot
+// be rendered fails as Write would (NotSent); one that cannot be recorded
+// without a credential is ErrNotRecordable (the producer then sends with
+// Write). WritePrepared classifies its answer exactly as Write does.
 type Preparer interface {
 	PrepareWrite(req WriteRequest) (events.SentRequest, error)
 	WritePrepared(ctx context.Context, req WriteRequest, p events.SentRequest) (WriteResult, error)

@@ -113,13 +113,9 @@ type Response struct {
 const MaxResponseBody = 4 << 20
 
 // Do sends one request and classifies a failure. It never retries, and
-// net/http cannot replay it either (noReplay). Whether the request was written is observed with httptrace, not guessed.
-// A request on a context marked with Calling is reported to its route's
-// observer (kind, outcome, duration, rate limit).
-//
-// While tracing is on, the request is a client span (telemetry.StartHTTP:
-// the HTTP client conventions, the route and kind of ctx's call, the
-// intent and attempt), whose status and error type Do records.
+// net/http cannot replay it either (noReplay). A request on a context
+// marked with Calling is reported to its route's observer and, while
+// tracing is on, is a client span (telemetry.StartHTTP).
 func Do(ctx context.Context, client *http.Client, req *http.Request) (resp *Response, err error) {
 	start := time.Now()
 	if telemetry.Enabled() {
@@ -210,17 +206,14 @@ func classifyTransport(ctx context.Context, req *http.Request, err error, wrote 
 // request for one it may send twice (Request.isReplayable).
 var idempotencyHeaders = []string{"Idempotency-Key", "X-Idempotency-Key"}
 
-// noReplay makes req one net/http's Transport will not send again by
-// itself. The Transport resends a request on a fresh connection when a
-// reused one breaks, even after the request was written, if it is
-// "replayable": its body can be had again (it has none, or GetBody is
-// set) and its method is GET, HEAD, OPTIONS or TRACE or its header holds
-// Idempotency-Key or X-Idempotency-Key. A write sent twice behind
-// settle's back is a second effect whenever the API ignores the key.
-// GetBody is cleared; a bodyless request (a DELETE, Stripe's bodyless
-// cancel POST) has its key headers moved to lower-case keys of a copy of
-// its header, which net/http does not look up and sends as they are
-// (header names are case-insensitive; HTTP/2 lower-cases them anyway).
+// noReplay makes req one net/http's Transport will not resend by itself
+// after a reused connection breaks, even once written. The Transport
+// replays a request whose body it can get again (none, or GetBody set)
+// when its method is idempotent or its header holds an idempotency key;
+// a write sent twice behind settle's back is a second effect whenever the
+// API ignores the key. GetBody is cleared; a bodyless request's key
+// headers move to lower-case keys of a copy of its header, which net/http
+// does not look up and sends as they are.
 func noReplay(req *http.Request) {
 	req.GetBody = nil
 	if req.Body != nil && req.Body != http.NoBody {

@@ -8,14 +8,10 @@ import (
 	"github.com/cockroachdb/errors"
 )
 
-// Checks of an adapter's base URL and its
-// default HTTP client. Errors name the field and never echo its value.
-
-// CheckBaseURL parses the root of an API: it must be an http or https URL
-// with a host and no credentials, query or fragment. An error's text is the
-// reason alone, for the caller to attach to its own field name; credentials
-// completes the reason given for a URL with user info ("must not carry
-// credentials; " + credentials), telling where credentials go instead.
+// CheckBaseURL parses the root of an API: an http or https URL with a
+// host and no credentials, query or fragment. An error's text is the
+// reason alone (never the value), for the caller to prefix with its field
+// name; credentials tells where credentials go instead of user info.
 func CheckBaseURL(raw, credentials string) (*url.URL, error) {
 	if raw == "" {
 		return nil, errors.New("is required")
@@ -50,9 +46,8 @@ func NewHTTPClient(timeout time.Duration) *http.Client {
 }
 
 // MaxIdleConnsPerHost is how many idle connections an adapter's transport
-// keeps to one host: a connection per concurrent call up to it.
-// http.DefaultTransport keeps 2, so under concurrent writes every call
-// past the second would dial (and over TLS shake hands) again.
+// keeps to one host (http.DefaultTransport keeps 2: every concurrent call
+// past the second would dial again).
 const MaxIdleConnsPerHost = 256
 
 // NewTransport is an adapter's HTTP transport: http.DefaultTransport's

@@ -24,11 +24,6 @@ const (
 	KindIdentity CallKind = "identity"
 )
 
-// CallKinds lists every CallKind.
-func CallKinds() []CallKind {
-	return []CallKind{KindWrite, KindSearch, KindReadback, KindStatus, KindIdentity}
-}
-
 // Call outcomes (CallObservation.Outcome): the answer's status class, or
 // the classification of a call that got none.
 const (
@@ -86,11 +81,12 @@ func observe(ctx context.Context, start time.Time, resp *Response, err error) {
 		return
 	}
 	o := CallObservation{Route: ci.route, Kind: ci.kind, Duration: time.Since(start)}
+	ce, _ := err.(*CallError)
 	switch {
 	case resp != nil:
 		o.Outcome = strconv.Itoa(resp.StatusCode/100) + "xx"
 		o.RateLimited = rateLimitAnswer(resp, start)
-	case isClass(err, NotSent):
+	case ce != nil && ce.Class == NotSent:
 		o.Outcome = OutcomeNotSent
 	default:
 		o.Outcome = OutcomeUnknown
@@ -108,9 +104,4 @@ func rateLimitAnswer(resp *Response, now time.Time) bool {
 		return ok
 	}
 	return false
-}
-
-func isClass(err error, c Class) bool {
-	ce, ok := err.(*CallError)
-	return ok && ce.Class == c
 }

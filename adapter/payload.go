@@ -12,9 +12,8 @@ import (
 	"github.com/settle-dev/settle/events"
 )
 
-// Payload helpers of the route compiler (adapter/httproute) and of any
-// adapter written in Go: validation that names the field, canon/v1. Their error texts are part of each adapter's
-// contract: change one and every adapter's message changes.
+// Payload helpers of every adapter: their error texts are part of each
+// adapter's contract.
 
 // PayloadError is a payload validation error naming the field
 // (payload.body, payload.assets[2], ...): a *events.FieldError.

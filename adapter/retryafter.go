@@ -27,7 +27,7 @@ func RetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 		if n < 0 {
 			return 0, false
 		}
-		return clampWait(time.Duration(min(n, int64(MaxRetryAfter/time.Second))) * time.Second), true
+		return time.Duration(min(n, int64(MaxRetryAfter/time.Second))) * time.Second, true
 	}
 	at, err := http.ParseTime(v)
 	if err != nil {
@@ -59,12 +59,4 @@ func serverNow(h http.Header, now time.Time) time.Time {
 	return now
 }
 
-func clampWait(d time.Duration) time.Duration {
-	switch {
-	case d < 0:
-		return 0
-	case d > MaxRetryAfter:
-		return MaxRetryAfter
-	}
-	return d
-}
+func clampWait(d time.Duration) time.Duration { return min(max(d, 0), MaxRetryAfter) }

@@ -57,31 +57,20 @@ func ValidateRoute(r Route) error {
 	c := r.Adapter.Capabilities()
 	keyProof := c.IdempotencyKey && (c.KeyRetention > 0 || r.Policy.KeyRetention > 0)
 	searchProof := c.Search && c.SearchAuthoritative
-	if keyProof && !searchProof {
-		if err := keyCoversAnAttempt(r, c); err != nil {
-			return err
+	if !keyProof && !searchProof {
+		return errors.WithHint(errors.Errorf("route %s: policy.retry: %q needs a dedup proof, and the route has none (no idempotency key with a known retention, no search that maps author and parent)", r.Name, r.Policy.Retry),
+			"set policy.retry to never, or declare the API's idempotency key and its retention, or a search that maps author_id and parent")
+	}
+	// A key that is the only dedup proof must stay valid through one retry.
+	if field, reason := RetentionShortfall(r.Policy, c); !searchProof && field != "" {
+		what := "the API's key retention (capabilities.key_retention)"
+		if field == "policy.key_retention" {
+			what = field
 		}
+		return errors.WithHint(errors.Errorf("route %s: %s: %s", r.Name, what, reason),
+			"declare the API's real key retention, or shorten policy.attempt_deadline or policy.retention_margin, or set policy.retry to never")
 	}
-	if keyProof || searchProof {
-		return nil
-	}
-	return errors.WithHint(errors.Errorf("route %s: policy.retry: %q needs a dedup proof, and the route has none (no idempotency key with a known retention, no search that maps author and parent)", r.Name, r.Policy.Retry),
-		"set policy.retry to never, or declare the API's idempotency key and its retention, or a search that maps author_id and parent")
-}
-
-// keyCoversAnAttempt refuses a route whose idempotency key, its only dedup
-// proof, cannot stay valid through one retry (RetentionShortfall).
-func keyCoversAnAttempt(r Route, c Capabilities) error {
-	field, reason := RetentionShortfall(r.Policy, c)
-	if field == "" {
-		return nil
-	}
-	what := "the API's key retention (capabilities.key_retention)"
-	if field == "policy.key_retention" {
-		what = field
-	}
-	return errors.WithHint(errors.Errorf("route %s: %s: %s", r.Name, what, reason),
-		"declare the API's real key retention, or shorten policy.attempt_deadline or policy.retention_margin, or set policy.retry to never")
+	return nil
 }
 
 // RetentionShortfall says why an idempotency key whose retention is a

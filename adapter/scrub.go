@@ -2,7 +2,6 @@ package adapter
 
 import (
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/cockroachdb/errors"
@@ -73,7 +72,7 @@ func (s *Scrubber) Format(f fmt.State, _ rune) {
 	if s != nil {
 		n = s.n
 	}
-	_, _ = io.WriteString(f, fmt.Sprintf("adapter.Scrubber(%d secrets)", n))
+	fmt.Fprintf(f, "adapter.Scrubber(%d secrets)", n)
 }
 
 // Contains reports whether v holds a secret or a ScrubGram-long part of one.

@@ -175,9 +175,10 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if !s.JetStreamEnabled() {
+		last, _ := srvLog.errs()
 		s.Shutdown()
 		s.WaitForShutdown()
-		return nil, errors.Errorf("embedded: JetStream did not start on %s: %s", cfg.Dir, orUnknown(srvLog.last()))
+		return nil, errors.Errorf("embedded: JetStream did not start on %s: %s", cfg.Dir, orUnknown(last))
 	}
 	return &Server{Server: s, cfg: cfg}, nil
 }
@@ -239,7 +240,7 @@ func (cfg Config) serverOptions() (*server.Options, error) {
 func waitReady(s *server.Server, srvLog *serverLog) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for !s.ReadyForConnections(100 * time.Millisecond) {
-		if f := srvLog.fatalMsg(); f != "" {
+		if _, f := srvLog.errs(); f != "" {
 			s.Shutdown()
 			s.WaitForShutdown()
 			err := errors.Errorf("embedded: server did not start: %s", f)
@@ -250,7 +251,7 @@ func waitReady(s *server.Server, srvLog *serverLog) error {
 		}
 		if time.Now().After(deadline) {
 			s.Shutdown()
-			if last := srvLog.last(); last != "" {
+			if last, _ := srvLog.errs(); last != "" {
 				return errors.Errorf("embedded: server not ready for connections after 30s: %s", last)
 			}
 			return errors.New("embedded: server not ready for connections after 30s")
@@ -269,12 +270,15 @@ func orUnknown(s string) string {
 // Connect opens a client connection: in-process when the server does not
 // listen, over loopback otherwise.
 func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
+	return connect(s.cfg, s.Server, s.ClientURL, opts)
+}
+
+func connect(cfg Config, inProcess nats.InProcessConnProvider, url func() string, opts []nats.Option) (*nats.Conn, error) {
 	opts = append([]nats.Option{nats.Name("settle"), nats.MaxReconnects(-1)}, opts...)
-	if s.cfg.Port == -1 {
-		opts = append(opts, nats.InProcessServer(s.Server))
-		return nats.Connect("", opts...)
+	if cfg.Port == -1 {
+		return nats.Connect("", append(opts, nats.InProcessServer(inProcess))...)
 	}
-	return nats.Connect(s.ClientURL(), opts...)
+	return nats.Connect(url(), opts...)
 }
 
 // Config returns the config the server runs with.
@@ -325,43 +329,31 @@ func StartCluster(name string, dirs []string, durability Durability) (*Cluster, 
 	var err error
 	for attempt := 0; attempt < clusterStarts; attempt++ {
 		var c *Cluster
-		if c, err = startCluster(name, dirs, durability); err == nil {
-			return c, nil
+		if c, err = startCluster(name, dirs, durability); !errors.Is(err, ErrListen) {
+			return c, err
 		}
-		if !errors.Is(err, ErrListen) {
-			return nil, err
-		}
-		// A route port chosen free was taken before its server bound it
-		// (another process, or an outgoing connection given it as its
-		// local port): choose the ports again.
 	}
 	return nil, err
 }
 
 // startCluster is one attempt of StartCluster.
 func startCluster(name string, dirs []string, durability Durability) (*Cluster, error) {
-	n := len(dirs)
-	cports := make([]int, n)
-	cfgs := make([]Config, n)
+	cports := make([]int, len(dirs))
+	var routes []string
 	for i := range cports {
 		p, err := freePort()
 		if err != nil {
 			return nil, err
 		}
 		cports[i] = p
-	}
-	var routes []string
-	for _, p := range cports {
 		routes = append(routes, "nats://127.0.0.1:"+strconv.Itoa(p))
 	}
 	c := &Cluster{}
-	for i := 0; i < n; i++ {
-		cfgs[i] = Config{Dir: dirs[i], Durability: durability, Host: "127.0.0.1", Port: 0,
+	for i, dir := range dirs {
+		cfg := Config{Dir: dir, Durability: durability, Host: "127.0.0.1", Port: 0,
 			Name: fmt.Sprintf("%s-%d", name, i+1), ClusterName: name, ClusterPort: cports[i], Routes: routes}
-	}
-	c.cfgs = cfgs
-	for i := 0; i < n; i++ {
-		s, err := Start(cfgs[i])
+		c.cfgs = append(c.cfgs, cfg)
+		s, err := Start(cfg)
 		if err != nil {
 			c.Stop()
 			return nil, err
@@ -403,17 +395,13 @@ func (c *Cluster) WaitReady(timeout time.Duration) error {
 
 // URLs is a comma-separated client URL list of the running servers.
 func (c *Cluster) URLs() string {
-	out := ""
+	var urls []string
 	for _, s := range c.Servers {
-		if s == nil || !s.Running() {
-			continue
+		if s != nil && s.Running() {
+			urls = append(urls, s.ClientURL())
 		}
-		if out != "" {
-			out += ","
-		}
-		out += s.ClientURL()
 	}
-	return out
+	return strings.Join(urls, ",")
 }
 
 // Restart stops server i and starts it again with the same store.

@@ -80,13 +80,11 @@ func (s *serverLog) Errorf(format string, v ...any) { s.emit(slog.LevelError, fo
 func (s *serverLog) Debugf(string, ...any)          {}
 func (s *serverLog) Tracef(string, ...any)          {}
 
-func (s *serverLog) last() string {
-	if s == nil {
-		return ""
-	}
+// errs are the last error and the first fatal error the server logged.
+func (s *serverLog) errs() (last, fatal string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.lastErr
+	return s.lastErr, s.fatal
 }
 
 // ErrStoreNotWritable: the JetStream store directory cannot be created or
@@ -122,11 +120,4 @@ func checkStoreDir(dir string) error {
 		return errors.WithHint(errors.Wrapf(errkind.Wrap(ErrStoreNotWritable, err), "embedded: %s", filepath.Clean(dir)), hint)
 	}
 	return nil
-}
-
-// fatalMsg is the first fatal error the server logged ("" if none).
-func (s *serverLog) fatalMsg() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.fatal
 }

@@ -68,12 +68,7 @@ var _ nats.InProcessConnProvider = (*Restartable)(nil)
 // Connect opens a client connection that survives Restart: in-process
 // when the server does not listen, over loopback otherwise.
 func (r *Restartable) Connect(opts ...nats.Option) (*nats.Conn, error) {
-	opts = append([]nats.Option{nats.Name("settle"), nats.MaxReconnects(-1)}, opts...)
-	if r.cfg.Port == -1 {
-		opts = append(opts, nats.InProcessServer(r))
-		return nats.Connect("", opts...)
-	}
-	return nats.Connect(r.ClientURL(), opts...)
+	return connect(r.cfg, r, r.ClientURL, opts)
 }
 
 // Stop stops the server.

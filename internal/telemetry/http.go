@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Header is the W3C trace context header.
@@ -48,7 +49,7 @@ func StartHTTP(ctx context.Context, req *http.Request, route, kind string) Span 
 	if !Enabled() {
 		return Span{}
 	}
-	_, s := StartClient(ctx, req.Method)
+	_, s := start(ctx, req.Method, trace.SpanKindClient)
 	if s.s == nil {
 		return s
 	}

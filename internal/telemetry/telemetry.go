@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -70,11 +71,6 @@ func Start(ctx context.Context, name string) (context.Context, Span) {
 	return start(ctx, name, trace.SpanKindInternal)
 }
 
-// StartClient starts a client span (an outgoing request).
-func StartClient(ctx context.Context, name string) (context.Context, Span) {
-	return start(ctx, name, trace.SpanKindClient)
-}
-
 // StartServer starts a server span (a request settle serves).
 func StartServer(ctx context.Context, name string) (context.Context, Span) {
 	return start(ctx, name, trace.SpanKindServer)
@@ -119,14 +115,6 @@ func (s Span) Int(key string, v int) {
 	s.s.SetAttributes(attribute.Int(key, v))
 }
 
-// Event adds a span event with one scrubbed string attribute.
-func (s Span) Event(name, key, v string) {
-	if s.s == nil {
-		return
-	}
-	s.s.AddEvent(name, trace.WithAttributes(attribute.String(key, s.scrub(v))))
-}
-
 // Fail marks the span failed with err's message (scrubbed), and with
 // errType as its error.type when given.
 func (s Span) Fail(err error, errType string) {
@@ -148,15 +136,6 @@ func (s Span) End(err error) {
 		s.Fail(err, "")
 	}
 	s.s.End()
-}
-
-// Traceparent is the W3C traceparent of the span: its trace and its own
-// span id, "" when it does not record.
-func (s Span) Traceparent() string {
-	if s.s == nil {
-		return ""
-	}
-	return format(s.s.SpanContext())
 }
 
 // Traceparent is the W3C traceparent of ctx's span (a caller's remote one
@@ -181,24 +160,7 @@ func format(sc trace.SpanContext) string {
 	if !sc.IsValid() {
 		return ""
 	}
-	tid, sid := sc.TraceID(), sc.SpanID()
-	b := make([]byte, 0, 55)
-	b = append(b, "00-"...)
-	b = appendHex(b, tid[:])
-	b = append(b, '-')
-	b = appendHex(b, sid[:])
-	b = append(b, '-')
-	b = appendHex(b, []byte{byte(sc.TraceFlags())})
-	return string(b)
-}
-
-const hexdigits = "0123456789abcdef"
-
-func appendHex(b, src []byte) []byte {
-	for _, c := range src {
-		b = append(b, hexdigits[c>>4], hexdigits[c&15])
-	}
-	return b
+	return "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + sc.TraceFlags().String()
 }
 
 // Parse reads a W3C traceparent (version 00, or a later version's first
@@ -206,30 +168,17 @@ func appendHex(b, src []byte) []byte {
 // id included.
 func Parse(tp string) (trace.SpanContext, bool) {
 	if len(tp) < 55 || (len(tp) > 55 && (tp[:2] == "00" || tp[55] != '-')) ||
-		tp[2] != '-' || tp[35] != '-' || tp[52] != '-' || tp[:2] == "ff" {
+		tp[2] != '-' || tp[35] != '-' || tp[52] != '-' || tp[:2] == "ff" || !lowerHex(tp[:2]) || !lowerHex(tp[53:55]) {
 		return trace.SpanContext{}, false
 	}
-	var tid trace.TraceID
-	var sid trace.SpanID
-	var flags [1]byte
-	if !lowerHex(tp[:2], nil) || !lowerHex(tp[3:35], tid[:]) || !lowerHex(tp[36:52], sid[:]) || !lowerHex(tp[53:55], flags[:]) {
+	// The ids' parsers take lower-case hex only and refuse all zeros.
+	tid, terr := trace.TraceIDFromHex(tp[3:35])
+	sid, serr := trace.SpanIDFromHex(tp[36:52])
+	if terr != nil || serr != nil {
 		return trace.SpanContext{}, false
 	}
-	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(flags[0]) & trace.FlagsSampled, Remote: true})
-	return sc, sc.IsValid()
+	flags, _ := strconv.ParseUint(tp[53:55], 16, 8)
+	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(flags) & trace.FlagsSampled, Remote: true}), true
 }
 
-// lowerHex decodes s (lower-case hex) into dst, when dst is not nil.
-func lowerHex(s string, dst []byte) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-		if dst != nil && i%2 == 1 {
-			v, _ := strconv.ParseUint(s[i-1:i+1], 16, 8)
-			dst[i/2] = byte(v)
-		}
-	}
-	return true
-}
+func lowerHex(s string) bool { return strings.Trim(s, "0123456789abcdef") == "" }
