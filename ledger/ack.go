@@ -31,10 +31,6 @@ func parseAck(data []byte) (pubAck, error) {
 	return a, nil
 }
 
-// errNoResponse: nothing answered the publish (no stream on the subject, or
-// no leader), after the retries.
-var errNoResponse = jetstream.ErrNoStreamResponse
-
 // publishAcked publishes m and waits for its ack, as jetstream's PublishMsg
 // does (a "no responders" answer, seen while a stream's leader moves, is
 // retried twice a quarter of a second apart), and returns the ack or the
@@ -50,7 +46,8 @@ func (s *Store) publishAcked(ctx context.Context, m *nats.Msg) (pubAck, error) {
 		resp, err = nc.RequestMsgWithContext(ctx, m)
 	}
 	if errors.Is(err, nats.ErrNoResponders) {
-		return pubAck{}, errNoResponse
+		// No stream on the subject, or no leader, after the retries.
+		return pubAck{}, jetstream.ErrNoStreamResponse
 	}
 	if err != nil {
 		return pubAck{}, err

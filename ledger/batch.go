@@ -52,20 +52,14 @@ import (
 //
 // A flusher publishes one batch at a time; units that arrive meanwhile
 // wait for the next one, so batches grow with load. Up to BatchFlushers
-// batches are in flight at once (pipelining): a batch goes while another
-// is in flight only when enough is queued to make a full-sized one
-// (pipelineMin: a full one on a single replica), so that a second
-// flusher never splits the load into small batches, each paying the
-// server's fixed cost. A unit whose subject
-// is in a batch in flight waits for that batch to end (take): its CAS
-// names the sequence before the other's, so the two can never both land,
-// and a refusal would cost the whole later batch a split. When no flusher
-// is at work a unit is taken at once; a flush smaller than BatchMin messages is
-// not worth an atomic batch (on a single-replica file store every batch
-// costs the server a staging store of its own, milliseconds, against about
-// a quarter of a millisecond for a lone synced publish, on a 2-core VM)
-// and its units are handed back to their callers to be published alone,
-// concurrently.
+// batches are in flight at once, a second one only when enough is queued
+// (pipelineMin), so that a second flusher never splits the load into
+// small batches, each paying the server's fixed cost. A unit whose
+// subject is in a batch in flight waits for that batch to end (take): its
+// CAS names the sequence before the other's, so the two can never both
+// land. A flush smaller than BatchMin messages (or one the cost model
+// finds cheaper that way) is handed back to its callers to be published
+// alone, concurrently.
 
 // unit is one Append call: events of one intent, versions consecutive.
 type unit struct {
@@ -129,39 +123,28 @@ type batcher struct {
 }
 
 func newBatcher(s *Store) *batcher {
-	b := &batcher{s: s, cost: newCostModel(), flying: map[string]struct{}{}}
+	b := &batcher{s: s, flying: map[string]struct{}{}}
 	b.wake = sync.NewCond(&b.mu)
 	return b
 }
 
 // costModel learns what a flush costs, to decide whether its units go as
 // one atomic batch or each alone: for flushes of about n messages (buckets
-// of powers of two), the time per message of each way, as measured on the
-// flushes made that way (EWMA). It takes the cheaper way and, now and then,
-// the other one, to keep both measures current (more often when they are
-// close). On a single-replica file store with fsync always an atomic batch
-// costs the server a few milliseconds (a staging store of its own) and a
-// lone publish about 0.25 ms, so batches pay from about 20 messages; with
-// the server's default sync a lone publish costs tens of microseconds and
-// batches pay only past a hundred or two. The choice changes speed only,
-// never what an append means. Flushes of 64 messages or more always go
-// as a batch (costBatchAlways).
+// of powers of two), the time per message of each way (EWMA). It takes
+// the cheaper way and, now and then, the other one, to keep both measures
+// current (more often when they are close). The choice changes speed
+// only, never what an append means. Flushes of 64 messages or more always
+// go as a batch (costBatchAlways).
 //
-// A measurement can be an outlier: the first one (the first append to a
-// new stream, a cold file), or one slow flush (a GC pause, a slow sync).
-// Were it trusted, the dearer way would be kept until the other is
-// measured again, up to 1,024 flushes later, and a lone intent would pay
-// the batch's staging store all that while (measured with fsync always
-// on one disk: a lone IntentRecorded and WriteStarted took 0.6–1.2 ms
-// published alone, 3.2–10 ms as an atomic batch, on a 2-core VM). So a first measurement
-// is the figure itself (not a quarter of it, as an EWMA from zero would
-// make it), the way not chosen is measured every 32 flushes until it has
-// four measurements, a measurement that turns the choice is confirmed by
-// taking the same way again at the next flush, and a measurement of the
-// way not chosen that beats the chosen way's figure has it taken again at
-// the next flush, until the figures (EWMA) show which way is the cheaper
-// (TestCostModelConfirmsAnOutlierBeforeTurning,
-// TestCostModelRecoversFromAColdFirstMeasurement).
+// A measurement can be an outlier (a cold first append, a GC pause, a slow
+// sync), and trusting it would keep the dearer way for up to
+// costExploreRarely flushes. So a first measurement is the figure itself
+// (not a quarter of it, as an EWMA from zero would make it), the way not
+// chosen is measured every costExplore flushes until it has costSettled
+// measurements, a measurement that turns the choice is confirmed by taking
+// the same way again at the next flush, and a measurement of the way not
+// chosen that beats the chosen way's figure has it taken again at the
+// next flush.
 type costModel struct {
 	alone, batch   [costBuckets]float64 // seconds per message
 	nAlone, nBatch [costBuckets]int     // observations
@@ -186,22 +169,14 @@ const costBuckets = 10 // n in [2^k, 2^(k+1)), k = 0 … 9
 
 // costBatchAlways is the first bucket (n ≥ 64) whose flushes always go as
 // a batch, never measured alone: alone, such a flush costs its callers'
-// 64 or more publishes, each synced on a store that syncs every write
-// (where the group commit is used; at the server's default sync
-// ForServerSync turns it off), about ten times the batch — and measuring
-// it cost every such flush taken alone that much (measured at 256
-// callers, fsync always: 13 % of the units went alone, 3,463 intents/s
-// against 3,786 with every flush of 2 or more batched, on a 2-core VM).
+// 64 or more synced publishes, far more than the batch, and measuring it
+// would cost every flush taken alone that much.
 const costBatchAlways = 6
 
 // ewma weight of a new observation.
 const costAlpha = 0.25
 
 func costBucket(n int) int { return min(bits.Len(uint(n))-1, costBuckets-1) }
-
-// newCostModel starts with nothing measured: each size is measured both
-// ways before the cheaper is chosen.
-func newCostModel() costModel { return costModel{} }
 
 // choose says whether a flush of n ≥ 2 messages goes as an atomic batch.
 func (m *costModel) choose(n int) bool {
@@ -357,10 +332,7 @@ func (b *batcher) take() []*unit {
 // in flight: on a replicated stream one (a batch waits on a RAFT round
 // trip, which the next one overlaps), else BatchMax: a single server
 // commits batches one at a time, each paying a fixed cost, so a second
-// batch goes early only when a full one is waiting, never making batches
-// smaller than one at a time would (a second batch at half of BatchMax
-// made them 15 % smaller at 256 callers, and no faster: BENCHMARKS.md,
-// "Group commit: a second batch at half of BatchMax").
+// batch goes early only when a full one is waiting.
 func (b *batcher) pipelineMin() int {
 	if b.s.cfg.Replicas > 1 {
 		return 1
@@ -680,9 +652,7 @@ func (s *Store) appendUnit(ctx context.Context, u *unit) (seqs []uint64, err err
 		// The flusher is idle and nothing is queued: this one message
 		// would be its whole flush, published alone. Publish it here,
 		// holding the flusher's place so that what arrives meanwhile
-		// waits for the next flush, as behind a flusher's lone unit —
-		// without a goroutine and two hand-offs (0.03–0.07 ms of a lone
-		// append, BenchmarkLoneParts).
+		// waits for the next flush, without a goroutine and two hand-offs.
 		defer s.batch.releaseIdle()
 		return s.appendAlone(ctx, u)
 	}

@@ -26,7 +26,7 @@ func (w world) run(m *costModel, n, flushes int) (batches int) {
 // messages many times in w.
 func settled(t *testing.T, w world, n int) *costModel {
 	t.Helper()
-	m := newCostModel()
+	m := costModel{}
 	w.run(&m, n, 5000)
 	k := costBucket(n)
 	if m.nAlone[k] < costSettled || m.nBatch[k] < costSettled {
@@ -51,7 +51,7 @@ const crowdN = 40
 // A flush of 64 messages or more is never taken alone, not even once to
 // measure it: at 256 callers that measuring sent 13 % of the units alone.
 func TestCostModelNeverTakesALargeFlushAlone(t *testing.T) {
-	m := newCostModel()
+	m := costModel{}
 	for _, n := range []int{64, 100, 160, 256, 1000} {
 		if got := (world{alone: time.Millisecond, batch: time.Second}).run(&m, n, 5000); got != 5000 {
 			t.Fatalf("flushes of %d: %d of 5000 went as batches, want all", n, got)
@@ -90,7 +90,7 @@ func TestCostModelChoosesTheCheaperWay(t *testing.T) {
 // every 32 flushes until the other way has four measurements, it kept
 // the dearer way for 1,024 flushes here.
 func TestCostModelRecoversFromAColdFirstMeasurement(t *testing.T) {
-	m := newCostModel()
+	m := costModel{}
 	m.observe(false, 2, 20*time.Millisecond) // cold: 10 ms a message
 	m.observe(true, 2, lone.batch)
 	if got := lone.run(&m, 2, 2000); got > 60 {

@@ -14,15 +14,10 @@ import (
 	"github.com/settle-dev/settle/events"
 )
 
-// Reading the stream to its end. Every reader of the whole stream (or of
-// one route's subjects) — the audit, the start-up sweep, the projector,
-// serve's verification — reads with an ordered consumer, and an ordered
-// consumer's "nothing pending" is only what its own server holds: on a
-// replicated stream that server is any peer, placed at random, and may be
-// one still catching up (a node back from a partition), whose copy ends
-// early. A reader that took that for the end missed events (the sweep
-// missed intents, the audit named events the log had as lost). Reader is
-// the one place that knows the end: it asks the stream's leader.
+// Reading the stream to its end. An ordered consumer's "nothing pending"
+// is only what its own server holds: on a replicated stream that server
+// is any peer, and may be one still catching up, whose copy ends early.
+// Reader is the one place that knows the end: it asks the stream's leader.
 
 // ErrReadStalled: the stream's leader holds messages after the last one
 // a Reader delivered, and consumers placed anew delivered none of them
@@ -128,10 +123,8 @@ type StreamMsg struct {
 
 // ReaderStats count what a Reader did.
 type ReaderStats struct {
-	// Delivered messages; LeaderAsks: questions to the stream's leader
-	// whether a message follows; Recreated: consumers made again because
-	// their copy lagged (or stalled).
-	Delivered, LeaderAsks, Recreated uint64
+	// Recreated: consumers made again because their copy lagged (or stalled).
+	Recreated uint64
 }
 
 // Reader reads a stream in sequence order to its end, coping with a copy
@@ -230,12 +223,8 @@ func (r *Reader) Last() uint64 { return r.last }
 // Stats returns the reader's counters.
 func (r *Reader) Stats() ReaderStats { return r.stats }
 
-// Close stops the read and deletes its consumer.
+// Close stops the read and deletes its consumer (Next makes one again).
 func (r *Reader) Close() {
-	r.drop()
-}
-
-func (r *Reader) drop() {
 	r.wait.stop()
 	if r.it != nil {
 		r.it.Stop()
@@ -304,7 +293,7 @@ func (r *Reader) Next(ctx context.Context) (StreamMsg, error) {
 			return StreamMsg{}, err
 		}
 		// Nothing within StallAfter. The end, or a copy that lags?
-		more, err := r.moreAfter(ctx, r.last)
+		more, err := MessageAfter(ctx, r.stream, r.last, r.cfg.Subject)
 		if err != nil {
 			return StreamMsg{}, err
 		}
@@ -319,7 +308,7 @@ func (r *Reader) Next(ctx context.Context) (StreamMsg, error) {
 			return StreamMsg{}, errors.Errorf("read %s: the stream's leader holds messages after %d, and %d consumer(s) delivered none of them: %w",
 				r.cfg.Stream, r.last, stalls, ErrReadStalled)
 		}
-		r.drop() // made again, placed anew, after the last message delivered
+		r.Close() // made again, placed anew, after the last message delivered
 		r.stats.Recreated++
 	}
 }
@@ -328,11 +317,10 @@ func (r *Reader) Next(ctx context.Context) (StreamMsg, error) {
 var errNothingYet = errors.New("nothing yet")
 
 // stallWait is a deadline context for the consumer's waits, made again
-// only when it ends or its parent changes, not for every message (a
-// context and a timer per message were about 3 % of what a catch-up
-// allocated). A wait that its deadline, set for an earlier message, ends
-// too soon is resumed with a deadline of its own, so a wait still ends
-// only once nothing came for StallAfter.
+// only when it ends or its parent changes, not for every message. A wait
+// that its deadline, set for an earlier message, ends too soon is resumed
+// with a deadline of its own, so a wait still ends only once nothing came
+// for StallAfter.
 type stallWait struct {
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -387,7 +375,6 @@ func (r *Reader) next(ctx context.Context) (StreamMsg, error) {
 			return StreamMsg{}, io.EOF
 		}
 		r.last, r.started = seq, true
-		r.stats.Delivered++
 		out := StreamMsg{Seq: seq, Subject: m.Subject(), Header: m.Headers(), Data: m.Data(), Pending: md.NumPending}
 		if !r.cfg.Follow {
 			switch {
@@ -396,7 +383,7 @@ func (r *Reader) next(ctx context.Context) (StreamMsg, error) {
 			case md.NumPending == 0:
 				// The consumer's copy holds nothing more: the end, or a
 				// copy that lags? The leader tells.
-				more, err := r.moreAfter(ctx, seq)
+				more, err := MessageAfter(ctx, r.stream, seq, r.cfg.Subject)
 				if err != nil {
 					return StreamMsg{}, err
 				}
@@ -405,13 +392,6 @@ func (r *Reader) next(ctx context.Context) (StreamMsg, error) {
 		}
 		return out, nil
 	}
-}
-
-// moreAfter asks the stream's leader whether a message of the subject
-// follows seq.
-func (r *Reader) moreAfter(ctx context.Context, seq uint64) (bool, error) {
-	r.stats.LeaderAsks++
-	return MessageAfter(ctx, r.stream, seq, r.cfg.Subject)
 }
 
 // MessageAfter reports whether st holds a message on subject (a filter;

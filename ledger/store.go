@@ -78,14 +78,7 @@ type StoreConfig struct {
 	// (see batch.go).
 	BatchMin int
 	// BatchFlushers is how many batches may be in flight at once (0: the
-	// default, two). On a single replica a second batch goes while one is
-	// in flight only when a full one (BatchMax) is waiting (batch.go,
-	// pipelineMin): the server commits batches one at a time on one
-	// goroutine, each costing it a fixed few milliseconds, so smaller
-	// batches in parallel only add batches (measured with any second
-	// batch let go: 10–30 % fewer intents/s at 64 and 256 callers;
-	// on a 2-core VM). A replicated stream's batches wait on a RAFT round
-	// trip, which a second batch of any size overlaps.
+	// default, two; see batch.go, pipelineMin).
 	BatchFlushers int
 	// BatchBytes bounds the encoded size of one batch (default 4 MiB; a
 	// single larger append still goes, alone in its batch).
@@ -105,15 +98,12 @@ func DefaultStoreConfig() StoreConfig {
 }
 
 // ForServerSync returns c adapted to how the server syncs its store. One
-// that fsyncs every write (sync_interval: always) makes an atomic batch pay:
-// one sync for all its messages; c is returned unchanged, the group commit
-// deciding by measurement. One that does not (nats-server's default sync)
-// acknowledges a lone publish after tens of microseconds and spends
-// milliseconds on every atomic batch of a single-replica stream (its staging
-// store), so every append is published by itself (BatchMax 1), concurrently:
-// measured at the default sync, 6,848–8,111 intents/s at 64 and 256 callers
-// against 4,171–6,139 through the group commit (on a 2-core VM). The choice
-// changes speed only, never what an append means.
+// that fsyncs every write (sync_interval: always) makes an atomic batch pay
+// (one sync for all its messages): c is returned unchanged, the group
+// commit deciding by measurement. One that does not acknowledges a lone
+// publish after tens of microseconds and spends milliseconds on every
+// atomic batch, so every append is published by itself (BatchMax 1),
+// concurrently. The choice changes speed only, never what an append means.
 func (c StoreConfig) ForServerSync(syncsEveryWrite bool) StoreConfig {
 	if !syncsEveryWrite {
 		c.BatchMax = 1

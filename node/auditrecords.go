@@ -13,12 +13,19 @@ import (
 	"github.com/settle-dev/settle/projector"
 )
 
-// auditRecords gives the audit settle's records of the log outside it —
+// AuditRecords gives the audit settle's records of the log outside it —
 // the views (every event they applied) and the high-water mark — so that
-// it names the acknowledged events the log lost. Missing files are not an
-// error (a log audited without them is checked for holes and version gaps
-// only); a note says what was not available.
-func auditRecords(ctx context.Context, cfg *audit.AuditConfig, views, highWaterPath string, stderr io.Writer) error {
+// it names the acknowledged events the log lost, and, with projection, the
+// views to compare with the log. Missing files are not an error (a log
+// audited without them is checked for holes and version gaps only); a
+// note says what was not available. The returned function closes them.
+func (o *Offline) AuditRecords(ctx context.Context, cfg *audit.AuditConfig, views, highWaterPath, projection string, stderr io.Writer) (func(), error) {
+	var closers []io.Closer
+	done := func() {
+		for _, c := range closers {
+			_ = c.Close()
+		}
+	}
 	if views != "" {
 		k, err := projector.OpenKnown(ctx, views)
 		switch {
@@ -27,34 +34,18 @@ func auditRecords(ctx context.Context, cfg *audit.AuditConfig, views, highWaterP
 		case errors.Is(err, os.ErrNotExist):
 			fmt.Fprintf(stderr, "audit: no views at %s: lost events are found by holes and version gaps only\n", views)
 		default:
-			return errors.Errorf("--views: %w", err)
+			return done, errors.Errorf("--views: %w", err)
 		}
 	}
 	if highWaterPath != "" {
 		hw, err := ReadHighWater(highWaterPath)
 		if err != nil {
-			return errors.Errorf("--high-water: %w", err)
+			return done, errors.Errorf("--high-water: %w", err)
 		}
 		if hw.Stream == "" || hw.Stream == cfg.Stream || (cfg.Stream == "" && hw.Stream == "SETTLE_INTENTS") {
 			cfg.HighWater = hw.LastSeq
 			cfg.Accepted = hw.Accepted
 		}
-	}
-	return nil
-}
-
-// AuditRecords gives the audit settle's records of the log outside it (the
-// views and the high-water mark: auditRecords) and, with projection, the
-// views to compare with the log. The returned function closes them.
-func (o *Offline) AuditRecords(ctx context.Context, cfg *audit.AuditConfig, views, highWaterPath, projection string, stderr io.Writer) (func(), error) {
-	var closers []io.Closer
-	done := func() {
-		for _, c := range closers {
-			_ = c.Close()
-		}
-	}
-	if err := auditRecords(ctx, cfg, views, highWaterPath, stderr); err != nil {
-		return done, err
 	}
 	if c, ok := cfg.Known.(io.Closer); ok {
 		closers = append(closers, c)

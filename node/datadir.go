@@ -74,24 +74,31 @@ func LockDataDir(dir, command string, create bool) (*DataDir, error) {
 	if err != nil {
 		return nil, errors.Errorf("--data %s: lock the directory: %w", dir, err)
 	}
+	var fl *flock.Flock
+	if ok {
+		if fl, ok, err = lockHolderFile(path, command); err != nil || !ok {
+			_ = dl.Unlock()
+		}
+		if err != nil {
+			return nil, errors.Errorf("--data %s: lock %s: %w", dir, path, err)
+		}
+	}
 	if !ok {
 		return nil, errors.WithHint(errors.Errorf("%w: %s is locked by %s", ErrDataDirInUse, abs, describeHolder(path)), lockRetryNote)
 	}
-	fl := flock.New(path, flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(dataFilePerm))
-	ok, err = fl.TryLock()
-	if err != nil {
-		_ = dl.Unlock()
-		return nil, errors.Errorf("--data %s: lock %s: %w", dir, path, err)
-	}
-	if !ok {
-		_ = dl.Unlock()
-		return nil, errors.WithHint(errors.Errorf("%w: %s is locked by %s", ErrDataDirInUse, abs, describeHolder(path)), lockRetryNote)
-	}
-	info := fmt.Sprintf("pid %d\ncommand %s\nsince %s\n", os.Getpid(), command, time.Now().UTC().Format(time.RFC3339))
-	// The pid is a courtesy for the next process's message; the flocks
-	// are what exclude it.
-	_ = os.WriteFile(path, []byte(info), dataFilePerm)
 	return &DataDir{path: abs, dir: dl, lock: fl}, nil
+}
+
+// lockHolderFile locks the lock file at path and writes this process's
+// pid and command in it: a courtesy for the next process's message; the
+// flocks are what exclude it. ok is false when another process holds it.
+func lockHolderFile(path, command string) (fl *flock.Flock, ok bool, err error) {
+	fl = flock.New(path, flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(dataFilePerm))
+	if ok, err = fl.TryLock(); ok {
+		info := fmt.Sprintf("pid %d\ncommand %s\nsince %s\n", os.Getpid(), command, time.Now().UTC().Format(time.RFC3339))
+		_ = os.WriteFile(path, []byte(info), dataFilePerm)
+	}
+	return fl, ok, err
 }
 
 // describeHolder reads the pid and command the lock's holder wrote.
@@ -119,18 +126,11 @@ func describeHolder(path string) string {
 	}
 	s := "pid " + pid
 	if cmd != "" {
-		s += " (" + clipLine(cmd, 64)
+		s += " (" + cmd[:min(len(cmd), 64)]
 		if since != "" {
-			s += ", since " + clipLine(since, 40)
+			s += ", since " + since[:min(len(since), 40)]
 		}
 		s += ")"
-	}
-	return s
-}
-
-func clipLine(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
 	}
 	return s
 }
@@ -166,8 +166,7 @@ func (d *DataDir) Recheck(command string) (bool, error) {
 		return false, nil
 	}
 	_ = d.lock.Unlock()
-	fl := flock.New(d.lock.Path(), flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(dataFilePerm))
-	ok, err := fl.TryLock()
+	fl, ok, err := lockHolderFile(d.lock.Path(), command)
 	if err != nil {
 		return true, errors.Errorf("lock %s again: %w", d.lock.Path(), err)
 	}
@@ -175,8 +174,6 @@ func (d *DataDir) Recheck(command string) (bool, error) {
 		return true, errors.Errorf("lock %s again: %w: %s", d.lock.Path(), ErrDataDirInUse, describeHolder(d.lock.Path()))
 	}
 	d.lock = fl
-	info := fmt.Sprintf("pid %d\ncommand %s\nsince %s\n", os.Getpid(), command, time.Now().UTC().Format(time.RFC3339))
-	_ = os.WriteFile(d.lock.Path(), []byte(info), dataFilePerm)
 	return true, nil
 }
 

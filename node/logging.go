@@ -94,7 +94,7 @@ func (h scrubbingHandler) attr(a slog.Attr) slog.Attr {
 	case slog.KindAny:
 		switch v := a.Value.Any().(type) {
 		case error:
-			return slog.String(a.Key, h.text(ErrorText(v)))
+			return slog.String(a.Key, h.text(v.Error()))
 		case interface{ String() string }:
 			return slog.String(a.Key, h.text(v.String()))
 		case []string:
@@ -113,13 +113,4 @@ func (h scrubbingHandler) attr(a slog.Attr) slog.Attr {
 		return slog.Group(a.Key, sc...)
 	}
 	return a
-}
-
-// ErrorText is err's whole text (its hints aside), for a log line that
-// is scrubbed as it is written.
-func ErrorText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }

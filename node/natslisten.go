@@ -3,9 +3,10 @@ package node
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"maps"
 	"net"
 	"net/netip"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -134,7 +135,7 @@ func readerPublish(stream string) []string {
 // another process's to protect.
 func readerDeny(stream string, consumers map[string]string) []string {
 	var out []string
-	for _, c := range sortedValues(consumers) {
+	for _, c := range slices.Sorted(maps.Values(consumers)) {
 		out = append(out,
 			"$JS.API.CONSUMER.CREATE."+stream+"."+c,
 			"$JS.API.CONSUMER.CREATE."+stream+"."+c+".>",
@@ -147,15 +148,6 @@ func readerDeny(stream string, consumers map[string]string) []string {
 			"$JS.FC."+stream+"."+c+".>",
 		)
 	}
-	return out
-}
-
-func sortedValues(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for _, v := range m {
-		out = append(out, v)
-	}
-	sort.Strings(out)
 	return out
 }
 

@@ -164,13 +164,6 @@ func (s *supervisor) watchServerLog(_ slog.Level, msg string) {
 	}
 }
 
-// freeBytes is the space left for an unprivileged writer on dir's file
-// system.
-func freeBytes(dir string) (uint64, error) {
-	free, _, err := diskSpace(dir)
-	return free, err
-}
-
 // diskSpace is the space left for an unprivileged writer on dir's file
 // system, and the file system's size.
 func diskSpace(dir string) (free, size uint64, err error) {
@@ -216,7 +209,7 @@ func (s *supervisor) watchDisk(ctx context.Context, srv *embedded.Restartable, j
 			return
 		case <-s.diskFull:
 		}
-		free, _ := freeBytes(dir)
+		free, _, _ := diskSpace(dir)
 		err := errors.Errorf("%w: the embedded server stopped writing %s (%d bytes free; need %d to resume)", ledger.ErrDiskFull, dir, free, minFree)
 		s.mu.Lock()
 		s.diskErr = err
@@ -230,7 +223,7 @@ func (s *supervisor) watchDisk(ctx context.Context, srv *embedded.Restartable, j
 				return
 			case <-time.After(time.Second):
 			}
-			if free, err := freeBytes(dir); err != nil || free < minFree {
+			if free, _, err := diskSpace(dir); err != nil || free < minFree {
 				continue
 			}
 			s.logger.Warn("disk space is back: restarting the embedded server on its store")

@@ -72,22 +72,19 @@ func ParseTokens(b []byte, env func(string) (string, bool), routes []string) ([]
 		if !errors.As(err, &te) {
 			return nil, err
 		}
-		return nil, errors.Errorf("tokens[%d].%s: %s", te.Index, fileField(te.Field, tf.Tokens[te.Index].SecretEnv), secretReason(te, tf.Tokens[te.Index].SecretEnv))
+		return nil, errors.Errorf("tokens[%d].%s: %s", te.Index, fileField(te.Field), secretReason(te, tf.Tokens[te.Index].SecretEnv))
 	}
 	return out, nil
 }
 
 // fileField maps api.Token's field names to the token file's.
-func fileField(goField, secretEnv string) string {
+func fileField(goField string) string {
 	name, idx, _ := strings.Cut(goField, "[")
 	if idx != "" {
 		idx = "[" + idx
 	}
-	switch name {
-	case "Secret":
+	if name == "Secret" {
 		return "secret_env"
-	case "Name":
-		return "name" + idx
 	}
 	return strings.ToLower(name) + idx
 }

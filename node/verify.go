@@ -18,16 +18,10 @@ import (
 
 // scanLog reads the whole stream, headers only, and returns the
 // sequences it should hold and does not: holes, and the end of what it
-// delivers short of the LastSeq its state claims. A damaged block file
+// delivers short of the LastSeq its state claims (a damaged block file
 // can keep a state that still counts its lost messages; only reading
-// finds them. It costs one pass over the stream's headers.
-func scanLog(ctx context.Context, js jetstream.JetStream, stream string) (missing [][2]uint64, last uint64, err error) {
-	return scanLogVisit(ctx, js, stream, nil)
-}
-
-// scanLogVisit is scanLog, calling visit (when set) with every message's
-// sequence, subject and headers, in order (writers.go).
-func scanLogVisit(ctx context.Context, js jetstream.JetStream, stream string, visit func(seq uint64, subject string, h nats.Header)) (missing [][2]uint64, last uint64, err error) {
+// finds them). visit, when set, gets every message in order (writers.go).
+func scanLog(ctx context.Context, js jetstream.JetStream, stream string, visit func(seq uint64, subject string, h nats.Header)) (missing [][2]uint64, last uint64, err error) {
 	st, err := js.Stream(ctx, stream)
 	if err != nil {
 		return nil, 0, errors.Errorf("scan the log: stream %s: %w", stream, err)
@@ -194,7 +188,7 @@ func (s *supervisor) verifyLog(ctx context.Context, js jetstream.JetStream, stre
 // (writers.go) against the views of dd.
 func (s *supervisor) scanWriters(ctx context.Context, js jetstream.JetStream, stream string, dd *DataDir, hw HighWater) ([][2]uint64, uint64, *WriterReport, error) {
 	if s.cfg.NATSURL != "" {
-		missing, last, err := scanLog(ctx, js, stream)
+		missing, last, err := scanLog(ctx, js, stream, nil)
 		return missing, last, nil, err
 	}
 	return scanForWriters(ctx, js, stream, dd.Views(), hw.WritersThrough)
@@ -209,7 +203,7 @@ func scanForWriters(ctx context.Context, js jetstream.JetStream, stream, viewsPa
 		known = k
 	}
 	wc := newWriterCheck(ctx, known, through)
-	missing, last, err := scanLogVisit(ctx, js, stream, wc.visit)
+	missing, last, err := scanLog(ctx, js, stream, wc.visit)
 	if err != nil {
 		return nil, 0, nil, err
 	}

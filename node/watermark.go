@@ -80,6 +80,9 @@ func writeHighWater(path string, hw HighWater) error {
 	return nil
 }
 
+// heldNote is the hand-off message of an intent held after an accepted loss.
+const heldNote = "the log lost some of this intent's events (a damaged store; the loss was accepted with --accept-log-loss): what it shows may be older than what happened — check the external system before resolving"
+
 // logLoss is what the check found missing from the stream.
 type logLoss struct {
 	Stream string
@@ -99,7 +102,18 @@ type logLoss struct {
 	scanned bool
 }
 
+// maxListed bounds the events (and clashes) a report lists.
 const maxListed = 20
+
+// writeEvents lists evs, the first of total events, in b.
+func writeEvents(b *strings.Builder, evs []projector.KnownEvent, total int) {
+	for _, e := range evs {
+		fmt.Fprintf(b, " %s v%d %s (seq %d);", e.IntentID, e.Version, e.Type, e.Seq)
+	}
+	if total > len(evs) {
+		fmt.Fprintf(b, " … %d more", total-len(evs))
+	}
+}
 
 func (l *logLoss) count() uint64 {
 	var n uint64
@@ -132,12 +146,7 @@ func (l *logLoss) Error() string {
 	}
 	if l.LostTotal > 0 {
 		fmt.Fprintf(&b, "; the views knew %d of the lost events, of %d intent(s):", l.LostTotal, len(l.Intents))
-		for _, e := range l.Lost {
-			fmt.Fprintf(&b, " %s v%d %s (seq %d);", e.IntentID, e.Version, e.Type, e.Seq)
-		}
-		if l.LostTotal > len(l.Lost) {
-			fmt.Fprintf(&b, " … %d more", l.LostTotal-len(l.Lost))
-		}
+		writeEvents(&b, l.Lost, l.LostTotal)
 	} else if !l.Gone {
 		b.WriteString("; the views do not know what they were")
 	}
@@ -262,7 +271,7 @@ func guardLog(ctx context.Context, g logGuard) (map[string]string, error) {
 	held := func(ids []string) map[string]string {
 		m := map[string]string{}
 		for _, id := range ids {
-			m[id] = "the log lost some of this intent's events (a damaged store; the loss was accepted with --accept-log-loss): what it shows may be older than what happened — check the external system before resolving"
+			m[id] = heldNote
 		}
 		return m
 	}
@@ -471,7 +480,6 @@ func markHeld(ctx context.Context, js jetstream.JetStream, stream, viewsPath str
 	}
 	sort.Strings(ids)
 	now := time.Now().UTC()
-	const message = "the log lost some of this intent's events (a damaged store; the loss was accepted with --accept-log-loss): what it shows may be older than what happened — check the external system before resolving."
 	var marked, unplaced, failed int
 	for _, id := range ids {
 		l := byIntent[id]
@@ -480,7 +488,7 @@ func markHeld(ctx context.Context, js jetstream.JetStream, stream, viewsPath str
 			logger.Warn("a held intent's route is not known: only this process holds it", "intent", id)
 			continue
 		}
-		ok, err := ledger.MarkHeld(ctx, js, stream, l.route, events.NewHold(id, l.versions, l.seqs, accepted, now, "settle serve --accept-log-loss", message))
+		ok, err := ledger.MarkHeld(ctx, js, stream, l.route, events.NewHold(id, l.versions, l.seqs, accepted, now, "settle serve --accept-log-loss", heldNote+"."))
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return err

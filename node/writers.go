@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,9 +29,6 @@ func newWriterID() string {
 	_, _ = rand.Read(b[:])
 	return "p" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
 }
-
-// maxClashes bounds the clashes and replaced events a WriterReport lists.
-const maxClashes = 20
 
 // WriterClash is one place where two processes appended to a log that
 // only one may write at a time (an embedded store: one data directory,
@@ -67,12 +65,7 @@ func (r *WriterReport) Error() string {
 	}
 	if r.NReplace > 0 {
 		fmt.Fprintf(&b, "; %d acknowledged event(s) the views applied are no longer on the log at their sequence, of %d intent(s):", r.NReplace, len(r.Intents))
-		for _, e := range r.Replaced {
-			fmt.Fprintf(&b, " %s v%d %s (seq %d);", e.IntentID, e.Version, e.Type, e.Seq)
-		}
-		if r.NReplace > len(r.Replaced) {
-			fmt.Fprintf(&b, " … %d more", r.NReplace-len(r.Replaced))
-		}
+		writeEvents(&b, r.Replaced, r.NReplace)
 	}
 	return b.String()
 }
@@ -108,11 +101,11 @@ func (w *writerCheck) visit(seq uint64, subject string, h nats.Header) {
 	if wr := ledger.WriterOf(h.Get(ledger.AppendIDHeader)); wr != "" && wr != w.cur {
 		if w.ended[wr] && seq > w.through {
 			w.rep.NClashes++
-			if len(w.rep.Clashes) < maxClashes {
+			if len(w.rep.Clashes) < maxListed {
 				w.rep.Clashes = append(w.rep.Clashes, WriterClash{Writer: wr, Other: w.cur, Seq: seq})
 			}
 		}
-		if !w.ended[wr] && !contains(w.rep.Writers, wr) {
+		if !w.ended[wr] && !slices.Contains(w.rep.Writers, wr) {
 			w.rep.Writers = append(w.rep.Writers, wr)
 		}
 		if w.cur != "" {
@@ -151,7 +144,7 @@ func (w *writerCheck) compare() {
 			return nil // a hole is the loss checks' to name
 		}
 		w.rep.NReplace++
-		if len(w.rep.Replaced) < maxClashes {
+		if len(w.rep.Replaced) < maxListed {
 			w.rep.Replaced = append(w.rep.Replaced, e)
 		}
 		w.intents[e.IntentID] = true
@@ -172,24 +165,6 @@ func (w *writerCheck) report() *WriterReport {
 	return &w.rep
 }
 
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
-}
-
-// CheckWriters reads the whole log (headers only) of an embedded store for
-// a second writer's traces (WriterReport), comparing with the views at
-// viewsPath when they exist; traces at or below through were accepted.
-// settle audit --data runs it.
-func CheckWriters(ctx context.Context, js jetstream.JetStream, stream, viewsPath string, through uint64) (*WriterReport, error) {
-	_, _, rep, err := scanForWriters(ctx, js, stream, viewsPath, through)
-	return rep, err
-}
-
 // Violations are the report as the audit's violations: second_writer for
 // each clash, event_replaced for each acknowledged event overwritten.
 func (r *WriterReport) Violations() []audit.Violation {
@@ -205,23 +180,24 @@ func (r *WriterReport) Violations() []audit.Violation {
 	return out
 }
 
-// AuditWriters adds to rep what reading the log of an embedded store for
-// a second writer finds (CheckWriters, against the views at views; traces
-// an operator accepted, per the high-water mark at highWaterPath, aside).
+// AuditWriters adds to rep what reading the whole log (headers only) of an
+// embedded store finds of a second writer's traces (WriterReport), compared
+// with the views at views when they exist; traces an operator accepted, per
+// the high-water mark at highWaterPath, aside. settle audit --data runs it.
 func (o *Offline) AuditWriters(ctx context.Context, rep *audit.AuditReport, views, highWaterPath string) error {
 	hw, err := ReadHighWater(highWaterPath)
 	if err != nil {
 		return err
 	}
-	w, err := CheckWriters(ctx, o.JS, rep.Stream, views, hw.WritersThrough)
+	_, _, w, err := scanForWriters(ctx, o.JS, rep.Stream, views, hw.WritersThrough)
 	if err != nil || !w.Found() {
 		return err
 	}
+	if rep.ByKind == nil {
+		rep.ByKind = map[string]int{}
+	}
 	for _, v := range w.Violations() {
 		rep.Violations = append(rep.Violations, v)
-		if rep.ByKind == nil {
-			rep.ByKind = map[string]int{}
-		}
 		rep.ByKind[v.Kind]++
 	}
 	return nil

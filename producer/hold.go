@@ -95,11 +95,9 @@ func safeWhy(err error) string {
 // heldUnrecorded is the error for a request whose intent this process was
 // told is held and of which the log holds nothing (its marker could not
 // be written): it is not recorded anew.
-func (p *Producer) heldUnrecorded(ids ...string) error {
-	for _, id := range ids {
-		if _, ok := p.cfg.Hold[id]; ok {
-			return &HeldError{IntentID: id, Why: "the log holds none of its events", kind: ErrIntentHeld}
-		}
+func (p *Producer) heldUnrecorded(id string) error {
+	if _, ok := p.cfg.Hold[id]; ok {
+		return &HeldError{IntentID: id, Why: "the log holds none of its events", kind: ErrIntentHeld}
 	}
 	return nil
 }
@@ -117,7 +115,7 @@ func (p *Producer) held(h *ledger.History, intent *fsm.Intent) bool {
 func (p *Producer) handOffHeld(ctx context.Context, h *ledger.History, intent *fsm.Intent) (*Result, error) {
 	msg := fsm.LossMessage(h.Hold, p.cfg.Hold[intent.ID])
 	if d, ok := fsm.LossHandoff(intent, msg); ok {
-		if err := p.appendTo(ctx, h, intent, "", d); err != nil {
+		if err := p.w.appendTo(ctx, h, intent, "", d); err != nil {
 			return nil, err
 		}
 	}

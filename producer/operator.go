@@ -86,7 +86,7 @@ func (p *Producer) appendOperator(ctx context.Context, h *ledger.History, i *fsm
 	if !i.Can(d.EventType()) {
 		return errors.Errorf("%w: %s in state %s", ErrNotAllowed, d.EventType(), i.State)
 	}
-	if err := p.appendTo(ctx, h, i, "", d); err != nil {
+	if err := p.w.appendTo(ctx, h, i, "", d); err != nil {
 		if errors.Is(err, fsm.ErrGuard) || errors.Is(err, fsm.ErrIllegalTransition) {
 			return errkind.Wrap(ErrNotAllowed, err)
 		}

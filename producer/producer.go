@@ -599,7 +599,7 @@ func (p *Producer) drive(ctx context.Context, route adapter.Route, h *ledger.His
 			appended += 2
 			continue
 		}
-		if err := p.appendTo(ctx, h, intent, step.AttemptID, step.Event); err != nil {
+		if err := p.w.appendTo(ctx, h, intent, step.AttemptID, step.Event); err != nil {
 			return nil, err
 		}
 		appended++
@@ -655,11 +655,6 @@ func retryAfter(ce *adapter.CallError) events.Duration {
 		return 0
 	}
 	return events.Duration(min(ce.RetryAfter, fsm.MaxRetryAfter))
-}
-
-// appendTo appends the next event to h and folds it into intent.
-func (p *Producer) appendTo(ctx context.Context, h *ledger.History, intent *fsm.Intent, attemptID string, d events.Data) error {
-	return p.store.AppendNext(ctx, h, intent, p.cfg.Actor, p.cfg.Now(), attemptID, d)
 }
 
 func (p *Producer) result(h *ledger.History, intent *fsm.Intent, replayed bool) *Result {
