@@ -22,7 +22,7 @@ func (w *world) leader() int {
 	w.t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		if l := w.nats.StreamLeader(stream); l >= 0 {
+		if l := streamLeader(w.nats, stream); l >= 0 {
 			return l
 		}
 		if time.Now().After(deadline) {
@@ -77,10 +77,10 @@ func TestClusterLeaderKilled(t *testing.T) {
 	var victim int
 	clusterBurst(t, "stream leader kill -9 mid-burst, restarted", func(w *world) {
 		victim = w.leader()
-		w.nats.Kill9(victim)
+		w.nats.Nodes[victim].Proc.Kill9()
 		w.notef("seed %d: killed leader %s", w.seed, w.nats.Nodes[victim].Name)
 	}, func(w *world) {
-		w.nats.Start(victim)
+		w.nats.Nodes[victim].Proc.Start()
 	})
 }
 
@@ -91,11 +91,11 @@ func TestClusterMinorityPartitioned(t *testing.T) {
 	var victim int
 	clusterBurst(t, "leader partitioned (minority of one) mid-burst, healed", func(w *world) {
 		victim = w.leader()
-		w.nats.Isolate(victim)
-		w.nats.WaitIsolated(victim, 30*time.Second)
+		isolate(w.nats, victim, true)
+		waitIsolated(t, w.nats, victim, 30*time.Second)
 		w.notef("seed %d: partitioned leader %s", w.seed, w.nats.Nodes[victim].Name)
 	}, func(w *world) {
-		w.nats.Heal(victim)
+		isolate(w.nats, victim, false)
 	})
 }
 
@@ -105,10 +105,10 @@ func TestClusterNodeRestarted(t *testing.T) {
 	var victim int
 	clusterBurst(t, "node restarted with its data mid-burst", func(w *world) {
 		victim = (w.leader() + 1 + w.rng.IntN(2)) % 3
-		w.nats.Stop(victim)
+		stopNode(t, w.nats, victim)
 		w.notef("seed %d: stopped %s (SIGTERM)", w.seed, w.nats.Nodes[victim].Name)
 	}, func(w *world) {
-		w.nats.Start(victim)
+		w.nats.Nodes[victim].Proc.Start()
 	})
 }
 
@@ -119,10 +119,10 @@ func TestClusterNodeEmptyDisk(t *testing.T) {
 	var victim int
 	clusterBurst(t, "node killed, restarted with an empty disk", func(w *world) {
 		victim = w.rng.IntN(3)
-		w.nats.Kill9(victim)
-		w.nats.Wipe(victim)
-		w.notef("seed %d: wiped %s (leader was %v)", w.seed, w.nats.Nodes[victim].Name, victim == w.nats.StreamLeader(stream))
+		w.nats.Nodes[victim].Proc.Kill9()
+		wipeNode(t, w.nats, victim)
+		w.notef("seed %d: wiped %s (leader was %v)", w.seed, w.nats.Nodes[victim].Name, victim == streamLeader(w.nats, stream))
 	}, func(w *world) {
-		w.nats.Start(victim)
+		w.nats.Nodes[victim].Proc.Start()
 	})
 }

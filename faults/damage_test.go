@@ -132,7 +132,7 @@ func damageBlock(t *testing.T, scenario string, o damageOpts, damage func(t *tes
 	w.notef("settle audit: exit non-zero, %d intent(s) named with lost events", len(lostIntents))
 
 	// Accepting the loss: it starts, sweeps, settles what is left.
-	a.Proc.Spec().Args = append(a.Proc.Spec().Args, "--accept-log-loss")
+	a.Proc.Spec.Args = append(a.Proc.Spec.Args, "--accept-log-loss")
 	a.Restart(t)
 	w.damaged = lostIntents
 	if o.settleFn != nil {

@@ -19,7 +19,7 @@ import (
 // nothing acknowledged is lost.
 func TestDiskFullWhileServing(t *testing.T) {
 	t.Parallel()
-	disk := testharness.MountSmallDisk(t, 96<<20)
+	disk := mountSmallDisk(t, 96<<20)
 	w := newWorld(t, "data disk full while serving, space returns", *seed0)
 	data := filepath.Join(disk.Dir, "data")
 	a := w.startSettle("settle", data, []string{"--min-free-mb", "8"})

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ func TestAPIHangsThenSIGTERM(t *testing.T) {
 	via := func(int) *testharness.SettleProc { return a }
 	n := sizes(30, 120)
 	w.burst(0, n/2, 6, via, nil)
-	w.api.Pause()
+	w.api.Signal(syscall.SIGSTOP)
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -37,7 +38,7 @@ func TestAPIHangsThenSIGTERM(t *testing.T) {
 	}
 	w.notef("SIGTERM with the API stopped: exit 0 after %s (route timeout 3s)", took.Round(100*time.Millisecond))
 	<-stopped
-	w.api.Resume()
+	w.api.Signal(syscall.SIGCONT)
 	a.Restart(t)
 	mustHold(t, w.finish(3*time.Minute))
 }

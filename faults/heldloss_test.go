@@ -40,8 +40,8 @@ func smallBlocks(t *testing.T, w *world) {
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	w.nats.Stop(0)
-	w.nats.Start(0)
+	stopNode(t, w.nats, 0)
+	w.nats.Nodes[0].Proc.Start()
 	w.nats.WaitHealthy(time.Minute)
 	js = testharness.ConnectJS(t, w.nats.DirectURLs())
 	cfg.MaxBytes = -1
@@ -110,7 +110,7 @@ func TestBlockDeletedLossAcceptedKeysResubmitted(t *testing.T) {
 	before := w.api.State(t)
 	effects := before.ByIntent
 
-	w.nats.Stop(0)
+	stopNode(t, w.nats, 0)
 	blocks := streamBlocks(t, w.nats.Nodes[0].Store)
 	if len(blocks) < 3 {
 		t.Fatalf("the stream is in %d block file(s); the scenario needs 3 or more", len(blocks))
@@ -134,7 +134,7 @@ func TestBlockDeletedLossAcceptedKeysResubmitted(t *testing.T) {
 	}
 	w.notef("deleted %d block file(s) from %s (%d bytes in all; blocks %d..%d of %d) while settle and nats-server were stopped",
 		count, filepath.Base(blocks[first]), size, first+1, first+count, len(blocks))
-	w.nats.Start(0)
+	w.nats.Nodes[0].Proc.Start()
 	w.nats.WaitHealthy(time.Minute)
 
 	// serve refuses to start and says what was lost.
@@ -166,7 +166,7 @@ func TestBlockDeletedLossAcceptedKeysResubmitted(t *testing.T) {
 	}
 
 	// The operator accepts the loss.
-	a.Proc.Spec().Args = append(a.Proc.Spec().Args, "--accept-log-loss")
+	a.Proc.Spec.Args = append(a.Proc.Spec.Args, "--accept-log-loss")
 	a.Restart(t)
 	if out := a.Output(); !strings.Contains(out, "held intents marked on the log") {
 		t.Errorf("no hold marked on the log\n%s", a.Tail(6000))

@@ -16,7 +16,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	testharness.RunHelper()
+	runHelper()
 	flag.Parse()
 	code := m.Run()
 	if *report != "" {

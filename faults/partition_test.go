@@ -19,7 +19,7 @@ func TestTwoSettlesOnePartitioned(t *testing.T) {
 	lease := time.Duration(sizes(8, 30)) * time.Second
 	leaseArgs := []string{"--lease", lease.String()}
 	a := w.startSettle("settle-a", t.TempDir(), leaseArgs)
-	bURL, bLinks := w.nats.ClientLinks()
+	bURL, bLinks := clientLinks(t, w.nats)
 	b := w.startSettle("settle-b", t.TempDir(), append([]string{"--nats-url", bURL}, leaseArgs...))
 	n := sizes(60, 200)
 	var fs []string

@@ -50,7 +50,7 @@ type world struct {
 	scenario string
 	seed     int64
 	rng      *rand.Rand
-	api      *testharness.FakeSocialProc
+	api      *fakeSocialProc
 	nats     *testharness.NATSCluster // nil: settle's embedded server
 	settles  []*testharness.SettleProc
 
@@ -87,7 +87,7 @@ func newWorld(t *testing.T, scenario string, seed int64) *world {
 	t.Helper()
 	testharness.SkipShort(t, "the settle and nats-server binaries")
 	return &world{t: t, scenario: scenario, seed: seed, rng: rand.New(rand.NewPCG(uint64(seed), 12)),
-		api: testharness.StartFakeSocialProc(t), retryFor: 2 * time.Minute}
+		api: startFakeSocialProc(t), retryFor: 2 * time.Minute}
 }
 
 func (w *world) notef(format string, args ...any) {
@@ -141,15 +141,6 @@ func (w *world) startSettle(name, data string, args []string, env ...string) *te
 	s := testharness.StartSettle(w.t, spec)
 	w.settles = append(w.settles, s)
 	return s
-}
-
-func hasFlag(args []string, f string) bool {
-	for _, a := range args {
-		if a == f || strings.HasPrefix(a, f+"=") {
-			return true
-		}
-	}
-	return false
 }
 
 // readerURL is where the test reads the log: the cluster's own client
@@ -721,20 +712,6 @@ func record(r result) {
 		rw.auditFail++
 	}
 	rw.notes = append(rw.notes, r.notes...)
-}
-
-// recordDetection records a scenario whose check is settle's refusal or
-// report rather than a settled log (damaged stores).
-func recordDetection(scenario string, intents, acked int, outcome string, ok bool, notes ...string) {
-	reportMu.Lock()
-	defer reportMu.Unlock()
-	rw := &row{scenario: scenario, runs: 1, intents: intents, acked: acked, states: map[fsm.State]int{}, notes: append([]string{outcome}, notes...)}
-	if ok {
-		rw.auditPass = 1
-	} else {
-		rw.auditFail = 1
-	}
-	rows = append(rows, rw)
 }
 
 func writeReport(path string) error {

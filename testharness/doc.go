@@ -2,18 +2,18 @@
 // embedded nats-server nodes (single, restartable, and 3-node clusters on
 // loopback, each with a t.TempDir() store), a manual clock, hand-built
 // histories on a real stream (HandLog: legal events through the fsm, and
-// planted ones the audit must find), and assertions on errors and
-// secrets. The fake external APIs are package fakeapi's.
+// planted ones the audit must find), and example routes compiled against
+// a fake API (package fakeapi's).
 //
 // Faults are injected by wrapping what production code takes, never by
 // fields of its configs: BatchFaults and LaggingCopy wrap a JetStream
 // (lost batch commits and acks; a reader's lagging copy), DyingWriter
-// wraps a store (a writer dying between a call and its outcome).
+// wraps a store (a writer dying between a call and its outcome), LossyAPI
+// relays the JetStream API and loses chosen answers.
 //
 // proc*.go runs the real settle and nats-server binaries as OS processes
-// (built once, the cluster configured from package deploy's files), TCP
-// proxies to cut links and a tmpfs to fill: the fault suite's harness.
-// LossyAPI relays the JetStream API and loses chosen answers.
+// (built once, the cluster configured from package deploy's files), every
+// cluster link through a TCP proxy a test can cut.
 //
 // It never mocks NATS. Only tests and benchmarks import it: the settle
 // binary never links it, nor package testing.

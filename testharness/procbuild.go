@@ -13,21 +13,16 @@ import (
 	"github.com/cockroachdb/errors"
 )
 
-// NATSServerPackage is the main package of the nats-server binary the
-// process-level fault tests run: the module version go.mod pins, the same
-// code settle embeds.
-const NATSServerPackage = "github.com/nats-io/nats-server/v2"
-
 // SettlePackage is settle's main package.
 const SettlePackage = "github.com/settle-dev/settle/cmd/settle"
 
-var (
-	buildMu    sync.Mutex
-	buildDir   string
-	buildCache = map[string]*buildResult{}
-)
+var builds struct {
+	sync.Mutex
+	dir  string
+	bins map[string]*build // by package and flags
+}
 
-type buildResult struct {
+type build struct {
 	once sync.Once
 	path string
 	err  error
@@ -42,51 +37,41 @@ type buildResult struct {
 func BuildBinary(t testing.TB, pkg string, flags ...string) string {
 	t.Helper()
 	SkipShort(t, "a built binary")
-	p, err := buildBinary(pkg, flags...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func buildBinary(pkg string, flags ...string) (string, error) {
-	key := pkg + " " + strings.Join(flags, " ")
-	buildMu.Lock()
-	if buildDir == "" {
+	builds.Lock()
+	if builds.dir == "" {
 		d, err := os.MkdirTemp("", "settle-faults-bin-")
 		if err != nil {
-			buildMu.Unlock()
-			return "", errors.Errorf("build %s: %w", pkg, err)
+			builds.Unlock()
+			t.Fatalf("build %s: %v", pkg, err)
 		}
-		buildDir = d
+		builds.dir, builds.bins = d, map[string]*build{}
 	}
-	r := buildCache[key]
-	if r == nil {
-		r = &buildResult{}
-		buildCache[key] = r
+	key := pkg + " " + strings.Join(flags, " ")
+	b := builds.bins[key]
+	if b == nil {
+		name := fmt.Sprintf("%s-%d", path.Base(strings.TrimSuffix(pkg, "/v2")), len(builds.bins))
+		b = &build{path: filepath.Join(builds.dir, name)}
+		builds.bins[key] = b
 	}
-	dir := buildDir
-	n := len(buildCache)
-	buildMu.Unlock()
-	r.once.Do(func() {
-		name := path.Base(strings.TrimSuffix(pkg, "/v2"))
-		r.path = filepath.Join(dir, fmt.Sprintf("%s-%d", name, n))
-		args := append(append([]string{"build", "-o", r.path}, flags...), pkg)
-		out, err := exec.Command("go", args...).CombinedOutput()
-		if err != nil {
-			r.err = errors.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	builds.Unlock()
+	b.once.Do(func() {
+		args := append(append([]string{"build", "-o", b.path}, flags...), pkg)
+		if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+			b.err = errors.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	})
-	return r.path, r.err
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
 }
 
 // RemoveBinaries deletes the binaries BuildBinary made.
 func RemoveBinaries() {
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	if buildDir != "" {
-		_ = os.RemoveAll(buildDir)
-		buildDir = ""
-		buildCache = map[string]*buildResult{}
+	builds.Lock()
+	defer builds.Unlock()
+	if builds.dir != "" {
+		_ = os.RemoveAll(builds.dir)
+		builds.dir = ""
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/cockroachdb/errors"
@@ -21,77 +22,56 @@ type natsConfAddrs struct {
 	single                              bool     // a server without a cluster
 }
 
+var (
+	clusterBlock  = regexp.MustCompile(`(?ms)^cluster \{\n.*?^\}\n`)
+	shippedRoutes = regexp.MustCompile(`(?m)(^ +nats-route://\S+\.internal:6222\n)+`)
+)
+
 // renderNATSConf is node n's configuration as deploy/nats/n<n>.conf ships
 // it, with only the test's addresses, store directory and routes put in
 // (and, in the cluster block, the advertised closed port and
 // no_advertise that keep clients and peers on the proxies), or the
 // cluster block removed for a single server. Everything else —
 // sync_interval, limits, tags, accounts and users — is the shipped text.
-// Each shipped line it replaces must be there exactly once: a changed
+// Each shipped text it replaces must be there exactly once: a changed
 // file fails here, not silently.
 func renderNATSConf(n int, a natsConfAddrs) (string, error) {
-	src, err := deploy.NATSConfig(n)
+	conf, err := deploy.NATSConfig(n)
 	if err != nil {
 		return "", err
 	}
-	lines := strings.Split(src, "\n")
-	replaced := map[string]int{}
-	var out []string
-	inCluster, routesDone := false, false
-	for _, line := range lines {
-		t := strings.TrimSpace(line)
-		switch {
-		case strings.HasPrefix(line, "cluster {"):
-			inCluster = true
-			replaced["cluster"]++
-			if a.single {
-				continue
-			}
-		case inCluster && line == "}":
-			inCluster = false
-			if a.single {
-				continue
-			}
-		}
-		if inCluster && a.single {
-			continue
-		}
-		key := ""
-		switch {
-		case !inCluster && t == "listen: 0.0.0.0:4222":
-			key, line = "client listen", fmt.Sprintf("listen: 127.0.0.1:%d", a.client)
-		case !inCluster && strings.HasPrefix(t, "http: 127.0.0.1:8222"):
-			key, line = "http", fmt.Sprintf("http: 127.0.0.1:%d", a.monitor)
-		case t == "store_dir: /var/lib/nats":
-			key, line = "store_dir", fmt.Sprintf("  store_dir: %q", a.store)
-		case inCluster && t == "listen: 0.0.0.0:6222":
-			key = "cluster listen"
-			line = fmt.Sprintf("  listen: 127.0.0.1:%d\n  advertise: \"127.0.0.1:%d\"\n  no_advertise: true", a.cluster, a.advertise)
-		case inCluster && strings.HasPrefix(t, "nats-route://") && strings.HasSuffix(t, ".internal:6222"):
-			replaced["route"]++
-			if !routesDone {
-				routesDone = true
-				for _, r := range a.routes {
-					out = append(out, "    nats-route://"+r)
-				}
-			}
-			continue
-		}
-		if key != "" {
-			replaced[key]++
-		}
-		out = append(out, line)
+	mismatch := func(what string, found, want int) error {
+		return errors.Newf("deploy/nats/n%d.conf: %q found %d time(s), want %d: the test harness no longer matches the shipped file", n, what, found, want)
 	}
-	want := map[string]int{"client listen": 1, "http": 1, "store_dir": 1, "cluster": 1, "cluster listen": 1, "route": deploy.Nodes}
+	edits := [][2]string{
+		{"\nlisten: 0.0.0.0:4222\n", fmt.Sprintf("\nlisten: 127.0.0.1:%d\n", a.client)},
+		{"\nhttp: 127.0.0.1:8222", fmt.Sprintf("\nhttp: 127.0.0.1:%d", a.monitor)},
+		{"  store_dir: /var/lib/nats\n", fmt.Sprintf("  store_dir: %q\n", a.store)},
+	}
+	if blocks := clusterBlock.FindAllString(conf, -1); len(blocks) != 1 {
+		return "", mismatch("cluster", len(blocks), 1)
+	}
 	if a.single {
-		want["cluster listen"], want["route"] = 0, 0
-	}
-	for k, v := range want {
-		if replaced[k] != v {
-			return "", errors.Newf("deploy/nats/n%d.conf: %q found %d time(s), want %d: the test harness no longer matches the shipped file", n, k, replaced[k], v)
+		conf = clusterBlock.ReplaceAllString(conf, "")
+	} else {
+		run := shippedRoutes.FindAllString(conf, -1)
+		if k := strings.Count(conf, "nats-route://"); len(run) != 1 || k != deploy.Nodes || strings.Count(run[0], "nats-route://") != k {
+			return "", mismatch("nats-route://", k, deploy.Nodes)
 		}
+		var routes strings.Builder
+		for _, r := range a.routes {
+			fmt.Fprintf(&routes, "    nats-route://%s\n", r)
+		}
+		edits = append(edits, [2]string{run[0], routes.String()}, [2]string{"\n  listen: 0.0.0.0:6222\n",
+			fmt.Sprintf("\n  listen: 127.0.0.1:%d\n  advertise: \"127.0.0.1:%d\"\n  no_advertise: true\n", a.cluster, a.advertise)})
 	}
-	return strings.Join(out, "\n"), nil
+	for _, e := range edits {
+		if k := strings.Count(conf, e[0]); k != 1 {
+			return "", mismatch(strings.TrimSpace(e[0]), k, 1)
+		}
+		conf = strings.Replace(conf, e[0], e[1], 1)
+	}
+	return conf, nil
 }
 
 // randomHex is n random bytes in hex (a password of the test's cluster).

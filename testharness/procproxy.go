@@ -1,13 +1,10 @@
 package testharness
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/cockroachdb/errors"
 )
 
 // Proxy is a TCP proxy on loopback in front of one address: the fault
@@ -16,21 +13,15 @@ import (
 // needs no root, no iptables and no network namespace. Cut closes every
 // connection through it and refuses new ones (each accepted and closed at
 // once: the peer sees a reset link and reconnects, as after a real cut it
-// would after its timeouts); Heal lets connections through again; Delay
-// holds every chunk of bytes that long in each direction.
+// would after its timeouts); Heal lets connections through again.
 type Proxy struct {
-	t      testing.TB
 	ln     net.Listener
 	target string
 
 	mu    sync.Mutex
 	cut   bool
-	delay time.Duration
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
-	// Accepted counts connections let through (a test checks its link
-	// is really used).
-	accepted int
 }
 
 // StartProxy listens on a free loopback port and forwards to target.
@@ -40,7 +31,7 @@ func StartProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatalf("proxy to %s: %v", target, err)
 	}
-	p := &Proxy{t: t, ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
 	go p.serve()
 	t.Cleanup(p.Close)
 	return p
@@ -48,16 +39,6 @@ func StartProxy(t testing.TB, target string) *Proxy {
 
 // Addr is the proxy's listening address (host:port).
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
-
-// Target is the address the proxy forwards to.
-func (p *Proxy) Target() string { return p.target }
-
-// Accepted is how many connections the proxy has let through.
-func (p *Proxy) Accepted() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.accepted
-}
 
 // Cut closes every live connection and refuses new ones until Heal.
 func (p *Proxy) Cut() {
@@ -80,25 +61,26 @@ func (p *Proxy) Heal() {
 	p.mu.Unlock()
 }
 
-// IsCut reports whether the link is cut.
-func (p *Proxy) IsCut() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cut
-}
-
-// Delay makes every chunk wait d before it is forwarded (0: none).
-func (p *Proxy) Delay(d time.Duration) {
-	p.mu.Lock()
-	p.delay = d
-	p.mu.Unlock()
-}
-
 // Close stops the proxy and every connection through it.
 func (p *Proxy) Close() {
 	p.ln.Close()
 	p.Cut()
 	p.wg.Wait()
+}
+
+// track registers c as a connection through the proxy and adds n to wg
+// (under the lock Cut takes, so Close cannot miss it), unless the link is
+// cut (c is then closed).
+func (p *Proxy) track(c net.Conn, n int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cut {
+		c.Close()
+		return false
+	}
+	p.conns[c] = struct{}{}
+	p.wg.Add(n)
+	return true
 }
 
 func (p *Proxy) serve() {
@@ -107,17 +89,9 @@ func (p *Proxy) serve() {
 		if err != nil {
 			return
 		}
-		p.mu.Lock()
-		if p.cut {
-			p.mu.Unlock()
-			c.Close()
-			continue
+		if p.track(c, 1) {
+			go p.forward(c)
 		}
-		p.accepted++
-		p.conns[c] = struct{}{}
-		p.wg.Add(1)
-		p.mu.Unlock()
-		go p.forward(c)
 	}
 }
 
@@ -125,19 +99,9 @@ func (p *Proxy) forward(c net.Conn) {
 	defer p.wg.Done()
 	defer p.drop(c)
 	up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-	if err != nil {
-		c.Close()
+	if err != nil || !p.track(up, 0) {
 		return
 	}
-	p.mu.Lock()
-	if p.cut {
-		p.mu.Unlock()
-		up.Close()
-		c.Close()
-		return
-	}
-	p.conns[up] = struct{}{}
-	p.mu.Unlock()
 	defer p.drop(up)
 	done := make(chan struct{}, 2)
 	go func() { p.pipe(up, c); done <- struct{}{} }()
@@ -156,22 +120,16 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			d, cut := p.delay, p.cut
+			cut := p.cut
 			p.mu.Unlock()
 			if cut {
 				return
-			}
-			if d > 0 {
-				time.Sleep(d) // the fault itself: latency on the link
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
 		}
 		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				return
-			}
 			return
 		}
 	}

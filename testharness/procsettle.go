@@ -2,6 +2,7 @@ package testharness
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -11,16 +12,16 @@ import (
 	"time"
 )
 
-// SettleSpec describes one `settle serve` process of a fault test.
+// SettleSpec describes one `settle serve` process of a test.
 type SettleSpec struct {
 	Name string
 	// Bin is the settle binary (BuildBinary(t, SettlePackage)).
 	Bin string
 	// Data is serve's --data, Routes its --routes.
 	Data, Routes string
-	// NATSURL, when set, is --nats-url (with --replicas Replicas);
-	// otherwise serve runs its embedded server and listens for readers
-	// at NATSListen (a loopback address chosen when empty).
+	// NATSURL, when set, is --nats-url (with --replicas Replicas, 3 when
+	// 0); otherwise serve runs its embedded server and listens for
+	// readers at NATSListen (a loopback address chosen when empty).
 	NATSURL    string
 	Replicas   int
 	NATSListen string
@@ -43,26 +44,17 @@ type SettleProc struct {
 // StartSettle starts `settle serve` and waits until /readyz says ready.
 func StartSettle(t testing.TB, spec SettleSpec) *SettleProc {
 	t.Helper()
-	addr := "127.0.0.1:" + itoa(freePort(t))
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	args := []string{"serve", "--dev", "--addr", addr, "--data", spec.Data, "--routes", spec.Routes}
 	if spec.NATSURL != "" {
-		r := spec.Replicas
-		if r == 0 {
-			r = 3
-		}
-		args = append(args, "--nats-url", spec.NATSURL, "--replicas", itoa(r))
+		args = append(args, "--nats-url", spec.NATSURL, "--replicas", strconv.Itoa(cmp.Or(spec.Replicas, 3)))
 	} else {
-		if spec.NATSListen == "" {
-			spec.NATSListen = "127.0.0.1:" + itoa(freePort(t))
-		}
+		spec.NATSListen = cmp.Or(spec.NATSListen, "127.0.0.1:"+strconv.Itoa(freePort(t)))
 		args = append(args, "--nats-listen", spec.NATSListen)
 	}
-	args = append(args, spec.Args...)
-	if spec.Name == "" {
-		spec.Name = "settle"
-	}
+	spec.Name = cmp.Or(spec.Name, "settle")
 	s := &SettleProc{Spec: spec, URL: "http://" + addr}
-	s.Proc = StartProc(t, ProcSpec{Name: spec.Name, Path: spec.Bin, Args: args, Env: spec.Env})
+	s.Proc = StartProc(t, ProcSpec{Name: spec.Name, Path: spec.Bin, Args: append(args, spec.Args...), Env: spec.Env})
 	if !spec.NoWait {
 		s.WaitReady(t, 2*time.Minute)
 	}
@@ -72,20 +64,17 @@ func StartSettle(t testing.TB, spec SettleSpec) *SettleProc {
 // ReaderURL is the embedded server's URL for readers (--nats-listen).
 func (s *SettleProc) ReaderURL() string { return "nats://" + s.Spec.NATSListen }
 
-// Ready reports whether /readyz answers 200.
-func (s *SettleProc) Ready() bool {
-	code, _ := s.Get("/readyz")
-	return code == http.StatusOK
-}
-
 // WaitReady waits until /readyz answers 200; the test fails if the
 // process exits first or the wait times out.
 func (s *SettleProc) WaitReady(t testing.TB, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	for !s.Ready() {
+	for {
+		if code, _ := s.Get("/readyz"); code == http.StatusOK {
+			return
+		}
 		if !s.Running() {
-			t.Fatalf("%s exited (code %d) before it was ready\n%s", s.Name(), s.ExitCode(), s.Tail(6000))
+			t.Fatalf("%s exited (code %d) before it was ready\n%s", s.Name(), s.Wait(time.Second), s.Tail(6000))
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s not ready in %s\n%s", s.Name(), timeout, s.Tail(6000))
@@ -100,8 +89,6 @@ func (s *SettleProc) Restart(t testing.TB) {
 	s.Start()
 	s.WaitReady(t, 2*time.Minute)
 }
-
-var settleClient = &http.Client{Timeout: 2 * time.Minute}
 
 // Get returns the status and body of GET path (0 when the request
 // failed).
@@ -129,19 +116,18 @@ type SubmitResult struct {
 	Err     error
 }
 
-// Submit posts one intent on route social_post for account with
-// request id rid.
+var settleClient = &http.Client{Timeout: 2 * time.Minute}
+
+// Submit posts one intent on route for account with request id rid and
+// payload {"body": body}.
 func (s *SettleProc) Submit(route, account, rid, body string) SubmitResult {
 	b, _ := json.Marshal(map[string]any{"route": route, "account": account, "request_id": rid,
 		"payload": map[string]any{"body": body}})
-	req, _ := http.NewRequest(http.MethodPost, s.URL+"/v1/intents", bytes.NewReader(b))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := settleClient.Do(req)
+	resp, err := settleClient.Post(s.URL+"/v1/intents", "application/json", bytes.NewReader(b))
 	if err != nil {
 		return SubmitResult{Err: err}
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
 	var m struct {
 		IntentID string `json:"intent_id"`
 		State    string `json:"state"`
@@ -149,9 +135,8 @@ func (s *SettleProc) Submit(route, account, rid, body string) SubmitResult {
 		Type     string `json:"type"`
 		Detail   string `json:"detail"`
 	}
+	raw, _ := io.ReadAll(resp.Body)
 	_ = json.Unmarshal(raw, &m)
 	return SubmitResult{Code: resp.StatusCode, IntentID: m.IntentID, State: m.State, Version: m.Version,
 		Problem: strings.TrimPrefix(m.Type, "urn:settle:problem:"), Detail: m.Detail}
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }
