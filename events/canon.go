@@ -558,6 +558,9 @@ func canonNormalize(s string) string {
 	return norm.NFC.String(s)
 }
 
+// jcsShortEscape is the two-character escape of each byte that has one.
+var jcsShortEscape = [256]byte{'"': '"', '\\': '\\', '\b': 'b', '\f': 'f', '\n': 'n', '\r': 'r', '\t': 't'}
+
 // canonAppendString appends s as a JCS string literal (RFC 8785 §3.2.2.2).
 func canonAppendString(dst []byte, s string) []byte {
 	const hexdigits = "0123456789abcdef"
@@ -569,22 +572,9 @@ func canonAppendString(dst []byte, s string) []byte {
 			continue
 		}
 		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"':
-			dst = append(dst, '\\', '"')
-		case '\\':
-			dst = append(dst, '\\', '\\')
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
+		if e := jcsShortEscape[c]; e != 0 {
+			dst = append(dst, '\\', e)
+		} else {
 			dst = append(dst, '\\', 'u', '0', '0', hexdigits[c>>4], hexdigits[c&0xf])
 		}
 		start = i + 1

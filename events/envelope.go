@@ -54,16 +54,26 @@ func New(intentID string, version uint64, at time.Time, actor, attemptID string,
 	}
 }
 
-type wire struct {
-	Schema    string          `json:"schema"`
-	EventID   string          `json:"event_id"`
-	IntentID  string          `json:"intent_id"`
-	Version   uint64          `json:"version"`
-	Type      Type            `json:"type"`
-	At        time.Time       `json:"at"`
-	Actor     string          `json:"actor"`
-	AttemptID string          `json:"attempt_id,omitempty"`
-	Data      json.RawMessage `json:"data"`
+// wire is an event as encoding/json reads and writes it: its body raw
+// (D json.RawMessage), or a pointer to the body type the envelope names
+// (D any), which encoding/json fills in place.
+type wire[D any] struct {
+	Schema    string    `json:"schema"`
+	EventID   string    `json:"event_id"`
+	IntentID  string    `json:"intent_id"`
+	Version   uint64    `json:"version"`
+	Type      Type      `json:"type"`
+	At        time.Time `json:"at"`
+	Actor     string    `json:"actor"`
+	AttemptID string    `json:"attempt_id,omitempty"`
+	Data      D         `json:"data"`
+}
+
+func (w *wire[D]) event(data Data) Event {
+	return Event{
+		Schema: w.Schema, EventID: w.EventID, IntentID: w.IntentID, Version: w.Version,
+		Type: w.Type, At: w.At, Actor: w.Actor, AttemptID: w.AttemptID, Data: data,
+	}
 }
 
 // Validate checks the envelope and its body.
@@ -161,7 +171,7 @@ func Decode(b []byte) (Event, error) {
 
 // decodeCareful is Decode without its fast path.
 func decodeCareful(b []byte) (Event, error) {
-	var w wire
+	var w wire[json.RawMessage]
 	if err := strictUnmarshal(b, &w); err == nil && w.Schema == SchemaV1 {
 		return decodeBody(w)
 	}
@@ -179,25 +189,11 @@ func decodeCareful(b []byte) (Event, error) {
 	if peek.Schema != SchemaV1 {
 		return Event{}, &DecodeError{Kind: ErrUnknownSchema, Field: "schema", Reason: fmt.Sprintf("%q (this version reads %s)", clip(peek.Schema), SchemaV1)}
 	}
-	w = wire{}
+	w = wire[json.RawMessage]{}
 	if err := strictUnmarshal(b, &w); err != nil {
 		return Event{}, &DecodeError{Kind: ErrMalformed, Reason: err.Error()}
 	}
 	return decodeBody(w)
-}
-
-// typedWire is wire with the body decoded in place: Data holds a pointer
-// to the body type named by the envelope, which encoding/json fills.
-type typedWire struct {
-	Schema    string    `json:"schema"`
-	EventID   string    `json:"event_id"`
-	IntentID  string    `json:"intent_id"`
-	Version   uint64    `json:"version"`
-	Type      Type      `json:"type"`
-	At        time.Time `json:"at"`
-	Actor     string    `json:"actor"`
-	AttemptID string    `json:"attempt_id,omitempty"`
-	Data      any       `json:"data"`
 }
 
 var typeKey, dataKey = []byte(`"type":"`), []byte(`"data":`)
@@ -227,14 +223,11 @@ func decodeTyped(b []byte) (Event, bool) {
 	if data == nil {
 		return Event{}, false
 	}
-	w := typedWire{Data: data}
+	w := wire[any]{Data: data}
 	if err := strictUnmarshal(b, &w); err != nil || w.Schema != SchemaV1 || w.Type != guess || w.Data != data {
 		return Event{}, false
 	}
-	e := Event{
-		Schema: w.Schema, EventID: w.EventID, IntentID: w.IntentID, Version: w.Version,
-		Type: w.Type, At: w.At, Actor: w.Actor, AttemptID: w.AttemptID, Data: data,
-	}
+	e := w.event(data)
 	if e.Validate() != nil {
 		return Event{}, false
 	}
@@ -242,7 +235,7 @@ func decodeTyped(b []byte) (Event, bool) {
 }
 
 // decodeBody decodes the body of a v1 envelope and validates the event.
-func decodeBody(w wire) (Event, error) {
+func decodeBody(w wire[json.RawMessage]) (Event, error) {
 	if w.Type == "" {
 		return Event{}, &DecodeError{Kind: ErrMissingField, Field: "type", Reason: "is required"}
 	}
@@ -256,10 +249,7 @@ func decodeBody(w wire) (Event, error) {
 	if err := strictUnmarshal(w.Data, data); err != nil {
 		return Event{}, &DecodeError{Kind: ErrInvalidField, Field: "data", Reason: err.Error()}
 	}
-	e := Event{
-		Schema: w.Schema, EventID: w.EventID, IntentID: w.IntentID, Version: w.Version,
-		Type: w.Type, At: w.At, Actor: w.Actor, AttemptID: w.AttemptID, Data: data,
-	}
+	e := w.event(data)
 	if err := e.Validate(); err != nil {
 		return Event{}, err
 	}
@@ -281,7 +271,7 @@ func strictUnmarshal(b []byte, v any) error {
 // MarshalJSON renders the envelope with its data, for the log, APIs and
 // audit output.
 func (e Event) MarshalJSON() ([]byte, error) {
-	return json.Marshal(typedWire{
+	return json.Marshal(wire[any]{
 		Schema: e.Schema, EventID: e.EventID, IntentID: e.IntentID, Version: e.Version,
 		Type: e.Type, At: e.At, Actor: e.Actor, AttemptID: e.AttemptID, Data: e.Data,
 	})

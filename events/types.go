@@ -362,6 +362,17 @@ func requiredTime(field string, t time.Time) error {
 	return nil
 }
 
+// firstErr is the first non-nil of errs: field checks in the order their
+// fields are reported.
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // --- event bodies ---
 
 // IntentRecordedData freezes everything the intent needs: the payload, its
@@ -386,19 +397,13 @@ type IntentRecordedData struct {
 
 func (*IntentRecordedData) EventType() Type { return IntentRecorded }
 func (d *IntentRecordedData) Validate() error {
-	if err := ValidateToken("data.tenant", d.Tenant); err != nil {
-		return err
-	}
-	if err := ValidateToken("data.route", d.Route); err != nil {
-		return err
-	}
-	if err := ValidateFreeform("data.account", d.Account); err != nil {
-		return err
-	}
-	if err := ValidateFreeform("data.request_id", d.RequestID); err != nil {
-		return err
-	}
-	if err := required("data.idempotency_key", d.IdempotencyKey); err != nil {
+	if err := firstErr(
+		ValidateToken("data.tenant", d.Tenant),
+		ValidateToken("data.route", d.Route),
+		ValidateFreeform("data.account", d.Account),
+		ValidateFreeform("data.request_id", d.RequestID),
+		required("data.idempotency_key", d.IdempotencyKey),
+	); err != nil {
 		return err
 	}
 	if d.ParentExternalID != "" {
@@ -742,13 +747,8 @@ type ReconcileStartedData struct {
 
 func (*ReconcileStartedData) EventType() Type { return ReconcileStarted }
 func (d *ReconcileStartedData) Validate() error {
-	if err := required("data.worker", d.Worker); err != nil {
-		return err
-	}
-	if err := required("data.strategy", d.Strategy); err != nil {
-		return err
-	}
-	return requiredTime("data.lease_until", d.LeaseUntil)
+	return firstErr(required("data.worker", d.Worker), required("data.strategy", d.Strategy),
+		requiredTime("data.lease_until", d.LeaseUntil))
 }
 
 // CheckDeferredData: nothing conclusive yet; check again at NextCheckAt.
@@ -784,10 +784,7 @@ const (
 
 func (*CheckDeferredData) EventType() Type { return CheckDeferred }
 func (d *CheckDeferredData) Validate() error {
-	if err := required("data.reason", string(d.Reason)); err != nil {
-		return err
-	}
-	return requiredTime("data.next_check_at", d.NextCheckAt)
+	return firstErr(required("data.reason", string(d.Reason)), requiredTime("data.next_check_at", d.NextCheckAt))
 }
 
 // CandidateFoundData: exactly one exact match; readback follows.
@@ -812,10 +809,7 @@ type CandidateFoundData struct {
 
 func (*CandidateFoundData) EventType() Type { return CandidateFound }
 func (d *CandidateFoundData) Validate() error {
-	if err := required("data.external_id", d.ExternalID); err != nil {
-		return err
-	}
-	return required("data.source", string(d.Source))
+	return firstErr(required("data.external_id", d.ExternalID), required("data.source", string(d.Source)))
 }
 
 // ReadbackPassedData carries the receipt.
@@ -1015,13 +1009,8 @@ type OperatorConfirmedData struct {
 
 func (*OperatorConfirmedData) EventType() Type { return OperatorConfirmed }
 func (d *OperatorConfirmedData) Validate() error {
-	if err := required("data.operator", d.Operator); err != nil {
-		return err
-	}
-	if err := required("data.reason", d.Reason); err != nil {
-		return err
-	}
-	return d.Receipt.Validate("data.receipt.")
+	return firstErr(required("data.operator", d.Operator), required("data.reason", d.Reason),
+		d.Receipt.Validate("data.receipt."))
 }
 
 // OperatorReleasedData: a human proved the write was not executed and
@@ -1033,10 +1022,7 @@ type OperatorReleasedData struct {
 
 func (*OperatorReleasedData) EventType() Type { return OperatorReleased }
 func (d *OperatorReleasedData) Validate() error {
-	if err := required("data.operator", d.Operator); err != nil {
-		return err
-	}
-	return required("data.reason", d.Reason)
+	return firstErr(required("data.operator", d.Operator), required("data.reason", d.Reason))
 }
 
 // AbandonedData: the intent will not be written (cancellation is not

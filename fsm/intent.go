@@ -3,6 +3,7 @@ package fsm
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -264,15 +265,8 @@ func RequiredChecks(c events.Capabilities) []string {
 	}
 	out := []string{}
 	for _, name := range []string{"url", "author", "payload", "parent", "visibility"} {
-		switch name {
-		case "author", "payload", "parent":
+		if name == "author" || name == "payload" || name == "parent" || slices.Contains(c.Checks, name) {
 			out = append(out, name)
-		default:
-			for _, d := range c.Checks {
-				if d == name {
-					out = append(out, name)
-				}
-			}
 		}
 	}
 	return out
@@ -311,14 +305,6 @@ func (i *Intent) LastAttempt() *Attempt {
 		return nil
 	}
 	return &i.Attempts[len(i.Attempts)-1]
-}
-
-// RetriesUsed is the number of attempts after the first.
-func (i *Intent) RetriesUsed() int {
-	if len(i.Attempts) == 0 {
-		return 0
-	}
-	return len(i.Attempts) - 1
 }
 
 // BudgetLeft is how many more attempts the policy allows after the last:
@@ -369,13 +355,12 @@ func (i *Intent) Apply(e events.Event) error {
 	if _, ok := e.Data.(*events.IntentStartedData); ok {
 		return i.applyStarted(e, fail)
 	}
-	to, ok := withMachine(i.State, func(m *lfsm.FSM) moved {
-		if err := m.Event(context.Background(), string(e.Type)); err != nil {
-			return moved{}
-		}
-		return moved{State(m.Current()), true}
-	}).unpack()
-	if !ok {
+	var to State
+	if !withMachine(i.State, func(m *lfsm.FSM) bool {
+		err := m.Event(context.Background(), string(e.Type))
+		to = State(m.Current())
+		return err == nil
+	}) {
 		return fail(ErrIllegalTransition, "")
 	}
 	if err := i.guard(e); err != nil {
@@ -409,13 +394,6 @@ func (i *Intent) applyStarted(e events.Event, fail func(error, string) error) er
 	return nil
 }
 
-type moved struct {
-	to State
-	ok bool
-}
-
-func (m moved) unpack() (State, bool) { return m.to, m.ok }
-
 func (i *Intent) closeAttempt(t events.Type, code string) {
 	if a := i.LastAttempt(); a != nil {
 		a.Outcome, a.Code = t, code
@@ -429,12 +407,9 @@ func (i *Intent) confirm(r events.Receipt) {
 	if r.LiveURL != "" {
 		i.LiveURL = r.LiveURL
 	}
-	for _, id := range i.ConfirmedExternalIDs {
-		if id == r.ExternalID {
-			return
-		}
+	if !slices.Contains(i.ConfirmedExternalIDs, r.ExternalID) {
+		i.ConfirmedExternalIDs = append(i.ConfirmedExternalIDs, r.ExternalID)
 	}
-	i.ConfirmedExternalIDs = append(i.ConfirmedExternalIDs, r.ExternalID)
 }
 
 // Clone returns a deep-enough copy for speculative Apply.
