@@ -223,11 +223,7 @@ func ValidateTokens(tokens []Token, routes []string) error {
 		digests[d] = true
 		if t.Tenant != "" {
 			if err := events.ValidateToken("tenant", t.Tenant); err != nil {
-				var fe *events.FieldError
-				if errors.As(err, &fe) {
-					return bad("Tenant", fe.Reason)
-				}
-				return bad("Tenant", err.Error())
+				return bad("Tenant", service.FieldReason(err))
 			}
 		}
 		if len(t.Scopes) == 0 {
@@ -240,7 +236,7 @@ func ValidateTokens(tokens []Token, routes []string) error {
 		}
 		for j, r := range t.Routes {
 			if err := events.ValidateToken("route", r); err != nil {
-				return bad(fmt.Sprintf("Routes[%d]", j), reasonOf(err))
+				return bad(fmt.Sprintf("Routes[%d]", j), service.FieldReason(err))
 			}
 			if routes != nil && !slices.Contains(routes, r) {
 				return bad(fmt.Sprintf("Routes[%d]", j), fmt.Sprintf("route %q is not configured (configured: %s)", r, strings.Join(routes, ", ")))
@@ -248,20 +244,11 @@ func ValidateTokens(tokens []Token, routes []string) error {
 		}
 		for j, a := range t.Accounts {
 			if err := events.ValidateFreeform("account", a); err != nil {
-				return bad(fmt.Sprintf("Accounts[%d]", j), reasonOf(err))
+				return bad(fmt.Sprintf("Accounts[%d]", j), service.FieldReason(err))
 			}
 		}
 	}
 	return nil
-}
-
-// reasonOf is a FieldError's reason (the field is named by the caller).
-func reasonOf(err error) string {
-	var fe *events.FieldError
-	if errors.As(err, &fe) {
-		return fe.Reason
-	}
-	return err.Error()
 }
 
 func printableASCII(s string) bool {

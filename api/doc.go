@@ -55,9 +55,8 @@
 // Secrets: a token's secret is kept only as its SHA-256 digest and
 // compared in constant time; the Authorization header is never logged,
 // echoed or recorded. Log lines carry errors only through SafeError
-// (cockroachdb/redact: the parts marked safe), and RedactingHandler does
-// the same for every error attribute a wiring's logger receives. Operator events name the token's Name (in dev mode
-// the operator the request names, or "dev").
+// (cockroachdb/redact: the parts marked safe). Operator events name the
+// token's Name (in dev mode the operator the request names, or "dev").
 //
 // api imports service, producer, ledger, projector, fsm and events.
 // It must never import: consumers/..., mcp, node, cmd/..., embedded,

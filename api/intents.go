@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,9 +65,9 @@ type DryRunView struct {
 	Reason           string          `json:"reason"`
 }
 
-// detailOf is the detail of an intent as loaded: its history h and its
-// fold i (no second fold).
-func detailOf(h *ledger.History, i *fsm.Intent) (*IntentDetail, error) {
+// writeDetail answers with the detail of an intent as loaded: its history
+// h and its fold i (no second fold).
+func writeDetail(w http.ResponseWriter, status int, h *ledger.History, i *fsm.Intent) error {
 	d := &IntentDetail{IntentView: projector.ViewOf(i, h.LastSeq), ParentExternalID: i.Recorded.ParentExternalID, Payload: i.Recorded.Payload,
 		ApprovalFor: i.ApprovalFor, ApprovedBy: i.ApprovedBy, Settled: service.Settled(i.State),
 		AttemptHistory: []AttemptView{}, History: make([]json.RawMessage, 0, len(h.Events)), Actions: service.Actions(i)}
@@ -80,11 +81,12 @@ func detailOf(h *ledger.History, i *fsm.Intent) (*IntentDetail, error) {
 	for _, e := range h.Events {
 		b, err := events.Encode(e)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		d.History = append(d.History, b)
 	}
-	return d, nil
+	writeJSON(w, status, d)
+	return nil
 }
 
 // --- POST /v1/intents ---
@@ -235,18 +237,12 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request, c *service
 		return newProblem(http.StatusConflict, ProbInFlight, "the intent's write is in flight (write_started); retry later or send ?wait=").
 			withIntent(res.IntentID, string(i.State))
 	}
-	d, err := detailOf(h, i)
-	if err != nil {
-		return err
-	}
 	w.Header().Set("Location", "/v1/intents/"+res.IntentID)
 	if res.Replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
-		writeJSON(w, http.StatusOK, d)
-		return nil
+		return writeDetail(w, http.StatusOK, h, i)
 	}
-	writeJSON(w, http.StatusCreated, d)
-	return nil
+	return writeDetail(w, http.StatusCreated, h, i)
 }
 
 // replayForbidden: the request id names an existing intent the token may
@@ -325,12 +321,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, c *service.Ca
 	if err != nil {
 		return intentProblem(id, err)
 	}
-	d, err := detailOf(h, i)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, d)
-	return nil
+	return writeDetail(w, http.StatusOK, h, i)
 }
 
 // --- GET /v1/intents ---
@@ -344,25 +335,24 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, c *service.C
 		switch k {
 		case "state":
 			st := fsm.State(v)
-			if st == fsm.None || !validState(st) {
+			if st == fsm.None || !slices.Contains(fsm.AllStates(), st) {
 				return invalid("state", "state: is not a lifecycle state")
 			}
 			f.State = st
 		case "route":
-			if err := events.ValidateToken("route", v); err != nil {
+			if err := events.ValidateToken(k, v); err != nil {
 				return fieldProblem(err)
 			}
 			f.Route = v
-		case "account":
-			if err := events.ValidateFreeform("account", v); err != nil {
+		case "account", "request_id":
+			if err := events.ValidateFreeform(k, v); err != nil {
 				return fieldProblem(err)
 			}
-			f.Account = v
-		case "request_id":
-			if err := events.ValidateFreeform("request_id", v); err != nil {
-				return fieldProblem(err)
+			if k == "account" {
+				f.Account = v
+			} else {
+				f.RequestID = v
 			}
-			f.RequestID = v
 		case "q":
 			if v == "" || len(v) > 256 {
 				return invalid("q", "q: must be an intent id or a request id (1 to 256 bytes)")
@@ -405,15 +395,6 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, c *service.C
 
 // listParams are the query parameters of GET /v1/intents.
 var listParams = []string{"state", "route", "account", "request_id", "q", "from", "to", "limit", "after"}
-
-func validState(s fsm.State) bool {
-	for _, x := range fsm.AllStates() {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
 
 // --- operator actions ---
 
@@ -479,10 +460,5 @@ func (s *Server) operate(w http.ResponseWriter, r *http.Request, c *service.Call
 	default:
 		return intentProblem(id, err)
 	}
-	d, err := detailOf(h, i)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, d)
-	return nil
+	return writeDetail(w, http.StatusOK, h, i)
 }

@@ -360,3 +360,6 @@ func TestEveryResponseValidatesAgainstOpenAPI(t *testing.T) {
 		t.Errorf("documented but never exercised:\n  %s", strings.Join(missing, "\n  "))
 	}
 }
+
+// OpenAPI returns the OpenAPI 3.1 document served at /openapi.json.
+func OpenAPI() []byte { return append([]byte(nil), openAPIDoc...) }

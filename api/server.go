@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
-
 	"github.com/cockroachdb/redact"
 
 	"github.com/settle-dev/settle/internal/telemetry"
@@ -110,35 +109,11 @@ func (s *Server) Routes() []string {
 	return out
 }
 
-// statusWriter records the status code and the caller of a request for
-// the access log and the metrics.
-type statusWriter struct {
-	http.ResponseWriter
-	code   int
-	caller string
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.code == 0 {
-		w.code = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.code == 0 {
-		w.code = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
 // ServeHTTP serves one request: routing, the dev-mode guard, auth,
 // the handler, then the request's metrics and (Config.AccessLog) one
 // access-log line.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.serve(w, r, "", func(sw *statusWriter) {
+	s.serve(w, r, "", func(sw *service.StatusWriter) {
 		if s.cfg.Dev && !devRequestOK(r) {
 			writeProblem(sw, newProblem(http.StatusForbidden, ProbForbidden, "dev mode serves loopback clients with a loopback Host only"))
 			return
@@ -152,7 +127,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // share the API's MaxInFlight bound (past it: 503 with Retry-After).
 func (s *Server) Instrument(handler string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.serve(w, r, handler, func(sw *statusWriter) {
+		s.serve(w, r, handler, func(sw *service.StatusWriter) {
 			if !s.busy.acquire() {
 				writeProblem(sw, overloaded(sw))
 				return
@@ -182,8 +157,8 @@ func handlerOf(r *http.Request) string {
 
 // serve runs fn on a statusWriter, then counts the request under
 // handler (or the pattern the mux matched) and logs it.
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, handler string, fn func(sw *statusWriter)) {
-	sw := &statusWriter{ResponseWriter: w}
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, handler string, fn func(sw *service.StatusWriter)) {
+	sw := &service.StatusWriter{ResponseWriter: w}
 	start := time.Now()
 	defer func() {
 		if v := recover(); v != nil {
@@ -191,21 +166,21 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, handler string, f
 				panic(v)
 			}
 			s.log.Error("api: handler panic", "method", r.Method, "path", clip(r.URL.Path, 200), "panic", string(redact.Sprint(v).Redact()))
-			if sw.code == 0 {
+			if sw.Code == 0 {
 				writeInternal(sw)
 			}
 		}
-		if sw.code == 0 {
-			sw.code = http.StatusOK
+		if sw.Code == 0 {
+			sw.Code = http.StatusOK
 		}
 		if handler == "" {
 			handler = handlerOf(r)
 		}
 		d := time.Since(start)
-		s.metrics.countHTTP(handler, sw.code, d)
+		s.metrics.countHTTP(handler, sw.Code, d)
 		if s.cfg.AccessLog {
-			s.log.Info("http request", "method", r.Method, "path", clip(r.URL.Path, 200), "status", sw.code,
-				"caller", sw.caller, "duration", d.Round(time.Microsecond))
+			s.log.Info("http request", "method", r.Method, "path", clip(r.URL.Path, 200), "status", sw.Code,
+				"caller", sw.Caller, "duration", d.Round(time.Microsecond))
 		}
 	}()
 	fn(sw)
@@ -226,8 +201,8 @@ func (s *Server) endpoint(rt route) http.Handler {
 			ctx, span := telemetry.StartServer(telemetry.WithTraceparent(r.Context(), tp), r.Method+" "+handlerOf(r))
 			r = r.WithContext(ctx)
 			defer func() {
-				if sw, ok := w.(*statusWriter); ok {
-					span.Int("http.response.status_code", sw.code)
+				if sw, ok := w.(*service.StatusWriter); ok {
+					span.Int("http.response.status_code", sw.Code)
 				}
 				span.End(nil)
 			}()
@@ -251,8 +226,8 @@ func (s *Server) endpoint(rt route) http.Handler {
 				writeProblem(w, newProblem(http.StatusUnauthorized, ProbUnauthorized, detail))
 				return
 			}
-			if sw, ok := w.(*statusWriter); ok {
-				sw.caller = c.Name
+			if sw, ok := w.(*service.StatusWriter); ok {
+				sw.Caller = c.Name
 			}
 			if !c.Has(rt.scope) {
 				writeProblem(w, newProblem(http.StatusForbidden, ProbForbidden, "the token lacks the "+rt.scope+" scope"))
@@ -340,6 +315,17 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	s.log.Error("api: request failed", "method", r.Method, "path", clip(r.URL.Path, 200), "status", status, "err", SafeError(err))
 	w.Header().Set("Retry-After", "1")
 	writeProblem(w, newProblem(status, kind, detail))
+}
+
+// SafeError is err as cockroachdb/redact prints it with unsafe parts
+// removed: only what the code marked safe (errors.Safe, the format strings
+// of errors.Newf/Wrapf, sentinel messages) is kept; anything else — values
+// from requests, responses or the environment — shows as ‹×›.
+func SafeError(err error) string {
+	if err == nil {
+		return ""
+	}
+	return string(redact.Sprint(err).Redact())
 }
 
 func clip(s string, n int) string {

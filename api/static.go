@@ -16,9 +16,6 @@ var openAPIDoc []byte
 //go:embed console.html
 var consoleHTML []byte
 
-// OpenAPI returns the OpenAPI 3.1 document served at /openapi.json.
-func OpenAPI() []byte { return append([]byte(nil), openAPIDoc...) }
-
 // consoleCSP allows exactly the console's own inline script and style
 // (by hash) and requests to this origin: no CDN, no external font, no
 // framing.

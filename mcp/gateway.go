@@ -269,13 +269,10 @@ func (g *gateway) addTools(srv *sdk.Server, h *handlers) {
 // made as submit_<route> makes it.
 func (h *handlers) gatewayWrite(gt *gatewayTool) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		a, rest, err := splitArgs(req.Params.Arguments, gatewayArgs...)
-		if err != nil {
-			return h.refuseArg(err), nil
-		}
-		w := writeCall{route: gt.route}
-		if err := h.writeIDs(a, req, &w); err != nil {
-			return h.refuseArg(err), nil
+		a, rest := splitArgs(req.Params.Arguments, gatewayArgs...)
+		w := h.writeIDs(a, req, gt.route)
+		if a.err != nil {
+			return h.refuseArg(a.err), nil
 		}
 		upArgs, _ := json.Marshal(rest)
 		payload, parent, account, err := gt.up.WriteArguments(upArgs)

@@ -105,43 +105,31 @@ type writeCall struct {
 
 func (h *handlers) submit(rt routeTool) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		a, err := decodeArgs(req.Params.Arguments, submitArgs...)
-		if err != nil {
-			return h.refuseArg(err), nil
-		}
-		w := writeCall{route: rt.route}
-		if err := h.writeIDs(a, req, &w); err != nil {
-			return h.refuseArg(err), nil
-		}
-		if w.parent, err = a.id("parent_external_id", false); err != nil {
-			return h.refuseArg(err), nil
-		}
+		a := decodeArgs(req.Params.Arguments, submitArgs...)
+		w := h.writeIDs(a, req, rt.route)
+		w.parent = a.id("parent_external_id", false)
 		if w.payload = a.raw("payload"); w.payload == nil {
-			return h.refuseArg(argErr("payload", "is required")), nil
+			a.fail(argErr("payload", "is required"))
+		}
+		if a.err != nil {
+			return h.refuseArg(a.err), nil
 		}
 		return h.write(ctx, w), nil
 	}
 }
 
-// writeIDs reads what names a write and bounds its answer: task_id and
-// step_id (optional when the call carries an idempotencyKey), account and
-// wait_seconds.
-func (h *handlers) writeIDs(a *args, req *sdk.CallToolRequest, w *writeCall) error {
-	var err error
-	if w.key, err = idempotencyKey(req); err != nil {
-		return err
-	}
-	if w.task, err = a.id("task_id", w.key == ""); err != nil {
-		return err
-	}
-	if w.step, err = a.id("step_id", w.key == ""); err != nil {
-		return err
-	}
-	if w.account, err = a.id("account", false); err != nil {
-		return err
-	}
-	w.wait, err = a.seconds("wait_seconds", int(h.s.cfg.MaxWait.Seconds()))
-	return err
+// writeIDs reads what names a write of route and bounds its answer:
+// task_id and step_id (optional when the call carries an idempotencyKey),
+// account and wait_seconds.
+func (h *handlers) writeIDs(a *args, req *sdk.CallToolRequest, route adapter.Route) writeCall {
+	w := writeCall{route: route}
+	key, err := idempotencyKey(req)
+	a.fail(err)
+	w.key = key
+	w.task, w.step = a.id("task_id", w.key == ""), a.id("step_id", w.key == "")
+	w.account = a.id("account", false)
+	w.wait = a.seconds("wait_seconds", int(h.s.cfg.MaxWait.Seconds()))
+	return w
 }
 
 // write checks the payload by the route's own rules, records the intent
@@ -228,6 +216,13 @@ func (h *handlers) submitFailed(route string, out *service.Submitted, err error)
 	}
 }
 
+// checkRoute refuses a route the caller may not use on this server.
+func (h *handlers) checkRoute(a *args, route string) {
+	if names := h.s.routeNames(h.c); a.err == nil && !slices.Contains(names, route) {
+		a.fail(argErr("route", "is not a route of this server (%v)", names))
+	}
+}
+
 // notVisible answers a read or an action on an intent the caller cannot
 // see: none, another tenant's, or outside its limits (not told apart).
 func (h *handlers) notVisible(field, what string) *sdk.CallToolResult {
@@ -278,21 +273,15 @@ func (h *handlers) status(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 	if h.s.cfg.KeyIncludesPayload {
 		known = append(known, "payload")
 	}
-	a, err := decodeArgs(req.Params.Arguments, known...)
-	if err != nil {
-		return h.refuseArg(err), nil
-	}
-	secs, err := a.seconds("wait_seconds", int(h.s.cfg.MaxWait.Seconds()))
-	if err != nil {
-		return h.refuseArg(err), nil
-	}
-	wait := time.Duration(secs) * time.Second
-	id, err := a.str("intent_id")
-	if err != nil {
-		return h.refuseArg(err), nil
+	a := decodeArgs(req.Params.Arguments, known...)
+	wait := time.Duration(a.seconds("wait_seconds", int(h.s.cfg.MaxWait.Seconds()))) * time.Second
+	id := a.str("intent_id")
+	if a.err != nil {
+		return h.refuseArg(a.err), nil
 	}
 	byStep := a.has("route") || a.has("task_id") || a.has("step_id") || a.has("account")
 	var i *fsm.Intent
+	var err error
 	switch {
 	case id != "" && byStep:
 		return h.refuseArg(argErr("intent_id", "give intent_id, or route with task_id and step_id, not both")), nil
@@ -301,28 +290,16 @@ func (h *handlers) status(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 			return h.lookupFailed("status", err), nil
 		}
 	case byStep:
-		route, err := a.str("route")
-		if err != nil {
-			return h.refuseArg(err), nil
-		}
-		if !slices.Contains(h.s.routeNames(h.c), route) {
-			return h.refuseArg(argErr("route", "is not a route of this server (%v)", h.s.routeNames(h.c))), nil
-		}
-		task, err := a.id("task_id", true)
-		if err != nil {
-			return h.refuseArg(err), nil
-		}
-		step, err := a.id("step_id", true)
-		if err != nil {
-			return h.refuseArg(err), nil
-		}
+		route := a.str("route")
+		h.checkRoute(a, route)
+		task, step := a.id("task_id", true), a.id("step_id", true)
 		payload := a.raw("payload")
 		if h.s.cfg.KeyIncludesPayload && payload == nil {
-			return h.refuseArg(argErr("payload", "is required to find a write by task and step on this server (its keys include the payload); or give intent_id")), nil
+			a.fail(argErr("payload", "is required to find a write by task and step on this server (its keys include the payload); or give intent_id"))
 		}
-		account, err := a.id("account", false)
-		if err != nil {
-			return h.refuseArg(err), nil
+		account := a.id("account", false)
+		if a.err != nil {
+			return h.refuseArg(a.err), nil
 		}
 		if _, i, err = h.s.svc.FindStep(ctx, h.c, service.Step{Route: route, Account: account, Task: task, Step: step,
 			Payload: payload, KeyIncludesPayload: h.s.cfg.KeyIncludesPayload}, wait); err != nil {
@@ -360,20 +337,14 @@ type Pending struct {
 }
 
 func (h *handlers) pending(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-	a, err := decodeArgs(req.Params.Arguments, "route", "limit")
-	if err != nil {
-		return h.refuseArg(err), nil
+	a := decodeArgs(req.Params.Arguments, "route", "limit")
+	limit := a.count("limit", defaultPending, maxPending)
+	route := a.str("route")
+	if route != "" {
+		h.checkRoute(a, route)
 	}
-	limit, err := a.count("limit", defaultPending, maxPending)
-	if err != nil {
-		return h.refuseArg(err), nil
-	}
-	route, err := a.str("route")
-	if err != nil {
-		return h.refuseArg(err), nil
-	}
-	if route != "" && !slices.Contains(h.s.routeNames(h.c), route) {
-		return h.refuseArg(argErr("route", "is not a route of this server (%v)", h.s.routeNames(h.c))), nil
+	if a.err != nil {
+		return h.refuseArg(a.err), nil
 	}
 	intents, err := h.s.svc.Pending(ctx, h.c, route, limit)
 	if err != nil {
@@ -394,47 +365,24 @@ func (h *handlers) pending(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 // --- approve, resolve ---
 
 func (h *handlers) approve(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-	a, err := decodeArgs(req.Params.Arguments, "intent_id", "reason")
-	if err != nil {
-		return h.refuseArg(err), nil
-	}
+	a := decodeArgs(req.Params.Arguments, "intent_id", "reason")
 	return h.operate(ctx, a, ToolApprove, service.Action{Kind: service.ActionApprove})
 }
 
 func (h *handlers) resolve(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-	a, err := decodeArgs(req.Params.Arguments, "intent_id", "resolution", "reason", "external_id", "live_url")
-	if err != nil {
-		return h.refuseArg(err), nil
-	}
-	resolution, err := a.str("resolution")
-	if err != nil {
-		return h.refuseArg(err), nil
-	}
-	kind, err := service.ResolutionAction(resolution)
-	if err != nil {
-		return h.refuseArg(err), nil
-	}
-	externalID, err := a.id("external_id", false)
-	if err != nil {
-		return h.refuseArg(err), nil
-	}
-	liveURL, err := a.str("live_url")
-	if err != nil {
-		return h.refuseArg(err), nil
-	}
-	return h.operate(ctx, a, ToolResolve, service.Action{Kind: kind, ExternalID: externalID, LiveURL: liveURL})
+	a := decodeArgs(req.Params.Arguments, "intent_id", "resolution", "reason", "external_id", "live_url")
+	kind, err := service.ResolutionAction(a.str("resolution"))
+	a.fail(err)
+	return h.operate(ctx, a, ToolResolve, service.Action{Kind: kind, ExternalID: a.id("external_id", false), LiveURL: a.str("live_url")})
 }
 
 // operate records one operator decision (service.Act: the intent read
 // once, the decision appended to it, checked before the log is read) and
 // answers with the intent it left.
 func (h *handlers) operate(ctx context.Context, a *args, tool string, act service.Action) (*sdk.CallToolResult, error) {
-	id, err := a.id("intent_id", true)
-	if err != nil {
-		return h.refuseArg(err), nil
-	}
-	if act.Reason, err = a.str("reason"); err != nil {
-		return h.refuseArg(err), nil
+	id := a.id("intent_id", true)
+	if act.Reason = a.str("reason"); a.err != nil {
+		return h.refuseArg(a.err), nil
 	}
 	_, i, err := h.s.svc.Act(ctx, h.c, id, act)
 	switch {

@@ -47,10 +47,9 @@ func (s *Server) Handler(authn Authenticator) http.Handler {
 	}, &sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: s.log, MaxRequestBodyBytes: MaxRequestBytes})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
-		caller := ""
+		sw := &service.StatusWriter{ResponseWriter: w}
 		defer func() {
-			s.log.Info("mcp request", "method", r.Method, "path", r.URL.Path, "status", sw.code, "caller", caller,
+			s.log.Info("mcp request", "method", r.Method, "path", r.URL.Path, "status", sw.Code, "caller", sw.Caller,
 				"duration", time.Since(start).Round(time.Microsecond))
 		}()
 		if enc := contentcoding.Refused(r.Header); enc != "" {
@@ -78,7 +77,7 @@ func (s *Server) Handler(authn Authenticator) http.Handler {
 			writeError(sw, code, msg)
 			return
 		}
-		caller = c.Name
+		sw.Caller = c.Name
 		r = r.WithContext(context.WithValue(r.Context(), callerCtxKey{}, c))
 		if r.Method != http.MethodPost {
 			h.ServeHTTP(sw, r)
@@ -118,30 +117,3 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": code, "message": msg}})
 }
-
-type statusWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.code == 0 {
-		w.code = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.code == 0 {
-		w.code = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -34,7 +34,20 @@ func idSchema(desc string) map[string]any {
 	return map[string]any{"type": "string", "minLength": 1, "maxLength": 256, "description": desc}
 }
 
-const intentIDDesc = "the intent id a submit returned (in_ + 32 characters)"
+func intentIDSchema() map[string]any {
+	return map[string]any{"type": "string", "pattern": "^in_[a-z2-7]{32}$", "description": "the intent id a submit returned (in_ + 32 characters)"}
+}
+
+func reasonSchema() map[string]any {
+	return map[string]any{"type": "string", "minLength": 1, "maxLength": 2000, "description": "why (recorded with the decision)"}
+}
+
+// tool is one of settle's own tools (every one idempotent).
+func tool(name, title, desc string, schema map[string]any, readOnly, destructive, openWorld bool) *sdk.Tool {
+	return &sdk.Tool{Name: name, Title: title, Description: desc, InputSchema: schema,
+		Annotations: &sdk.ToolAnnotations{Title: title, ReadOnlyHint: readOnly, IdempotentHint: true,
+			DestructiveHint: ptr(destructive), OpenWorldHint: ptr(openWorld)}}
+}
 
 func (s *Server) waitSchema(what string) map[string]any { return waitSchema(s.cfg.MaxWait, what) }
 
@@ -63,13 +76,12 @@ func (s *Server) submitTool(rt routeTool, c service.Caller) *sdk.Tool {
 	}
 	var payload any = rt.payload
 	props := map[string]any{
-		"task_id": idSchema(taskIDDesc),
-		"step_id": idSchema(stepIDDesc),
-		"account": account,
-		"parent_external_id": map[string]any{"type": "string", "minLength": 1, "maxLength": 256,
-			"description": "the external id of the object this write answers or belongs to (optional)"},
-		"payload":      payload,
-		"wait_seconds": s.waitSchema("the outcome to be settled"),
+		"task_id":            idSchema(taskIDDesc),
+		"step_id":            idSchema(stepIDDesc),
+		"account":            account,
+		"parent_external_id": idSchema("the external id of the object this write answers or belongs to (optional)"),
+		"payload":            payload,
+		"wait_seconds":       s.waitSchema("the outcome to be settled"),
 	}
 	caps := rt.route.Adapter.Capabilities()
 	var how []string
@@ -91,14 +103,7 @@ func (s *Server) submitTool(rt routeTool, c service.Caller) *sdk.Tool {
 	if len(how) > 0 {
 		desc += " This route: " + strings.Join(how, "; ") + "."
 	}
-	return &sdk.Tool{
-		Name:        SubmitToolName(name),
-		Title:       "Submit " + name,
-		Description: desc,
-		InputSchema: obj(props, required...),
-		Annotations: &sdk.ToolAnnotations{Title: "Submit " + name, ReadOnlyHint: false, IdempotentHint: true,
-			DestructiveHint: ptr(rt.destructive), OpenWorldHint: ptr(true)},
-	}
+	return tool(SubmitToolName(name), "Submit "+name, desc, obj(props, required...), false, rt.destructive, true)
 }
 
 func (s *Server) routeNames(c service.Caller) []string {
@@ -113,7 +118,7 @@ func (s *Server) routeNames(c service.Caller) []string {
 
 func (s *Server) statusTool(c service.Caller) *sdk.Tool {
 	props := map[string]any{
-		"intent_id": map[string]any{"type": "string", "pattern": "^in_[a-z2-7]{32}$", "description": intentIDDesc},
+		"intent_id": intentIDSchema(),
 		"route":     map[string]any{"type": "string", "enum": s.routeNames(c), "description": "with task_id and step_id: the route of the write"},
 		"task_id":   idSchema("with route and step_id: the task_id given to submit"),
 		"step_id":   idSchema("with route and task_id: the step_id given to submit"),
@@ -128,62 +133,41 @@ func (s *Server) statusTool(c service.Caller) *sdk.Tool {
 		props["payload"] = map[string]any{"description": "with route, task_id and step_id: the payload given to submit (this server keys writes by their payload too)"}
 		desc += " Finding a write by task and step needs its payload too on this server."
 	}
-	return &sdk.Tool{
-		Name: ToolStatus, Title: "Status of a write", Description: desc,
-		InputSchema: obj(props),
-		Annotations: &sdk.ToolAnnotations{Title: "Status of a write", ReadOnlyHint: true, IdempotentHint: true,
-			DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
-	}
+	return tool(ToolStatus, "Status of a write", desc, obj(props), true, false, false)
 }
 
 func (s *Server) pendingTool(c service.Caller) *sdk.Tool {
-	return &sdk.Tool{
-		Name:  ToolPending,
-		Title: "Writes waiting for a human",
-		Description: "Intents that wait for an approval (awaiting_approval) or for a human decision (needs_human, " +
+	return tool(ToolPending, "Writes waiting for a human",
+		"Intents that wait for an approval (awaiting_approval) or for a human decision (needs_human, "+
 			"with the reason), newest first, and the operator actions each allows.",
-		InputSchema: obj(map[string]any{
+		obj(map[string]any{
 			"route": map[string]any{"type": "string", "enum": s.routeNames(c), "description": "only this route"},
 			"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": maxPending, "description": fmt.Sprintf("at most this many (default %d)", defaultPending)},
-		}),
-		Annotations: &sdk.ToolAnnotations{Title: "Writes waiting for a human", ReadOnlyHint: true, IdempotentHint: true,
-			DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
-	}
+		}), true, false, false)
 }
 
 func approveTool() *sdk.Tool {
-	return &sdk.Tool{
-		Name:  ToolApprove,
-		Title: "Approve a write",
-		Description: "Approve a write that waits for approval (its first write or its retry); settle then makes it. " +
+	return tool(ToolApprove, "Approve a write",
+		"Approve a write that waits for approval (its first write or its retry); settle then makes it. "+
 			"Recorded on the log with this token's name and the reason. Refused in any other state.",
-		InputSchema: obj(map[string]any{
-			"intent_id": map[string]any{"type": "string", "pattern": "^in_[a-z2-7]{32}$", "description": intentIDDesc},
-			"reason":    map[string]any{"type": "string", "minLength": 1, "maxLength": 2000, "description": "why (recorded with the decision)"},
-		}, "intent_id", "reason"),
-		Annotations: &sdk.ToolAnnotations{Title: "Approve a write", ReadOnlyHint: false, IdempotentHint: true,
-			DestructiveHint: ptr(true), OpenWorldHint: ptr(true)},
-	}
+		obj(map[string]any{"intent_id": intentIDSchema(), "reason": reasonSchema()}, "intent_id", "reason"), false, true, true)
 }
 
 func resolveTool() *sdk.Tool {
-	return &sdk.Tool{
-		Name:  ToolResolve,
-		Title: "Resolve a write a human must decide",
-		Description: "Close an intent that needs a human: confirmed (you proved the write happened: give its " +
-			"external_id), not_executed (you proved it did not happen: settle may write it again, with the same " +
-			"key) or abandoned (it will not be written; an earlier attempt may still have taken effect). Recorded " +
+	t := tool(ToolResolve, "Resolve a write a human must decide",
+		"Close an intent that needs a human: confirmed (you proved the write happened: give its "+
+			"external_id), not_executed (you proved it did not happen: settle may write it again, with the same "+
+			"key) or abandoned (it will not be written; an earlier attempt may still have taken effect). Recorded "+
 			"on the log with this token's name and the reason; refused where the state does not allow it.",
-		InputSchema: obj(map[string]any{
-			"intent_id":   map[string]any{"type": "string", "pattern": "^in_[a-z2-7]{32}$", "description": intentIDDesc},
+		obj(map[string]any{
+			"intent_id":   intentIDSchema(),
 			"resolution":  map[string]any{"type": "string", "enum": service.Resolutions()},
-			"reason":      map[string]any{"type": "string", "minLength": 1, "maxLength": 2000, "description": "why (recorded with the decision)"},
-			"external_id": map[string]any{"type": "string", "minLength": 1, "maxLength": 256, "description": "confirmed only: the external object's id"},
+			"reason":      reasonSchema(),
+			"external_id": idSchema("confirmed only: the external object's id"),
 			"live_url":    map[string]any{"type": "string", "maxLength": 2048, "description": "confirmed only: its public http(s) URL"},
-		}, "intent_id", "resolution", "reason"),
-		Annotations: &sdk.ToolAnnotations{Title: "Resolve a write", ReadOnlyHint: false, IdempotentHint: true,
-			DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
-	}
+		}, "intent_id", "resolution", "reason"), false, true, false)
+	t.Annotations.Title = "Resolve a write"
+	return t
 }
 
 // Bounds of the pending tool.

@@ -111,7 +111,7 @@ func TestDecodeArgs(t *testing.T) {
 		{`{"` + strings.Repeat("z", 100) + `":1}`, strings.Repeat("z", 64) + "…"},
 		{`{"\u0007":1}`, "?"},
 	} {
-		_, err := decodeArgs(json.RawMessage(c.raw), "a", "b")
+		err := decodeArgs(json.RawMessage(c.raw), "a", "b").err
 		if c.field == "" {
 			if err != nil {
 				t.Errorf("%s: %v", c.raw, err)
@@ -134,8 +134,8 @@ func FuzzDecodeArgs(f *testing.F) {
 	}
 	known := []string{"task_id", "step_id", "account", "payload", "wait_seconds"}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		a, err := decodeArgs(raw, known...)
-		if err != nil {
+		a := decodeArgs(raw, known...)
+		if err := a.err; err != nil {
 			var ae *argError
 			if !errors.As(err, &ae) || ae.Field == "" || ae.Reason == "" {
 				t.Fatalf("%q: refusal without a field: %v", raw, err)
@@ -148,7 +148,9 @@ func FuzzDecodeArgs(f *testing.F) {
 			}
 		}
 		for _, k := range []string{"task_id", "step_id", "account"} {
-			if _, err := a.id(k, false); err != nil {
+			a.err = nil
+			if a.id(k, false); a.err != nil {
+				err := a.err
 				var ae *argError
 				var fe *events.FieldError
 				if !errors.As(err, &ae) && !errors.As(err, &fe) {
@@ -156,7 +158,7 @@ func FuzzDecodeArgs(f *testing.F) {
 				}
 			}
 		}
-		_, _ = a.seconds("wait_seconds", 60)
+		_ = a.seconds("wait_seconds", 60)
 	})
 }
 

@@ -91,7 +91,7 @@ func (c Caller) DefaultAccount() string {
 func (c Caller) Validate() error {
 	var errs []error
 	bad := func(field string, err error) {
-		errs = append(errs, errors.Errorf("caller: %s: %s", field, reasonOf(err)))
+		errs = append(errs, errors.Errorf("caller: %s: %s", field, FieldReason(err)))
 	}
 	if err := ValidateName(c.Name); err != nil {
 		bad("Name", err)
@@ -117,8 +117,9 @@ func (c Caller) Validate() error {
 	return errors.Join(errs...)
 }
 
-// reasonOf is a FieldError's reason (the field is named by the caller).
-func reasonOf(err error) string {
+// FieldReason is an *events.FieldError's reason (the field is named by
+// the caller), or err's text.
+func FieldReason(err error) string {
 	var fe *events.FieldError
 	if errors.As(err, &fe) {
 		return fe.Reason

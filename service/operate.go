@@ -115,7 +115,7 @@ func (a Action) check(c Caller) (string, error) {
 			return "", invalid("external_id", "is required to resolve as confirmed (the external object found)")
 		}
 		if err := events.ValidateFreeform("external_id", a.ExternalID); err != nil {
-			return "", invalid("external_id", reasonOf(err))
+			return "", invalid("external_id", FieldReason(err))
 		}
 		if a.LiveURL != "" {
 			u, err := url.Parse(a.LiveURL)
