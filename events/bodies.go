@@ -137,30 +137,13 @@ func (r *bodyReader) str() string {
 	return string(r.quoted())
 }
 
-// rawQuoted reads a string without escapes and returns it quotes and all,
-// as encoding/json hands a string to an UnmarshalJSON method.
-func (r *bodyReader) rawQuoted() []byte {
+// unmarshal reads a string without escapes into u, handing it over
+// quotes and all, as encoding/json does (time.Time, Duration).
+func (r *bodyReader) unmarshal(u json.Unmarshaler) {
 	start := r.i
-	if r.quoted(); r.bad {
-		return nil
-	}
-	return r.b[start:r.i]
-}
-
-func (r *bodyReader) time() time.Time {
-	var t time.Time
-	if q := r.rawQuoted(); !r.bad && t.UnmarshalJSON(q) != nil {
+	if r.quoted(); !r.bad && u.UnmarshalJSON(r.b[start:r.i]) != nil {
 		r.bad = true
 	}
-	return t
-}
-
-func (r *bodyReader) duration() Duration {
-	var d Duration
-	if q := r.rawQuoted(); !r.bad && d.UnmarshalJSON(q) != nil {
-		r.bad = true
-	}
-	return d
 }
 
 // int reads an integer: an optional minus and at most 19 digits, no
@@ -311,8 +294,7 @@ const (
 	kString fieldKind = iota
 	kInt
 	kBool
-	kTime
-	kDuration
+	kUnmarshaler // a string handed to UnmarshalJSON
 	kRaw
 	kStrings
 	kStruct
@@ -348,10 +330,8 @@ func planOf(t reflect.Type) *plan {
 		}
 		pf := planField{index: i, typ: f.Type}
 		switch ft := f.Type; {
-		case ft == reflect.TypeFor[time.Time]():
-			pf.kind = kTime
-		case ft == reflect.TypeFor[Duration]():
-			pf.kind = kDuration
+		case ft == reflect.TypeFor[time.Time]() || ft == reflect.TypeFor[Duration]():
+			pf.kind = kUnmarshaler
 		case ft == reflect.TypeFor[json.RawMessage]():
 			pf.kind = kRaw
 		case ft == reflect.TypeFor[[]string]():
@@ -394,10 +374,8 @@ func (r *bodyReader) object(p *plan, v reflect.Value) {
 			f.SetInt(int64(r.int()))
 		case kBool:
 			f.SetBool(r.bool())
-		case kTime:
-			*f.Addr().Interface().(*time.Time) = r.time()
-		case kDuration:
-			f.SetInt(int64(r.duration()))
+		case kUnmarshaler:
+			r.unmarshal(f.Addr().Interface().(json.Unmarshaler))
 		case kRaw:
 			f.SetBytes(r.raw())
 		case kStrings:
