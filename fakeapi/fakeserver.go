@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,10 +19,10 @@ import (
 	"unicode/utf16"
 )
 
-// fakeServer is what the fake APIs (SocialAPI, BookingAPI, PaymentAPI)
-// share: a real HTTP server, the bearer token it requires, the signal that
-// it is closing and the queue of faults its writes consume. F is the
-// API's fault type. The zero value is not usable: call start.
+// fakeServer is what every fake API shares: a real HTTP server, the bearer
+// token it requires, the signal that it is closing, the queue of faults
+// its writes consume (F is the API's fault type) and the counters of what
+// it received and did. The zero value is not usable: call start.
 type fakeServer[F any] struct {
 	srv   *httptest.Server
 	token string
@@ -29,19 +30,29 @@ type fakeServer[F any] struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 
-	faultMu  sync.Mutex
-	faults   []F
-	byIntent map[string][]F // faults for the writes of one intent (NextFor)
+	// mu guards the fault queues and counters here and the store of the
+	// API that embeds fakeServer.
+	mu         sync.Mutex
+	faults     []F
+	byIntent   map[string][]F // faults for the writes of one intent (NextFor)
+	writes     int
+	reads      int
+	listCalls  int
+	effects    int
+	effectsKey map[string]int // Idempotency-Key -> effects
 }
 
 // start serves h on a new loopback server that requires token (a random
 // one when empty). Handlers may use the server once start returns.
 func (f *fakeServer[F]) start(token string, h http.Handler) {
 	if token == "" {
-		token = randomFakeToken()
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		token = "fake_" + hex.EncodeToString(b[:])
 	}
 	f.token = token
 	f.closed = make(chan struct{})
+	f.effectsKey = map[string]int{}
 	f.srv = httptest.NewServer(h)
 }
 
@@ -77,82 +88,119 @@ func (f *fakeServer[F]) URL() string { return f.srv.URL }
 // Token is the bearer token the server requires.
 func (f *fakeServer[F]) Token() string { return f.token }
 
-// PendingFaults is how many queued faults (global and per intent) have not
-// been consumed yet.
-func (f *fakeServer[F]) PendingFaults() int {
-	f.faultMu.Lock()
-	defer f.faultMu.Unlock()
-	n := len(f.faults)
-	for _, q := range f.byIntent {
-		n += len(q)
+// Writes is the number of write requests received, whatever happened to
+// them.
+func (f *fakeServer[F]) Writes() int { return locked(&f.mu, &f.writes) }
+
+// Reads is the number of API reads received.
+func (f *fakeServer[F]) Reads() int { return locked(&f.mu, &f.reads) }
+
+// ListCalls is the number of list requests (pages) served.
+func (f *fakeServer[F]) ListCalls() int { return locked(&f.mu, &f.listCalls) }
+
+// Effects is the number of effects made through the API (a duplicate
+// counts twice; what a test planted, not at all).
+func (f *fakeServer[F]) Effects() int { return locked(&f.mu, &f.effects) }
+
+// EffectsForKey is the number of effects made by writes that carried
+// Idempotency-Key key.
+func (f *fakeServer[F]) EffectsForKey(key string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.effectsKey[key]
+}
+
+// effectLocked counts one effect of a write that carried key. Call with
+// mu held.
+func (f *fakeServer[F]) effectLocked(key string) {
+	f.effects++
+	if key != "" {
+		f.effectsKey[key]++
 	}
-	return n
 }
 
 // queueFaultsFor queues faults that only the writes of intentID consume
 // (recognised by their X-Settle-Attempt header, "<intent>.a<n>"), in order,
 // before any global fault.
 func (f *fakeServer[F]) queueFaultsFor(intentID string, faults ...F) {
-	f.faultMu.Lock()
-	defer f.faultMu.Unlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.byIntent == nil {
 		f.byIntent = map[string][]F{}
 	}
 	f.byIntent[intentID] = append(f.byIntent[intentID], faults...)
 }
 
-// popFaultFor takes the next fault for the write r: its intent's own queue
-// first, then the global queue.
-func (f *fakeServer[F]) popFaultFor(r *http.Request) F {
-	attempt := r.Header.Get("X-Settle-Attempt")
-	if k := strings.LastIndex(attempt, ".a"); k > 0 {
-		intent := attempt[:k]
-		f.faultMu.Lock()
-		q := f.byIntent[intent]
-		if len(q) > 0 {
-			next := q[0]
-			if len(q) == 1 {
-				delete(f.byIntent, intent)
-			} else {
-				f.byIntent[intent] = q[1:]
-			}
-			f.faultMu.Unlock()
-			return next
-		}
-		f.faultMu.Unlock()
-	}
-	return f.popFault()
+// queueFaults appends faults to the global queue.
+func (f *fakeServer[F]) queueFaults(faults ...F) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.faults = append(f.faults, faults...)
 }
 
-// queueFaults appends faults to the queue.
-func (f *fakeServer[F]) queueFaults(faults ...F) {
-	f.faultMu.Lock()
-	defer f.faultMu.Unlock()
-	f.faults = append(f.faults, faults...)
+// popFaultFor takes the next fault for the write r: its intent's own queue
+// first, then the global queue; the zero F (no fault) when both are empty.
+func (f *fakeServer[F]) popFaultFor(r *http.Request) F {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	attempt := r.Header.Get("X-Settle-Attempt")
+	if k := strings.LastIndex(attempt, ".a"); k > 0 && len(f.byIntent[attempt[:k]]) > 0 {
+		return popFrom(&f.byIntent, attempt[:k])
+	}
+	return popQueue(&f.faults)
+}
+
+// popFault takes the next globally queued fault.
+func (f *fakeServer[F]) popFault() F {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return popQueue(&f.faults)
+}
+
+// PendingFaults is how many queued faults (global and per intent) have not
+// been consumed yet.
+func (f *fakeServer[F]) PendingFaults() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pendingLocked()
+}
+
+func (f *fakeServer[F]) pendingLocked() int {
+	n := len(f.faults)
+	for _, q := range f.byIntent {
+		n += len(q)
+	}
+	return n
 }
 
 // DropFaults forgets every queued fault not yet taken (global and per
 // intent) and returns how many there were: a test that queued faults for
 // a write that never came clears them before they reach another's.
 func (f *fakeServer[F]) DropFaults() int {
-	f.faultMu.Lock()
-	defer f.faultMu.Unlock()
-	n := len(f.faults)
-	for _, q := range f.byIntent {
-		n += len(q)
-	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.pendingLocked()
 	f.faults, f.byIntent = nil, nil
 	return n
 }
 
-// popFault takes the next queued fault; the zero F (no fault) when none.
-func (f *fakeServer[F]) popFault() F {
-	f.faultMu.Lock()
-	defer f.faultMu.Unlock()
-	var next F
-	if len(f.faults) > 0 {
-		next = f.faults[0]
-		f.faults = f.faults[1:]
+// popQueue takes the head of *q; the zero T when it is empty.
+func popQueue[T any](q *[]T) T {
+	var next T
+	if len(*q) > 0 {
+		next, *q = (*q)[0], (*q)[1:]
+	}
+	return next
+}
+
+// popFrom takes the head of m[k], forgetting k once its queue is empty.
+func popFrom[T any](m *map[string][]T, k string) T {
+	q := (*m)[k]
+	next := popQueue(&q)
+	if len(q) == 0 {
+		delete(*m, k)
+	} else {
+		(*m)[k] = q
 	}
 	return next
 }
@@ -182,10 +230,72 @@ func bearerOK(r *http.Request, token string) bool {
 	return subtle.ConstantTimeCompare([]byte(h[len(prefix):]), []byte(token)) == 1
 }
 
-func randomFakeToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return "fake_" + hex.EncodeToString(b[:])
+// readBody reads a write's body, at most 1 MiB.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+}
+
+// refusedBeforeCommit acts on a fault that comes before any work: a TCP
+// reset, or the injected status code answered by fail. False when f is
+// neither.
+func refusedBeforeCommit(w http.ResponseWriter, kind FaultKind, code int, fail func(code int)) bool {
+	switch kind {
+	case FaultResetBeforeCommit:
+		resetConn(w)
+	case FaultStatus:
+		fail(code)
+	default:
+		return false
+	}
+	return true
+}
+
+// droppedAfterCommit closes the connection without an answer when the
+// write's fault loses its response (CommitThenDrop, or Dropped).
+func droppedAfterCommit(w http.ResponseWriter, f Fault) bool {
+	if f.Kind == FaultCommitThenDrop || f.Drop {
+		dropConn(w)
+		return true
+	}
+	return false
+}
+
+// idemKey is one remembered Idempotency-Key: the fingerprint of the
+// request that first carried it, when, and the saved answer once that
+// request is done.
+type idemKey struct {
+	fingerprint string
+	firstSeen   time.Time
+	running     bool
+	status      int
+	body        []byte
+}
+
+// keyStore remembers Idempotency-Keys for a retention from their first
+// receipt, as Stripe and the IETF httpapi draft do. Use it under the
+// fake's mu.
+type keyStore map[string]*idemKey
+
+// get is key's record; nil when key is unknown or its retention is over
+// (the key is then forgotten: a re-send is a new request).
+func (ks keyStore) get(key string, now time.Time, retention time.Duration) *idemKey {
+	k := ks[key]
+	if k != nil && now.Sub(k.firstSeen) >= retention {
+		delete(ks, key)
+		return nil
+	}
+	return k
+}
+
+// writeBody answers code with an already encoded JSON body; replayed
+// marks it as a saved answer (Idempotent-Replayed: true).
+func writeBody(w http.ResponseWriter, code int, body []byte, replayed bool) {
+	if replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
 }
 
 // writeJSON answers code with v as JSON and a trailing newline. Each API
@@ -197,9 +307,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 		http.Error(w, `{"error":{"code":"internal"}}`, http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(append(b, '\n'))
+	writeBody(w, code, append(b, '\n'), false)
 }
 
 // writeRespelled writes v as writeJSON would, in another spelling of the
@@ -219,10 +327,7 @@ func writeRespelled(w http.ResponseWriter, code int, v any) {
 	if m, ok := tree.(map[string]any); ok {
 		m["x_server"] = map[string]any{"version": []any{json.Number("1"), "2/3"}}
 	}
-	out := respell([]byte(" "), tree)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(append(out, " \n"...))
+	writeBody(w, code, append(respell([]byte(" "), tree), " \n"...), false)
 }
 
 // respell appends v (a tree decoded with UseNumber) respelled.
@@ -364,4 +469,13 @@ func bump(mu *sync.Mutex, n *int) {
 	mu.Lock()
 	*n++
 	mu.Unlock()
+}
+
+// cloneAll copies each of ps with cp. Call with the fake's mu held.
+func cloneAll[T any](ps []*T, cp func(T) T) []T {
+	out := make([]T, len(ps))
+	for i, p := range ps {
+		out[i] = cp(*p)
+	}
+	return out
 }

@@ -67,3 +67,14 @@ func TestFakeServerKeepsAGivenToken(t *testing.T) {
 		t.Fatalf("empty queue popped %+v", got)
 	}
 }
+
+// WithSocialPageSize sets the list page size.
+func WithSocialPageSize(n int) SocialOption { return func(c *SocialConfig) { c.PageSize = n } }
+
+// WithOmitBodyInList makes list items omit body and assets.
+func WithOmitBodyInList() SocialOption { return func(c *SocialConfig) { c.OmitBodyInList = true } }
+
+// WithVisibilityDelay delays the visibility of every created post.
+func WithVisibilityDelay(d time.Duration) SocialOption {
+	return func(c *SocialConfig) { c.DefaultVisibilityDelay = d }
+}

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -100,11 +99,6 @@ type GitHubOption func(*GitHubConfig)
 // WithGitHubToken sets the token.
 func WithGitHubToken(token string) GitHubOption { return func(c *GitHubConfig) { c.Token = token } }
 
-// WithGitHubUser sets the token's user.
-func WithGitHubUser(login string, id int64) GitHubOption {
-	return func(c *GitHubConfig) { c.Login, c.UserID = login, id }
-}
-
 // WithGitHubClock injects the server clock.
 func WithGitHubClock(now func() time.Time) GitHubOption { return func(c *GitHubConfig) { c.Now = now } }
 
@@ -146,14 +140,10 @@ type GitHubAPI struct {
 	fakeServer[Fault]
 	cfg GitHubConfig
 
-	mu          sync.Mutex
 	nextID      int64
 	comments    []*GitHubComment
 	limitReads  int           // the next limitReads reads are rate-limited
 	limitFor    time.Duration // ... until now+limitFor
-	effects     int
-	writes      int
-	listCalls   int
 	pageCalls   int
 	cappedPages int
 	// pageFaults are consumed by page requests, in order (FailPages).
@@ -295,15 +285,8 @@ func (s *GitHubAPI) Edit(id int64, body string) bool {
 func (s *GitHubAPI) Comments() []GitHubComment {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]GitHubComment, len(s.comments))
-	for i, c := range s.comments {
-		out[i] = *c
-	}
-	return out
+	return cloneAll(s.comments, func(c GitHubComment) GitHubComment { return c })
 }
-
-// Effects is the number of comments created through POST.
-func (s *GitHubAPI) Effects() int { return locked(&s.mu, &s.effects) }
 
 // EffectsContaining is the number of comments created through POST whose
 // body contains sub (an intent's marker, say).
@@ -331,12 +314,6 @@ func (s *GitHubAPI) FailPages(f ...ReadFault) {
 // while the request asked for more (a silent cap a listing must see
 // through).
 func (s *GitHubAPI) CappedPages() int { return locked(&s.mu, &s.cappedPages) }
-
-// Writes is the number of POST requests received, whatever happened.
-func (s *GitHubAPI) Writes() int { return locked(&s.mu, &s.writes) }
-
-// ListCalls is the number of list requests (pages) served.
-func (s *GitHubAPI) ListCalls() int { return locked(&s.mu, &s.listCalls) }
 
 // PageCalls is the number of HTML page requests served.
 func (s *GitHubAPI) PageCalls() int { return locked(&s.mu, &s.pageCalls) }
@@ -490,16 +467,12 @@ func (s *GitHubAPI) handleRepos(w http.ResponseWriter, r *http.Request) {
 
 func (s *GitHubAPI) handleCreate(w http.ResponseWriter, r *http.Request, issue int) {
 	bump(&s.mu, &s.writes)
-	raw, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	raw, readErr := readBody(w, r)
 	f := s.popFault()
-	switch f.Kind {
-	case FaultResetBeforeCommit:
-		resetConn(w)
+	if refusedBeforeCommit(w, f.Kind, f.Code, func(code int) { ghError(w, code, http.StatusText(code)) }) {
 		return
-	case FaultStatus:
-		ghError(w, f.Code, http.StatusText(f.Code))
-		return
-	case FaultRateLimited:
+	}
+	if f.Kind == FaultRateLimited {
 		s.rateLimited(w, f.Duration)
 		return
 	}
@@ -520,7 +493,7 @@ func (s *GitHubAPI) handleCreate(w http.ResponseWriter, r *http.Request, issue i
 	now := s.cfg.Now().UTC()
 	c := &GitHubComment{ID: s.nextID, Issue: issue, Body: *req.Body, UserID: s.cfg.UserID, UserLogin: s.cfg.Login, CreatedAt: now, UpdatedAt: now}
 	s.comments = append(s.comments, c)
-	s.effects++
+	s.effectLocked("")
 	out := s.json(c)
 	if s.cfg.EditAfterCreate != nil {
 		// The edit lands after the answer was made: the response holds
@@ -528,8 +501,7 @@ func (s *GitHubAPI) handleCreate(w http.ResponseWriter, r *http.Request, issue i
 		c.Body, c.UpdatedAt = s.cfg.EditAfterCreate(c.Body), now.Add(time.Second)
 	}
 	s.mu.Unlock()
-	if f.Kind == FaultCommitThenDrop || f.Drop {
-		dropConn(w)
+	if droppedAfterCommit(w, f) {
 		return
 	}
 	w.Header().Set("Location", out["url"].(string))
@@ -684,7 +656,7 @@ func setPageLinks(w http.ResponseWriter, r *http.Request, page, last int) {
 func (s *GitHubAPI) handlePage(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.pageCalls++
-	f := popRead(&s.pageFaults)
+	f := popQueue(&s.pageFaults)
 	s.mu.Unlock()
 	if serveReadFault(w, f) {
 		return

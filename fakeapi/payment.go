@@ -3,10 +3,8 @@ package fakeapi
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/settle-dev/settle/events"
@@ -54,27 +52,11 @@ type PaymentConfig struct {
 type PaymentOption func(*PaymentConfig)
 
 // WithPaymentToken sets the bearer token.
-func WithPaymentToken(token string) PaymentOption {
-	return func(c *PaymentConfig) { c.Token = token }
-}
+func WithPaymentToken(token string) PaymentOption { return func(c *PaymentConfig) { c.Token = token } }
 
 // WithPaymentClock injects the server clock (see ManualClock).
 func WithPaymentClock(now func() time.Time) PaymentOption {
 	return func(c *PaymentConfig) { c.Now = now }
-}
-
-// WithPaymentKeyRetention sets the Idempotency-Key retention.
-func WithPaymentKeyRetention(d time.Duration) PaymentOption {
-	return func(c *PaymentConfig) { c.KeyRetention = d }
-}
-
-// payKey is one remembered Idempotency-Key.
-type payKey struct {
-	fingerprint string
-	firstSeen   time.Time
-	inFlight    bool
-	status      int
-	body        []byte
 }
 
 // PaymentAPI is a fake payment API on a real HTTP server. It counts effects
@@ -93,14 +75,10 @@ type PaymentAPI struct {
 	fakeServer[Fault]
 	cfg PaymentConfig
 
-	mu         sync.Mutex
-	seq        int
-	charges    []*Charge
-	byID       map[string]*Charge
-	keys       map[string]*payKey
-	effectsKey map[string]int
-	writes     int
-	reads      int
+	seq     int
+	charges []*Charge
+	byID    map[string]*Charge
+	keys    keyStore
 }
 
 // NewPaymentAPI starts a fake payment API for a test and closes it with
@@ -112,18 +90,11 @@ func NewPaymentAPI(t Cleaner, opts ...PaymentOption) *PaymentAPI {
 // NewPaymentAPIServer starts a fake payment API outside a test. The caller
 // must Close it.
 func NewPaymentAPIServer(cfg PaymentConfig) *PaymentAPI {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Now = offsetClock(cfg.Now, 0)
 	if cfg.KeyRetention <= 0 {
 		cfg.KeyRetention = 24 * time.Hour
 	}
-	p := &PaymentAPI{
-		cfg:        cfg,
-		byID:       map[string]*Charge{},
-		keys:       map[string]*payKey{},
-		effectsKey: map[string]int{},
-	}
+	p := &PaymentAPI{cfg: cfg, byID: map[string]*Charge{}, keys: keyStore{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/charges", p.handleCreate)
 	mux.HandleFunc("GET /v1/charges", p.handleLookup)
@@ -146,37 +117,18 @@ func (p *PaymentAPI) Next(faults ...Fault) {
 }
 
 // Charges is the number of charges created (effects).
-func (p *PaymentAPI) Charges() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.charges)
-}
+func (p *PaymentAPI) Charges() int { return p.Effects() }
 
 // ChargesForKey is the number of charges created by POSTs that carried
 // Idempotency-Key key (more than one only when the key expired in between).
-func (p *PaymentAPI) ChargesForKey(key string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.effectsKey[key]
-}
+func (p *PaymentAPI) ChargesForKey(key string) int { return p.EffectsForKey(key) }
 
 // ChargeList returns a copy of every charge, in creation order.
 func (p *PaymentAPI) ChargeList() []Charge {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]Charge, len(p.charges))
-	for i, c := range p.charges {
-		out[i] = *c
-	}
-	return out
+	return cloneAll(p.charges, func(c Charge) Charge { return c })
 }
-
-// Writes is the number of POST /v1/charges requests received, whatever
-// happened to them.
-func (p *PaymentAPI) Writes() int { return locked(&p.mu, &p.writes) }
-
-// Reads is the number of GET requests received.
-func (p *PaymentAPI) Reads() int { return locked(&p.mu, &p.reads) }
 
 // --- HTTP ---
 
@@ -233,41 +185,26 @@ func isLowerISO4217(s string) bool {
 }
 
 // claim claims the idempotency key and makes the charge, in one step; a
-// key already known is answered on w as the API does (ok false).
-func (p *PaymentAPI) claim(w http.ResponseWriter, r *http.Request, key, fp string, charge Charge) (*payKey, Charge, bool) {
+// key already known is answered on w as the API does (nil).
+func (p *PaymentAPI) claim(w http.ResponseWriter, r *http.Request, key, fp string, charge Charge) (*idemKey, Charge) {
 	p.mu.Lock()
 	now := p.cfg.Now()
-	if k := p.keys[key]; k != nil && !now.Before(k.firstSeen.Add(p.cfg.KeyRetention)) {
-		delete(p.keys, key)
-	}
-	if k := p.keys[key]; k != nil {
-		var status int
-		var body []byte
+	if k := p.keys.get(key, now, p.cfg.KeyRetention); k != nil {
+		status, body := k.status, k.body
+		p.mu.Unlock()
 		switch {
 		case k.fingerprint != fp:
-			status = http.StatusUnprocessableEntity
-		case k.inFlight:
-			status = http.StatusConflict
-		default:
-			status, body = k.status, k.body
-		}
-		p.mu.Unlock()
-		switch status {
-		case http.StatusUnprocessableEntity:
-			paymentError(w, status, "idempotency_error", "idempotency_key_reused",
+			paymentError(w, http.StatusUnprocessableEntity, "idempotency_error", "idempotency_key_reused",
 				"this Idempotency-Key was used with a different request body")
-		case http.StatusConflict:
-			paymentError(w, status, "idempotency_error", "idempotency_key_in_use",
+		case k.running:
+			paymentError(w, http.StatusConflict, "idempotency_error", "idempotency_key_in_use",
 				"a request with this Idempotency-Key is still being processed; retry later")
 		default:
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Idempotent-Replayed", "true")
-			w.WriteHeader(status)
-			_, _ = w.Write(body)
+			writeBody(w, status, body, true)
 		}
-		return nil, charge, false
+		return nil, charge
 	}
-	k := &payKey{fingerprint: fp, firstSeen: now, inFlight: true}
+	k := &idemKey{fingerprint: fp, firstSeen: now, running: true}
 	p.keys[key] = k
 	p.seq++
 	charge.ID = "ch_" + strconv.Itoa(p.seq)
@@ -277,92 +214,84 @@ func (p *PaymentAPI) claim(w http.ResponseWriter, r *http.Request, key, fp strin
 	stored := charge
 	p.charges = append(p.charges, &stored)
 	p.byID[stored.ID] = &stored
-	p.effectsKey[key]++
+	p.effectLocked(key)
 	p.mu.Unlock()
-	return k, charge, true
+	return k, charge
 }
 
 func paymentError(w http.ResponseWriter, code int, typ, errCode, msg string) {
 	writeJSON(w, code, map[string]any{"error": map[string]string{"type": typ, "code": errCode, "message": msg}})
 }
 
-func (p *PaymentAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
-	bump(&p.mu, &p.writes)
+// accept counts a request (in *n) and checks its bearer token, answering
+// 401 when it is missing or wrong.
+func (p *PaymentAPI) accept(w http.ResponseWriter, r *http.Request, n *int) bool {
+	bump(&p.mu, n)
 	if !p.authorized(r) {
 		paymentError(w, http.StatusUnauthorized, "authentication_error", "unauthorized", "missing or invalid bearer token")
+		return false
+	}
+	return true
+}
+
+func (p *PaymentAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
+	if !p.accept(w, r, &p.writes) {
 		return
 	}
-	raw, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	raw, readErr := readBody(w, r)
 	f := p.popFault()
-	switch f.Kind {
-	case FaultResetBeforeCommit:
-		resetConn(w)
-		return
-	case FaultStatus:
-		paymentError(w, f.Code, "api_error", "injected", "injected failure: "+http.StatusText(f.Code))
-		return
-	}
-	if readErr != nil {
-		paymentError(w, http.StatusBadRequest, "invalid_request_error", "bad_request", "cannot read the request body")
+	if refusedBeforeCommit(w, f.Kind, f.Code, func(code int) {
+		paymentError(w, code, "api_error", "injected", "injected failure: "+http.StatusText(code))
+	}) {
 		return
 	}
 	key := r.Header.Get("Idempotency-Key")
-	if key == "" {
-		paymentError(w, http.StatusBadRequest, "invalid_request_error", "idempotency_key_required", "the Idempotency-Key header is required")
-		return
-	}
-	if len(key) > 255 {
-		paymentError(w, http.StatusBadRequest, "invalid_request_error", "invalid_idempotency_key", "the Idempotency-Key header is longer than 255 bytes")
-		return
-	}
+	invalid := func(code, msg string) { paymentError(w, http.StatusBadRequest, "invalid_request_error", code, msg) }
 	// Validation failures are not stored under the key (Stripe stores a
 	// result only once the endpoint started executing).
 	charge, msg := parseCharge(raw)
-	if msg != "" {
-		paymentError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", msg)
-		return
-	}
 	fp, err := events.PayloadSHA256(raw)
-	if err != nil {
-		paymentError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", "the body cannot be canonicalised")
+	switch {
+	case readErr != nil:
+		invalid("bad_request", "cannot read the request body")
+	case key == "":
+		invalid("idempotency_key_required", "the Idempotency-Key header is required")
+	case len(key) > 255:
+		invalid("invalid_idempotency_key", "the Idempotency-Key header is longer than 255 bytes")
+	case msg != "":
+		invalid("invalid_request", msg)
+	case err != nil:
+		invalid("invalid_request", "the body cannot be canonicalised")
+	default:
+		p.create(w, r, f, key, fp, charge)
+	}
+}
+
+// create claims the key, makes the charge and answers it under fault f.
+func (p *PaymentAPI) create(w http.ResponseWriter, r *http.Request, f Fault, key, fp string, charge Charge) {
+	k, charge := p.claim(w, r, key, fp, charge)
+	if k == nil {
 		return
 	}
-
-	k, charge, ok := p.claim(w, r, key, fp, charge)
-	if !ok {
-		return
-	}
-
-	body, err := json.Marshal(charge)
-	if err != nil {
-		panic("fakeapi: cannot marshal a charge: " + err.Error())
-	}
+	body, _ := json.Marshal(charge)
 	body = append(body, '\n')
-
 	if f.Kind == FaultDelay && f.Duration > 0 {
 		// Still in flight: the work goes on even when the client leaves.
 		p.sleep(f.Duration, nil)
 	}
 	p.mu.Lock()
-	k.inFlight, k.status, k.body = false, http.StatusCreated, body
+	k.running, k.status, k.body = false, http.StatusCreated, body
 	p.mu.Unlock()
-
-	if f.Kind == FaultCommitThenDrop || f.Drop {
-		dropConn(w)
-		return
+	if !droppedAfterCommit(w, f) {
+		writeBody(w, http.StatusCreated, body, false)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusCreated)
-	_, _ = w.Write(body)
 }
 
 // handleLookup is the status lookup: GET /v1/charges?idempotency_key=K
 // answers the latest charge created with key K, or 404. Charges remember
 // their key, so the lookup outlives the key's retention.
 func (p *PaymentAPI) handleLookup(w http.ResponseWriter, r *http.Request) {
-	bump(&p.mu, &p.reads)
-	if !p.authorized(r) {
-		paymentError(w, http.StatusUnauthorized, "authentication_error", "unauthorized", "missing or invalid bearer token")
+	if !p.accept(w, r, &p.reads) {
 		return
 	}
 	key := r.URL.Query().Get("idempotency_key")
@@ -370,41 +299,34 @@ func (p *PaymentAPI) handleLookup(w http.ResponseWriter, r *http.Request) {
 		paymentError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", "idempotency_key is required")
 		return
 	}
-	p.mu.Lock()
-	var found *Charge
-	for i := len(p.charges) - 1; i >= 0; i-- {
-		if p.charges[i].IdempotencyKey == key {
-			found = p.charges[i]
-			break
+	p.answerCharge(w, "no charge for this idempotency key", func() *Charge {
+		for i := len(p.charges) - 1; i >= 0; i-- {
+			if p.charges[i].IdempotencyKey == key {
+				return p.charges[i]
+			}
 		}
-	}
-	var out Charge
-	if found != nil {
-		out = *found
-	}
-	p.mu.Unlock()
-	if found == nil {
-		paymentError(w, http.StatusNotFound, "invalid_request_error", "resource_missing", "no charge for this idempotency key")
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+		return nil
+	})
 }
 
 func (p *PaymentAPI) handleGet(w http.ResponseWriter, r *http.Request) {
-	bump(&p.mu, &p.reads)
-	if !p.authorized(r) {
-		paymentError(w, http.StatusUnauthorized, "authentication_error", "unauthorized", "missing or invalid bearer token")
-		return
+	if p.accept(w, r, &p.reads) {
+		p.answerCharge(w, "no such charge", func() *Charge { return p.byID[r.PathValue("id")] })
 	}
+}
+
+// answerCharge answers the charge find returns (called with p.mu held),
+// or 404 with notFound.
+func (p *PaymentAPI) answerCharge(w http.ResponseWriter, notFound string, find func() *Charge) {
 	p.mu.Lock()
-	c, ok := p.byID[r.PathValue("id")]
+	c := find()
 	var out Charge
-	if ok {
+	if c != nil {
 		out = *c
 	}
 	p.mu.Unlock()
-	if !ok {
-		paymentError(w, http.StatusNotFound, "invalid_request_error", "resource_missing", "no such charge")
+	if c == nil {
+		paymentError(w, http.StatusNotFound, "invalid_request_error", "resource_missing", notFound)
 		return
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -95,43 +94,22 @@ type SocialConfig struct {
 type SocialOption func(*SocialConfig)
 
 // WithSocialToken sets the bearer token.
-func WithSocialToken(token string) SocialOption {
-	return func(c *SocialConfig) { c.Token = token }
-}
+func WithSocialToken(token string) SocialOption { return func(c *SocialConfig) { c.Token = token } }
 
 // WithSocialClock injects the server clock (see ManualClock).
-func WithSocialClock(now func() time.Time) SocialOption {
-	return func(c *SocialConfig) { c.Now = now }
-}
+func WithSocialClock(now func() time.Time) SocialOption { return func(c *SocialConfig) { c.Now = now } }
 
 // WithIdempotencyKeys makes the server honour Idempotency-Key.
 func WithIdempotencyKeys() SocialOption {
 	return func(c *SocialConfig) { c.HonorIdempotencyKey = true }
 }
 
-// WithSocialPageSize sets the list page size.
-func WithSocialPageSize(n int) SocialOption {
-	return func(c *SocialConfig) { c.PageSize = n }
-}
-
-// WithOmitBodyInList makes list items omit body and assets.
-func WithOmitBodyInList() SocialOption {
-	return func(c *SocialConfig) { c.OmitBodyInList = true }
-}
-
 // WithListAllAuthors makes the list endpoint list every author's posts.
-func WithListAllAuthors() SocialOption {
-	return func(c *SocialConfig) { c.ListAllAuthors = true }
-}
+func WithListAllAuthors() SocialOption { return func(c *SocialConfig) { c.ListAllAuthors = true } }
 
 // WithSocialListHook sets SocialConfig.ListHook.
 func WithSocialListHook(f func(r *http.Request)) SocialOption {
 	return func(c *SocialConfig) { c.ListHook = f }
-}
-
-// WithVisibilityDelay delays the visibility of every created post.
-func WithVisibilityDelay(d time.Duration) SocialOption {
-	return func(c *SocialConfig) { c.DefaultVisibilityDelay = d }
 }
 
 // FaultKind names what a Fault does to one POST.
@@ -156,27 +134,13 @@ const (
 	FaultKeyReused
 )
 
-var faultNames = map[FaultKind]string{
-	FaultNone:              "none",
-	FaultCommitThenDrop:    "commit_then_drop",
-	FaultResetBeforeCommit: "reset_before_commit",
-	FaultDelay:             "delay",
-	FaultStatus:            "status",
-	FaultVisibilityDelay:   "visibility_delay",
-	FaultDuplicate:         "duplicate",
-	FaultWrongAuthor:       "wrong_author",
-	FaultWrongParent:       "wrong_parent",
-	FaultMissingAsset:      "missing_asset",
-	FaultURL404:            "url_404",
-	FaultDraft:             "draft",
-	FaultRespelled:         "respelled",
-	FaultRateLimited:       "rate_limited",
-	FaultKeyReused:         "key_reused",
-}
+// faultNames are the shared kinds' names, in the order declared.
+var faultNames = []string{"none", "commit_then_drop", "reset_before_commit", "delay", "status", "visibility_delay",
+	"duplicate", "wrong_author", "wrong_parent", "missing_asset", "url_404", "draft", "respelled", "rate_limited", "key_reused"}
 
 func (k FaultKind) String() string {
-	if s, ok := faultNames[k]; ok {
-		return s
+	if k >= 0 && int(k) < len(faultNames) {
+		return faultNames[k]
 	}
 	return "fault(" + strconv.Itoa(int(k)) + ")"
 }
@@ -293,16 +257,10 @@ type SocialAPI struct {
 	fakeServer[Fault]
 	cfg SocialConfig
 
-	mu          sync.Mutex
 	seq         int64
 	posts       []*Post
 	byID        map[string]*Post
 	firstForKey map[string]string // idempotency key -> first post id
-	effects     int
-	effectsKey  map[string]int
-	writes      int
-	reads       int
-	listCalls   int
 	writeLog    []WriteRecord
 	// listFaults and pageFaults are consumed by list calls and page
 	// probes, in order (see FailLists, FailPages).
@@ -336,15 +294,6 @@ func (s *SocialAPI) FailPages(f ...ReadFault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pageFaults = append(s.pageFaults, f...)
-}
-
-func popRead(q *[]ReadFault) ReadFault {
-	if len(*q) == 0 {
-		return ReadOK
-	}
-	f := (*q)[0]
-	*q = (*q)[1:]
-	return f
 }
 
 // serveReadFault answers a read with its fault; false when f is ReadOK.
@@ -384,18 +333,11 @@ func NewSocialAPI(t Cleaner, opts ...SocialOption) *SocialAPI {
 // NewSocialAPIServer starts a fake social API outside a test (benchmarks,
 // demos). The caller must Close it.
 func NewSocialAPIServer(cfg SocialConfig) *SocialAPI {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Now = offsetClock(cfg.Now, 0)
 	if cfg.PageSize <= 0 {
 		cfg.PageSize = 50
 	}
-	s := &SocialAPI{
-		cfg:         cfg,
-		byID:        map[string]*Post{},
-		firstForKey: map[string]string{},
-		effectsKey:  map[string]int{},
-	}
+	s := &SocialAPI{cfg: cfg, byID: map[string]*Post{}, firstForKey: map[string]string{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/posts", s.handleCreate)
 	mux.HandleFunc("GET /v1/posts/{id}", s.handleGet)
@@ -444,37 +386,11 @@ func (s *SocialAPI) Inject(p Post) Post {
 	return stored.clone()
 }
 
-// Effects is the number of posts created through POST (duplicates count
-// twice; injected posts not at all).
-func (s *SocialAPI) Effects() int { return locked(&s.mu, &s.effects) }
-
-// EffectsForKey is the number of posts created by POSTs that carried
-// Idempotency-Key key.
-func (s *SocialAPI) EffectsForKey(key string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.effectsKey[key]
-}
-
-// Writes is the number of POST /v1/posts requests received, whatever
-// happened to them.
-func (s *SocialAPI) Writes() int { return locked(&s.mu, &s.writes) }
-
-// Reads is the number of list and get requests received.
-func (s *SocialAPI) Reads() int { return locked(&s.mu, &s.reads) }
-
-// ListCalls is the number of list requests received.
-func (s *SocialAPI) ListCalls() int { return locked(&s.mu, &s.listCalls) }
-
 // Posts returns a copy of every stored post, in creation order.
 func (s *SocialAPI) Posts() []Post {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Post, len(s.posts))
-	for i, p := range s.posts {
-		out[i] = p.clone()
-	}
-	return out
+	return cloneAll(s.posts, Post.clone)
 }
 
 // WriteLog returns what the server saw of each POST, in arrival order
@@ -484,10 +400,9 @@ func (s *SocialAPI) Posts() []Post {
 func (s *SocialAPI) WriteLog() []WriteRecord {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]WriteRecord, len(s.writeLog))
-	for i, w := range s.writeLog {
-		w.PostIDs = slices.Clone(w.PostIDs)
-		out[i] = w
+	out := slices.Clone(s.writeLog)
+	for i := range out {
+		out[i].PostIDs = slices.Clone(out[i].PostIDs)
 	}
 	return out
 }
@@ -517,71 +432,55 @@ func (s *SocialAPI) record(i int, rec WriteRecord) {
 }
 
 func (s *SocialAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
-	rec := WriteRecord{
-		IdempotencyKey: r.Header.Get("Idempotency-Key"),
-		AttemptID:      r.Header.Get("X-Settle-Attempt"),
-	}
+	rec := WriteRecord{IdempotencyKey: r.Header.Get("Idempotency-Key"), AttemptID: r.Header.Get("X-Settle-Attempt")}
 	s.mu.Lock()
 	s.writes++
 	idx := len(s.writeLog)
 	s.writeLog = append(s.writeLog, rec)
 	s.mu.Unlock()
-
-	if !s.authorized(r) {
-		rec.Status = http.StatusUnauthorized
+	refuse := func(code int, errCode, msg string) {
+		rec.Status = code
 		s.record(idx, rec)
-		writeError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid bearer token")
+		writeError(w, code, errCode, msg)
+	}
+	if !s.authorized(r) {
+		refuse(http.StatusUnauthorized, "unauthorized", "missing or invalid bearer token")
 		return
 	}
-	raw, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
-
+	raw, readErr := readBody(w, r)
 	f := s.popFaultFor(r)
 	rec.Fault = f
-
-	switch f.Kind {
-	case FaultResetBeforeCommit:
+	if f.Kind == FaultResetBeforeCommit {
 		s.record(idx, rec)
 		resetConn(w)
 		return
-	case FaultStatus:
-		rec.Status = f.Code
-		s.record(idx, rec)
-		writeError(w, f.Code, "injected", "injected failure: "+http.StatusText(f.Code))
-		return
-	}
-	if readErr != nil {
-		rec.Status = http.StatusBadRequest
-		s.record(idx, rec)
-		writeError(w, http.StatusBadRequest, "bad_request", "cannot read the request body")
-		return
 	}
 	req, msg := parseCreate(raw)
-	if msg != "" {
-		rec.Status = http.StatusBadRequest
+	switch {
+	case f.Kind == FaultStatus:
+		refuse(f.Code, "injected", "injected failure: "+http.StatusText(f.Code))
+	case readErr != nil:
+		refuse(http.StatusBadRequest, "bad_request", "cannot read the request body")
+	case msg != "":
+		refuse(http.StatusBadRequest, "invalid_request", msg)
+	default:
+		resp, code := s.commit(req, &rec, f)
+		drop := f.Kind == FaultCommitThenDrop || f.Drop
+		if !drop {
+			rec.Status = code
+		}
 		s.record(idx, rec)
-		writeError(w, http.StatusBadRequest, "invalid_request", msg)
-		return
+		if f.Kind == FaultDelay && f.Duration > 0 {
+			s.sleep(f.Duration, r.Context().Done())
+		}
+		switch {
+		case droppedAfterCommit(w, f):
+		case f.Kind == FaultRespelled:
+			writeRespelled(w, code, resp)
+		default:
+			writeJSON(w, code, resp)
+		}
 	}
-
-	resp, code := s.commit(req, &rec, f)
-	drop := f.Kind == FaultCommitThenDrop || f.Drop
-	if !drop {
-		rec.Status = code
-	}
-	s.record(idx, rec)
-
-	if f.Kind == FaultDelay && f.Duration > 0 {
-		s.sleep(f.Duration, r.Context().Done())
-	}
-	if drop {
-		dropConn(w)
-		return
-	}
-	if f.Kind == FaultRespelled {
-		writeRespelled(w, code, resp)
-		return
-	}
-	writeJSON(w, code, resp)
 }
 
 func parseCreate(raw []byte) (createRequest, string) {
@@ -661,12 +560,9 @@ func (s *SocialAPI) commit(req createRequest, rec *WriteRecord, f Fault) (Post, 
 		c.URL = s.srv.URL + "/p/" + c.ID
 		s.posts = append(s.posts, &c)
 		s.byID[c.ID] = &c
-		s.effects++
-		if key != "" {
-			s.effectsKey[key]++
-			if _, ok := s.firstForKey[key]; !ok {
-				s.firstForKey[key] = c.ID
-			}
+		s.effectLocked(key)
+		if _, ok := s.firstForKey[key]; !ok && key != "" {
+			s.firstForKey[key] = c.ID
 		}
 		rec.PostIDs = append(rec.PostIDs, c.ID)
 		if i == 0 {
@@ -723,7 +619,7 @@ func (s *SocialAPI) handleList(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.reads++
 	s.listCalls++
-	f := popRead(&s.listFaults)
+	f := popQueue(&s.listFaults)
 	s.mu.Unlock()
 	if !s.authorized(r) {
 		writeError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid bearer token")
@@ -837,7 +733,7 @@ func (lq socialList) page(match []Post, pageSize int, omit bool) listResponse {
 func (s *SocialAPI) handlePage(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	s.mu.Lock()
-	f := popRead(&s.pageFaults)
+	f := popQueue(&s.pageFaults)
 	s.mu.Unlock()
 	if serveReadFault(w, f) {
 		return

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"maps"
 	"net/http"
 	"net/url"
@@ -12,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -105,9 +103,6 @@ func WithStripeToken(token string) StripeOption { return func(c *StripeConfig) {
 // WithStripeClock injects the server clock.
 func WithStripeClock(now func() time.Time) StripeOption { return func(c *StripeConfig) { c.Now = now } }
 
-// WithStripeAPIVersion sets the account's default API version.
-func WithStripeAPIVersion(v string) StripeOption { return func(c *StripeConfig) { c.APIVersion = v } }
-
 // WithStripeClockOffset sets the API clock d ahead of the test's clock
 // (negative: behind).
 func WithStripeClockOffset(d time.Duration) StripeOption {
@@ -119,14 +114,6 @@ func WithStripeSearchLag(d time.Duration) StripeOption {
 	return func(c *StripeConfig) { c.SearchLag = d }
 }
 
-type stripeKey struct {
-	params  string // a digest of the request's parameters
-	at      time.Time
-	status  int
-	body    []byte
-	running bool
-}
-
 // StripeAPI is the fake. It counts effects (PaymentIntents created
 // through POST; replays create none). All methods are safe for concurrent
 // use.
@@ -134,16 +121,11 @@ type StripeAPI struct {
 	fakeServer[Fault]
 	cfg StripeConfig
 
-	mu          sync.Mutex
-	seq         int
-	intents     []*PaymentIntent
-	keys        map[string]*stripeKey
-	effects     int
-	effectsKey  map[string]int
-	writes      int
-	replays     int
-	searchCalls int
-	versions    []string // the API version of each POST
+	seq      int
+	intents  []*PaymentIntent
+	keys     keyStore
+	replays  int
+	versions []string // the API version of each POST
 }
 
 // withVersion answers with the API version the request was made with
@@ -186,7 +168,7 @@ func NewStripeAPIServer(cfg StripeConfig) *StripeAPI {
 	if cfg.KeyRetention <= 0 {
 		cfg.KeyRetention = 24 * time.Hour
 	}
-	s := &StripeAPI{cfg: cfg, keys: map[string]*stripeKey{}, effectsKey: map[string]int{}}
+	s := &StripeAPI{cfg: cfg, keys: keyStore{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/account", s.handleAccount)
 	mux.HandleFunc("POST /v1/payment_intents", s.handleCreate)
@@ -225,10 +207,8 @@ func (s *StripeAPI) Inject(pi PaymentIntent) PaymentIntent {
 }
 
 func cloneMap(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
+	out := map[string]string{}
+	maps.Copy(out, m)
 	return out
 }
 
@@ -236,34 +216,11 @@ func cloneMap(m map[string]string) map[string]string {
 func (s *StripeAPI) PaymentIntents() []PaymentIntent {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]PaymentIntent, len(s.intents))
-	for i, p := range s.intents {
-		out[i] = *p
-		out[i].Metadata = cloneMap(p.Metadata)
-	}
-	return out
+	return cloneAll(s.intents, func(p PaymentIntent) PaymentIntent { p.Metadata = cloneMap(p.Metadata); return p })
 }
-
-// Effects is the number of PaymentIntents created through POST.
-func (s *StripeAPI) Effects() int { return locked(&s.mu, &s.effects) }
-
-// EffectsForKey is the number of PaymentIntents created by requests with
-// Idempotency-Key key.
-func (s *StripeAPI) EffectsForKey(key string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.effectsKey[key]
-}
-
-// Writes is the number of POST requests received; Replays how many of
-// them were answered from a saved idempotent result.
-func (s *StripeAPI) Writes() int { return locked(&s.mu, &s.writes) }
 
 // Replays is the number of POSTs answered from a saved result.
 func (s *StripeAPI) Replays() int { return locked(&s.mu, &s.replays) }
-
-// SearchCalls is the number of search requests served.
-func (s *StripeAPI) SearchCalls() int { return locked(&s.mu, &s.searchCalls) }
 
 // --- HTTP ---
 
@@ -278,17 +235,18 @@ func stripeError(w http.ResponseWriter, code int, typ, errCode, param, msg strin
 	writeJSON(w, code, map[string]any{"error": e})
 }
 
-func (s *StripeAPI) authorized(r *http.Request) bool {
-	if bearerOK(r, s.token) {
+// accept checks a request's secret key (Bearer, or Basic with the key
+// as the user), answering 401 when it is missing or wrong.
+func (s *StripeAPI) accept(w http.ResponseWriter, r *http.Request) bool {
+	if user, _, ok := r.BasicAuth(); bearerOK(r, s.token) || ok && user == s.token {
 		return true
 	}
-	user, _, ok := r.BasicAuth()
-	return ok && user == s.token
+	stripeError(w, http.StatusUnauthorized, "invalid_request_error", "", "", "Invalid API Key provided")
+	return false
 }
 
 func (s *StripeAPI) handleAccount(w http.ResponseWriter, r *http.Request) {
-	if !s.authorized(r) {
-		stripeError(w, http.StatusUnauthorized, "invalid_request_error", "", "", "Invalid API Key provided")
+	if !s.accept(w, r) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": s.cfg.AccountID, "object": "account", "country": "JP", "default_currency": "jpy",
@@ -331,23 +289,17 @@ func (s *StripeAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 	s.writes++
 	s.versions = append(s.versions, s.version(r))
 	s.mu.Unlock()
-	if !s.authorized(r) {
-		stripeError(w, http.StatusUnauthorized, "invalid_request_error", "", "", "Invalid API Key provided")
+	if !s.accept(w, r) {
 		return
 	}
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	raw, err := readBody(w, r)
 	form, perr := url.ParseQuery(string(raw))
 	if err != nil || perr != nil {
 		stripeError(w, http.StatusBadRequest, "invalid_request_error", "", "", "Invalid request body")
 		return
 	}
 	f := s.popFault()
-	switch f.Kind {
-	case FaultResetBeforeCommit:
-		resetConn(w)
-		return
-	case FaultStatus:
-		stripeError(w, f.Code, "api_error", "", "", "injected failure")
+	if refusedBeforeCommit(w, f.Kind, f.Code, func(code int) { stripeError(w, code, "api_error", "", "", "injected failure") }) {
 		return
 	}
 
@@ -365,38 +317,30 @@ func (s *StripeAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
-	if key != "" {
-		s.keys[key] = &stripeKey{params: params, at: now, running: true}
-	}
 	s.seq++
 	p.ID, p.Created, p.IdempotencyKey = "pi_"+strconv.Itoa(s.seq)+"Fake", now.UTC(), key
 	s.intents = append(s.intents, p)
-	s.effects++
-	s.effectsKey[key]++
+	s.effectLocked(key)
 	body, _ := json.Marshal(s.json(p))
 	body = append(body, '\n')
 	if key != "" {
-		k := s.keys[key]
-		k.status, k.body, k.running = http.StatusOK, body, false
+		s.keys[key] = &idemKey{fingerprint: params, firstSeen: now, status: http.StatusOK, body: body}
 	}
 	s.mu.Unlock()
 
 	if f.Kind == FaultDelay && f.Duration > 0 {
 		s.sleep(f.Duration, r.Context().Done())
 	}
-	if f.Kind == FaultCommitThenDrop || f.Drop {
-		dropConn(w)
-		return
+	switch {
+	case droppedAfterCommit(w, f):
+	case f.Kind == FaultKeyReused:
+		stripeError(w, http.StatusBadRequest, "idempotency_error", "", "", stripeKeyReused)
+	default:
+		writeBody(w, http.StatusOK, body, false)
 	}
-	if f.Kind == FaultKeyReused {
-		stripeError(w, http.StatusBadRequest, "idempotency_error", "", "",
-			"Keys for idempotent requests can only be used with the same parameters they were first used with.")
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
 }
+
+const stripeKeyReused = "Keys for idempotent requests can only be used with the same parameters they were first used with."
 
 // replayed answers a request whose idempotency key is known (inside its
 // retention) as Stripe does: the saved answer, or an idempotency error.
@@ -405,31 +349,20 @@ func (s *StripeAPI) replayed(w http.ResponseWriter, key, params string, now time
 		return false
 	}
 	s.mu.Lock()
-	if k, ok := s.keys[key]; ok && now.Sub(k.at) >= s.cfg.KeyRetention {
-		delete(s.keys, key) // pruned: the key is new again
-	}
-	k, ok := s.keys[key]
-	if !ok {
+	k := s.keys.get(key, now, s.cfg.KeyRetention)
+	if k == nil {
 		s.mu.Unlock()
 		return false
 	}
-	switch {
-	case k.params != params:
-		s.mu.Unlock()
-		stripeError(w, http.StatusBadRequest, "idempotency_error", "", "",
-			"Keys for idempotent requests can only be used with the same parameters they were first used with.")
-	case k.running:
-		s.mu.Unlock()
-		stripeError(w, http.StatusConflict, "idempotency_error", "", "",
-			"There is currently another in-progress request using this Idempotent Key.")
-	default:
+	status, body := k.status, k.body
+	if k.fingerprint == params {
 		s.replays++
-		status, body := k.status, k.body
-		s.mu.Unlock()
-		w.Header().Set("Idempotent-Replayed", "true")
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		_, _ = w.Write(body)
+	}
+	s.mu.Unlock()
+	if k.fingerprint != params {
+		stripeError(w, http.StatusBadRequest, "idempotency_error", "", "", stripeKeyReused)
+	} else {
+		writeBody(w, status, body, true)
 	}
 	return true
 }
@@ -510,8 +443,7 @@ func canonicalForm(v url.Values) string {
 }
 
 func (s *StripeAPI) handleGet(w http.ResponseWriter, r *http.Request) {
-	if !s.authorized(r) {
-		stripeError(w, http.StatusUnauthorized, "invalid_request_error", "", "", "Invalid API Key provided")
+	if !s.accept(w, r) {
 		return
 	}
 	id := r.PathValue("id")
@@ -566,8 +498,7 @@ func (c stripeClause) match(p *PaymentIntent) bool {
 }
 
 func (s *StripeAPI) handleSearch(w http.ResponseWriter, r *http.Request) {
-	if !s.authorized(r) {
-		stripeError(w, http.StatusUnauthorized, "invalid_request_error", "", "", "Invalid API Key provided")
+	if !s.accept(w, r) {
 		return
 	}
 	q := r.URL.Query()
@@ -596,7 +527,6 @@ func (s *StripeAPI) handleSearch(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.cfg.Now()
 	s.mu.Lock()
-	s.searchCalls++
 	var sel []*PaymentIntent
 	for i := len(s.intents) - 1; i >= 0; i-- { // newest first
 		p := s.intents[i]
