@@ -28,68 +28,67 @@ var (
 // Kept by hand for the reason bodies.go gives (BENCHMARKS.md, "JSON:
 // hand-written vs encoding/json").
 func decodeCanonical(b []byte) (Event, bool) {
-	var e Event
-	rest, ok := bytes.CutPrefix(b, canonSchema)
-	if !ok {
-		return Event{}, false
-	}
-	e.Schema = SchemaV1
-	if e.EventID, rest, ok = canonString(rest); !ok {
-		return Event{}, false
-	}
-	if e.IntentID, rest, ok = canonField(rest, canonIntentID); !ok {
-		return Event{}, false
-	}
-	if rest, ok = bytes.CutPrefix(rest, canonVersion); !ok {
-		return Event{}, false
-	}
-	if e.Version, rest, ok = canonUint(rest); !ok {
-		return Event{}, false
-	}
-	if rest, ok = bytes.CutPrefix(rest, canonType); !ok {
-		return Event{}, false
-	}
-	q, rest, ok := canonQuoted(rest)
-	if !ok {
-		return Event{}, false
+	c := canonCursor{rest: b, ok: true}
+	e := Event{Schema: SchemaV1}
+	e.EventID = c.str(canonSchema)
+	e.IntentID = c.str(canonIntentID)
+	if c.skip(canonVersion); c.ok {
+		e.Version, c.rest, c.ok = canonUint(c.rest)
 	}
 	// A known type is its constant (no string made); an unknown one is
 	// left to the other paths, which name it.
-	if e.Type, ok = knownTypes[string(q[1:len(q)-1])]; !ok {
+	if q := c.quoted(canonType); c.ok {
+		e.Type, c.ok = knownTypes[string(q[1:len(q)-1])]
+	}
+	if at := c.quoted(canonAt); c.ok {
+		c.ok = e.At.UnmarshalJSON(at) == nil
+	}
+	e.Actor = c.str(canonActor)
+	if r, found := bytes.CutPrefix(c.rest, canonAttempt); found && c.ok {
+		c.rest = r
+		e.AttemptID = c.str(nil)
+	}
+	if c.skip(canonData); !c.ok {
 		return Event{}, false
 	}
-	if rest, ok = bytes.CutPrefix(rest, canonAt); !ok {
-		return Event{}, false
-	}
-	at, rest, ok := canonQuoted(rest)
-	if !ok || e.At.UnmarshalJSON(at) != nil {
-		return Event{}, false
-	}
-	if e.Actor, rest, ok = canonField(rest, canonActor); !ok {
-		return Event{}, false
-	}
-	if r, found := bytes.CutPrefix(rest, canonAttempt); found {
-		if e.AttemptID, rest, ok = canonString(r); !ok {
-			return Event{}, false
-		}
-	}
-	if rest, ok = bytes.CutPrefix(rest, canonData); !ok {
-		return Event{}, false
-	}
-	if e.Data, ok = canonBody(e.Type, rest); !ok || e.Validate() != nil {
+	var ok bool
+	if e.Data, ok = canonBody(e.Type, c.rest); !ok || e.Validate() != nil {
 		return Event{}, false
 	}
 	return e, true
 }
 
-// canonField reads the member that starts b with prefix (its name), a
-// string as canonString reads it.
-func canonField(b, prefix []byte) (string, []byte, bool) {
-	rest, ok := bytes.CutPrefix(b, prefix)
-	if !ok {
-		return "", nil, false
+// canonCursor reads an envelope member by member: ok turns false at the
+// first doubt, after which every read does nothing.
+type canonCursor struct {
+	rest []byte
+	ok   bool
+}
+
+// skip reads prefix (a member's name, with the comma before it).
+func (c *canonCursor) skip(prefix []byte) {
+	if c.ok {
+		c.rest, c.ok = bytes.CutPrefix(c.rest, prefix)
 	}
-	return canonString(rest)
+}
+
+// quoted reads prefix and then a string as canonQuoted reads it, quotes
+// included.
+func (c *canonCursor) quoted(prefix []byte) []byte {
+	if c.skip(prefix); !c.ok {
+		return nil
+	}
+	var q []byte
+	q, c.rest, c.ok = canonQuoted(c.rest)
+	return q
+}
+
+// str is quoted's value as a string.
+func (c *canonCursor) str(prefix []byte) string {
+	if q := c.quoted(prefix); c.ok {
+		return string(q[1 : len(q)-1])
+	}
+	return ""
 }
 
 // canonUint reads the JSON number at the start of b as a uint64: digits,
@@ -148,13 +147,4 @@ func canonQuoted(b []byte) (quoted, rest []byte, ok bool) {
 		}
 	}
 	return nil, nil, false
-}
-
-// canonString is canonQuoted's value as a string.
-func canonString(b []byte) (string, []byte, bool) {
-	q, rest, ok := canonQuoted(b)
-	if !ok {
-		return "", nil, false
-	}
-	return string(q[1 : len(q)-1]), rest, true
 }
