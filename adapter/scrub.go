@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/cockroachdb/errors"
@@ -23,26 +24,24 @@ const Redacted = "[redacted]"
 // (it would redact ordinary text). The zero of *Scrubber (nil) removes
 // nothing. A Scrubber never formats its secrets.
 type Scrubber struct {
-	grams map[string]struct{}
-	whole []string
+	parts map[string]struct{} // each ScrubGram-byte part of a long secret, each short secret whole
+	lens  uint16              // bit k: parts of length k
 	n     int
 }
 
 // NewScrubber returns a scrubber for secrets (empty values are ignored).
 func NewScrubber(secrets ...string) *Scrubber {
-	s := &Scrubber{grams: map[string]struct{}{}}
+	s := &Scrubber{parts: map[string]struct{}{}}
 	for _, sec := range secrets {
 		l := asciiLower(sec)
-		switch {
-		case len(l) >= ScrubGram:
-			for i := 0; i+ScrubGram <= len(l); i++ {
-				s.grams[l[i:i+ScrubGram]] = struct{}{}
-			}
-		case len(l) >= 4:
-			s.whole = append(s.whole, l)
-		default:
+		if len(l) < 4 {
 			continue
 		}
+		k := min(len(l), ScrubGram)
+		for i := 0; i+k <= len(l); i++ {
+			s.parts[l[i:i+k]] = struct{}{}
+		}
+		s.lens |= 1 << k
 		s.n++
 	}
 	return s
@@ -56,13 +55,8 @@ func (s *Scrubber) Merge(o *Scrubber) *Scrubber {
 	if o == nil {
 		return s
 	}
-	m := &Scrubber{grams: make(map[string]struct{}, len(s.grams)+len(o.grams)), n: s.n + o.n}
-	for _, x := range []*Scrubber{s, o} {
-		for g := range x.grams {
-			m.grams[g] = struct{}{}
-		}
-		m.whole = append(m.whole, x.whole...)
-	}
+	m := &Scrubber{parts: maps.Clone(s.parts), lens: s.lens | o.lens, n: s.n + o.n}
+	maps.Copy(m.parts, o.parts)
 	return m
 }
 
@@ -101,21 +95,11 @@ func (s *Scrubber) Scrub(v string) string {
 			mark[k] = true
 		}
 	}
-	if len(s.grams) > 0 {
-		for i := 0; i+ScrubGram <= len(lv); i++ {
-			if _, ok := s.grams[lv[i:i+ScrubGram]]; ok {
-				set(i, i+ScrubGram)
+	for k := 4; k <= ScrubGram; k++ {
+		for i := 0; s.lens&(1<<k) != 0 && i+k <= len(lv); i++ {
+			if _, ok := s.parts[lv[i:i+k]]; ok {
+				set(i, i+k)
 			}
-		}
-	}
-	for _, w := range s.whole {
-		for from := 0; ; {
-			j := strings.Index(lv[from:], w)
-			if j < 0 {
-				break
-			}
-			set(from+j, from+j+len(w))
-			from += j + 1
 		}
 	}
 	if mark == nil {

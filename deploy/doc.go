@@ -32,9 +32,3 @@ func NATSConfig(n int) (string, error) {
 	b, err := files.ReadFile(fmt.Sprintf("nats/n%d.conf", n))
 	return string(b), err
 }
-
-// File is one of the shipped files by its path in deploy/.
-func File(name string) (string, error) {
-	b, err := files.ReadFile(name)
-	return string(b), err
-}

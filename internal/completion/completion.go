@@ -16,24 +16,19 @@ type Command struct {
 	Flags []string
 }
 
-// Shells lists the shells Write knows.
-var Shells = []string{"bash", "zsh", "fish"}
-
 // ErrShell is Write's error for a shell it does not know.
 var ErrShell = errors.New("completion: unknown shell")
 
-// Write writes prog's completion script for shell.
+// Write writes prog's completion script for shell (bash, zsh or fish).
 func Write(w io.Writer, shell, prog string, cmds []Command) error {
-	t := tree(cmds)
-	switch shell {
-	case "bash":
-		return bash(w, prog, t)
-	case "zsh":
-		return zsh(w, prog, t)
-	case "fish":
-		return fish(w, prog, t)
+	script := map[string]func(*strings.Builder, string, words){"bash": bash, "zsh": zsh, "fish": fish}[shell]
+	if script == nil {
+		return errors.Wrapf(ErrShell, "%q (want bash, zsh, fish)", shell)
 	}
-	return errors.Wrapf(ErrShell, "%q (want %s)", shell, strings.Join(Shells, ", "))
+	var b strings.Builder
+	script(&b, prog, tree(cmds))
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // words is the command tree: the first words, the second words of each
@@ -75,54 +70,47 @@ func (t words) groups() []string {
 	return out
 }
 
-func bash(w io.Writer, prog string, t words) error {
+func bash(b *strings.Builder, prog string, t words) {
 	fn := "_" + ident(prog)
-	var b strings.Builder
-	fmt.Fprintf(&b, "# bash completion for %s: source it, or put it in /etc/bash_completion.d/\n", prog)
-	fmt.Fprintf(&b, "%s() {\n\tlocal cur=\"${COMP_WORDS[COMP_CWORD]}\" cmd=\"${COMP_WORDS[1]}\" opts=\"\"\n", fn)
-	fmt.Fprintf(&b, "\tif [ \"$COMP_CWORD\" -eq 1 ]; then\n\t\tCOMPREPLY=($(compgen -W %q -- \"$cur\"))\n\t\treturn\n\tfi\n", strings.Join(t.top, " ")+" --help --version")
-	fmt.Fprintf(&b, "\tcase \"$cmd\" in\n")
+	fmt.Fprintf(b, "# bash completion for %s: source it, or put it in /etc/bash_completion.d/\n", prog)
+	fmt.Fprintf(b, "%s() {\n\tlocal cur=\"${COMP_WORDS[COMP_CWORD]}\" cmd=\"${COMP_WORDS[1]}\" opts=\"\"\n", fn)
+	fmt.Fprintf(b, "\tif [ \"$COMP_CWORD\" -eq 1 ]; then\n\t\tCOMPREPLY=($(compgen -W %q -- \"$cur\"))\n\t\treturn\n\tfi\n", strings.Join(t.top, " ")+" --help --version")
+	fmt.Fprintf(b, "\tcase \"$cmd\" in\n")
 	for _, g := range t.groups() {
-		fmt.Fprintf(&b, "\t%s)\n\t\tif [ \"$COMP_CWORD\" -eq 2 ]; then\n\t\t\tCOMPREPLY=($(compgen -W %q -- \"$cur\"))\n\t\t\treturn\n\t\tfi\n\t\tcmd=\"$cmd ${COMP_WORDS[2]}\"\n\t\t;;\n",
+		fmt.Fprintf(b, "\t%s)\n\t\tif [ \"$COMP_CWORD\" -eq 2 ]; then\n\t\t\tCOMPREPLY=($(compgen -W %q -- \"$cur\"))\n\t\t\treturn\n\t\tfi\n\t\tcmd=\"$cmd ${COMP_WORDS[2]}\"\n\t\t;;\n",
 			g, strings.Join(t.subs[g], " "))
 	}
-	fmt.Fprintf(&b, "\tesac\n\tcase \"$cmd\" in\n")
+	fmt.Fprintf(b, "\tesac\n\tcase \"$cmd\" in\n")
 	for _, p := range t.paths {
-		fmt.Fprintf(&b, "\t%q) opts=%q ;;\n", p, t.flags[p]+" --help")
+		fmt.Fprintf(b, "\t%q) opts=%q ;;\n", p, t.flags[p]+" --help")
 	}
-	fmt.Fprintf(&b, "\tesac\n\tif [[ \"$cur\" == -* ]]; then\n\t\tCOMPREPLY=($(compgen -W \"$opts\" -- \"$cur\"))\n\telse\n\t\tCOMPREPLY=($(compgen -f -- \"$cur\"))\n\tfi\n}\n")
-	fmt.Fprintf(&b, "complete -o filenames -F %s %s\n", fn, prog)
-	_, err := io.WriteString(w, b.String())
-	return err
+	fmt.Fprintf(b, "\tesac\n\tif [[ \"$cur\" == -* ]]; then\n\t\tCOMPREPLY=($(compgen -W \"$opts\" -- \"$cur\"))\n\telse\n\t\tCOMPREPLY=($(compgen -f -- \"$cur\"))\n\tfi\n}\n")
+	fmt.Fprintf(b, "complete -o filenames -F %s %s\n", fn, prog)
 }
 
-func zsh(w io.Writer, prog string, t words) error {
+func zsh(b *strings.Builder, prog string, t words) {
 	fn := "_" + ident(prog)
-	var b strings.Builder
-	fmt.Fprintf(&b, "#compdef %s\n# zsh completion for %s: put it in a directory of $fpath as %s, or source it\n", prog, prog, fn)
-	fmt.Fprintf(&b, "%s() {\n\tlocal cmd=\"$words[2]\"\n", fn)
-	fmt.Fprintf(&b, "\tif (( CURRENT == 2 )); then\n\t\tcompadd -- %s --help --version\n\t\treturn\n\tfi\n", strings.Join(t.top, " "))
-	fmt.Fprintf(&b, "\tcase \"$cmd\" in\n")
+	fmt.Fprintf(b, "#compdef %s\n# zsh completion for %s: put it in a directory of $fpath as %s, or source it\n", prog, prog, fn)
+	fmt.Fprintf(b, "%s() {\n\tlocal cmd=\"$words[2]\"\n", fn)
+	fmt.Fprintf(b, "\tif (( CURRENT == 2 )); then\n\t\tcompadd -- %s --help --version\n\t\treturn\n\tfi\n", strings.Join(t.top, " "))
+	fmt.Fprintf(b, "\tcase \"$cmd\" in\n")
 	for _, g := range t.groups() {
-		fmt.Fprintf(&b, "\t%s)\n\t\tif (( CURRENT == 3 )); then\n\t\t\tcompadd -- %s\n\t\t\treturn\n\t\tfi\n\t\tcmd=\"$cmd $words[3]\"\n\t\t;;\n",
+		fmt.Fprintf(b, "\t%s)\n\t\tif (( CURRENT == 3 )); then\n\t\t\tcompadd -- %s\n\t\t\treturn\n\t\tfi\n\t\tcmd=\"$cmd $words[3]\"\n\t\t;;\n",
 			g, strings.Join(t.subs[g], " "))
 	}
-	fmt.Fprintf(&b, "\tesac\n\tlocal -a opts\n\tcase \"$cmd\" in\n")
+	fmt.Fprintf(b, "\tesac\n\tlocal -a opts\n\tcase \"$cmd\" in\n")
 	for _, p := range t.paths {
-		fmt.Fprintf(&b, "\t%q) opts=(%s --help) ;;\n", p, t.flags[p])
+		fmt.Fprintf(b, "\t%q) opts=(%s --help) ;;\n", p, t.flags[p])
 	}
-	fmt.Fprintf(&b, "\tesac\n\tif [[ \"$PREFIX\" == -* ]]; then\n\t\tcompadd -- $opts\n\telse\n\t\t_files\n\tfi\n}\n")
-	fmt.Fprintf(&b, "if [[ \"$funcstack[1]\" == %s ]]; then\n\t%s \"$@\"\nelse\n\tcompdef %s %s\nfi\n", fn, fn, fn, prog)
-	_, err := io.WriteString(w, b.String())
-	return err
+	fmt.Fprintf(b, "\tesac\n\tif [[ \"$PREFIX\" == -* ]]; then\n\t\tcompadd -- $opts\n\telse\n\t\t_files\n\tfi\n}\n")
+	fmt.Fprintf(b, "if [[ \"$funcstack[1]\" == %s ]]; then\n\t%s \"$@\"\nelse\n\tcompdef %s %s\nfi\n", fn, fn, fn, prog)
 }
 
-func fish(w io.Writer, prog string, t words) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# fish completion for %s: put it in ~/.config/fish/completions/%s.fish\n", prog, prog)
-	fmt.Fprintf(&b, "complete -c %s -n __fish_use_subcommand -f -a %q\n", prog, strings.Join(t.top, " "))
+func fish(b *strings.Builder, prog string, t words) {
+	fmt.Fprintf(b, "# fish completion for %s: put it in ~/.config/fish/completions/%s.fish\n", prog, prog)
+	fmt.Fprintf(b, "complete -c %s -n __fish_use_subcommand -f -a %q\n", prog, strings.Join(t.top, " "))
 	for _, g := range t.groups() {
-		fmt.Fprintf(&b, "complete -c %s -n '__fish_seen_subcommand_from %s; and not __fish_seen_subcommand_from %s' -f -a %q\n",
+		fmt.Fprintf(b, "complete -c %s -n '__fish_seen_subcommand_from %s; and not __fish_seen_subcommand_from %s' -f -a %q\n",
 			prog, g, strings.Join(t.subs[g], " "), strings.Join(t.subs[g], " "))
 	}
 	for _, p := range t.paths {
@@ -131,11 +119,9 @@ func fish(w io.Writer, prog string, t words) error {
 			cond = "__fish_seen_subcommand_from " + first + "; and __fish_seen_subcommand_from " + second
 		}
 		for _, f := range strings.Fields(t.flags[p]) {
-			fmt.Fprintf(&b, "complete -c %s -n '%s' -l %s\n", prog, cond, strings.TrimPrefix(f, "--"))
+			fmt.Fprintf(b, "complete -c %s -n '%s' -l %s\n", prog, cond, strings.TrimPrefix(f, "--"))
 		}
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // ident is prog as a shell function name.
