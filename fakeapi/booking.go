@@ -5,12 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/settle-dev/settle/events"
@@ -108,9 +106,7 @@ type BookingConfig struct {
 type BookingOption func(*BookingConfig)
 
 // WithBookingToken sets the bearer token.
-func WithBookingToken(token string) BookingOption {
-	return func(c *BookingConfig) { c.Token = token }
-}
+func WithBookingToken(token string) BookingOption { return func(c *BookingConfig) { c.Token = token } }
 
 // WithBookingClock injects the server clock (see ManualClock).
 func WithBookingClock(now func() time.Time) BookingOption {
@@ -272,15 +268,11 @@ type BookingAPI struct {
 	fakeServer[bookingFaultSpec]
 	cfg BookingConfig
 
-	mu         sync.Mutex
 	bookings   map[string]*Booking
 	keys       map[string]*bkKey
 	requests   map[string][]*bkChange // request id -> changes, in arrival order
 	pending    []*bkChange            // processing, in arrival order
-	effects    int
 	effectsReq map[string]int
-	writes     int
-	reads      int
 	held       []*bkHeld
 }
 
@@ -293,19 +285,12 @@ func NewBookingAPI(t Cleaner, opts ...BookingOption) *BookingAPI {
 // NewBookingAPIServer starts a fake booking API outside a test. The caller
 // must Close it.
 func NewBookingAPIServer(cfg BookingConfig) *BookingAPI {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Now = offsetClock(cfg.Now, 0)
 	if cfg.KeyRetention <= 0 {
 		cfg.KeyRetention = 24 * time.Hour
 	}
-	b := &BookingAPI{
-		cfg:        cfg,
-		bookings:   map[string]*Booking{},
-		keys:       map[string]*bkKey{},
-		requests:   map[string][]*bkChange{},
-		effectsReq: map[string]int{},
-	}
+	b := &BookingAPI{cfg: cfg, bookings: map[string]*Booking{}, keys: map[string]*bkKey{},
+		requests: map[string][]*bkChange{}, effectsReq: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("PUT /v1/bookings/{id}", b.handlePut)
 	mux.HandleFunc("GET /v1/bookings/{id}", b.handleGet)
@@ -430,33 +415,18 @@ func (b *BookingAPI) Requests(requestID string) []BookingRequest {
 // Effects is the number of changes applied through PUT (ChangeBy and Seed
 // are not effects; a failed change is not one, whatever its partial
 // effects).
-func (b *BookingAPI) Effects() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.advanceLocked(b.cfg.Now())
-	return b.effects
-}
+func (b *BookingAPI) Effects() int { return b.EffectsForRequest("") }
 
 // EffectsForRequest is the number of changes applied through PUT that
-// carried request_id requestID.
+// carried request_id requestID ("": any).
 func (b *BookingAPI) EffectsForRequest(requestID string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.advanceLocked(b.cfg.Now())
+	if requestID == "" {
+		return b.effects
+	}
 	return b.effectsReq[requestID]
-}
-
-// Writes is the number of PUT requests received, whatever happened to them.
-func (b *BookingAPI) Writes() int { return locked(&b.mu, &b.writes) }
-
-// Reads is the number of GET requests received (bookings and status).
-func (b *BookingAPI) Reads() int { return locked(&b.mu, &b.reads) }
-
-// Held is the number of PUTs held by HoldForLateArrival and not released.
-func (b *BookingAPI) Held() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.held)
 }
 
 // ReleaseHeld lets every held PUT reach the service now, in arrival order,
@@ -511,7 +481,7 @@ func (b *BookingAPI) finishLocked(c *bkChange, at time.Time) {
 	bk.UpdatedAt = at
 	c.State = BookingCompleted
 	c.AppliedVersion = bk.Version
-	b.effects++
+	b.effectLocked("")
 	b.effectsReq[c.RequestID]++
 }
 
@@ -703,47 +673,41 @@ func (b *BookingAPI) writeReply(w http.ResponseWriter, r bkReply) {
 }
 
 func (b *BookingAPI) handlePut(w http.ResponseWriter, r *http.Request) {
-	bump(&b.mu, &b.writes)
-	if !b.authorized(r) {
-		bookingError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid bearer token")
+	if !b.accept(w, r, &b.writes) {
 		return
 	}
-	raw, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	raw, readErr := readBody(w, r)
 	f := b.popFaultFor(r)
-	switch f.kind {
-	case FaultResetBeforeCommit:
-		resetConn(w)
-		return
-	case FaultStatus:
-		bookingError(w, f.code, "injected", "injected failure: "+http.StatusText(f.code))
-		return
-	}
-	if readErr != nil {
-		bookingError(w, http.StatusBadRequest, "bad_request", "cannot read the request body")
+	if refusedBeforeCommit(w, f.kind, f.code, func(code int) {
+		bookingError(w, code, "injected", "injected failure: "+http.StatusText(code))
+	}) {
 		return
 	}
 	key := r.Header.Get("Idempotency-Key")
-	if key == "" {
-		bookingError(w, http.StatusBadRequest, "idempotency_key_required", "the Idempotency-Key header is required")
-		return
-	}
-	if len(key) > 255 {
-		bookingError(w, http.StatusBadRequest, "invalid_idempotency_key", "the Idempotency-Key header is longer than 255 bytes")
-		return
-	}
 	p, msg := parseBookingPut(raw)
-	if msg != "" {
-		bookingError(w, http.StatusBadRequest, "invalid_request", msg)
-		return
-	}
 	fp, ok := bookingFingerprint(r.PathValue("id"), raw)
-	if !ok {
-		bookingError(w, http.StatusBadRequest, "invalid_request", "the body cannot be canonicalised")
-		return
+	invalid := func(code, msg string) { bookingError(w, http.StatusBadRequest, code, msg) }
+	switch {
+	case readErr != nil:
+		invalid("bad_request", "cannot read the request body")
+	case key == "":
+		invalid("idempotency_key_required", "the Idempotency-Key header is required")
+	case len(key) > 255:
+		invalid("invalid_idempotency_key", "the Idempotency-Key header is longer than 255 bytes")
+	case msg != "":
+		invalid("invalid_request", msg)
+	case !ok:
+		invalid("invalid_request", "the body cannot be canonicalised")
+	default:
+		p.bookingID, p.key, p.fingerprint, p.fault = r.PathValue("id"), key, fp, f
+		p.attemptID = r.Header.Get("X-Settle-Attempt")
+		b.put(w, r, p)
 	}
-	p.bookingID, p.key, p.fingerprint, p.fault = r.PathValue("id"), key, fp, f
-	p.attemptID = r.Header.Get("X-Settle-Attempt")
+}
 
+// put hands a valid PUT to the service under its fault and answers it.
+func (b *BookingAPI) put(w http.ResponseWriter, r *http.Request, p bkPut) {
+	f := p.fault
 	if f.kind == FaultHoldForLateArrival {
 		h := &bkHeld{put: p, done: make(chan bkReply, 1)}
 		b.mu.Lock()
@@ -776,10 +740,10 @@ func (b *BookingAPI) handlePut(w http.ResponseWriter, r *http.Request) {
 	b.writeReply(w, rep)
 }
 
-// acceptRead counts a read and checks its bearer token, answering 401
-// when it is missing or wrong.
-func (b *BookingAPI) acceptRead(w http.ResponseWriter, r *http.Request) bool {
-	bump(&b.mu, &b.reads)
+// accept counts a request (in *n) and checks its bearer token, answering
+// 401 when it is missing or wrong.
+func (b *BookingAPI) accept(w http.ResponseWriter, r *http.Request, n *int) bool {
+	bump(&b.mu, n)
 	if !b.authorized(r) {
 		bookingError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid bearer token")
 		return false
@@ -788,7 +752,7 @@ func (b *BookingAPI) acceptRead(w http.ResponseWriter, r *http.Request) bool {
 }
 
 func (b *BookingAPI) handleGet(w http.ResponseWriter, r *http.Request) {
-	if !b.acceptRead(w, r) {
+	if !b.accept(w, r, &b.reads) {
 		return
 	}
 	b.mu.Lock()
@@ -830,7 +794,7 @@ type bookingStatusJSON struct {
 // account's requests are looked at (request ids are the callers', and
 // two accounts may use one); without it, every account's.
 func (b *BookingAPI) handleStatus(w http.ResponseWriter, r *http.Request) {
-	if !b.acceptRead(w, r) {
+	if !b.accept(w, r, &b.reads) {
 		return
 	}
 	b.mu.Lock()

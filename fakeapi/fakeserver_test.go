@@ -78,3 +78,10 @@ func WithOmitBodyInList() SocialOption { return func(c *SocialConfig) { c.OmitBo
 func WithVisibilityDelay(d time.Duration) SocialOption {
 	return func(c *SocialConfig) { c.DefaultVisibilityDelay = d }
 }
+
+// Held is the number of PUTs held by HoldForLateArrival and not released.
+func (b *BookingAPI) Held() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.held)
+}

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/big"
 	"net/http"
 	"net/url"
@@ -13,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -97,11 +95,6 @@ func WithSlackToken(token string) SlackOption { return func(c *SlackConfig) { c.
 // WithSlackClock injects the server clock.
 func WithSlackClock(now func() time.Time) SlackOption { return func(c *SlackConfig) { c.Now = now } }
 
-// WithSlackChannels sets the channels that exist.
-func WithSlackChannels(ids ...string) SlackOption {
-	return func(c *SlackConfig) { c.Channels = ids }
-}
-
 // WithSlackNonMarketplaceTier applies the conversations.history limits of
 // an app that is not in the Slack Marketplace: 1 request a minute, at
 // most 15 messages a page ("the maximum and default values for the limit
@@ -133,14 +126,10 @@ type SlackAPI struct {
 	fakeServer[Fault]
 	cfg SlackConfig
 
-	mu        sync.Mutex
-	lastTS    map[string]int64 // channel -> last ts in microseconds
-	messages  []*SlackMessage
-	effects   int
-	writes    int
-	listCalls int
-	limited   int       // history calls refused for the rate tier
-	lastList  time.Time // the last history call served
+	lastTS   map[string]int64 // channel -> last ts in microseconds
+	messages []*SlackMessage
+	limited  int       // history calls refused for the rate tier
+	lastList time.Time // the last history call served
 }
 
 // NewSlackAPI starts a fake Slack API for a test, closed with t.Cleanup.
@@ -198,16 +187,8 @@ func (s *SlackAPI) Inject(m SlackMessage) SlackMessage {
 func (s *SlackAPI) Messages() []SlackMessage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]SlackMessage, len(s.messages))
-	for i, m := range s.messages {
-		out[i] = *m
-		out[i].Metadata = slices.Clone(m.Metadata)
-	}
-	return out
+	return cloneAll(s.messages, func(m SlackMessage) SlackMessage { m.Metadata = slices.Clone(m.Metadata); return m })
 }
-
-// Effects is the number of messages posted through chat.postMessage.
-func (s *SlackAPI) Effects() int { return locked(&s.mu, &s.effects) }
 
 // EffectsWithMetadata is the number of posted messages whose metadata
 // contains sub (an intent id, say).
@@ -223,9 +204,6 @@ func (s *SlackAPI) EffectsWithMetadata(sub string) int {
 	return n
 }
 
-// Writes is the number of chat.postMessage requests received.
-func (s *SlackAPI) Writes() int { return locked(&s.mu, &s.writes) }
-
 // RateLimitedCalls is the number of conversations.history calls refused
 // with 429 for the rate tier.
 func (s *SlackAPI) RateLimitedCalls() int { return locked(&s.mu, &s.limited) }
@@ -237,9 +215,6 @@ func ratelimited(w http.ResponseWriter, d time.Duration) {
 	w.Header().Set("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
 	writeJSON(w, http.StatusTooManyRequests, map[string]any{"ok": false, "error": "ratelimited"})
 }
-
-// ListCalls is the number of conversations.history pages served.
-func (s *SlackAPI) ListCalls() int { return locked(&s.mu, &s.listCalls) }
 
 // nextTS is a new ts in channel: the clock in microseconds, strictly
 // after the channel's last. Call with s.mu held.
@@ -326,7 +301,7 @@ type slackPost struct {
 
 func (s *SlackAPI) handlePost(w http.ResponseWriter, r *http.Request) {
 	bump(&s.mu, &s.writes)
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	raw, err := readBody(w, r)
 	if err != nil {
 		slackFail(w, "invalid_form_data")
 		return
@@ -341,33 +316,29 @@ func (s *SlackAPI) handlePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := s.popFault()
-	switch f.Kind {
-	case FaultResetBeforeCommit:
-		resetConn(w)
-		return
-	case FaultRateLimited:
-		ratelimited(w, f.Duration)
-		return
-	case FaultStatus:
-		if f.Code == http.StatusTooManyRequests {
+	switch {
+	case refusedBeforeCommit(w, f.Kind, f.Code, func(code int) {
+		if code == http.StatusTooManyRequests {
 			ratelimited(w, time.Second)
-			return
+		} else {
+			writeJSON(w, code, map[string]any{"ok": false, "error": "fatal_error"})
 		}
-		writeJSON(w, f.Code, map[string]any{"ok": false, "error": "fatal_error"})
-		return
-	}
-	if !slices.Contains(s.cfg.Channels, req.Channel) {
+	}):
+	case f.Kind == FaultRateLimited:
+		ratelimited(w, f.Duration)
+	case !slices.Contains(s.cfg.Channels, req.Channel):
 		slackFail(w, "channel_not_found")
-		return
-	}
-	if req.Text == "" {
+	case req.Text == "":
 		slackFail(w, "no_text")
-		return
-	}
-	if req.Metadata != nil && !validSlackMetadata(req.Metadata) {
+	case req.Metadata != nil && !validSlackMetadata(req.Metadata):
 		slackFail(w, "invalid_metadata_format")
-		return
+	default:
+		s.post(w, req, f)
 	}
+}
+
+// post stores a message and answers it under fault f.
+func (s *SlackAPI) post(w http.ResponseWriter, req slackPost, f Fault) {
 	s.mu.Lock()
 	text := req.Text
 	if s.cfg.Format {
@@ -375,18 +346,16 @@ func (s *SlackAPI) handlePost(w http.ResponseWriter, r *http.Request) {
 	}
 	m := &SlackMessage{Channel: req.Channel, TS: s.nextTS(req.Channel), User: s.cfg.UserID, BotID: s.cfg.BotID, Text: text, Metadata: slices.Clone(req.Metadata)}
 	s.messages = append(s.messages, m)
-	s.effects++
+	s.effectLocked("")
 	out := map[string]any{"ok": true, "channel": m.Channel, "ts": m.TS, "message": s.message(m, true)}
 	if s.cfg.EditAfterPost != nil {
 		// Edited after the answer was made: every later read sees it.
 		m.Text, m.EditedTS = s.cfg.EditAfterPost(m.Text), formatTS(s.cfg.Now().Add(time.Second).UnixMicro())
 	}
 	s.mu.Unlock()
-	if f.Kind == FaultCommitThenDrop || f.Drop {
-		dropConn(w)
-		return
+	if !droppedAfterCommit(w, f) {
+		writeJSON(w, http.StatusOK, out)
 	}
-	writeJSON(w, http.StatusOK, out)
 }
 
 // decodeSlackPost reads a chat.postMessage request, JSON or a form; ok is
@@ -431,15 +400,15 @@ func (s *SlackAPI) handleHistory(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
-	if now := s.cfg.Now(); s.cfg.HistoryEvery > 0 && !s.lastList.IsZero() && now.Sub(s.lastList) < s.cfg.HistoryEvery {
+	now := s.cfg.Now()
+	if s.cfg.HistoryEvery > 0 && !s.lastList.IsZero() && now.Sub(s.lastList) < s.cfg.HistoryEvery {
 		s.limited++
 		wait := s.cfg.HistoryEvery - now.Sub(s.lastList)
 		s.mu.Unlock()
 		ratelimited(w, wait)
 		return
-	} else {
-		s.lastList = now
 	}
+	s.lastList = now
 	s.listCalls++
 	var sel []*SlackMessage
 	for _, m := range s.messages {
