@@ -179,3 +179,8 @@ func done(why string) Step               { return Step{Kind: StepDone, Why: why}
 func appendStep(d events.Data, why string) Step {
 	return Step{Kind: StepAppend, Event: d, Why: why}
 }
+
+// writePathStep is an append a writer takes as well as a reconciler.
+func writePathStep(d events.Data, why string) Step {
+	return Step{Kind: StepAppend, Event: d, Why: why, WritePath: true}
+}

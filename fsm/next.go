@@ -45,9 +45,7 @@ func (d Decider) nextBeforeWrite(i *Intent, caps events.Capabilities, now time.T
 	switch i.State {
 	case Recorded:
 		if len(i.Attempts) == 0 && i.Recorded.Policy.FirstWrite == events.PolicyApproval {
-			s := appendStep(&events.ApprovalRequiredData{For: "first_write", Reason: "route policy requires approval before the first write"}, "approval before the first write")
-			s.WritePath = true
-			return s
+			return writePathStep(&events.ApprovalRequiredData{For: "first_write", Reason: "route policy requires approval before the first write"}, "approval before the first write")
 		}
 		if !i.Released && now.Before(i.UpdatedAt.Add(d.RecordedGrace)) {
 			return wait(i.UpdatedAt.Add(d.RecordedGrace), "the writer may still start it")
@@ -190,10 +188,8 @@ func (d Decider) write(i *Intent, now time.Time, owner string) Step {
 }
 
 func (d Decider) abandonExpired(i *Intent) Step {
-	s := appendStep(&events.AbandonedData{By: d.Actor, Reason: string(events.ReasonIntentExpired) + ": expires_at passed before a write could start",
+	return writePathStep(&events.AbandonedData{By: d.Actor, Reason: string(events.ReasonIntentExpired) + ": expires_at passed before a write could start",
 		EffectPossible: i.AnyEffectPossible()}, "expired")
-	s.WritePath = true
-	return s
 }
 
 // retry decides, after not_found, an approval or a retryable rejection,
@@ -239,9 +235,7 @@ func (d Decider) retry(i *Intent, caps events.Capabilities, now time.Time) Step 
 		}
 	}
 	if p.Retry == events.PolicyApproval && i.State != ApprovedState {
-		s := appendStep(&events.ApprovalRequiredData{For: "retry", Reason: "proven not executed; the route requires approval before a retry"}, "approval before a retry")
-		s.WritePath = true
-		return s
+		return writePathStep(&events.ApprovalRequiredData{For: "retry", Reason: "proven not executed; the route requires approval before a retry"}, "approval before a retry")
 	}
 	lease := now.Add(d.Lease)
 	if !claimBy.IsZero() && claimBy.Before(lease) {
@@ -250,10 +244,8 @@ func (d Decider) retry(i *Intent, caps events.Capabilities, now time.Time) Step 
 	if exp := i.Recorded.ExpiresAt; !exp.IsZero() && exp.Before(lease) {
 		lease = exp
 	}
-	s := appendStep(&events.RetryClaimedData{Owner: d.Actor, LeaseUntil: lease, Attempt: len(i.Attempts) + 1,
+	return writePathStep(&events.RetryClaimedData{Owner: d.Actor, LeaseUntil: lease, Attempt: len(i.Attempts) + 1,
 		BudgetLeft: budget - 1, KeyValidUntil: keyValid, ApprovedBy: i.ApprovedBy}, "claim the retry")
-	s.WritePath = true
-	return s
 }
 
 // resendWait is the backoff before resending after the k-th consecutive
@@ -261,11 +253,7 @@ func (d Decider) retry(i *Intent, caps events.Capabilities, now time.Time) Step 
 // the intent and attempt so every worker computes the same time.
 func (d Decider) resendWait(i *Intent) time.Duration {
 	_, k := i.retriesAndResends()
-	b := d.ResendBase
-	for n := 0; n < k && b < d.ResendCap; n++ {
-		b *= 2
-	}
-	b = min(b, d.ResendCap)
+	b := doubling(d.ResendBase, d.ResendCap, k+1)
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(i.ID))
 	_ = binary.Write(h, binary.BigEndian, uint64(len(i.Attempts)))
@@ -278,12 +266,14 @@ func (d Decider) resendWait(i *Intent) time.Duration {
 
 // backoff is the wait before the n-th recheck (n ≥ 1): Recheck doubling
 // up to MaxRecheck.
-func (d Decider) backoff(n int) time.Duration {
-	b := d.Recheck
-	for k := 1; k < n && b < d.MaxRecheck; k++ {
-		b *= 2
+func (d Decider) backoff(n int) time.Duration { return doubling(d.Recheck, d.MaxRecheck, n) }
+
+// doubling is base·2^(n-1) (n ≥ 1), bounded by limit.
+func doubling(base, limit time.Duration, n int) time.Duration {
+	for k := 1; k < n && base < limit; k++ {
+		base *= 2
 	}
-	return min(b, d.MaxRecheck)
+	return min(base, limit)
 }
 
 func (d Decider) jitter(limit time.Duration) time.Duration {
@@ -295,13 +285,7 @@ func (d Decider) jitter(limit time.Duration) time.Duration {
 
 // PollCap is the exponential cap of poll n: PollBase·2^(n-1), bounded by
 // MaxRecheck; the wait before poll n is a full jitter under it.
-func (d Decider) PollCap(n int) time.Duration {
-	b := d.PollBase
-	for k := 1; k < n && b < d.MaxRecheck; k++ {
-		b *= 2
-	}
-	return min(b, d.MaxRecheck)
-}
+func (d Decider) PollCap(n int) time.Duration { return doubling(d.PollBase, d.MaxRecheck, n) }
 
 // keyValidUntil is KeyValidUntil judged by caps.
 func (i *Intent) keyValidUntil(c events.Capabilities) time.Time {

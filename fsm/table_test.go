@@ -183,3 +183,18 @@ func TestEveryTypeAndStateIsUsed(t *testing.T) {
 		t.Errorf("states: %v", AllStates())
 	}
 }
+
+// target returns the state t leads to from s, or false when illegal.
+func target(s State, t events.Type) (State, bool) {
+	for _, tr := range Transitions {
+		if tr.Type != t {
+			continue
+		}
+		for _, f := range tr.From {
+			if f == s {
+				return tr.To, true
+			}
+		}
+	}
+	return "", false
+}
