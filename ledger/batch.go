@@ -21,31 +21,25 @@ import (
 // Every Append (and AppendEvents) is a unit: consecutive events of one
 // intent, the first published with the per-subject CAS the caller gave, the
 // others right behind it. Units of concurrent callers are handed to one
-// flusher, which publishes them together as one JetStream atomic batch
-// (headers Nats-Batch-Id, Nats-Batch-Sequence, Nats-Batch-Commit; the stream
-// allows atomic publish): the server checks every message's Nats-Msg-Id and
-// CAS, stores all of them or none, contiguously, and syncs once.
+// flusher, which publishes them together as one JetStream atomic batch:
+// the server checks every message's Nats-Msg-Id and CAS, stores all of
+// them or none, contiguously, and syncs once.
 //
-// Each message keeps its own meaning: its own Nats-Msg-Id (<intent>:<version>),
-// its unit's append id (header Settle-Append-Id) and, for the first message
-// of a unit, its own expected last subject sequence. A later message of a
-// unit carries no CAS header: inside an atomic batch nothing can come
-// between it and the message before it, which is what its CAS would say
-// (and the server refuses a CAS header on a subject already written in the
-// batch).
+// Each message keeps its own Nats-Msg-Id (<intent>:<version>) and its
+// unit's append id; the first message of a unit carries its CAS. A later
+// message of a unit carries none: inside an atomic batch nothing can come
+// between it and the message before it (and the server refuses a CAS
+// header on a subject already written in the batch).
 //
 // A batch is only ever taken as a whole success (the commit's ack names the
-// batch and its count: the messages hold the count sequences ending at the
-// ack's). Anything else falls back to the path of a lone append, which
-// keeps the meaning Append always had:
+// batch and its count). Anything else falls back to the path of a lone
+// append, which keeps the meaning Append always had:
 //
-//   - a definite refusal (one unit's CAS lost, a duplicate Msg-Id, 10158 on
-//     a replicated stream, ...) splits the batch in halves, each published
-//     again, so the units that did not conflict proceed; a unit alone is
-//     handed back to its caller, which publishes it by itself (a lone
-//     publish per event, CAS on the previous one), where a CAS refusal or
-//     duplicate ack is resolved by reading the log (our bytes under our
-//     append id, or a conflict);
+//   - a definite refusal (one unit's CAS lost, a duplicate Msg-Id, ...)
+//     hands the stale units back and publishes the others again, or splits
+//     the batch in halves, so the units that did not conflict proceed; a
+//     unit alone is handed back to its caller, which publishes it by itself,
+//     where a CAS refusal or duplicate ack is resolved by reading the log;
 //   - a lost ack (timeout, disconnect) hands every unit back to its caller:
 //     the lone publish is refused as a duplicate or by its CAS if the batch
 //     had landed, and the log is read to tell, message by message.
@@ -436,8 +430,7 @@ func (b *batcher) flush(units []*unit, alone *sync.WaitGroup) bool {
 		}
 		return true
 	}
-	var apiErr jetstream.JetStreamError
-	refused := errors.As(err, &apiErr) && apiErr.APIError() != nil
+	refused := apiError(err) != nil
 	b.mu.Lock()
 	if refused {
 		b.stats.Refused++
@@ -458,24 +451,25 @@ func (b *batcher) flush(units []*unit, alone *sync.WaitGroup) bool {
 	// publish the others again, without them.
 	if stale, fresh := b.s.staleUnits(units); len(stale) > 0 {
 		b.handBack(stale, alone)
-		if len(fresh) > 1 || (len(fresh) == 1 && b.s.cfg.BatchMin == 1) {
-			b.flush(fresh, alone)
-		} else {
-			b.handBack(fresh, alone)
-		}
+		b.flushPart(fresh, alone)
 		return false
 	}
 	// No unit's CAS explains it (a duplicate Msg-Id, say): split so the
 	// others proceed.
 	half := len(units) / 2
-	for _, part := range [][]*unit{units[:half], units[half:]} {
-		if len(part) > 1 || b.s.cfg.BatchMin == 1 {
-			b.flush(part, alone)
-		} else {
-			b.handBack(part, alone)
-		}
-	}
+	b.flushPart(units[:half], alone)
+	b.flushPart(units[half:], alone)
 	return false
+}
+
+// flushPart publishes part of a refused batch again: as a batch when it
+// still holds two units (or BatchMin is 1), else handed back.
+func (b *batcher) flushPart(part []*unit, alone *sync.WaitGroup) {
+	if len(part) > 1 || (len(part) == 1 && b.s.cfg.BatchMin == 1) {
+		b.flush(part, alone)
+	} else {
+		b.handBack(part, alone)
+	}
 }
 
 // staleUnits reads the last sequence of each unit's subject (concurrently)

@@ -38,22 +38,10 @@
 //
 // A flusher publishes the appends of concurrent callers as one atomic
 // batch: the server checks each message's Msg-Id and CAS and stores all
-// or none, contiguously, with one sync. The later events of one append
-// (an IntentRecorded's first step, or the WriteStarted of a start too
-// large for one event) carry no CAS: nothing can come between them inside
-// a batch. Only a committed batch's ack counts. A refused batch has each
-// append's subject read once: the appends whose CAS no longer holds are
-// handed back, the others published again together (split in halves when
-// no CAS explains the refusal); an append refused alone, or in a batch
-// whose ack was lost, is published again by itself and resolved as above.
-// StoreConfig.BatchFlushers batches are in flight at once (two): on a
-// replicated stream a second of any size, on a single replica only a full
-// one; a unit on a subject of a batch in flight waits for that batch. A one-message append that finds
-// the batcher idle is published by its caller; a flush otherwise goes as
-// a batch or as lone publishes by what each has measurably cost (a slow
-// measurement is confirmed before it turns the choice), and a large flush
-// always as a batch. A server that does not fsync every write has no sync
-// to share: ForServerSync publishes every append alone, concurrently.
+// or none, with one sync. Only a committed batch's ack counts; anything
+// else falls back to lone appends, resolved as above (batch.go). A server
+// that does not fsync every write has no sync to share: ForServerSync
+// publishes every append alone, concurrently.
 //
 // # The stream and its reads
 //

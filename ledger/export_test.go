@@ -91,3 +91,10 @@ func (s *Store) FlushersRunning() int {
 	defer s.batch.mu.Unlock()
 	return s.batch.running
 }
+
+// DuplicatesInProcess counts publishes answered "duplicate message id is
+// in process" (10158) and resolved like lost acks.
+func (s *Store) DuplicatesInProcess() int64 { return s.dupInProcess.Load() }
+
+// Last is the sequence of the last message delivered (From-1 before any).
+func (r *Reader) Last() uint64 { return r.last }

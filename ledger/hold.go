@@ -68,8 +68,7 @@ func MarkHeld(ctx context.Context, js jetstream.JetStream, stream, route string,
 		case ctx.Err() != nil:
 			return false, errors.Errorf("mark held %s: %w", hold.IntentID, ctx.Err())
 		}
-		var apiErr jetstream.JetStreamError
-		if errors.As(err, &apiErr) && apiErr.APIError() != nil {
+		if apiError(err) != nil {
 			return false, errors.Errorf("mark held %s: %w", hold.IntentID, err)
 		}
 		// A lost ack: read the subject again, which tells.

@@ -217,9 +217,6 @@ func (r *Reader) lastOf(ctx context.Context) (uint64, error) {
 // End is where a bounded read ends (0 for a Follow read).
 func (r *Reader) End() uint64 { return r.end }
 
-// Last is the sequence of the last message delivered (From-1 before any).
-func (r *Reader) Last() uint64 { return r.last }
-
 // Stats returns the reader's counters.
 func (r *Reader) Stats() ReaderStats { return r.stats }
 

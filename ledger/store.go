@@ -400,23 +400,16 @@ func (s *Store) Config() StoreConfig { return s.cfg }
 // still expectedLastSeq (0: the subject must be empty), with Nats-Msg-Id =
 // e.EventID. It returns the new event's stream sequence.
 //
-// An ack that is lost (timeout, disconnect) is an unknown result like any
-// other: Append retries the same publish (same Msg-Id, same CAS), and when
-// the server answers "wrong last sequence" (10071 on a single server, where
-// the retry is not reported as a duplicate; 10164 on replicated streams) it
-// reads the subject's last message: if its Msg-Id is ours, the first publish
-// had landed and Append reports success. Otherwise it returns a
-// *ConflictError matching ErrConflict.
+// A lost ack (timeout, disconnect) is an unknown result: Append retries the
+// same publish (same Msg-Id, same CAS), and when the server answers a
+// duplicate or "wrong last sequence" it reads the subject's last message:
+// if it is ours, the first publish had landed and Append reports success;
+// otherwise it returns a *ConflictError matching ErrConflict.
 //
 // Every Append call stamps its messages with its own random append id
 // (header Settle-Append-Id): two writers that build byte-identical events
-// (two Executes of one request reading the same clock) are still told apart,
-// so only the one whose message the log holds is told it won.
-//
-// Appends of concurrent callers are group-committed (batch.go): published
-// together as one JetStream atomic batch, each message with its own Msg-Id,
-// CAS and append id; a refused batch is split, and a lost batch ack is
-// resolved per message as above.
+// are still told apart, so only the one whose message the log holds is told
+// it won. Appends of concurrent callers are group-committed (batch.go).
 func (s *Store) Append(ctx context.Context, route string, e events.Event, expectedLastSeq uint64) (uint64, error) {
 	return s.appendAs(ctx, route, e, expectedLastSeq, s.newAppendID())
 }
@@ -504,8 +497,7 @@ func (s *Store) publishOne(ctx context.Context, subject string, e events.Event, 
 			lastErr = err
 			continue
 		}
-		var apiErr jetstream.JetStreamError
-		if errors.As(err, &apiErr) && apiErr.APIError() != nil {
+		if apiError(err) != nil {
 			// A definite refusal by the server (not a lost ack).
 			return 0, errors.Errorf("append %s: %w", e.EventID, err)
 		}
@@ -563,26 +555,28 @@ func (s *Store) findVersion(ctx context.Context, subject string, version uint64)
 	}
 }
 
+// apiError is the server's refusal err carries, nil when it carries none
+// (a lost ack, a timeout).
+func apiError(err error) *jetstream.APIError {
+	var e jetstream.JetStreamError
+	if errors.As(err, &e) {
+		return e.APIError()
+	}
+	return nil
+}
+
 func isDuplicateInProcess(err error) bool {
-	var apiErr jetstream.JetStreamError
-	return errors.As(err, &apiErr) && apiErr.APIError() != nil && apiErr.APIError().ErrorCode == errCodeDuplicateInProcess
+	e := apiError(err)
+	return e != nil && e.ErrorCode == errCodeDuplicateInProcess
 }
 
 // errCodeDuplicateInProcess is JetStream's "duplicate message id is in
 // process" (10158), which nats.go does not name.
 const errCodeDuplicateInProcess jetstream.ErrorCode = 10158
 
-// DuplicatesInProcess counts publishes answered "duplicate message id is
-// in process" (10158) and resolved like lost acks.
-func (s *Store) DuplicatesInProcess() int64 { return s.dupInProcess.Load() }
-
 func isWrongLastSeq(err error) bool {
-	var apiErr jetstream.JetStreamError
-	if !errors.As(err, &apiErr) || apiErr.APIError() == nil {
-		return false
-	}
-	c := apiErr.APIError().ErrorCode
-	return c == jetstream.JSErrCodeStreamWrongLastSequence || c == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+	e := apiError(err)
+	return e != nil && (e.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || e.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // Load reads an intent's whole history (ErrNotFound when it has none).
@@ -601,8 +595,13 @@ func (s *Store) Load(ctx context.Context, route, intentID string) (*History, err
 // holds only a hold marker (every event of the intent lost) is a history:
 // no events and Hold set.
 func (s *Store) LoadIfAny(ctx context.Context, route, intentID string) (*History, error) {
-	h := &History{Route: route}
-	if err := s.Refresh(ctx, h, intentID); err != nil {
+	return s.load(ctx, &History{Route: route}, intentID, events.Subject(route, intentID))
+}
+
+// load reads h from subject; (nil, nil) when the log holds nothing there.
+func (s *Store) load(ctx context.Context, h *History, intentID, subject string) (*History, error) {
+	s.loads.Add(1)
+	if err := s.refresh(ctx, h, intentID, subject); err != nil {
 		return nil, err
 	}
 	if len(h.Events) == 0 && h.Hold == nil {
@@ -700,15 +699,11 @@ func (s *Store) LoadByID(ctx context.Context, intentID string) (*History, error)
 	if err := events.ValidateIntentID(intentID); err != nil {
 		return nil, err
 	}
-	s.loads.Add(1)
-	h := &History{}
-	if err := s.refresh(ctx, h, intentID, events.SubjectPrefix+".*."+intentID); err != nil {
-		return nil, err
-	}
-	if len(h.Events) == 0 && h.Hold == nil {
+	h, err := s.load(ctx, &History{}, intentID, events.SubjectPrefix+".*."+intentID)
+	if err == nil && h == nil {
 		return nil, errors.Errorf("load %s: %w", intentID, ErrNotFound)
 	}
-	return h, nil
+	return h, err
 }
 
 // AppendNext appends the event that follows intent (folded from h): it is

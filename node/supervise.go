@@ -285,11 +285,11 @@ func (s *supervisor) diskCheck(context.Context) error {
 // guardClock compares this process's clock with the log's every interval:
 // the stream leader's time in its info answer, against the middle of the
 // request by our clock, less half the round trip as the error. An offset
-// beyond max blocks every append (ledger.ErrClockOffset): deadlines,
+// beyond allowed blocks every append (ledger.ErrClockOffset): deadlines,
 // leases, search windows and the pre-existing rule all compare times of
 // different hosts, and a process off by more than the routes' clock skew
 // would judge them wrongly. Other processes settle its intents meanwhile.
-func (s *supervisor) guardClock(ctx context.Context, st jetstream.Stream, max time.Duration, interval time.Duration) {
+func (s *supervisor) guardClock(ctx context.Context, st jetstream.Stream, allowed, interval time.Duration) {
 	check := func() {
 		t0 := s.now()
 		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -301,15 +301,12 @@ func (s *supervisor) guardClock(ctx context.Context, st jetstream.Stream, max ti
 		}
 		rtt := t1.Sub(t0)
 		offset := t0.Add(rtt / 2).Sub(info.TimeStamp)
-		abs := offset
-		if abs < 0 {
-			abs = -abs
-		}
+		abs := max(offset, -offset)
 		s.mu.Lock()
 		s.offset = offset
 		was := s.clockErr
-		if abs-rtt/2 > max {
-			s.clockErr = errors.Errorf("%w: this process's clock is %s off the log's (allowed %s)", ledger.ErrClockOffset, offset.Round(time.Millisecond), max)
+		if abs-rtt/2 > allowed {
+			s.clockErr = errors.Errorf("%w: this process's clock is %s off the log's (allowed %s)", ledger.ErrClockOffset, offset.Round(time.Millisecond), allowed)
 		} else {
 			s.clockErr = nil
 		}
@@ -319,7 +316,7 @@ func (s *supervisor) guardClock(ctx context.Context, st jetstream.Stream, max ti
 		case now != nil && was == nil:
 			s.store.Block("clock", now)
 			s.logger.Error("clock offset beyond the allowance: this process refuses every append (submits get 503) until its clock is fixed; other processes settle its intents",
-				"offset", offset.Round(time.Millisecond).String(), "allowed", max.String())
+				"offset", offset.Round(time.Millisecond).String(), "allowed", allowed.String())
 		case now == nil && was != nil:
 			s.store.Unblock("clock")
 			s.logger.Info("clock back within the allowance", "offset", offset.Round(time.Millisecond).String())

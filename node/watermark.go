@@ -368,21 +368,13 @@ func acceptLoss(ctx context.Context, g logGuard, hw HighWater, loss *logLoss, wr
 // appends (ledger.ErrLogDamaged) with a loud error.
 func keepHighWater(ctx context.Context, st jetstream.Stream, path string, store *ledger.Store, logger *slog.Logger, interval time.Duration) {
 	k := newHighWaterKeeper(st, path, store, logger)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			k.check(fctx)
-			cancel()
-			return
-		case <-t.C:
-			ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			k.check(ictx)
-			cancel()
-		}
+	check := func(parent context.Context) {
+		cctx, cancel := context.WithTimeout(parent, 5*time.Second)
+		defer cancel()
+		k.check(cctx)
 	}
+	every(ctx, interval, func() { check(ctx) })
+	check(context.Background())
 }
 
 // shortChecks is how many checks in a row must find the stream below its

@@ -319,24 +319,19 @@ func sameRequest(stored events.IntentRecordedData, rec events.IntentRecordedData
 // request id:
 //
 //  1. The intent recorded (payload frozen, hash, keys, policy, the route's
-//     capabilities) with CAS "subject empty": IntentRecorded, or
-//     IntentStarted when its first write starts at once (step 2). It is
-//     recorded without reading its subject first (the CAS is the check;
-//     when it fails the intent is read and answered as a resubmission).
-//     The same request id with the
-//     same payload returns the stored state without writing; with a
-//     different payload ErrPayloadMismatch. Before a new intent is
-//     recorded, a route that can tell its credential's identity
-//     (adapter.IdentityChecker) checks the account: a mismatch is
-//     ErrInvalidRequest and nothing is recorded or written.
+//     capabilities) with CAS "subject empty", without reading its subject
+//     first (when the CAS fails the intent is read and answered as a
+//     resubmission). The same request id with the same payload returns the
+//     stored state without writing; with a different payload
+//     ErrPayloadMismatch. Before a new intent is recorded, a route that can
+//     tell its credential's identity (adapter.IdentityChecker) checks the
+//     account: a mismatch is ErrInvalidRequest and nothing is written.
 //  2. Whatever fsm.Decider says next on the write path: an approval
 //     request, an abandonment (the intent expired: a normal result in
 //     state abandoned), a retry claim, or WriteStarted — acknowledged
 //     before the adapter is called, and only the party whose WriteStarted
-//     wins the CAS calls it. A new intent whose first write starts at once
-//     is recorded and started by one message, IntentStarted (CAS "subject
-//     empty"); any other first step is appended in one unit with its
-//     IntentRecorded (see recordAndStart).
+//     wins the CAS calls it. A new intent's first step goes with its
+//     record (recordAndStart).
 //  3. The call, then the classified outcome: WriteConfirmed/WriteSucceeded,
 //     WriteRejected (proven not executed), or OutcomeUnknown.
 //
@@ -480,17 +475,13 @@ func (p *Producer) checkIdentity(ctx context.Context, pr *prepared) error {
 
 // recordAndStart records a new intent together with the first step the
 // decider gives on it, appended as one unit. An automatic first write is
-// one message, IntentStarted (the IntentRecorded and the WriteStarted in
-// one event, acknowledged before the call): a write is then two messages,
-// start and outcome. Any other first step (an approval request, an
-// abandonment) follows its IntentRecorded in one atomic batch under load,
-// two CAS appends otherwise; so does a first write whose IntentStarted
-// would exceed the log's event limit (a large payload and its rendered
-// request). The decision is the one drive would make on the freshly
-// recorded intent, and a conflict on the first message (ErrConflict, nil
-// result) makes the caller reload and compare. When IntentRecorded landed
-// but its step did not, the result is non-nil with the error
-// (ErrConflict: reload and drive).
+// one message, IntentStarted (IntentRecorded and WriteStarted in one event,
+// acknowledged before the call). Any other first step, or a first write
+// whose IntentStarted would exceed the log's event limit, follows its
+// IntentRecorded in the same AppendEvents. A conflict on the first message
+// (ErrConflict, nil result) makes the caller reload and compare. When
+// IntentRecorded landed but its step did not, the result is non-nil with
+// the error (ErrConflict: reload and drive).
 func (p *Producer) recordAndStart(ctx context.Context, pr *prepared) (*Result, error) {
 	realStart := time.Now()
 	now := p.cfg.Now()
@@ -717,9 +708,6 @@ func (p *Producer) dryRun(pr *prepared, h *ledger.History, intent *fsm.Intent) (
 	}
 	return res, nil
 }
-
-// Decider returns the producer's decision function.
-func (p *Producer) Decider() fsm.Decider { return p.dec }
 
 // loadPrepared reads and folds the intent a prepared request maps to. It
 // returns (nil, nil, nil) when the log holds none.
