@@ -2,6 +2,7 @@ package events
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -325,9 +326,7 @@ func planOf(t reflect.Type) *plan {
 		if name == "-" || !f.IsExported() {
 			continue
 		}
-		if name == "" {
-			name = f.Name
-		}
+		name = cmp.Or(name, f.Name)
 		pf := planField{index: i, typ: f.Type}
 		switch ft := f.Type; {
 		case ft == reflect.TypeFor[time.Time]() || ft == reflect.TypeFor[Duration]():

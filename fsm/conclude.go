@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -235,11 +236,7 @@ func (d Decider) ConcludeStatus(i *Intent, caps events.Capabilities, now time.Ti
 		}
 		return &events.TargetProcessingData{Poll: i.Polls + 1, NextCheckAt: next, Deadline: deadline}
 	case StatusFailed:
-		code := st.Code
-		if code == "" {
-			code = "target_failed"
-		}
-		return &events.TargetFailedData{Code: code, PartialEffects: st.PartialEffects}
+		return &events.TargetFailedData{Code: cmp.Or(st.Code, "target_failed"), PartialEffects: st.PartialEffects}
 	}
 	return d.ConcludeReadError(i, caps, now, "status", "unknown_status_state")
 }

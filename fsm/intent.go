@@ -169,10 +169,8 @@ func (i *Intent) KeyValidUntil() time.Time { return i.keyValidUntil(i.Caps()) }
 // SentRequest is the request every retry sends: the earliest one an
 // attempt recorded (nil when none did).
 func (i *Intent) SentRequest() *events.SentRequest {
-	for _, a := range i.Attempts {
-		if a.Request != nil {
-			return a.Request
-		}
+	if k := slices.IndexFunc(i.Attempts, func(a Attempt) bool { return a.Request != nil }); k >= 0 {
+		return i.Attempts[k].Request
 	}
 	return nil
 }
@@ -183,26 +181,12 @@ func (i *Intent) Expired(t time.Time) bool {
 }
 
 // RiskyAttempts reports whether any attempt may have executed.
-func (i *Intent) RiskyAttempts() bool {
-	for _, a := range i.Attempts {
-		if a.Risky() {
-			return true
-		}
-	}
-	return false
-}
+func (i *Intent) RiskyAttempts() bool { return slices.ContainsFunc(i.Attempts, Attempt.Risky) }
 
 // AnyEffectPossible reports whether any attempt may have executed: it did
 // not end in a proven rejection (a cleared attempt still counts: a search
 // proves absence in a window, not forever).
-func (i *Intent) AnyEffectPossible() bool {
-	for _, a := range i.Attempts {
-		if !a.provenNotExecuted() {
-			return true
-		}
-	}
-	return false
-}
+func (i *Intent) AnyEffectPossible() bool { return i.WritingAttempts() > 0 }
 
 // RetriesUsed counts claimed attempts that followed an attempt that may
 // have executed; ResendsUsed counts claimed attempts that followed a proven

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -25,10 +26,7 @@ func (d Decider) ConcludeReadback(i *Intent, caps events.Capabilities, now time.
 		return &events.CheckDeferredData{Reason: events.DeferReadbackNotVisible, NextCheckAt: now.Add(d.backoff(i.Checks + 1))}
 	}
 	o := rb.Object
-	liveURL := o.LiveURL
-	if liveURL == "" {
-		liveURL = i.LiveURL
-	}
+	liveURL := cmp.Or(o.LiveURL, i.LiveURL)
 	required := RequiredChecks(caps)
 	ref := Match(i, caps, o)
 	var checks []events.Check
@@ -53,18 +51,14 @@ func (d Decider) ConcludeReadback(i *Intent, caps events.Capabilities, now time.
 	if c, ok := idCheck(i, o.ExternalID); ok {
 		checks = append(checks, c)
 	}
-	extID := o.ExternalID
-	if extID == "" {
-		extID = i.ExternalID
-	}
+	extID := cmp.Or(o.ExternalID, i.ExternalID)
 	if MarkedOurs(i, caps, o) && (slices.Contains(ref.Mismatch, "payload") || slices.Contains(ref.Mismatch, "parent")) {
 		// Our own effect, changed since: the search path's rule.
 		ref.ExternalID = extID
 		ev := d.handoff(i, events.ReasonWrittenModified, "", caps)
 		ev.Evidence.Candidates = []events.CandidateRef{ref}
 		ev.Evidence.Checks = checks
-		m := writtenModified(ref, extID, ev.Evidence)
-		return m
+		return writtenModified(ref, extID, ev.Evidence)
 	}
 	return conclude(i, extID, liveURL, checks, now)
 }
@@ -124,10 +118,7 @@ func (d Decider) ConcludeStatusReadback(i *Intent, caps events.Capabilities, now
 	if c, ok := idCheck(i, st.ExternalID); ok {
 		checks = append(checks, c)
 	}
-	extID := st.ExternalID
-	if extID == "" {
-		extID = i.ExternalID
-	}
+	extID := cmp.Or(st.ExternalID, i.ExternalID)
 	if extID == "" {
 		ev := d.handoff(i, events.ReasonNoExternalID, "the status query gives no external id to name the receipt by", caps)
 		ev.Evidence.Checks = checks
