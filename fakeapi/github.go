@@ -13,31 +13,25 @@ import (
 	"time"
 )
 
-// A fake of the GitHub REST API's issue comments, following GitHub's
-// public documentation of the endpoints it serves:
+// A fake of the GitHub REST API's issue comments, as GitHub documents
+// them (https://docs.github.com/en/rest/issues/comments, .../users and
+// .../using-the-rest-api/using-pagination-in-the-rest-api):
 //
-//   - GET  /user — the authenticated user (login, id)
-//     https://docs.github.com/en/rest/users/users#get-the-authenticated-user
-//   - POST /repos/{owner}/{repo}/issues/{issue_number}/comments {"body": ...}
-//     — 201 with the comment; 404 for an unknown issue, 422 without a body
-//   - GET  /repos/{owner}/{repo}/issues/comments — every comment of the
-//     repository, ascending by id (or sort=created|updated,
-//     direction=asc|desc), since= filters on updated_at (ISO 8601),
-//     per_page (default 30, at most 100) and page
-//   - GET  /repos/{owner}/{repo}/issues/{issue_number}/comments — one
-//     issue's comments, the same parameters
-//   - GET  /repos/{owner}/{repo}/issues/comments/{comment_id}
-//     https://docs.github.com/en/rest/issues/comments
-//   - pagination by the Link header (rel="next", "last", "first", "prev")
-//     https://docs.github.com/en/rest/using-the-rest-api/using-pagination-in-the-rest-api
+//   - GET /user: the authenticated user (login, id)
+//   - POST /repos/{owner}/{repo}/issues/{issue_number}/comments {"body"}:
+//     201 with the comment; 404 for an unknown issue, 422 without a body
+//   - GET /repos/{owner}/{repo}/issues/comments (the repository's) and
+//     .../issues/{issue_number}/comments (one issue's): ascending by id,
+//     or sort=created|updated and direction=asc|desc; since= filters on
+//     updated_at; per_page (default 30, at most 100) and page; the Link
+//     header (rel="next", "last", "first", "prev")
+//   - GET /repos/{owner}/{repo}/issues/comments/{comment_id}
 //
-// and, without credentials, the HTML page of an issue (a comment's
-// html_url is that page with a #issuecomment-<id> fragment): 200 when the
-// repository is public, 404 when it is private (as GitHub answers a
-// visitor who may not see it). Credentials are "Authorization: Bearer
-// <token>" or "token <token>"; anything else is 401. Write faults (Next)
-// are the social fake's: CommitThenDrop (lost response),
-// ResetBeforeCommit (lost request), Status(code).
+// and, without credentials, an issue's HTML page (a comment's html_url
+// with a #issuecomment-<id> fragment): 404 when the repository is
+// private. Credentials are "Authorization: Bearer <token>" or "token
+// <token>"; anything else is 401. Write faults (Next): CommitThenDrop,
+// ResetBeforeCommit, Status(code), RateLimited(d).
 
 // GitHubComment is one issue comment as the fake stores it.
 type GitHubComment struct {
@@ -304,11 +298,7 @@ func (s *GitHubAPI) EffectsContaining(sub string) int {
 
 // FailPages queues faults for the next requests of the HTML pages (the
 // web site, not the API), in order.
-func (s *GitHubAPI) FailPages(f ...ReadFault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.pageFaults = append(s.pageFaults, f...)
-}
+func (s *GitHubAPI) FailPages(f ...ReadFault) { s.queueReadFaults(&s.pageFaults, f) }
 
 // CappedPages is the number of list pages served full at the page cap
 // while the request asked for more (a silent cap a listing must see
@@ -654,11 +644,8 @@ func setPageLinks(w http.ResponseWriter, r *http.Request, page, last int) {
 // handlePage serves an issue's HTML page to anyone (no credentials are
 // needed, none are looked at): 404 when the repository is private.
 func (s *GitHubAPI) handlePage(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	s.pageCalls++
-	f := popQueue(&s.pageFaults)
-	s.mu.Unlock()
-	if serveReadFault(w, f) {
+	bump(&s.mu, &s.pageCalls)
+	if s.failedRead(w, &s.pageFaults) {
 		return
 	}
 	n, err := strconv.Atoi(r.PathValue("number"))

@@ -15,28 +15,22 @@ import (
 	"time"
 )
 
-// A fake of the Slack Web API methods settle's example route uses,
-// following Slack's public documentation:
+// A fake of the Slack Web API methods settle's example route uses, as
+// Slack documents them (https://docs.slack.dev/reference/methods/...):
 //
-//   - auth.test (GET or POST) — who the token is: user_id, bot_id, team_id
-//     https://docs.slack.dev/reference/methods/auth.test
+//   - auth.test (GET or POST): the token's user_id, bot_id, team_id
 //   - chat.postMessage (POST, JSON or form): channel, text, metadata
 //     {event_type, event_payload}; answers {ok, channel, ts, message}
-//     https://docs.slack.dev/reference/methods/chat.postMessage
-//     https://docs.slack.dev/messaging/message-metadata
 //   - conversations.history (GET): channel, oldest, latest, inclusive,
-//     limit, cursor, include_all_metadata; newest first, has_more and
-//     response_metadata.next_cursor
-//     https://docs.slack.dev/reference/methods/conversations.history
+//     limit, cursor, include_all_metadata (metadata is shown only then);
+//     newest first, has_more and response_metadata.next_cursor
 //
-// Like Slack, a method that fails answers HTTP 200 with {"ok": false,
-// "error": "<code>"} (invalid_auth, not_authed, channel_not_found,
-// no_text, invalid_metadata_format, ...), except rate limiting: HTTP 429
-// with Retry-After. Messages carry metadata in conversations.history only
-// with include_all_metadata=true. A message's ts is its id and its
-// creation time ("1712345678.000100", unique per channel). Write faults
-// (Next) are the social fake's: CommitThenDrop, ResetBeforeCommit,
-// Status(code).
+// A failing method answers HTTP 200 {"ok": false, "error": "<code>"}
+// (invalid_auth, not_authed, channel_not_found, no_text,
+// invalid_metadata_format, ...), except rate limiting: 429 with
+// Retry-After. A message's ts is its id and creation time
+// ("1712345678.000100", unique per channel). Write faults (Next):
+// CommitThenDrop, ResetBeforeCommit, Status(code), RateLimited(d).
 
 // SlackMessage is one message as the fake stores it.
 type SlackMessage struct {

@@ -283,22 +283,24 @@ const (
 )
 
 // FailLists queues faults for the next list calls, in order.
-func (s *SocialAPI) FailLists(f ...ReadFault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.listFaults = append(s.listFaults, f...)
-}
+func (s *SocialAPI) FailLists(f ...ReadFault) { s.queueReadFaults(&s.listFaults, f) }
 
 // FailPages queues faults for the next live-page probes, in order.
-func (s *SocialAPI) FailPages(f ...ReadFault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.pageFaults = append(s.pageFaults, f...)
+func (s *SocialAPI) FailPages(f ...ReadFault) { s.queueReadFaults(&s.pageFaults, f) }
+
+func (f *fakeServer[F]) queueReadFaults(q *[]ReadFault, faults []ReadFault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	*q = append(*q, faults...)
 }
 
-// serveReadFault answers a read with its fault; false when f is ReadOK.
-func serveReadFault(w http.ResponseWriter, f ReadFault) bool {
-	switch f {
+// failedRead takes the next fault of q and answers the read with it;
+// false when there is none.
+func (f *fakeServer[F]) failedRead(w http.ResponseWriter, q *[]ReadFault) bool {
+	f.mu.Lock()
+	rf := popQueue(q)
+	f.mu.Unlock()
+	switch rf {
 	case ReadError500:
 		writeError(w, http.StatusInternalServerError, "internal", "the server failed")
 	case ReadNoItems:
@@ -574,10 +576,19 @@ func (s *SocialAPI) commit(req createRequest, rec *WriteRecord, f Fault) (Post, 
 
 func (p *Post) visible(now time.Time) bool { return !p.Removed && !now.Before(p.VisibleAt) }
 
-func (s *SocialAPI) handleGet(w http.ResponseWriter, r *http.Request) {
+// acceptRead counts a read and checks its bearer token, answering 401
+// when it is missing or wrong.
+func (s *SocialAPI) acceptRead(w http.ResponseWriter, r *http.Request) bool {
 	bump(&s.mu, &s.reads)
 	if !s.authorized(r) {
 		writeError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid bearer token")
+		return false
+	}
+	return true
+}
+
+func (s *SocialAPI) handleGet(w http.ResponseWriter, r *http.Request) {
+	if !s.acceptRead(w, r) {
 		return
 	}
 	id := r.PathValue("id")
@@ -616,16 +627,8 @@ func parseCursor(c string) (int64, int64, bool) {
 }
 
 func (s *SocialAPI) handleList(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	s.reads++
-	s.listCalls++
-	f := popQueue(&s.listFaults)
-	s.mu.Unlock()
-	if !s.authorized(r) {
-		writeError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid bearer token")
-		return
-	}
-	if serveReadFault(w, f) {
+	bump(&s.mu, &s.listCalls)
+	if !s.acceptRead(w, r) || s.failedRead(w, &s.listFaults) {
 		return
 	}
 	account := r.PathValue("account")
@@ -704,13 +707,12 @@ func (lq socialList) page(match []Post, pageSize int, omit bool) listResponse {
 		return cmp.Compare(b.seq, a.seq)
 	})
 	if lq.hasCursor {
-		i := 0
-		for i < len(match) {
-			ns := match[i].CreatedAt.UnixNano()
-			if ns < lq.curNS || (ns == lq.curNS && match[i].seq < lq.curSeq) {
-				break
-			}
-			i++
+		i := slices.IndexFunc(match, func(p Post) bool {
+			ns := p.CreatedAt.UnixNano()
+			return ns < lq.curNS || ns == lq.curNS && p.seq < lq.curSeq
+		})
+		if i < 0 {
+			i = len(match)
 		}
 		match = match[i:]
 	}
@@ -732,10 +734,7 @@ func (lq socialList) page(match []Post, pageSize int, omit bool) listResponse {
 
 func (s *SocialAPI) handlePage(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	s.mu.Lock()
-	f := popQueue(&s.pageFaults)
-	s.mu.Unlock()
-	if serveReadFault(w, f) {
+	if s.failedRead(w, &s.pageFaults) {
 		return
 	}
 	s.mu.Lock()

@@ -14,44 +14,35 @@ import (
 	"time"
 )
 
-// A fake of the Stripe API's PaymentIntents, following Stripe's public
-// documentation of what it serves:
+// A fake of the Stripe API's PaymentIntents, as Stripe documents it:
 //
-//   - GET  /v1/account — the account the secret key belongs to (id acct_...)
-//     https://docs.stripe.com/api/accounts/retrieve
-//   - POST /v1/payment_intents (form-encoded: amount, currency, customer,
-//     description, payment_method, confirm, metadata[key]) — the
-//     PaymentIntent; with confirm=true and a payment method it succeeds
-//     https://docs.stripe.com/api/payment_intents/create
-//   - GET  /v1/payment_intents/{id}
-//     https://docs.stripe.com/api/payment_intents/retrieve
-//   - GET  /v1/payment_intents/search?query=...&limit=&page= — the Search
-//     Query Language's exact clauses (metadata['key']:'value',
-//     status:'value', customer:'value', amount:N) joined by AND; a
-//     search_result with data, has_more and next_page. Like Stripe's,
-//     search is not read-after-write: an object is searchable only
-//     SearchLag after it was created ("under normal operating conditions,
-//     data is searchable in less than a minute")
-//     https://docs.stripe.com/api/payment_intents/search
-//     https://docs.stripe.com/search#search-query-language
-//   - Idempotency-Key on POST: the first request's status and body are
-//     saved and returned to every later request with the key (header
-//     Idempotent-Replayed: true); other parameters under the key are a 400
-//     idempotency_error; a request while the first one is executing is a
-//     409; keys are pruned 24 hours after first use (KeyRetention)
-//     https://docs.stripe.com/api/idempotent_requests
-//   - API versions: a request is made with its Stripe-Version header, or
-//     the account's default version (APIVersion); the response says which.
-//     From 2023-08-16 automatic payment methods are on by default, and
-//     confirming a PaymentIntent needs a return_url unless off_session=true
-//     or automatic_payment_methods[allow_redirects]=never (400 otherwise)
-//     https://docs.stripe.com/api/versioning
-//     https://docs.stripe.com/changelog/2023-08-16/automatic-payment-methods
+//   - GET /v1/account: the secret key's account (acct_...)
+//   - POST /v1/payment_intents (form: amount, currency, customer,
+//     description, payment_method, confirm, metadata[key]); with
+//     confirm=true and a payment method it succeeds
+//   - GET /v1/payment_intents/{id}
+//   - GET /v1/payment_intents/search?query=&limit=&page=: the exact
+//     clauses metadata['key']:'value', status:, customer:, currency:'v'
+//     and amount:N joined by AND; a search_result (data, has_more,
+//     next_page). Search is not read-after-write: an object is
+//     searchable SearchLag after its creation.
+//   - Idempotency-Key on POST: the first answer is saved and replayed
+//     (Idempotent-Replayed: true); other parameters under the key are a
+//     400 idempotency_error; keys are pruned KeyRetention (24 h) after
+//     first use.
+//   - API versions: the Stripe-Version header, else the account's
+//     default (APIVersion), echoed in the answer. From 2023-08-16,
+//     confirming needs a return_url unless off_session=true or
+//     automatic_payment_methods[allow_redirects]=never (400 otherwise).
 //
-// Errors are {"error": {"type", "code", "message", "param"}}. Credentials
-// are "Authorization: Bearer <secret key>" (or Basic with the key as the
-// user); anything else is 401. Write faults (Next) are the social fake's:
-// CommitThenDrop, ResetBeforeCommit, Status(code), Delay(d).
+// https://docs.stripe.com/api/payment_intents,
+// https://docs.stripe.com/search#search-query-language,
+// https://docs.stripe.com/api/idempotent_requests,
+// https://docs.stripe.com/changelog/2023-08-16/automatic-payment-methods.
+// Errors are {"error": {"type", "code", "message", "param"}}. The secret
+// key comes as Bearer (or Basic, as the user); anything else is 401.
+// Write faults (Next): CommitThenDrop, ResetBeforeCommit, Status(code),
+// Delay(d), KeyReused.
 
 // PaymentIntent is one PaymentIntent as the fake stores it.
 type PaymentIntent struct {
