@@ -149,7 +149,7 @@ func (w *world) readerURL() string {
 	if w.nats != nil {
 		return w.nats.DirectURLs()
 	}
-	return w.settles[0].ReaderURL()
+	return "nats://" + w.settles[0].Spec.NATSListen
 }
 
 // burst submits n intents, conc at a time, numbered from first; via picks

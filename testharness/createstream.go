@@ -10,17 +10,16 @@ import (
 	"github.com/settle-dev/settle/ledger"
 )
 
-// apiAttempt bounds one JetStream API request of the harness's helpers
-// that try again while a cluster forms (CreateStream, OpenStoreWhenReady).
+// apiAttempt bounds one JetStream API request of the helpers that try
+// again while a cluster forms (CreateStream, OpenStoreWhenReady).
 const apiAttempt = 10 * time.Second
 
-// CreateStream creates a stream as settle's store does on a cluster that
-// has just formed: each attempt bounded (apiAttempt), and one left unanswered
-// (seen under a loaded make test and make bench: a request the meta
-// leader never answered, all nodes healthy and meshed) or refused because
-// the cluster cannot place the stream yet (no meta leader, a server not
-// heard from) made again, for two minutes; any other error fails t.
-// Creating a stream with the same configuration again is no change.
+// CreateStream creates a stream on a cluster that may have just formed,
+// as settle's store does: an attempt left unanswered (a meta leader that
+// never answers, seen under load with every node healthy and meshed) or
+// refused because the cluster cannot place the stream yet is made again
+// for two minutes; any other error fails t. Creating a stream with the
+// same configuration again is no change.
 func CreateStream(t testing.TB, js jetstream.JetStream, cfg jetstream.StreamConfig) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)

@@ -43,18 +43,8 @@ func (f *BatchFaults) RequestMsgWithContext(ctx context.Context, m *nats.Msg) (*
 	return resp, err
 }
 
-// take counts one fault down, if one is due.
-func take(c *atomic.Int32) bool {
-	for {
-		n := c.Load()
-		if n <= 0 {
-			return false
-		}
-		if c.CompareAndSwap(n, n-1) {
-			return true
-		}
-	}
-}
+// take counts one fault down: whether one was due.
+func take(c *atomic.Int32) bool { return c.Add(-1) >= 0 }
 
 // LaggingCopy is a JetStream whose ordered consumers sit on a copy of the
 // stream that lags: consumer number n (from 0, in the order they are

@@ -16,8 +16,7 @@ import (
 
 // HandLog writes hand-built histories on a real stream: legal ones with
 // Store.AppendNext (fsm-checked) and planted ones with Store.Append, which
-// checks only the encoding. The audit's and the downstream subscription's
-// tests read what it writes.
+// checks only the encoding.
 type HandLog struct {
 	t     testing.TB
 	js    jetstream.JetStream
@@ -32,10 +31,7 @@ type HandLog struct {
 func NewHandLog(t testing.TB, js jetstream.JetStream, store *ledger.Store, at time.Time) *HandLog {
 	t.Helper()
 	if store == nil {
-		var err error
-		if store, err = ledger.OpenStore(context.Background(), js, ledger.DefaultStoreConfig()); err != nil {
-			t.Fatal(err)
-		}
+		store = OpenStore(t, js)
 	}
 	return &HandLog{t: t, js: js, Store: store, Route: "social_post", At: at}
 }
@@ -46,7 +42,8 @@ func (l *HandLog) Tick() time.Time {
 	return l.At
 }
 
-// RecordedEvent is a valid IntentRecorded (account acct_1) for requestID on route.
+// RecordedEvent is a valid IntentRecorded (account acct_1, caps HandCaps)
+// for requestID on route.
 func RecordedEvent(route, requestID string, pol events.Policy, at time.Time) events.Event {
 	canon, err := events.Canonicalize([]byte(`{"body":"post for ` + requestID + `"}`))
 	if err != nil {
@@ -83,7 +80,6 @@ func (l *HandLog) Record(requestID string) *HandHistory {
 	return l.first(RecordedEvent(l.Route, requestID, adapter.DefaultPolicy(), l.Tick()))
 }
 
-// first appends a new intent's first event and folds it.
 func (l *HandLog) first(e events.Event) *HandHistory {
 	l.t.Helper()
 	seq, err := l.Store.Append(context.Background(), l.Route, e, 0)
@@ -114,7 +110,6 @@ func (l *HandLog) RecordStarted(requestID string) *HandHistory {
 	return l.first(e)
 }
 
-// ID is the intent's id.
 func (x *HandHistory) ID() string { return x.I.ID }
 
 // Attempt is the id of the intent's attempt n.
@@ -142,7 +137,7 @@ func (x *HandHistory) Plant(attemptID string, d events.Data) *HandHistory {
 	return x
 }
 
-// PublishRaw puts bytes on an intent's subject as they are.
+// PublishRaw puts raw on an intent's subject as it is.
 func (l *HandLog) PublishRaw(intentID string, raw string) uint64 {
 	l.t.Helper()
 	ack, err := l.js.Publish(context.Background(), events.Subject(l.Route, intentID), []byte(raw))
@@ -176,8 +171,7 @@ func (x *HandHistory) Receipt(externalID string, source events.Source) events.Re
 // ReplayedIntent is intent k of the benchmarks' replay log: the six events
 // of a dropped response settled by reconciliation (recorded, started,
 // unknown, reconciling, found, read back), on route social_post, at
-// t0 + k ms. BenchmarkReplay appends them; the audit's per-message
-// benchmark decodes them.
+// t0 + k ms.
 func ReplayedIntent(k int, t0 time.Time) []events.Event {
 	payload := []byte(`{"assets":[],"body":"replay"}`)
 	sum, _ := events.PayloadSHA256(payload)
@@ -207,8 +201,8 @@ func ReplayedIntent(k int, t0 time.Time) []events.Event {
 	return out
 }
 
-// MarkHeld writes the intent's hold marker (ledger.MarkHeld), naming
-// versions lost, as serve does when a loss is accepted.
+// MarkHeld writes the intent's hold marker naming versions lost, as serve
+// does when a loss is accepted.
 func (l *HandLog) MarkHeld(intentID string, versions ...uint64) {
 	l.t.Helper()
 	h := events.NewHold(intentID, versions, nil, nil, l.Tick(), "test", "the test says this intent lost events.")
@@ -217,8 +211,8 @@ func (l *HandLog) MarkHeld(intentID string, versions ...uint64) {
 	}
 }
 
-// MarkHeld writes the intent's hold marker (HandLog.MarkHeld) and reads it
-// into the history, so that later events follow it.
+// MarkHeld writes the intent's hold marker and reads it into the history,
+// so that later events follow it.
 func (x *HandHistory) MarkHeld(versions ...uint64) *HandHistory {
 	x.l.t.Helper()
 	x.l.MarkHeld(x.I.ID, versions...)

@@ -23,9 +23,8 @@ type Node struct {
 }
 
 // StartNode starts a single node (fsync always unless durability says
-// otherwise) listening on loopback, and connects to it. Under -short
-// (go test -short: the fast tier) the test is skipped: every test that
-// needs a nats-server is in the full suite (make test).
+// otherwise) listening on loopback, and connects to it (skipped under
+// -short).
 func StartNode(t testing.TB, durability ...embedded.Durability) *Node {
 	t.Helper()
 	SkipShort(t, "an embedded nats-server")
@@ -56,15 +55,7 @@ func (n *Node) start() {
 func (n *Node) Connect() (*nats.Conn, jetstream.JetStream) {
 	n.t.Helper()
 	nc, err := n.Srv.Connect()
-	if err != nil {
-		n.t.Fatalf("connect: %v", err)
-	}
-	n.t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		n.t.Fatalf("jetstream: %v", err)
-	}
-	return nc, js
+	return nc, JetStreamOf(n.t)(nc, err)
 }
 
 // URL is the client URL.
@@ -72,14 +63,19 @@ func (n *Node) URL() string { return n.Srv.ClientURL() }
 
 // Restart stops the server (the store stays) and starts it again on the
 // same port; NC and JS are replaced by fresh ones.
-func (n *Node) Restart() {
+func (n *Node) Restart() { n.RestartAfter(func(string) {}) }
+
+// RestartAfter restarts the server as Restart, running damage on its
+// stopped store (its directory) in between.
+func (n *Node) RestartAfter(damage func(dir string)) {
 	n.t.Helper()
 	n.NC.Close()
 	n.Srv.Stop()
+	damage(n.cfg.Dir)
 	n.start()
 }
 
-// Stop stops the server.
+// Stop stops the server (at the test's end already).
 func (n *Node) Stop() {
 	if n.NC != nil {
 		n.NC.Close()
@@ -90,7 +86,7 @@ func (n *Node) Stop() {
 }
 
 // StartCluster starts a real 3-node cluster on loopback, each node with its
-// own t.TempDir() store (skipped under -short, like StartNode).
+// own t.TempDir() store (skipped under -short).
 func StartCluster(t testing.TB, durability embedded.Durability) *embedded.Cluster {
 	t.Helper()
 	SkipShort(t, "a 3-node nats-server cluster")
@@ -129,9 +125,8 @@ func JetStreamOf(t testing.TB) func(*nats.Conn, error) jetstream.JetStream {
 	}
 }
 
-// restoreBlockProfile sets the block profile rate go test's
-// -blockprofile asked for again: a starting nats-server sets it to its
-// own option's (0, off), which would leave the profile empty.
+// restoreBlockProfile sets the block profile rate go test's -blockprofile
+// asked for again: a starting nats-server turns it off.
 func restoreBlockProfile() {
 	if f := flag.Lookup("test.blockprofile"); f == nil || f.Value.String() == "" {
 		return

@@ -22,12 +22,10 @@ type ProcSpec struct {
 	Env  []string
 }
 
-// Proc is one OS process of a test: started, signalled and restarted with
-// the same Spec (change it before a Start to change the next run). Its
-// output (stdout and stderr together, every run) is kept in memory and in
-// a file under the test's temporary directory. A test only ever signals
-// processes it started, by their pid; t.Cleanup kills what is still
-// running.
+// Proc is one OS process of a test, started, signalled and restarted with
+// its Spec (changed before a Start, it changes the next run). Its output
+// (stdout and stderr, every run) is kept in memory and in a file under the
+// test's temporary directory; t.Cleanup kills what is still running.
 type Proc struct {
 	Spec ProcSpec
 	t    testing.TB
@@ -86,7 +84,7 @@ func (p *Proc) Start() {
 	}()
 }
 
-// current is the current run and its done channel (nil before the first).
+// current is the current run and the channel closed when it exits.
 func (p *Proc) current() (*exec.Cmd, chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -119,7 +117,6 @@ func (p *Proc) Output() string { return p.out.String() }
 // LogFile is the file holding the output of every run.
 func (p *Proc) LogFile() string { return p.log }
 
-// Name is the spec's name.
 func (p *Proc) Name() string { return p.Spec.Name }
 
 // Signal sends sig to the running process (SIGSTOP pauses it: it keeps

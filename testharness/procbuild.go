@@ -28,12 +28,11 @@ type build struct {
 	err  error
 }
 
-// BuildBinary builds the main package pkg (an import path inside this
-// module or one of its dependencies, at the version go.mod pins) with the
-// given `go build` flags and returns the binary's path. A build is made
-// once per process and flags; the binaries live in one temporary
-// directory removed by RemoveBinaries (call it from TestMain). Under -short
-// the test is skipped (the fast tier builds nothing).
+// BuildBinary builds the main package pkg (of this module or one of its
+// dependencies, at the version go.mod pins) with the given `go build`
+// flags, once per test process, into a temporary directory RemoveBinaries
+// (called from TestMain) deletes, and returns the binary's path (skipped
+// under -short).
 func BuildBinary(t testing.TB, pkg string, flags ...string) string {
 	t.Helper()
 	SkipShort(t, "a built binary")

@@ -60,8 +60,6 @@ type NATSClusterOptions struct {
 	// Nodes is the cluster size (default 3; 1 is a single server without
 	// a cluster).
 	Nodes int
-	// Extra is appended to every node's configuration file (e.g. limits).
-	Extra string
 }
 
 // NATSServerPackage is the main package of the nats-server binary: the
@@ -104,7 +102,7 @@ func StartNATSCluster(t testing.TB, opt NATSClusterOptions) *NATSCluster {
 			t.Fatal(err)
 		}
 		path := filepath.Join(filepath.Dir(node.Store), "nats.conf")
-		if err := os.WriteFile(path, []byte(conf+"\n"+opt.Extra+"\n"), 0o600); err != nil {
+		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		node.Proc = StartProc(t, ProcSpec{Name: node.Name, Path: bin, Args: []string{"-c", path}, Env: env})
@@ -154,37 +152,30 @@ func (c *NATSCluster) URL(addr string) string {
 	return "nats://settle:" + c.password + "@" + addr
 }
 
-// urls is the comma-separated list of the listed nodes' (all when none
-// is) client URLs, at the address addr gives of each.
-func (c *NATSCluster) urls(addr func(*NATSNode) string, nodes []int) string {
+// ClientURLs lists every node's proxied client URL (what settle is
+// given).
+func (c *NATSCluster) ClientURLs() string {
 	var out []string
-	for _, i := range c.list(nodes) {
-		out = append(out, c.URL(addr(c.Nodes[i])))
+	for _, n := range c.Nodes {
+		out = append(out, c.URL(n.Client.Addr()))
 	}
 	return strings.Join(out, ",")
 }
 
-// list is nodes, or every node's index when it is empty.
-func (c *NATSCluster) list(nodes []int) []int {
-	if len(nodes) > 0 {
-		return nodes
-	}
-	for i := range c.Nodes {
-		nodes = append(nodes, i)
-	}
-	return nodes
-}
-
-// ClientURLs lists every node's proxied client URL (what settle is
-// given).
-func (c *NATSCluster) ClientURLs() string {
-	return c.urls(func(n *NATSNode) string { return n.Client.Addr() }, nil)
-}
-
-// DirectURLs lists the nodes' own client URLs (no proxy): the test reads
-// the log through them.
+// DirectURLs lists the listed nodes' (all when none is) own client URLs
+// (no proxy): the test reads the log through them.
 func (c *NATSCluster) DirectURLs(nodes ...int) string {
-	return c.urls(func(n *NATSNode) string { return n.Direct }, nodes)
+	if len(nodes) == 0 {
+		nodes = make([]int, len(c.Nodes))
+		for i := range nodes {
+			nodes[i] = i
+		}
+	}
+	var out []string
+	for _, i := range nodes {
+		out = append(out, c.URL(c.Nodes[i].Direct))
+	}
+	return strings.Join(out, ",")
 }
 
 // Routes is how many peers node i has routes to (its /routez), or -1
@@ -205,46 +196,36 @@ func (c *NATSCluster) Routes(i int) int {
 	return len(peers)
 }
 
-// WaitMeshed waits until every listed node (all when none is) sees every
-// other listed node.
-func (c *NATSCluster) WaitMeshed(timeout time.Duration, nodes ...int) {
+// WaitMeshed waits until every node sees every other.
+func (c *NATSCluster) WaitMeshed(timeout time.Duration) {
 	c.t.Helper()
-	nodes = c.list(nodes)
-	c.waitAll(timeout, nodes, func(i int) bool { return c.Routes(i) >= len(nodes)-1 }, func() string {
-		return fmt.Sprintf("nats cluster: nodes %v not meshed in %s", nodes, timeout)
-	})
+	c.waitAll(timeout, "meshed", func(i int) bool { return c.Routes(i) >= len(c.Nodes)-1 })
 }
 
-// WaitHealthy waits until every listed node (all when none is) says ok
-// on its /healthz (JetStream enabled, current with its meta group,
-// streams and consumers).
-func (c *NATSCluster) WaitHealthy(timeout time.Duration, nodes ...int) {
+// WaitHealthy waits until every node says ok on its /healthz (JetStream
+// enabled, current with its meta group, streams and consumers).
+func (c *NATSCluster) WaitHealthy(timeout time.Duration) {
 	c.t.Helper()
-	healthy := func(i int) bool { return c.Monitor(i, "/healthz", &struct{}{}) == nil }
-	c.waitAll(timeout, c.list(nodes), healthy, func() string {
-		var b strings.Builder
-		for _, i := range c.list(nodes) {
-			fmt.Fprintf(&b, "%s healthy=%v\n%s\n", c.Nodes[i].Name, healthy(i), c.Nodes[i].Proc.Tail(3000))
-		}
-		return fmt.Sprintf("nats cluster not healthy in %s\n%s", timeout, b.String())
-	})
+	c.waitAll(timeout, "healthy", func(i int) bool { return c.Monitor(i, "/healthz", &struct{}{}) == nil })
 }
 
-// waitAll polls until ok holds for every node of nodes, and fails the
-// test with why's message after timeout.
-func (c *NATSCluster) waitAll(timeout time.Duration, nodes []int, ok func(i int) bool, why func() string) {
+// waitAll polls until ok holds for every node, and fails the test with
+// the output of those it does not hold for after timeout.
+func (c *NATSCluster) waitAll(timeout time.Duration, what string, ok func(i int) bool) {
 	c.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		all := true
-		for _, i := range nodes {
-			all = all && ok(i)
+		var b strings.Builder
+		for i, n := range c.Nodes {
+			if !ok(i) {
+				fmt.Fprintf(&b, "%s not %s:\n%s\n", n.Name, what, n.Proc.Tail(3000))
+			}
 		}
-		if all {
+		if b.Len() == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatal(why())
+			c.t.Fatalf("nats cluster not %s in %s\n%s", what, timeout, b.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -1,6 +1,7 @@
 package testharness
 
 import (
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -104,35 +105,14 @@ func (p *Proxy) forward(c net.Conn) {
 	}
 	defer p.drop(up)
 	done := make(chan struct{}, 2)
-	go func() { p.pipe(up, c); done <- struct{}{} }()
-	go func() { p.pipe(c, up); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
 	<-done
 	// One direction ended: end both (a half-closed link is not what a
 	// cut or a peer's exit looks like to NATS).
 	c.Close()
 	up.Close()
 	<-done
-}
-
-func (p *Proxy) pipe(dst, src net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			cut := p.cut
-			p.mu.Unlock()
-			if cut {
-				return
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
 }
 
 func (p *Proxy) drop(c net.Conn) {

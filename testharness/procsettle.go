@@ -32,13 +32,12 @@ type SettleSpec struct {
 	NoWait bool
 }
 
-// SettleProc is a `settle serve --dev` process on a fixed loopback
-// address (kept across restarts).
+// SettleProc is a `settle serve --dev` process whose HTTP API is at URL,
+// a loopback address kept across restarts.
 type SettleProc struct {
 	*Proc
 	Spec SettleSpec
-	// URL is the HTTP API's base URL.
-	URL string
+	URL  string
 }
 
 // StartSettle starts `settle serve` and waits until /readyz says ready.
@@ -60,9 +59,6 @@ func StartSettle(t testing.TB, spec SettleSpec) *SettleProc {
 	}
 	return s
 }
-
-// ReaderURL is the embedded server's URL for readers (--nats-listen).
-func (s *SettleProc) ReaderURL() string { return "nats://" + s.Spec.NATSListen }
 
 // WaitReady waits until /readyz answers 200; the test fails if the
 // process exits first or the wait times out.
@@ -108,12 +104,10 @@ type SubmitResult struct {
 	Code     int
 	IntentID string
 	State    string
-	// Version is the intent's version in the answer (the events the
-	// answer says are on the log).
-	Version uint64
-	Problem string // the problem's type, when the answer is one
-	Detail  string
-	Err     error
+	Version  uint64 // the events the answer says are on the log
+	Problem  string // the problem's type, when the answer is one
+	Detail   string
+	Err      error
 }
 
 var settleClient = &http.Client{Timeout: 2 * time.Minute}

@@ -27,8 +27,6 @@ func (a At) URL() string { return a.Addr }
 // Token is the token.
 func (a At) Token() string { return a.Secret }
 
-var _ Fake = At{}
-
 // FakeEnv resolves every ${env:...} of the example route files against
 // one fake API: each base URL is its URL, each token its token.
 func FakeEnv(api Fake) map[string]string {

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,11 +57,10 @@ func RawHistory(t testing.TB, s *ledger.Store, route, intentID string) []*jetstr
 	}
 }
 
-// SmallBlocks makes the node's intents stream (opened already) keep its
-// messages in block files of 32 KB, as a stream limited to 128 KB would,
-// but with no limit: a test can then lose one block of several, as a
-// damaged disk loses one of a large stream's (the server sizes blocks
-// when it loads a stream, from its limits). It restarts the node.
+// SmallBlocks makes the node's stream keep its messages in block files of
+// 32 KB with no size limit (the server sizes blocks from the limits it
+// loads a stream with), so a test can lose one block of several, as a
+// damaged disk loses one of a large stream's. It restarts the node.
 func SmallBlocks(t testing.TB, n *Node, stream string) {
 	t.Helper()
 	ctx := context.Background()
@@ -90,29 +91,12 @@ func (n *Node) BlockFiles(t testing.TB, stream string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sort.Slice(files, func(i, j int) bool { return blockIndex(files[i]) < blockIndex(files[j]) })
-	return files
-}
-
-func blockIndex(path string) int {
-	n := 0
-	for _, c := range filepath.Base(path) {
-		if c < '0' || c > '9' {
-			break
-		}
-		n = n*10 + int(c-'0')
+	index := func(path string) int {
+		n, _ := strconv.Atoi(strings.TrimSuffix(filepath.Base(path), ".blk"))
+		return n
 	}
-	return n
-}
-
-// RestartAfter stops the server, runs damage on its stopped store (its
-// directory), and starts it again on the same port.
-func (n *Node) RestartAfter(damage func(dir string)) {
-	n.t.Helper()
-	n.NC.Close()
-	n.Srv.Stop()
-	damage(n.cfg.Dir)
-	n.start()
+	sort.Slice(files, func(i, j int) bool { return index(files[i]) < index(files[j]) })
+	return files
 }
 
 // RemoveFile removes path or fails t.
@@ -130,10 +114,9 @@ func ConnectJS(t testing.TB, url string, opts ...nats.Option) jetstream.JetStrea
 	return JetStreamOf(t)(nats.Connect(url, opts...))
 }
 
-// OpenStoreWhenReady opens the store with cfg on js, trying again while
-// a cluster still elects its leaders, until ctx ends. Each attempt is
-// bounded (apiAttempt) as CreateStream's: a request the meta leader never
-// answers is made again, not waited on until ctx ends.
+// OpenStoreWhenReady opens the store with cfg on js, trying again (each
+// attempt bounded by apiAttempt, as CreateStream's) while a cluster still
+// elects its leaders, until ctx ends.
 func OpenStoreWhenReady(ctx context.Context, t testing.TB, js jetstream.JetStream, cfg ledger.StoreConfig) *ledger.Store {
 	t.Helper()
 	for {
