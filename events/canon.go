@@ -481,20 +481,10 @@ func (p *canonParser) escape(buf []byte, start int) ([]byte, error) {
 	}
 	e := p.data[p.pos]
 	p.pos++
-	switch e {
-	case '"', '\\', '/':
-		buf = append(buf, e)
-	case 'b':
-		buf = append(buf, '\b')
-	case 'f':
-		buf = append(buf, '\f')
-	case 'n':
-		buf = append(buf, '\n')
-	case 'r':
-		buf = append(buf, '\r')
-	case 't':
-		buf = append(buf, '\t')
-	case 'u':
+	switch {
+	case jcsUnescape[e] != 0:
+		buf = append(buf, jcsUnescape[e])
+	case e == 'u':
 		r, ok := p.hex4()
 		if !ok {
 			return nil, p.fail(fmt.Sprintf("invalid JSON: bad \\u escape at offset %d", escAt))
@@ -558,8 +548,12 @@ func canonNormalize(s string) string {
 	return norm.NFC.String(s)
 }
 
-// jcsShortEscape is the two-character escape of each byte that has one.
-var jcsShortEscape = [256]byte{'"': '"', '\\': '\\', '\b': 'b', '\f': 'f', '\n': 'n', '\r': 'r', '\t': 't'}
+// jcsShortEscape is the two-character escape of each byte that has one;
+// jcsUnescape what each such escape (and "\/") stands for.
+var (
+	jcsShortEscape = [256]byte{'"': '"', '\\': '\\', '\b': 'b', '\f': 'f', '\n': 'n', '\r': 'r', '\t': 't'}
+	jcsUnescape    = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+)
 
 // canonAppendString appends s as a JCS string literal (RFC 8785 §3.2.2.2).
 func canonAppendString(dst []byte, s string) []byte {
@@ -598,9 +592,7 @@ func (p *canonParser) number(dst []byte) ([]byte, error) {
 			return nil, p.fail(fmt.Sprintf("invalid JSON: number with a leading zero at offset %d", start))
 		}
 	case p.pos < len(d) && d[p.pos] >= '1' && d[p.pos] <= '9':
-		for p.pos < len(d) && d[p.pos] >= '0' && d[p.pos] <= '9' {
-			p.pos++
-		}
+		p.digits()
 	default:
 		return nil, p.fail(fmt.Sprintf("invalid JSON: malformed number at offset %d", start))
 	}
@@ -609,11 +601,7 @@ func (p *canonParser) number(dst []byte) ([]byte, error) {
 	if p.pos < len(d) && d[p.pos] == '.' {
 		isInt = false
 		p.pos++
-		n := p.pos
-		for p.pos < len(d) && d[p.pos] >= '0' && d[p.pos] <= '9' {
-			p.pos++
-		}
-		if p.pos == n {
+		if p.digits() == 0 {
 			return nil, p.fail(fmt.Sprintf("invalid JSON: malformed number at offset %d: no digits after '.'", start))
 		}
 	}
@@ -623,11 +611,7 @@ func (p *canonParser) number(dst []byte) ([]byte, error) {
 		if p.pos < len(d) && (d[p.pos] == '+' || d[p.pos] == '-') {
 			p.pos++
 		}
-		n := p.pos
-		for p.pos < len(d) && d[p.pos] >= '0' && d[p.pos] <= '9' {
-			p.pos++
-		}
-		if p.pos == n {
+		if p.digits() == 0 {
 			return nil, p.fail(fmt.Sprintf("invalid JSON: malformed number at offset %d: no digits in exponent", start))
 		}
 	}
@@ -660,6 +644,15 @@ func (p *canonParser) number(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
+// digits reads a run of decimal digits and returns its length.
+func (p *canonParser) digits() int {
+	start := p.pos
+	for p.pos < len(p.data) && p.data[p.pos] >= '0' && p.data[p.pos] <= '9' {
+		p.pos++
+	}
+	return p.pos - start
+}
+
 func canonBigIntReason(lit []byte) string {
 	return fmt.Sprintf("integer %s exceeds 2^53 and would lose precision as a JSON number; send it as a string", canonClip(lit))
 }
@@ -688,23 +681,20 @@ func canonAppendNumber(dst []byte, f float64) []byte {
 	mant, expStr := e[:ePos], e[ePos+1:]
 	exp, _ := strconv.Atoi(expStr) // strconv always writes a valid exponent
 	digits := strings.Replace(mant, ".", "", 1)
+	const zeros = "000000000000000000000" // the most either padding below needs
 	k := len(digits)
 	n := exp + 1 // value = 0.digits × 10^n
 	switch {
 	case k <= n && n <= 21:
 		dst = append(dst, digits...)
-		for i := 0; i < n-k; i++ {
-			dst = append(dst, '0')
-		}
+		dst = append(dst, zeros[:n-k]...)
 	case 0 < n && n <= 21:
 		dst = append(dst, digits[:n]...)
 		dst = append(dst, '.')
 		dst = append(dst, digits[n:]...)
 	case -6 < n && n <= 0:
 		dst = append(dst, '0', '.')
-		for i := 0; i < -n; i++ {
-			dst = append(dst, '0')
-		}
+		dst = append(dst, zeros[:-n]...)
 		dst = append(dst, digits...)
 	default:
 		dst = append(dst, digits[0])
