@@ -144,15 +144,10 @@ func endCall(span telemetry.Span, resp *Response, err error) {
 }
 
 func do(ctx context.Context, client *http.Client, req *http.Request) (*Response, error) {
-	var wrote, writeErr atomic.Bool
-	trace := &httptrace.ClientTrace{
-		WroteRequest: func(info httptrace.WroteRequestInfo) {
-			wrote.Store(true)
-			if info.Err != nil {
-				writeErr.Store(true)
-			}
-		},
-	}
+	// A write that failed part-way counts as written: some of it may have
+	// reached the server.
+	var wrote atomic.Bool
+	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) }}
 	req = req.WithContext(httptrace.WithClientTrace(ctx, trace))
 	noReplay(req)
 	resp, err := client.Do(req)

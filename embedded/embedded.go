@@ -156,7 +156,6 @@ func Start(cfg Config) (*Server, error) {
 	// unless cfg.Logs asks for the server's own; either way srvLog keeps
 	// its errors, so that a failed start says why.
 	srvLog := &serverLog{l: cfg.Logger, watch: cfg.Watch}
-	ownLog := cfg.Logs && cfg.Logger == nil && cfg.Watch == nil
 	opts, err := cfg.serverOptions()
 	if err != nil {
 		return nil, err
@@ -165,7 +164,7 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, errors.Errorf("embedded: new server: %w", err)
 	}
-	if ownLog {
+	if cfg.Logs && cfg.Logger == nil && cfg.Watch == nil {
 		s.ConfigureLogger()
 	} else {
 		s.SetLoggerV2(srvLog, false, false, false)
@@ -176,9 +175,12 @@ func Start(cfg Config) (*Server, error) {
 	}
 	if !s.JetStreamEnabled() {
 		last, _ := srvLog.errs()
+		if last == "" {
+			last = "no error was logged (start with Logs or a Logger to see the server's log)"
+		}
 		s.Shutdown()
 		s.WaitForShutdown()
-		return nil, errors.Errorf("embedded: JetStream did not start on %s: %s", cfg.Dir, orUnknown(last))
+		return nil, errors.Errorf("embedded: JetStream did not start on %s: %s", cfg.Dir, last)
 	}
 	return &Server{Server: s, cfg: cfg}, nil
 }
@@ -258,13 +260,6 @@ func waitReady(s *server.Server, srvLog *serverLog) error {
 		}
 	}
 	return nil
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "no error was logged (start with Logs or a Logger to see the server's log)"
-	}
-	return s
 }
 
 // Connect opens a client connection: in-process when the server does not

@@ -60,12 +60,10 @@ func FromBuildInfo(bi *debug.BuildInfo) Info {
 	if dirty && in.Revision != Unknown {
 		in.Revision += "-dirty"
 	}
-	if in.Revision == Unknown {
-		// go install ...@version stamps no VCS settings; a pseudo-version
-		// (v0.0.0-20260102150405-abcdef123456) ends in the commit's prefix.
-		if rev := pseudoRevision(in.Version); rev != "" {
-			in.Revision = rev
-		}
+	// go install ...@version stamps no VCS settings; a pseudo-version
+	// (v0.0.0-20260102150405-abcdef123456) ends in the commit's prefix.
+	if rev := pseudoRevision(in.Version); in.Revision == Unknown && rev != "" {
+		in.Revision = rev
 	}
 	return in
 }
