@@ -226,6 +226,15 @@ type IdentityChecker interface {
 	CheckAccount(ctx context.Context, account string) error
 }
 
+// ParentChecker is optional: it checks an intent's parent (its
+// ParentExternalID) against the shape the route declares (an issue
+// number, a ticket key), before the intent is recorded. A parent that
+// does not fit is an error naming the shape; nothing is recorded or
+// written. Without it any parent is accepted.
+type ParentChecker interface {
+	CheckParent(parent string) error
+}
+
 // PayloadNormalizer is optional: it validates a caller's payload and returns
 // it in the route's canonical shape (the same shape Record.Payload has), so
 // that a readback's hash can equal the intent's. Errors name the field.

@@ -120,11 +120,10 @@ func Show(w io.Writer, raw []byte) error {
 	}
 	if rc, ok := d["receipt"].(map[string]any); ok {
 		fmt.Fprintln(w, "receipt:")
-		if checks, ok := rc["checks"].([]any); ok {
-			for _, c := range checks {
-				if cm, ok := c.(map[string]any); ok {
-					fmt.Fprintf(w, "  check %-10v ok=%v %v\n", cm["name"], cm["ok"], Str(cm["detail"]))
-				}
+		checks, _ := rc["checks"].([]any)
+		for _, c := range checks {
+			if cm, ok := c.(map[string]any); ok {
+				fmt.Fprintf(w, "  check %-10v ok=%v %v\n", cm["name"], cm["ok"], Str(cm["detail"]))
 			}
 		}
 	}
