@@ -220,9 +220,8 @@ func (p Policy) Validate(prefix string) error {
 }
 
 // Capabilities is what a route's external API offers, frozen into an intent
-// when it is recorded (like its Policy), so that the guards and the decision
-// function judge every later step by the log alone, never by a
-// configuration that changed since (a rolling deploy, an edited route file).
+// when it is recorded (like its Policy): every later step is judged by the
+// log alone, never by a configuration that changed since.
 type Capabilities struct {
 	// IdempotencyKey: the API deduplicates writes by key for KeyRetention
 	// from the key's first receipt (0: the retention is unknown, so the key
@@ -426,19 +425,15 @@ func (d *IntentRecordedData) Validate() error {
 	return d.Policy.Validate("data.policy.")
 }
 
-// IntentStartedData is a new intent recorded and its first write started,
-// in one message (version 1 of its intent): everything IntentRecorded
-// freezes, and everything the first attempt's WriteStarted says,
-// including the request it sends. It is acknowledged before the call, as
-// a WriteStarted is, and folds as IntentRecorded followed by that
-// WriteStarted would. An intent that is not started at once (approval
-// needed, expired) is recorded by IntentRecorded alone, and its first
-// WriteStarted comes later.
+// IntentStartedData is a new intent recorded and its first write started
+// in one message (version 1): an IntentRecorded and its first
+// WriteStarted, acknowledged before the call and folded as that pair. An
+// intent not started at once (approval needed, expired) is recorded by
+// IntentRecorded alone.
 //
 // Traceparent, optional, is the W3C traceparent of the request that
 // submitted the intent (its caller's, or settle's own submit span): the
-// reconciliation of the intent, minutes later on any node, continues
-// that trace.
+// intent's reconciliation, on any node, continues that trace.
 type IntentStartedData struct {
 	Recorded    IntentRecordedData `json:"recorded"`
 	Started     WriteStartedData   `json:"started"`
@@ -618,10 +613,9 @@ type WriteStartedData struct {
 	// ClaimOwner is the worker whose RetryClaimed this attempt uses (retries only).
 	ClaimOwner string `json:"claim_owner,omitempty"`
 	// Request is the request this attempt sends, as the first attempt
-	// rendered it (nil: not recorded — an adapter that cannot render a
-	// write apart from sending it, or an intent recorded before). Every
-	// retry sends the first attempt's request again, byte for byte, never
-	// one rendered again from a route edited since.
+	// rendered it (nil: not recorded, by an adapter that cannot render a
+	// write apart from sending it). Every retry sends it again, byte for
+	// byte, never one rendered from a route edited since.
 	Request *SentRequest `json:"request,omitempty"`
 }
 
@@ -931,7 +925,6 @@ const (
 	ReasonPartialEffects        ManualReason = "partial_effects"
 	ReasonProcessingDeadline    ManualReason = "processing_deadline"
 	ReasonIntentExpired         ManualReason = "intent_expired"
-	ReasonVersionConflict       ManualReason = "version_conflict"
 	// ReasonNearMatch: no exact match, but a candidate differs from the
 	// intent in one identity field only (author, parent, or a payload the
 	// route calls a damaged copy): a retry could duplicate it.
@@ -940,10 +933,9 @@ const (
 	// cannot duplicate the write (no key inside its retention, no
 	// authoritative search): "not found" alone never licenses a resend.
 	ReasonNoDedupProof ManualReason = "no_dedup_proof"
-	// ReasonWrittenUnverified: an attempt was proven written (a success
-	// response, or an exact match found), but the object could not be read
-	// back before the window closed, nor by one readback after it (deleted,
-	// moderated, slow). Never retried.
+	// ReasonWrittenUnverified: an attempt was proven written, but the object
+	// could not be read back before the window closed, nor once after it.
+	// Never retried.
 	ReasonWrittenUnverified ManualReason = "written_unverified"
 	// ReasonNoExternalID: the API says the write completed (or a candidate
 	// matched) but gives no external id to read it back by.
@@ -959,27 +951,20 @@ const (
 	// was already used (with other parameters): an earlier request with
 	// the key reached it and may have executed. Never a proven rejection.
 	ReasonKeyReused ManualReason = "key_reused"
-	// ReasonWrittenModified: an object whose correlation marker names the
-	// intent (and whose author is its account) is this intent's effect,
-	// but it differs from the intent (edited after the write, or its text
-	// rewritten by the API). It is never written again; a receipt needs
-	// every check passing, so a human decides (OperatorConfirmed records
-	// it as the intent's effect).
+	// ReasonWrittenModified: an object our marker names, by the intent's
+	// account, is this intent's effect but differs from the intent (edited,
+	// or rewritten by the API). Never written again; a human decides.
 	ReasonWrittenModified ManualReason = "written_modified"
-	// ReasonStatusNotOurs: the status query answered with a write that is
-	// not this intent's (another account's under the same request id, or
-	// a marker naming another intent): nothing about ours can be told
-	// from it.
+	// ReasonStatusNotOurs: the status query answered with a write of
+	// another account or whose marker names another intent.
 	ReasonStatusNotOurs ManualReason = "status_not_ours"
 	// ReasonStatusUnverifiable: the status query's answer cannot be
 	// checked to be this intent's (no correlation marker where the route
 	// writes one).
 	ReasonStatusUnverifiable ManualReason = "status_unverifiable"
 	// ReasonAmbiguousMatch: on a route without a correlation marker, the
-	// only object matching the intent was created inside the clock-skew
-	// allowance before the first attempt: it may be the write (the API's
-	// clock behind ours) or a look-alike made just before it, and nothing
-	// the API shows tells them apart.
+	// only matching object was created inside the clock-skew allowance
+	// before the first attempt: the write, or a look-alike made just before.
 	ReasonAmbiguousMatch ManualReason = "ambiguous_match"
 )
 

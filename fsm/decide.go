@@ -63,19 +63,15 @@ const (
 )
 
 // Decider is the decision function of settle: given a folded intent, the
-// route's capabilities (frozen in the intent: Intent.Caps) and the time, it
-// says what happens next. It is the only place that decides a write, a
-// retry, a hand-off or an abandonment; the producer and the reconciler both
-// call it and only carry out its steps. Its safety rules are also the fsm
-// guards' (Intent.Apply), so a caller that appended around it would be
-// refused.
+// route's capabilities (Intent.Caps) and the time, it says what happens
+// next. It is the only place that decides a write, a retry, a hand-off or
+// an abandonment; the producer and the reconciler only carry out its
+// steps, and the guards (Intent.Apply) refuse an append around it.
 //
-// Contract: Next and the Conclude functions are pure and deterministic.
-// They read the intent, the arguments and the Decider's settings, never
-// the wall clock, do no I/O and never mutate the intent. Jitter is the only
-// source of randomness and is used only for times that are then recorded
-// on the log (so a replay never depends on it). A Decider is safe for
-// concurrent use if its Jitter is.
+// Contract: Next and the Conclude functions are pure and deterministic
+// (see the package doc) and never mutate the intent; Jitter is used only
+// for times recorded on the log. A Decider is safe for concurrent use if
+// its Jitter is.
 type Decider struct {
 	// Actor is who takes the steps: the owner of leases and claims, and
 	// the actor of the events appended.
@@ -105,11 +101,9 @@ type Decider struct {
 }
 
 // MaxRetryAfter caps the wait an API's Retry-After (or declared rate-limit
-// reset) imposes on the next attempt or check: one hour. A longer ask is
-// honoured for an hour; an intent's expiry comes first for writes (an
-// expired intent is abandoned, never written), and reads that keep failing
-// are handed off after the policy's read_failing_after, so a server's
-// "come back in a year" never leaves an intent stuck.
+// reset) imposes on the next attempt or check, so that a server's "come
+// back in a year" never leaves an intent stuck; an intent's expiry still
+// comes first for writes, and read_failing_after for failing reads.
 const MaxRetryAfter = time.Hour
 
 // DefaultDecider returns production settings for actor.

@@ -2,18 +2,13 @@ package fsm
 
 import "github.com/settle-dev/settle/events"
 
-// The log-loss hold, decided once. After an operator accepted that the
-// log lost events (serve --accept-log-loss), an intent that lost some is
-// held: its history may be older than what happened (a lost WriteStarted
-// makes a written intent look recorded), so no write may be made for it —
-// not by the writer a caller resubmits to, not by a reconciler. It is
-// handed to a human (ManualActionRequired, log_events_lost) as soon as
-// its state allows; from then on the operator decides (a release lifts
-// the hold: the operator checked the external system).
-//
-// Whether an intent lost events is not in its history (the events that
-// would say so are the ones lost): the caller knows it from the log's hold
-// marker on the intent's subject (events.Hold) or from the accepted loss.
+// The log-loss hold, decided once (events.Hold says what it is). A held
+// intent may show an older history than what happened, so no write is
+// made for it by anyone; it is handed to a human (log_events_lost) as
+// soon as its state allows, and an operator's release lifts the hold.
+// Whether an intent lost events is not in its history (those events are
+// the ones lost): the caller knows it from the hold marker or from the
+// accepted loss.
 
 // LossHeld reports whether an intent that lost events in an accepted loss
 // (marked) is still held: it has not been handed to a human for the loss

@@ -52,13 +52,10 @@ const (
 // Match compares a candidate with the intent's identity: author (the
 // account's immutable id), canonical payload digest (or equality under
 // the route's declared normalisations), parent, the correlation marker on
-// routes that write one, and the creation time (an object older than the
-// first attempt is never ours — unless its marker names this intent: only
-// our write can carry it, so a creation time that looks older says the
-// API's clock is behind ours). A parent the API shows empty on an object
-// our marker names is not a difference: the write's request named the
-// parent, and the API left the field it is read from empty. The ref
-// records what was seen and, per failed check, why.
+// routes that write one, and the creation time. On an object our marker
+// names, an older creation time (the API's clock behind ours) and an
+// empty parent are no difference: only our write carries the marker. The
+// ref records what was seen and, per failed check, why.
 func Match(i *Intent, caps events.Capabilities, c Candidate) events.CandidateRef {
 	ref := events.CandidateRef{ExternalID: c.ExternalID, LiveURL: c.LiveURL, CreatedAt: c.CreatedAt,
 		Author: c.AuthorID, Parent: c.ParentID, ParentFrom: c.ParentFrom, FromFirstAttempt: fromFirstAttempt(i, c.CreatedAt)}
