@@ -13,10 +13,9 @@
 // names the projector's (ephemeral) consumers. The database is synced at
 // WAL checkpoints, not at every commit (synchronous=NORMAL): a power loss
 // may take the last batches back, checkpoint and rows together, and they
-// are applied again from the log. A long catch-up (Config.UnsyncedBacklog)
-// runs without syncs behind a synced marker file naming the machine's boot
-// id; a marker found by Open on another boot means the database may be torn,
-// and it is rebuilt from the log (unsynced.go).
+// are applied again from the log. A long catch-up runs without syncs
+// behind a marker file; after a machine restart the views are rebuilt
+// (unsynced.go).
 //
 // Applying an event folds it onto the intent's history with
 // (*fsm.Intent).Apply; ViewOf maps a folded intent to its view, for any
@@ -42,10 +41,7 @@
 // route, account and time with cursor paging, the counts per state and the
 // manual-action queue with reasons and evidence, the projector answers the
 // console's search by intent id or request id (search.go) and its per-route
-// charts (flow.go: the intents created in a window per state, and each
-// unknown episode's time to settle, folded with fsm.Settled deciding when
-// it ended; at most MaxFlowScan intents folded, the answer says when more
-// were left out).
+// charts (flow.go).
 //
 // Rebuilding from an empty database gives the same views: Dump renders a
 // canonical snapshot of every table for that comparison (tests, audit).

@@ -368,10 +368,7 @@ func (p *Projector) consumeLoop(ctx context.Context, untilCaughtUp bool, target 
 }
 
 func (p *Projector) consumeOnce(ctx context.Context, untilCaughtUp bool, target uint64) (done bool, err error) {
-	// ledger.Reader reads from checkpoint+1: to target (CatchUp: to the
-	// end as the stream's leader knows it, whatever copy the consumer
-	// reads), or on as events come (Run), making its consumer again when
-	// it delivers nothing while the stream holds more.
+	// The reader (see consume) reads to target, or on as events come (Run).
 	rc := ledger.ReaderConfig{Stream: p.cfg.Stream, From: p.cp.Load() + 1, Batch: max(2*p.cfg.Batch, 64), NamePrefix: p.cfg.Durable}
 	if untilCaughtUp {
 		rc.Until = target
@@ -385,18 +382,16 @@ func (p *Projector) consumeOnce(ctx context.Context, untilCaughtUp bool, target 
 	rctx, cancel := context.WithCancel(ctx)
 	batches, wait := p.readAhead(rctx, rd)
 	defer func() {
+		// However consuming ends, the views are synced again.
+		if uerr := p.endUnsynced(ctx); uerr != nil && err == nil {
+			err = &applyError{uerr}
+		}
 		cancel()
 		wait()
 		// An idle projector keeps no batch slice.
 		select {
 		case <-p.spare:
 		default:
-		}
-	}()
-	defer func() {
-		// However consuming ends, the views are synced again.
-		if uerr := p.endUnsynced(ctx); uerr != nil && err == nil {
-			err = &applyError{uerr}
 		}
 	}()
 	for rb := range batches {

@@ -190,21 +190,10 @@ func (a *auditor) streamBehind(last, end, cp, want uint64) [][2]uint64 {
 // lostRange names the events the views applied in the lost range r, by
 // intent, or reports the range as a gap when nothing says what it held.
 func (a *auditor) lostRange(ctx context.Context, r [2]uint64, last uint64) error {
-	type lost struct {
-		versions []uint64
-		types    []string
-		first    uint64
-	}
-	byIntent := map[string]*lost{}
+	byIntent := map[string][]projector.KnownEvent{}
 	if a.cfg.Known != nil {
 		err := a.cfg.Known.EventsBetween(ctx, r[0], r[1], func(e projector.KnownEvent) error {
-			l := byIntent[e.IntentID]
-			if l == nil {
-				l = &lost{first: e.Seq}
-				byIntent[e.IntentID] = l
-			}
-			l.versions = append(l.versions, e.Version)
-			l.types = append(l.types, e.Type)
+			byIntent[e.IntentID] = append(byIntent[e.IntentID], e)
 			return nil
 		})
 		if err != nil {
@@ -222,11 +211,11 @@ func (a *auditor) lostRange(ctx context.Context, r [2]uint64, last uint64) error
 	for _, id := range slices.Sorted(maps.Keys(byIntent)) {
 		l := byIntent[id]
 		var vs []string
-		for i, v := range l.versions {
-			vs = append(vs, fmt.Sprintf("v%d %s", v, l.types[i]))
+		for _, e := range l {
+			vs = append(vs, fmt.Sprintf("v%d %s", e.Version, e.Type))
 		}
-		a.violate(Violation{IntentID: id, Kind: ViolationEventsLost, Version: l.versions[0], Seq: l.first,
-			Detail: fmt.Sprintf("%s, applied by the views at sequences from %d, gone from the log", strings.Join(vs, ", "), l.first)})
+		a.violate(Violation{IntentID: id, Kind: ViolationEventsLost, Version: l[0].Version, Seq: l[0].Seq,
+			Detail: fmt.Sprintf("%s, applied by the views at sequences from %d, gone from the log", strings.Join(vs, ", "), l[0].Seq)})
 	}
 	return nil
 }

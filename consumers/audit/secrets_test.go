@@ -5,8 +5,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/settle-dev/settle/events"
 )
+
+// hintFreeHeaders are the header names settle's appends carry.
+var hintFreeHeaders = []string{jetstream.MsgIDHeader, "Settle-Append-Id", jetstream.ExpectedStreamHeader,
+	jetstream.ExpectedLastSubjSeqHeader, "Nats-Batch-Id", "Nats-Batch-Sequence", "Nats-Batch-Commit"}
 
 // The audit's masking hides the whole token it finds, not just the part
 // its pattern covers: "[redacted]_0123456789" would leak the tail.

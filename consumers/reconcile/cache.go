@@ -13,8 +13,7 @@ import (
 
 // DefaultSteps is how many intents of a fetched batch a worker steps at
 // once by default (Config.Steps): a whole fetch (DefaultConfig's Batch),
-// so that a fetch's appends meet in the group commit in one wave rather
-// than four (with 16, the reconcile benchmark made 0.6 × the intents/s).
+// so that a fetch's appends meet in the group commit in one wave.
 const DefaultSteps = 64
 
 // DefaultCacheBytes bounds a reconciler's history cache by default.
@@ -23,11 +22,12 @@ const DefaultCacheBytes = 32 << 20
 // historyCache keeps recently used histories so that a wake-up reads only
 // the events appended since (the stream is append-only). It is bounded in
 // bytes (Config.CacheBytes, an estimate of the histories' memory) and
-// evicts the least recently used history first. The log stays the truth: a stale entry is refreshed before every use,
-// and a CAS refusal makes the step reload.
+// evicts the least recently used history first. The log stays the
+// truth: a stale entry is refreshed before every use, and a CAS refusal
+// makes the step reload.
 type historyCache struct {
 	mu    sync.Mutex
-	max   int // bytes; 0: DefaultCacheBytes
+	max   int // bytes
 	bytes int
 	ll    *list.List // front: most recently used
 	m     map[string]*list.Element
@@ -37,30 +37,6 @@ type cacheEntry struct {
 	id    string
 	h     *ledger.History
 	bytes int
-}
-
-// CacheStats are a history cache's size now.
-type CacheStats struct {
-	Entries, Bytes, MaxBytes int
-}
-
-// CacheStats returns the reconciler's history cache's size.
-func (r *Reconciler) CacheStats() CacheStats {
-	c := &r.cache
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	if c.ll != nil {
-		n = c.ll.Len()
-	}
-	return CacheStats{Entries: n, Bytes: c.bytes, MaxBytes: c.limit()}
-}
-
-func (c *historyCache) limit() int {
-	if c.max > 0 {
-		return c.max
-	}
-	return DefaultCacheBytes
 }
 
 // historyBytes estimates what a history holds in memory: a fixed cost per
@@ -125,7 +101,7 @@ func (c *historyCache) put(h *ledger.History, err error) (*ledger.History, error
 		c.m[id] = c.ll.PushFront(&cacheEntry{id: id, h: cp, bytes: size})
 		c.bytes += size
 	}
-	for c.bytes > c.limit() && c.ll.Len() > 1 {
+	for c.bytes > c.max && c.ll.Len() > 1 {
 		c.removeLocked(c.ll.Back())
 	}
 	return h, nil

@@ -90,8 +90,7 @@ func (c *consumerState) fetched(route string) {
 // apiRequestTimeout bounds one JetStream API request of a reconciler,
 // whatever ctx's own deadline: a request whose answer is lost (its
 // server restarting, the meta leader changing) is made again, not
-// waited on until ctx ends — which, for a caller's long deadline, left
-// the reconciler making no consumer, and settling nothing, for minutes.
+// waited on until ctx ends.
 const apiRequestTimeout = 5 * time.Second
 
 // makeConsumer creates or updates route's durable consumer, the request

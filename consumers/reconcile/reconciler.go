@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"math/rand/v2"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -51,11 +53,9 @@ type Config struct {
 	// fetches it handles at once (0: DefaultSteps; 1: one after the
 	// other); a step waiting for its append to the log does not count.
 	// Intents are independent (each transition is CAS'd on its own
-	// subject), and stepping several at once lets their appends share the
-	// group commit's syncs and their reads overlap: measured with fsync
-	// always, 322 intents/s one by one, 445 at 8, 683 at 32; 64 (a whole
-	// fetch) made 1.6–3 × the intents/s of 16 (on a 2-core VM). It bounds
-	// this worker's concurrent calls to a route's external API as well.
+	// subject), so stepping several at once lets their appends share the
+	// group commit's syncs. It bounds this worker's concurrent calls to a
+	// route's external API as well.
 	Steps int
 	// PollBase and ProcessingDeadline govern status polling of in-progress
 	// targets: exponential backoff with full jitter from PollBase, handed off
@@ -131,10 +131,8 @@ func (c Config) Validate() error {
 		return errors.New("reconciler config: Worker: is required")
 	case c.Now == nil:
 		return errors.New("reconciler config: Now: is required")
-	case c.Lease <= 0, c.Recheck <= 0, c.MaxRecheck < c.Recheck, c.MaxWait <= 0, c.AckWait <= 0, c.PollBase <= 0, c.ProcessingDeadline <= 0:
-		return errors.New("reconciler config: Lease, Recheck, MaxRecheck, MaxWait, AckWait, PollBase, ProcessingDeadline: must be positive (MaxRecheck ≥ Recheck)")
-	case c.ResendBase <= 0 || c.ResendCap < c.ResendBase:
-		return errors.New("reconciler config: ResendBase, ResendCap: must be positive (ResendCap ≥ ResendBase)")
+	case c.MaxWait <= 0, c.AckWait <= 0:
+		return errors.New("reconciler config: MaxWait, AckWait: must be positive")
 	case c.Batch < 1 || c.Batch > 1024:
 		return errors.Errorf("reconciler config: Batch: %d is outside 1..1024", c.Batch)
 	case c.MaxAckPending < c.Batch:
@@ -150,7 +148,22 @@ func (c Config) Validate() error {
 	case c.CacheBytes < 0:
 		return errors.Errorf("reconciler config: CacheBytes: %d is negative", c.CacheBytes)
 	}
+	if err := c.decider(nil).Validate(); err != nil {
+		return errors.Errorf("reconciler config: %w", err)
+	}
 	return nil
+}
+
+// decider is the decision function with c's settings and jitter; what c
+// does not set (MaxCandidates) is the default decider's.
+func (c Config) decider(jitter func(time.Duration) time.Duration) fsm.Decider {
+	d := fsm.DefaultDecider(c.Worker)
+	d.Lease, d.RecordedGrace = c.Lease, c.RecordedGrace
+	d.Recheck, d.MaxRecheck = c.Recheck, c.MaxRecheck
+	d.PollBase, d.ProcessingDeadline = c.PollBase, c.ProcessingDeadline
+	d.ResendBase, d.ResendCap = c.ResendBase, c.ResendCap
+	d.Jitter = jitter
+	return d
 }
 
 // Reconciler settles unknown results without a second write. Many
@@ -176,7 +189,7 @@ type Reconciler struct {
 	// hookStep, in tests, runs before each step is carried out; an error
 	// aborts the step as if the worker died there.
 	hookStep  func(i *fsm.Intent, s fsm.Step) error
-	readCalls countingReads
+	readCalls atomic.Int64
 	cache     historyCache
 	sweepState
 	consumers consumerState // consumers.go
@@ -186,13 +199,6 @@ type Reconciler struct {
 // strategy needs) is not configured in this worker. The intent is left for
 // a worker that has it, never dropped.
 var ErrRouteMissing = errors.New("route not configured in this worker")
-
-type countingReads struct {
-	mu sync.Mutex
-	n  int
-}
-
-func (c *countingReads) add(n int) { c.mu.Lock(); c.n += n; c.mu.Unlock() }
 
 // Store is the log a Reconciler reads and appends to: a *ledger.Store, or
 // a wrapper of one.
@@ -217,6 +223,7 @@ func NewReconciler(store Store, cfg Config, routes ...adapter.Route) (*Reconcile
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.Steps = cmp.Or(cfg.Steps, DefaultSteps)
 	w, err := producer.NewWriter(store, producer.WriterConfig{Actor: cfg.Worker, Now: cfg.Now, OnCall: cfg.OnCall, Logger: cfg.Logger})
 	if err != nil {
 		return nil, errors.Errorf("reconciler: %w", err)
@@ -233,23 +240,10 @@ func NewReconciler(store Store, cfg Config, routes ...adapter.Route) (*Reconcile
 		r.names = append(r.names, rt.Name)
 	}
 	slices.Sort(r.names)
-	r.cache.max = cfg.CacheBytes
-	// The decision function with this worker's settings; what the config
-	// does not set (MaxCandidates) is the default decider's.
-	r.dec = fsm.DefaultDecider(cfg.Worker)
-	r.dec.Lease, r.dec.RecordedGrace = cfg.Lease, cfg.RecordedGrace
-	r.dec.Recheck, r.dec.MaxRecheck = cfg.Recheck, cfg.MaxRecheck
-	r.dec.PollBase, r.dec.ProcessingDeadline = cfg.PollBase, cfg.ProcessingDeadline
-	r.dec.ResendBase, r.dec.ResendCap = cfg.ResendBase, cfg.ResendCap
-	r.dec.Jitter = r.jitter
-	if err := r.dec.Validate(); err != nil {
-		return nil, errors.Errorf("reconciler: %w", err)
-	}
+	r.cache.max = cmp.Or(cfg.CacheBytes, DefaultCacheBytes)
+	r.dec = cfg.decider(r.jitter)
 	return r, nil
 }
-
-// decider is the decision function with this worker's settings.
-func (r *Reconciler) decider() fsm.Decider { return r.dec }
 
 // route returns a route this worker serves.
 func (r *Reconciler) route(name string) (adapter.Route, bool) {
@@ -260,9 +254,7 @@ func (r *Reconciler) route(name string) (adapter.Route, bool) {
 // ReadCalls is how many external read calls (list, get, probe, status)
 // this reconciler made.
 func (r *Reconciler) ReadCalls() int {
-	r.readCalls.mu.Lock()
-	defer r.readCalls.mu.Unlock()
-	return r.readCalls.n
+	return int(r.readCalls.Load())
 }
 
 // StepResult is what one Step did.
@@ -284,16 +276,9 @@ type StepResult struct {
 // done. A lost CAS means another worker moved the intent: Step reloads.
 // An intent whose route this worker lacks gives ErrRouteMissing.
 //
-// The events of the steps that only read — taking the intent for a check
-// (ReconcileStarted), the search or status query's conclusion, the
-// readback's — are decided one after the other on the intent as it will
-// be, and appended together as one unit (ledger.Store.AppendEvents: one
-// atomic batch, CAS on the last event the step read): all of them or, on
-// a lost CAS, none, and the step reloads. So a check that confirms costs
-// one append rather than three. A write is never in a unit's shadow: what
-// was decided before it (a RetryClaimed, with the conclusion that allowed
-// it) is appended and acknowledged first, then the write is taken
-// (producer.Writer.TakeWrite: its WriteStarted, CAS, before the call).
+// The read-only steps' events are appended together as one unit (all or,
+// on a lost CAS, none); what allows a write is appended and acknowledged
+// before the write is taken (producer.Writer.TakeWrite).
 func (r *Reconciler) Step(ctx context.Context, route, intentID string) (StepResult, error) {
 	return r.step(ctx, route, intentID, nil, nil, nil)
 }
@@ -306,18 +291,15 @@ const maxDecisions = 16
 // place among those that may call the external API (nil: none to keep),
 // given up while a unit is in the group commit, and read the intent as
 // just read from the log (nil: the step reads it).
+//
+// Traced, a step is the span settle.reconcile: a child of the trace the
+// intent recorded when it was submitted (IntentStarted's traceparent), so
+// that its reconciliation, on whichever node and however much later,
+// continues the caller's trace.
 func (r *Reconciler) step(ctx context.Context, route, intentID string, sc *searchCache, t *ticket, read *stepUnit) (StepResult, error) {
-	if telemetry.Enabled() {
-		return r.tracedStep(ctx, route, intentID, sc, t, read)
+	if !telemetry.Enabled() {
+		return r.steps(ctx, route, intentID, sc, t, read)
 	}
-	return r.steps(ctx, route, intentID, sc, t, read)
-}
-
-// tracedStep is step as the span settle.reconcile: a child of the trace
-// the intent recorded when it was submitted (IntentStarted's
-// traceparent), so that its reconciliation, on whichever node and however
-// much later, continues the caller's trace.
-func (r *Reconciler) tracedStep(ctx context.Context, route, intentID string, sc *searchCache, t *ticket, read *stepUnit) (StepResult, error) {
 	if read == nil {
 		u, done, err := r.load(ctx, route, intentID)
 		if err != nil || done {
@@ -516,7 +498,7 @@ func (r *Reconciler) decide(ctx context.Context, u *stepUnit, sc *searchCache, t
 	if d, ok := r.holdEvent(h, i); ok { // hold.go
 		return decided("", d)
 	}
-	step := r.decider().Next(i, caps, now)
+	step := r.dec.Next(i, caps, now)
 	if step.Kind == fsm.StepWrite {
 		if r.lossHeld(h, i) {
 			return false, r.cfg.Recheck, nil // handed off once its state allows it

@@ -345,7 +345,7 @@ func TestNearMatchesAreNeverConfirmedNorRetried(t *testing.T) {
 			if count(h, events.CandidateFound) != 0 || i.Receipt != nil {
 				t.Fatalf("a non-matching post was taken for ours: %v", typesOf(h))
 			}
-			if i.State != fsm.ManualAction || i.ManualReason != ReasonNearMatch || w.api.Writes() != 1 {
+			if i.State != fsm.ManualAction || i.ManualReason != events.ReasonNearMatch || w.api.Writes() != 1 {
 				t.Fatalf("state %s reason %s writes %d", i.State, i.ManualReason, w.api.Writes())
 			}
 		})

@@ -12,29 +12,19 @@ import (
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
 	"github.com/settle-dev/settle/ledger"
-	"github.com/settle-dev/settle/producer"
 )
 
-// ConsumerName is the durable consumer of route: Durable + "-" + route.
-// Every worker that has the route shares it; a worker that lacks the route
-// never sees its intents, so it cannot drop them (two processes with
-// different route files, or a rolling deploy that adds a route, each
-// settle only the intents they can).
+// ConsumerName is the durable consumer of route: Durable + "-" + route,
+// shared by every worker that has the route (package doc, Waking).
 func (r *Reconciler) ConsumerName(route string) string { return r.cfg.Durable + "-" + route }
 
 // Worker is the worker name this reconciler leases and claims as
 // (Config.Worker).
 func (r *Reconciler) Worker() string { return r.cfg.Worker }
 
-// consumerConfig is the durable pull consumer every worker of route shares.
-// Every event of every intent of the route is delivered; the message of an
-// intent's LATEST event is the intent's wake-up: it is Nak'ed with a delay
-// while the intent waits (eventual consistency, in-progress polling, a
-// lease, a deadline) and acked when the intent needs no reconciler. Older
-// events' messages are acked at once. Pending messages live in the
-// consumer's replicated state, so waiting survives the restart of any
-// worker or server; the times that decide anything are on the log, the
-// delay is only a hint.
+// consumerConfig is the durable pull consumer every worker of route
+// shares: every event of the route is delivered, and the latest event's
+// message is the intent's wake-up (package doc, Waking).
 func (r *Reconciler) consumerConfig(route string) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:       r.ConsumerName(route),
@@ -92,20 +82,14 @@ func (r *Reconciler) Run(ctx context.Context) error {
 }
 
 // fetchesInFlight is how many fetched batches a route's loop handles at
-// once. While one fetch's steps wait for their units in the group commit,
-// the next fetch's intents are triaged and read, and their units make the
-// next batch: with one fetch at a time, a fetch's units trickled into two
-// or three group commits while no intent was being read.
+// once: while one fetch's steps wait for their units in the group commit,
+// the next fetch's intents are triaged and read.
 const fetchesInFlight = 2
 
 func (r *Reconciler) runConsumer(ctx context.Context, route string, cons jetstream.Consumer) {
 	// The fetches in flight share Config.Steps: the route's steps that may
 	// call the external API (a step waiting for its append holds none).
-	steps := r.cfg.Steps
-	if steps == 0 {
-		steps = DefaultSteps
-	}
-	calls := make(chan struct{}, steps)
+	calls := make(chan struct{}, r.cfg.Steps)
 	inFlight := make(chan struct{}, fetchesInFlight)
 	var handling sync.WaitGroup
 	defer handling.Wait()
@@ -197,11 +181,7 @@ type wake struct {
 func (r *Reconciler) handleBatch(ctx context.Context, msgs []jetstream.Msg, calls chan struct{}) {
 	sc := newSearchCache()
 	if calls == nil {
-		steps := r.cfg.Steps
-		if steps == 0 {
-			steps = DefaultSteps
-		}
-		calls = make(chan struct{}, steps)
+		calls = make(chan struct{}, r.cfg.Steps)
 	}
 	// Triage, Config.Steps messages at once: each reads (at most) its own
 	// intent's history, and the search plans merge under the cache's lock.
@@ -279,18 +259,14 @@ func (t *ticket) release() {
 // ready gives the step's place up before it appends what it decided and,
 // the first time, waits at the fetch's commit gate.
 func (t *ticket) ready(ctx context.Context) {
-	if t.leave() {
+	if t.done() {
 		t.gate.wait(ctx)
 	}
 }
 
-// done ends the step's part: its place given up, the gate told when it
-// never came to it.
-func (t *ticket) done() { t.leave() }
-
-// leave gives the step's place up and, the first time, tells the gate the
+// done gives the step's place up and, the first time, tells the gate the
 // step has arrived; it reports whether this was that first time.
-func (t *ticket) leave() bool {
+func (t *ticket) done() bool {
 	if t == nil {
 		return false
 	}
@@ -309,12 +285,10 @@ const gateLinger = 50 * time.Millisecond
 
 // commitGate lets the units of one fetch go to the group commit together:
 // a step that has decided its unit waits until every step of the fetch has
-// decided its own (or ended), at most gateLinger after the first came. The
-// group commit takes what is queued when its flusher is free: units that
-// came one by one, as their reads ended, went as a lone first unit and then
-// one or two batches, each a sync (and with fsync always an atomic batch's
-// staging store), one after the other. Waiting changes when a unit is
-// appended, never what: it is still CAS'd on the last event its step read.
+// decided its own (or ended), at most gateLinger after the first came, so
+// that they share the group commit's syncs. Waiting changes when a unit
+// is appended, never what: it is still CAS'd on the last event its step
+// read.
 type commitGate struct {
 	mu      sync.Mutex
 	reading int           // steps of the fetch that have not come yet
@@ -457,82 +431,4 @@ func (r *Reconciler) triage(ctx context.Context, m jetstream.Msg, sc *searchCach
 		}
 	}
 	return wake{msg: m, route: route, intentID: intentID, read: &stepUnit{h: h, i: intent}}, true
-}
-
-// Report is a dry run of reconciliation: what the search found and what
-// the checks say, with nothing appended and nothing written.
-type Report struct {
-	IntentID   string
-	State      fsm.State
-	Strategy   string
-	WindowFrom time.Time
-	WindowTo   time.Time
-	Candidates []events.CandidateRef
-	Checks     []events.Check
-	// Would is the event a real step would append next.
-	Would events.Type
-	Note  string
-}
-
-// DryRun reports what reconciling the intent would find, appending
-// nothing and writing nothing (only read-only calls are made).
-func (r *Reconciler) DryRun(ctx context.Context, route, intentID string) (*Report, error) {
-	h, err := r.store.Load(ctx, route, intentID)
-	if err != nil {
-		return nil, errors.Errorf("dry run %s: %w", intentID, err)
-	}
-	i, err := h.Fold()
-	if err != nil {
-		return nil, errors.Errorf("dry run %s: %w", intentID, err)
-	}
-	rt, ok := r.route(route)
-	if !ok {
-		return nil, errors.Errorf("dry run %s: %w: %q", intentID, producer.ErrUnknownRoute, route)
-	}
-	caps := i.Caps()
-	strategy := fsm.StrategyOf(caps)
-	rep := &Report{IntentID: intentID, State: i.State, Strategy: strategy}
-	rep.WindowFrom, rep.WindowTo = fsm.Window(i)
-	if strategy == fsm.StrategyNone {
-		rep.Note = "the route has no status query and no search: would hand off"
-		rep.Would = events.ManualActionRequired
-		return rep, nil
-	}
-	sim := i.Clone()
-	d, err := r.reconcile(ctx, sim, rt, caps, strategy, nil)
-	if err != nil {
-		return nil, err
-	}
-	rep.Would = d.EventType()
-	switch v := d.(type) {
-	case *events.CandidateFoundData:
-		rep.Candidates = v.Candidates
-		sim.ExternalID, sim.LiveURL = v.ExternalID, v.LiveURL
-		vd, err := r.verify(ctx, sim, rt, caps)
-		if err != nil {
-			return nil, err
-		}
-		switch c := vd.(type) {
-		case *events.ReadbackPassedData:
-			rep.Checks = c.Receipt.Checks
-			rep.Note = "one exact match; readback passes: would confirm"
-		case *events.ReadbackFailedData:
-			rep.Checks = c.Checks
-			rep.Note = "one exact match; readback fails: would hand off"
-		default:
-			rep.Note = "one exact match; readback would give " + string(vd.EventType())
-		}
-	case *events.ManualActionRequiredData:
-		rep.Candidates = v.Evidence.Candidates
-		rep.Note = v.Message
-	case *events.CheckDeferredData:
-		rep.Candidates = v.Candidates
-		rep.Note = "no conclusive answer yet (" + string(v.Reason) + "): would wait"
-	case *events.SearchWindowElapsedData:
-		rep.Candidates = v.Candidates
-		rep.Note = "no exact match and the window closed: would be not_found"
-	default:
-		rep.Note = strategy + " answered " + string(d.EventType())
-	}
-	return rep, nil
 }

@@ -599,7 +599,7 @@ func (s *sim) step(in *simIntent) {
 // human: the decider (of any worker) has nothing to do.
 func (s *sim) final(in *simIntent) bool {
 	i := s.load(in)
-	st := s.workers[0].r.decider().Next(i, i.Caps(), s.clock.Now().Add(time.Minute))
+	st := s.workers[0].r.dec.Next(i, i.Caps(), s.clock.Now().Add(time.Minute))
 	return st.Kind == fsm.StepDone
 }
 

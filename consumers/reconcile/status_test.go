@@ -199,8 +199,8 @@ func TestBookingProcessingPolledWithJitterThenCompleted(t *testing.T) {
 		if d, ok := e.Data.(*events.TargetProcessingData); ok {
 			polls++
 			wait := d.NextCheckAt.Sub(e.At)
-			if wait <= 0 || wait > r.decider().PollCap(d.Poll) {
-				t.Fatalf("poll %d waits %s, outside (0, %s]", d.Poll, wait, r.decider().PollCap(d.Poll))
+			if wait <= 0 || wait > r.dec.PollCap(d.Poll) {
+				t.Fatalf("poll %d waits %s, outside (0, %s]", d.Poll, wait, r.dec.PollCap(d.Poll))
 			}
 		}
 	}

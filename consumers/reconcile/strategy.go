@@ -17,13 +17,9 @@ import (
 	"github.com/settle-dev/settle/internal/telemetry"
 )
 
-// This file carries out the reads a decision needs (search, status query,
-// readback) and hands what they saw to the decider's Conclude functions.
-// Nothing here decides: a failed read is a read failure (ConcludeReadError),
-// never "not found".
-
-// ReasonNearMatch is events.ReasonNearMatch (kept for callers of this package).
-const ReasonNearMatch = events.ReasonNearMatch
+// The reads a decision needs (search, status query, readback), handed to
+// the decider's Conclude functions. Nothing here decides: a failed read
+// is a read failure (ConcludeReadError), never "not found".
 
 // safeErr renders an adapter error as its class and code only.
 func safeErr(err error) string {
@@ -86,7 +82,7 @@ func (r *Reconciler) reconcile(ctx context.Context, i *fsm.Intent, route adapter
 			}
 			return r.readFailure(i, caps, "status", err), nil
 		}
-		return r.decider().ConcludeStatus(i, caps, r.cfg.Now(), st), nil
+		return r.dec.ConcludeStatus(i, caps, r.cfg.Now(), st), nil
 	case fsm.StrategySearch:
 		sctx, span := telemetry.Start(ctx, "settle.reconcile.search")
 		recs, listedAt, err := r.candidates(sctx, i, route, sc)
@@ -107,12 +103,12 @@ func (r *Reconciler) reconcile(ctx context.Context, i *fsm.Intent, route adapter
 		if incomplete {
 			// What was read can prove our write present, never absent.
 			r.logRead(i, "search", err)
-			return r.decider().ConcludeIncompleteSearch(i, caps, r.cfg.Now(), listedAt, cands, safeErr(err)), nil
+			return r.dec.ConcludeIncompleteSearch(i, caps, r.cfg.Now(), listedAt, cands, safeErr(err)), nil
 		}
 		// The window is judged by when the listing started, not by when it
 		// returned: a listing that straddled the window's end may have
 		// read its pages before a write inside the window showed.
-		return r.decider().ConcludeSearch(i, caps, r.cfg.Now(), listedAt, cands), nil
+		return r.dec.ConcludeSearch(i, caps, r.cfg.Now(), listedAt, cands), nil
 	}
 	return nil, errors.Errorf("step %s: %w: strategy %q", i.ID, ErrRouteMissing, strategy)
 }
@@ -126,7 +122,7 @@ func (r *Reconciler) readFailure(i *fsm.Intent, caps events.Capabilities, what s
 	if errors.As(err, &ce) {
 		wait = ce.RetryAfter
 	}
-	return r.decider().ConcludeReadFailure(i, caps, r.cfg.Now(), what, safeErr(err), wait)
+	return r.dec.ConcludeReadFailure(i, caps, r.cfg.Now(), what, safeErr(err), wait)
 }
 
 func (r *Reconciler) logRead(i *fsm.Intent, what string, err error) {
@@ -144,7 +140,7 @@ func (r *Reconciler) status(ctx context.Context, i *fsm.Intent, route adapter.Ro
 	if !ok {
 		return fsm.StatusObservation{}, errors.Errorf("route %s: %w: its adapter has no status query", route.Name, ErrRouteMissing)
 	}
-	r.readCalls.add(1)
+	r.readCalls.Add(1)
 	st, err := sq.Status(adapter.Calling(ctx, route, adapter.KindStatus), adapter.StatusQuery{RequestID: i.Recorded.RequestID, IdempotencyKey: i.Recorded.IdempotencyKey, Account: i.Recorded.Account})
 	if errors.Is(err, adapter.ErrNotFound) {
 		return fsm.StatusObservation{}, nil
@@ -177,7 +173,7 @@ func (r *Reconciler) candidates(ctx context.Context, i *fsm.Intent, route adapte
 	if sc != nil {
 		recs, listedAt, listErr = sc.get(searchCtx, r, route.Name, ad, searchKey(route, i), i.Recorded.Account, from, to)
 	} else {
-		r.readCalls.add(1)
+		r.readCalls.Add(1)
 		listedAt = r.cfg.Now()
 		recs, listErr = ad.Search(searchCtx, adapter.SearchQuery{Account: i.Recorded.Account, From: from, To: to})
 	}
@@ -193,7 +189,7 @@ func (r *Reconciler) candidates(ctx context.Context, i *fsm.Intent, route adapte
 			continue
 		}
 		if rec.Partial {
-			r.readCalls.add(1)
+			r.readCalls.Add(1)
 			full, err := ad.Get(readCtx, rec.ExternalID)
 			if errors.Is(err, adapter.ErrNotFound) {
 				if ours {
@@ -225,16 +221,16 @@ func (r *Reconciler) verify(ctx context.Context, i *fsm.Intent, route adapter.Ro
 			}
 			return r.readFailure(i, caps, "status", err), nil
 		}
-		return r.decider().ConcludeStatusReadback(i, caps, r.cfg.Now(), st), nil
+		return r.dec.ConcludeStatusReadback(i, caps, r.cfg.Now(), st), nil
 	}
 	ctx, span := telemetry.Start(ctx, "settle.reconcile.readback")
 	defer span.End(nil)
 	ad := reader(route, i)
 	ctx = adapter.Calling(ctx, route, adapter.KindReadback)
-	r.readCalls.add(1)
+	r.readCalls.Add(1)
 	rec, err := ad.Get(ctx, i.ExternalID)
 	if errors.Is(err, adapter.ErrNotFound) {
-		return r.decider().ConcludeReadback(i, caps, r.cfg.Now(), fsm.Readback{Found: false}), nil
+		return r.dec.ConcludeReadback(i, caps, r.cfg.Now(), fsm.Readback{Found: false}), nil
 	}
 	if err != nil {
 		return r.readFailure(i, caps, "get", err), nil
@@ -249,7 +245,7 @@ func (r *Reconciler) verify(ctx context.Context, i *fsm.Intent, route adapter.Ro
 	// every readback a failed read).
 	probe := 0
 	if liveURL != "" && slices.Contains(fsm.RequiredChecks(caps), "url") {
-		r.readCalls.add(1)
+		r.readCalls.Add(1)
 		code, err := ad.Probe(ctx, liveURL)
 		if err != nil {
 			// A probe that failed is a failed read, not a failed check.
@@ -258,11 +254,11 @@ func (r *Reconciler) verify(ctx context.Context, i *fsm.Intent, route adapter.Ro
 		if code >= 500 || code == http.StatusTooManyRequests {
 			// The page's server is in trouble: that proves nothing about
 			// the object; look again.
-			return r.decider().ConcludeReadError(i, caps, r.cfg.Now(), "probe", fmt.Sprintf("HTTP %d", code)), nil
+			return r.dec.ConcludeReadError(i, caps, r.cfg.Now(), "probe", fmt.Sprintf("HTTP %d", code)), nil
 		}
 		probe = code
 	}
-	return r.decider().ConcludeReadback(i, caps, r.cfg.Now(), fsm.Readback{Found: true, Object: candidate(route, i, rec, nil), ProbeStatus: probe}), nil
+	return r.dec.ConcludeReadback(i, caps, r.cfg.Now(), fsm.Readback{Found: true, Object: candidate(route, i, rec, nil), ProbeStatus: probe}), nil
 }
 
 // searchCache lets the intents of one fetched batch that search the same
@@ -279,10 +275,8 @@ type searchCache struct {
 	sums payloadSums
 }
 
-// payloadSums memoises events.PayloadSHA256 by payload. The intents of a
-// group that share a listing each compare every record of it: each
-// record's payload was canonicalised once per intent (64 × 64 times for a
-// fetch of one account's burst, a third of the reconciler's CPU).
+// payloadSums memoises events.PayloadSHA256 by payload: the intents that
+// share a listing each compare every record of it.
 type payloadSums struct {
 	mu sync.Mutex
 	m  map[string]string // payload → digest ("" when it has none)
@@ -392,7 +386,7 @@ func (c *searchCache) get(ctx context.Context, r *Reconciler, route string, ad a
 		}
 	}
 	c.mu.Unlock()
-	r.readCalls.add(1)
+	r.readCalls.Add(1)
 	listedAt := r.cfg.Now()
 	recs, err := ad.Search(ctx, adapter.SearchQuery{Account: account, From: want.from, To: want.to})
 	c.mu.Lock()

@@ -15,18 +15,13 @@ import (
 	"github.com/settle-dev/settle/ledger"
 )
 
-// The start-up sweep. An intent is woken by its latest event's message on
-// its route's durable consumer. That message can be gone while the intent
-// still needs a reconciler: the log lost the intent's later events (whose
-// messages had made the reconciler ack this one), the consumer was
-// recreated past it, or it was acked by mistake. So, on start, a sweeping
-// reconciler (Config.Sweep; one per process is enough) reads the last
-// event of every intent of its routes — an ordered consumer delivering the
-// last message per subject — and steps every intent that no reconciler
-// is done with. An intent that must wait is kept in a bounded schedule
-// and stepped again when due, until a step appends an event (whose message
-// carries it on) or nobody has anything left to do. Intents the sweep and
-// the consumers both step are safe: every step is a CAS append.
+// The start-up sweep (package doc). An intent's wake-up message can be
+// gone while it still needs a reconciler (the log lost its later events,
+// the consumer was recreated past it, it was acked by mistake). An intent
+// the sweep finds waiting is kept in a bounded schedule and stepped again
+// when due, until a step appends an event (whose message carries it on)
+// or nobody has anything left to do. Intents the sweep and the consumers
+// both step are safe: every step is a CAS append.
 
 // SweepStats count what the sweep did.
 type SweepStats struct {
@@ -88,16 +83,10 @@ func (r *Reconciler) sweep(ctx context.Context, routes []string) {
 	}
 }
 
-// sweepRoute reads the last event of every intent of route, then steps
-// those a reconciler may still have to act on.
-//
-// The scan is a ledger.Reader of the route's subjects, last message per
-// subject: it reads to the route's last event as the stream's leader
-// knows it, so a consumer placed on a copy of the stream that lags (one
-// just back from a partition) does not end it early (the reader makes its
-// consumer again: SweepStats.Rescans). The intents are stepped once the
-// scan is complete; an intent stepped twice is safe (every step is a CAS
-// append).
+// sweepRoute reads the last event of every intent of route (a
+// ledger.Reader, last message per subject, to the end the stream's leader
+// knows: a lagging copy does not end it early, SweepStats.Rescans), then
+// steps those a reconciler may still have to act on.
 func (r *Reconciler) sweepRoute(ctx context.Context, route string) error {
 	rc := ledger.ReaderConfig{Stream: r.store.Config().Stream, Subject: events.RouteSubjects(route), LastPerSubject: true, NamePrefix: "settle_sweep"}
 	js := r.store.JetStream()

@@ -16,7 +16,7 @@ import (
 func TestReconcilerUsesTheDefaultDecider(t *testing.T) {
 	w := newWorld(t, nil)
 	r := w.reconciler("w1", nil)
-	got := r.decider()
+	got := r.dec
 	if got.Jitter == nil {
 		t.Fatal("no jitter")
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -86,15 +87,12 @@ func New(js jetstream.JetStream, cfg Config) (*Deliverer, error) {
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Float64
 	}
-	types := cfg.Types
-	if len(types) == 0 {
-		for t := range Settlements {
-			types = append(types, t)
+	d := &Deliverer{cfg: cfg, js: js, types: maps.Clone(Settlements)}
+	if len(cfg.Types) > 0 {
+		d.types = map[events.Type]Outcome{}
+		for _, t := range cfg.Types {
+			d.types[t] = Settlements[t]
 		}
-	}
-	d := &Deliverer{cfg: cfg, js: js, types: map[events.Type]Outcome{}}
-	for _, t := range types {
-		d.types[t] = Settlements[t]
 	}
 	return d, nil
 }
