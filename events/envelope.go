@@ -172,7 +172,8 @@ func Decode(b []byte) (Event, error) {
 // decodeCareful is Decode without its fast path.
 func decodeCareful(b []byte) (Event, error) {
 	var w wire[json.RawMessage]
-	if err := strictUnmarshal(b, &w); err == nil && w.Schema == SchemaV1 {
+	strictErr := strictUnmarshal(b, &w)
+	if strictErr == nil && w.Schema == SchemaV1 {
 		return decodeBody(w)
 	}
 	// Otherwise read the schema first, leniently: a future schema may add
@@ -189,11 +190,8 @@ func decodeCareful(b []byte) (Event, error) {
 	if peek.Schema != SchemaV1 {
 		return Event{}, &DecodeError{Kind: ErrUnknownSchema, Field: "schema", Reason: fmt.Sprintf("%q (this version reads %s)", clip(peek.Schema), SchemaV1)}
 	}
-	w = wire[json.RawMessage]{}
-	if err := strictUnmarshal(b, &w); err != nil {
-		return Event{}, &DecodeError{Kind: ErrMalformed, Reason: err.Error()}
-	}
-	return decodeBody(w)
+	// A v1 schema here means the strict read failed.
+	return Event{}, &DecodeError{Kind: ErrMalformed, Reason: strictErr.Error()}
 }
 
 var typeKey, dataKey = []byte(`"type":"`), []byte(`"data":`)
