@@ -35,44 +35,28 @@
 //
 // Before anything reads or writes, the stream's state is compared with
 // what the node knew of it (watermark.go): the high-water mark in the
-// data directory (last sequence, written every second and at shutdown;
-// accepted losses; held intents) and the views (every event they applied,
-// by sequence). A stream gone, shorter than either, or with holes is
-// refused (ledger.ErrLogDamaged), naming every lost sequence and, from the
-// views, the intents and versions lost. Then Run reads the whole stream,
-// headers only (verify.go), while appends are refused
-// (ledger.ErrLogVerifying): a damaged record the server still counts is
-// found there, and on an embedded store the writers are checked
-// (writers.go) — a process that appends again after another had is a
-// second writer, and an event the views applied at a sequence that holds
-// another event is an acknowledged event lost to it. Either blocks appends
-// ("TWO WRITERS" in the log) until an operator restarts with
-// AcceptLogLoss. Accepting a loss records it in the high-water mark and
-// holds every intent the views know lost events: a hold marker on its
-// subject (ledger.MarkHeld) written before the views are rebuilt, and
-// Config.Hold for a subject the marker could not be written to. A held
-// intent is handed to a human as soon as its state allows and never
-// recorded or written again (fsm.LossHeld).
+// data directory and the views (every event they applied, by sequence). A
+// stream gone, shorter than either, or with holes is refused
+// (ledger.ErrLogDamaged), naming every lost sequence and, from the views,
+// the intents and versions lost. Then Run reads the whole stream, headers
+// only (verify.go), while appends are refused (ledger.ErrLogVerifying): a
+// damaged record the server still counts is found there, and on an
+// embedded store a second writer's traces (writers.go). Either blocks
+// appends until an operator restarts with AcceptLogLoss, which records
+// the loss in the high-water mark and holds every intent that lost events
+// (a hold marker on its subject, ledger.MarkHeld; Config.Hold where the
+// marker could not be written): a held intent is handed to a human and
+// never recorded or written again (fsm.LossHeld).
 //
 // # While it runs
 //
-// The ready checks, besides NATS, the stream and the views: the projector
-// (restarted after a failure with a growing pause, at once when its
-// checkpoint stalls for ProjectorStall while the stream holds more;
-// failing while down, stalled, or more than ProjectorMaxLag behind), the
-// appends (the last one failed and none succeeded since), the log
-// (verifying, or damaged: the stream found below its high-water mark on
-// several checks in a row, or a second writer), the embedded server's disk,
-// the clock, and the reconcilers (one whose Run returned, restarted, or one
-// that cannot fetch from a route's consumer). The clock guard compares the
-// process's clock with the stream leader's time and, beyond
-// MaxClockOffset (0: half the smallest clock_skew), refuses every
-// append until the clock is back. When the embedded server reports a full
-// disk, appends are refused at once (ledger.ErrDiskFull) and, once
-// MinFreeMB are free again, the server is restarted in place and the log
-// checked again. API and /mcp requests share one bound on requests in
-// flight. On shutdown the loops stop, the views catch up with the log, and
-// Close closes NATS: a restart resumes from the log.
+// The supervisor (supervise.go) restarts a projector that fails or stalls
+// and a reconciler that stops, keeps the high-water mark, refuses appends
+// while the clock is off the stream leader's by more than MaxClockOffset
+// or the embedded server's disk is full (restarting the server once
+// MinFreeMB are free), and reports each part by ReadyChecks (/readyz)
+// while it is down. On shutdown the loops stop, the views catch up with
+// the log, and Close closes NATS: a restart resumes from the log.
 //
 // With Config.Listen (serve --nats-listen), downstream readers reach the
 // embedded server as a read-only user: stream and consumer info, their own

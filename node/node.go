@@ -193,16 +193,6 @@ func (n *Node) openProducer() error {
 	return err
 }
 
-// openViews opens the projector's views in the data directory.
-func (n *Node) openViews(ctx context.Context) error {
-	pjc := projector.DefaultConfig()
-	pjc.DBPath = n.dd.Views()
-	pjc.Logger = n.cfg.Logger
-	var err error
-	n.proj, err = openViews(ctx, n.js, pjc, n.cfg.Logger, n.cfg.AcceptLogLoss)
-	return err
-}
-
 // openReconcilers makes the Workers reconcilers (the first one sweeps).
 func (n *Node) openReconcilers() error {
 	host, _ := os.Hostname()

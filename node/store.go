@@ -30,19 +30,14 @@ func StoreConfig(natsURL string, dur embedded.Durability, replicas int, groupCom
 	return sc
 }
 
-// openStore opens the log, waiting out a cluster still forming: creating
-// a replicated stream times out while the servers elect the stream's
-// leader, and is refused for want of servers to place it on while one of
-// them restarts or before the meta leader has heard from every server
-// (both seen right after a cluster started). Only those are retried, for
-// a minute (ledger.ClusterNotReady); any other error ends at once.
+// openStore opens the log, waiting out a cluster still forming
+// (untilAnswered).
 func openStore(ctx context.Context, js jetstream.JetStream, sc ledger.StoreConfig, logger *slog.Logger) (*ledger.Store, error) {
 	var store *ledger.Store
 	err := untilAnswered(ctx, logger, "open the store", sc.Stream, func() error {
 		// Each attempt is bounded whatever ctx's deadline: an answer
 		// lost while a cluster elects its leaders is asked again, not
-		// waited on until ctx ends (a caller's two-minute context
-		// once ended with "context deadline exceeded" that way).
+		// waited on until ctx ends.
 		actx, cancel := context.WithTimeout(ctx, storeAttempt)
 		defer cancel()
 		var err error

@@ -147,7 +147,11 @@ func (s *supervisor) verifyLog(ctx context.Context, js jetstream.JetStream, stre
 	var writers *WriterReport
 	for {
 		var err error
-		missing, last, writers, err = s.scanWriters(ctx, js, stream, dd, hw)
+		if s.cfg.NATSURL != "" {
+			missing, last, err = scanLog(ctx, js, stream, nil)
+		} else { // an embedded store: one writer at a time (writers.go)
+			missing, last, writers, err = scanForWriters(ctx, js, stream, dd.Views(), hw.WritersThrough)
+		}
 		if err == nil {
 			break
 		}
@@ -181,17 +185,6 @@ func (s *supervisor) verifyLog(ctx context.Context, js jetstream.JetStream, stre
 	store.Unblock("verify")
 	logger.Error("THE LOG LOST EVENTS: appends are refused and the reconcilers do not start until an operator acts. See them all with settle audit --data DIR (serve stopped); "+
 		"restore the store from a replica or backup, or restart with --accept-log-loss", "loss", loss.Error())
-}
-
-// scanWriters is scanLog with, on an embedded store (one data directory,
-// one writer at a time), the check for a second writer's traces
-// (writers.go) against the views of dd.
-func (s *supervisor) scanWriters(ctx context.Context, js jetstream.JetStream, stream string, dd *DataDir, hw HighWater) ([][2]uint64, uint64, *WriterReport, error) {
-	if s.cfg.NATSURL != "" {
-		missing, last, err := scanLog(ctx, js, stream, nil)
-		return missing, last, nil, err
-	}
-	return scanForWriters(ctx, js, stream, dd.Views(), hw.WritersThrough)
 }
 
 // scanForWriters is scanLog with the check for a second writer's traces

@@ -3,13 +3,11 @@ package node
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/cockroachdb/errors"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/settle-dev/settle/api"
 	"github.com/settle-dev/settle/consumers/reconcile"
@@ -20,31 +18,33 @@ import (
 	"github.com/settle-dev/settle/projector"
 )
 
-// openViews opens the projector's views. Views that do not match the
-// stream (another schema version, a recreated stream) are derived data:
-// they are moved aside and rebuilt from the log, with a log line naming
-// the file kept.
-func openViews(ctx context.Context, js jetstream.JetStream, cfg projector.Config, logger *slog.Logger, acceptLoss bool) (*projector.Projector, error) {
-	p, err := projector.Open(ctx, js, cfg)
-	if err == nil || !(errors.Is(err, projector.ErrSchema) || errors.Is(err, projector.ErrStreamMismatch)) {
-		return p, err
+// openViews opens the projector's views in the data directory. Views
+// that do not match the stream (another schema version, a recreated
+// stream) are derived data: they are moved aside and rebuilt from the
+// log, with a log line naming the file kept.
+func (n *Node) openViews(ctx context.Context) (err error) {
+	cfg := projector.DefaultConfig()
+	cfg.DBPath, cfg.Logger = n.dd.Views(), n.cfg.Logger
+	if n.proj, err = projector.Open(ctx, n.js, cfg); err == nil || !(errors.Is(err, projector.ErrSchema) || errors.Is(err, projector.ErrStreamMismatch)) {
+		return err
 	}
-	if errors.Is(err, projector.ErrStreamMismatch) && !acceptLoss {
+	if errors.Is(err, projector.ErrStreamMismatch) && !n.cfg.AcceptLogLoss {
 		// The views project another history than the stream holds: the
 		// log was replaced or damaged. Never rebuilt silently.
-		return nil, errors.WithHint(errkind.Wrap(ledger.ErrLogDamaged, err),
+		return errors.WithHint(errkind.Wrap(ledger.ErrLogDamaged, err),
 			"the stream is not the one the views were built from: restore it, or start with --accept-log-loss to rebuild the views from what it holds (the old views are kept aside)")
 	}
 	aside, merr := MoveViewsAside(cfg.DBPath)
 	if merr != nil {
-		return nil, errors.WithHint(errors.WithSecondaryError(errors.Errorf("%w (and moving it aside failed: %v)", err, merr), merr),
+		return errors.WithHint(errors.WithSecondaryError(errors.Errorf("%w (and moving it aside failed: %v)", err, merr), merr),
 			"stop settle, then run: settle views rebuild --data DIR")
 	}
-	logger.Warn("views do not match the stream: rebuilding them from the log", "reason", err, "old_views", aside)
+	n.cfg.Logger.Warn("views do not match the stream: rebuilding them from the log", "reason", err, "old_views", aside)
 	if err := PrivateViews(cfg.DBPath); err != nil {
-		return nil, err
+		return err
 	}
-	return projector.Open(ctx, js, cfg)
+	n.proj, err = projector.Open(ctx, n.js, cfg)
+	return err
 }
 
 // MoveViewsAside renames the views file (and SQLite's side files) to

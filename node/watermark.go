@@ -22,15 +22,12 @@ import (
 )
 
 // The high-water mark: what settle knows the log held, kept outside the
-// log (DIR/highwater.json, next to the views). The stream never deletes
-// (deny_delete, deny_purge, no limits), so its sequences run 1 … LastSeq
-// without a hole, and LastSeq only grows. A stream that starts below its
-// high-water mark, or below the views' checkpoint, or with a hole, has
-// lost acknowledged events: serve refuses to start (ErrLogDamaged) and
-// says which events are gone — by sequence, and by intent and version
-// for the events the views applied — until an operator accepts the loss
-// (--accept-log-loss). The per-intent versions outside the stream are the
-// views' (every event they applied, by sequence).
+// log (DIR/highwater.json, next to the views). The stream never deletes,
+// so its sequences run 1 … LastSeq without a hole, and LastSeq only grows.
+// A stream that starts below its high-water mark, or below the views'
+// checkpoint, or with a hole, has lost acknowledged events: serve refuses
+// to start (ErrLogDamaged) and names them until an operator accepts the
+// loss (--accept-log-loss).
 
 // HighWater is the content of highwater.json.
 type HighWater struct {
@@ -254,14 +251,10 @@ type logGuard struct {
 
 // guardLog runs the check before anything reads or writes the log. On a
 // loss it refuses (an error wrapping ledger.ErrLogDamaged) unless the
-// operator accepts it; then the views, which hold the lost events, are
-// moved aside (kept), and the high-water mark is reset to the stream.
-//
+// operator accepts it (acceptLoss); a scan that fails while a loss is
+// being accepted refuses the start: what would be accepted is not known.
 // It returns the intents held after accepted losses (this one and earlier
 // ones), each with the message of its hand-off.
-//
-// A scan that fails while a loss is being accepted refuses the start: what
-// would be accepted is not known.
 func guardLog(ctx context.Context, g logGuard) (map[string]string, error) {
 	js, stream, dd, accept, logger := g.js, g.stream, g.dd, g.accept, g.logger
 	hw, err := ReadHighWater(dd.HighWater())
@@ -379,11 +372,9 @@ func keepHighWater(ctx context.Context, st jetstream.Stream, path string, store 
 
 // shortChecks is how many checks in a row must find the stream below its
 // mark, with no message at or after the mark, before the appends are
-// blocked. On a replicated stream a leader elected after a partition
+// blocked: on a replicated stream a leader elected after a partition
 // answers with the entries it has applied, which can trail what the old
-// leader had acknowledged for a few seconds: two checks a second apart
-// blocked a healthy serve for good in the faults suite's minority
-// partition (the stream at 53 below a mark of 56).
+// leader had acknowledged for a few seconds.
 const shortChecks = 10
 
 // highWaterKeeper is keepHighWater's state between checks.

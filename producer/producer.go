@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -146,14 +147,7 @@ func New(store Store, cfg Config, routes ...adapter.Route) (*Producer, error) {
 func (p *Producer) Route(name string) (adapter.Route, bool) { r, ok := p.routes[name]; return r, ok }
 
 // RouteNames lists the configured routes, sorted.
-func (p *Producer) RouteNames() []string {
-	names := make([]string, 0, len(p.routes))
-	for n := range p.routes {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func (p *Producer) RouteNames() []string { return slices.Sorted(maps.Keys(p.routes)) }
 
 // Request is a caller's decision to make one external write.
 type Request struct {
