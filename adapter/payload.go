@@ -44,16 +44,7 @@ func FieldPath(parent, key string) string {
 
 // IsSHA256Hex reports whether s is a sha256 in 64 lowercase hex characters.
 func IsSHA256Hex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
+	return len(s) == 64 && strings.Trim(s, "0123456789abcdef") == ""
 }
 
 // CanonicalizePayload returns canon/v1 of a caller's payload. Errors are

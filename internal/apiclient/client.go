@@ -44,9 +44,7 @@ func New(apiURL, tokenEnv string) (*Client, error) {
 type problem struct {
 	Type   string `json:"type"`
 	Title  string `json:"title"`
-	Status int    `json:"status"`
 	Detail string `json:"detail"`
-	Field  string `json:"field"`
 }
 
 // hint says what the user can do about an answer of the API.

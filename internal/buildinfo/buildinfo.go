@@ -76,13 +76,10 @@ func pseudoRevision(v string) string {
 	if i < 0 || len(v)-i-1 != 12 || strings.Count(v, "-") < 2 {
 		return ""
 	}
-	rev := v[i+1:]
-	for _, c := range rev {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return ""
-		}
+	if rev := v[i+1:]; strings.Trim(rev, "0123456789abcdef") == "" {
+		return rev
 	}
-	return rev
+	return ""
 }
 
 // String is the one line settle --version prints:

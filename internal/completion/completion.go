@@ -70,20 +70,27 @@ func (t words) groups() []string {
 	return out
 }
 
+// cases writes a case statement on $cmd with an arm per group (groupArm
+// gets the group and its second words), then between, then an arm per
+// path (pathArm gets the path and its flags).
+func (t words) cases(b *strings.Builder, groupArm, between, pathArm string) {
+	b.WriteString("\tcase \"$cmd\" in\n")
+	for _, g := range t.groups() {
+		fmt.Fprintf(b, groupArm, g, strings.Join(t.subs[g], " "))
+	}
+	b.WriteString(between)
+	for _, p := range t.paths {
+		fmt.Fprintf(b, pathArm, p, t.flags[p])
+	}
+}
+
 func bash(b *strings.Builder, prog string, t words) {
 	fn := "_" + ident(prog)
 	fmt.Fprintf(b, "# bash completion for %s: source it, or put it in /etc/bash_completion.d/\n", prog)
 	fmt.Fprintf(b, "%s() {\n\tlocal cur=\"${COMP_WORDS[COMP_CWORD]}\" cmd=\"${COMP_WORDS[1]}\" opts=\"\"\n", fn)
 	fmt.Fprintf(b, "\tif [ \"$COMP_CWORD\" -eq 1 ]; then\n\t\tCOMPREPLY=($(compgen -W %q -- \"$cur\"))\n\t\treturn\n\tfi\n", strings.Join(t.top, " ")+" --help --version")
-	fmt.Fprintf(b, "\tcase \"$cmd\" in\n")
-	for _, g := range t.groups() {
-		fmt.Fprintf(b, "\t%s)\n\t\tif [ \"$COMP_CWORD\" -eq 2 ]; then\n\t\t\tCOMPREPLY=($(compgen -W %q -- \"$cur\"))\n\t\t\treturn\n\t\tfi\n\t\tcmd=\"$cmd ${COMP_WORDS[2]}\"\n\t\t;;\n",
-			g, strings.Join(t.subs[g], " "))
-	}
-	fmt.Fprintf(b, "\tesac\n\tcase \"$cmd\" in\n")
-	for _, p := range t.paths {
-		fmt.Fprintf(b, "\t%q) opts=%q ;;\n", p, t.flags[p]+" --help")
-	}
+	t.cases(b, "\t%s)\n\t\tif [ \"$COMP_CWORD\" -eq 2 ]; then\n\t\t\tCOMPREPLY=($(compgen -W %q -- \"$cur\"))\n\t\t\treturn\n\t\tfi\n\t\tcmd=\"$cmd ${COMP_WORDS[2]}\"\n\t\t;;\n",
+		"\tesac\n\tcase \"$cmd\" in\n", "\t%q) opts=\"%s --help\" ;;\n")
 	fmt.Fprintf(b, "\tesac\n\tif [[ \"$cur\" == -* ]]; then\n\t\tCOMPREPLY=($(compgen -W \"$opts\" -- \"$cur\"))\n\telse\n\t\tCOMPREPLY=($(compgen -f -- \"$cur\"))\n\tfi\n}\n")
 	fmt.Fprintf(b, "complete -o filenames -F %s %s\n", fn, prog)
 }
@@ -93,15 +100,8 @@ func zsh(b *strings.Builder, prog string, t words) {
 	fmt.Fprintf(b, "#compdef %s\n# zsh completion for %s: put it in a directory of $fpath as %s, or source it\n", prog, prog, fn)
 	fmt.Fprintf(b, "%s() {\n\tlocal cmd=\"$words[2]\"\n", fn)
 	fmt.Fprintf(b, "\tif (( CURRENT == 2 )); then\n\t\tcompadd -- %s --help --version\n\t\treturn\n\tfi\n", strings.Join(t.top, " "))
-	fmt.Fprintf(b, "\tcase \"$cmd\" in\n")
-	for _, g := range t.groups() {
-		fmt.Fprintf(b, "\t%s)\n\t\tif (( CURRENT == 3 )); then\n\t\t\tcompadd -- %s\n\t\t\treturn\n\t\tfi\n\t\tcmd=\"$cmd $words[3]\"\n\t\t;;\n",
-			g, strings.Join(t.subs[g], " "))
-	}
-	fmt.Fprintf(b, "\tesac\n\tlocal -a opts\n\tcase \"$cmd\" in\n")
-	for _, p := range t.paths {
-		fmt.Fprintf(b, "\t%q) opts=(%s --help) ;;\n", p, t.flags[p])
-	}
+	t.cases(b, "\t%s)\n\t\tif (( CURRENT == 3 )); then\n\t\t\tcompadd -- %s\n\t\t\treturn\n\t\tfi\n\t\tcmd=\"$cmd $words[3]\"\n\t\t;;\n",
+		"\tesac\n\tlocal -a opts\n\tcase \"$cmd\" in\n", "\t%q) opts=(%s --help) ;;\n")
 	fmt.Fprintf(b, "\tesac\n\tif [[ \"$PREFIX\" == -* ]]; then\n\t\tcompadd -- $opts\n\telse\n\t\t_files\n\tfi\n}\n")
 	fmt.Fprintf(b, "if [[ \"$funcstack[1]\" == %s ]]; then\n\t%s \"$@\"\nelse\n\tcompdef %s %s\nfi\n", fn, fn, fn, prog)
 }
