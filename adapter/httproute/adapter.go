@@ -26,6 +26,11 @@ var (
 	_ adapter.PayloadNormalizer = (*Adapter)(nil)
 	_ adapter.Resembler         = (*Adapter)(nil)
 	_ adapter.PayloadComparer   = (*Adapter)(nil)
+	_ adapter.Preparer          = (*Adapter)(nil)
+	_ adapter.IntentScoped      = (*Adapter)(nil)
+	_ adapter.IdentityChecker   = (*Adapter)(nil)
+	_ adapter.CheckDeclarer     = (*Adapter)(nil)
+	_ adapter.ParentChecker     = (*Adapter)(nil)
 )
 
 // Errors of methods a route did not configure. Go cannot drop a method
@@ -481,8 +486,6 @@ func parseTime(v any, ok bool) (time.Time, bool) {
 }
 
 // --- Write ---
-
-var _ adapter.Preparer = (*Adapter)(nil)
 
 // Write makes one attempt: one request built from write.url, write.body
 // and the headers, sent once with adapter.Do. A payload that fails

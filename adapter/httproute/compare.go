@@ -35,10 +35,10 @@ func sentFields(n *vnode, path, field string, out map[string][]sentField) {
 	switch n.kind {
 	case vObj:
 		for i, k := range n.keys {
-			sentFields(n.vals[i], joinPath(path, k), fieldPath(field, k), out)
+			sentFields(n.kids[i], joinPath(path, k), fieldPath(field, k), out)
 		}
 	case vArr:
-		for _, it := range n.items {
+		for _, it := range n.kids {
 			sentFields(it, joinPath(path, "[]"), field+"[]", out)
 		}
 	case vTmpl:
@@ -221,12 +221,12 @@ func markerLeads(body *vnode, read string) bool {
 		switch n.kind {
 		case vObj:
 			for i, k := range n.keys {
-				if find(n.vals[i], joinPath(path, k)) {
+				if find(n.kids[i], joinPath(path, k)) {
 					return true
 				}
 			}
 		case vArr:
-			for _, it := range n.items {
+			for _, it := range n.kids {
 				if find(it, joinPath(path, "[]")) {
 					return true
 				}

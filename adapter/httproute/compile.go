@@ -66,16 +66,23 @@ func (c *compiler) envFor(s string, env func(string) (string, bool), base bool) 
 }
 
 // warn records a warning: the route works, but settle sees less than it
-// could. A field gets at most one problem.
+// could.
 func (c *compiler) warn(field, reason string) {
-	if c.quiet || c.skip(field) || c.reported[field] {
-		return
+	if !c.quiet && c.first(field) {
+		c.warnings = append(c.warnings, &RouteError{Route: c.label, Field: field, Reason: reason})
+	}
+}
+
+// first: field has no problem yet (nor a failed decode); it has one now.
+func (c *compiler) first(field string) bool {
+	if c.skip(field) || c.reported[field] {
+		return false
 	}
 	if c.reported == nil {
 		c.reported = map[string]bool{}
 	}
 	c.reported[field] = true
-	c.warnings = append(c.warnings, &RouteError{Route: c.label, Field: field, Reason: reason})
+	return true
 }
 
 // skip: field, or one of its ancestors, failed to decode (already
@@ -110,14 +117,9 @@ func (c *compiler) skipUnder(prefix string) bool {
 
 // report records a problem; a field gets at most one.
 func (c *compiler) report(field, reason string) {
-	if c.skip(field) || c.reported[field] {
-		return
+	if c.first(field) {
+		c.errs = append(c.errs, &RouteError{Route: c.label, Field: field, Reason: c.prefix + reason})
 	}
-	if c.reported == nil {
-		c.reported = map[string]bool{}
-	}
-	c.reported[field] = true
-	c.errs = append(c.errs, &RouteError{Route: c.label, Field: field, Reason: c.prefix + reason})
 }
 
 // --- environment ---

@@ -399,17 +399,16 @@ func decodeFile(data []byte) ([]RouteConfig, []map[string]bool, []*RouteError) {
 	return cfgs, failed, d.errs
 }
 
-// into decodes the keys of o into the fields of the struct v, each named
-// by its yaml tag (events.Policy's by their json tag), in field order, then
-// reports every unknown key. A key already taken is skipped.
+// into decodes the keys of o into the exported fields of the struct v, in
+// field order, then reports every unknown key. A field's key is its name
+// in snake case (yamlKey); a field tagged yaml:"-" is not a key, nor is a
+// key already taken.
 func (d *decoder) into(o *obj, v reflect.Value) {
 	t := v.Type()
 	for i := range t.NumField() {
-		key := t.Field(i).Tag.Get("yaml")
-		if key == "" {
-			key, _, _ = strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		}
-		if key == "" || slices.Contains(o.asked, key) {
+		f := t.Field(i)
+		key := yamlKey(f.Name)
+		if !f.IsExported() || f.Tag.Get("yaml") == "-" || slices.Contains(o.asked, key) {
 			continue
 		}
 		if key == "visibility" { // a RecordFields' text, or {from, map, probe}
@@ -419,6 +418,29 @@ func (d *decoder) into(o *obj, v reflect.Value) {
 		d.value(o, key, v.Field(i))
 	}
 	o.end()
+}
+
+// yamlKey is a field's key in a route file: BaseURL is base_url,
+// Definite4xx definite_4xx.
+func yamlKey(name string) string {
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		upper, digit := c >= 'A' && c <= 'Z', c >= '0' && c <= '9'
+		if i > 0 {
+			prev := name[i-1]
+			prevUpper := prev >= 'A' && prev <= 'Z'
+			nextLower := i+1 < len(name) && name[i+1] >= 'a' && name[i+1] <= 'z'
+			if upper && (!prevUpper || nextLower) || digit && !(prev >= '0' && prev <= '9') {
+				b.WriteByte('_')
+			}
+		}
+		if upper {
+			c += 'a' - 'A'
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }
 
 var (

@@ -79,36 +79,22 @@ type InspectedReadback struct {
 	Missing    []string // as InspectedSearch.Missing
 }
 
-// probeFlag names the probe flag that gives a read the intent's value v.
-func probeFlag(v string) string {
-	switch v {
-	case varParent:
-		return "--parent PARENT"
-	case varAccount:
-		return "--account ACCOUNT"
-	case varPayload:
-		return "--payload JSON"
-	}
-	return "--request-id ID" // request_id, intent_id and idempotency_key derive from it
-}
-
 // missing are the probe flags a read that needs the intent values needs
 // still lacks under opts.
 func missing(needs []string, opts InspectOptions, account string) []string {
 	var out []string
 	for _, v := range needs {
-		given := false
+		// request_id, intent_id and idempotency_key derive from --request-id.
+		f, given := "--request-id ID", opts.RequestID != ""
 		switch v {
 		case varParent:
-			given = opts.Parent != ""
+			f, given = "--parent PARENT", opts.Parent != ""
 		case varAccount:
-			given = account != ""
+			f, given = "--account ACCOUNT", account != ""
 		case varPayload:
-			given = len(opts.Payload) > 0
-		default:
-			given = opts.RequestID != ""
+			f, given = "--payload JSON", len(opts.Payload) > 0
 		}
-		if f := probeFlag(v); !given && !slices.Contains(out, f) {
+		if !given && !slices.Contains(out, f) {
 			out = append(out, f)
 		}
 	}

@@ -146,12 +146,12 @@ func unmappable(n *vnode, field string) (string, string) {
 		}
 	case vObj:
 		for i, k := range n.keys {
-			if f, r := unmappable(n.vals[i], fieldPath(field, k)); f != "" {
+			if f, r := unmappable(n.kids[i], fieldPath(field, k)); f != "" {
 				return f, r
 			}
 		}
 	case vArr:
-		for i, it := range n.items {
+		for i, it := range n.kids {
 			if f, r := unmappable(it, fmt.Sprintf("%s[%d]", field, i)); f != "" {
 				return f, r
 			}
@@ -239,16 +239,16 @@ func (inv *inverse) walk(n *vnode, v any, present bool, field string) error {
 		}
 		for i, k := range n.keys {
 			cv, cok := m[k]
-			if err := inv.walk(n.vals[i], cv, cok, fieldPath(field, k)); err != nil {
+			if err := inv.walk(n.kids[i], cv, cok, fieldPath(field, k)); err != nil {
 				return err
 			}
 		}
 	case vArr:
 		arr, ok := v.([]any)
-		if present && (!ok || len(arr) != len(n.items)) {
-			return argErr(field, fmt.Sprintf("must be an array of %d item(s), as the route writes", len(n.items)))
+		if present && (!ok || len(arr) != len(n.kids)) {
+			return argErr(field, fmt.Sprintf("must be an array of %d item(s), as the route writes", len(n.kids)))
 		}
-		for i, it := range n.items {
+		for i, it := range n.kids {
 			var cv any
 			if present {
 				cv = arr[i]

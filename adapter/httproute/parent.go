@@ -6,11 +6,7 @@ import (
 	"strconv"
 
 	"github.com/cockroachdb/errors"
-
-	"github.com/settle-dev/settle/adapter"
 )
-
-var _ adapter.ParentChecker = (*Adapter)(nil)
 
 // Parent types.
 const (

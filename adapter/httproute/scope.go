@@ -15,12 +15,6 @@ import (
 	"github.com/settle-dev/settle/adapter"
 )
 
-var (
-	_ adapter.IntentScoped    = (*Adapter)(nil)
-	_ adapter.IdentityChecker = (*Adapter)(nil)
-	_ adapter.CheckDeclarer   = (*Adapter)(nil)
-)
-
 // DefaultIdentityRefresh is how long a resolved identity is trusted when
 // identity.refresh is not set.
 const DefaultIdentityRefresh = 10 * time.Minute

@@ -825,12 +825,11 @@ const (
 // object or an array of them. A template string that is exactly one
 // {{...}} yields the value with its JSON type; otherwise a string.
 type vnode struct {
-	kind  vkind
-	lit   any
-	t     *template
-	keys  []string
-	vals  []*vnode
-	items []*vnode
+	kind vkind
+	lit  any
+	t    *template
+	keys []string // an object's, one per kid
+	kids []*vnode // an object's values or an array's items
 }
 
 // compileTree compiles a decoded YAML tree (map[string]any, []any, string,
@@ -849,7 +848,7 @@ func compileTree(v any, field string, c tctx, report func(field, reason string))
 				continue
 			}
 			n.keys = append(n.keys, k)
-			n.vals = append(n.vals, child)
+			n.kids = append(n.kids, child)
 		}
 		if bad {
 			return nil
@@ -864,7 +863,7 @@ func compileTree(v any, field string, c tctx, report func(field, reason string))
 				bad = true
 				continue
 			}
-			n.items = append(n.items, child)
+			n.kids = append(n.kids, child)
 		}
 		if bad {
 			return nil
@@ -924,7 +923,7 @@ func (n *vnode) eval(s *scope, strict bool) (any, bool, error) {
 	case vObj:
 		m := make(map[string]any, len(n.keys))
 		for i, k := range n.keys {
-			v, ok, err := n.vals[i].eval(s, strict)
+			v, ok, err := n.kids[i].eval(s, strict)
 			if err != nil {
 				return nil, false, err
 			}
@@ -934,8 +933,8 @@ func (n *vnode) eval(s *scope, strict bool) (any, bool, error) {
 		}
 		return m, true, nil
 	case vArr:
-		a := make([]any, 0, len(n.items))
-		for _, it := range n.items {
+		a := make([]any, 0, len(n.kids))
+		for _, it := range n.kids {
 			v, ok, err := it.eval(s, strict)
 			if err != nil {
 				return nil, false, err
@@ -958,14 +957,8 @@ func (n *vnode) uses(name string) bool {
 	switch n.kind {
 	case vTmpl:
 		return n.t.uses(name)
-	case vObj:
-		for _, v := range n.vals {
-			if v.uses(name) {
-				return true
-			}
-		}
-	case vArr:
-		for _, v := range n.items {
+	case vObj, vArr:
+		for _, v := range n.kids {
 			if v.uses(name) {
 				return true
 			}
