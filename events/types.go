@@ -3,8 +3,8 @@ package events
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -92,14 +92,7 @@ var knownTypes = func() map[string]Type {
 }()
 
 // AllTypes lists every event type, sorted.
-func AllTypes() []Type {
-	out := make([]Type, 0, len(registry))
-	for t := range registry {
-		out = append(out, t)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
-}
+func AllTypes() []Type { return slices.Sorted(maps.Keys(registry)) }
 
 // Known reports whether t is a type this version decodes.
 func (t Type) Known() bool { _, ok := registry[t]; return ok }

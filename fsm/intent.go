@@ -278,10 +278,9 @@ func (i *Intent) PreExisting(t time.Time) bool {
 	return t.Before(i.Attempts[0].StartedAt.Add(-i.Recorded.Policy.ClockSkew.D()))
 }
 
-// Route, Account, RequestID are shortcuts into Recorded.
-func (i *Intent) Route() string     { return i.Recorded.Route }
-func (i *Intent) Account() string   { return i.Recorded.Account }
-func (i *Intent) RequestID() string { return i.Recorded.RequestID }
+// Route and Account are shortcuts into Recorded.
+func (i *Intent) Route() string   { return i.Recorded.Route }
+func (i *Intent) Account() string { return i.Recorded.Account }
 
 // LastAttempt is the newest attempt or nil.
 func (i *Intent) LastAttempt() *Attempt {

@@ -1,7 +1,8 @@
 package fsm
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 
 	lfsm "github.com/looplab/fsm"
@@ -86,14 +87,8 @@ func AllStates() []State {
 			seen[f] = true
 		}
 	}
-	out := make([]State, 0, len(seen))
-	for s := range seen {
-		if s != None {
-			out = append(out, s)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return append([]State{None}, out...)
+	delete(seen, None)
+	return append([]State{None}, slices.Sorted(maps.Keys(seen))...)
 }
 
 // Terminal reports whether no event can follow s. Abandoned is not:
