@@ -433,10 +433,8 @@ func (c *Cluster) Stop() {
 
 // Restartable is an embedded server that can be stopped and started again
 // on the same store and port while its clients stay: a connection made by
-// Connect reconnects to the new server by itself (in-process through
-// Restartable, or over loopback to the same port). It is how settle
-// recovers from a store the server stopped writing to (a full disk makes
-// nats-server keep a sticky write error until the stream is loaded again).
+// Connect reconnects to the new server by itself. It is how settle
+// recovers from a store the server stopped writing to after a full disk.
 type Restartable struct {
 	mu  sync.Mutex
 	cur *Server
@@ -480,9 +478,8 @@ func (r *Restartable) Restart() error {
 	return nil
 }
 
-// InProcessConn connects to the current server in-process
-// (nats.InProcessConnProvider): a reconnecting client reaches the server
-// of the moment.
+// InProcessConn connects to the current server in-process, so that a
+// reconnecting client reaches the server of the moment.
 func (r *Restartable) InProcessConn() (net.Conn, error) {
 	return r.Server().InProcessConn()
 }
