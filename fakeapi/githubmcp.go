@@ -161,11 +161,7 @@ func NewGitHubMCPServer(cfg GitHubMCPConfig) *sdk.Server {
 }
 
 func (g *ghMCP) addComment(ctx context.Context, _ *sdk.CallToolRequest, a addCommentArgs) (*sdk.CallToolResult, any, error) {
-	p, err := repoPath(a.ghRepoArgs)
-	if err != nil {
-		return errResult(err.Error()), nil, nil
-	}
-	res, err := g.fault(ctx, "add_issue_comment", a.Body, func() (*sdk.CallToolResult, error) {
+	return g.call(ctx, "add_issue_comment", a.ghRepoArgs, a.Body, "", func(p string) (*sdk.CallToolResult, error) {
 		b, status, err := g.api(ctx, http.MethodPost, p+"/issues/"+strconv.Itoa(a.IssueNumber)+"/comments", map[string]string{"body": a.Body})
 		if err != nil || status >= 300 {
 			return apiError("failed to create comment", http.MethodPost, g.cfg.APIURL+p, status, b, err), nil
@@ -177,51 +173,56 @@ func (g *ghMCP) addComment(ctx context.Context, _ *sdk.CallToolRequest, a addCom
 		_ = json.Unmarshal(b, &c)
 		return jsonResult(map[string]string{"id": strconv.FormatInt(c.ID, 10), "url": c.HTMLURL}), nil
 	})
-	return res, nil, err
 }
 
 func (g *ghMCP) issueRead(ctx context.Context, _ *sdk.CallToolRequest, a issueReadArgs) (*sdk.CallToolResult, any, error) {
-	p, err := repoPath(a.ghRepoArgs)
-	if err != nil {
-		return errResult(err.Error()), nil, nil
-	}
+	var refusal string
 	if a.Method != "get_comments" {
-		return errResult("unknown method: " + a.Method + " (this server serves get_comments)"), nil, nil
+		refusal = "unknown method: " + a.Method + " (this server serves get_comments)"
 	}
 	page, per := max(a.Page, 1), a.PerPage
 	if per <= 0 {
 		per = 30
 	}
-	res, err := g.fault(ctx, "issue_read", "", func() (*sdk.CallToolResult, error) {
-		path := p + "/issues/" + strconv.Itoa(a.IssueNumber) + "/comments?page=" + strconv.Itoa(page) + "&per_page=" + strconv.Itoa(per)
-		b, status, err := g.api(ctx, http.MethodGet, path, nil)
-		if err != nil || status >= 300 {
-			return apiError("failed to get issue comments", http.MethodGet, g.cfg.APIURL+path, status, b, err), nil
-		}
-		return minimalComments(b, false)
+	return g.call(ctx, "issue_read", a.ghRepoArgs, "", refusal, func(p string) (*sdk.CallToolResult, error) {
+		return g.readComments(ctx, "failed to get issue comments", p+"/issues/"+strconv.Itoa(a.IssueNumber)+"/comments?page="+strconv.Itoa(page)+"&per_page="+strconv.Itoa(per), false)
 	})
-	return res, nil, err
 }
 
 func (g *ghMCP) getComment(ctx context.Context, _ *sdk.CallToolRequest, a getCommentArgs) (*sdk.CallToolResult, any, error) {
-	p, err := repoPath(a.ghRepoArgs)
-	if err != nil {
-		return errResult(err.Error()), nil, nil
-	}
-	res, err := g.fault(ctx, "get_issue_comment", "", func() (*sdk.CallToolResult, error) {
-		path := p + "/issues/comments/" + strconv.FormatInt(a.CommentID, 10)
-		b, status, err := g.api(ctx, http.MethodGet, path, nil)
-		if err != nil || status >= 300 {
-			return apiError("failed to get issue comment", http.MethodGet, g.cfg.APIURL+path, status, b, err), nil
-		}
-		return minimalComments(append(append([]byte("["), b...), ']'), true)
+	return g.call(ctx, "get_issue_comment", a.ghRepoArgs, "", "", func(p string) (*sdk.CallToolResult, error) {
+		return g.readComments(ctx, "failed to get issue comment", p+"/issues/comments/"+strconv.FormatInt(a.CommentID, 10), true)
 	})
+}
+
+// call runs a tool on the repository a names under the call's fault;
+// refusal (or a repository not named) is an error result instead.
+func (g *ghMCP) call(ctx context.Context, tool string, a ghRepoArgs, body, refusal string, run func(repoPath string) (*sdk.CallToolResult, error)) (*sdk.CallToolResult, any, error) {
+	if a.Owner == "" || a.Repo == "" || strings.ContainsAny(a.Owner+a.Repo, "/?#") {
+		refusal = "missing required parameter: owner and repo"
+	}
+	if refusal != "" {
+		return errResult(refusal), nil, nil
+	}
+	res, err := g.fault(ctx, tool, body, func() (*sdk.CallToolResult, error) { return run("/repos/" + a.Owner + "/" + a.Repo) })
 	return res, nil, err
 }
 
+// readComments GETs path: a page of comments, or one (one) shown as a
+// page of one.
+func (g *ghMCP) readComments(ctx context.Context, msg, path string, one bool) (*sdk.CallToolResult, error) {
+	b, status, err := g.api(ctx, http.MethodGet, path, nil)
+	if err != nil || status >= 300 {
+		return apiError(msg, http.MethodGet, g.cfg.APIURL+path, status, b, err), nil
+	}
+	if one {
+		b = append(append([]byte("["), b...), ']')
+	}
+	return minimalComments(b, one)
+}
+
 // minimalComments is GitHub's MCP server's answer for a page of the API's
-// comments.
-// (one: the only comment of b, alone).
+// comments (one: the only comment of b, alone).
 func minimalComments(b []byte, one bool) (*sdk.CallToolResult, error) {
 	var in []struct {
 		ID   int64  `json:"id"`
@@ -268,13 +269,6 @@ func rfc3339(s string) string {
 		return s
 	}
 	return t.UTC().Format(time.RFC3339)
-}
-
-func repoPath(a ghRepoArgs) (string, error) {
-	if a.Owner == "" || a.Repo == "" || strings.ContainsAny(a.Owner+a.Repo, "/?#") {
-		return "", errors.New("missing required parameter: owner and repo")
-	}
-	return "/repos/" + a.Owner + "/" + a.Repo, nil
 }
 
 // api calls the GitHub API; err only when it did not answer.

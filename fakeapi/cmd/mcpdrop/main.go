@@ -3,12 +3,21 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"sync"
 )
+
+// message is what mcpdrop reads of a JSON-RPC message.
+type message struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		Name string `json:"name"`
+	} `json:"params"`
+}
 
 func main() {
 	if len(os.Args) < 4 {
@@ -18,15 +27,9 @@ func main() {
 	tool, flag := os.Args[1], os.Args[2]
 	cmd := exec.Command(os.Args[3], os.Args[4:]...)
 	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		os.Exit(1)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		os.Exit(1)
-	}
-	if err := cmd.Start(); err != nil {
+	in, err1 := cmd.StdinPipe()
+	out, err2 := cmd.StdoutPipe()
+	if err := errors.Join(err1, err2, cmd.Start()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -37,19 +40,11 @@ func main() {
 		for {
 			line, err := r.ReadBytes('\n')
 			if len(line) > 0 {
-				var m struct {
-					ID     json.RawMessage `json:"id"`
-					Method string          `json:"method"`
-					Params struct {
-						Name string `json:"name"`
-					} `json:"params"`
-				}
-				if json.Unmarshal(line, &m) == nil && m.Method == "tools/call" && m.Params.Name == tool && len(m.ID) > 0 {
-					if os.Remove(flag) == nil {
-						mu.Lock()
-						drop[string(m.ID)] = true
-						mu.Unlock()
-					}
+				var m message
+				if json.Unmarshal(line, &m) == nil && m.Method == "tools/call" && m.Params.Name == tool && len(m.ID) > 0 && os.Remove(flag) == nil {
+					mu.Lock()
+					drop[string(m.ID)] = true
+					mu.Unlock()
 				}
 				if _, err := in.Write(line); err != nil {
 					break
@@ -65,10 +60,7 @@ func main() {
 	for {
 		line, err := r.ReadBytes('\n')
 		if len(line) > 0 {
-			var m struct {
-				ID     json.RawMessage `json:"id"`
-				Method string          `json:"method"`
-			}
+			var m message
 			lost := false
 			if json.Unmarshal(line, &m) == nil && m.Method == "" && len(m.ID) > 0 {
 				mu.Lock()
@@ -80,7 +72,7 @@ func main() {
 				_, _ = os.Stdout.Write(line)
 			}
 		}
-		if err == io.EOF || err != nil {
+		if err != nil {
 			break
 		}
 	}
