@@ -34,10 +34,8 @@ var (
 	// a history the fsm refuses.
 	ErrCorruptHistory = errors.New("corrupt history")
 	// ErrHistoryLost: the intent lost events in a log loss an operator
-	// accepted (its subject carries the hold marker, History.Hold), and
-	// what the log still holds of it cannot be folded: its first events
-	// or some in between are gone. Nothing can be decided or written for
-	// it; an operator must check it (History.Hold names the loss).
+	// accepted (History.Hold names it), and what the log still holds of it
+	// cannot be folded. Nothing can be decided or written for it.
 	ErrHistoryLost = errors.New("history lost in an accepted log loss")
 )
 
@@ -160,12 +158,6 @@ func (c StoreConfig) Validate() error {
 // atomic batch.
 const maxAtomicBatch = 1000
 
-// Stored is an event with its stream sequence.
-type Stored struct {
-	events.Event
-	Seq uint64
-}
-
 // History is an intent's events and the sequence of the last message on
 // its subject (the CAS token of the next append).
 type History struct {
@@ -173,8 +165,7 @@ type History struct {
 	Events  []events.Event
 	LastSeq uint64
 	// Hold is the intent's hold marker (events.Hold), when its subject
-	// carries one: the intent lost events in a log loss an operator
-	// accepted. It is not an event: Events do not hold it.
+	// carries one (a log loss an operator accepted). It is not an event.
 	Hold *events.Hold
 	// Broken, on a held history only, says why what the log holds of the
 	// intent cannot be folded (its first events, or some in between, are
@@ -269,16 +260,14 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*S
 	}
 	s := &Store{js: js, stream: st, cfg: cfg}
 	s.batch = newBatcher(s)
-	// A server that does not know atomic batches (before 2.12) would
-	// store Nats-Batch-* messages one by one as they come: then every
-	// append goes alone.
+	// A server that does not know atomic batches would store Nats-Batch-*
+	// messages one by one: then every append goes alone.
 	s.atomic = st.CachedInfo().Config.AllowAtomicPublish
 	return s, nil
 }
 
-// JetStream API error codes nats.go has no name for (nats-server's
-// jetstream_errors_generated.go), both answered by a cluster still
-// forming.
+// JetStream API error codes nats.go has no name for, both answered by a
+// cluster still forming.
 const (
 	// JSErrCodeClusterNoPeers: "no suitable peers for placement" — fewer
 	// servers online (or heard from by the meta leader) than the stream's
@@ -314,9 +303,9 @@ func openStoreHint(err error, replicas int) string {
 }
 
 // ensureStream creates the stream when it is missing and updates it only
-// when its configuration differs: many workers open the store at once,
-// and a needless update races with consumers being created on the server.
-// A stream of another log format is refused before anything is changed.
+// when its configuration differs (a needless update races with consumers
+// being created by the many workers that open the store at once). A stream
+// of another log format is refused before anything is changed.
 func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) (jetstream.Stream, error) {
 	st, err := js.Stream(ctx, sc.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -452,8 +441,7 @@ func (s *Store) appendAs(ctx context.Context, route string, e events.Event, expe
 // publishOne publishes one encoded event alone, retrying a lost ack, and
 // resolves a duplicate ack or CAS refusal by reading the log.
 func (s *Store) publishOne(ctx context.Context, subject string, e events.Event, data []byte, expectedLastSeq uint64, appendID string) (uint64, error) {
-	// The header as nats.Header.Set builds it (one value per key), with the
-	// four values in one allocation.
+	// The header as nats.Header.Set builds it, in one allocation.
 	vals := make([]string, 4)
 	vals[0], vals[1], vals[2], vals[3] = e.EventID, appendID, strconv.FormatUint(expectedLastSeq, 10), s.cfg.Stream
 	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{
@@ -487,12 +475,9 @@ func (s *Store) publishOne(ctx context.Context, subject string, e events.Event, 
 			return s.resolveCAS(ctx, subject, e, data, appendID)
 		}
 		if isDuplicateInProcess(err) {
-			// 10158 (replicated streams): a publish with our Msg-Id (ours
-			// retried, or a competitor's at the same version) is proposed
-			// but not applied yet. Like a lost ack, it proves nothing:
-			// publish the same message again after a pause; the answer
-			// will then be a success, a duplicate ack or a CAS refusal,
-			// each resolved by reading the log.
+			// A publish with our Msg-Id (ours retried, or a competitor's)
+			// is proposed but not applied yet. Like a lost ack, it proves
+			// nothing: publish the same message again after a pause.
 			s.dupInProcess.Add(1)
 			lastErr = err
 			continue

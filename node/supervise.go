@@ -274,12 +274,6 @@ func waitStream(ctx context.Context, js jetstream.JetStream, stream string) erro
 	}
 }
 
-func (s *supervisor) diskCheck(context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.diskErr
-}
-
 // --- the clock ---
 
 // guardClock compares this process's clock with the log's every interval:
@@ -326,10 +320,13 @@ func (s *supervisor) guardClock(ctx context.Context, st jetstream.Stream, allowe
 	every(ctx, interval, check)
 }
 
-func (s *supervisor) clockCheck(context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.clockErr
+// lockedErr is a check returning *p, read under the supervisor's lock.
+func (s *supervisor) lockedErr(p *error) func(context.Context) error {
+	return func(context.Context) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return *p
+	}
 }
 
 // --- readiness and metrics ---
@@ -350,8 +347,8 @@ func (s *supervisor) readyChecks() []api.ReadyCheck {
 			}
 			return nil
 		}},
-		{Name: "disk", Check: s.diskCheck},
-		{Name: "clock", Check: s.clockCheck},
+		{Name: "disk", Check: s.lockedErr(&s.diskErr)},
+		{Name: "clock", Check: s.lockedErr(&s.clockErr)},
 		{Name: "reconcilers", Check: s.reconcilersCheck},
 	}
 }

@@ -332,17 +332,14 @@ func sameRequest(stored events.IntentRecordedData, rec events.IntentRecordedData
 // Execute makes at most one external call. Reconciliation (unknown
 // outcomes, readback, resends after a proven rejection once their backoff
 // has passed) is the reconciler's.
+//
+// Traced, Execute is the span settle.submit: a child of the caller's span
+// (or of the traceparent the caller sent), with the intent's id, route and
+// state as Execute leaves it.
 func (p *Producer) Execute(ctx context.Context, req Request) (*Result, error) {
-	if telemetry.Enabled() {
-		return p.tracedExecute(ctx, req)
+	if !telemetry.Enabled() {
+		return p.execute(ctx, req)
 	}
-	return p.execute(ctx, req)
-}
-
-// tracedExecute is Execute as the span settle.submit: a child of the
-// caller's span (or of the traceparent the caller sent), with the
-// intent's id, route and state as Execute leaves it.
-func (p *Producer) tracedExecute(ctx context.Context, req Request) (*Result, error) {
 	ctx, span := telemetry.Start(ctx, "settle.submit")
 	res, err := p.execute(ctx, req)
 	if res != nil {
@@ -362,7 +359,7 @@ func (p *Producer) execute(ctx context.Context, req Request) (*Result, error) {
 	}
 	recordedNow, checked := false, false
 	if !req.DryRun {
-		res, done, err := p.recordNew(ctx, pr)
+		res, done, err := p.recordNew(ctx, pr, false)
 		if done {
 			return res, err
 		}
@@ -377,29 +374,14 @@ func (p *Producer) execute(ctx context.Context, req Request) (*Result, error) {
 			return p.dryRun(pr, h, intent)
 		}
 		if h == nil {
-			if err := p.heldUnrecorded(pr.intentID); err != nil {
-				return nil, err // hold.go: never recorded anew
+			res, done, err := p.recordNew(ctx, pr, checked)
+			if done || !errors.Is(err, ledger.ErrConflict) {
+				return res, err // recorded, failed, held or not the account
 			}
-			if !checked {
-				if err := p.checkIdentity(ctx, pr); err != nil {
-					return nil, err
-				}
-				checked = true
-			}
-			res, err := p.recordAndStart(ctx, pr)
-			if errors.Is(err, ErrOutcomeNotRecorded) {
-				return res, err // the call was made: see above
-			}
-			if errors.Is(err, ledger.ErrConflict) {
-				// Someone recorded it concurrently (compare with theirs),
-				// or moved our new intent on before our first step.
-				recordedNow = recordedNow || res != nil
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			return res, nil
+			// Someone recorded it concurrently (compare with theirs), or
+			// moved our new intent on before our first step.
+			checked, recordedNow = true, recordedNow || res != nil
+			continue
 		}
 		if err := sameRequest(intent.Recorded, pr.rec); err != nil {
 			return nil, err
@@ -420,19 +402,21 @@ func (p *Producer) execute(ctx context.Context, req Request) (*Result, error) {
 	return nil, errors.Errorf("execute %s: %w: too much contention", pr.intentID, ledger.ErrConflict)
 }
 
-// recordNew records a new intent without reading its subject first (a new
-// intent is the common case): the CAS "subject empty" of its first
-// message is the check a read would make. done reports an answer to
-// return; otherwise the intent exists (err is ledger.ErrConflict, res
-// non-nil when its first message was ours), or it is held or failed its
-// identity check (err says which), and execute's rounds read the log and
-// answer as for any resubmission.
-func (p *Producer) recordNew(ctx context.Context, pr *prepared) (res *Result, done bool, err error) {
+// recordNew records a new intent (its identity checked first unless
+// checked) with the CAS "subject empty" of its first message as the check
+// a read would make. done reports an answer to return; otherwise the
+// intent exists (err is ledger.ErrConflict, res non-nil when its first
+// message was ours), or it is held or failed its identity check (err says
+// which; nil res): execute's rounds read the log and answer as for any
+// resubmission.
+func (p *Producer) recordNew(ctx context.Context, pr *prepared, checked bool) (res *Result, done bool, err error) {
 	if err := p.heldUnrecorded(pr.intentID); err != nil {
 		return nil, false, err
 	}
-	if err := p.checkIdentity(ctx, pr); err != nil {
-		return nil, false, err
+	if !checked {
+		if err := p.checkIdentity(ctx, pr); err != nil {
+			return nil, false, err
+		}
 	}
 	res, err = p.recordAndStart(ctx, pr)
 	switch {
