@@ -414,10 +414,10 @@ func (s *GitHubAPI) handleRepos(w http.ResponseWriter, r *http.Request) {
 		ghError(w, http.StatusNotFound, "Not Found")
 		return
 	}
+	if r.Method == http.MethodPost {
+		bump(&s.mu, &s.writes)
+	}
 	if !s.authorized(r) {
-		if r.Method == http.MethodPost {
-			bump(&s.mu, &s.writes)
-		}
 		ghError(w, http.StatusUnauthorized, "Requires authentication")
 		return
 	}
@@ -436,9 +436,6 @@ func (s *GitHubAPI) handleRepos(w http.ResponseWriter, r *http.Request) {
 	case len(rest) == 2 && rest[1] == "comments":
 		n, err := strconv.Atoi(rest[0])
 		if err != nil || n < 1 || n > s.cfg.Issues {
-			if r.Method == http.MethodPost {
-				bump(&s.mu, &s.writes)
-			}
 			ghError(w, http.StatusNotFound, "Not Found")
 			return
 		}
@@ -456,7 +453,6 @@ func (s *GitHubAPI) handleRepos(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *GitHubAPI) handleCreate(w http.ResponseWriter, r *http.Request, issue int) {
-	bump(&s.mu, &s.writes)
 	raw, readErr := readBody(w, r)
 	f := s.popFault()
 	if refusedBeforeCommit(w, f.Kind, f.Code, func(code int) { ghError(w, code, http.StatusText(code)) }) {
@@ -575,20 +571,21 @@ type ghList struct {
 // pageCap items.
 func parseGHList(q url.Values, pageCap int) (ghList, bool) {
 	lq := ghList{perPage: min(30, pageCap), page: 1, offset: -1, refusal: "Validation Failed"}
-	if n, set, ok := intParam(q, "per_page", 1); !ok {
-		return lq, false
-	} else if set {
-		lq.perPage, lq.asked = min(n, pageCap), n
+	for _, p := range []struct {
+		name  string
+		least int
+		to    *int
+	}{{"per_page", 1, &lq.asked}, {"page", 1, &lq.page}, {"offset", 0, &lq.offset}} {
+		if v := q.Get(p.name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < p.least {
+				return lq, false
+			}
+			*p.to = n
+		}
 	}
-	if n, set, ok := intParam(q, "page", 1); !ok {
-		return lq, false
-	} else if set {
-		lq.page = n
-	}
-	if n, set, ok := intParam(q, "offset", 0); !ok {
-		return lq, false
-	} else if set {
-		lq.offset = n
+	if lq.asked > 0 {
+		lq.perPage = min(lq.asked, pageCap)
 	}
 	if v := q.Get("since"); v != "" {
 		t, err := time.Parse(time.RFC3339, v)
@@ -603,20 +600,6 @@ func parseGHList(q url.Values, pageCap int) (ghList, bool) {
 		return lq, false
 	}
 	return lq, true
-}
-
-// intParam reads the integer query parameter name, at least least: set
-// when it is given, ok false when it is given and not such an integer.
-func intParam(q url.Values, name string, least int) (n int, set, ok bool) {
-	v := q.Get(name)
-	if v == "" {
-		return 0, false, true
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < least {
-		return 0, true, false
-	}
-	return n, true, true
 }
 
 // setPageLinks sets the Link header of page of a listing whose last page

@@ -459,19 +459,14 @@ func (s *SlackAPI) parseHistory(q url.Values) (*slackHistory, string) {
 	if !slices.Contains(s.cfg.Channels, hq.channel) {
 		return nil, "channel_not_found"
 	}
-	if v := q.Get("oldest"); v != "" {
-		us, ok := parseTS(v)
-		if !ok {
-			return nil, "invalid_ts_oldest"
+	for i, at := range []*int64{&hq.oldest, &hq.latest} {
+		name := []string{"oldest", "latest"}[i]
+		var ok bool
+		if v := q.Get(name); v != "" {
+			if *at, ok = parseTS(v); !ok {
+				return nil, "invalid_ts_" + name
+			}
 		}
-		hq.oldest = us
-	}
-	if v := q.Get("latest"); v != "" {
-		us, ok := parseTS(v)
-		if !ok {
-			return nil, "invalid_ts_latest"
-		}
-		hq.latest = us
 	}
 	hq.inclusive = q.Get("inclusive") == "true" || q.Get("inclusive") == "1"
 	if v := q.Get("limit"); v != "" {

@@ -247,15 +247,11 @@ func (s *StripeAPI) handleAccount(w http.ResponseWriter, r *http.Request) {
 // json renders a PaymentIntent as the API does (client_secret included,
 // as Stripe returns it to the secret key). Call with s.mu held.
 func (s *StripeAPI) json(p *PaymentIntent) map[string]any {
-	var customer, description, pm any
-	if p.Customer != "" {
-		customer = p.Customer
-	}
-	if p.Description != "" {
-		description = p.Description
-	}
-	if p.PaymentMethod != "" {
-		pm = p.PaymentMethod
+	orNull := func(s string) any {
+		if s == "" {
+			return nil
+		}
+		return s
 	}
 	received := int64(0)
 	if p.Status == "succeeded" {
@@ -267,7 +263,7 @@ func (s *StripeAPI) json(p *PaymentIntent) map[string]any {
 	}
 	return map[string]any{
 		"id": p.ID, "object": "payment_intent", "amount": p.Amount, "amount_received": received, "currency": p.Currency,
-		"customer": customer, "description": description, "payment_method": pm, "status": p.Status,
+		"customer": orNull(p.Customer), "description": orNull(p.Description), "payment_method": orNull(p.PaymentMethod), "status": p.Status,
 		"created": p.Created.Unix(), "metadata": md, "livemode": false, "capture_method": "automatic",
 		"client_secret": p.ID + "_secret_" + strconv.Itoa(len(p.ID)) + "fake",
 	}
