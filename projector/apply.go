@@ -16,21 +16,12 @@ import (
 )
 
 // Quarantine codes: why an event was not applied. The decode and fold
-// codes are events' and fsm's (defined there once); the subject checks
-// are the projector's own.
+// codes are events' (events.DecodeCode) and fsm's (fsm.FoldCode); the
+// subject checks and the hold marker are the projector's own.
 const (
-	QuarantineUnknownSchema     = events.CodeUnknownSchema
-	QuarantineUnknownType       = events.CodeUnknownType
-	QuarantineMalformed         = events.CodeMalformed
-	QuarantineMissingField      = events.CodeMissingField
-	QuarantineInvalidField      = events.CodeInvalidField
-	QuarantineBadID             = events.CodeBadID
-	QuarantineBadSubject        = "bad_subject"      // not settle.intents.<route>.<intent_id>
-	QuarantineSubjectMismatch   = "subject_mismatch" // envelope intent_id is not the subject's
-	QuarantineRouteMismatch     = "route_mismatch"   // recorded route is not the subject's
-	QuarantineIllegalTransition = fsm.CodeIllegalTransition
-	QuarantineGuardRefused      = fsm.CodeGuardRefused
-	QuarantineBadHistory        = fsm.CodeBadHistory // version gap or duplicate, mixed intents
+	QuarantineBadSubject      = "bad_subject"      // not settle.intents.<route>.<intent_id>
+	QuarantineSubjectMismatch = "subject_mismatch" // envelope intent_id is not the subject's
+	QuarantineRouteMismatch   = "route_mismatch"   // recorded route is not the subject's
 	// QuarantineHeld: the message is an intent's hold marker
 	// (events.HoldHeader), not an event: the intent lost events in a log
 	// loss an operator accepted. The row is the views' record of the hold.

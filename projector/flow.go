@@ -173,33 +173,33 @@ func (w *sqlConds) eq(col, v string) {
 func (p *Projector) countCreated(ctx context.Context, f FlowFilter, width time.Duration, scope string, scopeArgs []any,
 	get func(string) *RouteFlow) error {
 	args := append([]any{fmtTimeNN(f.From), fmtTimeNN(f.To)}, scopeArgs...)
-	rows, err := p.r.QueryContext(ctx, `SELECT i.route, i.state, substr(i.created_at, 1, 19), count(*) FROM intents i
+	type group struct {
+		route, sec string
+		state      fsm.State
+		n          int
+	}
+	groups, err := queryAll(ctx, p.r, func(s scanner) (g group, err error) {
+		err = s.Scan(&g.route, &g.state, &g.sec, &g.n)
+		return
+	}, `SELECT i.route, i.state, substr(i.created_at, 1, 19), count(*) FROM intents i
 		WHERE i.created_at >= ? AND i.created_at <= ?`+scope+` GROUP BY 1, 2, 3`, args...)
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			route, state, sec string
-			n                 int
-		)
-		if err := rows.Scan(&route, &state, &sec, &n); err != nil {
-			return err
-		}
-		r := get(route)
+	for _, g := range groups {
+		r := get(g.route)
 		if r == nil {
 			continue
 		}
-		at, err := time.Parse("2006-01-02T15:04:05", sec)
+		at, err := time.Parse("2006-01-02T15:04:05", g.sec)
 		if err != nil {
-			return errors.Errorf("created_at %q: %w", sec, err)
+			return errors.Errorf("created_at %q: %w", g.sec, err)
 		}
 		k := min(max(int(at.Sub(f.From)/width), 0), len(r.Buckets)-1)
-		r.ByState[fsm.State(state)] += n
-		r.Buckets[k].Counts[fsm.State(state)] += n
+		r.ByState[g.state] += g.n
+		r.Buckets[k].Counts[g.state] += g.n
 	}
-	return rows.Err()
+	return nil
 }
 
 // settleTimes folds the intents that changed in the window after a write

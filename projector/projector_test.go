@@ -125,11 +125,11 @@ func TestQuarantineKeepsGoing(t *testing.T) {
 		t.Fatal(err)
 	}
 	future := strings.Replace(string(b), `"schema":"settle.event/v1"`, `"schema":"settle.event/v2"`, 1)
-	wants = append(wants, want{lg.publishRaw(events.Subject(rA, a1.IntentID), []byte(future)), QuarantineUnknownSchema})
+	wants = append(wants, want{lg.publishRaw(events.Subject(rA, a1.IntentID), []byte(future)), events.CodeUnknownSchema})
 	// An unknown event type on B's subject.
 	unknownType := fmt.Sprintf(`{"schema":"settle.event/v1","event_id":"%s","intent_id":"%s","version":2,"type":"PostBoosted","at":"2026-07-22T09:00:05Z","actor":"future","data":{"boost":3}}`,
 		events.MsgID(b1.IntentID, 2), b1.IntentID)
-	wants = append(wants, want{lg.publishRaw(events.Subject(rB, b1.IntentID), []byte(unknownType)), QuarantineUnknownType})
+	wants = append(wants, want{lg.publishRaw(events.Subject(rB, b1.IntentID), []byte(unknownType)), events.CodeUnknownType})
 	// A subject that names no intent.
 	wants = append(wants, want{lg.publishRaw("settle.intents."+rB+".not-an-intent", []byte(unknownType)), QuarantineBadSubject})
 	// An illegal transition on C (readback with nothing written), then C's
@@ -137,9 +137,9 @@ func TestQuarantineKeepsGoing(t *testing.T) {
 	fc, _ := fsm.Fold([]events.Event{c1})
 	c2 := events.New(c1.IntentID, 2, c1.At.Add(time.Second), "test", "", &events.ReadbackPassedData{Receipt: events.Receipt{
 		ExternalID: "p1", Source: "response", PayloadSHA256: fc.Recorded.PayloadSHA256}})
-	wants = append(wants, want{lg.append(rC, c2), QuarantineIllegalTransition})
+	wants = append(wants, want{lg.append(rC, c2), fsm.CodeIllegalTransition})
 	c3 := events.New(c1.IntentID, 3, c1.At.Add(2*time.Second), "test", "", &events.AbandonedData{By: "x", Reason: "y"})
-	wants = append(wants, want{lg.append(rC, c3), QuarantineBadHistory})
+	wants = append(wants, want{lg.append(rC, c3), fsm.CodeBadHistory})
 	// Legal events after all that: A's real version 2, and a new intent D.
 	a2legal := events.New(a1.IntentID, 2, a1.At.Add(3*time.Second), "test", events.AttemptID(a1.IntentID, 1),
 		&events.WriteStartedData{Attempt: 1, IdempotencyKey: fa.Recorded.IdempotencyKey, Deadline: a1.At.Add(time.Minute)})
@@ -412,8 +412,8 @@ func repeatedFirstEvent(t *testing.T, more int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(qs) != 1 || qs[0].Seq != repeat || qs[0].Code != QuarantineBadHistory {
-		t.Fatalf("quarantined %+v: want seq %d with %s", qs, repeat, QuarantineBadHistory)
+	if len(qs) != 1 || qs[0].Seq != repeat || qs[0].Code != fsm.CodeBadHistory {
+		t.Fatalf("quarantined %+v: want seq %d with %s", qs, repeat, fsm.CodeBadHistory)
 	}
 	for id, version := range want {
 		v, err := p.Get(ctx, id)

@@ -118,15 +118,12 @@ var dumpTables = []struct{ name, order string }{
 // openDBs opens the single writer connection and a pool of read-only
 // readers on the same file, in WAL mode with synchronous=NORMAL: a commit
 // is atomic and survives a crash of the process, but the WAL is synced
-// only at checkpoints, so a power loss may take the last commits back.
-// That is safe here because the views are a fold of the log: the
-// checkpoint row is in the same transaction as the rows it covers, so the
-// database goes back to an earlier checkpoint with exactly its rows, and
-// the projector re-applies the log from there. (synchronous=FULL cost a
-// sync per commit: a tenth of catching up.) The writer keeps a 64 MiB page
-// cache, so catching up does not re-read the index pages it just wrote, and
-// checkpoints the WAL past 4096 pages (16 MiB) rather than SQLite's 1000:
-// index pages rewritten by several batches are copied to the file once.
+// only at checkpoints, so a power loss may take the last commits back,
+// checkpoint and rows together, to be applied again (package doc). The
+// writer keeps a 64 MiB page cache, so catching up does not re-read the
+// index pages it just wrote, and checkpoints the WAL past 4096 pages
+// (16 MiB) rather than SQLite's 1000: index pages rewritten by several
+// batches are copied to the file once.
 func openDBs(ctx context.Context, path string) (w, r *sql.DB, err error) {
 	common := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
 	w, err = sql.Open("sqlite", path+"?"+common+"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=cache_size(-65536)&_pragma=wal_autocheckpoint(4096)&_pragma=temp_store(2)&_txlock=immediate")

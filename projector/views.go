@@ -188,22 +188,6 @@ func stateCond(s fsm.State) string {
 	return "(i.state = ? AND NOT (" + heldSQL + "))"
 }
 
-// routeStateCount is the count of one route and state.
-type routeStateCount struct {
-	route string
-	state fsm.State
-	n     int
-}
-
-// countRouteStates counts the intents per route and state, of those
-// where selects ("" for all).
-func (p *Projector) countRouteStates(ctx context.Context, where string) ([]routeStateCount, error) {
-	return queryAll(ctx, p.r, func(s scanner) (c routeStateCount, err error) {
-		err = s.Scan(&c.route, &c.state, &c.n)
-		return
-	}, `SELECT i.route, i.state, count(*) FROM intents i `+where+` GROUP BY i.route, i.state`)
-}
-
 // queryAll runs q on db and scans every row it returns.
 func queryAll[T any](ctx context.Context, db *sql.DB, scan func(scanner) (T, error), q string, args ...any) ([]T, error) {
 	rows, err := db.QueryContext(ctx, q, args...)
@@ -221,8 +205,6 @@ func queryAll[T any](ctx context.Context, db *sql.DB, scan func(scanner) (T, err
 	}
 	return out, rows.Err()
 }
-
-const intentFrom = ` FROM intents i `
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -281,7 +263,7 @@ func scanIntent(s scanner) (IntentView, error) {
 }
 
 func (p *Projector) queryIntents(ctx context.Context, where string, args ...any) ([]IntentView, error) {
-	return queryAll(ctx, p.r, scanIntent, `SELECT `+intentCols+intentFrom+where, args...)
+	return queryAll(ctx, p.r, scanIntent, `SELECT `+intentCols+` FROM intents i `+where, args...)
 }
 
 func (p *Projector) one(ctx context.Context, what, where string, args ...any) (*IntentView, error) {
@@ -435,26 +417,28 @@ func (p *Projector) CountByState(ctx context.Context) (map[fsm.State]int, error)
 // present when it has intents, with every state but none. A held intent
 // is counted as manual_action.
 func (p *Projector) CountByRouteState(ctx context.Context) (map[string]map[fsm.State]int, error) {
-	all, err := p.countRouteStates(ctx, "")
+	type count struct {
+		route string
+		state fsm.State
+		held  bool
+		n     int
+	}
+	counts, err := queryAll(ctx, p.r, func(s scanner) (c count, err error) {
+		err = s.Scan(&c.route, &c.state, &c.held, &c.n)
+		return
+	}, `SELECT i.route, i.state, `+heldSQL+`, count(*) FROM intents i GROUP BY 1, 2, 3`)
 	if err != nil {
 		return nil, errors.Errorf("count by route and state: %w", err)
 	}
-	held, err := p.countRouteStates(ctx, "WHERE "+heldSQL)
-	if err != nil {
-		return nil, errors.Errorf("count by route and state: held: %w", err)
-	}
 	out := make(map[string]map[fsm.State]int)
-	for _, c := range all {
+	for _, c := range counts {
 		if out[c.route] == nil {
 			out[c.route] = ZeroStates()
 		}
-		out[c.route][c.state] = c.n
-	}
-	for _, c := range held {
-		if out[c.route] != nil {
-			out[c.route][c.state] -= c.n
-			out[c.route][fsm.ManualAction] += c.n
+		if c.held {
+			c.state = fsm.ManualAction
 		}
+		out[c.route][c.state] += c.n
 	}
 	return out, nil
 }

@@ -165,10 +165,10 @@ func TestAuditFindsPlantedViolations(t *testing.T) {
 	for _, u := range rep.Unreadable {
 		codes[u.Code] = u
 	}
-	if u := codes[projector.QuarantineUnknownSchema]; u.IntentID != futureID || u.Subject != events.Subject(l.Route, futureID) || u.Seq == 0 {
+	if u := codes[events.CodeUnknownSchema]; u.IntentID != futureID || u.Subject != events.Subject(l.Route, futureID) || u.Seq == 0 {
 		t.Errorf("unknown schema listed as %+v", u)
 	}
-	if u := codes[projector.QuarantineUnknownType]; u.IntentID != midway.ID() || u.Seq == 0 {
+	if u := codes[events.CodeUnknownType]; u.IntentID != midway.ID() || u.Seq == 0 {
 		t.Errorf("unknown type listed as %+v", u)
 	}
 	if rep.Intents != 11 || rep.States[fsm.Confirmed] != 2 {

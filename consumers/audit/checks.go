@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -131,15 +132,8 @@ func (a *auditor) finish(ctx context.Context) error {
 			return err
 		}
 	}
-	sort.SliceStable(a.rep.Violations, func(x, y int) bool {
-		p, q := a.rep.Violations[x], a.rep.Violations[y]
-		if p.IntentID != q.IntentID {
-			return p.IntentID < q.IntentID
-		}
-		if p.Version != q.Version {
-			return p.Version < q.Version
-		}
-		return p.Kind < q.Kind
+	slices.SortStableFunc(a.rep.Violations, func(p, q Violation) int {
+		return cmp.Or(cmp.Compare(p.IntentID, q.IntentID), cmp.Compare(p.Version, q.Version), cmp.Compare(p.Kind, q.Kind))
 	})
 	a.rep.Intents = len(a.intents) + a.evict.count
 	if len(a.rep.Violations) > 0 {

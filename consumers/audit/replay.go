@@ -18,10 +18,9 @@ import (
 	"github.com/settle-dev/settle/ledger"
 )
 
-// The audit's speed: what can be done for one message alone (parse its
-// subject, decode it, scan it and its headers for secrets) is prepared on
-// several goroutines; what needs the log's order (folding, invariants,
-// the report) is applied on one, in stream order.
+// What can be done for one message alone (parse its subject, decode it,
+// scan it for secrets) is prepared on several goroutines; what needs the
+// log's order (folding, invariants, the report) is applied on one.
 
 // preparedMsg is one stream message with what can be known of it alone.
 type preparedMsg struct {
@@ -173,15 +172,11 @@ func readChunks(ctx context.Context, rd *ledger.Reader, work, order chan<- *audi
 	}
 }
 
-// Memory flat in finished intents: a confirmed intent (terminal: nothing
-// folds after it) whose history the audit found clean is dropped from
-// memory once confirmed, leaving only its id in a Bloom filter. Should a
-// later message name it (a corrupt or hostile log: a confirmed intent
-// takes no event), the audit re-reads the intent's earlier messages from
-// the stream and folds them again, silently, into the very state it had
-// dropped, and goes on as if it had kept it. Not with a projection check
-// (which keeps every intent's view) nor for the intent whose timeline is
-// asked for.
+// evictState keeps memory flat in finished intents (package doc): a
+// confirmed intent with a clean history is dropped, its id kept in a
+// Bloom filter; a later message naming it (a corrupt or hostile log)
+// folds it again, silently, from the stream. Not with a projection check
+// nor for the intent whose timeline is asked for.
 type evictState struct {
 	on       bool
 	bloom    bloom
