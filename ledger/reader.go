@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"strings"
@@ -61,24 +62,9 @@ type ReaderConfig struct {
 }
 
 func (c ReaderConfig) withDefaults() ReaderConfig {
-	if c.Subject == "" {
-		c.Subject = events.AllSubjects
-	}
-	if c.From == 0 {
-		c.From = 1
-	}
-	if c.Batch == 0 {
-		c.Batch = 256
-	}
-	if c.StallAfter == 0 {
-		c.StallAfter = 5 * time.Second
-	}
-	if c.Recreate == 0 {
-		c.Recreate = 5
-	}
-	if c.NamePrefix == "" {
-		c.NamePrefix = "settle_read"
-	}
+	c.Subject, c.From, c.Batch = cmp.Or(c.Subject, events.AllSubjects), cmp.Or(c.From, 1), cmp.Or(c.Batch, 256)
+	c.StallAfter, c.Recreate = cmp.Or(c.StallAfter, 5*time.Second), cmp.Or(c.Recreate, 5)
+	c.NamePrefix = cmp.Or(c.NamePrefix, "settle_read")
 	return c
 }
 

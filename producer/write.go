@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"time"
@@ -73,9 +74,7 @@ type Writer struct {
 
 // NewWriter returns a writer appending to log.
 func NewWriter(log Log, cfg WriterConfig) (*Writer, error) {
-	if cfg.OutcomeTimeout == 0 {
-		cfg.OutcomeTimeout = 30 * time.Second
-	}
+	cfg.OutcomeTimeout = cmp.Or(cfg.OutcomeTimeout, 30*time.Second)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
