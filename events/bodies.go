@@ -285,7 +285,7 @@ type plan struct {
 type planField struct {
 	index int
 	kind  fieldKind
-	typ   reflect.Type // kStruct, kPointer, kStructs: the field's type
+	typ   reflect.Type // the field's type
 	sub   *plan        // kStruct, kPointer, kStructs: the struct's plan
 }
 
@@ -329,6 +329,8 @@ func planOf(t reflect.Type) *plan {
 		name = cmp.Or(name, f.Name)
 		pf := planField{index: i, typ: f.Type}
 		switch ft := f.Type; {
+		case f.Anonymous: // encoding/json would flatten it
+			panic("events: readBody does not read the embedded " + t.String() + "." + f.Name)
 		case ft == reflect.TypeFor[time.Time]() || ft == reflect.TypeFor[Duration]():
 			pf.kind = kUnmarshaler
 		case ft == reflect.TypeFor[json.RawMessage]():
