@@ -229,13 +229,6 @@ type bkChange struct {
 	failStatus int  // HTTP status a failed change is answered with
 }
 
-// bkKey is one remembered Idempotency-Key.
-type bkKey struct {
-	fingerprint string
-	firstSeen   time.Time
-	change      *bkChange
-}
-
 // bkPut is a parsed, not yet processed PUT.
 type bkPut struct {
 	account     string
@@ -269,7 +262,7 @@ type BookingAPI struct {
 	cfg BookingConfig
 
 	bookings   map[string]*Booking
-	keys       map[string]*bkKey
+	keys       keyStore
 	requests   map[string][]*bkChange // request id -> changes, in arrival order
 	pending    []*bkChange            // processing, in arrival order
 	effectsReq map[string]int
@@ -289,13 +282,12 @@ func NewBookingAPIServer(cfg BookingConfig) *BookingAPI {
 	if cfg.KeyRetention <= 0 {
 		cfg.KeyRetention = 24 * time.Hour
 	}
-	b := &BookingAPI{cfg: cfg, bookings: map[string]*Booking{}, keys: map[string]*bkKey{},
+	b := &BookingAPI{cfg: cfg, bookings: map[string]*Booking{}, keys: keyStore{},
 		requests: map[string][]*bkChange{}, effectsReq: map[string]int{}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("PUT /v1/bookings/{id}", b.handlePut)
-	mux.HandleFunc("GET /v1/bookings/{id}", b.handleGet)
-	mux.HandleFunc("GET /v1/requests/{request_id}", b.handleStatus)
-	b.start(cfg.Token, mux)
+	b.start(cfg.Token, map[string]http.HandlerFunc{
+		"PUT /v1/bookings/{id}": b.handlePut, "GET /v1/bookings/{id}": b.handleGet,
+		"GET /v1/requests/{request_id}": b.handleStatus,
+	})
 	return b
 }
 
@@ -489,10 +481,7 @@ func (b *BookingAPI) finishLocked(c *bkChange, at time.Time) {
 // are one atomic step.
 func (b *BookingAPI) processLocked(p bkPut, now time.Time) bkReply {
 	b.advanceLocked(now)
-	if k := b.keys[p.key]; k != nil && !now.Before(k.firstSeen.Add(b.cfg.KeyRetention)) {
-		delete(b.keys, p.key) // retention over: the key is forgotten
-	}
-	if k := b.keys[p.key]; k != nil {
+	if k := b.keys.get(p.key, now, b.cfg.KeyRetention); k != nil {
 		if k.fingerprint != p.fingerprint {
 			return bkReply{status: http.StatusUnprocessableEntity, body: map[string]any{
 				"error": "idempotency_key_reused", "message": "this Idempotency-Key was used with a different request"}}
@@ -509,7 +498,7 @@ func (b *BookingAPI) processLocked(p bkPut, now time.Time) bkReply {
 		Account: p.account, RequestID: p.requestID, IdempotencyKey: p.key, AttemptID: p.attemptID, BookingID: p.bookingID,
 		ExpectedVersion: p.expected, Change: p.change, ReceivedAt: now,
 	}}
-	b.keys[p.key] = &bkKey{fingerprint: p.fingerprint, firstSeen: now, change: c}
+	b.keys[p.key] = &idemKey{fingerprint: p.fingerprint, firstSeen: now, change: c}
 	b.requests[p.requestID] = append(b.requests[p.requestID], c)
 	if p.expected != nil && *p.expected != bk.Version {
 		c.State, c.Code, c.failStatus, c.FinishedAt = BookingFailed, "version_conflict", http.StatusConflict, now

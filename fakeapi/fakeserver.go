@@ -42,9 +42,18 @@ type fakeServer[F any] struct {
 	effectsKey map[string]int // Idempotency-Key -> effects
 }
 
-// start serves h on a new loopback server that requires token (a random
-// one when empty). Handlers may use the server once start returns.
-func (f *fakeServer[F]) start(token string, h http.Handler) {
+// start serves routes (pattern -> handler), wrapped by each of wrap, on a
+// new loopback server that requires token (a random one when empty).
+// Handlers may use the server once start returns.
+func (f *fakeServer[F]) start(token string, routes map[string]http.HandlerFunc, wrap ...func(http.Handler) http.Handler) {
+	mux := http.NewServeMux()
+	for pattern, h := range routes {
+		mux.HandleFunc(pattern, h)
+	}
+	var h http.Handler = mux
+	for _, w := range wrap {
+		h = w(h)
+	}
 	if token == "" {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
@@ -269,6 +278,7 @@ type idemKey struct {
 	running     bool
 	status      int
 	body        []byte
+	change      *bkChange // the booking API's: the change the key made
 }
 
 // keyStore remembers Idempotency-Keys for a retention from their first
@@ -417,11 +427,13 @@ func offsetClock(now func() time.Time, offset time.Duration) func() time.Time {
 
 // withDate sets every response's Date header from the fake's clock, as a
 // server's own clock does (net/http would write the host's).
-func withDate(now func() time.Time, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Date", now().UTC().Format(http.TimeFormat))
-		h.ServeHTTP(w, r)
-	})
+func withDate(now func() time.Time) func(http.Handler) http.Handler {
+	return func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Date", now().UTC().Format(http.TimeFormat))
+			h.ServeHTTP(w, r)
+		})
+	}
 }
 
 // hijack takes the connection over from net/http; nil when it is already

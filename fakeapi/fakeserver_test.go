@@ -9,7 +9,7 @@ import (
 
 func TestFakeServerScaffolding(t *testing.T) {
 	var f fakeServer[Fault]
-	f.start("", http.NotFoundHandler())
+	f.start("", nil)
 	if !strings.HasPrefix(f.Token(), "fake_") || len(f.Token()) != len("fake_")+32 {
 		t.Fatalf("random token %q", f.Token())
 	}
@@ -58,7 +58,7 @@ func TestFakeServerScaffolding(t *testing.T) {
 
 func TestFakeServerKeepsAGivenToken(t *testing.T) {
 	var f fakeServer[bookingFaultSpec]
-	f.start("tok", http.NotFoundHandler())
+	f.start("tok", nil)
 	defer f.Close()
 	if f.Token() != "tok" {
 		t.Fatalf("token %q", f.Token())

@@ -181,13 +181,11 @@ func NewGitHubAPIServer(cfg GitHubConfig) *GitHubAPI {
 	}
 	s := &GitHubAPI{cfg: cfg, nextID: 1000}
 	s.MarkPullRequests(cfg.PullRequests...)
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /user", s.handleUser)
-	mux.HandleFunc("POST /graphql", s.handleGraphQL)
-	mux.HandleFunc("/repos/", s.handleRepos)
-	mux.HandleFunc("GET /"+cfg.Owner+"/"+cfg.Repo+"/issues/{number}", s.handlePage)
-	mux.HandleFunc("GET /"+cfg.Owner+"/"+cfg.Repo+"/pulls/{number}", s.handlePage)
-	s.start(cfg.Token, withDate(cfg.Now, mux))
+	s.start(cfg.Token, map[string]http.HandlerFunc{
+		"GET /user": s.handleUser, "POST /graphql": s.handleGraphQL, "/repos/": s.handleRepos,
+		"GET /" + cfg.Owner + "/" + cfg.Repo + "/issues/{number}": s.handlePage,
+		"GET /" + cfg.Owner + "/" + cfg.Repo + "/pulls/{number}":  s.handlePage,
+	}, withDate(cfg.Now))
 	return s
 }
 

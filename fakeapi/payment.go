@@ -95,11 +95,10 @@ func NewPaymentAPIServer(cfg PaymentConfig) *PaymentAPI {
 		cfg.KeyRetention = 24 * time.Hour
 	}
 	p := &PaymentAPI{cfg: cfg, byID: map[string]*Charge{}, keys: keyStore{}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/charges", p.handleCreate)
-	mux.HandleFunc("GET /v1/charges", p.handleLookup)
-	mux.HandleFunc("GET /v1/charges/{id}", p.handleGet)
-	p.start(cfg.Token, mux)
+	p.start(cfg.Token, map[string]http.HandlerFunc{
+		"POST /v1/charges": p.handleCreate, "GET /v1/charges": p.handleLookup,
+		"GET /v1/charges/{id}": p.handleGet,
+	})
 	return p
 }
 

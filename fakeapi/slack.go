@@ -134,24 +134,15 @@ func NewSlackAPI(t Cleaner, opts ...SlackOption) *SlackAPI {
 // NewSlackAPIServer starts a fake Slack API; the caller must Close it.
 func NewSlackAPIServer(cfg SlackConfig) *SlackAPI {
 	cfg.Now = offsetClock(cfg.Now, cfg.ClockOffset)
-	if cfg.UserID == "" {
-		cfg.UserID = "U0SETTLE"
-	}
-	if cfg.BotID == "" {
-		cfg.BotID = "B0SETTLE"
-	}
-	if cfg.TeamID == "" {
-		cfg.TeamID = "T0SETTLE"
-	}
+	cfg.UserID, cfg.BotID, cfg.TeamID = cmp.Or(cfg.UserID, "U0SETTLE"), cmp.Or(cfg.BotID, "B0SETTLE"), cmp.Or(cfg.TeamID, "T0SETTLE")
 	if len(cfg.Channels) == 0 {
 		cfg.Channels = []string{"C0SETTLE"}
 	}
 	s := &SlackAPI{cfg: cfg, lastTS: map[string]int64{}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/auth.test", s.handleAuthTest)
-	mux.HandleFunc("POST /chat.postMessage", s.handlePost)
-	mux.HandleFunc("GET /conversations.history", s.handleHistory)
-	s.start(cfg.Token, withDate(cfg.Now, mux))
+	s.start(cfg.Token, map[string]http.HandlerFunc{
+		"/auth.test": s.handleAuthTest, "POST /chat.postMessage": s.handlePost,
+		"GET /conversations.history": s.handleHistory,
+	}, withDate(cfg.Now))
 	return s
 }
 

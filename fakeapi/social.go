@@ -340,12 +340,10 @@ func NewSocialAPIServer(cfg SocialConfig) *SocialAPI {
 		cfg.PageSize = 50
 	}
 	s := &SocialAPI{cfg: cfg, byID: map[string]*Post{}, firstForKey: map[string]string{}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/posts", s.handleCreate)
-	mux.HandleFunc("GET /v1/posts/{id}", s.handleGet)
-	mux.HandleFunc("GET /v1/accounts/{account}/posts", s.handleList)
-	mux.HandleFunc("GET /p/{id}", s.handlePage)
-	s.start(cfg.Token, mux)
+	s.start(cfg.Token, map[string]http.HandlerFunc{
+		"POST /v1/posts": s.handleCreate, "GET /v1/posts/{id}": s.handleGet,
+		"GET /v1/accounts/{account}/posts": s.handleList, "GET /p/{id}": s.handlePage,
+	})
 	return s
 }
 

@@ -1,6 +1,7 @@
 package fakeapi
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -150,22 +151,15 @@ func NewStripeAPI(t Cleaner, opts ...StripeOption) *StripeAPI {
 // NewStripeAPIServer starts a fake Stripe API; the caller must Close it.
 func NewStripeAPIServer(cfg StripeConfig) *StripeAPI {
 	cfg.Now = offsetClock(cfg.Now, cfg.ClockOffset)
-	if cfg.APIVersion == "" {
-		cfg.APIVersion = "2024-06-20"
-	}
-	if cfg.AccountID == "" {
-		cfg.AccountID = "acct_1SettleTest"
-	}
+	cfg.APIVersion, cfg.AccountID = cmp.Or(cfg.APIVersion, "2024-06-20"), cmp.Or(cfg.AccountID, "acct_1SettleTest")
 	if cfg.KeyRetention <= 0 {
 		cfg.KeyRetention = 24 * time.Hour
 	}
 	s := &StripeAPI{cfg: cfg, keys: keyStore{}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/account", s.handleAccount)
-	mux.HandleFunc("POST /v1/payment_intents", s.handleCreate)
-	mux.HandleFunc("GET /v1/payment_intents/search", s.handleSearch)
-	mux.HandleFunc("GET /v1/payment_intents/{id}", s.handleGet)
-	s.start(cfg.Token, withDate(cfg.Now, s.withVersion(mux)))
+	s.start(cfg.Token, map[string]http.HandlerFunc{
+		"GET /v1/account": s.handleAccount, "POST /v1/payment_intents": s.handleCreate,
+		"GET /v1/payment_intents/search": s.handleSearch, "GET /v1/payment_intents/{id}": s.handleGet,
+	}, withDate(cfg.Now), s.withVersion)
 	return s
 }
 
