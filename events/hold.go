@@ -147,11 +147,7 @@ func (h Hold) Named() string {
 			if k > 0 {
 				b.WriteString(", ")
 			}
-			if r[0] == r[1] {
-				fmt.Fprint(&b, r[0])
-			} else {
-				fmt.Fprintf(&b, "%d..%d", r[0], r[1])
-			}
+			b.WriteString(seqRange(r[0], r[1]))
 		}
 	}
 	fmt.Fprintf(&b, ", accepted at %s", h.At.UTC().Format(time.RFC3339))
@@ -168,12 +164,16 @@ func seqList(s []uint64) string {
 		if b.Len() > 0 {
 			b.WriteString(", ")
 		}
-		if j == k {
-			fmt.Fprint(&b, s[k])
-		} else {
-			fmt.Fprintf(&b, "%d..%d", s[k], s[j])
-		}
+		b.WriteString(seqRange(s[k], s[j]))
 		k = j + 1
 	}
 	return b.String()
+}
+
+// seqRange is "a..b", or "a" alone when b is a.
+func seqRange(a, b uint64) string {
+	if a == b {
+		return fmt.Sprint(a)
+	}
+	return fmt.Sprintf("%d..%d", a, b)
 }
