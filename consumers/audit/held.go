@@ -7,18 +7,12 @@ import (
 	"github.com/settle-dev/settle/fsm"
 )
 
-// Held intents. After an operator accepted that the log lost events, the
-// intents that lost some are held: each carries the hold marker on its
-// subject (events.Hold, written by serve when it accepted the loss) and
-// its versions may skip over the accepted ranges. The audit reports every
-// one as a finding (AuditReport.Held): whether what the log holds of it
-// folds, its state, what it lost — for an operator to check by hand. They
-// are not violations: the loss was accepted, and what a broken history
-// seems to break (a version gap, an outcome whose WriteStarted is gone) is
-// the loss itself. What is a violation is a write made for a held intent:
-// an IntentRecorded after its marker (the intent recorded anew), or a
-// WriteStarted after it before an operator released the intent
-// (ViolationHeldWritten).
+// Held intents (package doc): each carries the hold marker on its subject
+// (events.Hold, written by serve when it accepted the loss) or its
+// versions skip over an accepted range. They are findings, not
+// violations: what a broken history seems to break (a version gap, an
+// outcome whose WriteStarted is gone) is the loss itself. A write made
+// for one after its marker is a violation (ViolationHeldWritten).
 
 // ViolationHeldWritten: an intent held after an accepted log loss was
 // recorded anew or written for after its hold marker.

@@ -3,12 +3,12 @@ package audit
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/settle-dev/settle/fsm"
 )
 
 // WriteText writes the human report: summary, unreadable events,
@@ -69,13 +69,8 @@ func table(w io.Writer, title, header string, rows func(tw io.Writer)) {
 
 func (rep *AuditReport) writeStates(w io.Writer) {
 	table(w, "", "STATE\tINTENTS", func(tw io.Writer) {
-		states := make([]string, 0, len(rep.States))
-		for s := range rep.States {
-			states = append(states, string(s))
-		}
-		sort.Strings(states)
-		for _, s := range states {
-			fmt.Fprintf(tw, "  %s\t%d\n", s, rep.States[fsm.State(s)])
+		for _, s := range slices.Sorted(maps.Keys(rep.States)) {
+			fmt.Fprintf(tw, "  %s\t%d\n", s, rep.States[s])
 		}
 	})
 }
