@@ -269,14 +269,12 @@ type BookingAPI struct {
 	held       []*bkHeld
 }
 
-// NewBookingAPI starts a fake booking API for a test and closes it with
-// t.Cleanup.
+// NewBookingAPI starts a fake booking API for a test, closed with t.Cleanup.
 func NewBookingAPI(t Cleaner, opts ...BookingOption) *BookingAPI {
 	return startFor(t, opts, NewBookingAPIServer)
 }
 
-// NewBookingAPIServer starts a fake booking API outside a test. The caller
-// must Close it.
+// NewBookingAPIServer starts a fake booking API; the caller must Close it.
 func NewBookingAPIServer(cfg BookingConfig) *BookingAPI {
 	cfg.Now = offsetClock(cfg.Now, 0)
 	if cfg.KeyRetention <= 0 {

@@ -81,14 +81,12 @@ type PaymentAPI struct {
 	keys    keyStore
 }
 
-// NewPaymentAPI starts a fake payment API for a test and closes it with
-// t.Cleanup.
+// NewPaymentAPI starts a fake payment API for a test, closed with t.Cleanup.
 func NewPaymentAPI(t Cleaner, opts ...PaymentOption) *PaymentAPI {
 	return startFor(t, opts, NewPaymentAPIServer)
 }
 
-// NewPaymentAPIServer starts a fake payment API outside a test. The caller
-// must Close it.
+// NewPaymentAPIServer starts a fake payment API; the caller must Close it.
 func NewPaymentAPIServer(cfg PaymentConfig) *PaymentAPI {
 	cfg.Now = offsetClock(cfg.Now, 0)
 	if cfg.KeyRetention <= 0 {

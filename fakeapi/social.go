@@ -326,14 +326,12 @@ func (s *SocialAPI) Remove(id string) bool {
 	return true
 }
 
-// NewSocialAPI starts a fake social API for a test and closes it with
-// t.Cleanup.
+// NewSocialAPI starts a fake social API for a test, closed with t.Cleanup.
 func NewSocialAPI(t Cleaner, opts ...SocialOption) *SocialAPI {
 	return startFor(t, opts, NewSocialAPIServer)
 }
 
-// NewSocialAPIServer starts a fake social API outside a test (benchmarks,
-// demos). The caller must Close it.
+// NewSocialAPIServer starts a fake social API; the caller must Close it.
 func NewSocialAPIServer(cfg SocialConfig) *SocialAPI {
 	cfg.Now = offsetClock(cfg.Now, 0)
 	if cfg.PageSize <= 0 {
