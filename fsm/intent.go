@@ -188,9 +188,9 @@ func (i *Intent) RiskyAttempts() bool { return slices.ContainsFunc(i.Attempts, A
 // proves absence in a window, not forever).
 func (i *Intent) AnyEffectPossible() bool { return i.WritingAttempts() > 0 }
 
-// RetriesUsed counts claimed attempts that followed an attempt that may
-// have executed; ResendsUsed counts claimed attempts that followed a proven
-// rejection (see Policy.ResendBudget).
+// retriesAndResends counts the claimed attempts that followed an attempt
+// that may have executed (retries) and those that followed a rejection
+// (resends, see Policy.ResendBudget).
 func (i *Intent) retriesAndResends() (retries, resends int) {
 	for k := 1; k < len(i.Attempts); k++ {
 		if i.Attempts[k].ClaimOwner == "" {
