@@ -205,13 +205,12 @@ func (s *Server) readGauges(ctx context.Context, c *service.Caller) error {
 			m.intents.WithLabelValues(string(st), route).Set(float64(n))
 		}
 	}
-	oldest, haveOldest, cp := f.OldestUnknown, f.HaveUnknown, f.Checkpoint
 	age := 0.0
-	if haveOldest {
-		age = max(oldest.Seconds(), 0)
+	if f.HaveUnknown {
+		age = max(f.OldestUnknown.Seconds(), 0)
 	}
 	m.oldest.Set(age)
-	m.checkpnt.Set(float64(cp))
+	m.checkpnt.Set(float64(f.Checkpoint))
 	return nil
 }
 

@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 
@@ -81,17 +80,13 @@ func (p *Problem) withIntent(id, state string) *Problem { p.IntentID, p.State = 
 func (p *Problem) Error() string { return p.Title + ": " + p.Detail }
 
 func writeProblem(w http.ResponseWriter, p *Problem) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(p.Status)
-	_ = json.NewEncoder(w).Encode(p)
+	writeBody(w, "application/problem+json", p.Status, p)
 }
 
-func jsonEncode(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }
+func writeJSON(w http.ResponseWriter, status int, v any) { writeBody(w, "application/json", status, v) }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
+func writeBody(w http.ResponseWriter, contentType string, status int, v any) {
+	w.Header().Set("Content-Type", contentType)
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -384,7 +385,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request, _ *service.
 		w.Header().Set("Content-Type", "application/problem+json")
 		w.Header().Set("Cache-Control", "no-store")
 		w.WriteHeader(http.StatusServiceUnavailable)
-		_ = jsonEncode(w, readiness{Problem: *p, Checks: checks})
+		_ = json.NewEncoder(w).Encode(readiness{Problem: *p, Checks: checks})
 		return nil
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "checks": checks})

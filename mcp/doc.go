@@ -27,31 +27,18 @@
 //     of a result is scrubbed of Config.Secrets and their 8-byte pieces
 //     by adapter.Scrubber, ASCII case-insensitively);
 //   - the gateway (gateway.go): the tools of a route's upstream MCP
-//     server (adapters that are Upstream, adapter/httproute) offered
-//     beside settle's own — the route's write tool as a settled write
-//     (the upstream's schema plus task_id and step_id; the arguments
-//     mapped back to payload, parent and account by the adapter, the
-//     write made as submit_<route> makes it), read tools (readOnlyHint,
-//     the route's own, mcp.reads) passed through unchanged, tools listed
-//     unprotected passed through with every answer saying so, any other
-//     tool not offered; listed once, retried while the upstream is down,
-//     and added to each caller's server when listed;
+//     server offered beside settle's own — its write tool as a settled
+//     write, its reads passed through, tools listed unprotected passed
+//     through with every answer saying so, any other not offered;
 //   - the Tasks extension (tasks.go): a write still settling answered
-//     with a task to a client that declares it, the task id the intent
-//     id; tasks/get and tasks/cancel as custom methods of the SDK;
-//   - a call's idempotencyKey (idemkey.go), moved into its _meta by both
-//     transports before the SDK reads the message, used as the write's
-//     request id;
+//     with a task whose id is the intent id;
+//   - a call's idempotencyKey (idemkey.go), used as the write's request id;
 //   - the streamable-HTTP endpoint (stateless: every request is
 //     authenticated by the Authenticator the wiring gives, the API's bearer
 //     tokens in settle serve) and the server a stdio transport runs.
 //
-// Protocol errors are JSON-RPC errors on both transports (jsonrpc.go):
-// what is not one JSON-RPC message (not JSON: -32700; not a message, or a
-// batch: -32600) is answered before the SDK sees it — on stdio line by
-// line, so a malformed line never ends the session — the SDK's plain-text
-// refusal of an unknown method becomes -32601, and bad parameters are the
-// SDK's -32602. A lost response is never "failed"; the guidance of each
+// Protocol errors are JSON-RPC errors on both transports (jsonrpc.go),
+// and a malformed stdio line never ends the session. A lost response is never "failed"; the guidance of each
 // outcome is quoted in docs/mcp.md (a test keeps them equal). pending
 // lists the caller's tenant's intents from the views and reads each again
 // from the log.

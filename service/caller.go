@@ -60,6 +60,14 @@ func (c Caller) RouteAllowed(route string) bool {
 	return len(c.Routes) == 0 || slices.Contains(c.Routes, route)
 }
 
+// checkRoute refuses a route ("": none named) outside the caller's limits.
+func (c Caller) checkRoute(route string) error {
+	if route != "" && !c.RouteAllowed(route) {
+		return forbidden("route", "the caller may not use route "+route)
+	}
+	return nil
+}
+
 // AccountAllowed reports whether the caller may use account.
 func (c Caller) AccountAllowed(account string) bool {
 	return len(c.Accounts) == 0 || slices.Contains(c.Accounts, account)

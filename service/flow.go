@@ -24,19 +24,16 @@ func (s *Service) Flow(ctx context.Context, c Caller, route, account string, win
 	if window <= 0 {
 		window = FlowWindow
 	}
-	if account == "" && len(c.Accounts) == 1 {
-		account = c.Accounts[0]
+	account, err := limited("account", account, c.Accounts)
+	if err != nil {
+		return nil, err
 	}
-	if (account == "" && len(c.Accounts) > 0) || !c.AccountAllowed(account) {
-		return nil, forbidden("account", "the caller is limited to some accounts: name one of them")
+	if err := c.checkRoute(route); err != nil {
+		return nil, err
 	}
-	var routes []string
-	if route != "" {
-		if !c.RouteAllowed(route) {
-			return nil, forbidden("route", "the caller may not use route "+route)
-		}
-		routes = []string{route}
-	} else {
+	routes := []string{route}
+	if route == "" {
+		routes = nil
 		for _, r := range s.RouteNames() {
 			if c.RouteAllowed(r) {
 				routes = append(routes, r)

@@ -105,8 +105,8 @@ func (s *Service) FindStep(ctx context.Context, c Caller, st Step, wait time.Dur
 	if err := needScope(c, ScopeRead); err != nil {
 		return nil, nil, err
 	}
-	if !c.RouteAllowed(st.Route) {
-		return nil, nil, forbidden("route", "the caller may not use route "+st.Route)
+	if err := c.checkRoute(st.Route); err != nil {
+		return nil, nil, err
 	}
 	key, err := s.cfg.Intents.ToolRequestID(producer.ToolCall{Tenant: c.Tenant, Task: st.Task, Step: st.Step,
 		KeyIncludesPayload: st.KeyIncludesPayload, Route: st.Route, Account: st.Account, Payload: st.Payload})
@@ -179,17 +179,12 @@ func (s *Service) List(ctx context.Context, c Caller, f projector.Filter) (proje
 		return projector.Page{}, err
 	}
 	f.Tenant = c.Tenant
-	if f.Route == "" && len(c.Routes) == 1 {
-		f.Route = c.Routes[0]
+	var err error
+	if f.Route, err = limited("route", f.Route, c.Routes); err != nil {
+		return projector.Page{}, err
 	}
-	if f.Account == "" && len(c.Accounts) == 1 {
-		f.Account = c.Accounts[0]
-	}
-	if (f.Route == "" && len(c.Routes) > 0) || !c.RouteAllowed(f.Route) {
-		return projector.Page{}, forbidden("route", "the caller is limited to some routes: name one of them")
-	}
-	if (f.Account == "" && len(c.Accounts) > 0) || !c.AccountAllowed(f.Account) {
-		return projector.Page{}, forbidden("account", "the caller is limited to some accounts: name one of them")
+	if f.Account, err = limited("account", f.Account, c.Accounts); err != nil {
+		return projector.Page{}, err
 	}
 	page, err := s.cfg.Views.List(ctx, f)
 	if err != nil && f.After != "" && strings.Contains(err.Error(), "After:") {
@@ -209,12 +204,10 @@ func (s *Service) Pending(ctx context.Context, c Caller, route string, limit int
 		return nil, err
 	}
 	routes := []string{route}
-	switch {
-	case route != "":
-		if !c.RouteAllowed(route) {
-			return nil, forbidden("route", "the caller may not use route "+route)
-		}
-	case len(c.Routes) > 0:
+	if err := c.checkRoute(route); err != nil {
+		return nil, err
+	}
+	if route == "" && len(c.Routes) > 0 {
 		routes = c.Routes
 	}
 	accounts := []string{""}
@@ -258,6 +251,19 @@ func (s *Service) Pending(ctx context.Context, c Caller, route string, limit int
 		}
 	}
 	return out, nil
+}
+
+// limited is v of a caller limited to allowed (none: any): v itself when
+// allowed, the only one when "" and there is one; otherwise ErrForbidden
+// naming field.
+func limited(field, v string, allowed []string) (string, error) {
+	if v == "" && len(allowed) == 1 {
+		v = allowed[0]
+	}
+	if len(allowed) > 0 && !slices.Contains(allowed, v) {
+		return "", forbidden(field, "the caller is limited to some "+field+"s: name one of them")
+	}
+	return v, nil
 }
 
 // Figures are the counts over every intent (/metrics).

@@ -131,10 +131,7 @@ func (s *Service) Submit(ctx context.Context, c Caller, sub Submission) (*Submit
 	execCancel()
 	release()
 	switch {
-	case err == nil:
-	case errors.Is(err, producer.ErrOutcomeNotRecorded) && res != nil && res.Intent != nil:
-		return &Submitted{Result: res, History: &ledger.History{Route: res.Route, Events: res.History, LastSeq: res.LastSeq},
-			Intent: res.Intent, Visible: visible}, err
+	case err == nil, errors.Is(err, producer.ErrOutcomeNotRecorded) && res != nil && res.Intent != nil:
 	case errors.Is(err, producer.ErrPayloadMismatch):
 		return nil, s.mismatch(ctx, c, sub, err)
 	default:
@@ -142,6 +139,9 @@ func (s *Service) Submit(ctx context.Context, c Caller, sub Submission) (*Submit
 	}
 	out := &Submitted{Result: res, History: &ledger.History{Route: res.Route, Events: res.History, LastSeq: res.LastSeq},
 		Intent: res.Intent, Visible: visible}
+	if err != nil { // the outcome is not recorded: answered as Execute left it
+		return out, err
+	}
 	if sub.Wait > 0 && !Settled(res.State) && (visible || !res.Replayed) {
 		wctx, cancel := context.WithDeadline(ctx, start.Add(sub.Wait))
 		defer cancel()

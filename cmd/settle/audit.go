@@ -51,10 +51,9 @@ func (f *auditFlags) register(fs *flag.FlagSet) {
 // returns an error, so the process exits non-zero, when the audit finds a
 // violation or cannot run.
 func (m *Main) audit(ctx context.Context, args []string) error {
-	fs := m.flagSet("audit", "(--data DIR | --nats-url URL)")
 	var f auditFlags
-	f.register(fs)
-	if err := m.parse(fs, args); err != nil {
+	fs, err := m.flags("audit", "(--data DIR | --nats-url URL)", f.register, args)
+	if err != nil {
 		return err
 	}
 	if fs.NArg() > 0 || (f.natsURL == "") == (f.data == "") {
@@ -67,7 +66,6 @@ func (m *Main) audit(ctx context.Context, args []string) error {
 		// The same directory serve uses; the lock refuses a live one (an
 		// embedded server of our own on a store another server writes
 		// would misread it).
-		var err error
 		if lockDir, storeDir, err = node.AuditStoreDir(f.data); err != nil {
 			return errors.Errorf("audit: %w", err)
 		}

@@ -60,8 +60,7 @@ func (m *Main) intents(ctx context.Context, args []string) error {
 			return err
 		}
 		if *asJSON {
-			_, err = m.Stdout.Write(append(out, '\n'))
-			return err
+			return m.printRaw(out)
 		}
 		return intenttext.Show(m.Stdout, out)
 	}
@@ -77,8 +76,7 @@ func (m *Main) intents(ctx context.Context, args []string) error {
 		return err
 	}
 	if *asJSON {
-		_, err = m.Stdout.Write(append(out, '\n'))
-		return err
+		return m.printRaw(out)
 	}
 	return intenttext.List(m.Stdout, out, func(id string) string {
 		d, err := c.Do(ctx, "GET", "/v1/intents/"+url.PathEscape(id), nil)
@@ -163,8 +161,7 @@ func (m *Main) operate(ctx context.Context, verb string, args []string) error {
 		return err
 	}
 	if *asJSON {
-		_, err = m.Stdout.Write(append(out, '\n'))
-		return err
+		return m.printRaw(out)
 	}
 	var d map[string]any
 	_ = json.Unmarshal(out, &d)

@@ -58,6 +58,20 @@ func (m *Main) help(fs *flag.FlagSet, args []string) error {
 	return errHelp
 }
 
+// flags is command name's flag set with the flags register adds, args
+// parsed (parse).
+func (m *Main) flags(name, synopsis string, register func(*flag.FlagSet), args []string) (*flag.FlagSet, error) {
+	fs := m.flagSet(name, synopsis)
+	register(fs)
+	return fs, m.parse(fs, args)
+}
+
+// printRaw prints the API's JSON answer as it came.
+func (m *Main) printRaw(out []byte) error {
+	_, err := m.Stdout.Write(append(out, '\n'))
+	return err
+}
+
 // parse parses a subcommand's flags: help (above), or errUsage after
 // the flag package named the problem on Stderr.
 func (m *Main) parse(fs *flag.FlagSet, args []string) error {

@@ -37,10 +37,9 @@ func (f *mcpFlags) register(fs *flag.FlagSet) {
 // session on stdio. Stdout carries protocol messages only; every log line
 // goes to stderr.
 func (m *Main) mcpStdio(ctx context.Context, args []string) error {
-	fs := m.flagSet("mcp", "--routes FILE (--data DIR | --nats-url URL) [flags]")
 	var f mcpFlags
-	f.register(fs)
-	if err := m.parse(fs, args); err != nil {
+	fs, err := m.flags("mcp", "--routes FILE (--data DIR | --nats-url URL) [flags]", f.register, args)
+	if err != nil {
 		return err
 	}
 	if f.node.routes == "" || (f.node.cfg.Data == "" && f.node.cfg.NATSURL == "") || fs.NArg() > 0 {
@@ -52,12 +51,11 @@ func (m *Main) mcpStdio(ctx context.Context, args []string) error {
 		return errors.Errorf("mcp: --tenant/--scopes/--accounts/--name: %w", err)
 	}
 	cfg, err := m.mcpConfig(&f)
-	if err != nil {
-		return errors.Errorf("mcp: %w", err)
+	if err == nil {
+		err = (&app.MCPStdio{Node: cfg, RoutesPath: f.node.routes, Caller: caller,
+			KeyIncludesPayload: f.keyPayload, MaxWait: f.maxWait, Stdin: m.Stdin, Stdout: m.Stdout}).Run(ctx)
 	}
-	s := &app.MCPStdio{Node: cfg, RoutesPath: f.node.routes, Caller: caller,
-		KeyIncludesPayload: f.keyPayload, MaxWait: f.maxWait, Stdin: m.Stdin, Stdout: m.Stdout}
-	if err := s.Run(ctx); err != nil {
+	if err != nil {
 		return errors.Errorf("mcp: %w", err)
 	}
 	return nil

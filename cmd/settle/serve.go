@@ -120,10 +120,9 @@ func (m *Main) serveSetup(f *serveFlags) (*serveSetup, error) {
 // then runs the node behind the HTTP API and /mcp (app.Serve) until
 // SIGTERM.
 func (m *Main) serve(ctx context.Context, args []string) error {
-	fs := m.flagSet("serve", "--routes FILE [--dev] [--addr HOST:PORT] [--data DIR] [flags]")
 	var f serveFlags
-	f.register(fs)
-	if err := m.parse(fs, args); err != nil {
+	fs, err := m.flags("serve", "--routes FILE [--dev] [--addr HOST:PORT] [--data DIR] [flags]", f.register, args)
+	if err != nil {
 		return err
 	}
 	if fs.NArg() > 0 || f.node.routes == "" {
@@ -131,13 +130,12 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		return errUsage
 	}
 	su, err := m.serveSetup(&f)
-	if err != nil {
-		return errors.Errorf("serve: %w", err)
+	if err == nil {
+		err = (&app.Serve{Node: su.cfg, RoutesPath: f.node.routes, Tokens: su.tokens, Secrets: su.secrets,
+			Addr: f.addr, Dev: f.dev, AccessLog: f.accessLog, MaxInFlight: f.maxInFlight,
+			ReadTimeout: f.readTimeout, IdleTimeout: f.idleTimeout, Stdout: m.Stdout}).Run(ctx)
 	}
-	s := &app.Serve{Node: su.cfg, RoutesPath: f.node.routes, Tokens: su.tokens, Secrets: su.secrets,
-		Addr: f.addr, Dev: f.dev, AccessLog: f.accessLog, MaxInFlight: f.maxInFlight,
-		ReadTimeout: f.readTimeout, IdleTimeout: f.idleTimeout, Stdout: m.Stdout}
-	if err := s.Run(ctx); err != nil {
+	if err != nil {
 		return errors.Errorf("serve: %w", err)
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	_ "modernc.org/sqlite"
 
+	"github.com/settle-dev/settle/cmd/settle/internal/app"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
@@ -158,7 +159,7 @@ func checkSupervision(t *testing.T, cfg node.Config, data, id string, api *fakea
 	ran := make(chan error, 1)
 	go func() { ran <- n.Run(rctx) }()
 	defer func() { stop(); <-ran }()
-	if err := n.Started(ctx); err != nil {
+	if err := app.WaitWritable(ctx, n.Store()); err != nil {
 		t.Fatal(err)
 	}
 

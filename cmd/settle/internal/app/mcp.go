@@ -8,7 +8,6 @@ import (
 
 	"github.com/cockroachdb/errors"
 
-	"github.com/settle-dev/settle/internal/buildinfo"
 	"github.com/settle-dev/settle/mcp"
 	"github.com/settle-dev/settle/node"
 	"github.com/settle-dev/settle/service"
@@ -56,10 +55,7 @@ func (s *MCPStdio) Run(ctx context.Context) error {
 		return err
 	}
 	defer n.Close()
-	wctx, stopNode := context.WithCancel(context.WithoutCancel(ctx))
-	ran := make(chan error, 1)
-	go func() { ran <- n.Run(wctx) }()
-	defer func() { stopNode(); <-ran }()
+	defer runNode(ctx, n)()
 	return s.session(ctx, n)
 }
 
@@ -70,11 +66,9 @@ func (s *MCPStdio) session(ctx context.Context, n *node.Node) error {
 	if err != nil {
 		return err
 	}
-	cfg := mcp.DefaultConfig()
-	cfg.Service, cfg.Routes, cfg.Logger, cfg.Version = svc, n.Routes(), logger, buildinfo.Read().Version
-	cfg.KeyIncludesPayload, cfg.MaxWait = s.KeyIncludesPayload, s.MaxWait
-	cfg.Secrets = mcpSecrets(s.RoutesPath, nil, logger)
-	srv, err := mcp.New(cfg)
+	srv, err := newMCP(svc, n.Routes(), s.RoutesPath, nil, logger, func(cfg *mcp.Config) {
+		cfg.KeyIncludesPayload, cfg.MaxWait = s.KeyIncludesPayload, s.MaxWait
+	})
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -77,10 +78,8 @@ func (s *Serve) Run(ctx context.Context) error {
 	}
 	// The node's loops live on their own context: they stop after the
 	// HTTP server has let its in-flight writes finish.
-	wctx, stopNode := context.WithCancel(context.WithoutCancel(ctx))
+	stopNode := sync.OnceFunc(runNode(ctx, n))
 	defer stopNode()
-	ran := make(chan error, 1)
-	go func() { ran <- n.Run(wctx) }()
 	hs := handler.HTTPServer()
 	hs.Handler = withMCP
 	errc := make(chan error, 1)
@@ -97,7 +96,6 @@ func (s *Serve) Run(ctx context.Context) error {
 	defer cancel()
 	_ = hs.Shutdown(sctx)
 	stopNode()
-	<-ran
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return serveErr
 	}

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 
@@ -11,6 +12,27 @@ import (
 	"github.com/settle-dev/settle/node"
 	"github.com/settle-dev/settle/service"
 )
+
+// runNode runs the node's loops on a context of their own (they outlive
+// ctx's end until stop): stop ends them and waits.
+func runNode(ctx context.Context, n *node.Node) (stop func()) {
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ran := make(chan error, 1)
+	go func() { ran <- n.Run(wctx) }()
+	return func() { cancel(); <-ran }
+}
+
+// newMCP is the MCP server over the service, its tool results scrubbed
+// of mcpSecrets.
+func newMCP(svc *service.Service, routes []adapter.Route, routesPath string, tokens []api.Token, logger *slog.Logger, edit func(*mcp.Config)) (*mcp.Server, error) {
+	cfg := mcp.DefaultConfig()
+	cfg.Service, cfg.Routes, cfg.Logger, cfg.Version = svc, routes, logger, buildinfo.Read().Version
+	cfg.Secrets = mcpSecrets(routesPath, tokens, logger)
+	if edit != nil {
+		edit(&cfg)
+	}
+	return mcp.New(cfg)
+}
 
 // NewService is the service both transports of a process share (one
 // single-flight): the node's producer writes, its projector's views read.
@@ -43,10 +65,7 @@ func mcpSecrets(routesPath string, tokens []api.Token, logger *slog.Logger) []st
 // the token's caller (name, tenant, scopes, limits) to every tool call.
 func mountMCP(apiSrv *api.Server, svc *service.Service, routes []adapter.Route,
 	routesPath string, tokens []api.Token, logger *slog.Logger) (http.Handler, error) {
-	cfg := mcp.DefaultConfig()
-	cfg.Service, cfg.Routes, cfg.Logger, cfg.Version = svc, routes, logger, buildinfo.Read().Version
-	cfg.Secrets = mcpSecrets(routesPath, tokens, logger)
-	srv, err := mcp.New(cfg)
+	srv, err := newMCP(svc, routes, routesPath, tokens, logger, nil)
 	if err != nil {
 		return nil, err
 	}
