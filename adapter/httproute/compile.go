@@ -224,6 +224,20 @@ func validHeaderName(s string) bool {
 
 var reservedHeaders = []string{"host", "content-length", "transfer-encoding", "connection", "upgrade", "te", "trailer"}
 
+// headerName reports a header name that is not valid, or that the HTTP
+// client sets; ok when it is neither.
+func (c *compiler) headerName(field, name string) bool {
+	switch {
+	case !validHeaderName(name):
+		c.report(field, "is not a valid header name")
+	case slices.Contains(reservedHeaders, strings.ToLower(name)):
+		c.report(field, "is set by the HTTP client, not by a route")
+	default:
+		return true
+	}
+	return false
+}
+
 // sensitiveHeader: a header that carries credentials by its name.
 func sensitiveHeader(name string) bool {
 	n := strings.ToLower(name)
@@ -336,11 +350,7 @@ func (c *compiler) compileHeaders(a *Adapter, headers []Header, env func(string)
 		field := fieldPath("headers", h.Name)
 		lower := strings.ToLower(h.Name)
 		switch {
-		case !validHeaderName(h.Name):
-			c.report(field, "is not a valid header name")
-			continue
-		case slices.Contains(reservedHeaders, lower):
-			c.report(field, "is set by the HTTP client, not by a route")
+		case !c.headerName(field, h.Name):
 			continue
 		case seen[lower]:
 			c.report(field, "is declared twice")

@@ -70,23 +70,14 @@ func (c *compiler) writeHeaders(ws *writeSpec, w *WriteConfig, ctx tctx) {
 		name  string
 		dst   *string
 	}{{"write.idempotency_header", w.IdempotencyHeader, &ws.idemHeader}, {"write.attempt_header", w.AttemptHeader, &ws.attemptHeader}} {
-		switch {
-		case h.name == "":
-		case !validHeaderName(h.name):
-			c.report(h.field, "is not a valid header name")
-		case slices.Contains(reservedHeaders, strings.ToLower(h.name)):
-			c.report(h.field, "is set by the HTTP client, not by a route")
-		default:
+		if h.name != "" && c.headerName(h.field, h.name) {
 			*h.dst = h.name
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(w.Headers)) {
 		field := fieldPath("write.headers", name)
 		switch {
-		case !validHeaderName(name):
-			c.report(field, "is not a valid header name")
-		case slices.Contains(reservedHeaders, strings.ToLower(name)):
-			c.report(field, "is set by the HTTP client, not by a route")
+		case !c.headerName(field, name):
 		case sensitiveHeader(name):
 			c.report(field, "carries credentials: declare it in the route's headers, from the environment (${env:NAME})")
 		case strings.EqualFold(name, w.IdempotencyHeader) || strings.EqualFold(name, w.AttemptHeader):
@@ -242,22 +233,14 @@ func (c *compiler) writeStatusPolicy(ws *writeSpec, s *StatusPolicyConfig, def a
 			}
 		}
 	}
-	ws.overrides = map[int]string{}
-	for code, list := range owner {
-		ws.overrides[code] = list
-	}
-	return adapter.StatusPolicy{
-		Definite4xx: func(code int) bool {
+	ws.overrides = owner
+	listed := func(list string, def func(int) bool) func(int) bool {
+		return func(code int) bool {
 			if l, ok := ws.overrides[code]; ok {
-				return l == "definite_4xx"
+				return l == list
 			}
-			return def.Definite4xx(code)
-		},
-		Retryable4xx: func(code int) bool {
-			if l, ok := ws.overrides[code]; ok {
-				return l == "retryable_4xx"
-			}
-			return def.Retryable4xx(code)
-		},
+			return def(code)
+		}
 	}
+	return adapter.StatusPolicy{Definite4xx: listed("definite_4xx", def.Definite4xx), Retryable4xx: listed("retryable_4xx", def.Retryable4xx)}
 }

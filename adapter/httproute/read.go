@@ -37,14 +37,10 @@ func (a *Adapter) getWaiting(ctx context.Context, r readReq, waited *time.Durati
 	}
 }
 
-// read GETs u and returns the item of the response: adapter.ErrNotFound
-// on 404 or when item is absent. vars are the variables of the read's
+// read sends r and returns the item of the response: adapter.ErrNotFound
+// on 404 or when item is absent. base holds the values of the read's
 // expectations.
-func (a *Adapter) read(ctx context.Context, r readReq, item *jpath, expect []expectation, require []jpath, vars map[string]string, what string) (any, int, error) {
-	return a.readReqIn(ctx, r, item, expect, require, &scope{vars: vars}, what)
-}
-
-func (a *Adapter) readReqIn(ctx context.Context, r readReq, item *jpath, expect []expectation, require []jpath, base *scope, what string) (any, int, error) {
+func (a *Adapter) read(ctx context.Context, r readReq, item *jpath, expect []expectation, require []jpath, base *scope, what string) (any, int, error) {
 	var waited time.Duration
 	resp, err := a.getWaiting(ctx, r, &waited)
 	if resp != nil && resp.StatusCode == http.StatusNotFound {
@@ -107,7 +103,7 @@ func (a *Adapter) Get(ctx context.Context, externalID string) (scrubbed adapter.
 	if err != nil || !ok {
 		return adapter.Record{}, a.errorf("get: the readback URL cannot be built")
 	}
-	doc, code, err := a.readReqIn(ctx, r, rs.item, rs.expect, rs.require, base, "get")
+	doc, code, err := a.read(ctx, r, rs.item, rs.expect, rs.require, base, "get")
 	if err != nil {
 		return adapter.Record{}, err
 	}
@@ -159,7 +155,7 @@ func (a *Adapter) Status(ctx context.Context, q adapter.StatusQuery) (scrubbed a
 	if !ok {
 		return adapter.StatusResult{}, a.errorf("status: the status URL cannot be built")
 	}
-	doc, code, err := a.readReqIn(ctx, r, ss.item, ss.expect, ss.require, base, "status")
+	doc, code, err := a.read(ctx, r, ss.item, ss.expect, ss.require, base, "status")
 	if err != nil {
 		return adapter.StatusResult{}, err
 	}

@@ -158,7 +158,7 @@ func (a *Adapter) readIdentity(ctx context.Context) (string, error) {
 	if r.tool == "" {
 		r.method, r.body = cmp.Or(is.method, http.MethodGet), is.body
 	}
-	doc, code, err := a.read(ctx, r, nil, is.expect, is.require, s.vars, "identity")
+	doc, code, err := a.read(ctx, r, nil, is.expect, is.require, &scope{vars: s.vars}, "identity")
 	if errors.Is(err, adapter.ErrNotFound) {
 		return "", a.errorf("identity: %w", &adapter.CallError{Class: adapter.Rejected, Code: "identity_not_found", StatusCode: code,
 			Message: "the identity read answered not found"})

@@ -15,22 +15,19 @@ import (
 	"github.com/settle-dev/settle/adapter"
 )
 
-// Search lists q.Account's objects in [q.From, q.To] (a zero bound is
-// left out of the query; with window_filter updated_at the upper bound is
-// never sent and items created outside the window are dropped, unless a
-// correlation marker names an intent in them), page by
-// page as search declares (a body cursor, the Link header's rel="next",
-// a page number or an offset), for at most max_pages pages; items are
-// deduplicated by external id. A listing ends only where its end is
-// proven: an empty cursor, a response without a next link, an empty page
-// or the declared total reached — never at a short page; a search
-// without pagination reads one page, and one whose answer links a next
-// page (Link rel="next") is incomplete. Needing more
-// than max_pages pages is a *adapter.CallError (Unknown,
+// Search lists q.Account's objects in [q.From, q.To] (a zero bound is left
+// out; with window_filter updated_at the upper bound is never sent and
+// items created outside the window are dropped unless a correlation marker
+// names an intent in them), page by page as search declares, for at most
+// max_pages pages; items are deduplicated by external id. A listing ends
+// only where its end is proven (an empty cursor, no next link, an empty
+// page or the declared total), never at a short page; a search without
+// pagination reads one page, and one whose answer links a next page is
+// incomplete. Needing more than max_pages is a *adapter.CallError (Unknown,
 // listing_incomplete) marked adapter.ErrListingIncomplete, returned with
-// the records read so far (they prove a write present, never absent); a page without its items, an item that cannot be
-// mapped and a next link leaving base_url's origin are errors too, never
-// a shorter list. A route without a search section returns nil, nil.
+// the records read so far. A page without its items, an item that cannot
+// be mapped and a next link leaving base_url's origin are errors, never a
+// shorter list. Without a search section it returns nil, nil.
 func (a *Adapter) Search(ctx context.Context, q adapter.SearchQuery) (scrubbed []adapter.Record, err error) {
 	defer func() { scrubbed, err = a.scrub.Records(scrubbed), a.scrub.Error(err) }()
 	if a.search == nil {
