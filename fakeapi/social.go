@@ -638,22 +638,14 @@ func (s *SocialAPI) handleList(w http.ResponseWriter, r *http.Request) {
 	now := s.cfg.Now()
 	var match []Post
 	for _, p := range s.posts {
-		if (p.AuthorID != account && !s.cfg.ListAllAuthors) || !p.visible(now) {
-			continue
+		mine := p.AuthorID == account || s.cfg.ListAllAuthors
+		inWindow := (lq.since.IsZero() || !p.CreatedAt.Before(lq.since)) && (lq.until.IsZero() || !p.CreatedAt.After(lq.until))
+		if mine && p.visible(now) && inWindow {
+			match = append(match, p.clone())
 		}
-		if !lq.since.IsZero() && p.CreatedAt.Before(lq.since) {
-			continue
-		}
-		if !lq.until.IsZero() && p.CreatedAt.After(lq.until) {
-			continue
-		}
-		match = append(match, p.clone())
 	}
-	pageSize := s.cfg.PageSize
-	omit := s.cfg.OmitBodyInList
 	s.mu.Unlock()
-
-	resp := lq.page(match, pageSize, omit)
+	resp := lq.page(match, s.cfg.PageSize, s.cfg.OmitBodyInList)
 	if s.cfg.ListHook != nil {
 		s.cfg.ListHook(r)
 	}
@@ -670,15 +662,13 @@ type socialList struct {
 // parseSocialList reads a listing's query, or says why it is refused.
 func parseSocialList(q url.Values) (socialList, string) {
 	var lq socialList
-	var err error
-	if v := q.Get("since"); v != "" {
-		if lq.since, err = time.Parse(time.RFC3339Nano, v); err != nil {
-			return lq, "since is not an RFC 3339 time"
-		}
-	}
-	if v := q.Get("until"); v != "" {
-		if lq.until, err = time.Parse(time.RFC3339Nano, v); err != nil {
-			return lq, "until is not an RFC 3339 time"
+	for i, at := range []*time.Time{&lq.since, &lq.until} {
+		name := []string{"since", "until"}[i]
+		var err error
+		if v := q.Get(name); v != "" {
+			if *at, err = time.Parse(time.RFC3339Nano, v); err != nil {
+				return lq, name + " is not an RFC 3339 time"
+			}
 		}
 	}
 	if v := q.Get("cursor"); v != "" {
