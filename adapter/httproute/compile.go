@@ -258,19 +258,15 @@ func sensitiveHeader(name string) bool {
 // compile checks cfg and builds its Adapter. failed holds the fields that
 // failed to decode (nil for a RouteConfig built in Go).
 func compile(cfg RouteConfig, label string, failed map[string]bool) (*Adapter, []*RouteError) {
-	a, c := compileAll(cfg, label, failed)
+	a, c := compileWith(&compiler{label: label, failed: failed}, cfg)
 	if len(c.errs) > 0 {
 		return nil, c.errs
 	}
 	return a, nil
 }
 
-// compileAll compiles cfg and returns the compiler with its errors and
+// compileWith compiles cfg with c and returns c with its errors and
 // warnings.
-func compileAll(cfg RouteConfig, label string, failed map[string]bool) (*Adapter, *compiler) {
-	return compileWith(&compiler{label: label, failed: failed}, cfg)
-}
-
 func compileWith(c *compiler, cfg RouteConfig) (*Adapter, *compiler) {
 	a := &Adapter{name: cfg.Name, now: cfg.Now, sleeper: cfg.Sleep, propagate: cfg.PropagateTrace}
 	if a.now == nil {

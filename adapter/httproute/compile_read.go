@@ -84,13 +84,8 @@ func (c *compiler) compileSearch(a *Adapter, s *SearchConfig) {
 	if s.Fields.Payload == nil && !s.OmitsBody {
 		c.report("search.fields.payload", "is required: candidates are matched by their payload (or set omits_body: true)")
 	}
-	used := map[string]bool{}
-	for k := range ss.urlUsed {
-		used[k] = true
-	}
-	for k := range ss.fieldsUsed {
-		used[k] = true
-	}
+	used := maps.Clone(ss.urlUsed)
+	maps.Copy(used, ss.fieldsUsed)
 	ss.needs = needsScope(used, varAccount)
 	a.search = ss
 }
@@ -310,12 +305,8 @@ func (c *compiler) compileStatus(a *Adapter, s *StatusConfig) {
 func (c *compiler) compileIdentity(a *Adapter, id *IdentityConfig) {
 	is := &identitySpec{refresh: id.Refresh}
 	is.url = c.target("identity", id.URL, id.Tool, id.Arguments, tctx{vars: []string{varBase}})
-	switch id.Method {
-	case "":
-	case http.MethodGet, http.MethodPost:
-		if c.mcp {
-			c.report("identity.method", "applies to HTTP routes: an MCP route's identity is a tool call")
-		}
+	if c.mcp && (id.Method == http.MethodGet || id.Method == http.MethodPost) {
+		c.report("identity.method", "applies to HTTP routes: an MCP route's identity is a tool call")
 	}
 	switch id.Method {
 	case "", http.MethodGet:

@@ -181,14 +181,12 @@ func (a *Adapter) statusResult(q adapter.StatusQuery, s *scope, code int, corrID
 	default:
 		return adapter.StatusResult{}, a.errorf("status: %w", adapter.Unparseable(code, "a status query"))
 	}
-	if ss.account != nil {
-		acct := renderText(ss.account, s)
-		if q.Account != "" && acct != q.Account {
-			return adapter.StatusResult{}, adapter.ErrNotFound // another account's write with the same id
-		}
+	acct := renderText(ss.account, s)
+	if ss.account != nil && q.Account != "" && acct != q.Account {
+		return adapter.StatusResult{}, adapter.ErrNotFound // another account's write with the same id
 	}
 	out := adapter.StatusResult{
-		Account:        renderText(ss.account, s),
+		Account:        acct,
 		State:          state,
 		ExternalID:     renderText(ss.externalID, s),
 		LiveURL:        ss.liveURL.render(s),

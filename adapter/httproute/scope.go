@@ -3,6 +3,7 @@ package httproute
 import (
 	"cmp"
 	"context"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -75,9 +76,7 @@ func (a *Adapter) readScope(what string, needs []string, given map[string]string
 	s := &scope{vars: map[string]string{varBase: a.base}}
 	if a.scope != nil {
 		vars, payload := scopeValues(a.scope)
-		for k, v := range vars {
-			s.vars[k] = v
-		}
+		maps.Copy(s.vars, vars)
 		if payload != nil {
 			s.payload, s.hasPay = payload, true
 		}
