@@ -182,22 +182,18 @@ func ReplayedIntent(k int, t0 time.Time) []events.Event {
 	ext := "p_" + strconv.Itoa(k)
 	rec := &events.IntentRecordedData{Tenant: "default", Route: "social_post", Account: "acct_1", RequestID: req,
 		IdempotencyKey: key, Payload: payload, PayloadSHA256: sum, Canon: events.CanonV1, PlannedAt: at, Policy: adapter.DefaultPolicy()}
-	evs := []struct {
-		attempt string
-		d       events.Data
-	}{
-		{"", rec},
-		{events.AttemptID(id, 1), &events.WriteStartedData{Attempt: 1, IdempotencyKey: key, Deadline: at.Add(time.Minute)}},
-		{events.AttemptID(id, 1), &events.OutcomeUnknownData{Code: "connection_reset"}},
-		{"", &events.ReconcileStartedData{Worker: "w", LeaseUntil: at.Add(time.Minute), Strategy: "search", Check: 1}},
-		{"", &events.CandidateFoundData{ExternalID: ext, Source: events.SourceSearch}},
-		{"", &events.ReadbackPassedData{Receipt: events.Receipt{ExternalID: ext, PayloadSHA256: sum, Source: events.SourceReadback,
-			ReadbackAt: at, Checks: []events.Check{{Name: "url", OK: true}, {Name: "author", OK: true}, {Name: "payload", OK: true}, {Name: "parent", OK: true}, {Name: "visibility", OK: true}}}}},
+	var out []events.Event
+	add := func(attempt string, d events.Data) {
+		out = append(out, events.New(id, uint64(len(out)+1), at, "bench", attempt, d))
 	}
-	out := make([]events.Event, len(evs))
-	for v, e := range evs {
-		out[v] = events.New(id, uint64(v+1), at, "bench", e.attempt, e.d)
-	}
+	a1 := events.AttemptID(id, 1)
+	add("", rec)
+	add(a1, &events.WriteStartedData{Attempt: 1, IdempotencyKey: key, Deadline: at.Add(time.Minute)})
+	add(a1, &events.OutcomeUnknownData{Code: "connection_reset"})
+	add("", &events.ReconcileStartedData{Worker: "w", LeaseUntil: at.Add(time.Minute), Strategy: "search", Check: 1})
+	add("", &events.CandidateFoundData{ExternalID: ext, Source: events.SourceSearch})
+	add("", &events.ReadbackPassedData{Receipt: events.Receipt{ExternalID: ext, PayloadSHA256: sum, Source: events.SourceReadback,
+		ReadbackAt: at, Checks: []events.Check{{Name: "url", OK: true}, {Name: "author", OK: true}, {Name: "payload", OK: true}, {Name: "parent", OK: true}, {Name: "visibility", OK: true}}}})
 	return out
 }
 
