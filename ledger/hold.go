@@ -18,13 +18,10 @@ import (
 // message there (per-subject CAS), unless that subject carries a marker
 // already. It reports whether it appended one.
 //
-// The marker is the hold's record for every process on the stream: a
-// writer that finds the subject empty appends a new intent's first event
-// with "subject empty" CAS, which the marker refuses, and a reader of the
-// subject (Load, LoadByID, Refresh) finds History.Hold. It is written
-// before anything else writes (serve does it while it accepts the loss),
-// but a competing append is possible on a shared stream: the CAS makes
-// MarkHeld read again and append after it.
+// The marker is the hold's record for every process on the stream: it
+// refuses a new intent's "subject empty" CAS, and a reader of the subject
+// finds History.Hold. A competing append on a shared stream makes MarkHeld
+// read again and append after it.
 func MarkHeld(ctx context.Context, js jetstream.JetStream, stream, route string, hold events.Hold) (bool, error) {
 	data, err := events.EncodeHold(hold)
 	if err != nil {

@@ -11,16 +11,11 @@ import (
 	"github.com/settle-dev/settle/ledger"
 )
 
-// Held intents. After an operator accepted that the log lost events
-// (serve --accept-log-loss), the intents that lost some are held: the
-// log's hold marker on the intent's subject (ledger.MarkHeld) says so to
-// every process on the stream, and Config.Hold to this one. What a held
-// intent's history shows may be older than what happened, so Execute
-// never writes for it, and never records it anew (the marker refuses a
-// new first event; Config.Hold is checked before recording): a
-// resubmitted key is answered with the intent as held — handed to a
-// human (ManualActionRequired, log_events_lost, naming the loss) when
-// what is left of it folds, ErrIntentHeld when it does not.
+// Held intents. After an operator accepted that the log lost events, the
+// intents that lost some are held: the hold marker on the intent's subject
+// (ledger.MarkHeld) says so to every process, Config.Hold to this one.
+// What a held intent's history shows may be older than what happened, so
+// Execute never writes for it nor records it anew (see doc.go).
 
 // Sentinel errors of held and unreadable histories.
 var (
