@@ -14,11 +14,9 @@ import (
 const LossyAPIPrefix = "LOSSY.API"
 
 // LossyAPI forwards the JetStream API requests made under LossyAPIPrefix
-// to the server's $JS.API, the client's reply subject kept (the server
-// answers the client itself), except those drop says to lose: as a
-// request sent to a server that restarts before it answers, or one a
-// meta leader being elected never answers. It returns the count of lost
-// requests.
+// to $JS.API with the client's reply subject, except those drop loses (as
+// a server restarting, or a meta leader being elected, never answers). It
+// returns the count of lost requests.
 func LossyAPI(t testing.TB, nc *nats.Conn, drop func(subject string) bool) *atomic.Int64 {
 	t.Helper()
 	var lost atomic.Int64

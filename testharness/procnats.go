@@ -38,9 +38,7 @@ type NATSCluster struct {
 	Nodes []*NATSNode
 	// Route[i][j] carries node i's route to node j (nil when i == j).
 	Route [][]*Proxy
-	// password is the NATS user settle's (deploy/nats: the account
-	// SETTLE); every URL the cluster hands out carries it.
-	password string
+	password string // the NATS user settle's, in every URL handed out
 }
 
 // NATSNode is one nats-server process of a NATSCluster.
@@ -114,13 +112,11 @@ func StartNATSCluster(t testing.TB, opt NATSClusterOptions) *NATSCluster {
 	return c
 }
 
-// freePort returns a port for a process the harness starts, handed out
-// once per test process from below the kernel's ephemeral range (32768 on
-// Linux): a port asked of the kernel (":0") and closed again can go to
-// the next ":0" listener (another test's proxy) before the process it was
-// meant for binds it, and a cluster then forms with another test's node.
-// Each test process starts at its own offset; a port found taken is
-// skipped.
+// freePort returns a port for a process the harness starts, from below
+// the kernel's ephemeral range (32768 on Linux), each once per test
+// process from an offset of its own: a ":0" port closed again can go to
+// another test's ":0" listener before the process binds it, and a cluster
+// then forms with another test's node.
 func freePort(t testing.TB) int {
 	t.Helper()
 	portMu.Lock()
