@@ -37,7 +37,7 @@ type NATSCluster struct {
 	t     testing.TB
 	Nodes []*NATSNode
 	// Route[i][j] carries node i's route to node j (nil when i == j).
-	Route [][]*Proxy
+	Route    [][]*Proxy
 	password string // the NATS user settle's, in every URL handed out
 }
 
