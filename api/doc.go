@@ -20,15 +20,10 @@
 // intent is 404. Authenticate gives the same caller to the surfaces
 // mounted beside the API (the MCP endpoint).
 //
-// The API depends on small interfaces it declares: Service (what it asks
-// of settle as a caller: *service.Service, itself built over interfaces of
-// the write path, *producer.Producer, and of the read model,
-// *projector.Projector) and Log (what /readyz checks: *ledger.Store). A submit
-// answers with the intent as Execute left it on the log, and a GET or an
-// operator action reads the intent once (by id) and folds it once: single
-// intents are never stale; lists, counts and metrics read the views. Its
-// HTTP-semantics tests run over an in-memory service.Intents, without
-// NATS.
+// The API depends on two interfaces it declares: Service
+// (*service.Service) and Log (what /readyz checks: *ledger.Store). Single
+// intents are read from the log and never stale; lists, counts and
+// metrics read the views.
 //
 // Submit follows the IETF Idempotency-Key draft: the request id comes from
 // the body or the Idempotency-Key header (sf-string or bare). The first
@@ -40,17 +35,11 @@
 // (internal/jsonstr), a body with a Content-Encoding other than identity
 // is refused (415, internal/contentcoding), headers are bounded (431).
 //
-// Metrics use client_golang's conventions (_total counters,
-// _duration_seconds histograms); README's table lists every one, and a
-// test compares it with the code and a live /metrics. HTTP requests are
-// counted by the endpoint's pattern (never the client's path), /mcp
-// through Instrument; external calls are counted where they are sent
-// (adapter.Do reports them); settle_intents is read from the views at
-// each scrape. The console (/console) is one embedded page, its inline
-// script and style pinned by hash in its CSP, that reads only the public
-// API: the queues, every intent with search, an intent's page (receipt,
-// attempts, candidates and why they matched or not, timeline), and the
-// per-route charts of GET /v1/stats (projector.Flow).
+// README's table lists every metric, and a test compares it with the
+// code and a live /metrics; HTTP requests are counted by the endpoint's
+// pattern, never the client's path. The console (/console) is one
+// embedded page, its inline script and style pinned by hash in its CSP,
+// that reads only the public API.
 //
 // Secrets: a token's secret is kept only as its SHA-256 digest and
 // compared in constant time; the Authorization header is never logged,

@@ -223,18 +223,13 @@ func (h *handlers) checkRoute(a *args, route string) {
 	}
 }
 
-// notVisible answers a read or an action on an intent the caller cannot
-// see: none, another tenant's, or outside its limits (not told apart).
-func (h *handlers) notVisible(field, what string) *sdk.CallToolResult {
-	return h.refuse(CodeNotFound, field, what, nil)
-}
-
 // lookupFailed answers a failed read of one intent.
 func (h *handlers) lookupFailed(op string, err error) *sdk.CallToolResult {
 	switch {
 	case errors.Is(err, service.ErrNotFound), errors.Is(err, service.ErrForbidden):
-		return h.notVisible("", "no such write is recorded (or it is not visible to this caller). "+
-			"A write that was never recorded was never made: submitting it is safe.")
+		// None, another tenant's or outside the caller's limits: not told apart.
+		return h.refuse(CodeNotFound, "", "no such write is recorded (or it is not visible to this caller). "+
+			"A write that was never recorded was never made: submitting it is safe.", nil)
 	case errors.Is(err, service.ErrInvalidRequest):
 		return h.refuseArg(err)
 	case held(err):
@@ -394,7 +389,7 @@ func (h *handlers) operate(ctx context.Context, a *args, tool string, act servic
 	case errors.Is(err, service.ErrConflict):
 		return h.refuse(CodeConflict, "", "the intent changed while the decision was recorded; ask status and decide again", nil), nil
 	case errors.Is(err, service.ErrNotFound), errors.Is(err, service.ErrForbidden):
-		return h.notVisible("intent_id", "no such intent is visible to this caller; nothing was recorded"), nil
+		return h.refuse(CodeNotFound, "intent_id", "no such intent is visible to this caller; nothing was recorded", nil), nil
 	case errors.Is(err, service.ErrInvalidRequest):
 		return h.refuseArg(err), nil
 	case held(err):

@@ -23,11 +23,8 @@
 //     object, a live URL is http(s) without credentials);
 //   - Settled: the states ?wait= and wait_seconds wait for.
 //
-// Writes go through Intents (*producer.Producer): every rule of the log
-// applies, and Execute validates the request. Single intents are read
-// from the log (one read, folded once); lists, pending intents and the
-// figures from Views (*projector.Projector), pending ones read again from
-// the log.
+// Writes go through Intents (*producer.Producer); single intents are
+// read from the log, lists and figures from Views (*projector.Projector).
 //
 // What a caller without the read scope is shown of a replay of its own
 // request is its transport's choice (Submitted.Visible): the API refuses

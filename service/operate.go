@@ -55,17 +55,14 @@ func ResolutionAction(resolution string) (string, error) {
 // Actions lists the operator actions the intent's state allows now.
 func Actions(i *fsm.Intent) []string {
 	out := []string{}
-	if i.Can(events.Approved) {
-		out = append(out, ActionApprove)
-	}
-	if i.Can(events.OperatorConfirmed) {
-		out = append(out, ActionResolveConfirmed)
-	}
-	if i.Can(events.OperatorReleased) {
-		out = append(out, ActionResolveNotExecuted)
-	}
-	if i.Can(events.Abandoned) {
-		out = append(out, ActionAbandon)
+	for _, a := range []struct {
+		ev   events.Type
+		name string
+	}{{events.Approved, ActionApprove}, {events.OperatorConfirmed, ActionResolveConfirmed},
+		{events.OperatorReleased, ActionResolveNotExecuted}, {events.Abandoned, ActionAbandon}} {
+		if i.Can(a.ev) {
+			out = append(out, a.name)
+		}
 	}
 	return out
 }
