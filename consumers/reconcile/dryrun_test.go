@@ -37,7 +37,7 @@ func (r *Reconciler) DryRun(ctx context.Context, route, intentID string) (*Repor
 	if err != nil {
 		return nil, errors.Errorf("dry run %s: %w", intentID, err)
 	}
-	rt, ok := r.route(route)
+	rt, ok := r.routes[route]
 	if !ok {
 		return nil, errors.Errorf("dry run %s: %w: %q", intentID, producer.ErrUnknownRoute, route)
 	}

@@ -31,8 +31,5 @@ func (r *Reconciler) holdEvent(h *ledger.History, i *fsm.Intent) (events.Data, b
 		return nil, false
 	}
 	d, ok := fsm.LossHandoff(i, fsm.LossMessage(h.Hold, r.cfg.Hold[i.ID]))
-	if !ok {
-		return nil, false
-	}
-	return d, true
+	return d, ok // d is used only when ok
 }

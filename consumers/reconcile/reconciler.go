@@ -245,12 +245,6 @@ func NewReconciler(store Store, cfg Config, routes ...adapter.Route) (*Reconcile
 	return r, nil
 }
 
-// route returns a route this worker serves.
-func (r *Reconciler) route(name string) (adapter.Route, bool) {
-	rt, ok := r.routes[name]
-	return rt, ok
-}
-
 // ReadCalls is how many external read calls (list, get, probe, status)
 // this reconciler made.
 func (r *Reconciler) ReadCalls() int {
@@ -481,7 +475,7 @@ func (r *Reconciler) advance(ctx context.Context, u *stepUnit, sc *searchCache, 
 // decide is advance's decision, taken.
 func (r *Reconciler) decide(ctx context.Context, u *stepUnit, sc *searchCache, t *ticket, res *StepResult) (bool, time.Duration, error) {
 	i := u.i
-	route, ok := r.route(i.Route())
+	route, ok := r.routes[i.Route()]
 	if !ok {
 		return false, 0, errors.Errorf("step %s: %w: %q", i.ID, ErrRouteMissing, i.Route())
 	}

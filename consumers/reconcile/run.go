@@ -361,10 +361,9 @@ func (r *Reconciler) settleWake(ctx context.Context, w wake, sc *searchCache, t 
 	case err != nil:
 		r.cfg.Logger.Warn("reconciler: step failed; will retry", "intent", w.intentID, "err", err)
 		_ = w.msg.NakWithDelay(r.cfg.Recheck)
-	case len(res.Appended) > 0:
-		// The appended events' own messages carry the intent on.
-		_ = w.msg.Ack()
-	case res.Done:
+	case len(res.Appended) > 0, res.Done:
+		// The appended events' own messages carry the intent on, or
+		// nothing is left to do.
 		_ = w.msg.Ack()
 	default:
 		_ = w.msg.NakWithDelay(min(res.Wait, r.cfg.MaxWait))
@@ -421,7 +420,7 @@ func (r *Reconciler) triage(ctx context.Context, m jetstream.Msg, sc *searchCach
 		_ = m.Ack()
 		return wake{}, false
 	}
-	if rt, ok := r.route(route); ok {
+	if rt, ok := r.routes[route]; ok {
 		searching := intent.State == fsm.Reconciling ||
 			((intent.State == fsm.Unknown || intent.State == fsm.InProgress) && !r.cfg.Now().Before(intent.NextCheckAt))
 		caps := intent.Caps()
