@@ -12,12 +12,10 @@ import (
 )
 
 // batchWait bounds the wait for the next message of a batch the server
-// says has more pending (a reader's waits last between half of it and it:
-// readerNext).
+// says has more pending (between half of it and it: readerNext).
 const batchWait = 500 * time.Millisecond
 
-// errSlow: the next message of a batch did not come within batchWait (at
-// least half of it: readerNext).
+// errSlow: the next message of a batch did not come within batchWait.
 var errSlow = errors.New("projector: the next message of a batch is slow to come")
 
 // readBatch is a run of consecutive messages read and decoded ahead of
