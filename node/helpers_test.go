@@ -6,12 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/errors"
-
 	"github.com/settle-dev/settle/adapter"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/fakeapi"
-	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/testharness"
 )
 
@@ -86,22 +83,4 @@ func startStore(t *testing.T, data string) *embedded.Server {
 	}
 	t.Cleanup(srv.Stop)
 	return srv
-}
-
-// Started waits until Run has read the whole log and appends are allowed
-// (the reconcilers start then). It returns the log's damage instead when
-// reading found a loss, or ctx's error.
-func (n *Node) Started(ctx context.Context) error {
-	for {
-		select {
-		case <-n.sup.verified:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if err := n.store.Blocked(); errors.Is(err, ledger.ErrLogDamaged) {
-			return err
-		}
-	}
 }

@@ -328,3 +328,21 @@ func (n *Node) Logger() *slog.Logger { return n.cfg.Logger }
 
 // Now is the node's clock.
 func (n *Node) Now() func() time.Time { return n.cfg.Now }
+
+// Started waits until Run has read the whole log and appends are allowed
+// (the reconcilers start then). It returns the log's damage instead when
+// reading found a loss, or ctx's error.
+func (n *Node) Started(ctx context.Context) error {
+	for {
+		select {
+		case <-n.sup.verified:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if err := n.store.Blocked(); errors.Is(err, ledger.ErrLogDamaged) {
+			return err
+		}
+	}
+}
