@@ -69,8 +69,7 @@ func (e *TokenError) Error() string {
 }
 
 // Service is what the API asks of settle, as the caller;
-// *service.Service is one (over interfaces of the write path and the
-// views).
+// *service.Service is one.
 type Service interface {
 	RouteNames() []string
 	Submit(ctx context.Context, c service.Caller, sub service.Submission) (*service.Submitted, error)
@@ -127,17 +126,14 @@ type Config struct {
 	// Metrics collects counters fed by the server and by the caller
 	// (CountCall, ObserveWrite, ObserveSettle). Nil: New creates one.
 	Metrics *Metrics
-	// ReadTimeout bounds reading a whole request, body included (a body
-	// trickled slower is cut off); ReadHeaderTimeout the headers alone;
-	// IdleTimeout a kept-alive connection between requests; MaxHeaderBytes
-	// the request headers (larger: 431). Applied by HTTPServer.
+	// ReadTimeout, ReadHeaderTimeout, IdleTimeout and MaxHeaderBytes are
+	// applied by HTTPServer.
 	ReadTimeout       time.Duration
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
 	MaxHeaderBytes    int
-	// MaxInFlight bounds the API requests (token-scoped endpoints) served
-	// at once; more are answered 503 with Retry-After at once (0: no
-	// bound). See limits.go.
+	// MaxInFlight bounds the token-scoped requests served at once; more
+	// are answered 503 with Retry-After (0: no bound).
 	MaxInFlight int
 	// ReadyChecks are more checks of /readyz (the projector running, the
 	// appends, the disk, the clock), each reported under its name.

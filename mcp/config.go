@@ -24,8 +24,7 @@ const MaxMaxWait = 10 * time.Minute
 const minSecret = 4
 
 // Service is what the tools ask of settle, as the caller;
-// *service.Service is one (over interfaces of the write path and the
-// views).
+// *service.Service is one.
 type Service interface {
 	RouteNames() []string
 	Submit(ctx context.Context, c service.Caller, sub service.Submission) (*service.Submitted, error)
