@@ -3,11 +3,12 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"sync"
+
+	"github.com/cockroachdb/errors"
 )
 
 // message is what mcpdrop reads of a JSON-RPC message.
