@@ -17,7 +17,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	_ "modernc.org/sqlite"
 
-	"github.com/settle-dev/settle/cmd/settle/internal/app"
 	"github.com/settle-dev/settle/embedded"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fakeapi"
@@ -159,7 +158,7 @@ func checkSupervision(t *testing.T, cfg node.Config, data, id string, api *fakea
 	ran := make(chan error, 1)
 	go func() { ran <- n.Run(rctx) }()
 	defer func() { stop(); <-ran }()
-	if err := app.WaitWritable(ctx, n.Store()); err != nil {
+	if err := n.Started(ctx); err != nil {
 		t.Fatal(err)
 	}
 

@@ -42,7 +42,7 @@ func Demo(ctx context.Context, dir string, out, stderr io.Writer) error {
 	defer n.Close()
 	defer runNode(ctx, n)()
 	prod, store := n.Producer(), n.Store()
-	if err := WaitWritable(ctx, store); err != nil {
+	if err := n.Started(ctx); err != nil {
 		return errors.Errorf("demo: %w", err)
 	}
 	fmt.Fprintf(out, "settle demo — embedded nats-server (JetStream, fsync always) in %s\n", dir)
@@ -108,25 +108,6 @@ func openDemoNode(ctx context.Context, dir string, route adapter.Route, stderr i
 	cfg.Command, cfg.Actor, cfg.Data, cfg.Routes, cfg.Workers = "settle demo", "demo-writer", dir, []adapter.Route{route}, 1
 	cfg.Logger = slog.New(node.ScrubbingHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}), nil))
 	return node.Open(ctx, cfg)
-}
-
-// WaitWritable waits until the node's Run has read the whole log and
-// appends are allowed, or returns the log's damage when reading found a
-// loss.
-func WaitWritable(ctx context.Context, store *ledger.Store) error {
-	for {
-		switch err := store.Blocked(); {
-		case errors.Is(err, ledger.ErrLogDamaged):
-			return err
-		case !errors.Is(err, ledger.ErrLogVerifying):
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 // waitSettled waits until the node's reconcilers settled the intent (no
