@@ -159,12 +159,9 @@ func OpenReader(ctx context.Context, js jetstream.JetStream, cfg ReaderConfig) (
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if js == nil {
-		return nil, errors.New("open reader: JetStream is nil")
-	}
-	st, err := js.Stream(ctx, cfg.Stream)
+	st, err := CheckedStream(ctx, js, cfg.Stream, "open reader")
 	if err != nil {
-		return nil, errors.Errorf("open reader: stream %s: %w", cfg.Stream, err)
+		return nil, err
 	}
 	r := &Reader{js: js, stream: st, cfg: cfg, last: cfg.From - 1}
 	if !cfg.Follow {

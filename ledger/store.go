@@ -363,6 +363,22 @@ func CheckFormat(st jetstream.Stream) error {
 	return events.CheckLogFormat(cfg.Name, cfg.Metadata)
 }
 
+// CheckedStream opens the existing stream name and refuses one of another
+// log format (CheckFormat); errors are prefixed with op.
+func CheckedStream(ctx context.Context, js jetstream.JetStream, name, op string) (jetstream.Stream, error) {
+	if js == nil {
+		return nil, errors.Errorf("%s: JetStream is nil", op)
+	}
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		return nil, errors.Errorf("%s: stream %s: %w", op, name, err)
+	}
+	if err := CheckFormat(st); err != nil {
+		return nil, errors.Wrap(err, op)
+	}
+	return st, nil
+}
+
 // Loads counts the history reads of this store (Load, LoadIfAny,
 // LoadByID, Refresh): each is one walk of one intent's subject.
 func (s *Store) Loads() int64 { return s.loads.Load() }

@@ -108,15 +108,9 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Projector, 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if js == nil {
-		return nil, errors.New("open projector: JetStream is nil")
-	}
-	stream, err := js.Stream(ctx, cfg.Stream)
+	stream, err := ledger.CheckedStream(ctx, js, cfg.Stream, "open projector")
 	if err != nil {
-		return nil, errors.Errorf("open projector: stream %s: %w", cfg.Stream, err)
-	}
-	if err := ledger.CheckFormat(stream); err != nil {
-		return nil, errors.Wrap(err, "open projector")
+		return nil, err
 	}
 	found, removed, why, err := recoverUnsynced(cfg.DBPath)
 	if err != nil {

@@ -135,15 +135,9 @@ func audit(ctx context.Context, js jetstream.JetStream, cfg AuditConfig, evict b
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if js == nil {
-		return nil, errors.New("audit: JetStream is nil")
-	}
-	stream, err := js.Stream(ctx, cfg.Stream)
+	stream, err := ledger.CheckedStream(ctx, js, cfg.Stream, "audit")
 	if err != nil {
-		return nil, errors.Errorf("audit: stream %s: %w", cfg.Stream, err)
-	}
-	if err := ledger.CheckFormat(stream); err != nil {
-		return nil, errors.Wrap(err, "audit")
+		return nil, err
 	}
 	a := &auditor{cfg: cfg, intents: map[string]*auditIntent{}, stream: stream, rep: &AuditReport{
 		Stream: cfg.Stream, At: cfg.Now().UTC(), States: map[fsm.State]int{}, Violations: []Violation{}, Intent: cfg.Intent,
