@@ -159,7 +159,7 @@ func OpenReader(ctx context.Context, js jetstream.JetStream, cfg ReaderConfig) (
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	st, err := CheckedStream(ctx, js, cfg.Stream, "open reader")
+	st, err := existingStream(ctx, js, cfg.Stream, "open reader")
 	if err != nil {
 		return nil, err
 	}

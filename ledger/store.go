@@ -366,15 +366,24 @@ func CheckFormat(st jetstream.Stream) error {
 // CheckedStream opens the existing stream name and refuses one of another
 // log format (CheckFormat); errors are prefixed with op.
 func CheckedStream(ctx context.Context, js jetstream.JetStream, name, op string) (jetstream.Stream, error) {
+	st, err := existingStream(ctx, js, name, op)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckFormat(st); err != nil {
+		return nil, errors.Wrap(err, op)
+	}
+	return st, nil
+}
+
+// existingStream opens the existing stream name, whatever its format.
+func existingStream(ctx context.Context, js jetstream.JetStream, name, op string) (jetstream.Stream, error) {
 	if js == nil {
 		return nil, errors.Errorf("%s: JetStream is nil", op)
 	}
 	st, err := js.Stream(ctx, name)
 	if err != nil {
 		return nil, errors.Errorf("%s: stream %s: %w", op, name, err)
-	}
-	if err := CheckFormat(st); err != nil {
-		return nil, errors.Wrap(err, op)
 	}
 	return st, nil
 }
