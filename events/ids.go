@@ -162,6 +162,19 @@ func RouteSubjects(route string) string { return SubjectPrefix + "." + route + "
 // AllSubjects is the filter for every intent.
 const AllSubjects = SubjectPrefix + ".>"
 
+// RouteFilters is the filters for every intent of routes, or AllSubjects
+// when routes is empty.
+func RouteFilters(routes []string) []string {
+	if len(routes) == 0 {
+		return []string{AllSubjects}
+	}
+	filters := make([]string, len(routes))
+	for i, r := range routes {
+		filters[i] = RouteSubjects(r)
+	}
+	return filters
+}
+
 // ParseSubject returns route and intent id of an intent subject.
 func ParseSubject(subject string) (route, intentID string, err error) {
 	rest, ok := strings.CutPrefix(subject, SubjectPrefix+".")

@@ -192,13 +192,6 @@ func Subscribe(ctx context.Context, js jetstream.JetStream, cfg SubscribeConfig,
 	if handler == nil {
 		return nil, errors.New("subscribe: handler is nil")
 	}
-	filters := []string{events.AllSubjects}
-	if len(cfg.Routes) > 0 {
-		filters = filters[:0]
-		for _, r := range cfg.Routes {
-			filters = append(filters, events.RouteSubjects(r))
-		}
-	}
 	st, err := js.Stream(ctx, cfg.Stream)
 	if err != nil {
 		return nil, errors.Errorf("subscribe %s: %w", cfg.Stream, err)
@@ -209,7 +202,7 @@ func Subscribe(ctx context.Context, js jetstream.JetStream, cfg SubscribeConfig,
 	cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable:        cfg.Durable,
 		Description:    "settle downstream subscriber",
-		FilterSubjects: filters,
+		FilterSubjects: events.RouteFilters(cfg.Routes),
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        cfg.AckWait,

@@ -158,17 +158,10 @@ func (d *Deliverer) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	d.mu.Lock()
 	d.stream = st
 	d.mu.Unlock()
-	filters := []string{events.AllSubjects}
-	if len(d.cfg.Routes) > 0 {
-		filters = filters[:0]
-		for _, r := range d.cfg.Routes {
-			filters = append(filters, events.RouteSubjects(r))
-		}
-	}
 	cc := jetstream.ConsumerConfig{
 		Durable:        d.cfg.Durable,
 		Description:    "settle webhook deliverer",
-		FilterSubjects: filters,
+		FilterSubjects: events.RouteFilters(d.cfg.Routes),
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		// An attempt holds its event at most Timeout, and an event waits
