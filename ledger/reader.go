@@ -107,12 +107,6 @@ type StreamMsg struct {
 	Pending uint64
 }
 
-// ReaderStats count what a Reader did.
-type ReaderStats struct {
-	// Recreated: consumers made again because their copy lagged (or stalled).
-	Recreated uint64
-}
-
 // Reader reads a stream in sequence order to its end, coping with a copy
 // that lags. Contract:
 //
@@ -147,8 +141,8 @@ type Reader struct {
 	last    uint64
 	started bool
 	// settled: the end is known to be reached (io.EOF from now on).
-	settled bool
-	stats   ReaderStats
+	settled   bool
+	recreated uint64 // see Recreated
 	// wait bounds the consumer's waits for a message (next).
 	wait stallWait
 }
@@ -200,8 +194,9 @@ func (r *Reader) lastOf(ctx context.Context) (uint64, error) {
 // End is where a bounded read ends (0 for a Follow read).
 func (r *Reader) End() uint64 { return r.end }
 
-// Stats returns the reader's counters.
-func (r *Reader) Stats() ReaderStats { return r.stats }
+// Recreated counts the consumers made again because their copy lagged
+// (or stalled).
+func (r *Reader) Recreated() uint64 { return r.recreated }
 
 // Close stops the read and deletes its consumer (Next makes one again).
 func (r *Reader) Close() {
@@ -289,7 +284,7 @@ func (r *Reader) Next(ctx context.Context) (StreamMsg, error) {
 				r.cfg.Stream, r.last, stalls, ErrReadStalled)
 		}
 		r.Close() // made again, placed anew, after the last message delivered
-		r.stats.Recreated++
+		r.recreated++
 	}
 }
 

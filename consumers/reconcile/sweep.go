@@ -137,7 +137,7 @@ func (r *Reconciler) sweepRoute(ctx context.Context, route string) error {
 	r.sweepMu.Lock()
 	r.sweepStats.Scanned += uint64(len(order))
 	r.sweepStats.Dropped += dropped
-	r.sweepStats.Rescans += rd.Stats().Recreated
+	r.sweepStats.Rescans += rd.Recreated()
 	r.sweepMu.Unlock()
 	for _, id := range open {
 		if ctx.Err() != nil {
