@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -77,7 +81,7 @@ func buildLossWorld(t *testing.T, n int) (w *lossWorld, whole, broken int) {
 	ctx := context.Background()
 	node := testharness.StartNode(t)
 	testharness.OpenStore(t, node.JS)
-	testharness.SmallBlocks(t, node, "SETTLE_INTENTS")
+	smallBlocks(t, node, "SETTLE_INTENTS")
 	api := fakeapi.NewSocialAPI(t)
 	ad := testharness.ExampleRoute(t, "social.yaml", api).Adapter
 	w = &lossWorld{node: node, api: api, n: n, route: adapter.Route{Name: "social_post", Adapter: ad, Policy: adapter.DefaultPolicy()}}
@@ -129,11 +133,11 @@ func buildLossWorld(t *testing.T, n int) (w *lossWorld, whole, broken int) {
 		route, _, _ := events.ParseSubject(m.Subject)
 		bySeq[seq] = at{route, e.IntentID, e.Version}
 	}
-	blocks := node.BlockFiles(t, "SETTLE_INTENTS")
+	blocks := blockFiles(t, node, "SETTLE_INTENTS")
 	if len(blocks) < 3 {
 		t.Fatalf("%d events in %d block file(s); the test needs 3 or more", w.lastSeq, len(blocks))
 	}
-	node.RestartAfter(func(string) { testharness.RemoveFile(t, blocks[1]) })
+	node.RestartAfter(func(string) { removeFile(t, blocks[1]) })
 	st, err = node.JS.Stream(ctx, "SETTLE_INTENTS")
 	if err != nil {
 		t.Fatal(err)
@@ -327,5 +331,52 @@ func TestUnreadableHistoryIsRefusedNotWritten(t *testing.T) {
 	sort.Strings(ids)
 	if fmt.Sprint(ids) != fmt.Sprint([]string{events.MsgID(id, 2)}) {
 		t.Fatalf("the subject holds %v", ids)
+	}
+}
+
+// smallBlocks makes the node's stream keep its messages in block files of
+// 32 KB with no size limit (the server sizes blocks from the limits it
+// loads a stream with), so a test can lose one block of several, as a
+// damaged disk loses one of a large stream's. It restarts the node.
+func smallBlocks(t testing.TB, n *testharness.Node, stream string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := n.JS.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.MaxBytes = 127_000 // blocks of FileStoreMinBlkSize (32 kB)
+	if _, err := n.JS.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	n.Restart()
+	cfg.MaxBytes = -1 // no limit; the loaded stream keeps its small blocks
+	if _, err := n.JS.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// blockFiles lists the message block files of stream in the node's
+// store, in order.
+func blockFiles(t testing.TB, node *testharness.Node, stream string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(node.Dir(), "jetstream", "*", "streams", stream, "msgs", "*.blk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	index := func(path string) int {
+		n, _ := strconv.Atoi(strings.TrimSuffix(filepath.Base(path), ".blk"))
+		return n
+	}
+	sort.Slice(files, func(i, j int) bool { return index(files[i]) < index(files[j]) })
+	return files
+}
+
+// removeFile removes path or fails t.
+func removeFile(t testing.TB, path string) {
+	t.Helper()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
 	}
 }

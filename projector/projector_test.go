@@ -298,7 +298,7 @@ func TestListPagingAndFilters(t *testing.T) {
 		for _, limit := range []int{1, 3, 7, 0} {
 			f.Limit = limit
 			got := pageAll(f)
-			if testharness.JSON(t, append([]string{}, got...)) != testharness.JSON(t, want) {
+			if mustJSON(t, append([]string{}, got...)) != mustJSON(t, want) {
 				t.Fatalf("List %+v:\n got  %v\n want %v", f, got, want)
 			}
 		}

@@ -2,6 +2,7 @@ package projector
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"sort"
 	"testing"
@@ -9,7 +10,6 @@ import (
 
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/fsm"
-	"github.com/settle-dev/settle/testharness"
 )
 
 var (
@@ -139,10 +139,10 @@ func TestProjectionEqualsFold(t *testing.T) {
 			t.Fatalf("Get %s = %+v\nfold: state %s attempts %d ext %q manual %q version %d seq %d", id, v,
 				f.State, len(f.Attempts), f.ExternalID, f.ManualReason, f.Version, seqOf[id])
 		}
-		if got, want := testharness.JSON(t, v.Receipt), testharness.JSON(t, expectedReceipt(f)); got != want {
+		if got, want := mustJSON(t, v.Receipt), mustJSON(t, expectedReceipt(f)); got != want {
 			t.Fatalf("%s receipt:\n got  %s\n want %s", id, got, want)
 		}
-		if got, want := testharness.JSON(t, v.Evidence), testharness.JSON(t, f.Evidence); got != want {
+		if got, want := mustJSON(t, v.Evidence), mustJSON(t, f.Evidence); got != want {
 			t.Fatalf("%s evidence:\n got  %s\n want %s", id, got, want)
 		}
 		if !v.CreatedAt.Equal(f.CreatedAt) || !v.UpdatedAt.Equal(f.UpdatedAt) || !v.NextCheckAt.Equal(f.NextCheckAt) ||
@@ -155,14 +155,14 @@ func TestProjectionEqualsFold(t *testing.T) {
 			t.Fatal(err)
 		}
 		fv.LastSeq = v.LastSeq
-		if got, want := testharness.JSON(t, v), testharness.JSON(t, fv); got != want {
+		if got, want := mustJSON(t, v), mustJSON(t, fv); got != want {
 			t.Fatalf("%s view differs from FoldView:\n got  %s\n want %s", id, got, want)
 		}
 		rv, err := b.ByRequestID(ctx, f.Recorded.Tenant, f.Recorded.Route, f.Recorded.Account, f.Recorded.RequestID)
 		if err != nil {
 			t.Fatalf("ByRequestID %s: %v", id, err)
 		}
-		if testharness.JSON(t, rv) != testharness.JSON(t, v) {
+		if mustJSON(t, rv) != mustJSON(t, v) {
 			t.Fatalf("ByRequestID %s differs from Get", id)
 		}
 		tl, err := a.Timeline(ctx, id)
@@ -219,7 +219,7 @@ func TestProjectionEqualsFold(t *testing.T) {
 		}
 		sort.Strings(ids)
 		sort.Strings(listed)
-		if testharness.JSON(t, listed) != testharness.JSON(t, ids) {
+		if mustJSON(t, listed) != mustJSON(t, ids) {
 			t.Fatalf("List(%s) = %v, want %v", s, listed, ids)
 		}
 	}
@@ -234,7 +234,7 @@ func TestProjectionEqualsFold(t *testing.T) {
 		}
 		sort.Strings(ids)
 		sort.Strings(listed)
-		if testharness.JSON(t, listed) != testharness.JSON(t, ids) {
+		if mustJSON(t, listed) != mustJSON(t, ids) {
 			t.Fatalf("ByExternalID(%s) = %v, want %v", ext, listed, ids)
 		}
 	}
@@ -269,4 +269,15 @@ func TestProjectionEqualsFold(t *testing.T) {
 	if st := a2.Stats(); st.Applied != 0 {
 		t.Fatalf("reopened projector applied %d events again", st.Applied)
 	}
+}
+
+// mustJSON is json.Marshal's encoding of v, failing the test if it
+// cannot be encoded.
+func mustJSON(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

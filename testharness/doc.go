@@ -7,8 +7,7 @@
 //
 // Faults are injected by wrapping what production code takes, never by
 // fields of its configs: BatchFaults and LaggingCopy wrap a JetStream
-// (lost batch commits and acks; a reader's lagging copy), DyingWriter
-// wraps a store (a writer dying between a call and its outcome), LossyAPI
+// (lost batch commits and acks; a reader's lagging copy), LossyAPI
 // relays the JetStream API and loses chosen answers.
 //
 // proc*.go runs the real settle and nats-server binaries as OS processes

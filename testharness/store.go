@@ -2,11 +2,6 @@ package testharness
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -57,55 +52,8 @@ func RawHistory(t testing.TB, s *ledger.Store, route, intentID string) []*jetstr
 	}
 }
 
-// SmallBlocks makes the node's stream keep its messages in block files of
-// 32 KB with no size limit (the server sizes blocks from the limits it
-// loads a stream with), so a test can lose one block of several, as a
-// damaged disk loses one of a large stream's. It restarts the node.
-func SmallBlocks(t testing.TB, n *Node, stream string) {
-	t.Helper()
-	ctx := context.Background()
-	st, err := n.JS.Stream(ctx, stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := st.CachedInfo().Config
-	cfg.MaxBytes = 127_000 // blocks of FileStoreMinBlkSize (32 kB)
-	if _, err := n.JS.UpdateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	n.Restart()
-	cfg.MaxBytes = -1 // no limit; the loaded stream keeps its small blocks
-	if _, err := n.JS.UpdateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // Dir is the node's JetStream store directory.
 func (n *Node) Dir() string { return n.cfg.Dir }
-
-// BlockFiles lists the message block files of stream in the node's
-// store, in order.
-func (n *Node) BlockFiles(t testing.TB, stream string) []string {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(n.cfg.Dir, "jetstream", "*", "streams", stream, "msgs", "*.blk"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	index := func(path string) int {
-		n, _ := strconv.Atoi(strings.TrimSuffix(filepath.Base(path), ".blk"))
-		return n
-	}
-	sort.Slice(files, func(i, j int) bool { return index(files[i]) < index(files[j]) })
-	return files
-}
-
-// RemoveFile removes path or fails t.
-func RemoveFile(t testing.TB, path string) {
-	t.Helper()
-	if err := os.Remove(path); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // ConnectJS connects to url (closed when the test ends) and returns its
 // JetStream context.

@@ -377,7 +377,7 @@ func newSim(t *testing.T, seed uint64) *sim {
 		if k == 1 {
 			st = s.batched
 		}
-		p, err := producer.New(testharness.NewDyingWriter(st, &s.dieAfterCall), pc, s.routes...)
+		p, err := producer.New(&dyingWriter{Store: st, dies: &s.dieAfterCall}, pc, s.routes...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -400,7 +400,7 @@ func (s *sim) newWorker() *simWorker {
 	cfg.Rand = rand.New(rand.NewPCG(s.seed, uint64(s.born)))
 	cfg.Logger = quietLogger()
 	cfg.Recheck, cfg.MaxRecheck = 20*time.Second, 5*time.Minute
-	r, err := NewReconciler(testharness.NewDyingWriter(s.storeFor(s.born), &s.dieAfterCall), cfg, s.routes...)
+	r, err := NewReconciler(&dyingWriter{Store: s.storeFor(s.born), dies: &s.dieAfterCall}, cfg, s.routes...)
 	if err != nil {
 		s.t.Fatal(err)
 	}
