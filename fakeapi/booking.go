@@ -608,14 +608,8 @@ type bookingPutBody struct {
 // echoes nothing from the request.
 func parseBookingPut(raw []byte) (bkPut, string) {
 	var body bookingPutBody
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	if err := dec.Decode(&body); err != nil {
-		return bkPut{}, "the body is not a valid change request"
-	}
-	if dec.More() {
-		return bkPut{}, "trailing data after the change request"
+	if msg := decodeStrict(raw, &body, "change request"); msg != "" {
+		return bkPut{}, msg
 	}
 	if body.RequestID == nil || *body.RequestID == "" {
 		return bkPut{}, "request_id is required"

@@ -244,6 +244,21 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
 }
 
+// decodeStrict decodes raw, one JSON value of known fields only, into v;
+// on failure it returns a fixed message naming what (nothing from raw).
+func decodeStrict(raw []byte, v any, what string) string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return "the body is not a valid " + what
+	}
+	if dec.More() {
+		return "trailing data after the " + what
+	}
+	return ""
+}
+
 // refusedBeforeCommit acts on a fault that comes before any work: a TCP
 // reset, or the injected status code answered by fail. False when f is
 // neither.

@@ -1,7 +1,6 @@
 package fakeapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -140,14 +139,8 @@ type chargeBody struct {
 // echoes nothing from the request.
 func parseCharge(raw []byte) (Charge, string) {
 	var body chargeBody
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	if err := dec.Decode(&body); err != nil {
-		return Charge{}, "the body is not a valid charge object"
-	}
-	if dec.More() {
-		return Charge{}, "trailing data after the charge object"
+	if msg := decodeStrict(raw, &body, "charge object"); msg != "" {
+		return Charge{}, msg
 	}
 	if body.Amount == nil {
 		return Charge{}, "amount is required"

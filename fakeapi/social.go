@@ -2,7 +2,6 @@ package fakeapi
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"html"
 	"io"
@@ -483,13 +482,8 @@ func (s *SocialAPI) handleCreate(w http.ResponseWriter, r *http.Request) {
 
 func parseCreate(raw []byte) (createRequest, string) {
 	var req createRequest
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return req, "the body is not a valid post object"
-	}
-	if dec.More() {
-		return req, "trailing data after the post object"
+	if msg := decodeStrict(raw, &req, "post object"); msg != "" {
+		return req, msg
 	}
 	if req.Account == "" {
 		return req, "account is required"
