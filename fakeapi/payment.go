@@ -180,13 +180,13 @@ func (p *PaymentAPI) claim(w http.ResponseWriter, r *http.Request, key, fp strin
 	p.mu.Lock()
 	now := p.cfg.Now()
 	if k := p.keys.get(key, now, p.cfg.KeyRetention); k != nil {
-		status, body := k.status, k.body
+		status, body, running, same := k.status, k.body, k.running, k.fingerprint == fp
 		p.mu.Unlock()
 		switch {
-		case k.fingerprint != fp:
+		case !same:
 			paymentError(w, http.StatusUnprocessableEntity, "idempotency_error", "idempotency_key_reused",
 				"this Idempotency-Key was used with a different request body")
-		case k.running:
+		case running:
 			paymentError(w, http.StatusConflict, "idempotency_error", "idempotency_key_in_use",
 				"a request with this Idempotency-Key is still being processed; retry later")
 		default:
