@@ -115,13 +115,6 @@ func FoldView(history []events.Event) (*IntentView, error) {
 	return &v, nil
 }
 
-func utc(t time.Time) time.Time {
-	if t.IsZero() {
-		return time.Time{}
-	}
-	return t.UTC()
-}
-
 // ViewOf maps a folded intent to its view, lastSeq being the stream
 // sequence of its last event: what the projector holds for it, with no
 // fold of its own (a reader that folded the intent once maps it here).
@@ -130,11 +123,11 @@ func ViewOf(i *fsm.Intent, lastSeq uint64) IntentView {
 	v := IntentView{
 		IntentID: i.ID, Tenant: rec.Tenant, Route: rec.Route, Account: rec.Account, RequestID: rec.RequestID,
 		IdempotencyKey: rec.IdempotencyKey, State: i.State, Attempts: len(i.Attempts),
-		ExternalID: i.ExternalID, LiveURL: i.LiveURL, LastEventType: i.LastType, LastEventAt: utc(i.UpdatedAt),
-		Version: i.Version, LastSeq: lastSeq, NextCheckAt: utc(i.NextCheckAt),
+		ExternalID: i.ExternalID, LiveURL: i.LiveURL, LastEventType: i.LastType, LastEventAt: i.UpdatedAt.UTC(),
+		Version: i.Version, LastSeq: lastSeq, NextCheckAt: i.NextCheckAt.UTC(),
 		ManualReason: i.ManualReason, ManualOwner: i.ManualOwner, Failure: i.Failure,
-		UnknownSince: utc(i.UnknownSince), CreatedAt: utc(i.CreatedAt), UpdatedAt: utc(i.UpdatedAt),
-		PayloadSHA256: rec.PayloadSHA256, PlannedAt: utc(rec.PlannedAt),
+		UnknownSince: i.UnknownSince.UTC(), CreatedAt: i.CreatedAt.UTC(), UpdatedAt: i.UpdatedAt.UTC(),
+		PayloadSHA256: rec.PayloadSHA256, PlannedAt: rec.PlannedAt.UTC(),
 	}
 	if i.Evidence != nil {
 		ev := *i.Evidence
@@ -142,7 +135,7 @@ func ViewOf(i *fsm.Intent, lastSeq uint64) IntentView {
 	}
 	if i.Receipt != nil {
 		r := *i.Receipt
-		r.ReadbackAt = utc(r.ReadbackAt)
+		r.ReadbackAt = r.ReadbackAt.UTC()
 		r.Checks = append([]events.Check(nil), r.Checks...)
 		if r.RequestID == "" {
 			r.RequestID = rec.RequestID
