@@ -70,10 +70,7 @@ type DryRunView struct {
 func writeDetail(w http.ResponseWriter, status int, h *ledger.History, i *fsm.Intent) error {
 	d := &IntentDetail{IntentView: projector.ViewOf(i, h.LastSeq), ParentExternalID: i.Recorded.ParentExternalID, Payload: i.Recorded.Payload,
 		ApprovalFor: i.ApprovalFor, ApprovedBy: i.ApprovedBy, Settled: service.Settled(i.State),
-		AttemptHistory: []AttemptView{}, History: make([]json.RawMessage, 0, len(h.Events)), Actions: service.Actions(i)}
-	if !i.Recorded.ExpiresAt.IsZero() {
-		d.ExpiresAt = i.Recorded.ExpiresAt.UTC()
-	}
+		ExpiresAt: i.Recorded.ExpiresAt.UTC(), AttemptHistory: []AttemptView{}, History: make([]json.RawMessage, 0, len(h.Events)), Actions: service.Actions(i)}
 	for _, a := range i.Attempts {
 		d.AttemptHistory = append(d.AttemptHistory, AttemptView{N: a.N, ID: a.ID, StartedAt: a.StartedAt.UTC(),
 			Deadline: a.Deadline.UTC(), ClaimOwner: a.ClaimOwner, Outcome: a.Outcome, Code: a.Code})
@@ -421,33 +418,29 @@ func parseAction(w http.ResponseWriter, r *http.Request, resolve bool) (*actionB
 	return &b, nil
 }
 
-func (s *Server) handleApprove(w http.ResponseWriter, r *http.Request, c *service.Caller) error {
-	return s.operate(w, r, c, false, func(*actionBody) (string, error) { return service.ActionApprove, nil })
-}
-
-func (s *Server) handleAbandon(w http.ResponseWriter, r *http.Request, c *service.Caller) error {
-	return s.operate(w, r, c, false, func(*actionBody) (string, error) { return service.ActionAbandon, nil })
-}
-
-func (s *Server) handleResolve(w http.ResponseWriter, r *http.Request, c *service.Caller) error {
-	return s.operate(w, r, c, true, func(b *actionBody) (string, error) { return service.ResolutionAction(b.Resolution) })
+// action is the handler of an operator action of kind; "" is resolve,
+// whose kind is the body's resolution.
+func (s *Server) action(kind string) func(http.ResponseWriter, *http.Request, *service.Caller) error {
+	return func(w http.ResponseWriter, r *http.Request, c *service.Caller) error { return s.operate(w, r, c, kind) }
 }
 
 // operate runs one operator action (service.Act: the intent read once,
 // the decision appended to it) and answers with the intent the action
 // left. With a token the operator is the token's name, whatever the body
 // says; in dev mode the body names the operator.
-func (s *Server) operate(w http.ResponseWriter, r *http.Request, c *service.Caller, resolve bool, kind func(*actionBody) (string, error)) error {
+func (s *Server) operate(w http.ResponseWriter, r *http.Request, c *service.Caller, kind string) error {
 	id := r.PathValue("id")
-	b, prob := parseAction(w, r, resolve)
+	b, prob := parseAction(w, r, kind == "")
 	if prob != nil {
 		return prob
 	}
-	k, err := kind(b)
-	if err != nil {
-		return err
+	if kind == "" {
+		var err error
+		if kind, err = service.ResolutionAction(b.Resolution); err != nil {
+			return err
+		}
 	}
-	h, i, err := s.cfg.Service.Act(r.Context(), *c, id, service.Action{Kind: k, Reason: b.Reason,
+	h, i, err := s.cfg.Service.Act(r.Context(), *c, id, service.Action{Kind: kind, Reason: b.Reason,
 		ExternalID: b.ExternalID, LiveURL: b.LiveURL, Operator: b.Operator})
 	switch {
 	case err == nil:

@@ -67,21 +67,16 @@ func New(cfg Config) (*Server, error) {
 		{method: "GET", pattern: "/v1/intents", scope: ScopeRead, params: listParams, handle: s.handleList},
 		{method: "GET", pattern: "/v1/intents/{id}", scope: ScopeRead, handle: s.handleGet},
 		{method: "GET", pattern: "/v1/stats", scope: ScopeRead, params: statsParams, handle: s.handleStats},
-		{method: "POST", pattern: "/v1/intents/{id}/approve", scope: ScopeOperate, handle: s.handleApprove},
-		{method: "POST", pattern: "/v1/intents/{id}/resolve", scope: ScopeOperate, handle: s.handleResolve},
-		{method: "POST", pattern: "/v1/intents/{id}/abandon", scope: ScopeOperate, handle: s.handleAbandon},
+		{method: "POST", pattern: "/v1/intents/{id}/approve", scope: ScopeOperate, handle: s.action(service.ActionApprove)},
+		{method: "POST", pattern: "/v1/intents/{id}/resolve", scope: ScopeOperate, handle: s.action("")},
+		{method: "POST", pattern: "/v1/intents/{id}/abandon", scope: ScopeOperate, handle: s.action(service.ActionAbandon)},
 	}
 	allowed := map[string][]string{}
-	var patterns []string
 	for _, rt := range s.routes {
 		s.mux.Handle(rt.method+" "+rt.pattern, s.endpoint(rt))
-		if _, ok := allowed[rt.pattern]; !ok {
-			patterns = append(patterns, rt.pattern)
-		}
 		allowed[rt.pattern] = append(allowed[rt.pattern], rt.method)
 	}
-	for _, p := range patterns {
-		methods := allowed[p]
+	for p, methods := range allowed {
 		if slices.Contains(methods, "GET") {
 			methods = append(methods, "HEAD")
 		}

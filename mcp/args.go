@@ -96,10 +96,7 @@ func (a *args) split(raw json.RawMessage, own []string, rest map[string]json.Raw
 		if slices.Contains(own, name) {
 			dst = a.m
 		}
-		if _, dup := a.m[name]; dup {
-			return argErr(fieldName(name), "is given twice")
-		}
-		if _, dup := rest[name]; dup {
+		if _, dup := dst[name]; dup {
 			return argErr(fieldName(name), "is given twice")
 		}
 		dst[name] = v

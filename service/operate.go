@@ -36,17 +36,16 @@ func Resolutions() []string {
 	return []string{ResolutionConfirmed, ResolutionNotExecuted, ResolutionAbandoned}
 }
 
+var resolutionActions = map[string]string{ResolutionConfirmed: ActionResolveConfirmed,
+	ResolutionNotExecuted: ActionResolveNotExecuted, ResolutionAbandoned: ActionAbandon}
+
 // ResolutionAction is the action of a resolution; "" or another word is
 // refused, naming the field "resolution".
 func ResolutionAction(resolution string) (string, error) {
-	switch resolution {
-	case ResolutionConfirmed:
-		return ActionResolveConfirmed, nil
-	case ResolutionNotExecuted:
-		return ActionResolveNotExecuted, nil
-	case ResolutionAbandoned:
-		return ActionAbandon, nil
-	case "":
+	if a, ok := resolutionActions[resolution]; ok {
+		return a, nil
+	}
+	if resolution == "" {
 		return "", invalid("resolution", "is required (confirmed, not_executed or abandoned)")
 	}
 	return "", invalid("resolution", "must be confirmed, not_executed or abandoned")

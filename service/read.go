@@ -126,11 +126,8 @@ func (s *Service) FindStep(ctx context.Context, c Caller, st Step, wait time.Dur
 			return nil, nil, invalid("account", fmt.Sprintf("this task and step were submitted for several accounts (%v); name one", accounts))
 		}
 	}
-	var ids []string
 	for _, acct := range accounts {
-		ids = append(ids, events.ScopedIntentID(c.Tenant, st.Route, acct, key))
-	}
-	for _, id := range ids {
+		id := events.ScopedIntentID(c.Tenant, st.Route, acct, key)
 		h, i, err := s.load(ctx, c, id, true) // ids of the caller's tenant
 		switch {
 		case errors.Is(err, ErrNotFound), errors.Is(err, ErrForbidden):
