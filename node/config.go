@@ -119,66 +119,32 @@ func (e *ConfigError) Error() string {
 // naming its field.
 func (c Config) Validate() error {
 	var ps []Problem
-	bad := func(field, format string, args ...any) {
-		ps = append(ps, Problem{Field: field, Reason: fmt.Sprintf(format, args...)})
+	check := func(wrong bool, field, format string, args ...any) {
+		if wrong {
+			ps = append(ps, Problem{Field: field, Reason: fmt.Sprintf(format, args...)})
+		}
 	}
-	if c.Command == "" {
-		bad("Command", "is required")
-	}
-	if c.Actor == "" {
-		bad("Actor", "is required")
-	}
-	if c.Data == "" && c.NATSURL == "" {
-		bad("Data", "is required unless NATSURL is set")
-	}
-	if len(c.Routes) == 0 {
-		bad("Routes", "at least one route is required")
-	}
-	if c.Listen != nil && c.NATSURL != "" {
-		bad("Listen", "exposes the embedded server; with NATSURL readers connect to that server")
-	}
-	if _, err := embedded.ParseDurability(string(c.Durability)); err != nil {
-		bad("Durability", "%v", err)
-	}
-	if c.Replicas != 1 && c.Replicas != 3 && c.Replicas != 5 {
-		bad("Replicas", "%d: want 1, 3 or 5", c.Replicas)
-	}
-	if err := CheckGroupCommit(c.GroupCommit); err != nil {
-		bad("GroupCommit", "%v", err)
-	}
-	switch {
-	case c.Workers < 0 || c.Workers > 64:
-		bad("Workers", "%d is outside 1..64", c.Workers)
-	case c.Workers == 0 && c.NATSURL == "":
-		bad("Workers", "0 only with NATSURL (another process must settle the intents)")
-	}
-	if c.MinFreeMB < 1 {
-		bad("MinFreeMB", "%d must be ≥ 1", c.MinFreeMB)
-	}
-	if c.MaxClockOffset < 0 {
-		bad("MaxClockOffset", "%s is negative", c.MaxClockOffset)
-	}
-	if c.Lease < time.Second {
-		bad("Lease", "%s must be at least 1s", c.Lease)
-	}
-	if c.CacheMB < 1 {
-		bad("CacheMB", "%d must be ≥ 1", c.CacheMB)
-	}
-	if c.Steps < 1 || c.Steps > 1024 {
-		bad("Steps", "%d is outside 1..1024", c.Steps)
-	}
-	if c.ProjectorStall < time.Second {
-		bad("ProjectorStall", "%s must be at least 1s", c.ProjectorStall)
-	}
-	if c.ProjectorMaxLag < 1 {
-		bad("ProjectorMaxLag", "must be ≥ 1")
-	}
-	if c.Logger == nil {
-		bad("Logger", "is required")
-	}
-	if c.Now == nil {
-		bad("Now", "is required")
-	}
+	check(c.Command == "", "Command", "is required")
+	check(c.Actor == "", "Actor", "is required")
+	check(c.Data == "" && c.NATSURL == "", "Data", "is required unless NATSURL is set")
+	check(len(c.Routes) == 0, "Routes", "at least one route is required")
+	check(c.Listen != nil && c.NATSURL != "", "Listen", "exposes the embedded server; with NATSURL readers connect to that server")
+	_, err := embedded.ParseDurability(string(c.Durability))
+	check(err != nil, "Durability", "%v", err)
+	check(c.Replicas != 1 && c.Replicas != 3 && c.Replicas != 5, "Replicas", "%d: want 1, 3 or 5", c.Replicas)
+	err = CheckGroupCommit(c.GroupCommit)
+	check(err != nil, "GroupCommit", "%v", err)
+	check(c.Workers < 0 || c.Workers > 64, "Workers", "%d is outside 1..64", c.Workers)
+	check(c.Workers == 0 && c.NATSURL == "", "Workers", "0 only with NATSURL (another process must settle the intents)")
+	check(c.MinFreeMB < 1, "MinFreeMB", "%d must be ≥ 1", c.MinFreeMB)
+	check(c.MaxClockOffset < 0, "MaxClockOffset", "%s is negative", c.MaxClockOffset)
+	check(c.Lease < time.Second, "Lease", "%s must be at least 1s", c.Lease)
+	check(c.CacheMB < 1, "CacheMB", "%d must be ≥ 1", c.CacheMB)
+	check(c.Steps < 1 || c.Steps > 1024, "Steps", "%d is outside 1..1024", c.Steps)
+	check(c.ProjectorStall < time.Second, "ProjectorStall", "%s must be at least 1s", c.ProjectorStall)
+	check(c.ProjectorMaxLag < 1, "ProjectorMaxLag", "must be ≥ 1")
+	check(c.Logger == nil, "Logger", "is required")
+	check(c.Now == nil, "Now", "is required")
 	if len(ps) > 0 {
 		return &ConfigError{Problems: ps}
 	}

@@ -78,25 +78,17 @@ func (l *Listener) AuthNote() string {
 // (read-only: stream and consumer info, creating and using consumers of
 // the intents stream, direct gets, and subscribing to its subjects — no
 // publish to settle.intents.>, no stream change, and none of settle's own
-// consumers: readerDeny). On loopback without a password, clients without
-// credentials are readers.
-func (l *Listener) users(routes []adapter.Route) (users []embedded.User, noAuth string, internal embedded.User, err error) {
-	pw, err := randomSecret()
-	if err != nil {
-		return nil, "", embedded.User{}, err
-	}
-	internal = embedded.User{Name: "settle", Password: pw}
+// consumers: readerDeny), settle's first. On loopback without a password,
+// clients without credentials are readers.
+func (l *Listener) users(routes []adapter.Route) (users []embedded.User, noAuth string) {
 	stream := ledger.DefaultStoreConfig().Stream
 	reader := embedded.User{Name: ReaderUser, Password: l.password,
 		Publish: readerPublish(stream), DenyPublish: readerDeny(stream, consumerNames(routes)),
 		Subscribe: []string{events.AllSubjects, "_INBOX.>"}}
 	if reader.Password == "" {
-		if reader.Password, err = randomSecret(); err != nil {
-			return nil, "", embedded.User{}, err
-		}
-		noAuth = ReaderUser
+		reader.Password, noAuth = randomSecret(), ReaderUser
 	}
-	return []embedded.User{internal, reader}, noAuth, internal, nil
+	return []embedded.User{{Name: "settle", Password: randomSecret()}, reader}, noAuth
 }
 
 // readerPublish are the JetStream API subjects a reader may use on stream,
@@ -151,10 +143,8 @@ func readerDeny(stream string, consumers map[string]string) []string {
 	return out
 }
 
-func randomSecret() (string, error) {
+func randomSecret() string {
 	b := make([]byte, 24)
-	if _, err := rand.Read(b); err != nil {
-		return "", errors.Errorf("random password: %w", err)
-	}
-	return hex.EncodeToString(b), nil
+	rand.Read(b) // never fails
+	return hex.EncodeToString(b)
 }

@@ -164,11 +164,8 @@ func (n *Node) connect() error {
 		var connect []nats.Option
 		if l := n.cfg.Listen; l != nil {
 			ecfg.Host, ecfg.Port = l.host, l.port
-			var internal embedded.User
-			if ecfg.Users, ecfg.NoAuthUser, internal, err = l.users(n.cfg.Routes); err != nil {
-				return err
-			}
-			connect = append(connect, nats.UserInfo(internal.Name, internal.Password))
+			ecfg.Users, ecfg.NoAuthUser = l.users(n.cfg.Routes)
+			connect = append(connect, nats.UserInfo(ecfg.Users[0].Name, ecfg.Users[0].Password))
 		}
 		if n.srv, err = embedded.StartRestartable(ecfg); err != nil {
 			return err

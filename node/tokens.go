@@ -79,14 +79,11 @@ func ParseTokens(b []byte, env func(string) (string, bool), routes []string) ([]
 
 // fileField maps api.Token's field names to the token file's.
 func fileField(goField string) string {
-	name, idx, _ := strings.Cut(goField, "[")
-	if idx != "" {
-		idx = "[" + idx
-	}
+	name, _, _ := strings.Cut(goField, "[")
 	if name == "Secret" {
 		return "secret_env"
 	}
-	return strings.ToLower(name) + idx
+	return strings.ToLower(name) + goField[len(name):]
 }
 
 // secretReason says which variable holds the bad secret.

@@ -71,9 +71,6 @@ func scanLog(ctx context.Context, js jetstream.JetStream, stream string, visit f
 	return missing, last, nil
 }
 
-// subtract removes the accepted ranges from rs.
-func subtract(rs, accepted [][2]uint64) [][2]uint64 { return audit.SubtractRanges(rs, accepted) }
-
 // merge unions ranges.
 func merge(rs [][2]uint64) [][2]uint64 {
 	if len(rs) == 0 {
@@ -165,7 +162,7 @@ func (s *supervisor) verifyLog(ctx context.Context, js jetstream.JetStream, stre
 		case <-time.After(2 * time.Second):
 		}
 	}
-	missing = subtract(missing, hw.Accepted)
+	missing = audit.SubtractRanges(missing, hw.Accepted)
 	if writers.Found() {
 		store.Block("log", errkind.Wrap(ledger.ErrLogDamaged, writers))
 		store.Unblock("verify")

@@ -7,13 +7,13 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/cockroachdb/errors"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/settle-dev/settle/consumers/audit"
 	"github.com/settle-dev/settle/events"
 	"github.com/settle-dev/settle/internal/durable"
 	"github.com/settle-dev/settle/internal/errkind"
@@ -195,7 +195,7 @@ func checkLog(ctx context.Context, js jetstream.JetStream, stream string, hw Hig
 		}
 		s := info.State
 		l.FirstSeq, l.LastSeq, l.Msgs = s.FirstSeq, s.LastSeq, s.Msgs
-		l.Ranges = subtract(lostRanges(s.FirstSeq, s.LastSeq, s.Msgs, s.Deleted, max(l.HighWater, l.ViewsCheckpnt)), hw.Accepted)
+		l.Ranges = audit.SubtractRanges(lostRanges(s.FirstSeq, s.LastSeq, s.Msgs, s.Deleted, max(l.HighWater, l.ViewsCheckpnt)), hw.Accepted)
 	}
 	if len(l.Ranges) == 0 {
 		return nil, nil
@@ -216,8 +216,7 @@ func lostRanges(first, last, msgs uint64, deleted []uint64, want uint64) [][2]ui
 		out = append(out, [2]uint64{1, min(first-1, last)})
 	}
 	if msgs > 0 && last >= first && msgs < last-first+1 {
-		ds := append([]uint64(nil), deleted...)
-		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+		ds := slices.Sorted(slices.Values(deleted))
 		for _, d := range ds {
 			if n := len(out); n > 0 && out[n-1][1]+1 == d {
 				out[n-1][1] = d
@@ -289,7 +288,7 @@ func guardLog(ctx context.Context, g logGuard) (map[string]string, error) {
 		if g.single && w.Found() {
 			writers = w
 		}
-		if missing = subtract(missing, hw.Accepted); len(missing) > 0 {
+		if missing = audit.SubtractRanges(missing, hw.Accepted); len(missing) > 0 {
 			if loss == nil {
 				loss = describeLoss(ctx, stream, missing, last, dd.Views())
 			} else {
@@ -328,6 +327,7 @@ func acceptLoss(ctx context.Context, g logGuard, hw HighWater, loss *logLoss, wr
 		logger.Error("the log lost events; starting anyway (--accept-log-loss): the intents listed must be checked by hand", "loss", loss.Error())
 	}
 	through := hw.WritersThrough
+	accepted := merge(append(hw.Accepted, loss.Ranges...))
 	ids := append(append([]string(nil), hw.Held...), loss.Intents...)
 	if writers != nil {
 		logger.Error("two processes wrote this log at once; starting anyway (--accept-log-loss): the intents listed must be checked by hand", "writers", writers.Error())
@@ -335,7 +335,7 @@ func acceptLoss(ctx context.Context, g logGuard, hw HighWater, loss *logLoss, wr
 	}
 	if loss.Gone {
 		logger.Warn("the stream is gone: the held intents are held by this process only (highwater.json), not marked on the log")
-	} else if err := markHeld(ctx, js, stream, dd.Views(), merge(append(hw.Accepted, loss.Ranges...)), logger); err != nil {
+	} else if err := markHeld(ctx, js, stream, dd.Views(), accepted, logger); err != nil {
 		return nil, errors.Errorf("accept log loss: %w", err)
 	}
 	if aside, err := MoveViewsAside(dd.Views()); err != nil {
@@ -343,9 +343,8 @@ func acceptLoss(ctx context.Context, g logGuard, hw HighWater, loss *logLoss, wr
 	} else {
 		logger.Warn("views moved aside; they are rebuilt from what the log holds", "old_views", aside)
 	}
-	sort.Strings(ids)
+	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	accepted := merge(append(hw.Accepted, loss.Ranges...))
 	if err := writeHighWater(dd.HighWater(), HighWater{Stream: loss.Stream, LastSeq: loss.LastSeq, Msgs: loss.Msgs, Updated: time.Now().UTC(),
 		Accepted: accepted, Held: ids, WritersThrough: through}); err != nil {
 		return nil, err
@@ -461,7 +460,7 @@ func markHeld(ctx context.Context, js jetstream.JetStream, stream, viewsPath str
 			return err
 		}
 	}
-	sort.Strings(ids)
+	slices.Sort(ids)
 	now := time.Now().UTC()
 	var marked, unplaced, failed int
 	for _, id := range ids {

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/settle-dev/settle/consumers/audit"
 	"github.com/settle-dev/settle/ledger"
 	"github.com/settle-dev/settle/projector"
 	"github.com/settle-dev/settle/testharness"
@@ -43,7 +44,7 @@ func TestLostRanges(t *testing.T) {
 			}
 		})
 	}
-	if got := subtract([][2]uint64{{1, 10}, {20, 30}}, [][2]uint64{{3, 4}, {25, 40}}); !reflect.DeepEqual(got, [][2]uint64{{1, 2}, {5, 10}, {20, 24}}) {
+	if got := audit.SubtractRanges([][2]uint64{{1, 10}, {20, 30}}, [][2]uint64{{3, 4}, {25, 40}}); !reflect.DeepEqual(got, [][2]uint64{{1, 2}, {5, 10}, {20, 24}}) {
 		t.Fatalf("subtract: %v", got)
 	}
 	if got := merge([][2]uint64{{5, 6}, {1, 2}, {3, 4}, {10, 11}}); !reflect.DeepEqual(got, [][2]uint64{{1, 6}, {10, 11}}) {
