@@ -72,27 +72,18 @@ func (c ReaderConfig) withDefaults() ReaderConfig {
 // is wrong.
 func (c ReaderConfig) Validate() error {
 	var errs []error
-	if c.Stream == "" || strings.ContainsAny(c.Stream, ".*> \t\r\n") {
-		errs = append(errs, errors.Errorf("reader config: Stream: %q is not a stream name", c.Stream))
+	check := func(wrong bool, format string, args ...any) {
+		if wrong {
+			errs = append(errs, errors.Errorf("reader config: "+format, args...))
+		}
 	}
-	if strings.ContainsAny(c.Subject, " \t\r\n") {
-		errs = append(errs, errors.Errorf("reader config: Subject: %q is not a subject filter", c.Subject))
-	}
-	if c.Batch < 1 || c.Batch > 1<<16 {
-		errs = append(errs, errors.Errorf("reader config: Batch: %d is outside 1..65536", c.Batch))
-	}
-	if c.StallAfter < 0 {
-		errs = append(errs, errors.Errorf("reader config: StallAfter: %s is negative", c.StallAfter))
-	}
-	if c.Recreate < 0 {
-		errs = append(errs, errors.Errorf("reader config: Recreate: %d is negative", c.Recreate))
-	}
-	if c.Follow && c.Until > 0 {
-		errs = append(errs, errors.New("reader config: Until: a Follow read has no end"))
-	}
-	if c.LastPerSubject && c.From > 1 {
-		errs = append(errs, errors.New("reader config: From: a LastPerSubject read starts at the first message"))
-	}
+	check(c.Stream == "" || strings.ContainsAny(c.Stream, ".*> \t\r\n"), "Stream: %q is not a stream name", c.Stream)
+	check(strings.ContainsAny(c.Subject, " \t\r\n"), "Subject: %q is not a subject filter", c.Subject)
+	check(c.Batch < 1 || c.Batch > 1<<16, "Batch: %d is outside 1..65536", c.Batch)
+	check(c.StallAfter < 0, "StallAfter: %s is negative", c.StallAfter)
+	check(c.Recreate < 0, "Recreate: %d is negative", c.Recreate)
+	check(c.Follow && c.Until > 0, "Until: a Follow read has no end")
+	check(c.LastPerSubject && c.From > 1, "From: a LastPerSubject read starts at the first message")
 	return errors.Join(errs...)
 }
 

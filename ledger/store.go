@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -332,15 +333,8 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.Stre
 	}
 	// The update keeps the stream's own metadata: the format is set when
 	// a stream is created, never added to one made before.
-	sc.Metadata = nil
-	for k, v := range have.Metadata {
-		if !strings.HasPrefix(k, "_nats.") {
-			if sc.Metadata == nil {
-				sc.Metadata = map[string]string{}
-			}
-			sc.Metadata[k] = v
-		}
-	}
+	sc.Metadata = maps.Clone(have.Metadata)
+	maps.DeleteFunc(sc.Metadata, func(k, _ string) bool { return strings.HasPrefix(k, "_nats.") })
 	return js.UpdateStream(ctx, sc)
 }
 
@@ -695,8 +689,8 @@ func (s *Store) refresh(ctx context.Context, h *History, intentID, subject strin
 // own words.
 func breakText(err error) string {
 	msg := err.Error()
-	if i := strings.Index(msg, ": "); i >= 0 && strings.HasPrefix(msg, "load ") {
-		msg = msg[i+2:]
+	if _, rest, ok := strings.Cut(msg, ": "); ok && strings.HasPrefix(msg, "load ") {
+		return rest
 	}
 	return msg
 }
