@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"crypto/subtle"
 	"net"
@@ -22,10 +23,7 @@ func newKeyring(tokens []Token) *keyring {
 	k := &keyring{}
 	for _, t := range tokens {
 		k.digests = append(k.digests, sha256.Sum256([]byte(t.Secret)))
-		tenant := t.Tenant
-		if tenant == "" {
-			tenant = DefaultTenant
-		}
+		tenant := cmp.Or(t.Tenant, DefaultTenant)
 		k.callers = append(k.callers, service.Caller{Name: t.Name, Tenant: tenant, Scopes: slices.Clone(t.Scopes),
 			Routes: slices.Clone(t.Routes), Accounts: slices.Clone(t.Accounts)})
 	}

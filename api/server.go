@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -169,9 +170,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, handler string, f
 		if sw.Code == 0 {
 			sw.Code = http.StatusOK
 		}
-		if handler == "" {
-			handler = handlerOf(r)
-		}
+		handler = cmp.Or(handler, handlerOf(r))
 		d := time.Since(start)
 		s.metrics.countHTTP(handler, sw.Code, d)
 		if s.cfg.AccessLog {

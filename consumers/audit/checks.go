@@ -65,10 +65,7 @@ func (a *auditor) checkInvariants(t *auditIntent, e events.Event, seq uint64) {
 		t.started[e.AttemptID] = true
 	case *events.WriteSucceededData, *events.WriteConfirmedData, *events.WriteRejectedData, *events.OutcomeUnknownData:
 		if !t.started[e.AttemptID] {
-			att := e.AttemptID
-			if att == "" {
-				att = "(none)"
-			}
+			att := cmp.Or(e.AttemptID, "(none)")
 			v(ViolationOutcomeWithoutWriteStarted, fmt.Sprintf("%s for attempt %s, which has no WriteStarted before it", e.Type, att))
 		}
 		switch d := d.(type) {
@@ -287,9 +284,7 @@ func diffViews(want, got *projector.IntentView) []string {
 	for k := 0; k < typ.NumField(); k++ {
 		f := typ.Field(k)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "" {
-			name = f.Name
-		}
+		name = cmp.Or(name, f.Name)
 		wj, err1 := json.Marshal(wv.Field(k).Interface())
 		gj, err2 := json.Marshal(gv.Field(k).Interface())
 		if err1 != nil || err2 != nil {

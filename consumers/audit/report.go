@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -64,11 +65,7 @@ type Violation struct {
 }
 
 func (v Violation) String() string {
-	id := v.IntentID
-	if id == "" {
-		id = "-"
-	}
-	return fmt.Sprintf("%s %s v%d seq %d: %s", v.Kind, id, v.Version, v.Seq, v.Detail)
+	return fmt.Sprintf("%s %s v%d seq %d: %s", v.Kind, cmp.Or(v.IntentID, "-"), v.Version, v.Seq, v.Detail)
 }
 
 // UnreadableEvent is an event this version cannot decode. Codes are the

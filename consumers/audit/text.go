@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -29,11 +30,7 @@ func (rep *AuditReport) WriteText(w io.Writer) {
 	if len(rep.Violations) > 0 {
 		table(w, fmt.Sprintf("\nviolations: %d\n", len(rep.Violations)), "KIND\tINTENT\tVERSION\tSEQ\tDETAIL", func(tw io.Writer) {
 			for _, v := range rep.Violations {
-				id := v.IntentID
-				if id == "" {
-					id = "-"
-				}
-				fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%s\n", v.Kind, id, v.Version, v.Seq, v.Detail)
+				fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%s\n", v.Kind, cmp.Or(v.IntentID, "-"), v.Version, v.Seq, v.Detail)
 			}
 		})
 	}

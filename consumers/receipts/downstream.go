@@ -303,10 +303,7 @@ func (s *subscriber) handle(ctx context.Context, m jetstream.Msg) {
 		_ = m.Ack()
 		return
 	}
-	id := m.Headers().Get(jetstream.MsgIDHeader)
-	if id == "" {
-		id = e.EventID
-	}
+	id := cmp.Or(m.Headers().Get(jetstream.MsgIDHeader), e.EventID)
 	d := Delivery{Event: e, Route: route, EventID: id, Seq: meta.Sequence.Stream,
 		Redelivered: meta.NumDelivered > 1, NumDelivered: meta.NumDelivered}
 	if err := s.call(ctx, m, d); err != nil {
@@ -380,9 +377,7 @@ func NewDeduper(ctx context.Context, db *sql.DB, table string) (*Deduper, error)
 	if db == nil {
 		return nil, errors.New("deduper: db is nil")
 	}
-	if table == "" {
-		table = DefaultDedupTable
-	}
+	table = cmp.Or(table, DefaultDedupTable)
 	if !sqlIdent.MatchString(table) {
 		return nil, errors.Errorf("deduper: table %q is not an SQL identifier", table)
 	}
