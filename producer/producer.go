@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -208,10 +209,7 @@ func (p *Producer) prepare(req Request) (*prepared, error) {
 		req.Tenant = p.cfg.Tenant
 	}
 	invalid := func(err error) error { return errkind.Wrap(ErrInvalidRequest, err) }
-	if err := events.ValidateToken("tenant", req.Tenant); err != nil {
-		return nil, invalid(err)
-	}
-	if err := events.ValidateToken("route", req.Route); err != nil {
+	if err := cmp.Or(events.ValidateToken("tenant", req.Tenant), events.ValidateToken("route", req.Route)); err != nil {
 		return nil, invalid(err)
 	}
 	route, ok := p.routes[req.Route]
@@ -219,10 +217,7 @@ func (p *Producer) prepare(req Request) (*prepared, error) {
 		return nil, errors.WithHintf(errors.Errorf("%w: %q", ErrUnknownRoute, req.Route),
 			"the routes configured here are %s", strings.Join(p.RouteNames(), ", "))
 	}
-	if err := events.ValidateFreeform("account", req.Account); err != nil {
-		return nil, invalid(err)
-	}
-	if err := events.ValidateFreeform("request_id", req.RequestID); err != nil {
+	if err := cmp.Or(events.ValidateFreeform("account", req.Account), events.ValidateFreeform("request_id", req.RequestID)); err != nil {
 		return nil, invalid(err)
 	}
 	if req.ParentExternalID != "" {
