@@ -1,9 +1,10 @@
 package events
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -108,13 +109,8 @@ func DecodeHold(data []byte) (Hold, error) {
 	if len(data) > MaxEventSize {
 		return h, errors.Errorf("decode hold: %w", &FieldError{Field: "body", Reason: "is too large"})
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&h); err != nil {
+	if err := strictUnmarshal(data, &h); err != nil {
 		return Hold{}, errors.Errorf("decode hold: %w", &FieldError{Field: "body", Reason: clip(err.Error())})
-	}
-	if dec.More() {
-		return Hold{}, errors.Errorf("decode hold: %w", &FieldError{Field: "body", Reason: "has data after the object"})
 	}
 	if err := h.Validate(); err != nil {
 		return Hold{}, errors.Errorf("decode hold: %w", err)
@@ -126,48 +122,38 @@ func DecodeHold(data []byte) (Hold, error) {
 // answer or a log line: "versions 2, 3 (sequences 120..121)", or the
 // accepted ranges when the versions are not known.
 func (h Hold) Named() string {
-	var b bytes.Buffer
+	s := "events the views did not know"
 	if len(h.Versions) > 0 {
-		b.WriteString("versions ")
+		vs := make([]string, len(h.Versions))
 		for k, v := range h.Versions {
-			if k > 0 {
-				b.WriteString(", ")
-			}
-			fmt.Fprint(&b, v)
+			vs[k] = strconv.FormatUint(v, 10)
 		}
+		s = "versions " + strings.Join(vs, ", ")
 		if len(h.Seqs) > 0 {
-			fmt.Fprintf(&b, " (sequences %s)", seqList(h.Seqs))
+			s += " (sequences " + seqList(h.Seqs) + ")"
 		}
-	} else {
-		b.WriteString("events the views did not know")
 	}
 	if len(h.Accepted) > 0 {
-		b.WriteString(" in the loss of sequences ")
+		rs := make([]string, len(h.Accepted))
 		for k, r := range h.Accepted {
-			if k > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(seqRange(r[0], r[1]))
+			rs[k] = seqRange(r[0], r[1])
 		}
+		s += " in the loss of sequences " + strings.Join(rs, ", ")
 	}
-	fmt.Fprintf(&b, ", accepted at %s", h.At.UTC().Format(time.RFC3339))
-	return b.String()
+	return s + ", accepted at " + h.At.UTC().Format(time.RFC3339)
 }
 
 func seqList(s []uint64) string {
-	var b bytes.Buffer
+	var out []string
 	for k := 0; k < len(s); {
 		j := k
 		for j+1 < len(s) && s[j+1] == s[j]+1 {
 			j++
 		}
-		if b.Len() > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(seqRange(s[k], s[j]))
+		out = append(out, seqRange(s[k], s[j]))
 		k = j + 1
 	}
-	return b.String()
+	return strings.Join(out, ", ")
 }
 
 // seqRange is "a..b", or "a" alone when b is a.

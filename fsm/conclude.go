@@ -291,10 +291,7 @@ func (d Decider) ConcludeReadFailure(i *Intent, caps events.Capabilities, now ti
 	}
 	if now.Sub(since) >= i.Recorded.Policy.ReadFailingBound() {
 		ev := d.handoff(i, events.ReasonReadFailing, fmt.Sprintf("external reads have failed since %s", since.UTC().Format(time.RFC3339)), caps)
-		ev.Evidence.Errors = append(ev.Evidence.Errors, e)
-		if n := len(ev.Evidence.Errors); n > maxReadErrors+1 {
-			ev.Evidence.Errors = ev.Evidence.Errors[n-maxReadErrors-1:]
-		}
+		ev.Evidence.Errors = keepLast(append(ev.Evidence.Errors, e), maxReadErrors+1)
 		return ev
 	}
 	retryAfter = min(max(retryAfter, 0), MaxRetryAfter)

@@ -47,29 +47,28 @@ func (i *Intent) foldEpisode(at time.Time, to State) {
 func (i *Intent) foldReadFailures(e events.Event) {
 	switch d := e.Data.(type) {
 	case *events.ReconcileStartedData:
+		return
 	case *events.CandidateFoundData:
-		if d.Source != events.SourceResponse {
-			i.ReadFailingSince, i.ReadErrors = time.Time{}, nil
+		if d.Source == events.SourceResponse {
+			return
 		}
 	case *events.CheckDeferredData:
-		if d.Reason == events.DeferLeaseExpired {
-			break
-		}
-		if d.Reason == events.DeferReadFailed {
+		switch d.Reason {
+		case events.DeferLeaseExpired:
+			return
+		case events.DeferReadFailed:
 			if i.ReadFailingSince.IsZero() {
 				i.ReadFailingSince = e.At
 			}
-			i.ReadErrors = append(i.ReadErrors, d.Error)
-			if len(i.ReadErrors) > maxReadErrors {
-				i.ReadErrors = i.ReadErrors[len(i.ReadErrors)-maxReadErrors:]
-			}
-			break
+			i.ReadErrors = keepLast(append(i.ReadErrors, d.Error), maxReadErrors)
+			return
 		}
-		i.ReadFailingSince, i.ReadErrors = time.Time{}, nil
-	default:
-		i.ReadFailingSince, i.ReadErrors = time.Time{}, nil
 	}
+	i.ReadFailingSince, i.ReadErrors = time.Time{}, nil
 }
+
+// keepLast is s's last n elements (all of s when it has fewer).
+func keepLast(s []string, n int) []string { return s[max(0, len(s)-n):] }
 
 // foldWrite folds the events of the write path (recording, approval,
 // attempts and their outcomes, claims); false for any other event.

@@ -244,12 +244,9 @@ func RequiredChecks(c events.Capabilities) []string {
 	if c.StatusQuery {
 		return []string{"status", "payload"}
 	}
-	if len(c.Checks) == 0 {
-		return []string{"url", "author", "payload", "parent", "visibility"}
-	}
 	out := []string{}
 	for _, name := range []string{"url", "author", "payload", "parent", "visibility"} {
-		if name == "author" || name == "payload" || name == "parent" || slices.Contains(c.Checks, name) {
+		if len(c.Checks) == 0 || name == "author" || name == "payload" || name == "parent" || slices.Contains(c.Checks, name) {
 			out = append(out, name)
 		}
 	}
