@@ -52,34 +52,23 @@ const MaxBatch = 10000
 
 // Validate checks the config; errors name the field.
 func (c Config) Validate() error {
-	if c.Stream == "" {
-		return errors.New("projector config: Stream: is required")
+	var err error
+	check := func(wrong bool, format string, args ...any) {
+		if wrong && err == nil {
+			err = errors.Errorf("projector config: "+format, args...)
+		}
 	}
-	if strings.ContainsAny(c.Stream, ".*> \t\r\n") {
-		return errors.Errorf("projector config: Stream: %q is not a stream name", c.Stream)
-	}
-	if c.DBPath == "" {
-		return errors.New("projector config: DBPath: is required")
-	}
-	if strings.ContainsRune(c.DBPath, '?') {
-		return errors.Errorf("projector config: DBPath: %q must not contain '?'", c.DBPath)
-	}
-	if c.Durable == "" {
-		return errors.New("projector config: Durable: is required")
-	}
-	if len(c.Durable) > 64 || strings.ContainsAny(c.Durable, ".*>/\\ \t\r\n") {
-		return errors.Errorf("projector config: Durable: %q is not a consumer name (≤64 bytes, no . * > / \\ or white space)", c.Durable)
-	}
-	if c.Batch < 1 || c.Batch > MaxBatch {
-		return errors.Errorf("projector config: Batch: %d is outside 1..%d", c.Batch, MaxBatch)
-	}
-	if c.CacheSize < 1 {
-		return errors.Errorf("projector config: CacheSize: %d must be ≥ 1", c.CacheSize)
-	}
-	if c.UnsyncedBacklog < -1 {
-		return errors.Errorf("projector config: UnsyncedBacklog: %d must be ≥ 1, or -1 for never", c.UnsyncedBacklog)
-	}
-	return nil
+	check(c.Stream == "", "Stream: is required")
+	check(strings.ContainsAny(c.Stream, ".*> \t\r\n"), "Stream: %q is not a stream name", c.Stream)
+	check(c.DBPath == "", "DBPath: is required")
+	check(strings.ContainsRune(c.DBPath, '?'), "DBPath: %q must not contain '?'", c.DBPath)
+	check(c.Durable == "", "Durable: is required")
+	check(len(c.Durable) > 64 || strings.ContainsAny(c.Durable, ".*>/\\ \t\r\n"),
+		"Durable: %q is not a consumer name (≤64 bytes, no . * > / \\ or white space)", c.Durable)
+	check(c.Batch < 1 || c.Batch > MaxBatch, "Batch: %d is outside 1..%d", c.Batch, MaxBatch)
+	check(c.CacheSize < 1, "CacheSize: %d must be ≥ 1", c.CacheSize)
+	check(c.UnsyncedBacklog < -1, "UnsyncedBacklog: %d must be ≥ 1, or -1 for never", c.UnsyncedBacklog)
+	return err
 }
 
 // withDefaults fills zero fields from DefaultConfig.
