@@ -120,39 +120,26 @@ func (c StoreConfig) flushers() int {
 
 // Validate checks the config.
 func (c StoreConfig) Validate() error {
-	if c.Stream == "" {
-		return errors.New("store config: Stream: is required")
+	var err error
+	check := func(wrong bool, format string, args ...any) {
+		if wrong && err == nil {
+			err = errors.Errorf("store config: "+format, args...)
+		}
 	}
-	if c.Replicas != 1 && c.Replicas != 3 && c.Replicas != 5 {
-		return errors.Errorf("store config: Replicas: %d (want 1, 3 or 5)", c.Replicas)
-	}
-	if c.DuplicateWindow < time.Minute {
-		return errors.Errorf("store config: DuplicateWindow: %s is shorter than 1m", c.DuplicateWindow)
-	}
-	if c.AppendAttempts < 1 {
-		return errors.New("store config: AppendAttempts: must be ≥ 1")
-	}
-	if c.AppendTimeout <= 0 {
-		return errors.New("store config: AppendTimeout: must be positive")
-	}
-	if len(c.Writer) > 64 || strings.Trim(c.Writer, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "" {
-		return errors.Errorf("store config: Writer: %q (want [A-Za-z0-9_-], at most 64 bytes)", c.Writer)
-	}
-	if c.BatchMax < 0 || c.BatchMax > maxAtomicBatch {
-		return errors.Errorf("store config: BatchMax: %d (want 0 … %d, the server's atomic batch limit)", c.BatchMax, maxAtomicBatch)
-	}
+	check(c.Stream == "", "Stream: is required")
+	check(c.Replicas != 1 && c.Replicas != 3 && c.Replicas != 5, "Replicas: %d (want 1, 3 or 5)", c.Replicas)
+	check(c.DuplicateWindow < time.Minute, "DuplicateWindow: %s is shorter than 1m", c.DuplicateWindow)
+	check(c.AppendAttempts < 1, "AppendAttempts: must be ≥ 1")
+	check(c.AppendTimeout <= 0, "AppendTimeout: must be positive")
+	check(len(c.Writer) > 64 || strings.Trim(c.Writer, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "",
+		"Writer: %q (want [A-Za-z0-9_-], at most 64 bytes)", c.Writer)
+	check(c.BatchMax < 0 || c.BatchMax > maxAtomicBatch, "BatchMax: %d (want 0 … %d, the server's atomic batch limit)", c.BatchMax, maxAtomicBatch)
 	if c.BatchMax >= 2 {
-		if c.BatchMin < 0 || c.BatchMin > c.BatchMax {
-			return errors.Errorf("store config: BatchMin: %d (want 0 … BatchMax %d)", c.BatchMin, c.BatchMax)
-		}
-		if c.BatchFlushers < 0 || c.BatchFlushers > 16 {
-			return errors.Errorf("store config: BatchFlushers: %d (want 0 for the default, or 1 … 16)", c.BatchFlushers)
-		}
-		if c.BatchBytes < 1 {
-			return errors.New("store config: BatchBytes: must be positive")
-		}
+		check(c.BatchMin < 0 || c.BatchMin > c.BatchMax, "BatchMin: %d (want 0 … BatchMax %d)", c.BatchMin, c.BatchMax)
+		check(c.BatchFlushers < 0 || c.BatchFlushers > 16, "BatchFlushers: %d (want 0 for the default, or 1 … 16)", c.BatchFlushers)
+		check(c.BatchBytes < 1, "BatchBytes: must be positive")
 	}
-	return nil
+	return err
 }
 
 // maxAtomicBatch is nats-server's default limit on the messages of one
