@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -56,7 +57,7 @@ type Node struct {
 	hook    *webhook.Deliverer // Config.Webhook's, or nil
 	writer  string             // this process's writer id (newWriterID)
 
-	runOnce sync.Once
+	ran     atomic.Bool // Run was called
 	closers []func()
 }
 
@@ -221,9 +222,7 @@ func (n *Node) openReconcilers() error {
 // catch up with the log (so that a loss found at the next start is named
 // in full) and returns. Run runs once.
 func (n *Node) Run(ctx context.Context) error {
-	ran := false
-	n.runOnce.Do(func() { ran = true })
-	if !ran {
+	if !n.ran.CompareAndSwap(false, true) {
 		return errors.New("node: Run was called twice")
 	}
 	var wg sync.WaitGroup
@@ -232,11 +231,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.hook != nil {
 		// Settlements to Config.Webhook: Run makes its consumer again
 		// while it cannot and returns only when ctx ends.
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = n.hook.Run(ctx)
-		}()
+		wg.Go(func() { _ = n.hook.Run(ctx) })
 	}
 	wg.Wait()
 	// The views catch up with the log before the process ends: after a

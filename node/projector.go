@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -29,12 +30,9 @@ type projWatch struct {
 // (its consumer is made anew at the checkpoint). Either way /readyz says
 // so until the checkpoint moves again.
 func (s *supervisor) runProjector(ctx context.Context, st jetstream.Stream, proj *projector.Projector) {
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		s.watchProjector(ctx, st, proj)
-	}()
-	defer func() { <-watched }()
+	var watch sync.WaitGroup
+	watch.Go(func() { s.watchProjector(ctx, st, proj) })
+	defer watch.Wait()
 	backoff := time.Second
 	for ctx.Err() == nil {
 		rctx, cancel := context.WithCancelCause(ctx)
@@ -111,13 +109,10 @@ func (s *supervisor) observeProjector(cp, last uint64, now time.Time) {
 		w.movedAt = now
 	}
 	w.checkpoint, w.last = cp, last
-	switch {
-	case last > cp && last-cp > s.cfg.ProjectorMaxLag:
-		if w.lagSince.IsZero() {
-			w.lagSince = now
-		}
-	default:
+	if last <= cp || last-cp <= s.cfg.ProjectorMaxLag {
 		w.lagSince = time.Time{}
+	} else if w.lagSince.IsZero() {
+		w.lagSince = now
 	}
 	if last > cp && now.Sub(w.movedAt) >= s.cfg.ProjectorStall && w.restart != nil {
 		err := errors.Wrapf(errProjectorStalled, "checkpoint %d, stream at %d, no progress for %s", cp, last, now.Sub(w.movedAt).Round(time.Second))

@@ -90,25 +90,18 @@ func (s *supervisor) start(ctx context.Context, wg *sync.WaitGroup, p supervised
 	s.recs = p.recs
 	s.mu.Unlock()
 	p.metrics.MustRegister(s.metrics(ctx, st, p.proj, consumerNames(p.routes), p.recs)...)
-	run := func(fn func()) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn()
-		}()
-	}
-	run(func() { s.verifyLog(ctx, p.js, p.store.Config().Stream, p.dd, p.store) })
-	run(func() { keepHighWater(ctx, st, p.dd.HighWater(), p.store, s.logger, time.Second) })
-	run(func() { s.keepLock(ctx, p.dd, time.Second) })
-	run(func() { s.guardClock(ctx, st, maxOffset(s.cfg.MaxClockOffset, p.routes), 10*time.Second) })
+	wg.Go(func() { s.verifyLog(ctx, p.js, p.store.Config().Stream, p.dd, p.store) })
+	wg.Go(func() { keepHighWater(ctx, st, p.dd.HighWater(), p.store, s.logger, time.Second) })
+	wg.Go(func() { s.keepLock(ctx, p.dd, time.Second) })
+	wg.Go(func() { s.guardClock(ctx, st, maxOffset(s.cfg.MaxClockOffset, p.routes), 10*time.Second) })
 	if p.srv != nil {
-		run(func() {
+		wg.Go(func() {
 			s.watchDisk(ctx, p.srv, p.js, p.store.Config().Stream, p.dd, uint64(s.cfg.MinFreeMB)<<20)
 		})
 	}
-	run(func() { s.runProjector(ctx, st, p.proj) })
+	wg.Go(func() { s.runProjector(ctx, st, p.proj) })
 	for k, rec := range p.recs {
-		run(func() {
+		wg.Go(func() {
 			select { // the log is read whole first (verify.go)
 			case <-s.verified:
 			case <-ctx.Done():

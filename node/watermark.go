@@ -338,11 +338,11 @@ func acceptLoss(ctx context.Context, g logGuard, hw HighWater, loss *logLoss, wr
 	} else if err := markHeld(ctx, js, stream, dd.Views(), accepted, logger); err != nil {
 		return nil, errors.Errorf("accept log loss: %w", err)
 	}
-	if aside, err := MoveViewsAside(dd.Views()); err != nil {
+	aside, err := MoveViewsAside(dd.Views())
+	if err != nil {
 		return nil, errors.Errorf("accept log loss: %w", err)
-	} else {
-		logger.Warn("views moved aside; they are rebuilt from what the log holds", "old_views", aside)
 	}
+	logger.Warn("views moved aside; they are rebuilt from what the log holds", "old_views", aside)
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 	if err := writeHighWater(dd.HighWater(), HighWater{Stream: loss.Stream, LastSeq: loss.LastSeq, Msgs: loss.Msgs, Updated: time.Now().UTC(),
