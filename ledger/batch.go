@@ -483,9 +483,7 @@ func (s *Store) staleUnits(units []*unit) (stale, fresh []*unit) {
 	ok := make([]bool, len(units))
 	var wg sync.WaitGroup
 	for i, u := range units {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			m, err := s.getLastMsgForSubject(ctx, u.subject)
 			switch {
 			case errors.Is(err, jetstream.ErrMsgNotFound):
@@ -493,7 +491,7 @@ func (s *Store) staleUnits(units []*unit) (stale, fresh []*unit) {
 			case err == nil:
 				ok[i] = m.Sequence == u.expected
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	for i, u := range units {
