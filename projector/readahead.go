@@ -88,9 +88,7 @@ func (p *Projector) readAhead(ctx context.Context, rd *ledger.Reader) (<-chan re
 func (p *Projector) readAheadFrom(ctx context.Context, it nexter) (<-chan readBatch, func()) {
 	out := make(chan readBatch, 2)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		defer close(out)
 		next := func(wait time.Duration) (rawMsg, error) {
 			m, err := it.next(ctx, wait)
@@ -135,7 +133,7 @@ func (p *Projector) readAheadFrom(ctx context.Context, it nexter) (<-chan readBa
 				return
 			}
 		}
-	}()
+	})
 	return out, func() {
 		// The applier has returned: stop the reader and wait for it.
 		for range out {
