@@ -365,9 +365,7 @@ func (r *Reader) next(ctx context.Context) (StreamMsg, error) {
 // replicated stream settle allows no direct get, which any peer could
 // answer).
 func MessageAfter(ctx context.Context, st jetstream.Stream, seq uint64, subject string) (bool, error) {
-	if subject == "" {
-		subject = ">"
-	}
+	subject = cmp.Or(subject, ">")
 	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	_, err := st.GetMsg(gctx, seq+1, jetstream.WithGetMsgSubject(subject))

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"maps"
@@ -37,9 +38,7 @@ func ParseListen(v, passwordEnv string, env func(string) (string, bool)) (*Liste
 	if err != nil {
 		host, portStr = "", v
 	}
-	if host == "" {
-		host = "127.0.0.1"
-	}
+	host = cmp.Or(host, "127.0.0.1")
 	port, err := strconv.Atoi(portStr)
 	if err != nil || port < 0 || port > 65535 {
 		return nil, errors.Errorf("--nats-listen: %q is not PORT or HOST:PORT", v)

@@ -205,9 +205,7 @@ type prepared struct {
 }
 
 func (p *Producer) prepare(req Request) (*prepared, error) {
-	if req.Tenant == "" {
-		req.Tenant = p.cfg.Tenant
-	}
+	req.Tenant = cmp.Or(req.Tenant, p.cfg.Tenant)
 	invalid := func(err error) error { return errkind.Wrap(ErrInvalidRequest, err) }
 	if err := cmp.Or(events.ValidateToken("tenant", req.Tenant), events.ValidateToken("route", req.Route)); err != nil {
 		return nil, invalid(err)
@@ -588,10 +586,7 @@ func Classify(intent *fsm.Intent, attemptID string, res adapter.WriteResult, err
 			// The key was already used: an earlier request with it
 			// reached the API and may have executed. Whatever class the
 			// adapter gave the answer, it proves nothing was done.
-			msg := ce.Message
-			if msg == "" {
-				msg = "the API says the idempotency key was already used: an earlier request with it reached the API"
-			}
+			msg := cmp.Or(ce.Message, "the API says the idempotency key was already used: an earlier request with it reached the API")
 			return &events.OutcomeUnknownData{Code: adapter.CodeKeyReused, Message: msg, StatusCode: ce.StatusCode}
 		}
 		switch ce.Class {

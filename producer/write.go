@@ -182,11 +182,7 @@ func (w *Writer) call(ctx context.Context, route adapter.Route, h *ledger.Histor
 	octx, ocancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.OutcomeTimeout)
 	defer ocancel()
 	if err := w.appendOutcome(octx, h, intent, step.AttemptID, outcome); err != nil {
-		log := w.cfg.Logger
-		if log == nil {
-			log = slog.Default()
-		}
-		log.Warn("producer: the write was made but its outcome could not be recorded: reconciliation settles the intent (after the attempt's deadline, unless another worker recorded an outcome meanwhile)",
+		cmp.Or(w.cfg.Logger, slog.Default()).Warn("producer: the write was made but its outcome could not be recorded: reconciliation settles the intent (after the attempt's deadline, unless another worker recorded an outcome meanwhile)",
 			"intent", intent.ID, "route", route.Name, "attempt", step.AttemptID, "outcome", string(outcome.EventType()), "err", err)
 		return errkind.Wrap(ErrOutcomeNotRecorded, errors.Wrapf(err, "%s", step.AttemptID))
 	}

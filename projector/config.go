@@ -79,8 +79,6 @@ func (c Config) withDefaults() Config {
 	c.Batch = cmp.Or(c.Batch, d.Batch)
 	c.CacheSize = cmp.Or(c.CacheSize, d.CacheSize)
 	c.UnsyncedBacklog = cmp.Or(c.UnsyncedBacklog, d.UnsyncedBacklog)
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }

@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/base64"
@@ -137,12 +138,7 @@ func ViewOf(i *fsm.Intent, lastSeq uint64) IntentView {
 		r := *i.Receipt
 		r.ReadbackAt = r.ReadbackAt.UTC()
 		r.Checks = append([]events.Check(nil), r.Checks...)
-		if r.RequestID == "" {
-			r.RequestID = rec.RequestID
-		}
-		if r.IdempotencyKey == "" {
-			r.IdempotencyKey = rec.IdempotencyKey
-		}
+		r.RequestID, r.IdempotencyKey = cmp.Or(r.RequestID, rec.RequestID), cmp.Or(r.IdempotencyKey, rec.IdempotencyKey)
 		v.Receipt = &r
 	}
 	return v
@@ -346,10 +342,7 @@ func (p *Projector) List(ctx context.Context, f Filter) (Page, error) {
 	if f.Limit < 0 || f.Limit > MaxLimit {
 		return Page{}, errors.Errorf("list: Limit: %d is outside 0..%d", f.Limit, MaxLimit)
 	}
-	limit := f.Limit
-	if limit == 0 {
-		limit = 100
-	}
+	limit := cmp.Or(f.Limit, 100)
 	var w sqlConds
 	w.eq("i.tenant", f.Tenant)
 	if f.State != "" {
