@@ -2,6 +2,7 @@ package projector
 
 import (
 	"cmp"
+	"fmt"
 	"log/slog"
 	"strings"
 
@@ -52,23 +53,26 @@ const MaxBatch = 10000
 
 // Validate checks the config; errors name the field.
 func (c Config) Validate() error {
-	var err error
-	check := func(wrong bool, format string, args ...any) {
-		if wrong && err == nil {
-			err = errors.Errorf("projector config: "+format, args...)
+	for _, r := range []struct {
+		wrong bool
+		msg   string
+	}{
+		{c.Stream == "", "Stream: is required"},
+		{strings.ContainsAny(c.Stream, ".*> \t\r\n"), fmt.Sprintf("Stream: %q is not a stream name", c.Stream)},
+		{c.DBPath == "", "DBPath: is required"},
+		{strings.ContainsRune(c.DBPath, '?'), fmt.Sprintf("DBPath: %q must not contain '?'", c.DBPath)},
+		{c.Durable == "", "Durable: is required"},
+		{len(c.Durable) > 64 || strings.ContainsAny(c.Durable, ".*>/\\ \t\r\n"),
+			fmt.Sprintf("Durable: %q is not a consumer name (≤64 bytes, no . * > / \\ or white space)", c.Durable)},
+		{c.Batch < 1 || c.Batch > MaxBatch, fmt.Sprintf("Batch: %d is outside 1..%d", c.Batch, MaxBatch)},
+		{c.CacheSize < 1, fmt.Sprintf("CacheSize: %d must be ≥ 1", c.CacheSize)},
+		{c.UnsyncedBacklog < -1, fmt.Sprintf("UnsyncedBacklog: %d must be ≥ 1, or -1 for never", c.UnsyncedBacklog)},
+	} {
+		if r.wrong {
+			return errors.New("projector config: " + r.msg)
 		}
 	}
-	check(c.Stream == "", "Stream: is required")
-	check(strings.ContainsAny(c.Stream, ".*> \t\r\n"), "Stream: %q is not a stream name", c.Stream)
-	check(c.DBPath == "", "DBPath: is required")
-	check(strings.ContainsRune(c.DBPath, '?'), "DBPath: %q must not contain '?'", c.DBPath)
-	check(c.Durable == "", "Durable: is required")
-	check(len(c.Durable) > 64 || strings.ContainsAny(c.Durable, ".*>/\\ \t\r\n"),
-		"Durable: %q is not a consumer name (≤64 bytes, no . * > / \\ or white space)", c.Durable)
-	check(c.Batch < 1 || c.Batch > MaxBatch, "Batch: %d is outside 1..%d", c.Batch, MaxBatch)
-	check(c.CacheSize < 1, "CacheSize: %d must be ≥ 1", c.CacheSize)
-	check(c.UnsyncedBacklog < -1, "UnsyncedBacklog: %d must be ≥ 1, or -1 for never", c.UnsyncedBacklog)
-	return err
+	return nil
 }
 
 // withDefaults fills zero fields from DefaultConfig.
