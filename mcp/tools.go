@@ -65,22 +65,20 @@ func (s *Server) submitTool(rt routeTool, c service.Caller) *sdk.Tool {
 	name := rt.route.Name
 	account := idSchema("the account to write as (the external system's account or user id)")
 	required := []string{"task_id", "step_id", "payload"}
+	if len(c.Accounts) > 0 {
+		account["enum"] = c.Accounts
+	}
 	if d := c.DefaultAccount(); d != "" {
 		account["description"] = "the account to write as (default " + d + ")"
-		account["enum"] = c.Accounts
 	} else {
-		if len(c.Accounts) > 0 {
-			account["enum"] = c.Accounts
-		}
 		required = append(required, "account")
 	}
-	var payload any = rt.payload
 	props := map[string]any{
 		"task_id":            idSchema(taskIDDesc),
 		"step_id":            idSchema(stepIDDesc),
 		"account":            account,
 		"parent_external_id": idSchema("the external id of the object this write answers or belongs to (optional)"),
-		"payload":            payload,
+		"payload":            rt.payload,
 		"wait_seconds":       s.waitSchema("the outcome to be settled"),
 	}
 	caps := rt.route.Adapter.Capabilities()

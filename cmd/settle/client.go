@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -18,11 +19,7 @@ import (
 // clientFlags are the flags of every command over the API: its URL and
 // the variable holding the token.
 func clientFlags(fs *flag.FlagSet) (*string, *string) {
-	def := os.Getenv("SETTLE_API")
-	if def == "" {
-		def = "http://127.0.0.1:8080"
-	}
-	api := fs.String("api", def, "settle API `URL` (env SETTLE_API)")
+	api := fs.String("api", cmp.Or(os.Getenv("SETTLE_API"), "http://127.0.0.1:8080"), "settle API `URL` (env SETTLE_API)")
 	token := fs.String("token-env", "SETTLE_TOKEN", "environment `VARIABLE` holding the bearer token (never a flag: flags show in ps)")
 	return api, token
 }
@@ -91,12 +88,11 @@ func (m *Main) intents(ctx context.Context, args []string) error {
 // first, positional) and returns the ID and the client of --api and
 // --token-env.
 func (m *Main) clientArgs(fs *flag.FlagSet, sub string, args []string, apiURL, tokenEnv *string) (string, *apiclient.Client, error) {
-	rest := args
-	id, err := m.positional(fs, sub, &rest)
+	id, err := m.positional(fs, sub, &args)
 	if err != nil {
 		return "", nil, err
 	}
-	if err := m.parse(fs, rest); err != nil {
+	if err := m.parse(fs, args); err != nil {
 		return "", nil, err
 	}
 	c, err := apiclient.New(*apiURL, *tokenEnv)

@@ -103,14 +103,10 @@ func Verify(header string, body []byte, secret []byte, tolerance time.Duration, 
 		}
 	}
 	want := mac(secret, ts, body)
-	ok := false
 	for _, s := range sigs {
 		if hmac.Equal(s, want) {
-			ok = true
+			return nil
 		}
 	}
-	if !ok {
-		return ErrSignatureDiffer
-	}
-	return nil
+	return ErrSignatureDiffer
 }
