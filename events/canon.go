@@ -113,36 +113,25 @@ func (p *canonParser) pathString() string {
 	var b strings.Builder
 	b.WriteByte('$')
 	for _, s := range p.path {
-		if !s.isKey {
-			b.WriteByte('[')
-			b.WriteString(strconv.Itoa(s.index))
-			b.WriteByte(']')
-			continue
-		}
-		if canonIsIdent(s.key) {
-			b.WriteByte('.')
-			b.WriteString(s.key)
-		} else {
-			b.WriteByte('[')
-			b.WriteString(strconv.Quote(s.key))
-			b.WriteByte(']')
+		switch {
+		case !s.isKey:
+			b.WriteString("[" + strconv.Itoa(s.index) + "]")
+		case canonIsIdent(s.key):
+			b.WriteString("." + s.key)
+		default:
+			b.WriteString("[" + strconv.Quote(s.key) + "]")
 		}
 	}
 	return b.String()
 }
 
 func canonIsIdent(s string) bool {
-	if s == "" {
-		return false
-	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (i > 0 && c >= '0' && c <= '9') {
-			continue
+		if c := s[i]; !(c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (i > 0 && c >= '0' && c <= '9')) {
+			return false
 		}
-		return false
 	}
-	return true
+	return s != ""
 }
 
 func (p *canonParser) fail(reason string) *CanonError {
