@@ -501,29 +501,8 @@ func (d *decoder) value(o *obj, key string, f reflect.Value) {
 		*p = toTree(v)
 		return
 	default:
-		switch {
-		case t == durationType || t == eventsDurationType:
-			x, reason = parseDuration(v)
-		case t.Kind() == reflect.String:
-			x, reason = asString(v)
-		case t.Kind() == reflect.Int:
-			x, reason = asInt(v)
-		case t.Kind() == reflect.Float64:
-			x, reason = toFloat(v)
-		case t.Kind() == reflect.Bool:
-			if x, ok = v.(bool); !ok {
-				reason = "must be true or false, not " + typeName(v)
-			}
-		default: // a section
-			sub := d.object(v, field)
-			if sub == nil {
-				return
-			}
-			if f.Kind() == reflect.Pointer {
-				f.Set(reflect.New(t))
-				f = f.Elem()
-			}
-			d.into(sub, f)
+		if x, reason, ok = scalar(v, t); !ok {
+			d.section(v, field, f, t)
 			return
 		}
 	}
@@ -541,6 +520,42 @@ func (d *decoder) value(o *obj, key string, f reflect.Value) {
 		rv = ptr
 	}
 	f.Set(rv)
+}
+
+// scalar reads v as a value of type t; ok is false when t is not a
+// scalar (a section, decoded by section).
+func scalar(v any, t reflect.Type) (x any, reason string, ok bool) {
+	switch {
+	case t == durationType || t == eventsDurationType:
+		x, reason = parseDuration(v)
+	case t.Kind() == reflect.String:
+		x, reason = asString(v)
+	case t.Kind() == reflect.Int:
+		x, reason = asInt(v)
+	case t.Kind() == reflect.Float64:
+		x, reason = toFloat(v)
+	case t.Kind() == reflect.Bool:
+		var isBool bool
+		if x, isBool = v.(bool); !isBool {
+			reason = "must be true or false, not " + typeName(v)
+		}
+	default:
+		return nil, "", false
+	}
+	return x, reason, true
+}
+
+// section decodes the mapping v into the struct (or pointer to struct) f.
+func (d *decoder) section(v any, field string, f reflect.Value, t reflect.Type) {
+	sub := d.object(v, field)
+	if sub == nil {
+		return
+	}
+	if f.Kind() == reflect.Pointer {
+		f.Set(reflect.New(t))
+		f = f.Elem()
+	}
+	d.into(sub, f)
 }
 
 func (d *decoder) outcomes(v any, field string, dst *[]OutcomeRule) {
